@@ -1,0 +1,540 @@
+//! The agent loop: `run_conversation` (SPEC L1, L3, L4, L7, L8, L11).
+//!
+//! One plain, synchronous function serves every front-end. It appends the
+//! user message, then loops: take one unit of budget → call the model with a
+//! borrowed view of the ledger → append the assistant message (always, with
+//! its tool calls, SPEC L8) → answer every tool call in order (SPEC L7) → go
+//! again, until the model stops calling tools, the wallet is empty, the run is
+//! interrupted, the output is cut, or the model fails.
+//!
+//! **Invariant:** whatever the stop reason, the returned ledger is valid for
+//! the API: every tool call of every assistant message is answered by exactly
+//! one tool message, in order, directly after it.
+//!
+//! **`finish_reason = length` (SPEC L4):** the completion was cut by the
+//! output-token limit. Tool calls in a cut completion may carry truncated
+//! arguments, so they are never run and are not written to the ledger; the
+//! partial text is kept, its entry is marked with `finish_reason = length`,
+//! and the run stops with [`StopReason::Truncated`]. Front-ends say so to the
+//! user (the CLI prints a warning; the gateway appends a notice). The choice
+//! is to stop rather than to ask the model to continue: a continuation prompt
+//! would be a message the user never wrote, and a model that keeps hitting the
+//! limit would burn the budget silently.
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use crate::budget::IterationBudget;
+use crate::clock::{Clock, NoClock};
+use crate::interrupt::InterruptFlag;
+use crate::message::{EntryMeta, FinishReason, LedgerEntry, Message, ToolCall, Usage};
+use crate::model::{ChatRequest, Completion, Flow, Model, ModelError, StreamSink};
+use crate::tool::{ToolContext, ToolError, ToolRegistry};
+
+/// The exact result given to every tool call skipped because of an interrupt.
+pub const SKIPPED_TOOL_RESULT: &str = "[Tool execution skipped -- user sent a new message]";
+
+/// Why a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model answered without calling tools.
+    Completed,
+    /// The iteration wallet ran dry before the model finished (SPEC L3).
+    BudgetExhausted,
+    /// The interrupt flag was set (SPEC L11).
+    Interrupted,
+    /// The model's output was cut by the token limit (SPEC L4).
+    Truncated,
+    /// The model call failed after the transport's retries (SPEC L12).
+    ModelError(ModelError),
+    /// A tool aborted the turn.
+    ToolAborted {
+        /// The tool that aborted.
+        tool: String,
+        /// Its reason.
+        message: String,
+    },
+}
+
+impl StopReason {
+    /// A one-line explanation for the user, `None` for a normal completion.
+    pub fn notice(&self, budget_total: u32) -> Option<String> {
+        match self {
+            StopReason::Completed => None,
+            StopReason::BudgetExhausted => Some(format!(
+                "Reached the maximum iteration count ({budget_total} model calls) before the task was finished."
+            )),
+            StopReason::Interrupted => Some("Interrupted.".into()),
+            StopReason::Truncated => Some(
+                "The answer was cut off by the model's output-token limit (finish_reason = length)."
+                    .into(),
+            ),
+            StopReason::ModelError(e) => Some(format!("Model error: {e}")),
+            StopReason::ToolAborted { tool, message } => {
+                Some(format!("Tool '{tool}' aborted the turn: {message}"))
+            }
+        }
+    }
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The text of the last assistant message (possibly partial); empty if
+    /// the model produced none.
+    pub final_text: String,
+    /// The complete ledger: the history passed in, then everything this run added.
+    pub messages: Vec<LedgerEntry>,
+    /// Index in `messages` of the first entry this run added (the user message).
+    pub first_new: usize,
+    /// Why the run ended.
+    pub stop: StopReason,
+    /// Token usage summed over this run's model calls.
+    pub usage: Usage,
+    /// Model calls made by this run (not counting sub-agents).
+    pub iterations: u32,
+}
+
+impl RunOutcome {
+    /// The entries this run added (starting with the user message).
+    pub fn new_messages(&self) -> &[LedgerEntry] {
+        &self.messages[self.first_new..]
+    }
+}
+
+/// What happens during a run, for display and incremental persistence.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AgentEvent<'a> {
+    /// A model call is about to start.
+    ModelCall {
+        /// 1-based count of this run's model calls.
+        iteration: u32,
+        /// Budget left after this call was paid for.
+        remaining: u32,
+    },
+    /// Streamed answer text.
+    TextDelta(&'a str),
+    /// Streamed reasoning text.
+    ReasoningDelta(&'a str),
+    /// A tool is about to run.
+    ToolStarted {
+        /// The call being answered.
+        call: &'a ToolCall,
+    },
+    /// A tool call was answered (by the tool, an error, or a placeholder).
+    ToolFinished {
+        /// The call answered.
+        call: &'a ToolCall,
+        /// The result text given to the model.
+        result: &'a str,
+        /// Whether the result reports an error.
+        is_error: bool,
+    },
+    /// An entry was appended to the ledger.
+    Appended(&'a LedgerEntry),
+}
+
+/// Receives [`AgentEvent`]s.
+pub trait AgentObserver {
+    /// Called synchronously on the loop's thread; keep it short.
+    fn on_event(&mut self, event: &AgentEvent<'_>);
+}
+
+/// An observer that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObserver;
+
+impl AgentObserver for NoObserver {
+    fn on_event(&mut self, _event: &AgentEvent<'_>) {}
+}
+
+/// An agent: a model, tools, a system prompt and limits. It holds no
+/// transcript, so it can be cached and dropped freely (SPEC G4).
+pub struct Agent {
+    model: Arc<dyn Model>,
+    tools: Arc<ToolRegistry>,
+    system_prompt: String,
+    max_iterations: u32,
+    interrupt: InterruptFlag,
+    clock: Arc<dyn Clock>,
+}
+
+impl core::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Agent")
+            .field("tools", &self.tools)
+            .field("system_prompt_len", &self.system_prompt.len())
+            .field("max_iterations", &self.max_iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent with the default budget, a fresh interrupt flag and no clock.
+    pub fn new(
+        model: Arc<dyn Model>,
+        tools: Arc<ToolRegistry>,
+        system_prompt: impl Into<String>,
+    ) -> Self {
+        Agent {
+            model,
+            tools,
+            system_prompt: system_prompt.into(),
+            max_iterations: crate::budget::DEFAULT_MAX_ITERATIONS,
+            interrupt: InterruptFlag::new(),
+            clock: Arc::new(NoClock),
+        }
+    }
+
+    /// Sets the size of the wallet a run starts with.
+    pub fn with_max_iterations(mut self, n: u32) -> Self {
+        self.max_iterations = n;
+        self
+    }
+
+    /// Uses `clock` for ledger timestamps.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Shares an existing interrupt flag.
+    pub fn with_interrupt(mut self, flag: InterruptFlag) -> Self {
+        self.interrupt = flag;
+        self
+    }
+
+    /// A handle to this agent's interrupt flag.
+    pub fn interrupt_flag(&self) -> &InterruptFlag {
+        &self.interrupt
+    }
+
+    /// Asks the running turn to stop (SPEC L11).
+    pub fn interrupt(&self) {
+        self.interrupt.interrupt();
+    }
+
+    /// The system prompt, byte-for-byte as sent.
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<dyn Model> {
+        &self.model
+    }
+
+    /// The wallet size of a fresh run.
+    pub fn max_iterations(&self) -> u32 {
+        self.max_iterations
+    }
+
+    /// Runs one user turn with a fresh wallet and no observer.
+    pub fn run_conversation(&self, user_message: &str, history: Vec<LedgerEntry>) -> RunOutcome {
+        let budget = IterationBudget::new(self.max_iterations);
+        self.run(user_message, history, &budget, &mut NoObserver)
+    }
+
+    /// Runs one user turn drawing from `budget` (a sub-agent passes its
+    /// parent's wallet here) and reporting to `observer`.
+    ///
+    /// The interrupt flag is cleared first: an interrupt aimed at an earlier
+    /// run must not stop this one.
+    pub fn run(
+        &self,
+        user_message: &str,
+        history: Vec<LedgerEntry>,
+        budget: &IterationBudget,
+        observer: &mut dyn AgentObserver,
+    ) -> RunOutcome {
+        self.interrupt.clear();
+        let mut run = Run {
+            agent: self,
+            budget,
+            observer,
+            messages: history,
+            usage: Usage::default(),
+            iterations: 0,
+        };
+        let first_new = run.messages.len();
+        run.push(LedgerEntry::at(Message::user(user_message), self.clock.now_ms()));
+        let stop = run.drive();
+        let final_text = run
+            .messages
+            .iter()
+            .skip(first_new)
+            .rev()
+            .find_map(|e| match &e.message {
+                Message::Assistant { content: Some(c), .. } if !c.is_empty() => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        RunOutcome {
+            final_text,
+            messages: run.messages,
+            first_new,
+            stop,
+            usage: run.usage,
+            iterations: run.iterations,
+        }
+    }
+}
+
+/// The state of one run.
+struct Run<'a> {
+    agent: &'a Agent,
+    budget: &'a IterationBudget,
+    observer: &'a mut dyn AgentObserver,
+    messages: Vec<LedgerEntry>,
+    usage: Usage,
+    iterations: u32,
+}
+
+/// Forwards streamed pieces to the observer and stops the stream when the
+/// interrupt flag is set (check point (a) of SPEC L11).
+struct LoopSink<'a, 'b> {
+    observer: &'a mut dyn AgentObserver,
+    interrupt: &'b InterruptFlag,
+}
+
+impl LoopSink<'_, '_> {
+    fn flow(&self) -> Flow {
+        if self.interrupt.is_set() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+}
+
+impl StreamSink for LoopSink<'_, '_> {
+    fn on_text(&mut self, text: &str) -> Flow {
+        self.observer.on_event(&AgentEvent::TextDelta(text));
+        self.flow()
+    }
+
+    fn on_reasoning(&mut self, text: &str) -> Flow {
+        self.observer.on_event(&AgentEvent::ReasoningDelta(text));
+        self.flow()
+    }
+
+    fn on_progress(&mut self) -> Flow {
+        self.flow()
+    }
+}
+
+impl Run<'_> {
+    fn push(&mut self, entry: LedgerEntry) {
+        self.messages.push(entry);
+        if let Some(last) = self.messages.last() {
+            self.observer.on_event(&AgentEvent::Appended(last));
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.agent.clock.now_ms()
+    }
+
+    fn drive(&mut self) -> StopReason {
+        let interrupt = &self.agent.interrupt;
+        loop {
+            // Check point (c): the start of every iteration.
+            if interrupt.is_set() {
+                return StopReason::Interrupted;
+            }
+            if !self.budget.try_consume() {
+                return StopReason::BudgetExhausted;
+            }
+            self.iterations += 1;
+            self.observer.on_event(&AgentEvent::ModelCall {
+                iteration: self.iterations,
+                remaining: self.budget.remaining(),
+            });
+
+            let request = ChatRequest {
+                system_prompt: &self.agent.system_prompt,
+                messages: &self.messages,
+                tools: self.agent.tools.specs(),
+            };
+            let mut sink = LoopSink {
+                observer: &mut *self.observer,
+                interrupt,
+            };
+            let result = self.agent.model.complete(&request, &mut sink);
+            let completion = match result {
+                Ok(c) => c,
+                Err(err) => {
+                    if let Some(text) = err.partial_text.clone().filter(|t| !t.is_empty()) {
+                        let mut entry = LedgerEntry::at(Message::assistant(text), self.now());
+                        entry.meta.interrupted = true;
+                        self.push(entry);
+                    }
+                    return StopReason::ModelError(err);
+                }
+            };
+            if let Some(u) = &completion.usage {
+                self.usage.add(u);
+            }
+
+            // Check point (a) fired inside the stream: keep the partial text,
+            // drop tool calls (they may be incomplete and none was announced
+            // as run), and leave.
+            if interrupt.is_set() {
+                self.push_assistant(completion, false, true);
+                return StopReason::Interrupted;
+            }
+
+            if completion.finish_reason == Some(FinishReason::Length) {
+                self.push_assistant(completion, false, false);
+                return StopReason::Truncated;
+            }
+
+            if completion.tool_calls.is_empty() {
+                self.push_assistant(completion, false, false);
+                return StopReason::Completed;
+            }
+
+            let iteration = self.iterations;
+            let calls = self.push_assistant(completion, true, false);
+            if let Some(stop) = self.answer_tool_calls(&calls, iteration) {
+                return stop;
+            }
+        }
+    }
+
+    /// Appends the assistant message; returns the tool calls it kept (with
+    /// ids made unique and non-empty so every result can be matched).
+    fn push_assistant(
+        &mut self,
+        completion: Completion,
+        keep_tool_calls: bool,
+        interrupted: bool,
+    ) -> Vec<ToolCall> {
+        let Completion {
+            content,
+            mut tool_calls,
+            reasoning,
+            finish_reason,
+            usage,
+        } = completion;
+        if keep_tool_calls {
+            for (n, call) in tool_calls.iter_mut().enumerate() {
+                if call.id.is_empty() {
+                    call.id = format!("call_{}_{}", self.iterations, n);
+                }
+            }
+            dedup_ids(&mut tool_calls, self.iterations);
+        } else {
+            tool_calls.clear();
+        }
+        // An assistant message needs content or tool calls to be valid on the
+        // wire; a cut or interrupted answer may have neither.
+        let content = match content {
+            Some(c) => Some(c),
+            None if tool_calls.is_empty() => Some(String::new()),
+            None => None,
+        };
+        let entry = LedgerEntry {
+            message: Message::Assistant {
+                content,
+                tool_calls: tool_calls.clone(),
+            },
+            meta: EntryMeta {
+                reasoning,
+                usage,
+                timestamp_ms: self.now(),
+                finish_reason,
+                interrupted,
+            },
+        };
+        self.push(entry);
+        tool_calls
+    }
+
+    /// Answers every call in order. Returns a stop reason if the run must end.
+    fn answer_tool_calls(&mut self, calls: &[ToolCall], _iteration: u32) -> Option<StopReason> {
+        let interrupt = &self.agent.interrupt;
+        let mut stop = None;
+        for call in calls {
+            let (result, is_error) = if stop.is_some() {
+                (SKIPPED_TOOL_RESULT.into(), true)
+            } else {
+                self.observer.on_event(&AgentEvent::ToolStarted { call });
+                let ctx = ToolContext {
+                    budget: self.budget,
+                    interrupt,
+                    tool_call_id: &call.id,
+                };
+                let outcome = self.agent.tools.dispatch(
+                    &call.function.name,
+                    &call.function.arguments,
+                    &ctx,
+                );
+                let answered = match outcome {
+                    Ok(text) => (text, false),
+                    Err(ToolError::Failed(text)) => (text, true),
+                    Err(ToolError::Abort(message)) => {
+                        let text = format!("Error: {message}");
+                        stop = Some(StopReason::ToolAborted {
+                            tool: call.function.name.clone(),
+                            message,
+                        });
+                        (text, true)
+                    }
+                };
+                // Check point (b): after each tool call.
+                if stop.is_none() && interrupt.is_set() {
+                    stop = Some(StopReason::Interrupted);
+                }
+                answered
+            };
+            self.observer.on_event(&AgentEvent::ToolFinished {
+                call,
+                result: &result,
+                is_error,
+            });
+            let entry = LedgerEntry::at(Message::tool(call.id.clone(), result), self.now());
+            self.push(entry);
+        }
+        stop
+    }
+}
+
+/// Makes tool-call ids unique within one message (a duplicate id would make
+/// two results indistinguishable for the provider).
+fn dedup_ids(calls: &mut [ToolCall], iteration: u32) {
+    for i in 1..calls.len() {
+        let (before, rest) = calls.split_at_mut(i);
+        let call = &mut rest[0];
+        if before.iter().any(|c| c.id == call.id) {
+            call.id = format!("{}_{}_{}", call.id, iteration, i);
+        }
+    }
+}
+
+/// A boxed observer that forwards to a closure.
+pub struct FnObserver<F>(pub F);
+
+impl<F> core::fmt::Debug for FnObserver<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("FnObserver")
+    }
+}
+
+impl<F: FnMut(&AgentEvent<'_>)> AgentObserver for FnObserver<F> {
+    fn on_event(&mut self, event: &AgentEvent<'_>) {
+        (self.0)(event)
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_object_safe(_: &dyn AgentObserver, _: Box<dyn Model>) {}

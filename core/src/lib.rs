@@ -1,0 +1,50 @@
+//! `hermes-core`: the agent loop of Hermes, with no IO and no std.
+//!
+//! This crate is what every front-end (the `hermes` CLI, the chat gateway)
+//! shares: the conversation ledger ([`message`]), the shared iteration
+//! wallet ([`budget`]), the interrupt flag ([`interrupt`]), the [`Model`] and
+//! [`Tool`] traits, the synchronous loop ([`Agent::run_conversation`]) and the
+//! OpenAI chat wire codec ([`codec`]) used by every transport.
+//!
+//! # Invariants
+//! - **No IO, no clock, no std.** The crate is `#![no_std]` + `alloc`; time
+//!   comes from a caller's [`Clock`], bytes from a caller's `embedded-io`
+//!   reader. `core/nostd-check` proves the dependency graph links without std.
+//! - **Ledger fields never reach the wire.** The encoder serializes
+//!   [`Message`] only; [`EntryMeta`] has no serde impl.
+//! - **The system prompt is not a message.** [`Message`] has no system role.
+//! - **Every tool call is answered once, in order**, whatever stops the run.
+//!
+//! # Features
+//! None yet: the default build is already `no_std` + `alloc`.
+
+#![no_std]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+pub mod agent;
+pub mod budget;
+pub mod clock;
+pub mod codec;
+pub mod interrupt;
+pub mod message;
+pub mod model;
+pub mod tool;
+
+pub use agent::{
+    Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, RunOutcome, SKIPPED_TOOL_RESULT,
+    StopReason,
+};
+pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
+pub use clock::{Clock, NoClock};
+pub use interrupt::InterruptFlag;
+pub use message::{
+    EntryMeta, FinishReason, FunctionCall, LedgerEntry, Message, Role, ToolCall, ToolCallKind,
+    Usage,
+};
+pub use model::{
+    ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, NullSink, StreamSink,
+};
+pub use tool::{Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};

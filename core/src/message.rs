@@ -1,0 +1,296 @@
+//! The conversation ledger and its wire view.
+//!
+//! [`Message`] is exactly what an OpenAI-compatible chat API accepts for the
+//! user, assistant and tool roles; it is the only type the request encoder
+//! serializes. [`LedgerEntry`] wraps a `Message` with ledger-only metadata
+//! ([`EntryMeta`]: reasoning text, token usage, timestamps, finish reason).
+//! Because the encoder only ever sees `&entry.message`, ledger fields cannot
+//! reach the wire (SPEC L5) — the guarantee is structural, not a filter that
+//! could be forgotten.
+//!
+//! There is deliberately no `system` role here: the system prompt is not a
+//! message (SPEC L6). It is passed beside the ledger on every call and the type
+//! system keeps it out of the stored transcript.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One chat message as the provider sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    /// Text typed by the user (or a platform message routed to the agent).
+    User {
+        /// The user's text.
+        content: String,
+    },
+    /// The model's answer: text, tool calls, or both.
+    Assistant {
+        /// Text of the answer; `None` when the model only called tools.
+        #[serde(default)]
+        content: Option<String>,
+        /// Tool calls requested in this turn, in the order they must be answered.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The `id` of the [`ToolCall`] this result answers (SPEC L7).
+        tool_call_id: String,
+        /// The result text (or the error text the model should read).
+        content: String,
+    },
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User {
+            content: content.into(),
+        }
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message::Assistant {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// A tool result answering `tool_call_id`.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message::Tool {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+        }
+    }
+
+    /// The role as the wire spells it.
+    pub fn role(&self) -> Role {
+        match self {
+            Message::User { .. } => Role::User,
+            Message::Assistant { .. } => Role::Assistant,
+            Message::Tool { .. } => Role::Tool,
+        }
+    }
+
+    /// The text content, if any.
+    pub fn content(&self) -> Option<&str> {
+        match self {
+            Message::User { content } | Message::Tool { content, .. } => Some(content),
+            Message::Assistant { content, .. } => content.as_deref(),
+        }
+    }
+
+    /// The tool calls of an assistant message (empty for other roles).
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        match self {
+            Message::Assistant { tool_calls, .. } => tool_calls,
+            _ => &[],
+        }
+    }
+}
+
+/// The role of a [`Message`], for storage and display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `user`
+    User,
+    /// `assistant`
+    Assistant,
+    /// `tool`
+    Tool,
+}
+
+impl Role {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Parses the wire spelling; `None` for anything else (including `system`,
+    /// which is never part of a ledger).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            "tool" => Some(Role::Tool),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One tool call requested by the model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider-assigned id; the tool result must echo it.
+    pub id: String,
+    /// Always `"function"` on the wire.
+    #[serde(rename = "type", default)]
+    pub kind: ToolCallKind,
+    /// Which function, with what arguments.
+    pub function: FunctionCall,
+}
+
+impl ToolCall {
+    /// A function tool call.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall {
+            id: id.into(),
+            kind: ToolCallKind::Function,
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.into(),
+            },
+        }
+    }
+}
+
+/// The `type` of a tool call; OpenAI defines only `function`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolCallKind {
+    /// `"function"`
+    #[default]
+    #[serde(rename = "function")]
+    Function,
+}
+
+/// The function half of a [`ToolCall`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them: a JSON document in a string,
+    /// possibly invalid (the loop answers invalid JSON with an error result).
+    pub arguments: String,
+}
+
+/// Why the model stopped producing output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// `stop`: the answer is complete.
+    Stop,
+    /// `tool_calls`: the model wants tools run.
+    ToolCalls,
+    /// `length`: the output hit the token limit and was cut (SPEC L4).
+    Length,
+    /// `content_filter`: the provider withheld output.
+    ContentFilter,
+    /// Anything else a provider invents (kept verbatim).
+    Other(String),
+}
+
+impl FinishReason {
+    /// Parses the wire spelling. `function_call` (the legacy name) maps to
+    /// [`FinishReason::ToolCalls`].
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "stop" => FinishReason::Stop,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.into()),
+        }
+    }
+
+    /// The wire spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(s) => s,
+        }
+    }
+}
+
+/// Token counts reported by the provider.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt (system prompt + messages + tools).
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Tokens the model generated.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// The provider's total (usually the sum of the two).
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another call's usage to this running total.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += other.total_tokens;
+    }
+}
+
+/// Ledger-only metadata. Never serialized to the provider (SPEC L5); the
+/// store persists it in its own columns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntryMeta {
+    /// Reasoning ("thinking") text the provider returned beside the answer.
+    pub reasoning: Option<String>,
+    /// Token usage of the call that produced this message.
+    pub usage: Option<Usage>,
+    /// When the entry was created, in milliseconds since the Unix epoch, as
+    /// told by the caller's [`Clock`](crate::Clock) (`0` if it has none).
+    pub timestamp_ms: u64,
+    /// The finish reason of the call that produced an assistant message.
+    pub finish_reason: Option<FinishReason>,
+    /// The message is incomplete because the run was interrupted (SPEC L11).
+    pub interrupted: bool,
+}
+
+/// One entry of the full conversation ledger: the wire message plus metadata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// What the provider sees.
+    pub message: Message,
+    /// What only the ledger sees.
+    pub meta: EntryMeta,
+}
+
+impl LedgerEntry {
+    /// An entry with empty metadata.
+    pub fn new(message: Message) -> Self {
+        LedgerEntry {
+            message,
+            meta: EntryMeta::default(),
+        }
+    }
+
+    /// An entry stamped with `timestamp_ms`.
+    pub fn at(message: Message, timestamp_ms: u64) -> Self {
+        LedgerEntry {
+            message,
+            meta: EntryMeta {
+                timestamp_ms,
+                ..EntryMeta::default()
+            },
+        }
+    }
+}
+
+impl From<Message> for LedgerEntry {
+    fn from(message: Message) -> Self {
+        LedgerEntry::new(message)
+    }
+}

@@ -1,0 +1,156 @@
+//! The `Model` trait: one chat completion, optionally streamed (SPEC L2, L10).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::message::{FinishReason, LedgerEntry, ToolCall, Usage};
+use crate::tool::ToolSpec;
+
+/// What the loop asks of the model for one iteration.
+///
+/// This is a *view*: it borrows the ledger instead of copying it, so the
+/// loop's own cost per iteration does not grow with the history (SPEC L5's
+/// `api_messages` is produced by the encoder straight from these borrows).
+#[derive(Clone, Copy, Debug)]
+pub struct ChatRequest<'a> {
+    /// Sent first, as the `system` message, on every call (SPEC L6).
+    pub system_prompt: &'a str,
+    /// The ledger; only each entry's `message` goes on the wire.
+    pub messages: &'a [LedgerEntry],
+    /// Tool definitions offered to the model.
+    pub tools: &'a [ToolSpec],
+}
+
+/// Whether a streaming sink wants more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading the stream.
+    Continue,
+    /// Stop reading now (the run was interrupted); return what was received.
+    Stop,
+}
+
+/// Receives streamed pieces of a completion as they arrive.
+pub trait StreamSink {
+    /// A piece of answer text.
+    fn on_text(&mut self, text: &str) -> Flow;
+
+    /// A piece of reasoning text. Ignored unless overridden.
+    fn on_reasoning(&mut self, _text: &str) -> Flow {
+        Flow::Continue
+    }
+
+    /// Any other event (a tool-call fragment, a keep-alive): a chance to stop.
+    fn on_progress(&mut self) -> Flow {
+        Flow::Continue
+    }
+}
+
+/// A sink that takes everything and never stops: for non-streaming callers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullSink;
+
+impl StreamSink for NullSink {
+    fn on_text(&mut self, _text: &str) -> Flow {
+        Flow::Continue
+    }
+}
+
+/// One finished (or, when the sink said [`Flow::Stop`], partial) completion.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// The answer text, if any.
+    pub content: Option<String>,
+    /// Complete tool calls, in the order the model gave them.
+    pub tool_calls: Vec<ToolCall>,
+    /// Reasoning text, if the provider returned any.
+    pub reasoning: Option<String>,
+    /// Why the model stopped; `None` if the stream ended without saying
+    /// (for instance because the sink stopped it).
+    pub finish_reason: Option<FinishReason>,
+    /// Token usage, if reported.
+    pub usage: Option<Usage>,
+}
+
+/// A chat-completion backend: an HTTP client, a scripted test model, …
+pub trait Model: Send + Sync {
+    /// Runs one chat completion. Streaming implementations pass pieces to
+    /// `sink` as they arrive and stop reading when it returns
+    /// [`Flow::Stop`], returning what they have so far as `Ok`.
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError>;
+}
+
+impl<M: Model + ?Sized> Model for alloc::sync::Arc<M> {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        (**self).complete(request, sink)
+    }
+}
+
+impl<M: Model + ?Sized> Model for alloc::boxed::Box<M> {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        (**self).complete(request, sink)
+    }
+}
+
+/// What kind of failure a [`ModelError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The provider answered with an HTTP error status.
+    Status(u16),
+    /// The connection failed or broke.
+    Transport,
+    /// No answer in time.
+    Timeout,
+    /// The provider's answer could not be understood (bad JSON, broken stream).
+    Protocol,
+    /// The request could not be built.
+    Request,
+}
+
+/// A model call that failed for good (the transport already retried what was
+/// worth retrying, SPEC L12). The loop stops and returns the messages gathered
+/// so far with this error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelError {
+    /// What failed.
+    pub kind: ModelErrorKind,
+    /// A sentence for the user, naming the status and the provider's own
+    /// message where there is one.
+    pub message: String,
+    /// Answer text that streamed in before the failure (already shown to the
+    /// user); the loop keeps it in the ledger, marked incomplete.
+    pub partial_text: Option<String>,
+}
+
+impl ModelError {
+    /// A new error without partial text.
+    pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        ModelError {
+            kind,
+            message: message.into(),
+            partial_text: None,
+        }
+    }
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl core::error::Error for ModelError {}

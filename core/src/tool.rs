@@ -1,0 +1,205 @@
+//! The `Tool` trait and the registry that dispatches calls by name (SPEC L2, L8).
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::budget::IterationBudget;
+use crate::interrupt::InterruptFlag;
+
+/// A tool's definition as offered to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    /// The name the model calls it by (`^[a-zA-Z0-9_-]{1,64}$`).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+impl ToolSpec {
+    /// A new definition.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: serde_json::Value,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+}
+
+/// Serializes in the wire shape `{"type":"function","function":{…}}`.
+impl Serialize for ToolSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a ToolSpec);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("name", &self.0.name)?;
+                map.serialize_entry("description", &self.0.description)?;
+                map.serialize_entry("parameters", &self.0.parameters)?;
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("type", "function")?;
+        map.serialize_entry("function", &Function(self))?;
+        map.end()
+    }
+}
+
+/// A tool call that did not produce a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolError {
+    /// The model should read this (bad arguments, file not found, command
+    /// failed): it becomes the tool result and the loop goes on.
+    Failed(String),
+    /// The turn cannot go on (the tool found the environment unusable): the
+    /// loop answers the remaining calls with a placeholder and stops.
+    Abort(String),
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Failed(m) => write!(f, "{m}"),
+            ToolError::Abort(m) => write!(f, "aborted: {m}"),
+        }
+    }
+}
+
+impl core::error::Error for ToolError {}
+
+/// What a tool may see of the run that called it.
+#[derive(Debug)]
+pub struct ToolContext<'a> {
+    /// The run's wallet. A tool that starts a sub-agent hands it a clone, so
+    /// the child draws from the parent's budget (SPEC L3).
+    pub budget: &'a IterationBudget,
+    /// The run's interrupt flag; long tools should poll it.
+    pub interrupt: &'a InterruptFlag,
+    /// The id of the call being answered.
+    pub tool_call_id: &'a str,
+}
+
+/// Something the model can call.
+pub trait Tool: Send + Sync {
+    /// Name, description and argument schema.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool. `arguments` is the raw JSON string the model wrote; the
+    /// loop has already checked that it is valid JSON.
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError>;
+}
+
+/// The tools of one agent, dispatched by name.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: Vec<Box<dyn Tool>>,
+    /// Cached definitions, in registration order: built once, borrowed by every request.
+    specs: Vec<ToolSpec>,
+}
+
+impl fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.specs.iter().map(|s| &s.name)).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        ToolRegistry::default()
+    }
+
+    /// Adds a tool. A tool with the same name replaces the earlier one, so a
+    /// name always means one tool.
+    pub fn register(&mut self, tool: Box<dyn Tool>) {
+        let spec = tool.spec().clone();
+        if let Some(pos) = self.specs.iter().position(|s| s.name == spec.name) {
+            self.tools[pos] = tool;
+            self.specs[pos] = spec;
+        } else {
+            self.tools.push(tool);
+            self.specs.push(spec);
+        }
+    }
+
+    /// Builder form of [`register`](Self::register).
+    pub fn with(mut self, tool: impl Tool + 'static) -> Self {
+        self.register(Box::new(tool));
+        self
+    }
+
+    /// The definitions to send to the model.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        let pos = self.specs.iter().position(|s| s.name == name)?;
+        self.tools.get(pos).map(|t| &**t)
+    }
+
+    /// Names of all tools, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.specs.iter().map(|s| s.name.as_str())
+    }
+
+    /// Number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Runs the call `name(arguments)`. Unknown tools and arguments that are
+    /// not valid JSON come back as [`ToolError::Failed`] with a message the
+    /// model can act on (SPEC L8). An empty argument string counts as `{}`,
+    /// since several providers send that for tools without parameters.
+    pub fn dispatch(
+        &self,
+        name: &str,
+        arguments: &str,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
+        let Some(tool) = self.get(name) else {
+            let mut known = String::new();
+            for (i, n) in self.names().enumerate() {
+                if i > 0 {
+                    known.push_str(", ");
+                }
+                known.push_str(n);
+            }
+            return Err(ToolError::Failed(format!(
+                "Error: unknown tool '{name}'. Available tools: {known}."
+            )));
+        };
+        let arguments = if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        };
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(arguments) {
+            return Err(ToolError::Failed(format!(
+                "Error: the arguments for tool '{name}' are not valid JSON ({e}). \
+                 Call it again with a JSON object matching its schema."
+            )));
+        }
+        tool.call(arguments, ctx)
+    }
+}

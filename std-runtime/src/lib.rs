@@ -1,0 +1,21 @@
+//! `hermes-runtime`: everything the `no_std` core needs from an operating system.
+//!
+//! - [`client`]: the OpenAI-compatible provider client (blocking `ureq`), an
+//!   implementation of the core's `Model`, with retries (SPEC L10, L12).
+//! - [`bridge`]: the one persistent tokio runtime that runs async tools for
+//!   the synchronous loop (SPEC L9).
+//! - [`store`]: SQLite persistence of sessions and transcripts (SPEC E3).
+//! - [`prompt`]: system prompt assembly, once per session (SPEC L6).
+//! - [`tools`]: the built-in tools.
+//! - [`config`]: provider settings and their precedence, shared by the CLI and
+//!   the gateway.
+//!
+//! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
+//! SQLite and tokio; the core never does.
+
+pub mod bridge;
+pub mod client;
+pub mod config;
+pub mod prompt;
+pub mod store;
+pub mod tools;

@@ -1,1 +1,17 @@
+//! `hermes-gateway`: the Hermes agent loop behind chat platforms.
+//!
+//! Adapters ([`adapter::PlatformAdapter`]) translate platform payloads into
+//! [`event::MessageEvent`]s; the runner routes each event to its session,
+//! runs one turn at a time per session on the synchronous core loop, and
+//! sends the reply back through the adapter.
+//!
+//! **Invariant:** only the adapter modules know Telegram or WeCom JSON; the
+//! runner never branches on a platform.
 
+pub mod adapter;
+pub mod event;
+pub mod split;
+#[cfg(feature = "telegram")]
+pub mod telegram;
+#[cfg(feature = "wecom")]
+pub mod wecom;

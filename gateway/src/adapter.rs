@@ -1,0 +1,89 @@
+//! The contract between the runner and a platform adapter (SPEC G1, G3).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::event::MessageEvent;
+
+/// The one callback every adapter delivers inbound events to. It returns
+/// quickly: the runner queues the work.
+pub type EventHandler = Arc<dyn Fn(MessageEvent) + Send + Sync>;
+
+/// Why an adapter operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// Credentials were refused (bad token, bad secret). Not retryable: the
+    /// adapter stops and the message says which setting to fix.
+    #[error("{platform}: authentication failed: {message}")]
+    Auth {
+        /// The platform.
+        platform: &'static str,
+        /// What the platform said, and what to check.
+        message: String,
+    },
+    /// Another client took over the connection or the poll (Telegram 409,
+    /// WeCom `disconnected_event`). Not retried.
+    #[error("{platform}: {message}")]
+    Conflict {
+        /// The platform.
+        platform: &'static str,
+        /// What happened.
+        message: String,
+    },
+    /// The platform rejected this request (after the adapter's own retries).
+    #[error("{platform}: request failed: {message}")]
+    Rejected {
+        /// The platform.
+        platform: &'static str,
+        /// The platform's message.
+        message: String,
+    },
+    /// Network trouble that outlasted the adapter's retries.
+    #[error("{platform}: network error: {message}")]
+    Network {
+        /// The platform.
+        platform: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// The adapter is not connected.
+    #[error("{platform}: not connected")]
+    NotConnected {
+        /// The platform.
+        platform: &'static str,
+    },
+}
+
+/// A chat platform. Implementations translate; they make no decisions about
+/// sessions, users or the agent.
+#[async_trait]
+pub trait PlatformAdapter: Send + Sync {
+    /// The platform name used in session keys (`telegram`, `wecom`, …).
+    fn platform(&self) -> &'static str;
+
+    /// The longest single message the platform accepts, in the unit the
+    /// adapter counts (see [`crate::split`]).
+    fn max_message_len(&self) -> usize;
+
+    /// Connects and starts delivering inbound events to `handler`. Returns
+    /// once the connection is established (or failed for good); delivery
+    /// continues on the adapter's own tasks.
+    async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError>;
+
+    /// Stops delivery and closes connections gracefully.
+    async fn disconnect(&self);
+
+    /// Sends `text` to `chat_id`, optionally as a reply to `reply_to` (a
+    /// [`MessageEvent::message_id`]). Text longer than the platform allows is
+    /// split by the adapter ([`crate::split::split_message`]), never cut.
+    async fn send(
+        &self,
+        chat_id: &str,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError>;
+
+    /// Shows a "typing…" indicator where the platform has one.
+    async fn typing(&self, _chat_id: &str) {}
+}

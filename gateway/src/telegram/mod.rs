@@ -1,0 +1,1 @@
+//! The Telegram Bot API adapter (being written).

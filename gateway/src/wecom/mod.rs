@@ -1,0 +1,1 @@
+//! The WeCom AI-bot WebSocket adapter (being written).

@@ -1,1 +1,1089 @@
-//! (being written)
+//! SQLite persistence of sessions, transcripts and small adapter state.
+//!
+//! The gateway and the CLI load a session's transcript before every run and
+//! append what the run added afterwards (SPEC G5), so the store — not the
+//! agent — is where a conversation lives.
+//!
+//! Guarantees:
+//! - **Acknowledged means durable** (SPEC E3). Every write is one transaction;
+//!   a method returns `Ok` only after that transaction committed, in WAL mode
+//!   with `synchronous = FULL` (the WAL is fsynced at each commit). A process
+//!   killed at any point leaves a database that opens cleanly and holds every
+//!   write that returned `Ok` (see `tests/store_durability.rs`).
+//! - **Exact round trip.** [`Store::load_transcript`] returns the very
+//!   [`LedgerEntry`] values given to [`Store::append_messages`]: message kind,
+//!   `None` versus empty assistant text, tool calls, and every [`EntryMeta`]
+//!   field.
+//! - **No SQL built from data.** Every value travels as a bound parameter;
+//!   full-text queries are quoted term by term so user text cannot inject FTS5
+//!   syntax.
+//! - **Private file.** A database file the store creates is mode `0600`
+//!   (transcripts hold whatever users tell the bot); SQLite gives the `-wal`
+//!   and `-shm` files the same mode. An existing file's mode is left alone.
+//! - **Schema versioning.** `PRAGMA user_version` with ordered forward
+//!   migrations; a database from a newer hermes is refused with
+//!   [`StoreError::NewerSchema`] instead of being misread.
+//!
+//! A [`Store`] owns one connection. It is `Send`; callers that share it put it
+//! behind a `Mutex`. Several stores (processes or threads) may open the same
+//! file: WAL lets readers proceed while one writer commits, and writers wait
+//! up to [`BUSY_TIMEOUT`] for each other.
+
+mod id;
+mod schema;
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hermes_core::{Clock, EntryMeta, FinishReason, LedgerEntry, Message, Role, ToolCall, Usage};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+
+/// How long a write waits for another connection's write to finish before
+/// failing with "database is locked".
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many random session-id suffixes are tried before giving up.
+const ID_ATTEMPTS: usize = 16;
+
+/// The wall clock, for callers (and the store itself) that want real time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        // A clock before 1970 is a broken machine; 0 keeps ordering sane
+        // rather than failing every write.
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+}
+
+/// Lifecycle of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SessionStatus {
+    /// The current conversation of its session key.
+    Active,
+    /// Closed by a reset (`/new`), expiry, or the user; kept for history and search.
+    Ended,
+    /// Was running when the process died (SPEC G11); the next message starts fresh.
+    Suspended,
+}
+
+impl SessionStatus {
+    /// The spelling stored in the database.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Active => "active",
+            SessionStatus::Ended => "ended",
+            SessionStatus::Suspended => "suspended",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(SessionStatus::Active),
+            "ended" => Some(SessionStatus::Ended),
+            "suspended" => Some(SessionStatus::Suspended),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SessionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A session as stored, with its message count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// `YYYYMMDD_HHMMSS_xxxxxx` (UTC creation time + random suffix).
+    pub id: String,
+    /// The gateway's session key (SPEC G2); `None` for CLI sessions.
+    pub session_key: Option<String>,
+    /// Platform the session came from (`telegram`, `wecom`, `cli`, …).
+    pub platform: Option<String>,
+    /// Platform chat id.
+    pub chat_id: Option<String>,
+    /// Platform user id.
+    pub user_id: Option<String>,
+    /// Model name in use.
+    pub model: Option<String>,
+    /// The system prompt assembled once for this session (SPEC L6); reused on resume.
+    pub system_prompt: Option<String>,
+    /// Creation time, ms since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Last change to the transcript (creation, append, undo), ms since the
+    /// Unix epoch. Idle expiry (SPEC G10) and crash recovery (G11) read it.
+    pub updated_at_ms: u64,
+    /// Lifecycle state.
+    pub status: SessionStatus,
+    /// Number of stored messages.
+    pub message_count: u64,
+    /// Optional human title.
+    pub title: Option<String>,
+}
+
+/// What a new session starts with. All fields optional.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NewSession<'a> {
+    /// The gateway's session key (SPEC G2).
+    pub session_key: Option<&'a str>,
+    /// Platform name.
+    pub platform: Option<&'a str>,
+    /// Platform chat id.
+    pub chat_id: Option<&'a str>,
+    /// Platform user id.
+    pub user_id: Option<&'a str>,
+    /// Model name.
+    pub model: Option<&'a str>,
+    /// System prompt, if already assembled.
+    pub system_prompt: Option<&'a str>,
+}
+
+/// One full-text search result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchHit {
+    /// Session holding the message.
+    pub session_id: String,
+    /// Position of the message in its session's transcript.
+    pub seq: u64,
+    /// Role of the message.
+    pub role: Role,
+    /// Excerpt around the match, matched terms in `[` `]`.
+    pub snippet: String,
+}
+
+/// The `synchronous` setting of the database connection.
+///
+/// [`Synchronous::Full`] is the default because SPEC E3 says nothing
+/// acknowledged may be lost, even to a power cut. `Normal` is exposed for
+/// benchmarks and for callers that accept losing the last commits on power
+/// loss (never on a process crash: WAL keeps those either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync the WAL at every commit.
+    #[default]
+    Full,
+    /// fsync only at checkpoints.
+    Normal,
+}
+
+/// Errors of the store. Each message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database file or its directory could not be created. Fix the path
+    /// or permissions; not retryable as is.
+    #[error("cannot create database file {path}: {source}: check the path and its permissions")]
+    Create {
+        /// The database path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// SQLite could not open or configure the file (not a database, read-only
+    /// file system, …). Not retryable as is.
+    #[error(
+        "cannot open database {path}: {source}: check that it is a hermes database and is writable"
+    )]
+    Open {
+        /// The database path.
+        path: PathBuf,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer hermes. Upgrade hermes; this build
+    /// must not touch it.
+    #[error(
+        "database {path} is from a newer hermes (schema {found} > {supported}): upgrade hermes"
+    )]
+    NewerSchema {
+        /// The database path (`:memory:` for in-memory stores).
+        path: PathBuf,
+        /// The database's `user_version`.
+        found: u32,
+        /// The newest schema this build knows.
+        supported: u32,
+    },
+    /// A migration step failed; the database is left at the previous version
+    /// (each step is one transaction). Report it as a bug with the message.
+    #[error("cannot migrate database {path} to schema {version}: {source}")]
+    Migration {
+        /// The database path.
+        path: PathBuf,
+        /// The version that failed.
+        version: u32,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// No session has this id. The caller should create one (or fix the id).
+    #[error("no session with id {0:?}")]
+    SessionNotFound(String),
+    /// A stored row cannot be turned back into a message or session: the
+    /// database was edited outside hermes. Not retryable.
+    #[error(
+        "stored data of session {session_id:?} is unreadable ({what}); was the database edited by hand?"
+    )]
+    Corrupt {
+        /// The session whose data is bad.
+        session_id: String,
+        /// What is wrong, and where.
+        what: String,
+    },
+    /// A number does not fit SQLite's signed 64-bit integers.
+    #[error("{what} = {value} is too large to store (max {max})", max = i64::MAX)]
+    OutOfRange {
+        /// Which field.
+        what: &'static str,
+        /// The value.
+        value: u64,
+    },
+    /// Every attempted session id was taken; something generates ids far too
+    /// fast or the random source is broken. Retrying later may work.
+    #[error("could not find a free session id after {ID_ATTEMPTS} attempts")]
+    IdsExhausted,
+    /// Any other SQLite failure (disk full, I/O error, database locked for
+    /// longer than the busy timeout). Often transient; the write did not happen.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// The session store. See the module docs for its guarantees.
+pub struct Store {
+    conn: Connection,
+    clock: Arc<dyn Clock>,
+    /// For error messages; `:memory:` for in-memory stores.
+    path: PathBuf,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Columns of a session row, in the order [`session_from_row`] reads them.
+const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \
+     s.source_user_id, s.model, s.system_prompt, s.created_at_ms, s.updated_at_ms, s.status, \
+     (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title";
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`: creates missing
+    /// parent directories, creates a new file with mode `0600`, switches to
+    /// WAL with `synchronous = FULL`, and migrates an older schema.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        create_private_file(path)?;
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Store::init(conn, path.to_path_buf(), true)
+    }
+
+    /// An in-memory database (no WAL, nothing survives the store). For tests
+    /// and benchmarks that do not need a file.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        Store::init(conn, path, false)
+    }
+
+    fn init(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Refuse a newer schema before changing anything about the file.
+        let found = user_version(&conn).map_err(open_err)?;
+        if found > schema::LATEST_VERSION {
+            return Err(StoreError::NewerSchema {
+                path,
+                found,
+                supported: schema::LATEST_VERSION,
+            });
+        }
+        if wal {
+            let mode: String = conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+                .map_err(open_err)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                tracing::warn!(path = %path.display(), %mode, "SQLite refused WAL mode");
+            }
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err)?;
+        migrate(&mut conn, &path)?;
+        Ok(Store {
+            conn,
+            clock: Arc::new(SystemClock),
+            path,
+        })
+    }
+
+    /// Replaces the clock that stamps `created_at_ms` / `updated_at_ms` and
+    /// names new sessions (default: [`SystemClock`]).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Changes the `synchronous` setting of this connection (default
+    /// [`Synchronous::Full`]; see there before lowering it).
+    pub fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError> {
+        let value = match mode {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        self.conn.pragma_update(None, "synchronous", value)?;
+        Ok(())
+    }
+
+    /// The path this store was opened with (`:memory:` for in-memory stores).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates an active session. Its id is unique even among sessions
+    /// created in the same millisecond.
+    pub fn create_session(&mut self, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
+        let now = self.clock.now_ms();
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let id = insert_session(&tx, new, now, || id::session_id(now, id::random_suffix()))?;
+        let record = fetch_session(&tx, &id)?.ok_or_else(|| StoreError::SessionNotFound(id))?;
+        tx.commit()?;
+        Ok(record)
+    }
+
+    /// The session with this id, if any.
+    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        fetch_session(&self.conn, id)
+    }
+
+    /// The session whose transcript changed most recently (any status), for
+    /// "continue where I left off".
+    pub fn latest_session(&self) -> Result<Option<SessionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let row = stmt.query_row([], raw_session).optional()?;
+        row.map(RawSession::into_record).transpose()
+    }
+
+    /// The active session of a gateway session key (SPEC G2), if any. Should
+    /// several be active (a crash between two writes of an older version, or
+    /// hand edits), the most recently updated wins.
+    pub fn active_session_for_key(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.session_key = ?1 AND s.status = 'active' \
+             ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let row = stmt.query_row([key], raw_session).optional()?;
+        row.map(RawSession::into_record).transpose()
+    }
+
+    /// Stores the session's system prompt (assembled once, SPEC L6).
+    pub fn set_system_prompt(&mut self, id: &str, prompt: &str) -> Result<(), StoreError> {
+        self.update_session_column(
+            id,
+            "UPDATE sessions SET system_prompt = ?2, clean_shutdown = 0 WHERE id = ?1",
+            prompt,
+        )
+    }
+
+    /// Stores the session's model name (`/model`).
+    pub fn set_model(&mut self, id: &str, model: &str) -> Result<(), StoreError> {
+        self.update_session_column(
+            id,
+            "UPDATE sessions SET model = ?2, clean_shutdown = 0 WHERE id = ?1",
+            model,
+        )
+    }
+
+    /// Sets the session's title (`None` clears it).
+    pub fn set_title(&mut self, id: &str, title: Option<&str>) -> Result<(), StoreError> {
+        self.update_session_column(
+            id,
+            "UPDATE sessions SET title = ?2, clean_shutdown = 0 WHERE id = ?1",
+            title,
+        )
+    }
+
+    /// Sets the session's status. Does not change `updated_at_ms`, which
+    /// tracks the transcript only.
+    pub fn set_status(&mut self, id: &str, status: SessionStatus) -> Result<(), StoreError> {
+        self.update_session_column(
+            id,
+            "UPDATE sessions SET status = ?2, clean_shutdown = 0 WHERE id = ?1",
+            status.as_str(),
+        )
+    }
+
+    fn update_session_column(
+        &mut self,
+        id: &str,
+        sql: &str,
+        value: impl rusqlite::ToSql,
+    ) -> Result<(), StoreError> {
+        let changed = self.conn.prepare_cached(sql)?.execute(params![id, value])?;
+        if changed == 0 {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// The session's transcript in order, exactly as appended.
+    pub fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        // One read transaction, so the existence check and the rows come from
+        // the same snapshot even while another connection writes.
+        let tx = self.conn.unchecked_transaction()?;
+        if !session_exists(&tx, id)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        let mut stmt = tx.prepare_cached(
+            "SELECT seq, role, content, tool_calls, tool_call_id, reasoning, prompt_tokens, \
+             completion_tokens, total_tokens, finish_reason, interrupted, timestamp_ms \
+             FROM messages WHERE session_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([id], raw_message)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row?.into_entry(id)?);
+        }
+        drop(stmt);
+        tx.finish()?;
+        Ok(out)
+    }
+
+    /// Appends `entries` to the session's transcript in ONE transaction and
+    /// bumps `updated_at_ms`. When this returns `Ok`, every entry is durable;
+    /// on `Err`, none was stored.
+    pub fn append_messages(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        if !session_exists(&tx, id)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let next: i64 = tx
+            .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1")?
+            .query_row([id], |row| row.get(0))?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, \
+                 reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
+                 interrupted, timestamp_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?;
+            for (seq, entry) in (next..).zip(entries) {
+                let tool_calls = match entry.message.tool_calls() {
+                    [] => None,
+                    calls => {
+                        Some(
+                            serde_json::to_string(calls).map_err(|e| StoreError::Corrupt {
+                                session_id: id.to_owned(),
+                                what: format!("tool calls do not serialize: {e}"),
+                            })?,
+                        )
+                    }
+                };
+                let tool_call_id = match &entry.message {
+                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+                    _ => None,
+                };
+                let meta = &entry.meta;
+                let usage = meta.usage.as_ref();
+                insert.execute(params![
+                    id,
+                    seq,
+                    entry.message.role().as_str(),
+                    entry.message.content(),
+                    tool_calls,
+                    tool_call_id,
+                    meta.reasoning,
+                    usage
+                        .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
+                        .transpose()?,
+                    usage
+                        .map(|u| to_i64("completion_tokens", u.completion_tokens))
+                        .transpose()?,
+                    usage
+                        .map(|u| to_i64("total_tokens", u.total_tokens))
+                        .transpose()?,
+                    meta.finish_reason.as_ref().map(FinishReason::as_str),
+                    meta.interrupted,
+                    to_i64("timestamp_ms", meta.timestamp_ms)?,
+                ])?;
+            }
+        }
+        touch(&tx, id, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// `/undo`: deletes the last user message and everything after it;
+    /// returns how many messages were deleted (0 when there is no user
+    /// message).
+    pub fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError> {
+        let now = self.clock.now_ms();
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        if !session_exists(&tx, id)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        let last_user: Option<i64> = tx
+            .prepare_cached(
+                "SELECT MAX(seq) FROM messages WHERE session_id = ?1 AND role = 'user'",
+            )?
+            .query_row([id], |row| row.get(0))?;
+        let Some(from) = last_user else {
+            return Ok(0);
+        };
+        let deleted = tx
+            .prepare_cached("DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2")?
+            .execute(params![id, from])?;
+        touch(&tx, id, now)?;
+        tx.commit()?;
+        Ok(deleted)
+    }
+
+    /// `/new`: ends the active session(s) of `key` and creates a new active
+    /// one, atomically. The new session's key is `key` whatever
+    /// `new.session_key` says.
+    pub fn reset(&mut self, key: &str, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
+        let now = self.clock.now_ms();
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE sessions SET status = 'ended', clean_shutdown = 0 \
+             WHERE session_key = ?1 AND status = 'active'",
+        )?
+        .execute([key])?;
+        let new = NewSession {
+            session_key: Some(key),
+            ..*new
+        };
+        let id = insert_session(&tx, &new, now, || id::session_id(now, id::random_suffix()))?;
+        let record = fetch_session(&tx, &id)?.ok_or_else(|| StoreError::SessionNotFound(id))?;
+        tx.commit()?;
+        Ok(record)
+    }
+
+    /// Up to `limit` sessions, newest (by creation) first.
+    pub fn list_sessions(&self, limit: usize) -> Result<Vec<SessionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at_ms DESC, s.rowid DESC LIMIT ?1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map([limit], raw_session)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row?.into_record()?);
+        }
+        Ok(out)
+    }
+
+    /// Full-text search over message content, best match first.
+    ///
+    /// `query` is user text, not FTS5 syntax: each whitespace-separated word
+    /// is searched as a quoted phrase and all must match, so quotes, `AND`,
+    /// `*`, `NEAR(` or column filters are just words. Words without any
+    /// letter or digit are dropped; a query with none left finds nothing.
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+        let Some(fts_query) = fts_query(query) else {
+            return Ok(Vec::new());
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT m.session_id, m.seq, m.role, \
+             snippet(messages_fts, 0, '[', ']', '…', 16) \
+             FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid \
+             WHERE messages_fts MATCH ?1 ORDER BY rank, m.id LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![fts_query, limit], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, Option<String>>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (session_id, seq, role, snippet) = row?;
+            let Some(role) = Role::parse(&role) else {
+                return Err(StoreError::Corrupt {
+                    session_id,
+                    what: format!("message {seq} has unknown role {role:?}"),
+                });
+            };
+            let seq = from_i64(&session_id, "seq", seq)?;
+            out.push(SearchHit {
+                session_id,
+                seq,
+                role,
+                snippet: snippet.unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Crash recovery (SPEC G11): marks suspended every active session whose
+    /// transcript changed within the last `within_ms` and that was touched by
+    /// a process which did not stop cleanly (see [`Store::mark_clean_shutdown`]).
+    /// Returns their ids. Call once at start-up, before serving messages.
+    pub fn suspend_recent_unclean(&mut self, within_ms: u64) -> Result<Vec<String>, StoreError> {
+        let since = self.clock.now_ms().saturating_sub(within_ms);
+        let since = to_i64("suspend window start", since)?;
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let mut ids = Vec::new();
+        {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE sessions SET status = 'suspended' \
+                 WHERE status = 'active' AND clean_shutdown = 0 AND updated_at_ms >= ?1 \
+                 RETURNING id",
+            )?;
+            let rows = stmt.query_map([since], |row| row.get::<_, String>(0))?;
+            for row in rows {
+                ids.push(row?);
+            }
+        }
+        tx.commit()?;
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Records that the process is stopping cleanly: every session touched
+    /// since the last clean shutdown is marked clean.
+    ///
+    /// Design: each write to a session clears that session's
+    /// `clean_shutdown` flag, and this sets it again. A process that crashes
+    /// therefore leaves the sessions it touched flagged unclean — exactly the
+    /// ones [`Store::suspend_recent_unclean`] must suspend — while another
+    /// process merely opening the database (a CLI listing sessions) changes
+    /// nothing.
+    pub fn mark_clean_shutdown(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("UPDATE sessions SET clean_shutdown = 1 WHERE clean_shutdown = 0")?
+            .execute([])?;
+        Ok(())
+    }
+
+    /// Reads a small adapter-state value (e.g. the Telegram update offset).
+    pub fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value FROM kv WHERE key = ?1")?
+            .query_row([key], |row| row.get(0))
+            .optional()?)
+    }
+
+    /// Writes (inserts or replaces) a small adapter-state value, durably.
+    pub fn kv_set(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO kv (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute([key, value])?;
+        Ok(())
+    }
+}
+
+/// Creates `path` with mode `0600` (and its missing parent directories with
+/// `0700`) unless it already exists, so SQLite never creates it with the
+/// process umask.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    let create_err = |source| StoreError::Create {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(parent).map_err(create_err)?;
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(create_err(e)),
+    }
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Runs the migration steps the database has not seen yet.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    for step in schema::MIGRATIONS {
+        let mig_err = |source| StoreError::Migration {
+            path: path.to_path_buf(),
+            version: step.version,
+            source,
+        };
+        // IMMEDIATE takes the write lock first, so two processes opening an
+        // old database at once run each step exactly once.
+        let tx = Transaction::new(conn, TransactionBehavior::Immediate).map_err(mig_err)?;
+        let current = user_version(&tx).map_err(mig_err)?;
+        if current > schema::LATEST_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found: current,
+                supported: schema::LATEST_VERSION,
+            });
+        }
+        if current >= step.version {
+            continue;
+        }
+        tracing::info!(path = %path.display(), version = step.version, what = step.what, "migrating database");
+        tx.execute_batch(step.sql).map_err(mig_err)?;
+        tx.pragma_update(None, "user_version", step.version)
+            .map_err(mig_err)?;
+        tx.commit().map_err(mig_err)?;
+    }
+    Ok(())
+}
+
+/// Inserts a session under a fresh id from `next_id`, retrying when the id is
+/// taken. Returns the id.
+fn insert_session(
+    conn: &Connection,
+    new: &NewSession<'_>,
+    now: u64,
+    mut next_id: impl FnMut() -> String,
+) -> Result<String, StoreError> {
+    let now = to_i64("created_at_ms", now)?;
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO sessions (id, session_key, source_platform, source_chat_id, source_user_id, \
+         model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'active', 0)",
+    )?;
+    for _ in 0..ID_ATTEMPTS {
+        let id = next_id();
+        let result = stmt.execute(params![
+            id,
+            new.session_key,
+            new.platform,
+            new.chat_id,
+            new.user_id,
+            new.model,
+            new.system_prompt,
+            now,
+        ]);
+        match result {
+            Ok(_) => return Ok(id),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+            {
+                tracing::debug!(%id, "session id taken, retrying");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::IdsExhausted)
+}
+
+fn session_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .query_row([id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Records a transcript change: bumps `updated_at_ms` (never backwards, so a
+/// clock step back cannot reorder sessions) and marks the session unclean.
+fn touch(conn: &Connection, id: &str, now: u64) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE sessions SET updated_at_ms = MAX(updated_at_ms, ?2), clean_shutdown = 0 WHERE id = ?1",
+    )?
+    .execute(params![id, to_i64("updated_at_ms", now)?])?;
+    Ok(())
+}
+
+fn fetch_session(conn: &Connection, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?1");
+    let row = conn
+        .prepare_cached(&sql)?
+        .query_row([id], raw_session)
+        .optional()?;
+    row.map(RawSession::into_record).transpose()
+}
+
+/// A session row before validation (rusqlite row closures cannot return our error).
+struct RawSession {
+    id: String,
+    session_key: Option<String>,
+    platform: Option<String>,
+    chat_id: Option<String>,
+    user_id: Option<String>,
+    model: Option<String>,
+    system_prompt: Option<String>,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    status: String,
+    message_count: i64,
+    title: Option<String>,
+}
+
+fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
+    Ok(RawSession {
+        id: row.get(0)?,
+        session_key: row.get(1)?,
+        platform: row.get(2)?,
+        chat_id: row.get(3)?,
+        user_id: row.get(4)?,
+        model: row.get(5)?,
+        system_prompt: row.get(6)?,
+        created_at_ms: row.get(7)?,
+        updated_at_ms: row.get(8)?,
+        status: row.get(9)?,
+        message_count: row.get(10)?,
+        title: row.get(11)?,
+    })
+}
+
+impl RawSession {
+    fn into_record(self) -> Result<SessionRecord, StoreError> {
+        let Some(status) = SessionStatus::parse(&self.status) else {
+            return Err(StoreError::Corrupt {
+                session_id: self.id,
+                what: format!("unknown status {:?}", self.status),
+            });
+        };
+        Ok(SessionRecord {
+            created_at_ms: from_i64(&self.id, "created_at_ms", self.created_at_ms)?,
+            updated_at_ms: from_i64(&self.id, "updated_at_ms", self.updated_at_ms)?,
+            message_count: from_i64(&self.id, "message_count", self.message_count)?,
+            id: self.id,
+            session_key: self.session_key,
+            platform: self.platform,
+            chat_id: self.chat_id,
+            user_id: self.user_id,
+            model: self.model,
+            system_prompt: self.system_prompt,
+            status,
+            title: self.title,
+        })
+    }
+}
+
+/// A message row before validation.
+struct RawMessage {
+    seq: i64,
+    role: String,
+    content: Option<String>,
+    tool_calls: Option<String>,
+    tool_call_id: Option<String>,
+    reasoning: Option<String>,
+    prompt_tokens: Option<i64>,
+    completion_tokens: Option<i64>,
+    total_tokens: Option<i64>,
+    finish_reason: Option<String>,
+    interrupted: bool,
+    timestamp_ms: i64,
+}
+
+fn raw_message(row: &Row<'_>) -> rusqlite::Result<RawMessage> {
+    Ok(RawMessage {
+        seq: row.get(0)?,
+        role: row.get(1)?,
+        content: row.get(2)?,
+        tool_calls: row.get(3)?,
+        tool_call_id: row.get(4)?,
+        reasoning: row.get(5)?,
+        prompt_tokens: row.get(6)?,
+        completion_tokens: row.get(7)?,
+        total_tokens: row.get(8)?,
+        finish_reason: row.get(9)?,
+        interrupted: row.get(10)?,
+        timestamp_ms: row.get(11)?,
+    })
+}
+
+impl RawMessage {
+    fn into_entry(self, session_id: &str) -> Result<LedgerEntry, StoreError> {
+        let seq = self.seq;
+        let corrupt = |what: String| StoreError::Corrupt {
+            session_id: session_id.to_owned(),
+            what: format!("message {seq}: {what}"),
+        };
+        let message = match Role::parse(&self.role) {
+            Some(Role::User) => Message::User {
+                content: self
+                    .content
+                    .ok_or_else(|| corrupt("user message without content".into()))?,
+            },
+            Some(Role::Assistant) => Message::Assistant {
+                content: self.content,
+                tool_calls: match self.tool_calls {
+                    None => Vec::new(),
+                    Some(json) => serde_json::from_str::<Vec<ToolCall>>(&json)
+                        .map_err(|e| corrupt(format!("tool calls are not valid JSON: {e}")))?,
+                },
+            },
+            Some(Role::Tool) => Message::Tool {
+                tool_call_id: self
+                    .tool_call_id
+                    .ok_or_else(|| corrupt("tool result without tool_call_id".into()))?,
+                content: self
+                    .content
+                    .ok_or_else(|| corrupt("tool result without content".into()))?,
+            },
+            None => return Err(corrupt(format!("unknown role {:?}", self.role))),
+        };
+        let usage = match (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.total_tokens,
+        ) {
+            (None, None, None) => None,
+            (p, c, t) => Some(Usage {
+                prompt_tokens: from_i64(session_id, "prompt_tokens", p.unwrap_or(0))?,
+                completion_tokens: from_i64(session_id, "completion_tokens", c.unwrap_or(0))?,
+                total_tokens: from_i64(session_id, "total_tokens", t.unwrap_or(0))?,
+            }),
+        };
+        Ok(LedgerEntry {
+            message,
+            meta: EntryMeta {
+                reasoning: self.reasoning,
+                usage,
+                timestamp_ms: from_i64(session_id, "timestamp_ms", self.timestamp_ms)?,
+                finish_reason: self.finish_reason.map(decode_finish_reason),
+                interrupted: self.interrupted,
+            },
+        })
+    }
+}
+
+/// Inverse of [`FinishReason::as_str`]. Unlike [`FinishReason::parse`] it does
+/// not fold the legacy `function_call` into `ToolCalls`, so a stored
+/// `Other("function_call")` comes back unchanged.
+fn decode_finish_reason(s: String) -> FinishReason {
+    match s.as_str() {
+        "stop" => FinishReason::Stop,
+        "tool_calls" => FinishReason::ToolCalls,
+        "length" => FinishReason::Length,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other(s),
+    }
+}
+
+/// Turns user text into an FTS5 query that cannot be a syntax error: every
+/// word becomes a double-quoted string (inner quotes doubled), joined by
+/// spaces (implicit AND). `None` when no word has a letter or digit.
+fn fts_query(query: &str) -> Option<String> {
+    let terms: Vec<String> = query
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
+}
+
+fn from_i64(session_id: &str, what: &str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        what: format!("{what} is negative ({value})"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn session_id_collision_is_retried() {
+        let store = Store::open_in_memory().unwrap();
+        let new = NewSession::default();
+        let first = insert_session(&store.conn, &new, 5, || "same".to_owned()).unwrap();
+        assert_eq!(first, "same");
+        let mut ids = ["same", "same", "other"].into_iter();
+        let second =
+            insert_session(&store.conn, &new, 5, || ids.next().unwrap().to_owned()).unwrap();
+        assert_eq!(second, "other");
+        assert_eq!(ids.next(), None, "each candidate tried once");
+    }
+
+    #[test]
+    fn session_ids_give_up_after_bounded_attempts() {
+        let store = Store::open_in_memory().unwrap();
+        let new = NewSession::default();
+        insert_session(&store.conn, &new, 5, || "taken".to_owned()).unwrap();
+        let mut tries = 0;
+        let err = insert_session(&store.conn, &new, 5, || {
+            tries += 1;
+            "taken".to_owned()
+        })
+        .unwrap_err();
+        assert!(matches!(err, StoreError::IdsExhausted), "{err}");
+        assert_eq!(tries, ID_ATTEMPTS);
+    }
+
+    #[test]
+    fn fts_query_quotes_every_word() {
+        assert_eq!(fts_query("  "), None);
+        assert_eq!(fts_query("* ( ) \" -"), None);
+        assert_eq!(
+            fts_query("a AND b*").as_deref(),
+            Some("\"a\" \"AND\" \"b*\"")
+        );
+        assert_eq!(
+            fts_query("say \"hi\"").as_deref(),
+            Some("\"say\" \"\"\"hi\"\"\"")
+        );
+    }
+
+    #[test]
+    fn migrations_are_numbered_in_order() {
+        for (i, step) in schema::MIGRATIONS.iter().enumerate() {
+            assert_eq!(step.version as usize, i + 1, "{}", step.what);
+        }
+    }
+
+    #[test]
+    fn store_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Store>();
+    }
+}

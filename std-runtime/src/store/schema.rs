@@ -1,0 +1,119 @@
+//! The schema and its ordered forward migrations.
+//!
+//! The schema version lives in `PRAGMA user_version`. Each [`Migration`] moves
+//! the database from `version - 1` to `version`, inside one `IMMEDIATE`
+//! transaction together with the `user_version` bump, so a crash or a second
+//! process opening the same file never sees a half-migrated schema. Steps are
+//! only ever appended: a released step is never edited, because databases in
+//! the field were built by it.
+
+/// One forward step of the schema.
+#[derive(Debug)]
+pub(super) struct Migration {
+    /// The `user_version` the database has after this step.
+    pub version: u32,
+    /// What the step does, for logs.
+    pub what: &'static str,
+    /// The SQL, run with `execute_batch`.
+    pub sql: &'static str,
+}
+
+/// Every step, in order; `MIGRATIONS[i].version == i + 1`.
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        what: "sessions, messages and kv tables",
+        sql: V1,
+    },
+    Migration {
+        version: 2,
+        what: "session titles and full-text search over message content",
+        sql: V2,
+    },
+];
+
+/// The newest schema this build knows.
+pub(super) const LATEST_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Version 1: the tables.
+///
+/// `messages.id` is an explicit `INTEGER PRIMARY KEY` (a stable rowid alias)
+/// and `(session_id, seq)` is `UNIQUE` rather than the primary key: the
+/// full-text index of version 2 refers to messages by rowid, and `VACUUM` may
+/// renumber implicit rowids, which would silently point search hits at the
+/// wrong messages. The uniqueness guarantee of `(session_id, seq)` is the same.
+///
+/// `clean_shutdown` is 0 while the session has been touched by a process that
+/// has not (yet) stopped cleanly; see `Store::mark_clean_shutdown`.
+const V1: &str = "
+CREATE TABLE sessions (
+    id              TEXT PRIMARY KEY NOT NULL,
+    session_key     TEXT,
+    source_platform TEXT,
+    source_chat_id  TEXT,
+    source_user_id  TEXT,
+    model           TEXT,
+    system_prompt   TEXT,
+    created_at_ms   INTEGER NOT NULL,
+    updated_at_ms   INTEGER NOT NULL,
+    status          TEXT NOT NULL DEFAULT 'active'
+                    CHECK (status IN ('active', 'ended', 'suspended')),
+    clean_shutdown  INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_by_key ON sessions (session_key, status, updated_at_ms);
+CREATE INDEX sessions_by_updated ON sessions (updated_at_ms);
+
+CREATE TABLE messages (
+    id                INTEGER PRIMARY KEY,
+    session_id        TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq               INTEGER NOT NULL,
+    role              TEXT NOT NULL,
+    content           TEXT,
+    tool_calls        TEXT,
+    tool_call_id      TEXT,
+    reasoning         TEXT,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    total_tokens      INTEGER,
+    finish_reason     TEXT,
+    interrupted       INTEGER NOT NULL DEFAULT 0,
+    timestamp_ms      INTEGER NOT NULL,
+    UNIQUE (session_id, seq)
+);
+
+CREATE TABLE kv (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);
+";
+
+/// Version 2: titles, and an FTS5 index over message content.
+///
+/// The index is an external-content table (the text is stored once, in
+/// `messages`) kept in sync by triggers; the triggers are unconditional so
+/// that rows with NULL content (tool-call-only assistant messages) are
+/// inserted and deleted symmetrically, which keeps the index's own
+/// `integrity-check` clean. The final `rebuild` indexes messages written by
+/// version 1.
+const V2: &str = "
+ALTER TABLE sessions ADD COLUMN title TEXT;
+CREATE INDEX sessions_by_created ON sessions (created_at_ms);
+
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content,
+    content = 'messages',
+    content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+END;
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+";

@@ -1,1 +1,641 @@
-//! (being written)
+//! Provider and agent settings, and where each one came from.
+//!
+//! Precedence, highest first (the same for the CLI and the gateway):
+//! command-line flags > process environment > `$HERMES_HOME/.env` >
+//! `$HERMES_HOME/config.toml` > defaults. With nothing configured the
+//! provider is OpenRouter when `OPENROUTER_API_KEY` is set, otherwise a local
+//! OpenAI-compatible server at Ollama's address.
+//!
+//! Secrets (API keys, tokens) are held here only to be handed to the client;
+//! [`mask`] is what any display uses (SPEC E2).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The local default: Ollama's OpenAI-compatible endpoint.
+pub const LOCAL_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+/// OpenRouter's endpoint, used when `OPENROUTER_API_KEY` is the only key.
+pub const OPENROUTER_BASE_URL: &str = "https://openrouter.ai/api/v1";
+/// The default model on OpenRouter.
+pub const OPENROUTER_DEFAULT_MODEL: &str = "nousresearch/hermes-4-70b";
+/// The default model on a local server (Ollama's tag for Hermes 3).
+pub const LOCAL_DEFAULT_MODEL: &str = "hermes3";
+
+/// A snapshot of environment variables (the process's, or a test's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Environment(BTreeMap<String, String>);
+
+impl Environment {
+    /// The current process environment (variables that are not UTF-8 are skipped).
+    pub fn from_process() -> Self {
+        Environment(std::env::vars().collect())
+    }
+
+    /// An environment made of `pairs`.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Environment(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// The value of `name`, if set and not empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// All variables.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// Settings given on the command line; `None` means "not given".
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--base-url`
+    pub base_url: Option<String>,
+    /// `--api-key`
+    pub api_key: Option<String>,
+    /// `--model`
+    pub model: Option<String>,
+    /// `--max-iterations`
+    pub max_iterations: Option<u32>,
+    /// `--toolsets` (comma-separated on the command line)
+    pub toolsets: Option<Vec<String>>,
+    /// `--cwd`
+    pub workdir: Option<PathBuf>,
+}
+
+/// Where a setting's value came from, for `hermes config show`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A command-line flag.
+    Flag,
+    /// A process environment variable (named).
+    Env(&'static str),
+    /// `$HERMES_HOME/.env` (variable named).
+    DotEnv(&'static str),
+    /// `$HERMES_HOME/config.toml` (key named).
+    ConfigFile(&'static str),
+    /// The built-in default.
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Flag => f.write_str("command line"),
+            Origin::Env(v) => write!(f, "environment ${v}"),
+            Origin::DotEnv(v) => write!(f, ".env {v}"),
+            Origin::ConfigFile(k) => write!(f, "config.toml {k}"),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// The provider to talk to.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderSettings {
+    /// The OpenAI-compatible base URL (…/v1).
+    pub base_url: String,
+    /// The API key, if any (local servers need none).
+    pub api_key: Option<String>,
+    /// The model name as the provider spells it.
+    pub model: String,
+    /// A short provider label: `openrouter`, `openai`, `local` or `custom`.
+    pub provider_name: String,
+}
+
+impl fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("model", &self.model)
+            .field("provider_name", &self.provider_name)
+            .finish()
+    }
+}
+
+/// Everything resolved.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `$HERMES_HOME` (default `~/.hermes`).
+    pub home: PathBuf,
+    /// The provider.
+    pub provider: ProviderSettings,
+    /// The wallet size of a run (default 90).
+    pub max_iterations: u32,
+    /// Enabled toolsets; `None` = all.
+    pub toolsets: Option<Vec<String>>,
+    /// The working directory the file and shell tools are confined to.
+    pub workdir: PathBuf,
+    /// The whole `config.toml` (the gateway reads its `[gateway]` section).
+    pub file: toml::Table,
+    /// The process environment laid over `$HERMES_HOME/.env`.
+    pub env: Environment,
+    /// Where each provider/agent setting came from, by setting name.
+    pub origins: BTreeMap<&'static str, Origin>,
+}
+
+impl Settings {
+    /// The path of the session database.
+    pub fn state_db(&self) -> PathBuf {
+        self.home.join("state.db")
+    }
+
+    /// A variable from the process environment or, failing that, `.env`.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env.get(name)
+    }
+}
+
+/// A configuration that cannot be used. Each message names the key and the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `config.toml` is not valid TOML or has a key of the wrong type.
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A file exists but cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// A value is out of range or malformed.
+    #[error("invalid {key}: {message}")]
+    Invalid {
+        /// The setting (flag, variable or key).
+        key: String,
+        /// What is wrong and what would be accepted.
+        message: String,
+    },
+    /// No home directory could be found for the default `$HERMES_HOME`.
+    #[error("cannot find a home directory: set HERMES_HOME to the folder Hermes should use")]
+    NoHome,
+}
+
+/// `$HERMES_HOME`, or `~/.hermes`.
+pub fn hermes_home(env: &Environment) -> Result<PathBuf, ConfigError> {
+    if let Some(home) = env.get("HERMES_HOME") {
+        return Ok(PathBuf::from(home));
+    }
+    env.get("HOME")
+        .map(|h| Path::new(h).join(".hermes"))
+        .ok_or(ConfigError::NoHome)
+}
+
+/// Shows only enough of a secret to recognise it: `sk-…1234`.
+pub fn mask(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    if chars.len() <= 8 {
+        return "****".into();
+    }
+    let head: String = chars.iter().take(3).collect();
+    let tail: String = chars.iter().skip(chars.len() - 4).collect();
+    format!("{head}…{tail}")
+}
+
+/// Parses a `.env` file: `KEY=value` lines, `#` comments, optional `export`,
+/// single or double quotes around the value.
+pub fn parse_dotenv(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let value = value.trim();
+        let value = if value.len() >= 2
+            && ((value.starts_with('"') && value.ends_with('"'))
+                || (value.starts_with('\'') && value.ends_with('\'')))
+        {
+            &value[1..value.len() - 1]
+        } else {
+            // An unquoted value ends at an inline comment.
+            value.split(" #").next().unwrap_or(value).trim_end()
+        };
+        out.insert(key.to_owned(), value.to_owned());
+    }
+    out
+}
+
+/// Reads `path` if it exists.
+fn read_optional(path: &Path) -> Result<Option<String>, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Resolves settings from `overrides`, the environment `process_env`, and the
+/// files in `$HERMES_HOME`.
+pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings, ConfigError> {
+    let home = hermes_home(process_env)?;
+    let dotenv_path = home.join(".env");
+    let dotenv = read_optional(&dotenv_path)?
+        .map(|t| parse_dotenv(&t))
+        .unwrap_or_default();
+    let toml_path = home.join("config.toml");
+    let file: toml::Table = match read_optional(&toml_path)? {
+        Some(text) => text.parse().map_err(|e: toml::de::Error| ConfigError::File {
+            path: toml_path.clone(),
+            message: e.to_string(),
+        })?,
+        None => toml::Table::new(),
+    };
+
+    let mut merged = dotenv.clone();
+    for (k, v) in process_env.iter() {
+        merged.insert(k.to_owned(), v.to_owned());
+    }
+    let resolver = Resolver {
+        process_env,
+        dotenv: &dotenv,
+        file: &file,
+        toml_path: &toml_path,
+    };
+    let mut origins = BTreeMap::new();
+
+    let api_key = first_of(
+        overrides.api_key.clone(),
+        &resolver,
+        &["HERMES_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
+        ("provider", "api_key"),
+    )?;
+    let openrouter_key_present = resolver.var("OPENROUTER_API_KEY").is_some();
+    let base_url = first_of(
+        overrides.base_url.clone(),
+        &resolver,
+        &["HERMES_BASE_URL", "OPENAI_BASE_URL"],
+        ("provider", "base_url"),
+    )?;
+    let (base_url, base_origin) = match base_url {
+        Some(found) => found,
+        None if openrouter_key_present => (OPENROUTER_BASE_URL.to_owned(), Origin::Default),
+        None => (LOCAL_BASE_URL.to_owned(), Origin::Default),
+    };
+    validate_url(&base_url, base_origin)?;
+    let provider_name = provider_label(&base_url).to_owned();
+    let (model, model_origin) = first_of(
+        overrides.model.clone(),
+        &resolver,
+        &["HERMES_MODEL"],
+        ("provider", "model"),
+    )?
+    .unwrap_or_else(|| {
+        let m = if provider_name == "openrouter" {
+            OPENROUTER_DEFAULT_MODEL
+        } else {
+            LOCAL_DEFAULT_MODEL
+        };
+        (m.to_owned(), Origin::Default)
+    });
+    origins.insert("base_url", base_origin);
+    origins.insert("model", model_origin);
+    let api_key = api_key.map(|(k, o)| {
+        origins.insert("api_key", o);
+        k
+    });
+
+    let (max_iterations, it_origin) = match overrides.max_iterations {
+        Some(n) => (n, Origin::Flag),
+        None => match resolver.var("HERMES_MAX_ITERATIONS") {
+            Some((v, o)) => (
+                v.parse::<u32>().map_err(|_| ConfigError::Invalid {
+                    key: "HERMES_MAX_ITERATIONS".into(),
+                    message: format!("'{v}' is not a whole number"),
+                })?,
+                o,
+            ),
+            None => match resolver.toml_int("agent", "max_iterations")? {
+                Some(n) => (n, Origin::ConfigFile("agent.max_iterations")),
+                None => (hermes_core::DEFAULT_MAX_ITERATIONS, Origin::Default),
+            },
+        },
+    };
+    if max_iterations == 0 {
+        return Err(ConfigError::Invalid {
+            key: "max_iterations".into(),
+            message: "must be at least 1".into(),
+        });
+    }
+    origins.insert("max_iterations", it_origin);
+
+    let toolsets = match &overrides.toolsets {
+        Some(t) => Some(t.clone()),
+        None => match resolver.var("HERMES_TOOLSETS") {
+            Some((v, _)) => Some(split_list(v)),
+            None => resolver.toml_string_list("agent", "toolsets")?,
+        },
+    };
+
+    let workdir = match &overrides.workdir {
+        Some(p) => p.clone(),
+        None => match resolver.toml_str("agent", "workdir")? {
+            Some(p) => PathBuf::from(p),
+            None => std::env::current_dir().map_err(|e| ConfigError::Invalid {
+                key: "--cwd".into(),
+                message: format!("the current directory is not usable ({e}); pass --cwd"),
+            })?,
+        },
+    };
+
+    Ok(Settings {
+        home,
+        provider: ProviderSettings {
+            base_url,
+            api_key,
+            model,
+            provider_name,
+        },
+        max_iterations,
+        toolsets,
+        workdir,
+        file,
+        env: Environment(merged),
+        origins,
+    })
+}
+
+/// Splits a comma-separated list, dropping empty items.
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn provider_label(base_url: &str) -> &'static str {
+    if base_url.contains("openrouter.ai") {
+        "openrouter"
+    } else if base_url.contains("api.openai.com") {
+        "openai"
+    } else if base_url.contains("127.0.0.1") || base_url.contains("localhost") {
+        "local"
+    } else {
+        "custom"
+    }
+}
+
+fn validate_url(url: &str, origin: Origin) -> Result<(), ConfigError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid {
+            key: format!("base_url (from {origin})"),
+            message: format!("'{url}' must start with http:// or https://"),
+        })
+    }
+}
+
+struct Resolver<'a> {
+    process_env: &'a Environment,
+    dotenv: &'a BTreeMap<String, String>,
+    file: &'a toml::Table,
+    toml_path: &'a Path,
+}
+
+impl Resolver<'_> {
+    /// A variable from the environment, else `.env`.
+    fn var(&self, name: &'static str) -> Option<(&str, Origin)> {
+        if let Some(v) = self.process_env.get(name) {
+            return Some((v, Origin::Env(name)));
+        }
+        self.dotenv
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+            .map(|v| (v, Origin::DotEnv(name)))
+    }
+
+    fn toml_value(&self, section: &str, key: &str) -> Option<&toml::Value> {
+        self.file.get(section)?.as_table()?.get(key)
+    }
+
+    fn type_error(&self, section: &str, key: &str, want: &str) -> ConfigError {
+        ConfigError::File {
+            path: self.toml_path.to_owned(),
+            message: format!("[{section}] {key} must be {want}"),
+        }
+    }
+
+    fn toml_str(&self, section: &str, key: &str) -> Result<Option<&str>, ConfigError> {
+        match self.toml_value(section, key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(self.type_error(section, key, "a string")),
+        }
+    }
+
+    fn toml_int(&self, section: &str, key: &str) -> Result<Option<u32>, ConfigError> {
+        match self.toml_value(section, key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) => u32::try_from(*n)
+                .map(Some)
+                .map_err(|_| self.type_error(section, key, "a positive whole number")),
+            Some(_) => Err(self.type_error(section, key, "a whole number")),
+        }
+    }
+
+    fn toml_string_list(
+        &self,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Vec<String>>, ConfigError> {
+        match self.toml_value(section, key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(split_list(s))),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| self.type_error(section, key, "a list of strings"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(self.type_error(section, key, "a list of strings")),
+        }
+    }
+}
+
+/// The first value among: the flag, each variable in the environment, each
+/// variable in `.env`, then `[section] key` in config.toml.
+fn first_of(
+    flag: Option<String>,
+    r: &Resolver<'_>,
+    vars: &[&'static str],
+    (section, key): (&'static str, &'static str),
+) -> Result<Option<(String, Origin)>, ConfigError> {
+    if let Some(v) = flag.filter(|v| !v.is_empty()) {
+        return Ok(Some((v, Origin::Flag)));
+    }
+    for &name in vars {
+        if let Some(v) = r.process_env.get(name) {
+            return Ok(Some((v.to_owned(), Origin::Env(name))));
+        }
+    }
+    for &name in vars {
+        if let Some(v) = r.dotenv.get(name).filter(|v| !v.is_empty()) {
+            return Ok(Some((v.clone(), Origin::DotEnv(name))));
+        }
+    }
+    let origin = match (section, key) {
+        ("provider", "api_key") => Origin::ConfigFile("provider.api_key"),
+        ("provider", "base_url") => Origin::ConfigFile("provider.base_url"),
+        _ => Origin::ConfigFile("provider.model"),
+    };
+    Ok(r
+        .toml_str(section, key)?
+        .filter(|v| !v.is_empty())
+        .map(|v| (v.to_owned(), origin)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn home_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    fn env(home: &Path, pairs: &[(&str, &str)]) -> Environment {
+        let mut all = vec![("HERMES_HOME".to_owned(), home.display().to_string())];
+        all.extend(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Environment::from_pairs(all)
+    }
+
+    fn cwd_overrides() -> Overrides {
+        Overrides {
+            workdir: Some(PathBuf::from("/tmp")),
+            ..Overrides::default()
+        }
+    }
+
+    #[test]
+    fn defaults_to_local_server() {
+        let home = home_with(&[]);
+        let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+        assert_eq!(s.provider.base_url, LOCAL_BASE_URL);
+        assert_eq!(s.provider.model, LOCAL_DEFAULT_MODEL);
+        assert_eq!(s.provider.api_key, None);
+        assert_eq!(s.max_iterations, 90);
+        assert_eq!(s.origins["base_url"], Origin::Default);
+    }
+
+    #[test]
+    fn openrouter_key_selects_openrouter() {
+        let home = home_with(&[]);
+        let s = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("OPENROUTER_API_KEY", "sk-or-123456789")]),
+        )
+        .unwrap();
+        assert_eq!(s.provider.base_url, OPENROUTER_BASE_URL);
+        assert_eq!(s.provider.provider_name, "openrouter");
+        assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+    }
+
+    #[test]
+    fn precedence_flag_env_dotenv_file() {
+        let home = home_with(&[
+            (".env", "HERMES_MODEL=from-dotenv\nHERMES_BASE_URL=http://dotenv/v1\n"),
+            (
+                "config.toml",
+                "[provider]\nmodel = \"from-file\"\nbase_url = \"http://file/v1\"\napi_key = \"file-key-123456\"\n[agent]\nmax_iterations = 7\ntoolsets = [\"file\"]\n",
+            ),
+        ]);
+        let e = env(home.path(), &[("HERMES_BASE_URL", "http://env/v1")]);
+        let s = load(&cwd_overrides(), &e).unwrap();
+        assert_eq!(s.provider.base_url, "http://env/v1");
+        assert_eq!(s.provider.model, "from-dotenv");
+        assert_eq!(s.provider.api_key.as_deref(), Some("file-key-123456"));
+        assert_eq!(s.max_iterations, 7);
+        assert_eq!(s.toolsets, Some(vec!["file".to_owned()]));
+        assert_eq!(s.origins["model"], Origin::DotEnv("HERMES_MODEL"));
+
+        let flags = Overrides {
+            model: Some("from-flag".into()),
+            max_iterations: Some(3),
+            ..cwd_overrides()
+        };
+        let s = load(&flags, &e).unwrap();
+        assert_eq!(s.provider.model, "from-flag");
+        assert_eq!(s.max_iterations, 3);
+        assert_eq!(s.origins["model"], Origin::Flag);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let home = home_with(&[("config.toml", "[agent]\nmax_iterations = \"lots\"\n")]);
+        let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+        assert!(err.to_string().contains("max_iterations"), "{err}");
+
+        let home = home_with(&[("config.toml", "this is = = not toml")]);
+        let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+        assert!(err.to_string().contains("config.toml"), "{err}");
+
+        let home = home_with(&[]);
+        let err = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("HERMES_BASE_URL", "ftp://x")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("base_url"), "{err}");
+    }
+
+    #[test]
+    fn dotenv_parsing() {
+        let m = parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC='x'\nD=plain # note\n=bad\nnot a line\n");
+        assert_eq!(m["A"], "1");
+        assert_eq!(m["B"], "two words");
+        assert_eq!(m["C"], "x");
+        assert_eq!(m["D"], "plain");
+        assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn masking_hides_secrets() {
+        assert_eq!(mask("sk-abcdefghijkl1234"), "sk-…1234");
+        assert_eq!(mask("short"), "****");
+        let p = ProviderSettings {
+            base_url: "x".into(),
+            api_key: Some("sk-verysecretvalue99".into()),
+            model: "m".into(),
+            provider_name: "custom".into(),
+        };
+        assert!(!format!("{p:?}").contains("verysecret"));
+    }
+}

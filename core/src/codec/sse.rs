@@ -1,0 +1,744 @@
+//! Incremental decoding of `chat.completion.chunk` server-sent-event streams.
+//!
+//! [`SseDecoder`] is a push parser: feed it whatever the transport read, split
+//! anywhere, and it calls the [`StreamSink`] as pieces of text arrive and
+//! accumulates the [`Completion`]. [`decode_stream`] drives it from an
+//! `embedded-io` reader.
+//!
+//! # Framing (the SSE spec, plus what real servers do)
+//! - Lines end in `\n`, `\r\n` or `\r`; a `\r\n` split across two feeds is one
+//!   line end. A UTF-8 byte-order mark before the first line is skipped.
+//! - `data:` lines (one optional space after the colon) of one event are
+//!   joined with `\n` and dispatched at a blank line. Some servers never send
+//!   blank lines: when a `data:` line arrives while the pending data already
+//!   is a complete JSON value, the pending event is dispatched first, and a
+//!   complete pending event is also accepted at EOF.
+//! - `:` lines are comments (keep-alives): they reach the sink as
+//!   [`StreamSink::on_progress`], a chance to stop during long silences.
+//! - `event: error` turns the event's data into [`DecodeError::Provider`];
+//!   other `event:`, `id:`, `retry:` and unknown fields are ignored.
+//! - `data: [DONE]` ends the stream.
+//!
+//! # Chunks
+//! Only `choices[0]` is read. `delta.content` (and `delta.refusal`) go to
+//! [`StreamSink::on_text`], `delta.reasoning_content` or `delta.reasoning` to
+//! [`StreamSink::on_reasoning`]; a chunk without text calls
+//! [`StreamSink::on_progress`]. Tool-call deltas are joined by `index`: `id`
+//! and `name` are taken from the first fragment that has them, `arguments` are
+//! appended. A top-level `usage` (possibly in a final chunk with no choices) is
+//! kept, and so is the `finish_reason`. A chunk with an `error` member is a
+//! [`DecodeError::Provider`] (providers report failures mid-stream this way).
+//!
+//! # Stopping
+//! When the sink returns [`Flow::Stop`] the decoder stops at once: the rest of
+//! that chunk and of the fed bytes is dropped, and [`SseStatus::Stopped`] is
+//! returned. The accumulated text is then exactly the text the sink was shown.
+
+use alloc::borrow::Cow;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+use core::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
+
+use super::response::{decode_error_body, provider_error, synthetic_id};
+use super::{DecodeError, StreamError};
+use crate::message::{FinishReason, FunctionCall, ToolCall, ToolCallKind, Usage};
+use crate::model::{Completion, Flow, NullSink, StreamSink};
+
+/// Default cap on one line or one event (16 MiB): far above any real chunk,
+/// low enough that a server that never sends a line end cannot exhaust memory.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// How many parallel tool calls one completion may open.
+pub const MAX_TOOL_CALLS: usize = 64;
+
+/// Longest `event:` name kept; only `error` matters, longer names are "other".
+const EVENT_NAME_CAP: usize = 16;
+
+/// Bytes asked of the reader per `read` in [`decode_stream`].
+const READ_CHUNK: usize = 8 * 1024;
+
+/// Largest pending data checked for completeness when a blank line is missing.
+const LENIENT_CHECK_MAX: usize = 1024 * 1024;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What [`SseDecoder::feed`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SseStatus {
+    /// All fed bytes were consumed; the stream is not over.
+    NeedMore,
+    /// `data: [DONE]` arrived: the stream is complete, stop reading.
+    Done,
+    /// The sink returned [`Flow::Stop`]: stop reading (an interrupt).
+    Stopped,
+}
+
+/// Where the decoder is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Streaming,
+    Done,
+    Stopped,
+    /// An error was returned; it is returned again on every later feed.
+    Failed(DecodeError),
+}
+
+/// One tool call being assembled from deltas.
+#[derive(Clone, Debug)]
+struct ToolSlot {
+    index: u32,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// The incremental decoder of one streamed completion. See the module docs.
+#[derive(Clone)]
+pub struct SseDecoder {
+    /// An unterminated line carried over from the previous feed.
+    line: Vec<u8>,
+    /// The previous feed ended in `\r`: a `\n` starting the next one belongs to it.
+    skip_lf: bool,
+    /// No line processed yet (a BOM may precede it).
+    at_start: bool,
+    /// The joined `data:` lines of the pending event.
+    data: Vec<u8>,
+    /// The pending event has at least one `data:` line (possibly empty).
+    has_data: bool,
+    /// The pending event's `event:` name.
+    event: heapless::String<EVENT_NAME_CAP>,
+    content: String,
+    reasoning: String,
+    /// Tool calls, sorted by their wire `index`.
+    tools: heapless::Vec<ToolSlot, MAX_TOOL_CALLS>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+    /// Chunk events decoded so far.
+    events: u64,
+    state: State,
+    max_event_bytes: usize,
+}
+
+impl fmt::Debug for SseDecoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SseDecoder")
+            .field("state", &self.state)
+            .field("events", &self.events)
+            .field("content_len", &self.content.len())
+            .field("tool_calls", &self.tools.len())
+            .field("pending_bytes", &(self.line.len() + self.data.len()))
+            .finish()
+    }
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SseDecoder {
+    /// A decoder with the default size cap ([`DEFAULT_MAX_EVENT_BYTES`]).
+    pub fn new() -> Self {
+        Self::with_max_event_bytes(DEFAULT_MAX_EVENT_BYTES)
+    }
+
+    /// A decoder that fails with [`DecodeError::TooLarge`] when one line or
+    /// one event exceeds `max_event_bytes`.
+    pub fn with_max_event_bytes(max_event_bytes: usize) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            skip_lf: false,
+            at_start: true,
+            data: Vec::new(),
+            has_data: false,
+            event: heapless::String::new(),
+            content: String::new(),
+            reasoning: String::new(),
+            tools: heapless::Vec::new(),
+            finish_reason: None,
+            usage: None,
+            events: 0,
+            state: State::Streaming,
+            max_event_bytes,
+        }
+    }
+
+    /// Feeds any slice of bytes (split anywhere: mid-line, mid-UTF-8
+    /// character, mid-CRLF).
+    ///
+    /// After [`SseStatus::Done`] or [`SseStatus::Stopped`] further bytes are
+    /// ignored; after an error, the same error is returned again. The
+    /// decoded-so-far completion stays available through [`Self::partial`].
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<SseStatus, DecodeError> {
+        match &self.state {
+            State::Streaming => {}
+            State::Done => return Ok(SseStatus::Done),
+            State::Stopped => return Ok(SseStatus::Stopped),
+            State::Failed(e) => return Err(e.clone()),
+        }
+        let result = self.feed_lines(bytes, sink);
+        match &result {
+            Ok(SseStatus::NeedMore) => {}
+            Ok(SseStatus::Done) => self.state = State::Done,
+            Ok(SseStatus::Stopped) => self.state = State::Stopped,
+            Err(e) => self.state = State::Failed(e.clone()),
+        }
+        result
+    }
+
+    /// The completion so far: for interrupts and broken streams. Holds every
+    /// tool call seen, even unfinished ones; a caller that was interrupted
+    /// drops them.
+    pub fn partial(&self) -> Completion {
+        Completion {
+            content: non_empty(&self.content),
+            tool_calls: self.tools.iter().enumerate().map(slot_to_call).collect(),
+            reasoning: non_empty(&self.reasoning),
+            finish_reason: self.finish_reason.clone(),
+            usage: self.usage,
+        }
+    }
+
+    /// The stream ended (EOF). Returns the completion if `[DONE]` was seen or
+    /// a `finish_reason` arrived (or the sink stopped the stream), else
+    /// [`DecodeError::Truncated`]. A last event without its blank line is
+    /// accepted if it is complete. Call [`Self::partial`] first to keep the
+    /// text on error ([`decode_stream`] does).
+    pub fn finish(mut self) -> Result<Completion, DecodeError> {
+        self.finish_in_place()?;
+        Ok(self.into_completion())
+    }
+
+    /// [`Self::finish`] without consuming the decoder, so the caller can still
+    /// take the partial completion after an error.
+    fn finish_in_place(&mut self) -> Result<(), DecodeError> {
+        match &self.state {
+            State::Streaming => {}
+            State::Done | State::Stopped => return Ok(()),
+            State::Failed(e) => return Err(e.clone()),
+        }
+        let pending_bytes = self.line.len() + self.data.len();
+        // The last line may lack its line end; the last event its blank line.
+        // Whatever arrives here was never shown to a sink: a `NullSink`
+        // cannot stop, and the text lands in the completion anyway.
+        let mut sink = NullSink;
+        let mut status = None;
+        if !self.line.is_empty() {
+            let line = core::mem::take(&mut self.line);
+            status = self.process_line(&line, &mut sink)?;
+        }
+        if status.is_none() && self.has_data && is_complete(&self.data) {
+            status = self.dispatch(&mut sink)?;
+        }
+        if status == Some(SseStatus::Done) {
+            self.state = State::Done;
+        }
+        if self.state == State::Done || self.finish_reason.is_some() {
+            Ok(())
+        } else {
+            Err(DecodeError::Truncated {
+                events: self.events,
+                pending_bytes,
+            })
+        }
+    }
+
+    fn into_completion(self) -> Completion {
+        let tool_calls = self
+            .tools
+            .into_iter()
+            .enumerate()
+            .map(|(i, slot)| ToolCall {
+                id: if slot.id.is_empty() {
+                    synthetic_id(i)
+                } else {
+                    slot.id
+                },
+                kind: ToolCallKind::Function,
+                function: FunctionCall {
+                    name: slot.name,
+                    arguments: slot.arguments,
+                },
+            })
+            .collect();
+        Completion {
+            content: (!self.content.is_empty()).then_some(self.content),
+            tool_calls,
+            reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+        }
+    }
+
+    /// Splits `bytes` into lines and processes them; buffers the tail.
+    fn feed_lines(
+        &mut self,
+        mut bytes: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<SseStatus, DecodeError> {
+        if self.skip_lf && !bytes.is_empty() {
+            self.skip_lf = false;
+            if let [b'\n', rest @ ..] = bytes {
+                bytes = rest;
+            }
+        }
+        while !bytes.is_empty() {
+            let Some(pos) = find_line_end(bytes) else {
+                if self.line.len() + bytes.len() > self.max_event_bytes {
+                    return Err(self.too_large());
+                }
+                self.line.extend_from_slice(bytes);
+                return Ok(SseStatus::NeedMore);
+            };
+            let (head, tail) = bytes.split_at_checked(pos).unwrap_or((bytes, &[]));
+            let (rest, cr) = match tail {
+                [b'\r', b'\n', rest @ ..] => (rest, false),
+                [b'\r', rest @ ..] => (rest, true),
+                [_, rest @ ..] => (rest, false),
+                [] => (tail, false),
+            };
+            // A `\r` that ends this feed may be the first half of `\r\n`.
+            if cr && rest.is_empty() {
+                self.skip_lf = true;
+            }
+            bytes = rest;
+            let status = if self.line.is_empty() {
+                self.process_line(head, sink)?
+            } else {
+                if self.line.len() + head.len() > self.max_event_bytes {
+                    return Err(self.too_large());
+                }
+                self.line.extend_from_slice(head);
+                let line = core::mem::take(&mut self.line);
+                let status = self.process_line(&line, sink);
+                // Keep the allocation for the next carried-over line.
+                self.line = line;
+                self.line.clear();
+                status?
+            };
+            if let Some(status) = status {
+                return Ok(status);
+            }
+        }
+        Ok(SseStatus::NeedMore)
+    }
+
+    fn too_large(&self) -> DecodeError {
+        DecodeError::TooLarge {
+            limit: self.max_event_bytes,
+        }
+    }
+
+    /// One complete line, without its line end. `Some(status)` ends the feed.
+    fn process_line(
+        &mut self,
+        line: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
+        let line = if self.at_start {
+            self.at_start = false;
+            line.strip_prefix(BOM).unwrap_or(line)
+        } else {
+            line
+        };
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(0) => {
+                // A comment: servers send these as keep-alives.
+                return Ok(stop_if(sink.on_progress()));
+            }
+            Some(colon) => {
+                let (field, value) = line.split_at_checked(colon).unwrap_or((line, &[]));
+                let value = value.get(1..).unwrap_or(&[]);
+                (field, value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None if line.is_empty() => return self.dispatch(sink),
+            None => (line, &[][..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    // No blank line between events (seen in the wild): a
+                    // complete pending value is its own event.
+                    if is_complete(&self.data) {
+                        if let Some(status) = self.dispatch(sink)? {
+                            return Ok(Some(status));
+                        }
+                    } else {
+                        self.data.push(b'\n');
+                    }
+                }
+                if self.data.len() + value.len() > self.max_event_bytes {
+                    return Err(self.too_large());
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+            b"event" => {
+                self.event.clear();
+                let name = core::str::from_utf8(value).unwrap_or("");
+                // Too long a name cannot be `error`: leave it empty.
+                if self.event.push_str(name).is_err() {
+                    self.event.clear();
+                }
+            }
+            // `id`, `retry` and unknown fields carry nothing for us.
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// Dispatches the pending event (at a blank line).
+    fn dispatch(&mut self, sink: &mut dyn StreamSink) -> Result<Option<SseStatus>, DecodeError> {
+        let is_error = self.event.as_str() == "error";
+        self.event.clear();
+        if !self.has_data {
+            return Ok(None);
+        }
+        self.has_data = false;
+        let data = core::mem::take(&mut self.data);
+        let result = if is_error {
+            Err(error_event(&data))
+        } else {
+            self.handle_data(&data, sink)
+        };
+        self.data = data;
+        self.data.clear();
+        result
+    }
+
+    fn handle_data(
+        &mut self,
+        data: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
+        let trimmed = data.trim_ascii();
+        if trimmed == b"[DONE]" {
+            return Ok(Some(SseStatus::Done));
+        }
+        if trimmed.is_empty() {
+            return Ok(None);
+        }
+        self.apply_chunk(data, sink)
+    }
+
+    /// Decodes one `chat.completion.chunk` and applies it.
+    fn apply_chunk(
+        &mut self,
+        data: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
+        let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| DecodeError::json(&e))?;
+        if chunk.error.is_some() {
+            return Err(provider_error(data));
+        }
+        self.events += 1;
+        let mut shown = false;
+        if let Some(FirstChoice(Some(choice))) = chunk.choices {
+            if let Some(delta) = choice.delta {
+                if let Some(Text(r)) = delta.reasoning_content.or(delta.reasoning)
+                    && !r.is_empty()
+                {
+                    shown = true;
+                    self.reasoning.push_str(&r);
+                    if sink.on_reasoning(&r) == Flow::Stop {
+                        return Ok(Some(SseStatus::Stopped));
+                    }
+                }
+                for Text(text) in [delta.content, delta.refusal].into_iter().flatten() {
+                    if !text.is_empty() {
+                        shown = true;
+                        self.content.push_str(&text);
+                        if sink.on_text(&text) == Flow::Stop {
+                            return Ok(Some(SseStatus::Stopped));
+                        }
+                    }
+                }
+                for call in delta.tool_calls.unwrap_or_default() {
+                    self.apply_tool_delta(call)?;
+                }
+            }
+            if let Some(Text(reason)) = choice.finish_reason
+                && !reason.is_empty()
+            {
+                self.finish_reason = Some(FinishReason::parse(&reason));
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage);
+        }
+        if !shown && sink.on_progress() == Flow::Stop {
+            return Ok(Some(SseStatus::Stopped));
+        }
+        Ok(None)
+    }
+
+    /// Joins one tool-call fragment into its slot.
+    fn apply_tool_delta(&mut self, call: ToolCallDelta<'_>) -> Result<(), DecodeError> {
+        let id = call.id.as_ref().map(|t| &*t.0).filter(|id| !id.is_empty());
+        let name = call
+            .function
+            .as_ref()
+            .and_then(|f| f.name.as_ref())
+            .map(|t| &*t.0)
+            .filter(|n| !n.is_empty());
+        let found = match call.index {
+            Some(index) => self.tools.iter().position(|s| s.index == index),
+            // `index` is required by the spec but some OpenAI-compatible
+            // servers omit it: a new id (or a second name) opens a new call,
+            // anything else continues the last one.
+            None => match (id, self.tools.last()) {
+                (Some(id), _) => self.tools.iter().position(|s| s.id == id),
+                (None, Some(last)) if name.is_some() && !last.name.is_empty() => None,
+                (None, Some(_)) => self.tools.len().checked_sub(1),
+                (None, None) => None,
+            },
+        };
+        let at = match found {
+            Some(at) => at,
+            None => {
+                let index = call
+                    .index
+                    .unwrap_or_else(|| self.tools.last().map_or(0, |s| s.index.saturating_add(1)));
+                let at = self
+                    .tools
+                    .iter()
+                    .position(|s| s.index > index)
+                    .unwrap_or(self.tools.len());
+                let slot = ToolSlot {
+                    index,
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                };
+                self.tools
+                    .insert(at, slot)
+                    .map_err(|_| DecodeError::TooManyToolCalls {
+                        limit: MAX_TOOL_CALLS,
+                    })?;
+                at
+            }
+        };
+        let Some(slot) = self.tools.get_mut(at) else {
+            return Ok(());
+        };
+        if let (Some(id), true) = (id, slot.id.is_empty()) {
+            slot.id.push_str(id);
+        }
+        if let (Some(name), true) = (name, slot.name.is_empty()) {
+            slot.name.push_str(name);
+        }
+        if let Some(Text(args)) = call.function.and_then(|f| f.arguments) {
+            slot.arguments.push_str(&args);
+        }
+        Ok(())
+    }
+}
+
+/// Reads `reader` to its end (or to `[DONE]`, or until the sink stops) and
+/// decodes the stream.
+///
+/// `Ok` with the partial completion when the sink said [`Flow::Stop`] (an
+/// interrupt). Reader errors of kind `Interrupted` are retried.
+#[expect(
+    clippy::result_large_err,
+    reason = "the partial completion is the point of the error, and the path is cold"
+)]
+pub fn decode_stream<R: embedded_io::Read>(
+    reader: &mut R,
+    sink: &mut dyn StreamSink,
+) -> Result<Completion, StreamError<R::Error>> {
+    use embedded_io::Error as _;
+    let mut decoder = SseDecoder::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == embedded_io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                return Err(StreamError::Io {
+                    error,
+                    partial: decoder.into_completion(),
+                });
+            }
+        };
+        // A reader claiming more than the buffer is broken; use what fits.
+        let read = buf.get(..n).unwrap_or(&buf);
+        match decoder.feed(read, sink) {
+            Ok(SseStatus::NeedMore) => {}
+            Ok(SseStatus::Done) => break,
+            Ok(SseStatus::Stopped) => return Ok(decoder.into_completion()),
+            Err(error) => {
+                return Err(StreamError::Decode {
+                    error,
+                    partial: decoder.into_completion(),
+                });
+            }
+        }
+    }
+    match decoder.finish_in_place() {
+        Ok(()) => Ok(decoder.into_completion()),
+        Err(error) => Err(StreamError::Decode {
+            error,
+            partial: decoder.into_completion(),
+        }),
+    }
+}
+
+fn stop_if(flow: Flow) -> Option<SseStatus> {
+    match flow {
+        Flow::Continue => None,
+        Flow::Stop => Some(SseStatus::Stopped),
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| String::from(s))
+}
+
+fn slot_to_call((i, slot): (usize, &ToolSlot)) -> ToolCall {
+    ToolCall {
+        id: if slot.id.is_empty() {
+            synthetic_id(i)
+        } else {
+            slot.id.clone()
+        },
+        kind: ToolCallKind::Function,
+        function: FunctionCall {
+            name: slot.name.clone(),
+            arguments: slot.arguments.clone(),
+        },
+    }
+}
+
+/// The position of the first `\r` or `\n`.
+fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n' || b == b'\r')
+}
+
+/// Whether pending event data is a whole event already (`[DONE]` or one
+/// complete JSON object), for servers that omit the blank line.
+///
+/// Only data ending in `}` and below [`LENIENT_CHECK_MAX`] is parsed, so a
+/// legitimate many-line event does not cost a parse per line.
+fn is_complete(data: &[u8]) -> bool {
+    let trimmed = data.trim_ascii();
+    trimmed == b"[DONE]"
+        || (trimmed.len() <= LENIENT_CHECK_MAX
+            && trimmed.last() == Some(&b'}')
+            && serde_json::from_slice::<IgnoredAny>(trimmed).is_ok())
+}
+
+/// The error carried by an `event: error` event.
+fn error_event(data: &[u8]) -> DecodeError {
+    let message = decode_error_body(data)
+        .unwrap_or_else(|| String::from_utf8_lossy(data.trim_ascii()).into_owned());
+    DecodeError::Provider { message }
+}
+
+/// A string that borrows from the chunk when it has no escapes.
+///
+/// serde borrows `Cow<str>` only as a bare field type, not inside `Option`,
+/// hence this wrapper.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(String::from(v))))
+            }
+        }
+        deserializer.deserialize_str(V(PhantomData))
+    }
+}
+
+/// `choices`, keeping only the first element (the encoder never asks for
+/// `n > 1`) without allocating a vector per chunk.
+struct FirstChoice<'a>(Option<ChunkChoice<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for FirstChoice<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = FirstChoice<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element::<ChunkChoice<'a>>()?;
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(FirstChoice(first))
+            }
+        }
+        deserializer.deserialize_seq(V(PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    choices: Option<FirstChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Text<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    refusal: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    id: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    arguments: Option<Text<'a>>,
+}

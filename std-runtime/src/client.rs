@@ -1,1 +1,878 @@
-//! (being written)
+//! The OpenAI-compatible provider client: the std implementation of the
+//! core's [`Model`] (SPEC L10, L12).
+//!
+//! Any server speaking `POST {base_url}/chat/completions` works — OpenAI,
+//! OpenRouter, llama.cpp, Ollama, vLLM: switching provider is changing
+//! [`ClientOptions::base_url`], [`ClientOptions::api_key`] and
+//! [`ClientOptions::model`]. Bodies are built and parsed by the core's codec
+//! ([`hermes_core::codec`]); this module only moves bytes and decides about
+//! retries.
+//!
+//! # Guarantees
+//! - **Streaming and non-streaming both reach the sink.** Streamed text goes
+//!   to the sink piece by piece; a non-streaming answer (or a server that
+//!   ignored `stream: true` and sent one JSON body) goes to it once, whole. So
+//!   a front-end that prints what the sink receives shows every answer once.
+//! - **Bounded retries** with exponential backoff and jitter, honouring
+//!   `Retry-After` (capped), on 429, 5xx, connection failures, timeouts and
+//!   streams that broke before any text was shown ([`retry`]). Other 4xx
+//!   and malformed answers fail at once.
+//! - **Text the user saw is never replayed.** A stream that breaks *after*
+//!   answer text reached the sink is not retried (a retry would show a second,
+//!   different answer after the first half of this one); the call fails with
+//!   [`ModelError::partial_text`] holding what was shown, and the loop keeps it.
+//! - **Interrupts return promptly.** When the sink answers [`Flow::Stop`]
+//!   (checked at every chunk, and every 50 ms while the server is silent, see
+//!   [`pump`]) the call returns `Ok` with the partial completion and the
+//!   connection is dropped. This also holds while waiting for the response
+//!   headers and during a retry backoff.
+//! - **Timeouts**: `connect_timeout` bounds connecting (DNS + TCP + TLS);
+//!   `idle_read_timeout` bounds *each* wait for bytes — the response head, and
+//!   every read of the body. There is deliberately no overall deadline: a
+//!   long stream that keeps producing is never cut. (A non-streaming call to
+//!   a slow local model sends nothing until it is done: raise
+//!   `idle_read_timeout` for those.)
+//! - **The API key is never logged**: `Debug` of the options and of the
+//!   client redacts it, and the `Authorization` header is marked sensitive.
+//! - **Errors name what failed**: the HTTP status and the provider's own
+//!   message, or the URL that could not be reached and what to check.
+
+mod pump;
+pub(crate) mod retry;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use hermes_core::codec::DecodeError;
+use hermes_core::codec::request::{RequestOptions, encode_request};
+use hermes_core::codec::response::{decode_error_body, decode_response};
+use hermes_core::codec::sse::{SseDecoder, SseStatus};
+use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
+use ureq::http::{HeaderName, HeaderValue};
+
+use pump::{Event, Exchange, TICK};
+
+/// Cap on a non-streaming body. ureq's own default (10 MB) is too low for a
+/// long answer with big tool arguments; 64 MiB still stops a runaway server.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Cap on an error body kept for the message (only its text matters).
+const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
+
+/// Longest raw body excerpt quoted in an error when the body is not JSON.
+const ERROR_EXCERPT_CHARS: usize = 300;
+
+/// How to reach one OpenAI-compatible provider.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// Base URL up to and including the API version, e.g.
+    /// `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`; a trailing
+    /// `/` is fine. The client appends `/chat/completions` and `/models`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set and non-empty; local
+    /// servers usually need none. Never logged.
+    pub api_key: Option<String>,
+    /// The provider's model name.
+    pub model: String,
+    /// Ask for a server-sent-event stream (with a final usage chunk).
+    pub stream: bool,
+    /// Output token cap, `max_tokens` on the wire.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature; provider default when `None`.
+    pub temperature: Option<f32>,
+    /// Bound on establishing a connection (DNS, TCP, TLS).
+    pub connect_timeout: Duration,
+    /// Bound on each wait for bytes from the server (the response head and
+    /// every body read). Not a deadline for the whole answer.
+    pub idle_read_timeout: Duration,
+    /// Attempts per call, including the first (0 counts as 1).
+    pub max_attempts: u32,
+    /// First backoff step; doubled per attempt, jittered.
+    pub backoff_base: Duration,
+    /// Cap on any wait between attempts, including a server's `Retry-After`.
+    pub max_retry_after: Duration,
+    /// Extra headers sent on every request (OpenRouter's `HTTP-Referer`,
+    /// `X-Title`, an organisation header, …). Values are not logged.
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl Default for ClientOptions {
+    /// A local Ollama server, streaming, three attempts.
+    fn default() -> Self {
+        ClientOptions {
+            base_url: "http://127.0.0.1:11434/v1".into(),
+            api_key: None,
+            model: String::new(),
+            stream: true,
+            max_tokens: None,
+            temperature: None,
+            connect_timeout: Duration::from_secs(10),
+            idle_read_timeout: Duration::from_secs(120),
+            max_attempts: 3,
+            backoff_base: Duration::from_millis(500),
+            max_retry_after: Duration::from_secs(60),
+            extra_headers: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("stream", &self.stream)
+            .field("max_tokens", &self.max_tokens)
+            .field("temperature", &self.temperature)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_read_timeout", &self.idle_read_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff_base", &self.backoff_base)
+            .field("max_retry_after", &self.max_retry_after)
+            .field(
+                "extra_headers",
+                &self
+                    .extra_headers
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Why a client could not be built or a non-chat call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The options cannot work (bad base URL, a header name or value HTTP
+    /// does not allow). Fix the configuration; never retryable.
+    #[error("invalid provider configuration: {0}")]
+    Config(String),
+    /// The provider failed the call (after the retries worth making).
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// The OpenAI-compatible client. `Send + Sync`; clones share the connection
+/// pool and are cheap (a few reference counts).
+#[derive(Clone)]
+pub struct OpenAiClient {
+    opts: Arc<ClientOptions>,
+    agent: ureq::Agent,
+    chat_url: Arc<str>,
+    models_url: Arc<str>,
+    /// Content type, auth and extra headers, validated once.
+    headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+impl fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("chat_url", &self.chat_url)
+            .field("model", &self.opts.model)
+            .field("stream", &self.opts.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiClient {
+    /// Validates the options and builds the HTTP agent. Does no IO.
+    pub fn new(opts: ClientOptions) -> Result<Self, ClientError> {
+        let base = opts.base_url.trim().trim_end_matches('/');
+        let lower = base.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(ClientError::Config(format!(
+                "base URL {base:?} must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)"
+            )));
+        }
+        let chat_url = format!("{base}/chat/completions");
+        let models_url = format!("{base}/models");
+        if let Err(e) = ureq::http::Uri::try_from(chat_url.as_str()) {
+            return Err(ClientError::Config(format!(
+                "base URL {base:?} is not a valid URL: {e}"
+            )));
+        }
+
+        let mut headers = vec![(
+            ureq::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )];
+        if let Some(key) = opts
+            .api_key
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ClientError::Config(
+                    "the API key contains characters that cannot be sent in an HTTP header".into(),
+                )
+            })?;
+            value.set_sensitive(true);
+            headers.push((ureq::http::header::AUTHORIZATION, value));
+        }
+        for (name, value) in &opts.extra_headers {
+            let header_name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| ClientError::Config(format!("invalid HTTP header name {name:?}")))?;
+            let mut header_value = HeaderValue::from_str(value.trim()).map_err(|_| {
+                ClientError::Config(format!(
+                    "the value of header {name:?} is not a valid HTTP header value"
+                ))
+            })?;
+            header_value.set_sensitive(true);
+            headers.push((header_name, header_value));
+        }
+
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_resolve(Some(opts.connect_timeout))
+            .timeout_connect(Some(opts.connect_timeout))
+            .timeout_per_read(Some(opts.idle_read_timeout))
+            .timeout_per_write(Some(opts.idle_read_timeout))
+            .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(OpenAiClient {
+            agent: ureq::Agent::new_with_config(config),
+            chat_url: chat_url.into(),
+            models_url: models_url.into(),
+            headers: headers.into(),
+            opts: Arc::new(opts),
+        })
+    }
+
+    /// The options this client was built with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.opts
+    }
+
+    /// The same provider with another model (`/model <name>`): shares the
+    /// connection pool and the validated headers.
+    pub fn with_model(&self, model: &str) -> Self {
+        let mut opts = (*self.opts).clone();
+        opts.model = model.to_owned();
+        OpenAiClient {
+            opts: Arc::new(opts),
+            ..self.clone()
+        }
+    }
+
+    /// `POST {base_url}/chat/completions`, the full URL.
+    pub fn chat_url(&self) -> &str {
+        &self.chat_url
+    }
+
+    /// `GET {base_url}/models`: the model ids the provider offers, in its
+    /// order. For `hermes doctor`: it proves the URL and the key work.
+    /// Retried like a chat call.
+    pub fn list_models(&self) -> Result<Vec<String>, ClientError> {
+        // A NullSink never stops the call, so `None` cannot happen; it is
+        // reported rather than unwrapped all the same.
+        let body = self
+            .with_retries(&mut hermes_core::NullSink, |client, sink| {
+                client.fetch(&client.models_url, None, sink)
+            })?
+            .flatten()
+            .ok_or_else(|| {
+                ModelError::new(ModelErrorKind::Transport, "listing models was interrupted")
+            })?;
+        #[derive(serde::Deserialize)]
+        struct Listing {
+            data: Vec<Entry>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            id: String,
+        }
+        let listing: Listing = serde_json::from_slice(&body).map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::Protocol,
+                format!(
+                    "malformed model list from {}: {e} (expected {{\"data\":[{{\"id\":…}}]}})",
+                    self.models_url
+                ),
+            )
+        })?;
+        Ok(listing.data.into_iter().map(|e| e.id).collect())
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the attempts are
+    /// spent, sleeping (interruptibly) in between. `Ok(None)`: the sink
+    /// stopped the call during a backoff.
+    fn with_retries<T>(
+        &self,
+        sink: &mut dyn StreamSink,
+        mut attempt: impl FnMut(&Self, &mut dyn StreamSink) -> AttemptResult<T>,
+    ) -> Result<Option<T>, ModelError> {
+        let max = self.opts.max_attempts.max(1);
+        let mut n = 1;
+        loop {
+            let failure = match attempt(self, sink) {
+                Ok(value) => return Ok(Some(value)),
+                Err(failure) => failure,
+            };
+            let Failure {
+                mut error,
+                retryable,
+                retry_after,
+            } = failure;
+            if !retryable || n >= max {
+                if retryable && n > 1 {
+                    error
+                        .message
+                        .push_str(&format!(" (gave up after {n} attempts)"));
+                }
+                return Err(error);
+            }
+            let delay = retry::delay_before_next(
+                n,
+                retry_after,
+                self.opts.backoff_base,
+                self.opts.max_retry_after,
+            );
+            tracing::warn!(
+                attempt = n,
+                max_attempts = max,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                error = %error.message,
+                "provider call failed, retrying"
+            );
+            if sleep_unless_stopped(delay, sink) == Flow::Stop {
+                return Ok(None);
+            }
+            n += 1;
+        }
+    }
+
+    /// One exchange whose body is read whole (non-streaming chat, models).
+    /// `Ok(None)` when the sink stopped it.
+    fn fetch(
+        &self,
+        url: &Arc<str>,
+        body: Option<Vec<u8>>,
+        sink: &mut dyn StreamSink,
+    ) -> AttemptResult<Option<Vec<u8>>> {
+        let rx = self.start(url, body)?;
+        let Some(head) = wait_head(&rx, sink, url, &self.opts)? else {
+            return Ok(None);
+        };
+        if !(200..300).contains(&head.status) {
+            return Err(self.status_failure(&rx, sink, url, &head));
+        }
+        let mut bytes = Vec::new();
+        loop {
+            match next_event(&rx, sink) {
+                Next::Event(Event::Data(chunk)) => {
+                    if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+                        return Err(Failure::fatal(ModelError::new(
+                            ModelErrorKind::Protocol,
+                            format!(
+                                "the response from {url} exceeds {} MiB",
+                                MAX_BODY_BYTES >> 20
+                            ),
+                        )));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Next::Event(Event::End) => return Ok(Some(bytes)),
+                Next::Event(Event::Failed(e)) => {
+                    return Err(transport_failure(&e, url, &self.opts));
+                }
+                Next::Event(Event::Head { .. }) => {}
+                Next::Stopped => return Ok(None),
+                Next::Gone => return Err(helper_gone(url)),
+            }
+        }
+    }
+
+    /// Starts the exchange on the helper thread.
+    fn start(&self, url: &Arc<str>, body: Option<Vec<u8>>) -> AttemptResult<Receiver<Event>> {
+        pump::start(Exchange {
+            agent: self.agent.clone(),
+            url: url.clone(),
+            body,
+            headers: self.headers.clone(),
+        })
+        .map_err(|e| {
+            Failure::fatal(ModelError::new(
+                ModelErrorKind::Transport,
+                format!("could not start the HTTP thread: {e}"),
+            ))
+        })
+    }
+
+    /// Reads the error body of a non-2xx answer and names the failure.
+    fn status_failure(
+        &self,
+        rx: &Receiver<Event>,
+        sink: &mut dyn StreamSink,
+        url: &str,
+        head: &Head,
+    ) -> Failure {
+        let mut body = Vec::new();
+        loop {
+            match next_event(rx, sink) {
+                Next::Event(Event::Data(chunk)) => {
+                    let room = MAX_ERROR_BODY_BYTES.saturating_sub(body.len());
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if room <= chunk.len() {
+                        break;
+                    }
+                }
+                Next::Event(Event::Head { .. }) => {}
+                // A broken error body still leaves the status to report; an
+                // interrupt here is reported by the retry loop's next check.
+                Next::Event(Event::End | Event::Failed(_)) | Next::Stopped | Next::Gone => break,
+            }
+        }
+        let detail = decode_error_body(&body).unwrap_or_else(|| excerpt(&body));
+        let status = head.status;
+        let retryable = retry::status_is_retryable(status);
+        let hint = match status {
+            401 => " — check the API key",
+            403 => " — the API key is not allowed to use this model or endpoint",
+            404 => " — check the model name and the base URL",
+            429 => " — rate limited by the provider",
+            _ => "",
+        };
+        let reason = ureq::http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("");
+        let mut message = format!("HTTP {status} {reason} from {url}");
+        if !detail.is_empty() {
+            message.push_str(": ");
+            message.push_str(&detail);
+        }
+        message.push_str(hint);
+        Failure {
+            error: ModelError::new(ModelErrorKind::Status(status), message),
+            retryable,
+            retry_after: retry::parse_retry_after(
+                head.retry_after_ms.as_deref(),
+                head.retry_after.as_deref(),
+            ),
+        }
+    }
+
+    fn encode(&self, request: &ChatRequest<'_>) -> Result<Vec<u8>, ModelError> {
+        let opts = RequestOptions {
+            model: &self.opts.model,
+            stream: self.opts.stream,
+            max_tokens: self.opts.max_tokens,
+            temperature: self.opts.temperature,
+            include_usage: self.opts.stream,
+        };
+        let mut body = Vec::with_capacity(4096);
+        encode_request(&opts, request, &mut body).map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::Request,
+                format!("could not build the request: {e}"),
+            )
+        })?;
+        Ok(body)
+    }
+
+    /// One streamed chat attempt.
+    fn stream_attempt(
+        &self,
+        body: Vec<u8>,
+        sink: &mut dyn StreamSink,
+    ) -> AttemptResult<Completion> {
+        let url = &self.chat_url;
+        let rx = self.start(url, Some(body))?;
+        let Some(head) = wait_head(&rx, sink, url, &self.opts)? else {
+            return Ok(Completion::default());
+        };
+        if !(200..300).contains(&head.status) {
+            return Err(self.status_failure(&rx, sink, url, &head));
+        }
+        let is_json = head.content_type.as_deref().is_some_and(|ct| {
+            ct.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+        if is_json {
+            // The server ignored `stream: true` and sent one body.
+            return self.whole_body(&rx, sink, url);
+        }
+
+        let mut tracker = Tracker {
+            inner: sink,
+            shown: false,
+        };
+        let mut decoder = SseDecoder::new();
+        loop {
+            match next_event(&rx, &mut tracker) {
+                Next::Event(Event::Data(chunk)) => match decoder.feed(&chunk, &mut tracker) {
+                    Ok(SseStatus::NeedMore) => {}
+                    Ok(SseStatus::Done) => {
+                        return decoder
+                            .finish()
+                            .map_err(|e| decode_failure(e, None, false, url));
+                    }
+                    Ok(SseStatus::Stopped) => return Ok(decoder.partial()),
+                    Err(e) => {
+                        let partial = decoder.partial();
+                        return Err(decode_failure(e, partial.content, tracker.shown, url));
+                    }
+                },
+                Next::Event(Event::End) => {
+                    let partial = decoder.partial();
+                    return decoder
+                        .finish()
+                        .map_err(|e| decode_failure(e, partial.content, tracker.shown, url));
+                }
+                Next::Event(Event::Failed(e)) => {
+                    let mut failure = transport_failure(&e, url, &self.opts);
+                    if tracker.shown {
+                        failure.retryable = false;
+                        failure.error.message = format!(
+                            "the stream from {url} broke after part of the answer was shown: {}",
+                            failure.error.message
+                        );
+                        failure.error.partial_text = decoder.partial().content;
+                    }
+                    return Err(failure);
+                }
+                Next::Event(Event::Head { .. }) => {}
+                Next::Stopped => return Ok(decoder.partial()),
+                Next::Gone => {
+                    let mut failure = helper_gone(url);
+                    failure.error.partial_text = decoder.partial().content;
+                    return Err(failure);
+                }
+            }
+        }
+    }
+
+    /// One non-streaming chat attempt.
+    fn plain_attempt(&self, body: Vec<u8>, sink: &mut dyn StreamSink) -> AttemptResult<Completion> {
+        let url = &self.chat_url;
+        let rx = self.start(url, Some(body))?;
+        let Some(head) = wait_head(&rx, sink, url, &self.opts)? else {
+            return Ok(Completion::default());
+        };
+        if !(200..300).contains(&head.status) {
+            return Err(self.status_failure(&rx, sink, url, &head));
+        }
+        self.whole_body(&rx, sink, url)
+    }
+
+    /// Reads a whole JSON completion body and shows its text to the sink.
+    fn whole_body(
+        &self,
+        rx: &Receiver<Event>,
+        sink: &mut dyn StreamSink,
+        url: &str,
+    ) -> AttemptResult<Completion> {
+        let mut bytes = Vec::new();
+        loop {
+            match next_event(rx, sink) {
+                Next::Event(Event::Data(chunk)) => {
+                    if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+                        return Err(Failure::fatal(ModelError::new(
+                            ModelErrorKind::Protocol,
+                            format!(
+                                "the response from {url} exceeds {} MiB",
+                                MAX_BODY_BYTES >> 20
+                            ),
+                        )));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Next::Event(Event::End) => break,
+                Next::Event(Event::Failed(e)) => {
+                    return Err(transport_failure(&e, url, &self.opts));
+                }
+                Next::Event(Event::Head { .. }) => {}
+                Next::Stopped => return Ok(Completion::default()),
+                Next::Gone => return Err(helper_gone(url)),
+            }
+        }
+        let completion =
+            decode_response(&bytes).map_err(|e| decode_failure(e, None, false, url))?;
+        // Show the answer once, like a stream would have, so front-ends that
+        // print the sink's text work in both modes. Stopping here changes
+        // nothing: the answer is already complete.
+        if let Some(reasoning) = completion.reasoning.as_deref() {
+            let _ = sink.on_reasoning(reasoning);
+        }
+        if let Some(text) = completion.content.as_deref() {
+            let _ = sink.on_text(text);
+        }
+        Ok(completion)
+    }
+}
+
+impl Model for OpenAiClient {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let body = self.encode(request)?;
+        let completion = self.with_retries(sink, |client, sink| {
+            // Each attempt owns its copy: the helper thread takes it.
+            if client.opts.stream {
+                client.stream_attempt(body.clone(), sink)
+            } else {
+                client.plain_attempt(body.clone(), sink)
+            }
+        })?;
+        // Stopped during a backoff: nothing was received, nothing is lost.
+        Ok(completion.unwrap_or_default())
+    }
+}
+
+/// The parts of the response head the client uses.
+#[derive(Debug)]
+struct Head {
+    status: u16,
+    content_type: Option<String>,
+    retry_after: Option<String>,
+    retry_after_ms: Option<String>,
+}
+
+/// A failed attempt and whether another one is worth making.
+#[derive(Debug)]
+struct Failure {
+    error: ModelError,
+    retryable: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Failure {
+    fn fatal(error: ModelError) -> Self {
+        Failure {
+            error,
+            retryable: false,
+            retry_after: None,
+        }
+    }
+
+    fn retryable(error: ModelError) -> Self {
+        Failure {
+            error,
+            retryable: true,
+            retry_after: None,
+        }
+    }
+}
+
+type AttemptResult<T> = Result<T, Failure>;
+
+/// Forwards to the caller's sink and remembers whether any answer text (or
+/// reasoning) was shown, which forbids a retry.
+struct Tracker<'a> {
+    inner: &'a mut dyn StreamSink,
+    shown: bool,
+}
+
+impl StreamSink for Tracker<'_> {
+    fn on_text(&mut self, text: &str) -> Flow {
+        self.shown |= !text.is_empty();
+        self.inner.on_text(text)
+    }
+
+    fn on_reasoning(&mut self, text: &str) -> Flow {
+        self.shown |= !text.is_empty();
+        self.inner.on_reasoning(text)
+    }
+
+    fn on_progress(&mut self) -> Flow {
+        self.inner.on_progress()
+    }
+}
+
+enum Next {
+    Event(Event),
+    /// The sink asked to stop while we waited.
+    Stopped,
+    /// The helper thread vanished without a final event (it panicked).
+    Gone,
+}
+
+/// Waits for the next event, offering the sink a chance to stop every tick.
+fn next_event(rx: &Receiver<Event>, sink: &mut dyn StreamSink) -> Next {
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(event) => return Next::Event(event),
+            Err(RecvTimeoutError::Timeout) => {
+                if sink.on_progress() == Flow::Stop {
+                    return Next::Stopped;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return Next::Gone,
+        }
+    }
+}
+
+/// Waits for the response head. `Ok(None)`: the sink stopped the call.
+fn wait_head(
+    rx: &Receiver<Event>,
+    sink: &mut dyn StreamSink,
+    url: &str,
+    opts: &ClientOptions,
+) -> AttemptResult<Option<Head>> {
+    match next_event(rx, sink) {
+        Next::Event(Event::Head {
+            status,
+            content_type,
+            retry_after,
+            retry_after_ms,
+        }) => Ok(Some(Head {
+            status,
+            content_type,
+            retry_after,
+            retry_after_ms,
+        })),
+        Next::Event(Event::Failed(e)) => Err(transport_failure(&e, url, opts)),
+        Next::Event(Event::Data(_) | Event::End) | Next::Gone => Err(helper_gone(url)),
+        Next::Stopped => Ok(None),
+    }
+}
+
+fn helper_gone(url: &str) -> Failure {
+    Failure::retryable(ModelError::new(
+        ModelErrorKind::Transport,
+        format!("the HTTP exchange with {url} ended unexpectedly"),
+    ))
+}
+
+/// Names a transport failure and decides whether it is worth a retry:
+/// connection and read failures and timeouts are; bad URLs, TLS and protocol
+/// violations are not.
+fn transport_failure(err: &ureq::Error, url: &str, opts: &ClientOptions) -> Failure {
+    use std::io::ErrorKind as Io;
+    use ureq::Error as E;
+    use ureq::Timeout as T;
+    let (kind, retryable, message) = match err {
+        E::Timeout(T::Connect | T::Resolve) => (
+            ModelErrorKind::Timeout,
+            true,
+            format!(
+                "cannot reach {url}: connecting timed out after {:?} — is the server running? set --base-url to the provider's address",
+                opts.connect_timeout
+            ),
+        ),
+        E::Timeout(t) => (
+            ModelErrorKind::Timeout,
+            true,
+            format!(
+                "no data from {url} for {:?} ({t}) — the provider is stalled or overloaded",
+                opts.idle_read_timeout
+            ),
+        ),
+        E::Io(io) if io.kind() == Io::ConnectionRefused => (
+            ModelErrorKind::Transport,
+            true,
+            format!(
+                "cannot reach {url}: connection refused — is the server running? set --base-url to the provider's address"
+            ),
+        ),
+        E::Io(io) if io.kind() == Io::TimedOut || io.kind() == Io::WouldBlock => (
+            ModelErrorKind::Timeout,
+            true,
+            format!("no data from {url} for {:?}: {io}", opts.idle_read_timeout),
+        ),
+        E::Io(io) => (
+            ModelErrorKind::Transport,
+            true,
+            format!("connection to {url} failed: {io}"),
+        ),
+        E::HostNotFound => (
+            ModelErrorKind::Transport,
+            true,
+            format!("cannot reach {url}: host not found — check --base-url"),
+        ),
+        E::ConnectionFailed => (
+            ModelErrorKind::Transport,
+            true,
+            format!(
+                "cannot reach {url}: connection failed — is the server running? set --base-url to the provider's address"
+            ),
+        ),
+        E::BodyStalled => (
+            ModelErrorKind::Timeout,
+            true,
+            format!("the response from {url} stalled"),
+        ),
+        E::Protocol(p) => (
+            ModelErrorKind::Protocol,
+            false,
+            format!("{url} broke the HTTP protocol: {p}"),
+        ),
+        other => (
+            ModelErrorKind::Transport,
+            false,
+            format!("request to {url} failed: {other}"),
+        ),
+    };
+    Failure {
+        error: ModelError::new(kind, message),
+        retryable,
+        retry_after: None,
+    }
+}
+
+/// Names a decoding failure. A broken stream (`Truncated`) and an error the
+/// provider reported mid-stream are retryable unless text was shown; malformed
+/// data is not (the same server would send it again).
+fn decode_failure(
+    err: DecodeError,
+    partial_text: Option<String>,
+    shown: bool,
+    url: &str,
+) -> Failure {
+    let (kind, transient) = match &err {
+        DecodeError::Truncated { .. } => (ModelErrorKind::Transport, true),
+        DecodeError::Provider { .. } => (ModelErrorKind::Protocol, true),
+        _ => (ModelErrorKind::Protocol, false),
+    };
+    let mut message = match &err {
+        DecodeError::Truncated { .. } => format!("the stream from {url} broke: {err}"),
+        _ => format!("bad response from {url}: {err}"),
+    };
+    if shown {
+        message.push_str(" (after part of the answer was shown)");
+    }
+    Failure {
+        error: ModelError {
+            kind,
+            message,
+            partial_text: if shown { partial_text } else { None },
+        },
+        retryable: transient && !shown,
+        retry_after: None,
+    }
+}
+
+/// Sleeps `delay`, asking the sink every tick whether to stop.
+fn sleep_unless_stopped(delay: Duration, sink: &mut dyn StreamSink) -> Flow {
+    let until = Instant::now() + delay;
+    loop {
+        if sink.on_progress() == Flow::Stop {
+            return Flow::Stop;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Flow::Continue;
+        }
+        std::thread::sleep((until - now).min(TICK));
+    }
+}
+
+/// A short, printable excerpt of a non-JSON error body.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let mut out: String = text.chars().take(ERROR_EXCERPT_CHARS).collect();
+    if text.chars().count() > ERROR_EXCERPT_CHARS {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,139 @@
+//! One HTTP exchange on a helper thread, reported as messages.
+//!
+//! ureq is blocking: a thread inside `read()` cannot notice an interrupt
+//! until the server sends a byte or the idle timeout fires — possibly two
+//! minutes on a silent stream. So the exchange runs on a short-lived helper
+//! thread that forwards the response head and each body chunk over a bounded
+//! channel, and the caller waits with `recv_timeout(TICK)`, asking the sink
+//! (`on_progress`) between chunks whether it should stop.
+//!
+//! **Interrupt latency:** the caller returns at most one [`TICK`] after the
+//! sink starts answering `Flow::Stop` (plus the time the sink itself takes).
+//! The socket is closed when the helper's pending `read()` returns (next byte
+//! from the server, or the idle timeout), because a blocked read cannot be
+//! cancelled from another thread; the helper then sees the dropped channel,
+//! drops the body reader and exits.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::time::Duration;
+
+use ureq::http::{HeaderName, HeaderValue};
+
+/// How often a waiting caller offers the sink a chance to stop.
+pub(crate) const TICK: Duration = Duration::from_millis(50);
+
+/// Read granularity: one `read()` of the body at a time.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Chunks that may queue up when the caller is slower than the network.
+const CHANNEL_DEPTH: usize = 32;
+
+/// What the helper thread reports, in order: `Head`, then `Data`*, then
+/// `End` or `Failed` (or `Failed` alone when no response arrived).
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// The status line and the headers the client needs.
+    Head {
+        status: u16,
+        content_type: Option<String>,
+        retry_after: Option<String>,
+        retry_after_ms: Option<String>,
+    },
+    /// A piece of the body as it came off the socket.
+    Data(Vec<u8>),
+    /// The body ended cleanly.
+    End,
+    /// The request could not be sent, or reading the body failed.
+    Failed(ureq::Error),
+}
+
+/// Everything one exchange needs, owned, so it can move to the helper.
+pub(crate) struct Exchange {
+    pub(crate) agent: ureq::Agent,
+    pub(crate) url: Arc<str>,
+    /// `None` for GET.
+    pub(crate) body: Option<Vec<u8>>,
+    pub(crate) headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+/// Starts the exchange on a helper thread and returns the event stream.
+pub(crate) fn start(exchange: Exchange) -> std::io::Result<Receiver<Event>> {
+    let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
+    std::thread::Builder::new()
+        .name("hermes-http".into())
+        .spawn(move || run(exchange, &tx))?;
+    Ok(rx)
+}
+
+fn run(exchange: Exchange, tx: &SyncSender<Event>) {
+    let Exchange {
+        agent,
+        url,
+        body,
+        headers,
+    } = exchange;
+    let result = match body {
+        Some(body) => {
+            let mut req = agent.post(&*url);
+            for (name, value) in headers.iter() {
+                req = req.header(name.clone(), value.clone());
+            }
+            req.send(&body[..])
+        }
+        None => {
+            let mut req = agent.get(&*url);
+            for (name, value) in headers.iter() {
+                req = req.header(name.clone(), value.clone());
+            }
+            req.call()
+        }
+    };
+    let response = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send(Event::Failed(e));
+            return;
+        }
+    };
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let head = Event::Head {
+        status: response.status().as_u16(),
+        content_type: header("content-type"),
+        retry_after: header("retry-after"),
+        retry_after_ms: header("retry-after-ms"),
+    };
+    if tx.send(head).is_err() {
+        return;
+    }
+    let mut reader = response.into_body().into_reader();
+    loop {
+        let mut buf = vec![0u8; READ_CHUNK];
+        match reader.read(&mut buf) {
+            Ok(0) => {
+                let _ = tx.send(Event::End);
+                return;
+            }
+            Ok(n) => {
+                buf.truncate(n);
+                // A closed channel means the caller stopped listening
+                // (interrupt, or it has what it needs): drop the connection.
+                if tx.send(Event::Data(buf)).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let _ = tx.send(Event::Failed(ureq::Error::from(e)));
+                return;
+            }
+        }
+    }
+}

@@ -1,1 +1,436 @@
-//! (being written)
+//! The built-in tools (SPEC E1, L3, L9) and the registry builder.
+//!
+//! Every tool implements [`hermes_core::Tool`]: a JSON-schema definition and a
+//! synchronous `call`. The guarantees shared by all of them:
+//!
+//! - **Arguments are parsed with serde.** A missing or mistyped argument is a
+//!   [`ToolError::Failed`] that names the field, so the model can retry.
+//! - **Results are capped** at [`ToolEnv::result_cap_bytes`]. An over-long
+//!   result is cut on a char boundary with a visible marker that says how much
+//!   was left out and how to get it; nothing is dropped silently.
+//! - **File and shell tools stay inside the working directory** (SPEC E1):
+//!   `..`, absolute paths and symlinks that lead out of it are refused with an
+//!   error that names the setting to change, unless
+//!   [`ToolEnv::allow_outside_workdir`] is set.
+//! - **One registry per session.** Stateful tools (`todo`) keep their state in
+//!   the tool instance, so [`build_registry`] must be called once per session.
+//!
+//! Tools are grouped into toolsets ([`TOOLSETS`]) that a configuration enables
+//! by name.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use hermes_core::{Model, ToolError, ToolRegistry};
+use serde::de::DeserializeOwned;
+
+use crate::bridge::AsyncBridge;
+
+mod delegate;
+mod fs;
+mod memory;
+mod search;
+mod terminal;
+mod todo;
+mod web;
+
+pub use delegate::DelegateTool;
+pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
+pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
+pub use search::SearchFilesTool;
+pub use terminal::{TerminalTool, child_env, is_secret_env_name};
+pub use todo::TodoTool;
+pub use web::{WebFetchTool, html_to_text};
+
+/// Default cap on one tool result, in bytes (about 12k tokens).
+pub const DEFAULT_RESULT_CAP_BYTES: usize = 50_000;
+
+/// The toolsets a configuration can enable, and the tools each one holds.
+pub const TOOLSETS: &[(&str, &[&str])] = &[
+    (
+        "file",
+        &["read_file", "write_file", "patch", "search_files"],
+    ),
+    ("terminal", &["terminal"]),
+    ("web", &["web_fetch"]),
+    ("memory", &["memory"]),
+    ("todo", &["todo"]),
+    ("delegate", &["delegate_task"]),
+];
+
+/// What the tools need from the process that hosts them.
+#[derive(Clone)]
+pub struct ToolEnv {
+    /// The directory file and shell tools work in and are confined to.
+    pub workdir: PathBuf,
+    /// `$HERMES_HOME`: where `MEMORY.md` and `USER.md` live.
+    pub hermes_home: PathBuf,
+    /// Lets file and shell tools reach paths outside `workdir` (SPEC E1).
+    pub allow_outside_workdir: bool,
+    /// The persistent async runtime for network tools (SPEC L9). Without it
+    /// the `web` toolset is unavailable.
+    pub bridge: Option<Arc<AsyncBridge>>,
+    /// The model sub-agents run on. Without it the `delegate` toolset is
+    /// unavailable.
+    pub delegate_model: Option<Arc<dyn Model>>,
+    /// The largest result a tool returns, in bytes; longer ones are cut
+    /// visibly.
+    pub result_cap_bytes: usize,
+}
+
+impl fmt::Debug for ToolEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolEnv")
+            .field("workdir", &self.workdir)
+            .field("hermes_home", &self.hermes_home)
+            .field("allow_outside_workdir", &self.allow_outside_workdir)
+            .field("bridge", &self.bridge.is_some())
+            .field("delegate_model", &self.delegate_model.is_some())
+            .field("result_cap_bytes", &self.result_cap_bytes)
+            .finish()
+    }
+}
+
+impl ToolEnv {
+    /// An environment confined to `workdir`, with no bridge, no delegate
+    /// model and the default result cap.
+    pub fn new(workdir: impl Into<PathBuf>, hermes_home: impl Into<PathBuf>) -> Self {
+        ToolEnv {
+            workdir: workdir.into(),
+            hermes_home: hermes_home.into(),
+            allow_outside_workdir: false,
+            bridge: None,
+            delegate_model: None,
+            result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
+        }
+    }
+}
+
+/// Why a registry could not be built. The caller (CLI, gateway) reports it as
+/// a configuration error; nothing is retryable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolsError {
+    /// A configured toolset name does not exist.
+    #[error("unknown toolset '{name}'; valid toolsets are: {valid}")]
+    UnknownToolset {
+        /// The name given.
+        name: String,
+        /// The valid names, comma-separated.
+        valid: String,
+    },
+    /// A toolset was asked for explicitly but the environment lacks what it
+    /// needs (the `web` toolset without an async bridge, `delegate` without a
+    /// model).
+    #[error("toolset '{toolset}' is unavailable: {reason}")]
+    Unavailable {
+        /// The toolset.
+        toolset: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The working directory does not exist or cannot be resolved.
+    #[error("working directory {path} is not usable: {source}")]
+    Workdir {
+        /// The configured directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// Builds the tools of one session. `enabled_toolsets = None` enables every
+/// toolset the environment can support (`web` needs a bridge, `delegate` a
+/// model; they are left out silently when those are missing). Naming a
+/// toolset explicitly that cannot work is an error, as is an unknown name.
+pub fn build_registry(
+    env: &ToolEnv,
+    enabled_toolsets: Option<&[String]>,
+) -> Result<ToolRegistry, ToolsError> {
+    let sandbox = Sandbox::new(&env.workdir, env.allow_outside_workdir)?;
+    let (names, explicit): (Vec<&str>, bool) = match enabled_toolsets {
+        None => (TOOLSETS.iter().map(|(n, _)| *n).collect(), false),
+        Some(list) => {
+            let mut names = Vec::new();
+            for name in list {
+                let Some((known, _)) = TOOLSETS.iter().find(|(n, _)| *n == name.as_str()) else {
+                    return Err(ToolsError::UnknownToolset {
+                        name: name.clone(),
+                        valid: TOOLSETS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                };
+                if !names.contains(known) {
+                    names.push(*known);
+                }
+            }
+            (names, true)
+        }
+    };
+    build_from(env, &sandbox, &names, explicit)
+}
+
+/// Registers the tools of `toolsets` (already validated names).
+fn build_from(
+    env: &ToolEnv,
+    sandbox: &Sandbox,
+    toolsets: &[&str],
+    explicit: bool,
+) -> Result<ToolRegistry, ToolsError> {
+    let cap = env.result_cap_bytes.max(MIN_RESULT_CAP);
+    let mut reg = ToolRegistry::new();
+    for name in toolsets {
+        match *name {
+            "file" => {
+                reg.register(Box::new(ReadFileTool::new(sandbox.clone(), cap)));
+                reg.register(Box::new(WriteFileTool::new(sandbox.clone())));
+                reg.register(Box::new(PatchTool::new(sandbox.clone())));
+                reg.register(Box::new(SearchFilesTool::new(sandbox.clone(), cap)));
+            }
+            "terminal" => reg.register(Box::new(TerminalTool::new(sandbox.clone(), cap))),
+            "web" => match &env.bridge {
+                Some(bridge) => reg.register(Box::new(WebFetchTool::new(bridge.clone(), cap))),
+                None if explicit => {
+                    return Err(ToolsError::Unavailable {
+                        toolset: "web".into(),
+                        reason: "no async bridge was provided".into(),
+                    });
+                }
+                None => {}
+            },
+            "memory" => reg.register(Box::new(MemoryTool::new(env.hermes_home.clone()))),
+            "todo" => reg.register(Box::new(TodoTool::new())),
+            "delegate" => match &env.delegate_model {
+                Some(model) => {
+                    let child_toolsets: Vec<String> = toolsets
+                        .iter()
+                        .filter(|n| **n != "delegate")
+                        .map(|n| (*n).to_string())
+                        .collect();
+                    reg.register(Box::new(DelegateTool::new(
+                        model.clone(),
+                        env.clone(),
+                        child_toolsets,
+                    )));
+                }
+                None if explicit => {
+                    return Err(ToolsError::Unavailable {
+                        toolset: "delegate".into(),
+                        reason: "no model for sub-agents was provided".into(),
+                    });
+                }
+                None => {}
+            },
+            _ => {}
+        }
+    }
+    Ok(reg)
+}
+
+/// Below this a cap would leave no room for the marker itself.
+const MIN_RESULT_CAP: usize = 256;
+
+/// Parses a tool's JSON arguments; the error names the offending field.
+pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolError> {
+    let arguments = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    let de = &mut serde_json::Deserializer::from_str(arguments);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let place = if path == "." || path.is_empty() {
+            String::new()
+        } else {
+            format!(" (field '{path}')")
+        };
+        ToolError::Failed(format!(
+            "Error: bad arguments for {tool}{place}: {inner}. Check the tool's schema and call it again."
+        ))
+    })
+}
+
+/// Shorthand for a model-facing failure.
+pub(crate) fn failed(msg: impl Into<String>) -> ToolError {
+    ToolError::Failed(msg.into())
+}
+
+/// The largest index `<= i` that is a char boundary of `s`.
+pub(crate) fn floor_char_boundary(s: &str, i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    let mut i = i;
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Cuts `text` to at most `cap` bytes (marker included) on a char boundary,
+/// appending a visible marker that says how many bytes were left out and
+/// `hint` (how to read the rest).
+pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    // The marker's own length depends on the number it prints; reserve room
+    // for the longest possible number.
+    let marker_room = format!("…\n[output truncated: {} more bytes; {hint}]", text.len()).len();
+    let keep = floor_char_boundary(&text, cap.saturating_sub(marker_room));
+    let omitted = text.len() - keep;
+    let mut out = String::with_capacity(cap);
+    out.push_str(&text[..keep]);
+    out.push_str(&format!(
+        "…\n[output truncated: {omitted} more bytes; {hint}]"
+    ));
+    out
+}
+
+/// Path confinement for the file and shell tools (SPEC E1).
+#[derive(Clone, Debug)]
+pub(crate) struct Sandbox {
+    /// The canonical working directory.
+    root: PathBuf,
+    allow_outside: bool,
+}
+
+impl Sandbox {
+    pub(crate) fn new(workdir: &Path, allow_outside: bool) -> Result<Self, ToolsError> {
+        let root = std::fs::canonicalize(workdir).map_err(|source| ToolsError::Workdir {
+            path: workdir.to_path_buf(),
+            source,
+        })?;
+        if !root.is_dir() {
+            return Err(ToolsError::Workdir {
+                path: workdir.to_path_buf(),
+                source: std::io::Error::other("not a directory"),
+            });
+        }
+        Ok(Sandbox {
+            root,
+            allow_outside,
+        })
+    }
+
+    /// The canonical working directory.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves `path` (relative to the working directory, or absolute) to
+    /// a canonical path, refusing anything that leads outside the working
+    /// directory.
+    ///
+    /// The file need not exist: the nearest existing ancestor is
+    /// canonicalized (which resolves `..` and symlinks the way the OS will),
+    /// and the missing tail is appended lexically — it cannot contain
+    /// symlinks because it does not exist yet. A dangling symlink is
+    /// refused: where it points cannot be checked.
+    pub(crate) fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        if path.is_empty() {
+            return Err(failed("Error: 'path' is empty."));
+        }
+        if path.contains('\0') {
+            return Err(failed("Error: 'path' contains a NUL byte."));
+        }
+        let given = Path::new(path);
+        let joined = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.root.join(given)
+        };
+
+        // Split into the longest existing prefix and the missing tail.
+        let mut existing = joined.as_path();
+        let mut tail: Vec<Component<'_>> = Vec::new();
+        loop {
+            if std::fs::symlink_metadata(existing).is_ok() {
+                break;
+            }
+            match (existing.parent(), existing.components().next_back()) {
+                (Some(parent), Some(last)) => {
+                    tail.push(last);
+                    existing = parent;
+                }
+                _ => break,
+            }
+        }
+        tail.reverse();
+        let mut resolved = std::fs::canonicalize(existing).map_err(|e| {
+            failed(format!(
+                "Error: cannot resolve path '{path}': {} ({e}). It may be a broken symbolic link.",
+                existing.display()
+            ))
+        })?;
+        for comp in tail {
+            match comp {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    resolved.pop();
+                }
+                Component::Normal(c) => resolved.push(c),
+                Component::RootDir | Component::Prefix(_) => {}
+            }
+        }
+
+        if !self.allow_outside && !resolved.starts_with(&self.root) {
+            return Err(failed(format!(
+                "Error: path '{path}' is outside the working directory {} (it resolves to {}); \
+                 use a path inside it, or set allow_outside_workdir to permit this.",
+                self.root.display(),
+                resolved.display()
+            )));
+        }
+        Ok(resolved)
+    }
+
+    /// `path` as the model should see it: relative to the working directory
+    /// when inside it.
+    pub(crate) fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory,
+/// flushed, then renamed over the target, so a crash leaves the old or the
+/// new content, never half of it.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        // Keep the permissions of the file being replaced.
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

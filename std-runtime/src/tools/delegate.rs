@@ -1,0 +1,145 @@
+//! `delegate_task`: runs a sub-agent on a focused goal (SPEC L3).
+//!
+//! The child is a fresh conversation with its own system prompt and a fresh
+//! set of tools (a new `todo` list, the same confinement), built from the
+//! parent's toolsets **minus `delegate`**, so delegation cannot recurse.
+//! It draws from the parent's wallet (`ctx.budget`): a parent with 80 model
+//! calls left whose child spends 15 continues with 65. It shares the parent's
+//! interrupt flag, so interrupting the parent stops the child too.
+
+use std::sync::Arc;
+
+use hermes_core::{Agent, Model, NoObserver, StopReason, Tool, ToolContext, ToolError, ToolSpec};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ToolEnv, build_from, cap_result, failed, parse_args};
+
+/// The child's system prompt (before its tool list).
+const CHILD_PROMPT: &str = "You are a Hermes sub-agent. Another agent delegated one focused task \
+to you. Work on it with your tools, then answer with a concise, self-contained report of what \
+you found or did (files changed, commands run, results, open problems). The other agent sees \
+only your final answer, not your intermediate steps.";
+
+/// Starts sub-agents.
+pub struct DelegateTool {
+    spec: ToolSpec,
+    model: Arc<dyn Model>,
+    env: ToolEnv,
+    child_toolsets: Vec<String>,
+}
+
+impl std::fmt::Debug for DelegateTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegateTool")
+            .field("child_toolsets", &self.child_toolsets)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct DelegateArgs {
+    goal: String,
+    #[serde(default)]
+    context: Option<String>,
+}
+
+impl DelegateTool {
+    pub(crate) fn new(model: Arc<dyn Model>, env: ToolEnv, child_toolsets: Vec<String>) -> Self {
+        DelegateTool {
+            spec: ToolSpec::new(
+                "delegate_task",
+                "Hand a focused sub-task to a sub-agent with a fresh context and the same tools \
+                 (except delegate_task). It returns only its final report, which keeps your own \
+                 context small. It spends model calls from your iteration budget. Give a clear \
+                 goal and all the context it needs: it cannot see this conversation.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "goal": {"type": "string", "description": "What the sub-agent should achieve, and what to report back."},
+                        "context": {"type": "string", "description": "Facts, file paths and constraints it needs to know."}
+                    },
+                    "required": ["goal"]
+                }),
+            ),
+            model,
+            env,
+            child_toolsets,
+        }
+    }
+}
+
+impl Tool for DelegateTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let args: DelegateArgs = parse_args("delegate_task", arguments)?;
+        let goal = args.goal.trim();
+        if goal.is_empty() {
+            return Err(failed("Error: 'goal' is empty."));
+        }
+        // Agent::run clears the shared flag when it starts; an interrupt that
+        // is already pending must therefore be honoured here.
+        if ctx.interrupt.is_set() {
+            return Err(failed("Error: interrupted before the sub-agent started."));
+        }
+        if ctx.budget.is_exhausted() {
+            return Err(failed(
+                "Error: the iteration budget is used up; no model calls are left for a sub-agent.",
+            ));
+        }
+        let sandbox = super::Sandbox::new(&self.env.workdir, self.env.allow_outside_workdir)
+            .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
+        let names: Vec<&str> = self.child_toolsets.iter().map(String::as_str).collect();
+        let tools = build_from(&self.env, &sandbox, &names, false)
+            .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
+
+        let mut prompt = String::from(CHILD_PROMPT);
+        if !tools.is_empty() {
+            prompt.push_str("\n\nYour tools: ");
+            prompt.push_str(&tools.names().collect::<Vec<_>>().join(", "));
+            prompt.push('.');
+        }
+        prompt.push_str(&format!(
+            "\n\nWorking directory: {}",
+            sandbox.root().display()
+        ));
+
+        let mut task = format!("Goal:\n{goal}");
+        if let Some(c) = args
+            .context
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
+            task.push_str(&format!("\n\nContext:\n{c}"));
+        }
+
+        let agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
+            .with_interrupt(ctx.interrupt.clone());
+        let outcome = agent.run(&task, Vec::new(), ctx.budget, &mut NoObserver);
+
+        let mut out = if outcome.final_text.is_empty() {
+            "(the sub-agent gave no final text)".to_string()
+        } else {
+            outcome.final_text.clone()
+        };
+        out.push_str(&format!(
+            "\n\n[sub-agent used {} model call{}",
+            outcome.iterations,
+            if outcome.iterations == 1 { "" } else { "s" }
+        ));
+        if outcome.stop != StopReason::Completed {
+            let notice = outcome.stop.notice(ctx.budget.total()).unwrap_or_default();
+            out.push_str(&format!("; it stopped early: {notice}"));
+        }
+        out.push(']');
+        Ok(cap_result(
+            out,
+            self.env.result_cap_bytes.max(super::MIN_RESULT_CAP),
+            "ask the sub-agent for a shorter report",
+        ))
+    }
+}

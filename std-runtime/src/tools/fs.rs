@@ -1,0 +1,405 @@
+//! `read_file`, `write_file` and `patch`: the file tools, confined to the
+//! working directory.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Sandbox, cap_result, failed, floor_char_boundary, parse_args, write_atomic};
+
+/// Lines returned when the model gives no `limit`.
+const DEFAULT_READ_LIMIT: usize = 2000;
+/// A longer line is cut: minified files would otherwise fill the result.
+const MAX_LINE_CHARS: usize = 2000;
+/// How much of a file's start is inspected for NUL bytes.
+const BINARY_SNIFF_BYTES: usize = 8192;
+
+/// Whether `head` (a file's first bytes) looks like a binary file.
+pub(crate) fn looks_binary(head: &[u8]) -> bool {
+    head.contains(&0)
+}
+
+fn io_error(action: &str, shown: &str, e: &std::io::Error) -> ToolError {
+    let hint = match e.kind() {
+        std::io::ErrorKind::NotFound => " (no such file; check the path with search_files)",
+        std::io::ErrorKind::PermissionDenied => " (permission denied)",
+        std::io::ErrorKind::IsADirectory => " (it is a directory)",
+        _ => "",
+    };
+    failed(format!("Error: cannot {action} '{shown}': {e}{hint}"))
+}
+
+/// Reads a text file as numbered lines.
+#[derive(Debug)]
+pub struct ReadFileTool {
+    spec: ToolSpec,
+    sandbox: Sandbox,
+    cap: usize,
+}
+
+#[derive(Deserialize)]
+struct ReadArgs {
+    path: String,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+impl ReadFileTool {
+    pub(crate) fn new(sandbox: Sandbox, cap: usize) -> Self {
+        ReadFileTool {
+            spec: ToolSpec::new(
+                "read_file",
+                "Read a text file. Returns numbered lines ('  12|text'). Use offset (1-based line) \
+                 and limit (number of lines, default 2000) to page through large files.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, relative to the working directory."},
+                        "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
+                        "limit": {"type": "integer", "minimum": 1, "description": "Maximum number of lines. Default 2000."}
+                    },
+                    "required": ["path"]
+                }),
+            ),
+            sandbox,
+            cap,
+        }
+    }
+}
+
+impl Tool for ReadFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let args: ReadArgs = parse_args("read_file", arguments)?;
+        let path = self.sandbox.resolve(&args.path)?;
+        let shown = self.sandbox.display(&path);
+        if path.is_dir() {
+            return Err(failed(format!(
+                "Error: '{shown}' is a directory, not a file. Use search_files with target 'files' to list it."
+            )));
+        }
+        let offset = args.offset.unwrap_or(1);
+        if offset == 0 {
+            return Err(failed(
+                "Error: 'offset' is 1-based; use 1 for the first line.",
+            ));
+        }
+        let limit = args.limit.unwrap_or(DEFAULT_READ_LIMIT);
+        if limit == 0 {
+            return Err(failed("Error: 'limit' must be at least 1."));
+        }
+        let file = std::fs::File::open(&path).map_err(|e| io_error("read", &shown, &e))?;
+        let mut reader = BufReader::new(file);
+
+        let head = reader
+            .fill_buf()
+            .map_err(|e| io_error("read", &shown, &e))?;
+        let sniff = &head[..head.len().min(BINARY_SNIFF_BYTES)];
+        if looks_binary(sniff) {
+            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            return Err(failed(format!(
+                "Error: '{shown}' is a binary file ({size} bytes); read_file only returns text. \
+                 Use the terminal (e.g. `file`, `xxd | head`) to inspect it."
+            )));
+        }
+
+        let mut out = String::new();
+        let mut total = 0usize;
+        let mut last_shown = 0usize;
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let n = reader
+                .by_ref()
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| io_error("read", &shown, &e))?;
+            if n == 0 {
+                break;
+            }
+            total += 1;
+            if total < offset || total >= offset + limit {
+                continue;
+            }
+            let line = String::from_utf8_lossy(&buf);
+            let line = line.strip_suffix('\n').unwrap_or(&line);
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let cut = floor_char_boundary(line, MAX_LINE_CHARS);
+            if cut < line.len() {
+                out.push_str(&format!(
+                    "{total:>6}|{}… [line cut: {} more bytes]\n",
+                    &line[..cut],
+                    line.len() - cut
+                ));
+            } else {
+                out.push_str(&format!("{total:>6}|{line}\n"));
+            }
+            last_shown = total;
+        }
+
+        if total == 0 {
+            return Ok(format!("('{shown}' is empty)"));
+        }
+        if offset > total {
+            return Err(failed(format!(
+                "Error: offset {offset} is past the end of '{shown}', which has {total} lines."
+            )));
+        }
+        if last_shown < total {
+            out.push_str(&format!(
+                "[showing lines {offset}-{last_shown} of {total}; use offset={} to read more]\n",
+                last_shown + 1
+            ));
+        }
+        Ok(cap_result(
+            out,
+            self.cap,
+            "use offset/limit to read a smaller range",
+        ))
+    }
+}
+
+/// Writes a whole file, creating parent directories.
+#[derive(Debug)]
+pub struct WriteFileTool {
+    spec: ToolSpec,
+    sandbox: Sandbox,
+}
+
+#[derive(Deserialize)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+impl WriteFileTool {
+    pub(crate) fn new(sandbox: Sandbox) -> Self {
+        WriteFileTool {
+            spec: ToolSpec::new(
+                "write_file",
+                "Write a file with the given content, replacing it if it exists and creating \
+                 parent directories as needed. For small edits to an existing file prefer patch.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, relative to the working directory."},
+                        "content": {"type": "string", "description": "The complete new content of the file."}
+                    },
+                    "required": ["path", "content"]
+                }),
+            ),
+            sandbox,
+        }
+    }
+}
+
+impl Tool for WriteFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let args: WriteArgs = parse_args("write_file", arguments)?;
+        let path = self.sandbox.resolve(&args.path)?;
+        let shown = self.sandbox.display(&path);
+        if path.is_dir() {
+            return Err(failed(format!(
+                "Error: '{shown}' is a directory; give a file path."
+            )));
+        }
+        let existed = path.exists();
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| io_error("create the directory for", &shown, &e))?;
+        }
+        write_atomic(&path, args.content.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
+        let lines = args.content.lines().count();
+        Ok(format!(
+            "{} '{shown}': wrote {} bytes ({lines} lines).",
+            if existed { "Replaced" } else { "Created" },
+            args.content.len()
+        ))
+    }
+}
+
+/// Exact string replacement in a file.
+#[derive(Debug)]
+pub struct PatchTool {
+    spec: ToolSpec,
+    sandbox: Sandbox,
+}
+
+#[derive(Deserialize)]
+struct PatchArgs {
+    path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+impl PatchTool {
+    pub(crate) fn new(sandbox: Sandbox) -> Self {
+        PatchTool {
+            spec: ToolSpec::new(
+                "patch",
+                "Edit a file by exact string replacement: old_string must match the file exactly \
+                 (including whitespace and indentation) and be unique unless replace_all is true.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, relative to the working directory."},
+                        "old_string": {"type": "string", "description": "The exact text to replace."},
+                        "new_string": {"type": "string", "description": "The replacement text."},
+                        "replace_all": {"type": "boolean", "description": "Replace every occurrence. Default false."}
+                    },
+                    "required": ["path", "old_string", "new_string"]
+                }),
+            ),
+            sandbox,
+        }
+    }
+}
+
+/// 1-based line number of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// A hint for an `old_string` that does not occur: where something close is.
+fn nearest_hint(text: &str, old: &str) -> String {
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let wanted = squash(old);
+    if !wanted.is_empty() && squash(text).contains(&wanted) {
+        // Locate the first line of old_string, whitespace-insensitively.
+        let first = old
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        if let Some((n, _)) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| squash(l).contains(&squash(first)))
+        {
+            return format!(
+                " The text does occur if whitespace is ignored (near line {}): check indentation, tabs vs spaces and line endings; read_file the lines and copy them exactly.",
+                n + 1
+            );
+        }
+        return " The text does occur if whitespace is ignored: check indentation and line endings.".into();
+    }
+    let first = old
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if first.is_empty() {
+        return String::new();
+    }
+    // The line sharing the longest prefix with old_string's first line.
+    let mut best: Option<(usize, usize, &str)> = None;
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        let common = t
+            .chars()
+            .zip(first.chars())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let score = if t.contains(first) {
+            usize::MAX
+        } else {
+            common
+        };
+        if score >= 4 && best.is_none_or(|(s, _, _)| score > s) {
+            best = Some((score, n + 1, line));
+        }
+    }
+    match best {
+        Some((_, n, line)) => {
+            let cut = floor_char_boundary(line, 200);
+            format!(
+                " Nearest line: {n}: {}. Read the file around it and copy the text exactly.",
+                &line[..cut]
+            )
+        }
+        None => " Read the file first and copy the text exactly.".into(),
+    }
+}
+
+impl Tool for PatchTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let args: PatchArgs = parse_args("patch", arguments)?;
+        if args.old_string.is_empty() {
+            return Err(failed(
+                "Error: 'old_string' is empty. To create or overwrite a whole file use write_file.",
+            ));
+        }
+        if args.old_string == args.new_string {
+            return Err(failed(
+                "Error: 'old_string' and 'new_string' are identical; nothing to change.",
+            ));
+        }
+        let path = self.sandbox.resolve(&args.path)?;
+        let shown = self.sandbox.display(&path);
+        let bytes = std::fs::read(&path).map_err(|e| io_error("read", &shown, &e))?;
+        if looks_binary(&bytes[..bytes.len().min(BINARY_SNIFF_BYTES)]) {
+            return Err(failed(format!(
+                "Error: '{shown}' is a binary file; patch only edits text."
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            failed(format!(
+                "Error: '{shown}' is not valid UTF-8; patch only edits UTF-8 text."
+            ))
+        })?;
+        let positions: Vec<usize> = text
+            .match_indices(&args.old_string)
+            .map(|(i, _)| i)
+            .collect();
+        match positions.len() {
+            0 => Err(failed(format!(
+                "Error: old_string was not found in '{shown}'.{}",
+                nearest_hint(&text, &args.old_string)
+            ))),
+            n if n > 1 && !args.replace_all => {
+                let lines: Vec<String> = positions
+                    .iter()
+                    .take(10)
+                    .map(|p| line_of(&text, *p).to_string())
+                    .collect();
+                Err(failed(format!(
+                    "Error: old_string occurs {n} times in '{shown}' (at lines {}{}). Include more \
+                     surrounding text to make it unique, or set replace_all to true.",
+                    lines.join(", "),
+                    if n > 10 { ", …" } else { "" }
+                )))
+            }
+            n => {
+                let first_line = line_of(&text, positions[0]);
+                let new_text = if args.replace_all {
+                    text.replace(&args.old_string, &args.new_string)
+                } else {
+                    text.replacen(&args.old_string, &args.new_string, 1)
+                };
+                write_atomic(Path::new(&path), new_text.as_bytes())
+                    .map_err(|e| io_error("write", &shown, &e))?;
+                Ok(format!(
+                    "Patched '{shown}': replaced {n} occurrence{} (first at line {first_line}).",
+                    if n == 1 { "" } else { "s" }
+                ))
+            }
+        }
+    }
+}

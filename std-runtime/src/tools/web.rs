@@ -1,0 +1,497 @@
+//! `web_fetch`: fetches one http(s) URL and returns it as readable text.
+//!
+//! The request runs on the persistent async runtime (SPEC L9) through
+//! [`AsyncBridge::run_tool`], with one pooled `reqwest` client per tool
+//! instance, so connections are reused across calls. The body is read in
+//! chunks and download stops at `max_bytes`; the whole request is bounded by
+//! a timeout. HTML is reduced to text by a small hand-written reducer
+//! ([`html_to_text`]); other text types are returned as they are; binary
+//! content is an error. Non-UTF-8 bodies are decoded lossily.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{cap_result, failed, floor_char_boundary, parse_args};
+use crate::bridge::AsyncBridge;
+
+const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
+const MAX_MAX_BYTES: usize = 10 * 1024 * 1024;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The bridge's own limit: a little above the client's, so the client's
+/// clearer timeout error wins.
+const BRIDGE_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// Fetches web pages.
+#[derive(Debug)]
+pub struct WebFetchTool {
+    spec: ToolSpec,
+    bridge: Arc<AsyncBridge>,
+    client: Result<reqwest::Client, String>,
+    cap: usize,
+}
+
+#[derive(Deserialize)]
+struct FetchArgs {
+    url: String,
+    #[serde(default)]
+    max_bytes: Option<usize>,
+}
+
+impl WebFetchTool {
+    pub(crate) fn new(bridge: Arc<AsyncBridge>, cap: usize) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .user_agent(concat!("hermes-agent/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| e.to_string());
+        WebFetchTool {
+            spec: ToolSpec::new(
+                "web_fetch",
+                "Fetch an http(s) URL and return its content as text (HTML is reduced to \
+                 readable text). Binary content (images, PDFs, archives) is refused.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "url": {"type": "string", "description": "An http:// or https:// URL."},
+                        "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_BYTES, "description": "Stop downloading after this many bytes. Default 1048576."}
+                    },
+                    "required": ["url"]
+                }),
+            ),
+            bridge,
+            client,
+            cap,
+        }
+    }
+}
+
+/// How a body should be turned into text.
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Html,
+    Text,
+    Binary,
+}
+
+fn classify(content_type: &str, body: &[u8]) -> Kind {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let sniff = &body[..body.len().min(8192)];
+    if sniff.contains(&0) {
+        return Kind::Binary;
+    }
+    if mime == "text/html" || mime == "application/xhtml+xml" {
+        return Kind::Html;
+    }
+    let textual = mime.starts_with("text/")
+        || mime.ends_with("+json")
+        || mime.ends_with("+xml")
+        || matches!(
+            mime.as_str(),
+            "application/json"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-javascript"
+                | "application/ecmascript"
+                | "application/x-yaml"
+                | "application/yaml"
+                | "application/toml"
+                | "application/x-sh"
+                | "application/sql"
+                | "application/graphql"
+        );
+    if textual {
+        return Kind::Text;
+    }
+    if mime.is_empty() {
+        let head = String::from_utf8_lossy(&sniff[..sniff.len().min(512)]).to_ascii_lowercase();
+        let head = head.trim_start();
+        if head.starts_with("<!doctype html") || head.starts_with("<html") {
+            return Kind::Html;
+        }
+        return if std::str::from_utf8(sniff).is_ok() || sniff.len() == 8192 {
+            Kind::Text
+        } else {
+            Kind::Binary
+        };
+    }
+    Kind::Binary
+}
+
+async fn fetch(
+    client: reqwest::Client,
+    url: reqwest::Url,
+    max_bytes: usize,
+    cap: usize,
+) -> Result<String, ToolError> {
+    let shown = url.to_string();
+    let mut resp = client.get(url).send().await.map_err(|e| {
+        let why = if e.is_timeout() {
+            "timed out".to_string()
+        } else if e.is_connect() {
+            format!("could not connect ({e})")
+        } else if e.is_redirect() {
+            format!("too many redirects ({e})")
+        } else {
+            e.to_string()
+        };
+        failed(format!("Error: fetching {shown} failed: {why}"))
+    })?;
+    let status = resp.status();
+    let final_url = resp.url().to_string();
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+
+    let mut body = Vec::new();
+    let mut cut = false;
+    loop {
+        let chunk = resp.chunk().await.map_err(|e| {
+            failed(format!(
+                "Error: reading the body of {final_url} failed after {} bytes: {e}",
+                body.len()
+            ))
+        })?;
+        let Some(chunk) = chunk else { break };
+        let room = max_bytes - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            cut = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+        if body.len() == max_bytes {
+            // Find out whether more was coming without keeping it.
+            cut = matches!(resp.chunk().await, Ok(Some(c)) if !c.is_empty());
+            break;
+        }
+    }
+
+    let kind = classify(&content_type, &body);
+    if kind == Kind::Binary {
+        let ct = if content_type.is_empty() {
+            "no content type".to_string()
+        } else {
+            content_type.clone()
+        };
+        return Err(failed(format!(
+            "Error: {final_url} returned binary content ({ct}, {}{} bytes); web_fetch only returns text.",
+            body.len(),
+            if cut { "+" } else { "" }
+        )));
+    }
+    let raw = String::from_utf8_lossy(&body);
+    let text = match kind {
+        Kind::Html => html_to_text(&raw),
+        _ => raw.into_owned(),
+    };
+
+    if !status.is_success() {
+        let cut_at = floor_char_boundary(&text, 1000);
+        return Err(failed(format!(
+            "Error: {final_url} answered HTTP {status}. Body starts:\n{}",
+            &text[..cut_at]
+        )));
+    }
+
+    let mut out = format!("URL: {final_url}\n");
+    if !content_type.is_empty() {
+        out.push_str(&format!("Content-Type: {content_type}\n"));
+    }
+    out.push('\n');
+    out.push_str(&text);
+    if cut {
+        out.push_str(&format!(
+            "\n[download stopped at {max_bytes} bytes (max_bytes); the page is longer]"
+        ));
+    }
+    Ok(cap_result(
+        out,
+        cap,
+        "the page is longer than the result limit",
+    ))
+}
+
+impl Tool for WebFetchTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let args: FetchArgs = parse_args("web_fetch", arguments)?;
+        let url = reqwest::Url::parse(args.url.trim())
+            .map_err(|e| failed(format!("Error: 'url' is not a valid URL ({e}).")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(failed(format!(
+                "Error: only http and https URLs can be fetched (got scheme '{}').",
+                url.scheme()
+            )));
+        }
+        let max_bytes = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+        if max_bytes == 0 || max_bytes > MAX_MAX_BYTES {
+            return Err(failed(format!(
+                "Error: 'max_bytes' must be between 1 and {MAX_MAX_BYTES}."
+            )));
+        }
+        if ctx.interrupt.is_set() {
+            return Err(failed("Error: interrupted before the fetch started."));
+        }
+        let client = self
+            .client
+            .clone()
+            .map_err(|e| failed(format!("Error: the HTTP client is unavailable: {e}")))?;
+        self.bridge
+            .run_tool(BRIDGE_TIMEOUT, fetch(client, url, max_bytes, self.cap))
+    }
+}
+
+/// Elements whose content is never text for a reader.
+const SKIPPED_ELEMENTS: &[&str] = &[
+    "script", "style", "noscript", "template", "svg", "iframe", "object", "canvas",
+];
+/// Elements that start a new line.
+const BLOCK_ELEMENTS: &[&str] = &[
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "header",
+    "hr",
+    "main",
+    "nav",
+    "ol",
+    "section",
+    "table",
+    "tbody",
+    "thead",
+    "tfoot",
+    "title",
+    "tr",
+    "ul",
+];
+
+/// Reduces HTML to readable text: drops comments, `<script>`, `<style>` and
+/// similar, turns block elements into line breaks (list items into `- `
+/// lines, paragraphs and headings into blank-line-separated blocks), decodes
+/// entities and collapses whitespace. It is a reader's view, not a parser:
+/// malformed markup degrades to text instead of failing.
+pub fn html_to_text(html: &str) -> String {
+    let lower = html.to_ascii_lowercase();
+    let mut out = String::with_capacity(html.len() / 2);
+    let mut i = 0;
+    let mut in_pre = 0usize;
+    while i < html.len() {
+        let rest = &html[i..];
+        if rest.starts_with("<!--") {
+            i = match lower[i + 4..].find("-->") {
+                Some(p) => i + 4 + p + 3,
+                None => html.len(),
+            };
+            continue;
+        }
+        if rest.starts_with('<') {
+            let Some(end) = tag_end(html, i) else {
+                out.push_str("&lt;");
+                i += 1;
+                continue;
+            };
+            let inner = &lower[i + 1..end];
+            let closing = inner.starts_with('/');
+            let name: String = inner
+                .trim_start_matches('/')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if name.is_empty() {
+                // `<!doctype …>`, `<?xml …?>` or a stray '<' in text.
+                if inner.starts_with('!') || inner.starts_with('?') {
+                    i = end + 1;
+                } else {
+                    out.push_str("&lt;");
+                    i += 1;
+                }
+                continue;
+            }
+            i = end + 1;
+            if !closing && SKIPPED_ELEMENTS.contains(&name.as_str()) {
+                let close = format!("</{name}");
+                i = match lower[i..].find(&close) {
+                    Some(p) => tag_end(html, i + p).map_or(html.len(), |e| e + 1),
+                    None => html.len(),
+                };
+                continue;
+            }
+            match name.as_str() {
+                "br" => out.push('\n'),
+                "p" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => out.push_str("\n\n"),
+                "li" if !closing => out.push_str("\n- "),
+                "td" | "th" if !closing => out.push_str(" \u{1}"),
+                "pre" => {
+                    out.push('\n');
+                    in_pre = if closing {
+                        in_pre.saturating_sub(1)
+                    } else {
+                        in_pre + 1
+                    };
+                }
+                n if BLOCK_ELEMENTS.contains(&n) => out.push('\n'),
+                _ => {}
+            }
+            continue;
+        }
+        let next = rest.find('<').unwrap_or(rest.len());
+        let segment = &rest[..next];
+        if in_pre > 0 {
+            // Keep line structure; mark leading spaces so the final pass
+            // does not eat indentation.
+            out.push_str(&segment.replace(' ', "\u{2}"));
+        } else {
+            let mut last_space = false;
+            for c in segment.chars() {
+                if c.is_whitespace() {
+                    if !last_space {
+                        out.push(' ');
+                    }
+                    last_space = true;
+                } else {
+                    out.push(c);
+                    last_space = false;
+                }
+            }
+        }
+        i += next;
+    }
+    let decoded = decode_entities(&out);
+
+    // Final pass: trim lines, collapse runs of blank lines, restore markers.
+    let mut text = String::with_capacity(decoded.len());
+    let mut blank_run = 0;
+    for line in decoded.lines() {
+        let line = line.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\u{a0}');
+        let line = line.trim_start_matches('\u{1}').trim_start();
+        if line.is_empty() {
+            blank_run += 1;
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(if blank_run > 0 { "\n\n" } else { "\n" });
+        }
+        blank_run = 0;
+        text.push_str(line);
+    }
+    text.replace('\u{1}', "| ").replace('\u{2}', " ")
+}
+
+/// Index of the `>` closing the tag that starts at `start`, skipping quoted
+/// attribute values.
+fn tag_end(html: &str, start: usize) -> Option<usize> {
+    let bytes = html.as_bytes();
+    let mut quote: Option<u8> = None;
+    for (k, &b) in bytes.iter().enumerate().skip(start + 1) {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'"' || b == b'\'' => quote = Some(b),
+            None if b == b'>' => return Some(k),
+            None => {}
+        }
+    }
+    None
+}
+
+/// Decodes the common named entities and all numeric ones; unknown entities
+/// are kept as written.
+fn decode_entities(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        rest = &rest[amp..];
+        let semi = rest[..rest.len().min(12)].find(';');
+        let decoded = semi.and_then(|semi| {
+            let name = &rest[1..semi];
+            let c = if let Some(num) = name.strip_prefix('#') {
+                let code = match num.strip_prefix(['x', 'X']) {
+                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                    None => num.parse::<u32>().ok(),
+                };
+                code.and_then(char::from_u32)
+            } else {
+                named_entity(name)
+            };
+            c.map(|c| (c, semi))
+        });
+        match decoded {
+            Some((c, semi)) => {
+                out.push(c);
+                rest = &rest[semi + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn named_entity(name: &str) -> Option<char> {
+    Some(match name {
+        "amp" => '&',
+        "lt" => '<',
+        "gt" => '>',
+        "quot" => '"',
+        "apos" => '\'',
+        "nbsp" => ' ',
+        "mdash" => '—',
+        "ndash" => '–',
+        "hellip" => '…',
+        "copy" => '©',
+        "reg" => '®',
+        "trade" => '™',
+        "lsquo" => '‘',
+        "rsquo" => '’',
+        "ldquo" => '“',
+        "rdquo" => '”',
+        "laquo" => '«',
+        "raquo" => '»',
+        "middot" => '·',
+        "bull" => '•',
+        "deg" => '°',
+        "times" => '×',
+        "euro" => '€',
+        "pound" => '£',
+        "eacute" => 'é',
+        "egrave" => 'è',
+        "uuml" => 'ü',
+        "ouml" => 'ö',
+        "auml" => 'ä',
+        "szlig" => 'ß',
+        _ => return None,
+    })
+}

@@ -1,0 +1,156 @@
+//! Joining the pieces of a long user text (SPEC G8).
+//!
+//! WeCom splits a long user text into ~4000-character messages that arrive
+//! one after another. The agent must see one message, not several turns, so
+//! the adapter holds each message briefly: after a piece it waits
+//! [`MergeConfig::wait`] for another; when the latest piece is close to the
+//! limit ([`MergeConfig::near_limit`] characters or more) another piece is
+//! probably on its way, so it waits [`MergeConfig::max_wait`] instead. Then
+//! the pieces are joined into one [`MessageEvent`].
+//!
+//! **Guarantees:** pieces of different chats (and of different senders in
+//! one group) never mix; pieces keep their arrival order; nothing is dropped
+//! (`flush` hands out everything still held).
+//!
+//! The merger is sans-IO: it reads no clock. The caller passes `now` (time
+//! since any fixed origin) to [`FragmentMerger::push`] and
+//! [`FragmentMerger::poll`] and sleeps until [`FragmentMerger::next_deadline`];
+//! tests drive it with a fake clock, production with tokio timers.
+
+use std::time::Duration;
+
+use crate::event::{ChatType, MessageEvent, MessageType};
+
+/// Timing of the merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeConfig {
+    /// How long to wait for another piece after an ordinary piece.
+    pub wait: Duration,
+    /// How long to wait after a piece that is close to the length limit.
+    pub max_wait: Duration,
+    /// A piece this long (in characters) or longer is "close to the limit".
+    pub near_limit: usize,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        Self {
+            wait: Duration::from_millis(600),
+            max_wait: Duration::from_secs(2),
+            near_limit: 3900,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Key {
+    chat_type: ChatType,
+    chat_id: String,
+    user_id: String,
+}
+
+#[derive(Debug)]
+struct Pending {
+    key: Key,
+    /// The event being built: text accumulates, the id is the latest piece's.
+    event: MessageEvent,
+    /// Whether the latest piece was close to the limit (then the next piece
+    /// continues it directly; otherwise pieces are separate lines).
+    last_near_limit: bool,
+    deadline: Duration,
+    pieces: usize,
+}
+
+/// The merge state machine (see the module docs).
+#[derive(Debug)]
+pub struct FragmentMerger {
+    config: MergeConfig,
+    /// In arrival order of each chat's first held piece.
+    pending: Vec<Pending>,
+}
+
+impl FragmentMerger {
+    /// An empty merger.
+    pub fn new(config: MergeConfig) -> Self {
+        Self {
+            config,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Holds `event`, received at `now`, joining it to what its chat holds.
+    pub fn push(&mut self, now: Duration, event: MessageEvent) {
+        let near = event.text.chars().count() >= self.config.near_limit;
+        let wait = if near {
+            self.config.max_wait
+        } else {
+            self.config.wait
+        };
+        let key = Key {
+            chat_type: event.source.chat_type,
+            chat_id: event.source.chat_id.clone(),
+            user_id: event.source.user_id.clone(),
+        };
+        if let Some(p) = self.pending.iter_mut().find(|p| p.key == key) {
+            // A split piece continues mid-word: join without a separator.
+            // Separate short messages sent in a burst become separate lines.
+            if !p.last_near_limit {
+                p.event.text.push('\n');
+            }
+            p.event.text.push_str(&event.text);
+            if p.event.message_type != event.message_type {
+                p.event.message_type = MessageType::Mixed;
+            }
+            // Replies go to the newest piece: its callback `req_id` is the
+            // freshest one.
+            p.event.message_id = event.message_id;
+            p.last_near_limit = near;
+            p.deadline = now + wait;
+            p.pieces += 1;
+        } else {
+            self.pending.push(Pending {
+                key,
+                event,
+                last_near_limit: near,
+                deadline: now + wait,
+                pieces: 1,
+            });
+        }
+    }
+
+    /// Hands out every joined message whose wait is over at `now`, in the
+    /// order their chats started.
+    pub fn poll(&mut self, now: Duration) -> Vec<MessageEvent> {
+        let mut due = Vec::new();
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].deadline <= now {
+                let p = self.pending.remove(i);
+                tracing::debug!(
+                    pieces = p.pieces,
+                    chat = %p.key.chat_id,
+                    "wecom: delivering merged message"
+                );
+                due.push(p.event);
+            } else {
+                i += 1;
+            }
+        }
+        due
+    }
+
+    /// When the next held message is due, if any.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.pending.iter().map(|p| p.deadline).min()
+    }
+
+    /// Hands out everything held, due or not (at shutdown: nothing is lost).
+    pub fn flush(&mut self) -> Vec<MessageEvent> {
+        self.pending.drain(..).map(|p| p.event).collect()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}

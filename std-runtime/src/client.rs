@@ -61,6 +61,9 @@ const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Cap on an error body kept for the message (only its text matters).
 const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
 
+/// How long to wait for the body to end after `data: [DONE]`.
+const DONE_GRACE: Duration = Duration::from_secs(1);
+
 /// Longest raw body excerpt quoted in an error when the body is not JSON.
 const ERROR_EXCERPT_CHARS: usize = 300;
 
@@ -510,6 +513,7 @@ impl OpenAiClient {
                 Next::Event(Event::Data(chunk)) => match decoder.feed(&chunk, &mut tracker) {
                     Ok(SseStatus::NeedMore) => {}
                     Ok(SseStatus::Done) => {
+                        wait_for_end(&rx);
                         return decoder
                             .finish()
                             .map_err(|e| decode_failure(e, None, false, url));
@@ -707,6 +711,20 @@ fn next_event(rx: &Receiver<Event>, sink: &mut dyn StreamSink) -> Next {
                 }
             }
             Err(RecvTimeoutError::Disconnected) => return Next::Gone,
+        }
+    }
+}
+
+/// After `[DONE]`, gives the body a moment to end so the helper returns the
+/// connection to the pool before the next request; a server that keeps the
+/// body open after `[DONE]` only costs this grace, then the connection is
+/// dropped.
+fn wait_for_end(rx: &Receiver<Event>) {
+    let until = Instant::now() + DONE_GRACE;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(Event::Data(_) | Event::Head { .. }) => {}
+            Ok(Event::End | Event::Failed(_)) | Err(_) => return,
         }
     }
 }

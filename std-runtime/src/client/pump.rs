@@ -118,6 +118,9 @@ fn run(exchange: Exchange, tx: &SyncSender<Event>) {
         let mut buf = vec![0u8; READ_CHUNK];
         match reader.read(&mut buf) {
             Ok(0) => {
+                // Release the connection to the pool *before* reporting the
+                // end, so the caller's next request can reuse it.
+                drop(reader);
                 let _ = tx.send(Event::End);
                 return;
             }

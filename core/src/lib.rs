@@ -39,6 +39,7 @@ pub use agent::{
 };
 pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
 pub use clock::{Clock, NoClock};
+pub use codec::{DecodeError, EncodeError, RequestOptions, SseDecoder, SseStatus, StreamError};
 pub use interrupt::InterruptFlag;
 pub use message::{
     EntryMeta, FinishReason, FunctionCall, LedgerEntry, Message, Role, ToolCall, ToolCallKind,

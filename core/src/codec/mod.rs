@@ -119,7 +119,7 @@ impl DecodeError {
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError<E> {
     /// The reader failed (connection reset, timeout). Retryable.
-    #[error("reading the stream failed: {error:?}")]
+    #[error("reading the stream failed: {error}")]
     Io {
         /// The reader's error.
         error: E,

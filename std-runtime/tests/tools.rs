@@ -1,0 +1,1138 @@
+//! The built-in tools, through the registry the agent loop uses: happy paths,
+//! error paths, confinement, truncation, real processes and a loopback HTTP
+//! server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_core::{
+    ChatRequest, Completion, FinishReason, InterruptFlag, IterationBudget, Model, ModelError,
+    StreamSink, ToolCall, ToolContext, ToolError, ToolRegistry,
+};
+use hermes_runtime::bridge::AsyncBridge;
+use hermes_runtime::tools::{
+    TOOLSETS, ToolEnv, ToolsError, build_registry, child_env, html_to_text, is_secret_env_name,
+};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+struct Fx {
+    work: TempDir,
+    home: TempDir,
+    reg: ToolRegistry,
+    budget: IterationBudget,
+    interrupt: InterruptFlag,
+}
+
+impl Fx {
+    fn with(configure: impl FnOnce(&mut ToolEnv), toolsets: Option<&[&str]>) -> Fx {
+        let work = TempDir::new().unwrap();
+        let home = TempDir::new().unwrap();
+        let mut env = ToolEnv::new(work.path(), home.path());
+        configure(&mut env);
+        let sets: Option<Vec<String>> = toolsets.map(|s| s.iter().map(|x| x.to_string()).collect());
+        let reg = build_registry(&env, sets.as_deref()).unwrap();
+        Fx {
+            work,
+            home,
+            reg,
+            budget: IterationBudget::new(90),
+            interrupt: InterruptFlag::new(),
+        }
+    }
+
+    fn new() -> Fx {
+        Fx::with(|_| {}, None)
+    }
+
+    fn call(&self, name: &str, args: Value) -> Result<String, ToolError> {
+        let ctx = ToolContext {
+            budget: &self.budget,
+            interrupt: &self.interrupt,
+            tool_call_id: "call_1",
+        };
+        self.reg.dispatch(name, &args.to_string(), &ctx)
+    }
+
+    fn ok(&self, name: &str, args: Value) -> String {
+        match self.call(name, args) {
+            Ok(s) => s,
+            Err(e) => panic!("{name} failed: {e}"),
+        }
+    }
+
+    fn err(&self, name: &str, args: Value) -> String {
+        match self.call(name, args) {
+            Ok(s) => panic!("{name} unexpectedly succeeded: {s}"),
+            Err(ToolError::Failed(m)) => m,
+            Err(ToolError::Abort(m)) => panic!("{name} aborted: {m}"),
+        }
+    }
+
+    fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.work.path().join(rel)
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- registry
+
+#[test]
+fn registry_holds_every_toolset_it_can_support() {
+    let fx = Fx::new();
+    let names: Vec<&str> = fx.reg.names().collect();
+    // No bridge and no delegate model: web and delegate are left out.
+    assert_eq!(
+        names,
+        [
+            "read_file",
+            "write_file",
+            "patch",
+            "search_files",
+            "terminal",
+            "memory",
+            "todo"
+        ]
+    );
+    for (set, tools) in TOOLSETS {
+        for t in *tools {
+            if *set != "web" && *set != "delegate" {
+                assert!(names.contains(t), "{t} of {set} missing");
+            }
+        }
+    }
+    for spec in fx.reg.specs() {
+        assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
+        assert!(!spec.description.is_empty());
+    }
+}
+
+#[test]
+fn unknown_toolset_is_an_error_listing_valid_ones() {
+    let work = TempDir::new().unwrap();
+    let env = ToolEnv::new(work.path(), work.path());
+    let err = build_registry(&env, Some(&["file".into(), "browser".into()])).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ToolsError::UnknownToolset { .. }));
+    assert!(msg.contains("browser"), "{msg}");
+    assert!(
+        msg.contains("file, terminal, web, memory, todo, delegate"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn explicit_web_without_bridge_is_an_error() {
+    let work = TempDir::new().unwrap();
+    let env = ToolEnv::new(work.path(), work.path());
+    let err = build_registry(&env, Some(&["web".into()])).unwrap_err();
+    assert!(matches!(err, ToolsError::Unavailable { .. }), "{err}");
+    let err = build_registry(&env, Some(&["delegate".into()])).unwrap_err();
+    assert!(err.to_string().contains("delegate"), "{err}");
+}
+
+#[test]
+fn missing_workdir_is_an_error() {
+    let work = TempDir::new().unwrap();
+    let env = ToolEnv::new(work.path().join("nope"), work.path());
+    let err = build_registry(&env, None).unwrap_err();
+    assert!(matches!(err, ToolsError::Workdir { .. }), "{err}");
+}
+
+#[test]
+fn selected_toolsets_only() {
+    let fx = Fx::with(|_| {}, Some(&["todo", "memory", "todo"]));
+    let names: Vec<&str> = fx.reg.names().collect();
+    assert_eq!(names, ["todo", "memory"]);
+}
+
+#[test]
+fn bad_arguments_name_the_field() {
+    let fx = Fx::new();
+    let m = fx.err("read_file", json!({}));
+    assert!(m.contains("path"), "{m}");
+    let m = fx.err("read_file", json!({"path": "a", "offset": "ten"}));
+    assert!(m.contains("offset"), "{m}");
+    let m = fx.err("terminal", json!({"command": 5}));
+    assert!(m.contains("command"), "{m}");
+    let m = fx.err(
+        "search_files",
+        json!({"pattern": "x", "target": "everything"}),
+    );
+    assert!(m.contains("target"), "{m}");
+    let m = fx.err("memory", json!({"action": "forget"}));
+    assert!(m.contains("action"), "{m}");
+}
+
+// ---------------------------------------------------------------- read_file
+
+#[test]
+fn read_file_numbers_lines_and_pages() {
+    let fx = Fx::new();
+    let body: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    fx.write("a.txt", &body);
+    let out = fx.ok(
+        "read_file",
+        json!({"path": "a.txt", "offset": 12, "limit": 3}),
+    );
+    assert!(
+        out.starts_with("    12|line 12\n    13|line 13\n    14|line 14\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[showing lines 12-14 of 30; use offset=15 to read more]"),
+        "{out}"
+    );
+    let all = fx.ok("read_file", json!({"path": "a.txt"}));
+    assert!(all.contains("     1|line 1\n"));
+    assert!(all.contains("    30|line 30\n"));
+    assert!(!all.contains("showing lines"));
+}
+
+#[test]
+fn read_file_errors_are_clear() {
+    let fx = Fx::new();
+    let m = fx.err("read_file", json!({"path": "missing.txt"}));
+    assert!(
+        m.contains("missing.txt") && m.contains("no such file"),
+        "{m}"
+    );
+    std::fs::write(fx.path("bin.dat"), [0x89, b'P', b'N', b'G', 0, 0, 1, 2]).unwrap();
+    let m = fx.err("read_file", json!({"path": "bin.dat"}));
+    assert!(m.contains("binary file"), "{m}");
+    std::fs::create_dir(fx.path("dir")).unwrap();
+    let m = fx.err("read_file", json!({"path": "dir"}));
+    assert!(m.contains("is a directory"), "{m}");
+    fx.write("short.txt", "one\ntwo\n");
+    let m = fx.err("read_file", json!({"path": "short.txt", "offset": 9}));
+    assert!(m.contains("has 2 lines"), "{m}");
+    let m = fx.err("read_file", json!({"path": "short.txt", "offset": 0}));
+    assert!(m.contains("1-based"), "{m}");
+}
+
+#[test]
+fn read_file_cuts_visibly_on_a_char_boundary() {
+    let fx = Fx::with(|e| e.result_cap_bytes = 1000, None);
+    let body: String = (1..=500).map(|i| format!("é€ line {i}\n")).collect();
+    fx.write("big.txt", &body);
+    let out = fx.ok("read_file", json!({"path": "big.txt"}));
+    assert!(out.len() <= 1000, "{} bytes", out.len());
+    assert!(out.contains("…\n[output truncated: "), "{out}");
+    assert!(out.contains("more bytes; use offset/limit"), "{out}");
+    assert!(out.starts_with("     1|é€ line 1\n"));
+}
+
+// ---------------------------------------------------------------- write_file / patch
+
+#[test]
+fn write_file_creates_parents_and_reports_bytes() {
+    let fx = Fx::new();
+    let out = fx.ok(
+        "write_file",
+        json!({"path": "deep/er/x.txt", "content": "héllo\nworld\n"}),
+    );
+    assert!(out.contains("Created 'deep/er/x.txt'"), "{out}");
+    assert!(out.contains("wrote 13 bytes"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(fx.path("deep/er/x.txt")).unwrap(),
+        "héllo\nworld\n"
+    );
+    let out = fx.ok(
+        "write_file",
+        json!({"path": "deep/er/x.txt", "content": "new"}),
+    );
+    assert!(out.starts_with("Replaced"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(fx.path("deep/er/x.txt")).unwrap(),
+        "new"
+    );
+    let m = fx.err("write_file", json!({"path": "deep"}));
+    assert!(m.contains("content"), "{m}");
+}
+
+#[test]
+fn patch_replaces_unique_text() {
+    let fx = Fx::new();
+    fx.write("src.rs", "fn a() {}\nfn b() {\n    old();\n}\n");
+    let out = fx.ok(
+        "patch",
+        json!({"path": "src.rs", "old_string": "    old();", "new_string": "    new();"}),
+    );
+    assert!(
+        out.contains("replaced 1 occurrence (first at line 3)"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path("src.rs")).unwrap(),
+        "fn a() {}\nfn b() {\n    new();\n}\n"
+    );
+}
+
+#[test]
+fn patch_absent_text_gives_a_hint() {
+    let fx = Fx::new();
+    fx.write("src.rs", "fn main() {\n\tprintln!(\"hi\");\n}\n");
+    let m = fx.err(
+        "patch",
+        json!({"path": "src.rs", "old_string": "    println!(\"hi\");", "new_string": "x"}),
+    );
+    assert!(m.contains("not found"), "{m}");
+    assert!(m.contains("whitespace is ignored (near line 2)"), "{m}");
+    let m = fx.err(
+        "patch",
+        json!({"path": "src.rs", "old_string": "fn mian() {", "new_string": "x"}),
+    );
+    assert!(m.contains("Nearest line: 1: fn main() {"), "{m}");
+    // Nothing was written.
+    assert_eq!(
+        std::fs::read_to_string(fx.path("src.rs")).unwrap(),
+        "fn main() {\n\tprintln!(\"hi\");\n}\n"
+    );
+}
+
+#[test]
+fn patch_ambiguous_needs_replace_all() {
+    let fx = Fx::new();
+    fx.write("t.txt", "x = 1\ny = 2\nx = 1\nx = 1\n");
+    let m = fx.err(
+        "patch",
+        json!({"path": "t.txt", "old_string": "x = 1", "new_string": "x = 9"}),
+    );
+    assert!(m.contains("occurs 3 times"), "{m}");
+    assert!(m.contains("lines 1, 3, 4"), "{m}");
+    assert!(m.contains("replace_all"), "{m}");
+    let out = fx.ok(
+        "patch",
+        json!({"path": "t.txt", "old_string": "x = 1", "new_string": "x = 9", "replace_all": true}),
+    );
+    assert!(out.contains("replaced 3 occurrences"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(fx.path("t.txt")).unwrap(),
+        "x = 9\ny = 2\nx = 9\nx = 9\n"
+    );
+    let m = fx.err(
+        "patch",
+        json!({"path": "t.txt", "old_string": "", "new_string": "a"}),
+    );
+    assert!(m.contains("old_string' is empty"), "{m}");
+}
+
+// ---------------------------------------------------------------- confinement
+
+#[test]
+fn confinement_refuses_dotdot_absolute_and_symlink_escapes() {
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret\n").unwrap();
+    let fx = Fx::new();
+    let rel_escape = format!(
+        "../{}/secret.txt",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+
+    let m = fx.err("read_file", json!({"path": rel_escape}));
+    assert!(m.contains("outside the working directory"), "{m}");
+    assert!(m.contains("allow_outside_workdir"), "{m}");
+
+    let abs = outside.path().join("secret.txt");
+    let m = fx.err("read_file", json!({"path": abs}));
+    assert!(m.contains("outside the working directory"), "{m}");
+
+    std::os::unix::fs::symlink(outside.path(), fx.path("link")).unwrap();
+    let m = fx.err("read_file", json!({"path": "link/secret.txt"}));
+    assert!(m.contains("outside the working directory"), "{m}");
+
+    // Writing a new file through the symlinked directory is refused and
+    // creates nothing.
+    let m = fx.err(
+        "write_file",
+        json!({"path": "link/new/evil.txt", "content": "x"}),
+    );
+    assert!(m.contains("outside the working directory"), "{m}");
+    assert!(!outside.path().join("new").exists());
+
+    // A new path whose `..` climbs out before existing is refused too.
+    let m = fx.err(
+        "write_file",
+        json!({"path": "fresh/../../evil.txt", "content": "x"}),
+    );
+    assert!(m.contains("outside the working directory"), "{m}");
+
+    let m = fx.err(
+        "patch",
+        json!({"path": abs, "old_string": "top", "new_string": "x"}),
+    );
+    assert!(m.contains("outside"), "{m}");
+    let m = fx.err("search_files", json!({"pattern": "secret", "path": "link"}));
+    assert!(m.contains("outside"), "{m}");
+    let m = fx.err("terminal", json!({"command": "ls", "workdir": ".."}));
+    assert!(m.contains("outside"), "{m}");
+    assert_eq!(std::fs::read_to_string(&abs).unwrap(), "top secret\n");
+}
+
+#[test]
+fn confinement_refuses_a_dangling_symlink() {
+    let outside = TempDir::new().unwrap();
+    let fx = Fx::new();
+    let target = outside.path().join("not-yet.txt");
+    std::os::unix::fs::symlink(&target, fx.path("dangling")).unwrap();
+    let m = fx.err("write_file", json!({"path": "dangling", "content": "x"}));
+    assert!(m.contains("symbolic link") || m.contains("outside"), "{m}");
+    assert!(!target.exists());
+}
+
+#[test]
+fn paths_inside_the_workdir_are_fine() {
+    let fx = Fx::new();
+    fx.write("sub/a.txt", "inside\n");
+    let out = fx.ok("read_file", json!({"path": "sub/../sub/a.txt"}));
+    assert!(out.contains("|inside"), "{out}");
+    let abs = fx.path("sub/a.txt");
+    let out = fx.ok("read_file", json!({"path": abs}));
+    assert!(out.contains("|inside"), "{out}");
+    fx.ok(
+        "write_file",
+        json!({"path": "new/../b.txt", "content": "b"}),
+    );
+    assert_eq!(std::fs::read_to_string(fx.path("b.txt")).unwrap(), "b");
+    std::os::unix::fs::symlink(fx.path("sub"), fx.path("inner-link")).unwrap();
+    let out = fx.ok("read_file", json!({"path": "inner-link/a.txt"}));
+    assert!(out.contains("|inside"), "{out}");
+}
+
+#[test]
+fn allow_outside_workdir_permits_escapes() {
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("f.txt"), "out there\n").unwrap();
+    let fx = Fx::with(|e| e.allow_outside_workdir = true, None);
+    let out = fx.ok("read_file", json!({"path": outside.path().join("f.txt")}));
+    assert!(out.contains("|out there"), "{out}");
+}
+
+// ---------------------------------------------------------------- search_files
+
+#[test]
+fn search_content_with_regex_glob_and_gitignore() {
+    let fx = Fx::new();
+    fx.write("src/main.rs", "fn main() {\n    let answer = 42;\n}\n");
+    fx.write("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
+    fx.write("notes.md", "the answer is 42\n");
+    fx.write("ignored.log", "answer 42\n");
+    fx.write(".gitignore", "ignored.log\n");
+    std::fs::write(fx.path("blob.bin"), b"answer\0\x01\x02 42").unwrap();
+
+    let out = fx.ok("search_files", json!({"pattern": r"answer\D*42"}));
+    assert!(out.contains("notes.md:1: the answer is 42"), "{out}");
+    assert!(out.contains("src/main.rs:2:     let answer = 42;"), "{out}");
+    assert!(!out.contains("ignored.log"), "{out}");
+    assert!(!out.contains("blob.bin"), "{out}");
+
+    let out = fx.ok(
+        "search_files",
+        json!({"pattern": "answer", "file_glob": "*.rs"}),
+    );
+    assert!(out.contains("src/lib.rs:1:"), "{out}");
+    assert!(out.contains("src/main.rs:2:"), "{out}");
+    assert!(!out.contains("notes.md"), "{out}");
+
+    let out = fx.ok("search_files", json!({"pattern": "answer", "path": "src"}));
+    assert!(!out.contains("notes.md"), "{out}");
+
+    let out = fx.ok("search_files", json!({"pattern": "nothing-like-this"}));
+    assert!(out.starts_with("No matches"), "{out}");
+
+    let m = fx.err("search_files", json!({"pattern": "(unclosed"}));
+    assert!(m.contains("not a valid regular expression"), "{m}");
+}
+
+#[test]
+fn search_file_names_and_limits() {
+    let fx = Fx::new();
+    for i in 0..12 {
+        fx.write(&format!("d/f{i:02}.py"), "x\n");
+    }
+    fx.write("d/readme.md", "x\n");
+    let out = fx.ok(
+        "search_files",
+        json!({"pattern": "*.py", "target": "files", "limit": 5}),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        &lines[..5],
+        ["d/f00.py", "d/f01.py", "d/f02.py", "d/f03.py", "d/f04.py"]
+    );
+    assert!(out.contains("[7 more files not shown"), "{out}");
+    let out = fx.ok(
+        "search_files",
+        json!({"pattern": "d/*.md", "target": "files"}),
+    );
+    assert_eq!(out.trim(), "d/readme.md");
+    let m = fx.err("search_files", json!({"pattern": "[", "target": "files"}));
+    assert!(m.contains("not a valid glob"), "{m}");
+}
+
+// ---------------------------------------------------------------- terminal
+
+#[test]
+fn terminal_merges_output_and_reports_exit_code() {
+    let fx = Fx::new();
+    let out = fx.ok(
+        "terminal",
+        json!({"command": "echo one; echo two >&2; echo three; exit 3"}),
+    );
+    assert_eq!(out, "one\ntwo\nthree\n[exit code: 3]");
+    std::fs::create_dir(fx.path("sub")).unwrap();
+    let out = fx.ok("terminal", json!({"command": "pwd", "workdir": "sub"}));
+    assert!(
+        out.trim_end_matches("[exit code: 0]")
+            .trim()
+            .ends_with("/sub"),
+        "{out}"
+    );
+    let out = fx.ok("terminal", json!({"command": "true"}));
+    assert_eq!(out, "[exit code: 0]");
+    let m = fx.err("terminal", json!({"command": "ls", "timeout": 601}));
+    assert!(m.contains("between 1 and 600"), "{m}");
+    let m = fx.err("terminal", json!({"command": "  "}));
+    assert!(m.contains("empty"), "{m}");
+}
+
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // Killed but not yet reaped by its new parent counts as gone.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn terminal_timeout_kills_the_whole_process_group() {
+    let fx = Fx::new();
+    let out = fx.ok(
+        "terminal",
+        json!({"command": "sleep 300 & echo $! > bg.pid; echo started; sleep 300", "timeout": 1}),
+    );
+    assert!(out.starts_with("started\n"), "{out}");
+    assert!(out.contains("timed out after 1 s"), "{out}");
+    assert!(out.contains("killed"), "{out}");
+    let pid: u32 = std::fs::read_to_string(fx.path("bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !process_gone(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "background child {pid} survived the timeout"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn terminal_interrupt_kills_the_command() {
+    let fx = Fx::new();
+    let flag = fx.interrupt.clone();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.interrupt();
+    });
+    let out = fx.ok("terminal", json!({"command": "sleep 300", "timeout": 600}));
+    setter.join().unwrap();
+    assert!(
+        out.contains("[interrupted; the command and its child processes were killed]"),
+        "{out}"
+    );
+}
+
+#[test]
+fn terminal_caps_output_keeping_head_and_tail() {
+    let fx = Fx::with(|e| e.result_cap_bytes = 2000, None);
+    let out = fx.ok("terminal", json!({"command": "seq 1 100000"}));
+    assert!(out.len() <= 2000, "{} bytes", out.len());
+    assert!(out.starts_with("1\n2\n3\n"), "{out}");
+    assert!(out.contains("[output truncated: "), "{out}");
+    assert!(out.contains("bytes omitted from the middle"), "{out}");
+    assert!(out.ends_with("99999\n100000\n[exit code: 0]"), "{out}");
+}
+
+#[test]
+fn secret_env_names_are_recognised() {
+    for name in [
+        "HERMES_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "TELEGRAM_BOT_TOKEN",
+        "WECOM_SECRET",
+        "FOO_API_KEY",
+        "aws_secret_access_key",
+        "DB_PASSWORD",
+        "GITHUB_TOKEN",
+    ] {
+        assert!(is_secret_env_name(name.as_ref()), "{name}");
+    }
+    for name in ["PATH", "HOME", "LANG", "TERM", "CARGO_PKG_NAME"] {
+        assert!(!is_secret_env_name(name.as_ref()), "{name}");
+    }
+    let env = child_env(vec![
+        ("PATH".into(), "/bin".into()),
+        ("FOO_API_KEY".into(), "sekrit".into()),
+        ("HOME".into(), "/root".into()),
+    ]);
+    assert_eq!(
+        env,
+        vec![
+            ("PATH".into(), "/bin".into()),
+            ("HOME".into(), "/root".into())
+        ]
+    );
+}
+
+/// Runs in two modes: on its own (no secret to find, the checks still hold
+/// for the real environment) and as the child of
+/// `terminal_strips_a_secret_set_in_the_parent`, with FOO_API_KEY set.
+#[test]
+fn terminal_env_probe() {
+    let fx = Fx::new();
+    let out = fx.ok("terminal", json!({"command": "env"}));
+    assert!(out.contains("PATH="), "{out}");
+    for line in out.lines() {
+        if let Some((name, _)) = line.split_once('=') {
+            assert!(
+                !is_secret_env_name(name.as_ref()),
+                "{name} leaked into the child"
+            );
+        }
+    }
+    if std::env::var_os("HERMES_TOOLS_SECRET_PROBE").is_some() {
+        assert_eq!(std::env::var("FOO_API_KEY").unwrap(), "probe-sekrit-value");
+        assert!(!out.contains("probe-sekrit-value"), "{out}");
+        assert!(!out.contains("FOO_API_KEY"), "{out}");
+        println!("secret probe ran");
+    }
+}
+
+#[test]
+fn terminal_strips_a_secret_set_in_the_parent() {
+    let exe = std::env::current_exe().unwrap();
+    let output = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "terminal_env_probe",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("HERMES_TOOLS_SECRET_PROBE", "1")
+        .env("FOO_API_KEY", "probe-sekrit-value")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("secret probe ran"), "{stdout}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+// ---------------------------------------------------------------- web_fetch
+
+/// A loopback HTTP/1.1 server with canned answers; one request per
+/// connection. Returns the base URL.
+fn serve() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let req = String::from_utf8_lossy(&req);
+                let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let (status, ctype, body): (&str, &str, Vec<u8>) = match path.as_str() {
+                    "/page.html" => (
+                        "200 OK",
+                        "text/html; charset=utf-8",
+                        br#"<!DOCTYPE html><html><head><title>Test &amp; Page</title>
+<style>body { color: red; }</style><script>var x = "<p>not text</p>";</script></head>
+<body><h1>Hello   World</h1><p>Caf&eacute; &lt;3 &#8212; &#x263A;</p>
+<!-- a comment --><ul><li>one</li><li>two</li></ul>
+<p>a<br>b</p></body></html>"#
+                            .to_vec(),
+                    ),
+                    "/plain.txt" => (
+                        "200 OK",
+                        "text/plain",
+                        b"just   text\n  kept as is\n".to_vec(),
+                    ),
+                    "/image.png" => (
+                        "200 OK",
+                        "image/png",
+                        vec![0x89, b'P', b'N', b'G', 0, 0, 0, 13],
+                    ),
+                    "/big.txt" => ("200 OK", "text/plain", vec![b'a'; 200_000]),
+                    "/redirect" => ("302 Found", "text/plain", Vec::new()),
+                    _ => ("404 Not Found", "text/plain", b"no such page".to_vec()),
+                };
+                let mut head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    body.len()
+                );
+                if path == "/redirect" {
+                    head.push_str("Location: /plain.txt\r\n");
+                }
+                head.push_str("\r\n");
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(&body);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn web_fx() -> Fx {
+    let bridge = Arc::new(AsyncBridge::new().unwrap());
+    Fx::with(move |e| e.bridge = Some(bridge), Some(&["web"]))
+}
+
+#[test]
+fn web_fetch_reduces_html() {
+    let base = serve();
+    let fx = web_fx();
+    let out = fx.ok("web_fetch", json!({"url": format!("{base}/page.html")}));
+    assert!(
+        out.starts_with(&format!("URL: {base}/page.html\n")),
+        "{out}"
+    );
+    let text = out.split_once("\n\n").unwrap().1;
+    assert_eq!(
+        text,
+        "Test & Page\n\nHello World\n\nCafé <3 — ☺\n\n- one\n- two\n\na\nb"
+    );
+    assert!(!out.contains("color: red"));
+    assert!(!out.contains("not text"));
+}
+
+#[test]
+fn web_fetch_text_redirects_and_errors() {
+    let base = serve();
+    let fx = web_fx();
+    let out = fx.ok("web_fetch", json!({"url": format!("{base}/plain.txt")}));
+    assert!(out.ends_with("\n\njust   text\n  kept as is\n"), "{out}");
+    let out = fx.ok("web_fetch", json!({"url": format!("{base}/redirect")}));
+    assert!(
+        out.starts_with(&format!("URL: {base}/plain.txt\n")),
+        "{out}"
+    );
+
+    let m = fx.err("web_fetch", json!({"url": format!("{base}/image.png")}));
+    assert!(m.contains("binary content (image/png"), "{m}");
+    let m = fx.err("web_fetch", json!({"url": format!("{base}/missing")}));
+    assert!(m.contains("HTTP 404") && m.contains("no such page"), "{m}");
+    let m = fx.err("web_fetch", json!({"url": "file:///etc/passwd"}));
+    assert!(m.contains("only http and https"), "{m}");
+    let m = fx.err("web_fetch", json!({"url": "ftp://example.invalid/x"}));
+    assert!(m.contains("only http and https"), "{m}");
+    let m = fx.err("web_fetch", json!({"url": "not a url"}));
+    assert!(m.contains("not a valid URL"), "{m}");
+}
+
+#[test]
+fn web_fetch_size_caps() {
+    let base = serve();
+    let fx = web_fx();
+    let out = fx.ok(
+        "web_fetch",
+        json!({"url": format!("{base}/big.txt"), "max_bytes": 1000}),
+    );
+    assert!(
+        out.contains("[download stopped at 1000 bytes (max_bytes); the page is longer]"),
+        "{out}"
+    );
+    let body = out.split_once("\n\n").unwrap().1;
+    assert!(
+        body.starts_with(&format!("{}\n[download stopped", "a".repeat(1000))),
+        "{body}"
+    );
+
+    // Without max_bytes the result cap cuts it, visibly.
+    let out = fx.ok("web_fetch", json!({"url": format!("{base}/big.txt")}));
+    assert!(out.len() <= hermes_runtime::tools::DEFAULT_RESULT_CAP_BYTES);
+    assert!(
+        out.contains("[output truncated: "),
+        "{}",
+        &out[out.len() - 200..]
+    );
+}
+
+#[test]
+fn web_fetch_unreachable_port_is_a_clear_error() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let fx = web_fx();
+    let m = fx.err(
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/")}),
+    );
+    assert!(m.contains("fetching") && m.contains("failed"), "{m}");
+}
+
+#[test]
+fn html_reducer_handles_odd_markup() {
+    assert_eq!(html_to_text("a < b and c > d"), "a < b and c > d");
+    assert_eq!(html_to_text("<p>unclosed <b>bold"), "unclosed bold");
+    assert_eq!(
+        html_to_text("<a href=\"x>y\">link</a> &unknown; &amp"),
+        "link &unknown; &amp"
+    );
+    assert_eq!(
+        html_to_text("<table><tr><td>a</td><td>b</td></tr></table>"),
+        "a | b"
+    );
+    assert_eq!(html_to_text("<pre>  x\n    y</pre>"), "  x\n    y");
+}
+
+// ---------------------------------------------------------------- memory
+
+#[test]
+fn memory_add_replace_remove() {
+    let fx = Fx::new();
+    let out = fx.ok(
+        "memory",
+        json!({"action": "add", "content": "User prefers tabs."}),
+    );
+    assert!(
+        out.contains("Added the entry in MEMORY.md (1 entries"),
+        "{out}"
+    );
+    fx.ok(
+        "memory",
+        json!({"action": "add", "content": "Build with `make ci`.\nTests need docker."}),
+    );
+    let file = fx.home.path().join("MEMORY.md");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "User prefers tabs.\n§\nBuild with `make ci`.\nTests need docker.\n"
+    );
+    let out = fx.ok(
+        "memory",
+        json!({"action": "replace", "old_text": "tabs", "content": "User prefers spaces."}),
+    );
+    assert!(out.contains("Replaced"), "{out}");
+    fx.ok("memory", json!({"action": "remove", "old_text": "docker"}));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "User prefers spaces.\n"
+    );
+    // No temp files left behind by the atomic writes.
+    let names: Vec<String> = std::fs::read_dir(fx.home.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["MEMORY.md"]);
+
+    fx.ok(
+        "memory",
+        json!({"action": "add", "target": "user", "content": "Name: Ada."}),
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.home.path().join("USER.md")).unwrap(),
+        "Name: Ada.\n"
+    );
+}
+
+#[test]
+fn memory_errors() {
+    let fx = Fx::new();
+    fx.ok("memory", json!({"action": "add", "content": "alpha one"}));
+    fx.ok("memory", json!({"action": "add", "content": "alpha two"}));
+    let m = fx.err("memory", json!({"action": "remove", "old_text": "alpha"}));
+    assert!(m.contains("matches 2 entries"), "{m}");
+    let m = fx.err("memory", json!({"action": "remove", "old_text": "gamma"}));
+    assert!(m.contains("no entry in MEMORY.md contains 'gamma'"), "{m}");
+    let m = fx.err("memory", json!({"action": "replace", "old_text": "one"}));
+    assert!(m.contains("'content' is required"), "{m}");
+    let m = fx.err("memory", json!({"action": "add", "content": "a\n§\nb"}));
+    assert!(m.contains("separates entries"), "{m}");
+    let m = fx.err("memory", json!({"action": "add"}));
+    assert!(m.contains("content"), "{m}");
+    let before = std::fs::read_to_string(fx.home.path().join("MEMORY.md")).unwrap();
+    let big = "x".repeat(5000);
+    fx.ok("memory", json!({"action": "add", "content": big}));
+    let m = fx.err(
+        "memory",
+        json!({"action": "add", "content": "y".repeat(5000)}),
+    );
+    assert!(m.contains("MEMORY.md is full"), "{m}");
+    assert!(m.contains("8192"), "{m}");
+    // The failed add changed nothing.
+    let after = std::fs::read_to_string(fx.home.path().join("MEMORY.md")).unwrap();
+    assert_eq!(after, format!("{}§\n{}\n", before, "x".repeat(5000)));
+}
+
+// ---------------------------------------------------------------- todo
+
+#[test]
+fn todo_list_per_session() {
+    let fx = Fx::new();
+    assert_eq!(
+        fx.ok("todo", json!({"action": "list"})),
+        "Todo list is empty."
+    );
+    let out = fx.ok(
+        "todo",
+        json!({"action": "add", "items": ["read code", "write tests", "ship"]}),
+    );
+    assert_eq!(
+        out,
+        "Todo (0/3 done):\n[ ] 1. read code\n[ ] 2. write tests\n[ ] 3. ship"
+    );
+    fx.ok(
+        "todo",
+        json!({"action": "update", "id": 1, "status": "completed"}),
+    );
+    let out = fx.ok(
+        "todo",
+        json!({"action": "update", "id": 2, "status": "in_progress", "text": "write more tests"}),
+    );
+    assert_eq!(
+        out,
+        "Todo (1/3 done):\n[x] 1. read code\n[~] 2. write more tests\n[ ] 3. ship"
+    );
+    let m = fx.err(
+        "todo",
+        json!({"action": "update", "id": 7, "status": "completed"}),
+    );
+    assert!(
+        m.contains("no task with id 7") && m.contains("1, 2, 3"),
+        "{m}"
+    );
+    let m = fx.err(
+        "todo",
+        json!({"action": "update", "id": 1, "status": "done"}),
+    );
+    assert!(m.contains("status"), "{m}");
+    let m = fx.err("todo", json!({"action": "add", "items": []}));
+    assert!(m.contains("items"), "{m}");
+
+    // Another session's registry has its own list.
+    let other = Fx::new();
+    assert_eq!(
+        other.ok("todo", json!({"action": "list"})),
+        "Todo list is empty."
+    );
+    assert_eq!(
+        fx.ok("todo", json!({"action": "clear"})),
+        "Todo list is empty."
+    );
+}
+
+// ---------------------------------------------------------------- delegate_task
+
+/// A model that calls `todo list` until it has made `steps - 1` calls, then
+/// answers. It records what every call offered, and may interrupt at a call.
+struct Scripted {
+    steps: u32,
+    calls: AtomicU32,
+    seen: Mutex<Vec<(String, Vec<String>)>>,
+    interrupt_at: Option<(u32, InterruptFlag)>,
+}
+
+impl Scripted {
+    fn new(steps: u32) -> Scripted {
+        Scripted {
+            steps,
+            calls: AtomicU32::new(0),
+            seen: Mutex::new(Vec::new()),
+            interrupt_at: None,
+        }
+    }
+}
+
+impl Model for Scripted {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        self.seen.lock().unwrap().push((
+            request.system_prompt.to_string(),
+            request.tools.iter().map(|t| t.name.clone()).collect(),
+        ));
+        if let Some((at, flag)) = &self.interrupt_at {
+            if n == *at {
+                flag.interrupt();
+            }
+        }
+        if n < self.steps {
+            Ok(Completion {
+                tool_calls: vec![ToolCall::new(
+                    format!("c{n}"),
+                    "todo",
+                    r#"{"action":"list"}"#,
+                )],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some("child report: all done".into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+fn delegate_fx(model: Arc<Scripted>) -> Fx {
+    Fx::with(
+        move |e| e.delegate_model = Some(model),
+        Some(&["todo", "delegate"]),
+    )
+}
+
+#[test]
+fn delegate_draws_from_the_parent_wallet() {
+    let model = Arc::new(Scripted::new(15));
+    let mut fx = delegate_fx(model.clone());
+    fx.budget = IterationBudget::new(100);
+    for _ in 0..20 {
+        assert!(fx.budget.try_consume());
+    }
+    assert_eq!(fx.budget.remaining(), 80);
+
+    let out = fx.ok(
+        "delegate_task",
+        json!({"goal": "Tidy the task list", "context": "Only the todo tool matters."}),
+    );
+    assert_eq!(
+        fx.budget.remaining(),
+        65,
+        "parent with 80 left, child spent 15"
+    );
+    assert!(out.starts_with("child report: all done"), "{out}");
+    assert!(out.ends_with("[sub-agent used 15 model calls]"), "{out}");
+
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen.len(), 15);
+    for (prompt, tools) in seen.iter() {
+        // No recursion: the child cannot delegate.
+        assert_eq!(tools, &["todo"]);
+        assert!(prompt.contains("sub-agent"), "{prompt}");
+    }
+}
+
+#[test]
+fn delegate_reports_an_exhausted_wallet() {
+    let model = Arc::new(Scripted::new(50));
+    let mut fx = delegate_fx(model);
+    fx.budget = IterationBudget::new(10);
+    let out = fx.ok("delegate_task", json!({"goal": "loop forever"}));
+    assert_eq!(fx.budget.remaining(), 0);
+    assert!(
+        out.contains(
+            "[sub-agent used 10 model calls; it stopped early: Reached the maximum iteration count"
+        ),
+        "{out}"
+    );
+    let m = fx.err("delegate_task", json!({"goal": "again"}));
+    assert!(m.contains("budget is used up"), "{m}");
+}
+
+#[test]
+fn delegate_honours_interrupts() {
+    // Already interrupted: the child never starts.
+    let model = Arc::new(Scripted::new(3));
+    let fx = delegate_fx(model.clone());
+    fx.interrupt.interrupt();
+    let m = fx.err("delegate_task", json!({"goal": "x"}));
+    assert!(
+        m.contains("interrupted before the sub-agent started"),
+        "{m}"
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fx.budget.remaining(), 90);
+
+    // Interrupted while the child runs: the child stops and the flag stays
+    // set for the parent's own check after the tool call.
+    let work = TempDir::new().unwrap();
+    let parent_flag = InterruptFlag::new();
+    let model = Arc::new(Scripted {
+        interrupt_at: Some((2, parent_flag.clone())),
+        ..Scripted::new(10)
+    });
+    let mut env = ToolEnv::new(work.path(), work.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let budget = IterationBudget::new(90);
+    let ctx = ToolContext {
+        budget: &budget,
+        interrupt: &parent_flag,
+        tool_call_id: "p1",
+    };
+    let out = reg
+        .dispatch("delegate_task", r#"{"goal":"long job"}"#, &ctx)
+        .unwrap();
+    assert!(
+        out.contains("used 2 model calls; it stopped early: Interrupted."),
+        "{out}"
+    );
+    assert!(parent_flag.is_set());
+    assert_eq!(model.calls.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn confinement_applies_to_relative_paths_given_as_absolute_workdir() {
+    // The workdir itself may be given through a symlink; paths are checked
+    // against its canonical form.
+    let real = TempDir::new().unwrap();
+    let links = TempDir::new().unwrap();
+    let link = links.path().join("wd");
+    std::os::unix::fs::symlink(real.path(), &link).unwrap();
+    std::fs::write(real.path().join("f.txt"), "via link\n").unwrap();
+    let env = ToolEnv::new(&link, real.path());
+    let reg = build_registry(&env, Some(&["file".into()])).unwrap();
+    let budget = IterationBudget::new(1);
+    let flag = InterruptFlag::new();
+    let ctx = ToolContext {
+        budget: &budget,
+        interrupt: &flag,
+        tool_call_id: "x",
+    };
+    let out = reg
+        .dispatch("read_file", r#"{"path":"f.txt"}"#, &ctx)
+        .unwrap();
+    assert!(out.contains("|via link"), "{out}");
+    let abs = Path::new(&link).join("f.txt");
+    let out = reg
+        .dispatch("read_file", &json!({"path": abs}).to_string(), &ctx)
+        .unwrap();
+    assert!(out.contains("|via link"), "{out}");
+}

@@ -16,6 +16,8 @@ use core::alloc::{GlobalAlloc, Layout};
 use hermes_core::codec::sse::SseDecoder;
 use hermes_core::{IterationBudget, LedgerEntry, Message, NullSink};
 
+// `no_std` binaries link with -nodefaultlibs: name the C library explicitly.
+#[link(name = "c")]
 unsafe extern "C" {
     fn malloc(size: usize) -> *mut u8;
     fn free(ptr: *mut u8);
@@ -71,4 +73,11 @@ extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
     );
     let ok = fed.is_ok() && budget.remaining() == 1 && ledger.len() == 1;
     if ok { 0 } else { 1 }
+}
+
+/// Referenced by the host's precompiled liballoc (built with unwinding);
+/// never called with `panic = "abort"`.
+#[unsafe(no_mangle)]
+extern "C" fn _Unwind_Resume() -> ! {
+    loop {}
 }

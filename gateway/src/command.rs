@@ -1,0 +1,104 @@
+//! Slash commands handled by the gateway itself, never sent to the model
+//! (SPEC G12).
+//!
+//! A command is a `/` followed by a word of ASCII letters, digits or `_`,
+//! optionally `@botname` (Telegram appends the bot's name in groups), then
+//! whitespace or the end. Anything else that starts with `/` — a path such
+//! as `/usr/bin/x`, a lone `/` — is ordinary text for the agent.
+
+/// A recognised command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `/new` or `/reset`: start a fresh conversation.
+    New,
+    /// `/model` (show) or `/model NAME` (switch).
+    Model(Option<String>),
+    /// `/undo`: drop the last exchange.
+    Undo,
+    /// `/status`: what this session is doing.
+    Status,
+    /// `/stop`: interrupt the running turn and drop waiting messages.
+    Stop,
+    /// `/help`: the list of commands.
+    Help,
+    /// A word that looks like a command but is none of ours.
+    Unknown(String),
+}
+
+/// The `/help` text.
+pub const HELP: &str = "Commands:\n\
+/new or /reset: start a new conversation\n\
+/model NAME: switch model (/model alone shows it)\n\
+/undo: remove the last exchange\n\
+/status: show this session's state\n\
+/stop: stop the current reply and drop waiting messages\n\
+/help: this list";
+
+/// Parses `text` as a command; `None` means it is ordinary text.
+pub fn parse_command(text: &str) -> Option<Command> {
+    let text = text.trim_start();
+    let rest = text.strip_prefix('/')?;
+    let word_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let (word, after) = rest.split_at(word_end);
+    if word.is_empty() {
+        return None;
+    }
+    // `/cmd@botname`: skip the bot name.
+    let after = match after.strip_prefix('@') {
+        Some(bot) => {
+            let end = bot
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(bot.len());
+            if end == 0 {
+                return None;
+            }
+            &bot[end..]
+        }
+        None => after,
+    };
+    if !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let arg = after.trim();
+    let command = match word.to_ascii_lowercase().as_str() {
+        "new" | "reset" => Command::New,
+        "model" => Command::Model((!arg.is_empty()).then(|| arg.to_owned())),
+        "undo" => Command::Undo,
+        "status" => Command::Status,
+        "stop" => Command::Stop,
+        "help" | "start" => Command::Help,
+        _ => Command::Unknown(word.to_owned()),
+    };
+    Some(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_text() {
+        assert_eq!(parse_command("/new"), Some(Command::New));
+        assert_eq!(parse_command("/reset"), Some(Command::New));
+        assert_eq!(parse_command("  /NEW  "), Some(Command::New));
+        assert_eq!(parse_command("/new@hermes_bot"), Some(Command::New));
+        assert_eq!(
+            parse_command("/model@hermes_bot gpt-4o"),
+            Some(Command::Model(Some("gpt-4o".into())))
+        );
+        assert_eq!(parse_command("/model"), Some(Command::Model(None)));
+        assert_eq!(parse_command("/undo"), Some(Command::Undo));
+        assert_eq!(parse_command("/status"), Some(Command::Status));
+        assert_eq!(parse_command("/stop"), Some(Command::Stop));
+        assert_eq!(parse_command("/help"), Some(Command::Help));
+        assert_eq!(parse_command("/frobnicate x"), Some(Command::Unknown("frobnicate".into())));
+        assert_eq!(parse_command("/usr/bin/x"), None);
+        assert_eq!(parse_command("/"), None);
+        assert_eq!(parse_command("/ new"), None);
+        assert_eq!(parse_command("/new@"), None);
+        assert_eq!(parse_command("/new.txt"), None);
+        assert_eq!(parse_command("hello /new"), None);
+    }
+}

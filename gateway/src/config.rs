@@ -1,0 +1,457 @@
+//! Gateway settings: the `[gateway]` section of `$HERMES_HOME/config.toml`
+//! plus environment variables (environment wins), validated up front.
+//!
+//! Provider settings (base URL, key, model) are not here: they come from
+//! `hermes_runtime::config`, with the same precedence as for the CLI. This
+//! module only knows what the runner itself needs: who may talk to the bot,
+//! how busy sessions behave, when sessions expire and how much is cached.
+//!
+//! Every error names the key (or variable) that is wrong, so `hermes gateway
+//! run --check` can tell the operator exactly what to fix.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// What happens to a message for a session that is already running (SPEC G6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyMode {
+    /// Interrupt the running turn; keep only the newest waiting message.
+    Interrupt,
+    /// Let the running turn finish; waiting messages run in order.
+    Queue,
+}
+
+impl BusyMode {
+    /// The spelling used in config and in `/status`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BusyMode::Interrupt => "interrupt",
+            BusyMode::Queue => "queue",
+        }
+    }
+}
+
+/// A configuration value that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid gateway configuration: {key}: {message}")]
+pub struct GatewayConfigError {
+    /// The config key (`gateway.busy_mode`) or environment variable
+    /// (`GATEWAY_BUSY_MODE`) at fault.
+    pub key: String,
+    /// What is wrong and what is accepted.
+    pub message: String,
+}
+
+impl GatewayConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        GatewayConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Who may talk to the bot (SPEC E1). The default allows nobody.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllowList {
+    /// `GATEWAY_ALLOW_ALL_USERS=true`: everyone, on every platform.
+    pub allow_all: bool,
+    /// User ids allowed on every platform (`GATEWAY_ALLOWED_USERS`).
+    pub everywhere: HashSet<String>,
+    /// User ids allowed per platform (`TELEGRAM_ALLOWED_USERS`, …), keyed by
+    /// the lower-case platform name.
+    pub per_platform: HashMap<String, HashSet<String>>,
+}
+
+impl AllowList {
+    /// Whether `user_id` on `platform` may use the bot.
+    pub fn allows(&self, platform: &str, user_id: &str) -> bool {
+        self.allow_all
+            || self.everywhere.contains(user_id)
+            || self
+                .per_platform
+                .get(platform)
+                .is_some_and(|ids| ids.contains(user_id))
+    }
+
+    /// Whether nobody at all is allowed (worth a warning at start-up).
+    pub fn is_empty(&self) -> bool {
+        !self.allow_all
+            && self.everywhere.is_empty()
+            && self.per_platform.values().all(HashSet::is_empty)
+    }
+}
+
+/// Everything the runner needs to know, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// Who may talk to the bot.
+    pub allow: AllowList,
+    /// Interrupt or queue when a session is busy.
+    pub busy_mode: BusyMode,
+    /// Each group member has their own conversation (SPEC G2); `false` makes
+    /// a group share one.
+    pub group_sessions_per_user: bool,
+    /// A session idle longer than this starts fresh (SPEC G10); `None` = off.
+    pub idle_reset: Option<Duration>,
+    /// Local hour (0–23) of the daily reset (SPEC G10); `None` = off.
+    pub daily_reset_hour: Option<u8>,
+    /// Fixed UTC offset for "local time", in minutes; `None` = the system's
+    /// time zone. Lets a server in UTC reset at the users' 04:00.
+    pub utc_offset_minutes: Option<i32>,
+    /// Turns running at once, across all sessions.
+    pub max_workers: usize,
+    /// Agents kept in the cache (SPEC G4).
+    pub agent_cache_size: usize,
+    /// A cached agent unused this long is dropped.
+    pub agent_cache_idle: Duration,
+    /// How long a `message_id` is remembered for dedup (SPEC G7).
+    pub dedup_window: Duration,
+    /// How many `message_id`s are remembered per platform.
+    pub dedup_capacity: usize,
+    /// In queue mode, how many messages may wait per session; more are
+    /// refused with a notice rather than silently piling up.
+    pub max_queued: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            allow: AllowList::default(),
+            busy_mode: BusyMode::Interrupt,
+            group_sessions_per_user: true,
+            idle_reset: Some(Duration::from_secs(24 * 3600)),
+            daily_reset_hour: Some(4),
+            utc_offset_minutes: None,
+            max_workers: 4,
+            agent_cache_size: 64,
+            agent_cache_idle: Duration::from_secs(3600),
+            dedup_window: Duration::from_secs(600),
+            dedup_capacity: 4096,
+            max_queued: 16,
+        }
+    }
+}
+
+/// Keys accepted in the `[gateway]` table. Sub-tables (`[gateway.telegram]`,
+/// …) belong to the adapters and are not checked here.
+const KNOWN_KEYS: &[&str] = &[
+    "allow_all_users",
+    "allowed_users",
+    "busy_mode",
+    "group_sessions_per_user",
+    "idle_reset_hours",
+    "daily_reset_hour",
+    "utc_offset_minutes",
+    "max_workers",
+    "agent_cache_size",
+    "agent_cache_idle_secs",
+    "dedup_window_secs",
+    "dedup_capacity",
+    "max_queued",
+];
+
+impl GatewayConfig {
+    /// Reads the gateway settings from the resolved runtime settings (the
+    /// parsed `config.toml` and the environment laid over `.env`).
+    pub fn from_settings(
+        settings: &hermes_runtime::config::Settings,
+    ) -> Result<Self, GatewayConfigError> {
+        let env: BTreeMap<String, String> = settings
+            .env
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        Self::from_sources(&settings.file, &env)
+    }
+
+    /// Reads the `[gateway]` table of `file` (the whole parsed config.toml)
+    /// and the gateway variables of `env`; a variable overrides the key.
+    ///
+    /// Per-platform allow-lists are any `{PLATFORM}_ALLOWED_USERS` variable
+    /// (`TELEGRAM_ALLOWED_USERS`, `WECOM_ALLOWED_USERS`, …): the runner does
+    /// not need to know which platforms exist.
+    pub fn from_sources(
+        file: &toml::Table,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, GatewayConfigError> {
+        let mut cfg = GatewayConfig::default();
+        let empty = toml::Table::new();
+        let table = match file.get("gateway") {
+            None => &empty,
+            Some(toml::Value::Table(t)) => t,
+            Some(_) => {
+                return Err(GatewayConfigError::new(
+                    "gateway",
+                    "must be a table ([gateway] section)",
+                ));
+            }
+        };
+        for (key, value) in table {
+            if !KNOWN_KEYS.contains(&key.as_str()) && !value.is_table() {
+                return Err(GatewayConfigError::new(
+                    format!("gateway.{key}"),
+                    format!("unknown key; known keys: {}", KNOWN_KEYS.join(", ")),
+                ));
+            }
+        }
+
+        let file_val = |k: &str| table.get(k).map(|v| (format!("gateway.{k}"), Setting::Toml(v)));
+        let pick = |env_name: &str, k: &str| match env.get(env_name) {
+            Some(s) => Some((env_name.to_owned(), Setting::Env(s))),
+            None => file_val(k),
+        };
+
+        if let Some((key, v)) = pick("GATEWAY_ALLOW_ALL_USERS", "allow_all_users") {
+            cfg.allow.allow_all = v.boolean(&key)?;
+        }
+        if let Some((key, v)) = file_val("allowed_users") {
+            cfg.allow.everywhere.extend(v.id_list(&key)?);
+        }
+        if let Some(s) = env.get("GATEWAY_ALLOWED_USERS") {
+            cfg.allow
+                .everywhere
+                .extend(Setting::Env(s).id_list("GATEWAY_ALLOWED_USERS")?);
+        }
+        for (name, value) in env {
+            let Some(platform) = name.strip_suffix("_ALLOWED_USERS") else {
+                continue;
+            };
+            if platform == "GATEWAY" || platform.is_empty() {
+                continue;
+            }
+            let ids = Setting::Env(value).id_list(name)?;
+            cfg.allow
+                .per_platform
+                .entry(platform.to_ascii_lowercase())
+                .or_default()
+                .extend(ids);
+        }
+        if let Some((key, v)) = pick("GATEWAY_BUSY_MODE", "busy_mode") {
+            cfg.busy_mode = match v.string(&key)?.trim() {
+                "interrupt" => BusyMode::Interrupt,
+                "queue" => BusyMode::Queue,
+                other => {
+                    return Err(GatewayConfigError::new(
+                        key,
+                        format!("`{other}` is not a busy mode; use \"interrupt\" or \"queue\""),
+                    ));
+                }
+            };
+        }
+        if let Some((key, v)) = pick("GATEWAY_GROUP_SESSIONS_PER_USER", "group_sessions_per_user") {
+            cfg.group_sessions_per_user = v.boolean(&key)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_IDLE_RESET_HOURS", "idle_reset_hours") {
+            cfg.idle_reset = v
+                .number_or_off(&key, 1, 24 * 365)?
+                .map(|h| Duration::from_secs(h * 3600));
+        }
+        if let Some((key, v)) = pick("GATEWAY_DAILY_RESET_HOUR", "daily_reset_hour") {
+            cfg.daily_reset_hour = v
+                .number_or_off(&key, 0, 23)?
+                .map(|h| u8::try_from(h).unwrap_or(0));
+        }
+        if let Some((key, v)) = pick("GATEWAY_UTC_OFFSET_MINUTES", "utc_offset_minutes") {
+            let n = v.signed(&key, -14 * 60, 14 * 60)?;
+            cfg.utc_offset_minutes = Some(i32::try_from(n).unwrap_or(0));
+        }
+        if let Some((key, v)) = pick("GATEWAY_MAX_WORKERS", "max_workers") {
+            cfg.max_workers = v.count(&key, 1, 1024)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_AGENT_CACHE_SIZE", "agent_cache_size") {
+            cfg.agent_cache_size = v.count(&key, 1, 1_000_000)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_AGENT_CACHE_IDLE_SECS", "agent_cache_idle_secs") {
+            cfg.agent_cache_idle = Duration::from_secs(v.count(&key, 1, 365 * 86400)? as u64);
+        }
+        if let Some((key, v)) = pick("GATEWAY_DEDUP_WINDOW_SECS", "dedup_window_secs") {
+            cfg.dedup_window = Duration::from_secs(v.count(&key, 1, 7 * 86400)? as u64);
+        }
+        if let Some((key, v)) = pick("GATEWAY_DEDUP_CAPACITY", "dedup_capacity") {
+            cfg.dedup_capacity = v.count(&key, 1, 10_000_000)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_MAX_QUEUED", "max_queued") {
+            cfg.max_queued = v.count(&key, 1, 10_000)?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// One raw value, from the environment (a string) or from TOML (typed).
+enum Setting<'a> {
+    Env(&'a str),
+    Toml(&'a toml::Value),
+}
+
+impl Setting<'_> {
+    fn string(&self, key: &str) -> Result<String, GatewayConfigError> {
+        match self {
+            Setting::Env(s) => Ok((*s).to_owned()),
+            Setting::Toml(toml::Value::String(s)) => Ok(s.clone()),
+            Setting::Toml(_) => Err(GatewayConfigError::new(key, "must be a string")),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<bool, GatewayConfigError> {
+        match self {
+            Setting::Toml(toml::Value::Boolean(b)) => Ok(*b),
+            Setting::Toml(_) => Err(GatewayConfigError::new(key, "must be true or false")),
+            Setting::Env(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" | "" => Ok(false),
+                other => Err(GatewayConfigError::new(
+                    key,
+                    format!("`{other}` is not a boolean; use true or false"),
+                )),
+            },
+        }
+    }
+
+    /// A comma-separated list (env) or an array of strings/integers (TOML).
+    fn id_list(&self, key: &str) -> Result<Vec<String>, GatewayConfigError> {
+        match self {
+            Setting::Env(s) => Ok(s
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()),
+            Setting::Toml(toml::Value::String(s)) => Setting::Env(s).id_list(key),
+            Setting::Toml(toml::Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => Ok(s.trim().to_owned()),
+                    toml::Value::Integer(n) => Ok(n.to_string()),
+                    _ => Err(GatewayConfigError::new(
+                        key,
+                        "must be a list of user ids (strings or integers)",
+                    )),
+                })
+                .collect(),
+            Setting::Toml(_) => Err(GatewayConfigError::new(
+                key,
+                "must be a list of user ids or a comma-separated string",
+            )),
+        }
+    }
+
+    fn signed(&self, key: &str, min: i64, max: i64) -> Result<i64, GatewayConfigError> {
+        let n = match self {
+            Setting::Toml(toml::Value::Integer(n)) => *n,
+            Setting::Env(s) => s.trim().parse::<i64>().map_err(|_| {
+                GatewayConfigError::new(key, format!("`{s}` is not a whole number"))
+            })?,
+            Setting::Toml(_) => return Err(GatewayConfigError::new(key, "must be a whole number")),
+        };
+        if n < min || n > max {
+            return Err(GatewayConfigError::new(
+                key,
+                format!("{n} is out of range {min}..={max}"),
+            ));
+        }
+        Ok(n)
+    }
+
+    fn count(&self, key: &str, min: i64, max: i64) -> Result<usize, GatewayConfigError> {
+        let n = self.signed(key, min, max)?;
+        usize::try_from(n).map_err(|_| GatewayConfigError::new(key, "out of range"))
+    }
+
+    /// A number in `min..=max`, or `off` / `false` to disable.
+    fn number_or_off(&self, key: &str, min: i64, max: i64) -> Result<Option<u64>, GatewayConfigError> {
+        let off = match self {
+            Setting::Env(s) => matches!(s.trim().to_ascii_lowercase().as_str(), "off" | "false" | "none"),
+            Setting::Toml(toml::Value::String(s)) => {
+                matches!(s.trim().to_ascii_lowercase().as_str(), "off" | "false" | "none")
+            }
+            Setting::Toml(toml::Value::Boolean(false)) => true,
+            Setting::Toml(_) => false,
+        };
+        if off {
+            return Ok(None);
+        }
+        let n = self
+            .signed(key, min, max)
+            .map_err(|e| GatewayConfigError::new(e.key, format!("{} (or \"off\")", e.message)))?;
+        Ok(Some(u64::try_from(n).unwrap_or(0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(toml_src: &str, env: &[(&str, &str)]) -> Result<GatewayConfig, GatewayConfigError> {
+        let file: toml::Table = toml_src.parse().unwrap();
+        let env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        GatewayConfig::from_sources(&file, &env)
+    }
+
+    #[test]
+    fn defaults_allow_nobody() {
+        let cfg = parse("", &[]).unwrap();
+        assert_eq!(cfg, GatewayConfig::default());
+        assert!(!cfg.allow.allows("telegram", "1"));
+        assert!(cfg.allow.is_empty());
+        assert_eq!(cfg.daily_reset_hour, Some(4));
+        assert_eq!(cfg.idle_reset, Some(Duration::from_secs(86400)));
+    }
+
+    #[test]
+    fn allow_lists_from_env_and_file() {
+        let cfg = parse(
+            "[gateway]\nallowed_users = [7, \"8\"]",
+            &[
+                ("TELEGRAM_ALLOWED_USERS", "1, 2"),
+                ("WECOM_ALLOWED_USERS", "zhang"),
+                ("GATEWAY_ALLOWED_USERS", "9"),
+            ],
+        )
+        .unwrap();
+        assert!(cfg.allow.allows("telegram", "1"));
+        assert!(!cfg.allow.allows("wecom", "1"));
+        assert!(cfg.allow.allows("wecom", "zhang"));
+        assert!(cfg.allow.allows("wecom", "7"));
+        assert!(cfg.allow.allows("telegram", "8"));
+        assert!(cfg.allow.allows("telegram", "9"));
+        assert!(!cfg.allow.allows("telegram", "3"));
+        let all = parse("", &[("GATEWAY_ALLOW_ALL_USERS", "true")]).unwrap();
+        assert!(all.allow.allows("x", "anyone"));
+    }
+
+    #[test]
+    fn env_overrides_file_and_off_disables() {
+        let cfg = parse(
+            "[gateway]\nbusy_mode = \"interrupt\"\nidle_reset_hours = \"off\"\ndaily_reset_hour = 6",
+            &[("GATEWAY_BUSY_MODE", "queue"), ("GATEWAY_DAILY_RESET_HOUR", "off")],
+        )
+        .unwrap();
+        assert_eq!(cfg.busy_mode, BusyMode::Queue);
+        assert_eq!(cfg.idle_reset, None);
+        assert_eq!(cfg.daily_reset_hour, None);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = parse("[gateway]\nbusy_mode = \"panic\"", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.busy_mode");
+        let e = parse("", &[("GATEWAY_MAX_WORKERS", "zero")]).unwrap_err();
+        assert_eq!(e.key, "GATEWAY_MAX_WORKERS");
+        let e = parse("[gateway]\ndaily_reset_hour = 24", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.daily_reset_hour");
+        assert!(e.to_string().contains("off"), "{e}");
+        let e = parse("[gateway]\nbusy_mod = \"queue\"", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.busy_mod");
+        let e = parse("[gateway]\nallow_all_users = \"maybe\"", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.allow_all_users");
+        let e = parse("gateway = 3", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway");
+        // Adapter sub-tables are left to the adapters.
+        assert!(parse("[gateway.telegram]\nanything = 1", &[]).is_ok());
+    }
+}

@@ -1,0 +1,1130 @@
+//! The `GatewayRunner`: event → session key → agent → reply (SPEC G3–G7,
+//! G10–G12, E1, E3, E4).
+//!
+//! # How a message travels
+//! 1. An adapter calls the one handler ([`GatewayRunner::handle_event`]),
+//!    which never blocks on IO: it deduplicates (G7), checks the allow-list
+//!    (E1), recognises commands (G12), and puts the message into its
+//!    session's queue.
+//! 2. Each session with work has exactly one *worker* task, which takes the
+//!    queue in order — so one run per session key (G6) and commands such as
+//!    `/new` or `/model` apply exactly between the messages around them.
+//! 3. A turn runs on tokio's blocking pool (the agent loop is synchronous),
+//!    at most `max_workers` at once across all sessions. It resolves the
+//!    session (expiry G10, crash recovery G11), loads the transcript (G5),
+//!    **stores the user message before calling the model** (E3), takes an
+//!    agent from the cache (G4), runs, appends what the run added, and the
+//!    worker sends the reply through the adapter.
+//!
+//! # Busy sessions (G6)
+//! A message for a session whose turn is running is buffered. In
+//! `interrupt` mode only the newest buffered message is kept, the running
+//! turn is interrupted (L11), its partial reply is sent, and the buffered
+//! message then runs on history freshly loaded from the store. The user hears
+//! "interrupting…" at most once per 30 s. In `queue` mode messages wait in
+//! order instead. Different sessions run in parallel.
+//!
+//! # Failure
+//! A failing store, model or agent build is reported to that user and
+//! logged; the runner goes on serving everyone else (E4). A panic inside a
+//! turn is contained by the blocking pool and reported the same way.
+//!
+//! **Invariant:** nothing here branches on a platform name; adapters are
+//! looked up by the name they report.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use hermes_core::{Agent, AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason};
+use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus, Store, StoreError};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::adapter::{EventHandler, PlatformAdapter};
+use crate::cache::{AgentCache, CacheStats};
+use crate::command::{Command, HELP, parse_command};
+use crate::config::{BusyMode, GatewayConfig};
+use crate::dedup::Dedup;
+use crate::event::{MessageEvent, SessionSource};
+use crate::session::session_key;
+
+/// How long crash recovery looks back (SPEC G11).
+pub const CRASH_WINDOW: Duration = Duration::from_secs(120);
+/// The "interrupting" notice is sent at most this often per session (G6).
+pub const NOTICE_INTERVAL: Duration = Duration::from_secs(30);
+/// Graceful stop finishes within this (SPEC G3 / issue 5).
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// An unknown user is told "no" at most this often.
+const REFUSAL_INTERVAL: Duration = Duration::from_secs(600);
+
+/// The reply to a user who is not on the allow-list.
+pub fn refusal_text(user_id: &str) -> String {
+    format!(
+        "Sorry, you are not allowed to use this bot. Ask its operator to add your user id ({user_id}) to the allow-list."
+    )
+}
+/// Sent once when a session had to be suspended by crash recovery.
+pub const CRASH_NOTICE: &str =
+    "(The gateway restarted while your last message was being handled; starting a new conversation.)";
+/// Sent when a message arrives for a busy session in interrupt mode.
+pub const INTERRUPT_NOTICE: &str = "⏳ Interrupting the current reply to answer your new message…";
+/// Sent when a message arrives for a busy session in queue mode.
+pub const QUEUE_NOTICE: &str = "⏳ Your message is queued; I'll answer it after the current reply.";
+
+/// Why an agent could not be built for a session. Reported to the user and
+/// logged; the user's message is already stored.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct FactoryError(pub String);
+
+/// Builds agents for sessions. The real one (`hermes gateway run`) uses the
+/// provider client, the built-in tools and the assembled system prompt;
+/// tests use a scripted model.
+pub trait AgentFactory: Send + Sync {
+    /// The model a new session starts with.
+    fn default_model(&self) -> String;
+
+    /// The config signature of an agent on `model` (SPEC G4): everything that
+    /// makes two agents differ — model, provider, base URL, a hash of the API
+    /// key, toolsets. Never the key itself.
+    fn signature(&self, model: &str) -> String;
+
+    /// Assembles the system prompt of a new session (once per session; it is
+    /// stored and reused byte-for-byte afterwards, SPEC L6).
+    fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError>;
+
+    /// Builds an agent. It must hold no transcript.
+    fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError>;
+}
+
+/// Local-time offset from UTC, in seconds, at a given instant (ms since the
+/// epoch). Injectable so tests do not depend on the machine's time zone.
+pub type LocalOffset = Arc<dyn Fn(u64) -> i64 + Send + Sync>;
+
+/// Why the runner could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Crash recovery could not read or update the store.
+    #[error("session store: {0}")]
+    Store(#[from] StoreError),
+    /// No adapter connected.
+    #[error("no platform adapter could connect: {0}")]
+    NoAdapter(String),
+    /// `start` was called twice.
+    #[error("the gateway runner is already started")]
+    AlreadyStarted,
+}
+
+/// What a graceful stop achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Every running turn finished and was persisted in time.
+    pub all_turns_finished: bool,
+    /// The store recorded a clean shutdown (so the next start suspends nothing).
+    pub marked_clean: bool,
+}
+
+/// What the runner needs.
+pub struct RunnerDeps {
+    /// Every enabled adapter.
+    pub adapters: Vec<Arc<dyn PlatformAdapter>>,
+    /// Builds agents.
+    pub factory: Arc<dyn AgentFactory>,
+    /// The session store, shared (a `Store` is `Send` but not `Sync`).
+    pub store: Arc<Mutex<Store>>,
+    /// "Now", for expiry, dedup and the cache. Give the store the same clock.
+    pub clock: Arc<dyn Clock>,
+    /// The validated gateway settings.
+    pub config: GatewayConfig,
+}
+
+impl std::fmt::Debug for RunnerDeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerDeps")
+            .field("adapters", &self.adapters.iter().map(|a| a.platform()).collect::<Vec<_>>())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gateway: routes events from every adapter to per-session agent turns.
+#[derive(Clone)]
+pub struct GatewayRunner {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for GatewayRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayRunner").finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    adapters: HashMap<&'static str, Arc<dyn PlatformAdapter>>,
+    factory: Arc<dyn AgentFactory>,
+    store: Arc<Mutex<Store>>,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+    local_offset: LocalOffset,
+    state: Mutex<State>,
+    workers: Arc<Semaphore>,
+    handle: OnceLock<Handle>,
+    stopping: AtomicBool,
+    /// Woken whenever a session worker exits (for graceful stop).
+    idle: Notify,
+}
+
+/// Routing state. Held only for short, non-blocking sections, and never
+/// while taking the store lock (lock order: store, then state).
+struct State {
+    dedup: Dedup,
+    sessions: HashMap<String, Slot>,
+    cache: AgentCache,
+    /// Session keys suspended by crash recovery that still owe the user a notice.
+    suspended_keys: HashSet<String>,
+    /// When each busy session last got the interrupting/queued notice.
+    last_notice: HashMap<String, u64>,
+    /// When each unknown user was last refused.
+    last_refusal: HashMap<(String, String), u64>,
+    active_workers: usize,
+}
+
+/// A session with work: its queue and its running turn.
+#[derive(Default)]
+struct Slot {
+    queue: VecDeque<Work>,
+    /// The running turn, if a turn (not a command) is in progress.
+    turn: Option<Arc<TurnCtl>>,
+}
+
+enum Work {
+    Message(MessageEvent),
+    Command(Command, MessageEvent),
+}
+
+/// Interrupt control of one turn.
+///
+/// The agent clears its interrupt flag when a run starts (so an old
+/// interrupt cannot stop a new run); an interrupt that arrives between
+/// dispatch and that clear would be lost. So the request is also latched
+/// here, and the run's observer re-applies it on every event — the first
+/// being the user message, right after the clear.
+#[derive(Default)]
+struct TurnCtl {
+    requested: AtomicBool,
+    flag: Mutex<Option<InterruptFlag>>,
+}
+
+impl TurnCtl {
+    fn interrupt(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        if let Some(flag) = lock(&self.flag).as_ref() {
+            flag.interrupt();
+        }
+    }
+
+    fn attach(&self, flag: InterruptFlag) {
+        *lock(&self.flag) = Some(flag);
+    }
+
+    fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+}
+
+struct Latch<'a> {
+    ctl: &'a TurnCtl,
+    flag: &'a InterruptFlag,
+}
+
+impl AgentObserver for Latch<'_> {
+    fn on_event(&mut self, _event: &AgentEvent<'_>) {
+        if self.ctl.is_requested() && !self.flag.is_set() {
+            self.flag.interrupt();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside a turn must not take the whole gateway down (E4): the
+    // state it guarded is still structurally valid, so carry on.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What one turn produced for the user.
+struct TurnReply {
+    texts: Vec<String>,
+}
+
+impl GatewayRunner {
+    /// A runner over `deps`. Nothing happens until [`GatewayRunner::start`].
+    pub fn new(deps: RunnerDeps) -> Self {
+        Self::with_local_offset(deps, Arc::new(system_utc_offset))
+    }
+
+    /// Like [`GatewayRunner::new`] with an explicit local-time offset (tests,
+    /// or `utc_offset_minutes` in the config, which takes precedence).
+    pub fn with_local_offset(deps: RunnerDeps, local_offset: LocalOffset) -> Self {
+        let RunnerDeps {
+            adapters,
+            factory,
+            store,
+            clock,
+            config,
+        } = deps;
+        let local_offset: LocalOffset = match config.utc_offset_minutes {
+            Some(min) => Arc::new(move |_| i64::from(min) * 60),
+            None => local_offset,
+        };
+        let state = State {
+            dedup: Dedup::new(duration_ms(config.dedup_window), config.dedup_capacity),
+            sessions: HashMap::new(),
+            cache: AgentCache::new(config.agent_cache_size, duration_ms(config.agent_cache_idle)),
+            suspended_keys: HashSet::new(),
+            last_notice: HashMap::new(),
+            last_refusal: HashMap::new(),
+            active_workers: 0,
+        };
+        let adapters = adapters.into_iter().map(|a| (a.platform(), a)).collect();
+        GatewayRunner {
+            inner: Arc::new(Inner {
+                adapters,
+                factory,
+                store,
+                clock,
+                workers: Arc::new(Semaphore::new(config.max_workers.max(1))),
+                config,
+                local_offset,
+                state: Mutex::new(state),
+                handle: OnceLock::new(),
+                stopping: AtomicBool::new(false),
+                idle: Notify::new(),
+            }),
+        }
+    }
+
+    /// Starts serving: crash recovery (G11), then connects every adapter with
+    /// the one handler (G3). Must be called inside the tokio runtime the
+    /// runner should use. An adapter that fails to connect is logged and
+    /// skipped (E4); if none connects, start fails.
+    pub async fn start(&self) -> Result<(), StartError> {
+        if self.inner.handle.set(Handle::current()).is_err() {
+            return Err(StartError::AlreadyStarted);
+        }
+        let inner = Arc::clone(&self.inner);
+        let suspended = tokio::task::spawn_blocking(move || inner.recover_crashed())
+            .await
+            .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
+        if !suspended.is_empty() {
+            tracing::warn!(count = suspended.len(), "suspended sessions left running by an unclean stop");
+        }
+        lock(&self.inner.state).suspended_keys.extend(suspended);
+
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let handler: EventHandler = Arc::new(move |event| {
+            if let Some(inner) = weak.upgrade() {
+                inner.handle_event(event);
+            }
+        });
+        let mut connected = 0;
+        let mut failures = Vec::new();
+        for adapter in self.inner.adapters.values() {
+            match adapter.connect(Arc::clone(&handler)).await {
+                Ok(()) => {
+                    tracing::info!(platform = adapter.platform(), "adapter connected");
+                    connected += 1;
+                }
+                Err(e) => {
+                    tracing::error!(platform = adapter.platform(), error = %e, "adapter failed to connect");
+                    failures.push(e.to_string());
+                }
+            }
+        }
+        if connected == 0 {
+            return Err(StartError::NoAdapter(if failures.is_empty() {
+                "no adapter is enabled".into()
+            } else {
+                failures.join("; ")
+            }));
+        }
+        Ok(())
+    }
+
+    /// The handler adapters deliver to (also registered by `start`). Returns
+    /// at once; the work happens on the runner's tasks.
+    pub fn handle_event(&self, event: MessageEvent) {
+        self.inner.handle_event(event);
+    }
+
+    /// Graceful stop, within [`SHUTDOWN_TIMEOUT`]: stop intake, interrupt
+    /// running turns (their partial output is persisted and sent), store
+    /// messages still waiting without running them (E3), disconnect every
+    /// adapter, and record a clean shutdown if every turn finished.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        let started = Instant::now();
+        let inner = &self.inner;
+        inner.stopping.store(true, Ordering::SeqCst);
+        {
+            let state = lock(&inner.state);
+            for slot in state.sessions.values() {
+                if let Some(turn) = &slot.turn {
+                    turn.interrupt();
+                }
+            }
+        }
+        // Leave a second of the budget for disconnecting.
+        let deadline = started + SHUTDOWN_TIMEOUT - Duration::from_secs(1);
+        let all_turns_finished = loop {
+            let notified = inner.idle.notified();
+            if lock(&inner.state).active_workers == 0 {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline || tokio::time::timeout(deadline - now, notified).await.is_err() {
+                break lock(&inner.state).active_workers == 0;
+            }
+        };
+        for adapter in inner.adapters.values() {
+            let left = (started + SHUTDOWN_TIMEOUT)
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(100));
+            if tokio::time::timeout(left, adapter.disconnect()).await.is_err() {
+                tracing::warn!(platform = adapter.platform(), "adapter did not disconnect in time");
+            }
+        }
+        let marked_clean = if all_turns_finished {
+            let store = Arc::clone(&inner.store);
+            let result = tokio::task::spawn_blocking(move || lock(&store).mark_clean_shutdown()).await;
+            match result {
+                Ok(Ok(())) => true,
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "could not record the clean shutdown");
+                    false
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "recording the clean shutdown panicked");
+                    false
+                }
+            }
+        } else {
+            tracing::warn!("turns still running at shutdown; next start will suspend their sessions");
+            false
+        };
+        ShutdownReport {
+            all_turns_finished,
+            marked_clean,
+        }
+    }
+
+    /// Agent-cache counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        lock(&self.inner.state).cache.stats()
+    }
+
+    /// Whether an agent is cached for `session_key`.
+    pub fn is_cached(&self, session_key: &str) -> bool {
+        lock(&self.inner.state).cache.contains(session_key)
+    }
+
+    /// Agents in the cache.
+    pub fn cached_agents(&self) -> usize {
+        lock(&self.inner.state).cache.len()
+    }
+
+    /// Sessions with a running turn or waiting messages.
+    pub fn busy_sessions(&self) -> usize {
+        lock(&self.inner.state).sessions.len()
+    }
+
+    /// The session key a source maps to under this runner's settings.
+    pub fn key_for(&self, source: &SessionSource) -> String {
+        session_key(source, self.inner.config.group_sessions_per_user)
+    }
+}
+
+impl Inner {
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn store(&self) -> MutexGuard<'_, Store> {
+        lock(&self.store)
+    }
+
+    fn spawn<F>(&self, fut: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self.handle.get() {
+            Some(h) => {
+                h.spawn(fut);
+            }
+            None => tracing::error!("event delivered before the runner started; dropped"),
+        }
+    }
+
+    /// Suspends sessions left mid-run by a crash; returns their keys.
+    fn recover_crashed(&self) -> Result<Vec<String>, StoreError> {
+        let mut store = self.store();
+        let ids = store.suspend_recent_unclean(duration_ms(CRASH_WINDOW))?;
+        let mut keys = Vec::new();
+        for id in ids {
+            if let Some(key) = store.session(&id)?.and_then(|s| s.session_key) {
+                keys.push(key);
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Sends `text` in the background (notices, refusals, command replies).
+    fn reply_later(self: &Arc<Self>, event: &MessageEvent, text: String) {
+        let inner = Arc::clone(self);
+        let chat = event.source.chat_id.clone();
+        let platform = event.source.platform.clone();
+        let reply_to = event.message_id.clone();
+        self.spawn(async move {
+            inner.send(&platform, &chat, &text, Some(&reply_to)).await;
+        });
+    }
+
+    async fn send(&self, platform: &str, chat_id: &str, text: &str, reply_to: Option<&str>) {
+        if text.is_empty() {
+            return;
+        }
+        let Some(adapter) = self.adapters.get(platform) else {
+            tracing::error!(platform, "no adapter for platform; reply dropped");
+            return;
+        };
+        let reply_to = reply_to.filter(|r| !r.is_empty());
+        if let Err(e) = adapter.send(chat_id, text, reply_to).await {
+            tracing::error!(platform, chat_id, error = %e, "sending a reply failed");
+        }
+    }
+
+    fn handle_event(self: &Arc<Self>, event: MessageEvent) {
+        if self.stopping.load(Ordering::SeqCst) {
+            tracing::info!(platform = %event.source.platform, "gateway stopping; event not accepted");
+            return;
+        }
+        let now = self.now();
+        let source = &event.source;
+        let mut state = lock(&self.state);
+        if !state
+            .dedup
+            .first_sighting(&source.platform, &event.message_id, now)
+        {
+            tracing::debug!(platform = %source.platform, id = %event.message_id, "duplicate dropped");
+            return;
+        }
+        if !self.config.allow.allows(&source.platform, &source.user_id) {
+            tracing::warn!(platform = %source.platform, user = %source.user_id, "message from a user not on the allow-list");
+            let who = (source.platform.clone(), source.user_id.clone());
+            let recently = state
+                .last_refusal
+                .get(&who)
+                .is_some_and(|t| now.saturating_sub(*t) < duration_ms(REFUSAL_INTERVAL));
+            if !recently {
+                if state.last_refusal.len() > 10_000 {
+                    state.last_refusal.clear();
+                }
+                state.last_refusal.insert(who, now);
+                drop(state);
+                self.reply_later(&event, refusal_text(&source.user_id));
+            }
+            return;
+        }
+        let key = session_key(source, self.config.group_sessions_per_user);
+        match parse_command(&event.text) {
+            None => self.enqueue_message(state, key, event, now),
+            Some(Command::Help) => {
+                drop(state);
+                self.reply_later(&event, HELP.to_owned());
+            }
+            Some(Command::Unknown(word)) => {
+                drop(state);
+                self.reply_later(
+                    &event,
+                    format!("Unknown command /{word}. Send /help for the list."),
+                );
+            }
+            Some(Command::Stop) => {
+                let text = match state.sessions.get_mut(&key) {
+                    Some(slot) => {
+                        let dropped = drop_queued_messages(slot);
+                        match &slot.turn {
+                            Some(turn) => {
+                                turn.interrupt();
+                                "Stopping the current reply.".to_owned()
+                            }
+                            None if dropped > 0 => "Dropped the waiting messages.".to_owned(),
+                            None => "Nothing is running.".to_owned(),
+                        }
+                    }
+                    None => "Nothing is running.".to_owned(),
+                };
+                drop(state);
+                self.reply_later(&event, text);
+            }
+            Some(Command::Status) => {
+                let (running, waiting) = state.sessions.get(&key).map_or((false, 0), |s| {
+                    (
+                        s.turn.is_some(),
+                        s.queue.iter().filter(|w| matches!(w, Work::Message(_))).count(),
+                    )
+                });
+                let cached = state.cache.contains(&key);
+                drop(state);
+                self.status_later(event, key, running, waiting, cached);
+            }
+            Some(Command::New) => {
+                // The user abandons the conversation: stop what runs for it
+                // and what waits, then reset in order.
+                if let Some(slot) = state.sessions.get_mut(&key) {
+                    drop_queued_messages(slot);
+                    if let Some(turn) = &slot.turn {
+                        turn.interrupt();
+                    }
+                }
+                self.push_work(state, key, Work::Command(Command::New, event));
+            }
+            Some(cmd @ (Command::Model(_) | Command::Undo)) => {
+                self.push_work(state, key, Work::Command(cmd, event));
+            }
+        }
+    }
+
+    fn enqueue_message(
+        self: &Arc<Self>,
+        mut state: MutexGuard<'_, State>,
+        key: String,
+        event: MessageEvent,
+        now: u64,
+    ) {
+        let busy_mode = self.config.busy_mode;
+        let max_queued = self.config.max_queued;
+        let Some(slot) = state.sessions.get_mut(&key) else {
+            return self.push_work(state, key, Work::Message(event));
+        };
+        let notice = match busy_mode {
+            BusyMode::Interrupt => {
+                // One buffered slot: a newer message replaces the waiting one.
+                drop_queued_messages(slot);
+                slot.queue.push_back(Work::Message(event.clone()));
+                match &slot.turn {
+                    Some(turn) => {
+                        turn.interrupt();
+                        Some(INTERRUPT_NOTICE)
+                    }
+                    None => None,
+                }
+            }
+            BusyMode::Queue => {
+                let waiting = slot
+                    .queue
+                    .iter()
+                    .filter(|w| matches!(w, Work::Message(_)))
+                    .count();
+                if waiting >= max_queued {
+                    drop(state);
+                    self.reply_later(
+                        &event,
+                        format!(
+                            "Too many messages are waiting ({waiting}); this one was not queued. Send it again later, or /stop."
+                        ),
+                    );
+                    return;
+                }
+                slot.queue.push_back(Work::Message(event.clone()));
+                slot.turn.is_some().then_some(QUEUE_NOTICE)
+            }
+        };
+        let Some(text) = notice else { return };
+        let last = state.last_notice.get(&key).copied();
+        if last.is_some_and(|t| now.saturating_sub(t) < duration_ms(NOTICE_INTERVAL)) {
+            return;
+        }
+        if state.last_notice.len() > 10_000 {
+            let horizon = duration_ms(NOTICE_INTERVAL);
+            state
+                .last_notice
+                .retain(|_, t| now.saturating_sub(*t) < horizon);
+        }
+        state.last_notice.insert(key, now);
+        drop(state);
+        self.reply_later(&event, text.to_owned());
+    }
+
+    /// Queues work for `key`, starting the session's worker if it has none.
+    ///
+    /// A slot exists exactly while its worker runs: the worker removes it,
+    /// under the state lock, when it finds the queue empty.
+    fn push_work(self: &Arc<Self>, mut state: MutexGuard<'_, State>, key: String, work: Work) {
+        let start_worker = !state.sessions.contains_key(&key);
+        let slot = state.sessions.entry(key.clone()).or_default();
+        slot.queue.push_back(work);
+        if start_worker {
+            state.active_workers += 1;
+            drop(state);
+            let inner = Arc::clone(self);
+            self.spawn(async move { inner.worker(key).await });
+        }
+    }
+
+    /// The one worker of a session: drains its queue in order, then removes
+    /// the slot (so idle sessions cost no memory here).
+    async fn worker(self: Arc<Self>, key: String) {
+        loop {
+            let next = {
+                let mut state = lock(&self.state);
+                let popped = state.sessions.get_mut(&key).and_then(|slot| {
+                    let work = slot.queue.pop_front()?;
+                    // The turn is registered in the same critical section
+                    // that takes the message, so a message arriving right
+                    // after always finds it and can interrupt it.
+                    if matches!(work, Work::Message(_)) {
+                        slot.turn = Some(Arc::new(TurnCtl::default()));
+                    }
+                    Some((work, slot.turn.clone()))
+                });
+                if popped.is_none() {
+                    state.sessions.remove(&key);
+                    state.active_workers = state.active_workers.saturating_sub(1);
+                    drop(state);
+                    self.idle.notify_waiters();
+                    return;
+                }
+                popped
+            };
+            match next {
+                Some((Work::Message(event), Some(ctl))) => {
+                    self.process_message(&key, event, ctl).await
+                }
+                Some((Work::Command(cmd, event), _)) => {
+                    self.process_command(&key, cmd, event).await
+                }
+                Some((Work::Message(_), None)) | None => {}
+            }
+        }
+    }
+
+    async fn process_message(self: &Arc<Self>, key: &str, event: MessageEvent, ctl: Arc<TurnCtl>) {
+        if self.stopping.load(Ordering::SeqCst) {
+            // Accepted but not run: keep it (E3) so nothing acknowledged is lost.
+            let inner = Arc::clone(self);
+            let k = key.to_owned();
+            match tokio::task::spawn_blocking(move || inner.store_only(&k, &event)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(key, error = %e, "could not store a message received while stopping"),
+                Err(e) => tracing::error!(key, error = %e, "storing a waiting message panicked"),
+            }
+            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
+                slot.turn = None;
+            }
+            return;
+        }
+        let permit = Arc::clone(&self.workers).acquire_owned().await;
+        let platform = event.source.platform.clone();
+        let chat = event.source.chat_id.clone();
+        let reply_to = event.message_id.clone();
+        if let Some(adapter) = self.adapters.get(platform.as_str()).cloned() {
+            let chat = chat.clone();
+            self.spawn(async move { adapter.typing(&chat).await });
+        }
+        let inner = Arc::clone(self);
+        let turn_key = key.to_owned();
+        let turn_ctl = Arc::clone(&ctl);
+        let result =
+            tokio::task::spawn_blocking(move || inner.run_turn(&turn_key, &event, &turn_ctl)).await;
+        drop(permit);
+        if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
+            slot.turn = None;
+        }
+        let texts = match result {
+            Ok(reply) => reply.texts,
+            Err(e) => {
+                tracing::error!(key, error = %e, "turn panicked");
+                vec!["Sorry, something went wrong while answering; your message is saved. Please try again.".into()]
+            }
+        };
+        for text in texts {
+            self.send(&platform, &chat, &text, Some(&reply_to)).await;
+        }
+    }
+
+    async fn process_command(self: &Arc<Self>, key: &str, cmd: Command, event: MessageEvent) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let inner = Arc::clone(self);
+        let k = key.to_owned();
+        let ev = event.clone();
+        let result = tokio::task::spawn_blocking(move || inner.run_command(&k, &cmd, &ev)).await;
+        let text = match result {
+            Ok(Ok(text)) => text,
+            Ok(Err(e)) => {
+                tracing::error!(key, error = %e, "command failed");
+                format!("Sorry, that command failed: {e}")
+            }
+            Err(e) => {
+                tracing::error!(key, error = %e, "command panicked");
+                "Sorry, that command failed.".into()
+            }
+        };
+        self.send(
+            &event.source.platform,
+            &event.source.chat_id,
+            &text,
+            Some(&event.message_id),
+        )
+        .await;
+    }
+
+    fn status_later(
+        self: &Arc<Self>,
+        event: MessageEvent,
+        key: String,
+        running: bool,
+        waiting: usize,
+        cached: bool,
+    ) {
+        let inner = Arc::clone(self);
+        self.spawn(async move {
+            let i2 = Arc::clone(&inner);
+            let k = key.clone();
+            let record = tokio::task::spawn_blocking(move || i2.store().active_session_for_key(&k)).await;
+            let mut text = String::new();
+            match record {
+                Ok(Ok(Some(s))) => {
+                    let model = s.model.clone().unwrap_or_else(|| inner.factory.default_model());
+                    text.push_str(&format!(
+                        "Session: {}\nModel: {model}\nMessages: {}\n",
+                        s.id, s.message_count
+                    ));
+                }
+                Ok(Ok(None)) => text.push_str(&format!(
+                    "No conversation yet.\nModel: {}\n",
+                    inner.factory.default_model()
+                )),
+                Ok(Err(e)) => text.push_str(&format!("Session: unavailable ({e})\n")),
+                Err(_) => text.push_str("Session: unavailable\n"),
+            }
+            text.push_str(&format!(
+                "Running: {}\nWaiting messages: {waiting}\nBusy mode: {}\nAgent cached: {}",
+                if running { "yes" } else { "no" },
+                inner.config.busy_mode.as_str(),
+                if cached { "yes" } else { "no" },
+            ));
+            inner
+                .send(&event.source.platform, &event.source.chat_id, &text, Some(&event.message_id))
+                .await;
+        });
+    }
+
+    fn new_session_spec<'a>(key: &'a str, source: &'a SessionSource, model: &'a str) -> NewSession<'a> {
+        NewSession {
+            session_key: Some(key),
+            platform: Some(&source.platform),
+            chat_id: Some(&source.chat_id),
+            user_id: Some(&source.user_id),
+            model: Some(model),
+            system_prompt: None,
+        }
+    }
+
+    /// `/new`, `/model`, `/undo` (blocking: touches the store).
+    fn run_command(&self, key: &str, cmd: &Command, event: &MessageEvent) -> Result<String, StoreError> {
+        let source = &event.source;
+        match cmd {
+            Command::New => {
+                let mut store = self.store();
+                // The user's chosen model survives a new conversation.
+                let model = store
+                    .active_session_for_key(key)?
+                    .and_then(|s| s.model)
+                    .unwrap_or_else(|| self.factory.default_model());
+                store.reset(key, &Self::new_session_spec(key, source, &model))?;
+                drop(store);
+                let mut state = lock(&self.state);
+                state.cache.invalidate(key);
+                state.suspended_keys.remove(key);
+                Ok("Started a new conversation.".into())
+            }
+            Command::Model(None) => {
+                let model = self
+                    .store()
+                    .active_session_for_key(key)?
+                    .and_then(|s| s.model)
+                    .unwrap_or_else(|| self.factory.default_model());
+                Ok(format!("Model: {model}. Switch with /model NAME."))
+            }
+            Command::Model(Some(name)) => {
+                if name.len() > 200 || name.chars().any(char::is_whitespace) {
+                    return Ok("A model name is one word (at most 200 characters), e.g. /model gpt-4o-mini.".into());
+                }
+                let mut store = self.store();
+                let id = match store.active_session_for_key(key)? {
+                    Some(s) => s.id,
+                    None => store.create_session(&Self::new_session_spec(key, source, name))?.id,
+                };
+                store.set_model(&id, name)?;
+                drop(store);
+                lock(&self.state).cache.invalidate(key);
+                Ok(format!("Model set to {name}; it answers from your next message."))
+            }
+            Command::Undo => {
+                let mut store = self.store();
+                let Some(session) = store.active_session_for_key(key)? else {
+                    return Ok("Nothing to undo.".into());
+                };
+                let removed = store.undo_last_turn(&session.id)?;
+                Ok(if removed == 0 {
+                    "Nothing to undo.".into()
+                } else {
+                    format!("Removed the last exchange ({removed} messages).")
+                })
+            }
+            Command::Status | Command::Stop | Command::Help | Command::Unknown(_) => {
+                Ok(String::new())
+            }
+        }
+    }
+
+    /// Stores `event` as a user message without running it (shutdown).
+    fn store_only(&self, key: &str, event: &MessageEvent) -> Result<(), StoreError> {
+        let now = self.now();
+        let mut notices = Vec::new();
+        let was_suspended = lock(&self.state).suspended_keys.remove(key);
+        let mut store = self.store();
+        let session =
+            self.resolve_session(&mut store, key, &event.source, now, was_suspended, &mut notices)?;
+        store.append_messages(&session.id, &[LedgerEntry::at(Message::user(event.text.as_str()), now)])
+    }
+
+    /// The session a message belongs to: the active one, unless it expired
+    /// (G10) or was suspended by crash recovery (G11), in which case a fresh
+    /// one starts and `notices` says why.
+    fn resolve_session(
+        &self,
+        store: &mut Store,
+        key: &str,
+        source: &SessionSource,
+        now: u64,
+        was_suspended: bool,
+        notices: &mut Vec<String>,
+    ) -> Result<SessionRecord, StoreError> {
+        if was_suspended {
+            notices.push(CRASH_NOTICE.into());
+        }
+        let default_model = self.factory.default_model();
+        match store.active_session_for_key(key)? {
+            None => store.create_session(&Self::new_session_spec(key, source, &default_model)),
+            Some(s) if s.status != SessionStatus::Active => {
+                store.reset(key, &Self::new_session_spec(key, source, &default_model))
+            }
+            Some(s) => match self.expiry(s.updated_at_ms, now) {
+                None => Ok(s),
+                Some(why) => {
+                    notices.push(why);
+                    let model = s.model.clone().unwrap_or(default_model);
+                    store.reset(key, &Self::new_session_spec(key, source, &model))
+                }
+            },
+        }
+    }
+
+    /// Whether a session last active at `last_ms` has expired by `now_ms`,
+    /// and the notice to give.
+    fn expiry(&self, last_ms: u64, now_ms: u64) -> Option<String> {
+        if let Some(idle) = self.config.idle_reset
+            && now_ms.saturating_sub(last_ms) > duration_ms(idle)
+        {
+            let hours = idle.as_secs() / 3600;
+            return Some(format!(
+                "(Your previous conversation was idle for more than {hours} h; starting a new one.)"
+            ));
+        }
+        if let Some(hour) = self.config.daily_reset_hour {
+            let boundary = last_daily_boundary(now_ms, hour, (self.local_offset)(now_ms));
+            if last_ms < boundary && boundary <= now_ms {
+                return Some(format!(
+                    "(Daily reset at {hour:02}:00: starting a new conversation.)"
+                ));
+            }
+        }
+        None
+    }
+
+    /// One turn, on the blocking pool. Returns what to send.
+    fn run_turn(&self, key: &str, event: &MessageEvent, ctl: &TurnCtl) -> TurnReply {
+        let now = self.now();
+        let mut texts = Vec::new();
+        // 1. Session, history, and the user's message stored first (E3).
+        let was_suspended = lock(&self.state).suspended_keys.remove(key);
+        let prepared = (|| {
+            let mut store = self.store();
+            let session = self.resolve_session(
+                &mut store,
+                key,
+                &event.source,
+                now,
+                was_suspended,
+                &mut texts,
+            )?;
+            let history = store.load_transcript(&session.id)?;
+            store.append_messages(
+                &session.id,
+                &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
+            )?;
+            Ok::<_, StoreError>((session, history))
+        })();
+        let (session, history) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(key, error = %e, "could not store the user message");
+                texts.push(format!(
+                    "Sorry, I could not save your message ({e}). Please send it again."
+                ));
+                return TurnReply { texts };
+            }
+        };
+        // 2. The agent (G4).
+        let agent = match self.agent_for(key, &session, &event.source) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(key, error = %e, "could not build an agent");
+                texts.push(format!(
+                    "Sorry, the assistant is unavailable: {e}. Your message is saved."
+                ));
+                return TurnReply { texts };
+            }
+        };
+        // 3. Run, interruptibly.
+        ctl.attach(agent.interrupt_flag().clone());
+        let budget = IterationBudget::new(agent.max_iterations());
+        let mut latch = Latch {
+            ctl,
+            flag: agent.interrupt_flag(),
+        };
+        let outcome = agent.run(&event.text, history, &budget, &mut latch);
+        // 4. Persist what the run added after the (already stored) user message.
+        let added = outcome.new_messages().get(1..).unwrap_or(&[]);
+        if !added.is_empty()
+            && let Err(e) = self.store().append_messages(&session.id, added)
+        {
+            tracing::error!(key, error = %e, "could not store the reply");
+            texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
+        }
+        // 5. What the user sees.
+        let mut reply = outcome.final_text.clone();
+        if let Some(notice) = match &outcome.stop {
+            StopReason::Completed | StopReason::Interrupted => None,
+            other => other.notice(budget.total()),
+        } {
+            if !reply.is_empty() {
+                reply.push_str("\n\n");
+            }
+            reply.push_str(&notice);
+        }
+        texts.push(reply);
+        TurnReply { texts }
+    }
+
+    /// The cached agent of this session and signature, or a new one (with the
+    /// session's stored system prompt, assembling and storing it once).
+    fn agent_for(
+        &self,
+        key: &str,
+        session: &SessionRecord,
+        source: &SessionSource,
+    ) -> Result<Arc<Agent>, FactoryError> {
+        let model = session
+            .model
+            .clone()
+            .unwrap_or_else(|| self.factory.default_model());
+        let signature = self.factory.signature(&model);
+        let now = self.now();
+        if let Some(agent) = lock(&self.state).cache.get(key, &session.id, &signature, now) {
+            return Ok(agent);
+        }
+        let prompt = match &session.system_prompt {
+            Some(p) => p.clone(),
+            None => {
+                let p = self.factory.system_prompt(source)?;
+                self.store()
+                    .set_system_prompt(&session.id, &p)
+                    .map_err(|e| FactoryError(format!("could not store the system prompt: {e}")))?;
+                p
+            }
+        };
+        let agent = Arc::new(self.factory.build(&model, &prompt)?);
+        lock(&self.state)
+            .cache
+            .insert(key, &session.id, &signature, Arc::clone(&agent), now);
+        Ok(agent)
+    }
+}
+
+/// Removes the waiting messages (not commands) of a slot; returns how many.
+fn drop_queued_messages(slot: &mut Slot) -> usize {
+    let before = slot.queue.len();
+    slot.queue.retain(|w| !matches!(w, Work::Message(_)));
+    before - slot.queue.len()
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The most recent instant at or before `now_ms` whose local time (UTC +
+/// `offset_s`) is `hour`:00, in ms since the epoch.
+pub fn last_daily_boundary(now_ms: u64, hour: u8, offset_s: i64) -> u64 {
+    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    let local = now.saturating_add(offset_s.saturating_mul(1000));
+    let day_start = local.div_euclid(DAY_MS) * DAY_MS;
+    let mut boundary = day_start + i64::from(hour) * 3_600_000;
+    if boundary > local {
+        boundary -= DAY_MS;
+    }
+    u64::try_from(boundary - offset_s.saturating_mul(1000)).unwrap_or(0)
+}
+
+/// The system time zone's UTC offset at `at_ms`, in seconds (0 if unknown).
+pub fn system_utc_offset(at_ms: u64) -> i64 {
+    let secs = libc::time_t::try_from(at_ms / 1000).unwrap_or(0);
+    // SAFETY: `localtime_r` is the re-entrant variant; it writes only into
+    // the `tm` we own and reads `secs`. A zeroed `tm` is a valid value.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&secs, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daily_boundary_is_the_last_local_four_oclock() {
+        let h = 3_600_000u64;
+        let day = 24 * h;
+        // 2024-01-02 05:00 UTC, offset 0 → boundary 2024-01-02 04:00.
+        let base = 19_724 * day; // 2024-01-02 00:00 UTC
+        assert_eq!(last_daily_boundary(base + 5 * h, 4, 0), base + 4 * h);
+        // 03:00 → yesterday's 04:00.
+        assert_eq!(last_daily_boundary(base + 3 * h, 4, 0), base - day + 4 * h);
+        // Exactly 04:00 counts as passed.
+        assert_eq!(last_daily_boundary(base + 4 * h, 4, 0), base + 4 * h);
+        // UTC+2: local 04:00 is 02:00 UTC.
+        assert_eq!(last_daily_boundary(base + 3 * h, 4, 7200), base + 2 * h);
+        // UTC-5: local 04:00 is 09:00 UTC.
+        assert_eq!(last_daily_boundary(base + 10 * h, 4, -18_000), base + 9 * h);
+        assert_eq!(last_daily_boundary(base + 8 * h, 4, -18_000), base - day + 9 * h);
+    }
+}

@@ -1,0 +1,459 @@
+//! In-process test support: an adapter the test drives, a scripted model
+//! whose speed the test controls, an agent factory that counts builds, and a
+//! clock the test sets.
+//!
+//! These are real implementations of the gateway's traits, not mocks of the
+//! runner: the runner under test does everything it does in production
+//! (store, cache, interrupts, worker pool); only the platform and the model
+//! are replaced by ones a test can observe and pace. The routing bench uses
+//! them too.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use hermes_core::{
+    Agent, ChatRequest, Clock, Completion, FinishReason, Flow, Message, Model, ModelError,
+    StreamSink, ToolRegistry,
+};
+
+use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use crate::runner::{AgentFactory, FactoryError};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A message the runner sent through a [`TestAdapter`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// The chat it went to.
+    pub chat_id: String,
+    /// The text.
+    pub text: String,
+    /// The message it replied to.
+    pub reply_to: Option<String>,
+    /// When it was sent (for latency measurements).
+    pub at: Instant,
+}
+
+/// A platform adapter living inside the test: events are injected by the
+/// test, sent messages are recorded.
+pub struct TestAdapter {
+    platform: &'static str,
+    handler: Mutex<Option<EventHandler>>,
+    sent: Mutex<Vec<Sent>>,
+    changed: Condvar,
+    next_id: AtomicU64,
+    disconnected: AtomicBool,
+}
+
+impl std::fmt::Debug for TestAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestAdapter")
+            .field("platform", &self.platform)
+            .field("sent", &lock(&self.sent).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestAdapter {
+    /// An adapter for the platform named `platform`.
+    pub fn new(platform: &'static str) -> Arc<Self> {
+        Arc::new(TestAdapter {
+            platform,
+            handler: Mutex::new(None),
+            sent: Mutex::new(Vec::new()),
+            changed: Condvar::new(),
+            next_id: AtomicU64::new(1),
+            disconnected: AtomicBool::new(false),
+        })
+    }
+
+    /// Delivers `event` to the runner's handler, as a platform would.
+    /// Returns `false` when no handler is registered (not connected).
+    pub fn inject(&self, event: MessageEvent) -> bool {
+        let handler = lock(&self.handler).clone();
+        match handler {
+            Some(h) => {
+                h(event);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Builds an event from `user_id` in `chat_id` with a fresh message id,
+    /// injects it and returns the id.
+    pub fn say(&self, chat_type: ChatType, chat_id: &str, user_id: &str, text: &str) -> String {
+        let id = format!("m{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        self.inject(event(self.platform, chat_type, chat_id, user_id, &id, text));
+        id
+    }
+
+    /// Everything sent so far.
+    pub fn sent(&self) -> Vec<Sent> {
+        lock(&self.sent).clone()
+    }
+
+    /// Texts sent to `chat_id`, in order.
+    pub fn texts_to(&self, chat_id: &str) -> Vec<String> {
+        lock(&self.sent)
+            .iter()
+            .filter(|s| s.chat_id == chat_id)
+            .map(|s| s.text.clone())
+            .collect()
+    }
+
+    /// Number of messages sent so far.
+    pub fn sent_count(&self) -> usize {
+        lock(&self.sent).len()
+    }
+
+    /// Blocks until `done(sent)` holds, up to `timeout`. Returns the sent
+    /// messages either way, with `Err` on timeout so a test can show them.
+    pub fn wait_until(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut(&[Sent]) -> bool,
+    ) -> Result<Vec<Sent>, Vec<Sent>> {
+        let deadline = Instant::now() + timeout;
+        let mut sent = lock(&self.sent);
+        loop {
+            if done(&sent) {
+                return Ok(sent.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(sent.clone());
+            }
+            sent = self
+                .changed
+                .wait_timeout(sent, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+
+    /// Whether the runner disconnected this adapter.
+    pub fn is_disconnected(&self) -> bool {
+        self.disconnected.load(Ordering::Acquire)
+    }
+}
+
+#[async_trait]
+impl PlatformAdapter for TestAdapter {
+    fn platform(&self) -> &'static str {
+        self.platform
+    }
+
+    fn max_message_len(&self) -> usize {
+        4096
+    }
+
+    async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
+        *lock(&self.handler) = Some(handler);
+        self.disconnected.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    async fn disconnect(&self) {
+        *lock(&self.handler) = None;
+        self.disconnected.store(true, Ordering::Release);
+    }
+
+    async fn send(
+        &self,
+        chat_id: &str,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        lock(&self.sent).push(Sent {
+            chat_id: chat_id.to_owned(),
+            text: text.to_owned(),
+            reply_to: reply_to.map(str::to_owned),
+            at: Instant::now(),
+        });
+        self.changed.notify_all();
+        Ok(())
+    }
+}
+
+/// A text event.
+pub fn event(
+    platform: &str,
+    chat_type: ChatType,
+    chat_id: &str,
+    user_id: &str,
+    message_id: &str,
+    text: &str,
+) -> MessageEvent {
+    MessageEvent {
+        message_id: message_id.to_owned(),
+        text: text.to_owned(),
+        source: SessionSource {
+            platform: platform.to_owned(),
+            chat_id: chat_id.to_owned(),
+            chat_type,
+            user_id: user_id.to_owned(),
+            user_name: None,
+            thread_id: None,
+        },
+        message_type: MessageType::Text,
+    }
+}
+
+/// How fast a [`ScriptedModel`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// Answers at once.
+    Instant,
+    /// Streams a partial answer, then waits until the test calls
+    /// [`ScriptedModel::release`] (or the run is interrupted).
+    Gated,
+}
+
+#[derive(Debug, Default)]
+struct ModelState {
+    calls: Vec<Vec<Message>>,
+    released: u64,
+    waiting: usize,
+}
+
+/// A model that answers `reply to: {last user text}`. Gated, it first
+/// streams `partial reply to: {text}` and then blocks until released; an
+/// interrupt ends the wait and returns the partial text, as a streaming
+/// provider client does (SPEC L11).
+#[derive(Debug)]
+pub struct ScriptedModel {
+    pace: Pace,
+    state: Mutex<ModelState>,
+    changed: Condvar,
+}
+
+impl ScriptedModel {
+    /// A model with the given pace.
+    pub fn new(pace: Pace) -> Arc<Self> {
+        Arc::new(ScriptedModel {
+            pace,
+            state: Mutex::new(ModelState::default()),
+            changed: Condvar::new(),
+        })
+    }
+
+    /// Lets `n` waiting (or future) gated calls finish.
+    pub fn release(&self, n: u64) {
+        lock(&self.state).released += n;
+        self.changed.notify_all();
+    }
+
+    /// The messages of every call so far (what the model saw).
+    pub fn calls(&self) -> Vec<Vec<Message>> {
+        lock(&self.state).calls.clone()
+    }
+
+    /// Calls made so far.
+    pub fn call_count(&self) -> usize {
+        lock(&self.state).calls.len()
+    }
+
+    /// Calls currently waiting for a release.
+    pub fn waiting(&self) -> usize {
+        lock(&self.state).waiting
+    }
+
+    /// Blocks until `done(calls, waiting)` holds, up to `timeout`.
+    pub fn wait_until(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut(&[Vec<Message>], usize) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.state);
+        loop {
+            if done(&st.calls, st.waiting) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .changed
+                .wait_timeout(st, (deadline - now).min(Duration::from_millis(50)))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+/// The text of the last user message in `messages`.
+pub fn last_user_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+impl Model for ScriptedModel {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let messages: Vec<Message> = request.messages.iter().map(|e| e.message.clone()).collect();
+        let user = last_user_text(&messages);
+        {
+            let mut st = lock(&self.state);
+            st.calls.push(messages);
+        }
+        self.changed.notify_all();
+        let done = |text: String, finish: Option<FinishReason>| Completion {
+            content: Some(text),
+            finish_reason: finish,
+            ..Completion::default()
+        };
+        if self.pace == Pace::Instant {
+            return Ok(done(format!("reply to: {user}"), Some(FinishReason::Stop)));
+        }
+        let partial = format!("partial reply to: {user}");
+        if sink.on_text(&partial) == Flow::Stop {
+            return Ok(done(partial, None));
+        }
+        let mut st = lock(&self.state);
+        st.waiting += 1;
+        self.changed.notify_all();
+        let outcome = loop {
+            if st.released > 0 {
+                st.released -= 1;
+                break done(format!("reply to: {user}"), Some(FinishReason::Stop));
+            }
+            st = self
+                .changed
+                .wait_timeout(st, Duration::from_millis(5))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+            // The stream's keep-alive: the chance to notice an interrupt.
+            if sink.on_progress() == Flow::Stop {
+                break done(partial.clone(), None);
+            }
+        };
+        st.waiting -= 1;
+        drop(st);
+        self.changed.notify_all();
+        Ok(outcome)
+    }
+}
+
+/// An [`AgentFactory`] over one shared model, counting what it builds.
+/// The "model name" only changes the signature (and is recorded), which is
+/// what the cache keys on.
+pub struct TestAgentFactory {
+    model: Arc<dyn Model>,
+    builds: AtomicUsize,
+    prompts: AtomicUsize,
+    built_models: Mutex<Vec<String>>,
+    provider: Mutex<String>,
+}
+
+impl std::fmt::Debug for TestAgentFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestAgentFactory")
+            .field("builds", &self.builds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestAgentFactory {
+    /// A factory whose agents all use `model`.
+    pub fn new(model: Arc<dyn Model>) -> Arc<Self> {
+        Arc::new(TestAgentFactory {
+            model,
+            builds: AtomicUsize::new(0),
+            prompts: AtomicUsize::new(0),
+            built_models: Mutex::new(Vec::new()),
+            provider: Mutex::new("test-provider".into()),
+        })
+    }
+
+    /// Agents built so far.
+    pub fn builds(&self) -> usize {
+        self.builds.load(Ordering::Acquire)
+    }
+
+    /// System prompts assembled so far.
+    pub fn prompts(&self) -> usize {
+        self.prompts.load(Ordering::Acquire)
+    }
+
+    /// The model name of every build, in order.
+    pub fn built_models(&self) -> Vec<String> {
+        lock(&self.built_models).clone()
+    }
+
+    /// Changes the provider part of the signature (as a config reload that
+    /// switched provider would).
+    pub fn set_provider(&self, provider: &str) {
+        *lock(&self.provider) = provider.to_owned();
+    }
+}
+
+impl AgentFactory for TestAgentFactory {
+    fn default_model(&self) -> String {
+        "test-model".into()
+    }
+
+    fn signature(&self, model: &str) -> String {
+        format!("{model}|{}|http://127.0.0.1/v1|key:none|tools:none", lock(&self.provider))
+    }
+
+    fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError> {
+        self.prompts.fetch_add(1, Ordering::AcqRel);
+        Ok(format!("You are Hermes, talking on {}.", source.platform))
+    }
+
+    fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+        self.builds.fetch_add(1, Ordering::AcqRel);
+        lock(&self.built_models).push(model.to_owned());
+        Ok(Agent::new(
+            Arc::clone(&self.model),
+            Arc::new(ToolRegistry::new()),
+            system_prompt,
+        ))
+    }
+}
+
+/// A clock the test sets. Share one between the runner and the store so
+/// `updated_at_ms` and "now" agree.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock showing `ms` since the epoch.
+    pub fn new(ms: u64) -> Arc<Self> {
+        Arc::new(ManualClock(AtomicU64::new(ms)))
+    }
+
+    /// Sets the time.
+    pub fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::Release);
+    }
+
+    /// Moves the time forward.
+    pub fn advance(&self, by: Duration) {
+        let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.0.fetch_add(ms, Ordering::AcqRel);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}

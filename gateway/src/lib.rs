@@ -9,8 +9,15 @@
 //! runner never branches on a platform.
 
 pub mod adapter;
+pub mod cache;
+pub mod command;
+pub mod config;
+pub mod dedup;
 pub mod event;
+pub mod runner;
+pub mod session;
 pub mod split;
+pub mod testing;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 #[cfg(feature = "wecom")]

@@ -492,54 +492,7 @@ impl Store {
         let next: i64 = tx
             .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1")?
             .query_row([id], |row| row.get(0))?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, \
-                 reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-                 interrupted, timestamp_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            )?;
-            for (seq, entry) in (next..).zip(entries) {
-                let tool_calls = match entry.message.tool_calls() {
-                    [] => None,
-                    calls => {
-                        Some(
-                            serde_json::to_string(calls).map_err(|e| StoreError::Corrupt {
-                                session_id: id.to_owned(),
-                                what: format!("tool calls do not serialize: {e}"),
-                            })?,
-                        )
-                    }
-                };
-                let tool_call_id = match &entry.message {
-                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-                    _ => None,
-                };
-                let meta = &entry.meta;
-                let usage = meta.usage.as_ref();
-                insert.execute(params![
-                    id,
-                    seq,
-                    entry.message.role().as_str(),
-                    entry.message.content(),
-                    tool_calls,
-                    tool_call_id,
-                    meta.reasoning,
-                    usage
-                        .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
-                        .transpose()?,
-                    usage
-                        .map(|u| to_i64("completion_tokens", u.completion_tokens))
-                        .transpose()?,
-                    usage
-                        .map(|u| to_i64("total_tokens", u.total_tokens))
-                        .transpose()?,
-                    meta.finish_reason.as_ref().map(FinishReason::as_str),
-                    meta.interrupted,
-                    to_i64("timestamp_ms", meta.timestamp_ms)?,
-                ])?;
-            }
-        }
+        insert_entries(&tx, id, next, entries)?;
         touch(&tx, id, now)?;
         tx.commit()?;
         Ok(())
@@ -568,6 +521,27 @@ impl Store {
         touch(&tx, id, now)?;
         tx.commit()?;
         Ok(deleted)
+    }
+
+    /// `/compress` and similar rewrites: replaces the whole transcript with
+    /// `entries` in one transaction (sequence numbers restart at 0) and
+    /// bumps `updated_at_ms`. On `Err` the old transcript is untouched.
+    pub fn replace_transcript(
+        &mut self,
+        id: &str,
+        entries: &[LedgerEntry],
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        if !session_exists(&tx, id)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        tx.prepare_cached("DELETE FROM messages WHERE session_id = ?1")?
+            .execute([id])?;
+        insert_entries(&tx, id, 0, entries)?;
+        touch(&tx, id, now)?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// `/new`: ends the active session(s) of `key` and creates a new active
@@ -814,6 +788,60 @@ fn insert_session(
         }
     }
     Err(StoreError::IdsExhausted)
+}
+
+/// Inserts `entries` as messages `first_seq..` of session `id`.
+fn insert_entries(
+    conn: &Connection,
+    id: &str,
+    first_seq: i64,
+    entries: &[LedgerEntry],
+) -> Result<(), StoreError> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, \
+             reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
+             interrupted, timestamp_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for (seq, entry) in (first_seq..).zip(entries) {
+        let tool_calls = match entry.message.tool_calls() {
+            [] => None,
+            calls => Some(
+                serde_json::to_string(calls).map_err(|e| StoreError::Corrupt {
+                    session_id: id.to_owned(),
+                    what: format!("tool calls do not serialize: {e}"),
+                })?,
+            ),
+        };
+        let tool_call_id = match &entry.message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        };
+        let meta = &entry.meta;
+        let usage = meta.usage.as_ref();
+        insert.execute(params![
+            id,
+            seq,
+            entry.message.role().as_str(),
+            entry.message.content(),
+            tool_calls,
+            tool_call_id,
+            meta.reasoning,
+            usage
+                .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
+                .transpose()?,
+            usage
+                .map(|u| to_i64("completion_tokens", u.completion_tokens))
+                .transpose()?,
+            usage
+                .map(|u| to_i64("total_tokens", u.total_tokens))
+                .transpose()?,
+            meta.finish_reason.as_ref().map(FinishReason::as_str),
+            meta.interrupted,
+            to_i64("timestamp_ms", meta.timestamp_ms)?,
+        ])?;
+    }
+    Ok(())
 }
 
 fn session_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {

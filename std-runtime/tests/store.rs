@@ -307,6 +307,47 @@ fn undo_drops_the_last_user_message_and_everything_after_it() {
 }
 
 #[test]
+fn replacing_a_transcript_is_atomic_and_reindexes_search() {
+    let clock = TestClock::at(T0);
+    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let s = store.create_session(&NewSession::default()).unwrap();
+    let long = vec![
+        user("tell me about volcanoes", 1),
+        assistant("volcanoes are long story", 2),
+        user("and glaciers", 3),
+        assistant("glaciers are ice", 4),
+    ];
+    store.append_messages(&s.id, &long).unwrap();
+
+    // A failing replacement keeps the old transcript.
+    let bad = vec![user("summary", u64::MAX)];
+    assert!(store.replace_transcript(&s.id, &bad).is_err());
+    assert_eq!(store.load_transcript(&s.id).unwrap(), long);
+
+    clock.advance(50);
+    let summary = vec![
+        user("[summary] we discussed volcanoes", 5),
+        assistant("ok", 6),
+    ];
+    store.replace_transcript(&s.id, &summary).unwrap();
+    assert_eq!(store.load_transcript(&s.id).unwrap(), summary);
+    let record = store.session(&s.id).unwrap().unwrap();
+    assert_eq!(record.message_count, 2);
+    assert_eq!(record.updated_at_ms, T0 + 50);
+    assert!(store.search("glaciers", 10).unwrap().is_empty());
+    let hits = store.search("volcanoes", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].seq, 0);
+    // Appends continue after the replacement.
+    store.append_messages(&s.id, &[user("next", 7)]).unwrap();
+    assert_eq!(store.search("next", 10).unwrap()[0].seq, 2);
+    assert!(matches!(
+        store.replace_transcript("nope", &summary),
+        Err(StoreError::SessionNotFound(_))
+    ));
+}
+
+#[test]
 fn reset_ends_the_active_session_and_starts_a_new_one() {
     let clock = TestClock::at(T0);
     let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());

@@ -722,6 +722,15 @@ fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 
 /// Runs the migration steps the database has not seen yet.
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    // The common case, an up-to-date database, takes no write lock, so
+    // opening a store never waits for (or delays) another process's writes.
+    let current = user_version(conn).map_err(|source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if current == schema::LATEST_VERSION {
+        return Ok(());
+    }
     for step in schema::MIGRATIONS {
         let mig_err = |source| StoreError::Migration {
             path: path.to_path_buf(),

@@ -105,21 +105,21 @@ fn skill_entry(dir_name: &str, text: &str) -> (String, String) {
     let mut name = dir_name.to_string();
     let mut description = String::new();
     let mut body = text;
-    if let Some(rest) = text.strip_prefix("---\n") {
-        if let Some(end) = rest.find("\n---") {
-            for line in rest[..end].lines() {
-                let unquote = |v: &str| v.trim().trim_matches(['"', '\'']).to_string();
-                if let Some(v) = line.strip_prefix("name:") {
-                    let v = unquote(v);
-                    if !v.is_empty() {
-                        name = v;
-                    }
-                } else if let Some(v) = line.strip_prefix("description:") {
-                    description = unquote(v);
+    if let Some(rest) = text.strip_prefix("---\n")
+        && let Some(end) = rest.find("\n---")
+    {
+        for line in rest[..end].lines() {
+            let unquote = |v: &str| v.trim().trim_matches(['"', '\'']).to_string();
+            if let Some(v) = line.strip_prefix("name:") {
+                let v = unquote(v);
+                if !v.is_empty() {
+                    name = v;
                 }
+            } else if let Some(v) = line.strip_prefix("description:") {
+                description = unquote(v);
             }
-            body = rest[end + 4..].trim_start_matches(|c| c != '\n');
         }
+        body = rest[end + 4..].trim_start_matches(|c| c != '\n');
     }
     if description.is_empty() {
         description = body

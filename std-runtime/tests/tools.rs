@@ -986,10 +986,10 @@ impl Model for Scripted {
             request.system_prompt.to_string(),
             request.tools.iter().map(|t| t.name.clone()).collect(),
         ));
-        if let Some((at, flag)) = &self.interrupt_at {
-            if n == *at {
-                flag.interrupt();
-            }
+        if let Some((at, flag)) = &self.interrupt_at
+            && n == *at
+        {
+            flag.interrupt();
         }
         if n < self.steps {
             Ok(Completion {

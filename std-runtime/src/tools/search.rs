@@ -169,10 +169,8 @@ impl Tool for SearchFilesTool {
                 continue;
             }
             let Some(re) = &regex else { continue };
-            if let Some(g) = &file_glob {
-                if !g.is_match(name) {
-                    continue;
-                }
+            if file_glob.as_ref().is_some_and(|g| !g.is_match(name)) {
+                continue;
             }
             if entry
                 .metadata()

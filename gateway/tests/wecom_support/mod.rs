@@ -1,0 +1,438 @@
+//! A loopback fake of WeCom's AI-bot WebSocket server.
+//!
+//! It speaks the protocol as WeCom's official SDK expects it (checked once
+//! against `wecom-aibot-python-sdk` as a client; see the WeCom adapter note)
+//! and checks the shape of every frame the client sends. Anything off is
+//! recorded as a violation; tests end with [`FakeWecom::assert_clean`].
+//!
+//! Rules checked on every client frame:
+//! - one JSON text frame with `cmd` and a non-empty string `headers.req_id`;
+//! - the first frame of a connection is `aibot_subscribe` with string
+//!   `body.bot_id` and `body.secret`; nothing else is accepted before it is
+//!   acked;
+//! - `ping` has no body;
+//! - `aibot_respond_msg` reuses the `req_id` of a callback this server sent on
+//!   this connection, body `{msgtype: markdown, markdown: {content}}`,
+//!   content at most 4000 characters;
+//! - `aibot_send_msg` uses a fresh `req_id` (never a callback's, never
+//!   repeated), body `{chatid, msgtype: markdown, markdown: {content}}`;
+//! - `aibot_respond_welcome_msg` reuses an event's `req_id`, body
+//!   `{msgtype: text, text: {content}}`;
+//! - no frame for a `req_id` arrives while an earlier frame for the same
+//!   `req_id` is still unacked.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
+use tokio_tungstenite::tungstenite::Message;
+
+/// How the fake behaves; change it between steps with [`FakeWecom::set`].
+#[derive(Clone, Debug)]
+pub struct Behaviour {
+    /// The credentials it accepts.
+    pub bot_id: String,
+    pub secret: String,
+    /// Answer pings (turn off to simulate a dead connection).
+    pub ack_pings: bool,
+    /// Leave the pings of this one connection unanswered (a connection that
+    /// died silently), answer those of later ones.
+    pub mute_pings_on: Option<usize>,
+    /// Answer replies and sends.
+    pub ack_replies: bool,
+    /// Delay before each reply/send ack.
+    pub ack_delay: Duration,
+    /// Refuse `aibot_respond_msg` with this errcode (an expired req_id).
+    pub refuse_respond: Option<i64>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            bot_id: "bot-1".into(),
+            secret: "s3cr3t-value".into(),
+            ack_pings: true,
+            mute_pings_on: None,
+            ack_replies: true,
+            ack_delay: Duration::ZERO,
+            refuse_respond: None,
+        }
+    }
+}
+
+/// One frame the client sent.
+#[derive(Clone, Debug)]
+pub struct Received {
+    /// Which connection (0-based, in accept order).
+    pub conn: usize,
+    pub cmd: String,
+    pub req_id: String,
+    pub frame: Value,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct Shared {
+    behaviour: Mutex<Behaviour>,
+    received: Mutex<Vec<Received>>,
+    violations: Mutex<Vec<String>>,
+    /// Outgoing queues, one per accepted connection.
+    conns: Mutex<Vec<mpsc::UnboundedSender<Message>>>,
+    /// req_ids of callbacks and events this server sent, per connection.
+    issued_callbacks: Mutex<HashSet<(usize, String)>>,
+    issued_events: Mutex<HashSet<(usize, String)>>,
+    /// Every req_id the client used for aibot_send_msg.
+    send_ids: Mutex<HashSet<String>>,
+    /// req_ids with a frame awaiting its ack.
+    in_flight: Mutex<HashSet<String>>,
+    max_in_flight: Mutex<usize>,
+    changed: Notify,
+}
+
+/// The running fake; dropped with the test's runtime.
+pub struct FakeWecom {
+    pub url: String,
+    shared: Arc<Shared>,
+}
+
+impl FakeWecom {
+    /// Starts listening on an ephemeral loopback port.
+    pub async fn start(behaviour: Behaviour) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let shared = Arc::new(Shared::default());
+        *shared.behaviour.lock().unwrap() = behaviour;
+        let s = shared.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let Ok(ws) = tokio_tungstenite::accept_async(tcp).await else {
+                    continue;
+                };
+                let (tx, rx) = mpsc::unbounded_channel();
+                let conn = {
+                    let mut conns = s.conns.lock().unwrap();
+                    conns.push(tx);
+                    conns.len() - 1
+                };
+                s.changed.notify_waiters();
+                tokio::spawn(serve(s.clone(), conn, ws, rx));
+            }
+        });
+        Self { url, shared }
+    }
+
+    pub fn set(&self, f: impl FnOnce(&mut Behaviour)) {
+        f(&mut self.shared.behaviour.lock().unwrap());
+    }
+
+    pub fn connections(&self) -> usize {
+        self.shared.conns.lock().unwrap().len()
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap().clone()
+    }
+
+    pub fn received_cmd(&self, cmd: &str) -> Vec<Received> {
+        self.received()
+            .into_iter()
+            .filter(|r| r.cmd == cmd)
+            .collect()
+    }
+
+    pub fn max_in_flight(&self) -> usize {
+        *self.shared.max_in_flight.lock().unwrap()
+    }
+
+    /// Waits (generously) until `pred` holds over the received frames.
+    pub async fn wait_until(&self, what: &str, pred: impl Fn(&[Received]) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let notified = self.shared.changed.notified();
+            if pred(&self.shared.received.lock().unwrap()) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!(
+                    "timed out waiting for {what}; received: {:#?}",
+                    self.received()
+                        .iter()
+                        .map(|r| (r.conn, &r.cmd))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+
+    /// Waits until the `n`-th frame with `cmd` has arrived and returns it.
+    pub async fn nth(&self, cmd: &str, n: usize) -> Received {
+        self.wait_until(&format!("{cmd} #{n}"), |r| {
+            r.iter().filter(|f| f.cmd == cmd).count() > n
+        })
+        .await;
+        self.received_cmd(cmd).remove(n)
+    }
+
+    /// Sends `frame` to the newest connection, registering the req_id of a
+    /// callback or event so replies can be checked against it.
+    pub fn push(&self, frame: Value) {
+        let conns = self.shared.conns.lock().unwrap();
+        let conn = conns.len() - 1;
+        let req_id = frame["headers"]["req_id"].as_str().unwrap_or("").to_owned();
+        match frame["cmd"].as_str() {
+            Some("aibot_msg_callback") => {
+                self.shared
+                    .issued_callbacks
+                    .lock()
+                    .unwrap()
+                    .insert((conn, req_id));
+            }
+            Some("aibot_event_callback") => {
+                self.shared
+                    .issued_events
+                    .lock()
+                    .unwrap()
+                    .insert((conn, req_id));
+            }
+            _ => {}
+        }
+        conns[conn].send(Message::text(frame.to_string())).unwrap();
+    }
+
+    /// Sends a text message callback and returns its req_id.
+    pub fn push_text(&self, req_id: &str, msgid: &str, chat: Chat<'_>, content: &str) {
+        let mut body = json!({
+            "msgid": msgid,
+            "aibotid": "bot-1",
+            "from": {"userid": chat.user},
+            "msgtype": "text",
+            "text": {"content": content},
+        });
+        match chat.group {
+            Some(g) => {
+                body["chattype"] = json!("group");
+                body["chatid"] = json!(g);
+            }
+            None => body["chattype"] = json!("single"),
+        }
+        self.push(
+            json!({"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body}),
+        );
+    }
+
+    /// Sends an event callback.
+    pub fn push_event(&self, req_id: &str, msgid: &str, user: &str, eventtype: &str) {
+        self.push(json!({
+            "cmd": "aibot_event_callback",
+            "headers": {"req_id": req_id},
+            "body": {
+                "msgid": msgid, "create_time": 1_700_000_000, "aibotid": "bot-1",
+                "from": {"userid": user}, "chattype": "single",
+                "msgtype": "event", "event": {"eventtype": eventtype}
+            }
+        }));
+    }
+
+    /// Panics with every protocol violation seen.
+    pub fn assert_clean(&self) {
+        let v = self.shared.violations.lock().unwrap();
+        assert!(v.is_empty(), "protocol violations: {v:#?}");
+    }
+}
+
+/// Who sends a test message: a DM when `group` is `None`.
+#[derive(Clone, Copy, Debug)]
+pub struct Chat<'a> {
+    pub user: &'a str,
+    pub group: Option<&'a str>,
+}
+
+fn ack(req_id: &str, errcode: i64, errmsg: &str) -> Message {
+    Message::text(
+        json!({"headers": {"req_id": req_id}, "errcode": errcode, "errmsg": errmsg}).to_string(),
+    )
+}
+
+fn markdown_content<'a>(body: &'a Value, problems: &mut Vec<String>) -> Option<&'a str> {
+    if body["msgtype"] != "markdown" {
+        problems.push(format!("msgtype must be markdown: {body}"));
+    }
+    match body["markdown"]["content"].as_str() {
+        Some(c) => {
+            if c.chars().count() > 4000 {
+                problems.push(format!(
+                    "content longer than 4000 chars: {}",
+                    c.chars().count()
+                ));
+            }
+            Some(c)
+        }
+        None => {
+            problems.push(format!("markdown.content missing: {body}"));
+            None
+        }
+    }
+}
+
+async fn serve(
+    s: Arc<Shared>,
+    conn: usize,
+    ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+) {
+    let (mut sink, mut stream) = ws.split();
+    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<(String, Message)>();
+    let mut subscribed = false;
+    let mut first = true;
+    loop {
+        tokio::select! {
+            out = rx.recv() => match out {
+                Some(m) => {
+                    let close = matches!(m, Message::Close(_));
+                    if sink.send(m).await.is_err() || close {
+                        return;
+                    }
+                }
+                None => return,
+            },
+            Some((req_id, m)) = ack_rx.recv() => {
+                s.in_flight.lock().unwrap().remove(&req_id);
+                if sink.send(m).await.is_err() {
+                    return;
+                }
+            }
+            msg = stream.next() => {
+                let text = match msg {
+                    Some(Ok(Message::Text(t))) => t.as_str().to_owned(),
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(other)) => {
+                        s.violations.lock().unwrap().push(format!("conn {conn}: non-text frame {other:?}"));
+                        continue;
+                    }
+                };
+                let mut problems = Vec::new();
+                let frame: Value = match serde_json::from_str(&text) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        s.violations.lock().unwrap().push(format!("conn {conn}: not JSON ({e}): {text}"));
+                        continue;
+                    }
+                };
+                let cmd = frame["cmd"].as_str().unwrap_or("").to_owned();
+                let req_id = frame["headers"]["req_id"].as_str().unwrap_or("").to_owned();
+                if cmd.is_empty() {
+                    problems.push(format!("frame without cmd: {text}"));
+                }
+                if req_id.is_empty() {
+                    problems.push(format!("frame without headers.req_id: {text}"));
+                }
+                if first && cmd != "aibot_subscribe" {
+                    problems.push(format!("first frame must be aibot_subscribe, got {cmd}"));
+                }
+                first = false;
+                if cmd != "aibot_subscribe" && !subscribed {
+                    problems.push(format!("{cmd} before a successful subscribe"));
+                }
+                let behaviour = s.behaviour.lock().unwrap().clone();
+                let mut reply: Option<Message> = None;
+                let mut delayed = false;
+                match cmd.as_str() {
+                    "aibot_subscribe" => {
+                        let body = &frame["body"];
+                        let (Some(bot), Some(secret)) = (body["bot_id"].as_str(), body["secret"].as_str()) else {
+                            problems.push(format!("subscribe body needs bot_id and secret: {body}"));
+                            continue;
+                        };
+                        if bot == behaviour.bot_id && secret == behaviour.secret {
+                            subscribed = true;
+                            reply = Some(ack(&req_id, 0, "ok"));
+                        } else {
+                            reply = Some(ack(&req_id, 40058, "invalid bot_id or secret"));
+                        }
+                    }
+                    "ping" => {
+                        if frame.get("body").is_some() {
+                            problems.push("ping must have no body".into());
+                        }
+                        if behaviour.ack_pings && behaviour.mute_pings_on != Some(conn) {
+                            reply = Some(ack(&req_id, 0, "ok"));
+                        }
+                    }
+                    "aibot_respond_msg" => {
+                        if !s.issued_callbacks.lock().unwrap().contains(&(conn, req_id.clone())) {
+                            problems.push(format!("respond_msg with req_id {req_id} that is no callback of this connection"));
+                        }
+                        markdown_content(&frame["body"], &mut problems);
+                        delayed = true;
+                        if behaviour.ack_replies {
+                            reply = Some(match behaviour.refuse_respond {
+                                Some(code) => ack(&req_id, code, "req_id expired"),
+                                None => ack(&req_id, 0, "ok"),
+                            });
+                        }
+                    }
+                    "aibot_send_msg" => {
+                        let body = &frame["body"];
+                        if body["chatid"].as_str().is_none_or(str::is_empty) {
+                            problems.push(format!("send_msg without chatid: {body}"));
+                        }
+                        let reused = s.issued_callbacks.lock().unwrap().iter().any(|(_, r)| *r == req_id)
+                            || !s.send_ids.lock().unwrap().insert(req_id.clone());
+                        if reused {
+                            problems.push(format!("send_msg must use a fresh req_id, got {req_id}"));
+                        }
+                        markdown_content(body, &mut problems);
+                        delayed = true;
+                        if behaviour.ack_replies {
+                            reply = Some(ack(&req_id, 0, "ok"));
+                        }
+                    }
+                    "aibot_respond_welcome_msg" => {
+                        if !s.issued_events.lock().unwrap().contains(&(conn, req_id.clone())) {
+                            problems.push(format!("welcome with req_id {req_id} that is no event of this connection"));
+                        }
+                        let body = &frame["body"];
+                        if body["msgtype"] != "text" || body["text"]["content"].as_str().is_none() {
+                            problems.push(format!("welcome body must be text: {body}"));
+                        }
+                        delayed = true;
+                        reply = Some(ack(&req_id, 0, "ok"));
+                    }
+                    other => problems.push(format!("unknown cmd {other}")),
+                }
+                if delayed {
+                    let mut in_flight = s.in_flight.lock().unwrap();
+                    if !in_flight.insert(req_id.clone()) {
+                        problems.push(format!("second frame for {req_id} before the first was acked"));
+                    }
+                    let mut max = s.max_in_flight.lock().unwrap();
+                    *max = (*max).max(in_flight.len());
+                }
+                if !problems.is_empty() {
+                    let mut v = s.violations.lock().unwrap();
+                    v.extend(problems.into_iter().map(|p| format!("conn {conn}: {p}")));
+                }
+                s.received.lock().unwrap().push(Received { conn, cmd, req_id: req_id.clone(), frame, at: Instant::now() });
+                s.changed.notify_waiters();
+                if let Some(m) = reply {
+                    if delayed {
+                        let tx = ack_tx.clone();
+                        let delay = behaviour.ack_delay;
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            let _ = tx.send((req_id, m));
+                        });
+                    } else if sink.send(m).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

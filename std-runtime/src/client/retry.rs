@@ -44,10 +44,11 @@ pub(crate) fn parse_retry_after(
     retry_after_ms: Option<&str>,
     retry_after: Option<&str>,
 ) -> Option<Duration> {
-    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
-        }
+    if let Some(ms) = retry_after_ms
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms.min(1e12) / 1000.0));
     }
     let value = retry_after?.trim();
     if let Ok(secs) = value.parse::<f64>() {

@@ -409,7 +409,7 @@ fn check_chat_body(req: &Recorded, problems: &mut Vec<String>) {
             return;
         }
     };
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         problems.push("`model` missing or empty".into());
     }
     let Some(messages) = body["messages"].as_array() else {

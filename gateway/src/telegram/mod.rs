@@ -1,1 +1,604 @@
-//! The Telegram Bot API adapter (being written).
+//! The Telegram Bot API adapter (SPEC G9, G1, G7).
+//!
+//! Inbound: long polling with `getUpdates` (`offset` = last handled
+//! `update_id` + 1, persisted through an [`OffsetStore`] after each batch has
+//! been handed to the handler, so a restart neither loses nor repeats
+//! updates). Messages become [`MessageEvent`]s; in groups only messages that
+//! mention the bot, reply to it or carry a command are passed on
+//! ([`GroupPolicy`]). Bots, edits, channel posts and service messages are
+//! skipped; repeats are dropped by `(chat, message_id)` in a bounded window.
+//!
+//! Outbound: `sendMessage`, split at 4096 UTF-16 code units, formatted as
+//! Telegram HTML converted from the reply's Markdown ([`format`]); a chunk
+//! Telegram refuses with 400 is resent as plain text, never dropped.
+//!
+//! Faults: 429 waits out `retry_after`; 5xx and network errors are retried
+//! with backoff (bounded per send, unbounded but capped in the poll loop so
+//! an outage does not kill the gateway); 401/404 stop the adapter with
+//! [`AdapterError::Auth`], 409 with [`AdapterError::Conflict`]. The token
+//! never appears in errors or logs.
+//!
+//! Some servers (the `telegram-test-api` emulator) ignore `timeout` and
+//! answer empty polls at once; the loop then pauses
+//! [`TelegramConfig::empty_poll_pause`] between polls instead of spinning.
+
+mod api;
+pub mod format;
+mod inbound;
+mod offsets;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use crate::split::{LengthUnit, split_message};
+
+pub use api::RetryPolicy;
+use api::{Api, CallError, PLATFORM};
+pub use inbound::{BotIdentity, GroupPolicy};
+use inbound::{Recent, Update, translate};
+pub use offsets::{MemoryOffsets, OffsetStore};
+pub use store_offsets::{OFFSET_KEY, StoreOffsets};
+
+/// Telegram's limit for one message, in UTF-16 code units.
+pub const MAX_MESSAGE_UTF16: usize = 4096;
+
+/// The public Bot API endpoint.
+pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
+
+/// Settings for [`TelegramAdapter`].
+#[derive(Clone)]
+pub struct TelegramConfig {
+    /// The bot token from @BotFather. Never logged.
+    pub token: String,
+    /// The API base; requests go to `{api_url}/bot{token}/{method}`.
+    pub api_url: String,
+    /// The `getUpdates` long-poll timeout in seconds (Telegram holds the
+    /// request this long when there is nothing to deliver).
+    pub poll_timeout_s: u64,
+    /// When to answer in groups.
+    pub group_policy: GroupPolicy,
+    /// The pause after a poll that came back empty well before its timeout
+    /// (servers that ignore `timeout`), so the loop never spins.
+    pub empty_poll_pause: Duration,
+    /// Retries for 5xx and network errors.
+    pub retry: RetryPolicy,
+    /// How many recent `(chat, message_id)` pairs are remembered for dedup.
+    pub dedup_window: usize,
+}
+
+impl TelegramConfig {
+    /// Defaults for everything but the token: the public API, 30 s polls,
+    /// triggered-only groups.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            token: token.into(),
+            api_url: DEFAULT_API_URL.to_owned(),
+            poll_timeout_s: 30,
+            group_policy: GroupPolicy::default(),
+            empty_poll_pause: Duration::from_millis(300),
+            retry: RetryPolicy::default(),
+            dedup_window: 2048,
+        }
+    }
+}
+
+impl std::fmt::Debug for TelegramConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramConfig")
+            .field("token", &"<redacted>")
+            .field("api_url", &self.api_url)
+            .field("poll_timeout_s", &self.poll_timeout_s)
+            .field("group_policy", &self.group_policy)
+            .field("empty_poll_pause", &self.empty_poll_pause)
+            .field("retry", &self.retry)
+            .field("dedup_window", &self.dedup_window)
+            .finish()
+    }
+}
+
+/// A Telegram setting that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum TelegramConfigError {
+    /// The token is empty or contains characters that cannot be in a token.
+    #[error("TELEGRAM_BOT_TOKEN is malformed (empty, or contains whitespace, '/', '?' or '#')")]
+    BadToken,
+    /// The API base is not an http(s) URL.
+    #[error("TELEGRAM_API_URL must start with http:// or https://, got {0:?}")]
+    BadApiUrl(String),
+    /// `TELEGRAM_POLL_TIMEOUT` is not a number of seconds.
+    #[error("TELEGRAM_POLL_TIMEOUT must be whole seconds (0..=600), got {0:?}")]
+    BadPollTimeout(String),
+    /// `TELEGRAM_GROUP_POLICY` is not understood.
+    #[error(
+        "TELEGRAM_GROUP_POLICY must be \"all\", \"triggered\" or a comma list of mention,reply,command; got {0:?}"
+    )]
+    BadGroupPolicy(String),
+    /// The HTTP client could not be built (TLS setup).
+    #[error("cannot build the Telegram HTTP client: {0}")]
+    Client(String),
+}
+
+/// Where the poll loop is.
+#[derive(Clone, Debug)]
+enum Status {
+    Idle,
+    Polling,
+    Stopped(Option<Arc<AdapterError>>),
+}
+
+struct Inner {
+    config: TelegramConfig,
+    api: Api,
+    offsets: Arc<dyn OffsetStore>,
+    bot: Mutex<Option<BotIdentity>>,
+    recent: Mutex<Recent>,
+}
+
+struct Running {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// The Telegram Bot API adapter. See the module docs.
+pub struct TelegramAdapter {
+    inner: Arc<Inner>,
+    running: tokio::sync::Mutex<Option<Running>>,
+    status: Arc<watch::Sender<Status>>,
+}
+
+impl std::fmt::Debug for TelegramAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramAdapter")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a handler panicked mid-update; the data
+    // (a dedup window, the bot identity) is still usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl TelegramAdapter {
+    /// An adapter for `config`, saving its poll offset in `offset_store`.
+    pub fn new(
+        config: TelegramConfig,
+        offset_store: Arc<dyn OffsetStore>,
+    ) -> Result<Self, TelegramConfigError> {
+        let token = config.token.trim();
+        if token.is_empty()
+            || token.contains(|c: char| c.is_whitespace() || matches!(c, '/' | '?' | '#'))
+        {
+            return Err(TelegramConfigError::BadToken);
+        }
+        if !(config.api_url.starts_with("http://") || config.api_url.starts_with("https://")) {
+            return Err(TelegramConfigError::BadApiUrl(config.api_url.clone()));
+        }
+        let api = Api::new(&config.api_url, token, config.retry.clone())
+            .map_err(|e| TelegramConfigError::Client(e.without_url().to_string()))?;
+        let (status, _) = watch::channel(Status::Idle);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                recent: Mutex::new(Recent::new(config.dedup_window)),
+                config,
+                api,
+                offsets: offset_store,
+                bot: Mutex::new(None),
+            }),
+            running: tokio::sync::Mutex::new(None),
+            status: Arc::new(status),
+        })
+    }
+
+    /// The adapter configured from the environment, or `None` when
+    /// `TELEGRAM_BOT_TOKEN` is unset or blank (Telegram disabled).
+    ///
+    /// Reads `TELEGRAM_BOT_TOKEN`, `TELEGRAM_API_URL` (default
+    /// [`DEFAULT_API_URL`]), `TELEGRAM_POLL_TIMEOUT` (seconds, default 30) and
+    /// `TELEGRAM_GROUP_POLICY` (`triggered` (default), `all`, or a comma list
+    /// of `mention`, `reply`, `command`).
+    pub fn from_env(
+        env: &dyn Fn(&str) -> Option<String>,
+        offset_store: Arc<dyn OffsetStore>,
+    ) -> Option<Result<Self, TelegramConfigError>> {
+        let token = env("TELEGRAM_BOT_TOKEN").filter(|t| !t.trim().is_empty())?;
+        let build = || {
+            let mut config = TelegramConfig::new(token.trim());
+            if let Some(url) = env("TELEGRAM_API_URL").filter(|u| !u.trim().is_empty()) {
+                config.api_url = url.trim().to_owned();
+            }
+            if let Some(t) = env("TELEGRAM_POLL_TIMEOUT").filter(|t| !t.trim().is_empty()) {
+                config.poll_timeout_s = t
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|s| *s <= 600)
+                    .ok_or(TelegramConfigError::BadPollTimeout(t))?;
+            }
+            if let Some(p) = env("TELEGRAM_GROUP_POLICY").filter(|p| !p.trim().is_empty()) {
+                config.group_policy = parse_group_policy(&p)?;
+            }
+            Self::new(config, offset_store)
+        };
+        Some(build())
+    }
+
+    /// The bot's identity, known after a successful [`PlatformAdapter::connect`].
+    pub fn bot(&self) -> Option<BotIdentity> {
+        lock(&self.inner.bot).clone()
+    }
+
+    /// Waits until the poll loop has ended. `Some(error)` when it stopped on
+    /// its own for a reason that needs an operator (bad token, another
+    /// poller); `None` after [`PlatformAdapter::disconnect`] or if it never
+    /// ran.
+    pub async fn wait_stopped(&self) -> Option<Arc<AdapterError>> {
+        let mut rx = self.status.subscribe();
+        loop {
+            match &*rx.borrow_and_update() {
+                Status::Stopped(e) => return e.clone(),
+                Status::Idle => return None,
+                Status::Polling => {}
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// The error the poll loop stopped on, if it did.
+    pub fn fatal_error(&self) -> Option<Arc<AdapterError>> {
+        match &*self.status.borrow() {
+            Status::Stopped(e) => e.clone(),
+            _ => None,
+        }
+    }
+
+    async fn send_chunk(
+        &self,
+        chat: i64,
+        chunk: &str,
+        reply_to: Option<i64>,
+        thread: Option<i64>,
+    ) -> Result<(), AdapterError> {
+        let api = &self.inner.api;
+        let mut body = json!({ "chat_id": chat, "text": format::markdown_to_html(chunk), "parse_mode": "HTML" });
+        if let Some(t) = thread {
+            body["message_thread_id"] = json!(t);
+        }
+        if let Some(r) = reply_to {
+            // If the user deleted their message, still deliver the answer.
+            body["reply_parameters"] =
+                json!({ "message_id": r, "allow_sending_without_reply": true });
+        }
+        match api
+            .call("sendMessage", &body, Duration::from_secs(30))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(CallError::Api {
+                status: 400,
+                description,
+                ..
+            }) => {
+                tracing::warn!(%description, "telegram: formatted message refused, resending as plain text");
+                body["text"] = json!(chunk);
+                if let Some(obj) = body.as_object_mut() {
+                    obj.remove("parse_mode");
+                }
+                api.call("sendMessage", &body, Duration::from_secs(30))
+                    .await
+                    .map(|_| ())
+                    .map_err(CallError::into_adapter_error)
+            }
+            Err(e) => Err(e.into_adapter_error()),
+        }
+    }
+}
+
+fn parse_group_policy(s: &str) -> Result<GroupPolicy, TelegramConfigError> {
+    let s = s.trim().to_ascii_lowercase();
+    match s.as_str() {
+        "all" => {
+            return Ok(GroupPolicy {
+                respond_to_all: true,
+                ..GroupPolicy::default()
+            });
+        }
+        "triggered" => return Ok(GroupPolicy::default()),
+        _ => {}
+    }
+    let mut p = GroupPolicy {
+        respond_to_all: false,
+        on_mention: false,
+        on_reply: false,
+        on_command: false,
+    };
+    for part in s.split(',').map(str::trim) {
+        match part {
+            "mention" => p.on_mention = true,
+            "reply" => p.on_reply = true,
+            "command" => p.on_command = true,
+            _ => return Err(TelegramConfigError::BadGroupPolicy(s.clone())),
+        }
+    }
+    Ok(p)
+}
+
+impl Inner {
+    fn deliver(&self, update: Update, handler: &EventHandler) {
+        let Some(bot) = lock(&self.bot).clone() else {
+            return;
+        };
+        match translate(update, &bot, &self.config.group_policy) {
+            Ok(inb) => {
+                if lock(&self.recent).first_time((inb.chat_id, inb.message_id), inb.thread_id) {
+                    handler(inb.event);
+                } else {
+                    tracing::debug!(
+                        chat = inb.chat_id,
+                        message = inb.message_id,
+                        "telegram: duplicate dropped"
+                    );
+                }
+            }
+            Err(skip) => tracing::debug!(?skip, "telegram: update skipped"),
+        }
+    }
+
+    /// Sleeps `d` unless asked to stop first. `false` means stop.
+    async fn pause(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => true,
+            _ = stop.wait_for(|s| *s) => false,
+        }
+    }
+
+    /// The long-poll loop. Returns the fatal error it stopped on, or `None`
+    /// when asked to stop.
+    async fn poll_loop(
+        self: Arc<Self>,
+        handler: EventHandler,
+        mut stop: watch::Receiver<bool>,
+    ) -> Option<AdapterError> {
+        let mut offset = self.offsets.load();
+        let poll = Duration::from_secs(self.config.poll_timeout_s);
+        let http_timeout = poll + Duration::from_secs(15);
+        let mut failures = 0u32;
+        loop {
+            let mut body = json!({ "timeout": self.config.poll_timeout_s });
+            if let Some(o) = offset {
+                body["offset"] = json!(o);
+            }
+            let started = Instant::now();
+            let result = tokio::select! {
+                r = self.api.call_once("getUpdates", &body, http_timeout) => r,
+                _ = stop.wait_for(|s| *s) => return None,
+            };
+            let wait = match result {
+                Ok(value) => {
+                    failures = 0;
+                    let updates = match value {
+                        Value::Array(a) => a,
+                        other => {
+                            tracing::warn!(kind = ?other, "telegram: getUpdates result is not a list; ignored");
+                            Vec::new()
+                        }
+                    };
+                    let empty = updates.is_empty();
+                    let mut next = offset;
+                    for raw in updates {
+                        let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
+                            tracing::warn!("telegram: update without update_id ignored");
+                            continue;
+                        };
+                        // Already acknowledged: a server that ignores `offset`.
+                        if offset.is_some_and(|o| id < o) {
+                            continue;
+                        }
+                        next = Some(next.map_or(id + 1, |n: i64| n.max(id + 1)));
+                        match serde_json::from_value::<Update>(raw) {
+                            Ok(update) => self.deliver(update, &handler),
+                            Err(e) => {
+                                tracing::warn!(update_id = id, error = %e, "telegram: unreadable update skipped")
+                            }
+                        }
+                    }
+                    if next != offset {
+                        if let Some(n) = next {
+                            self.offsets.save(n);
+                        }
+                        offset = next;
+                    }
+                    let early = started.elapsed() < poll / 2 || poll.is_zero();
+                    (empty && early).then_some(self.config.empty_poll_pause)
+                }
+                Err(CallError::Api {
+                    status: 429,
+                    retry_after,
+                    ..
+                }) => {
+                    let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1));
+                    tracing::warn!(
+                        wait_s = wait.as_secs(),
+                        "telegram: getUpdates rate limited (429), waiting"
+                    );
+                    Some(wait)
+                }
+                Err(
+                    e @ CallError::Api {
+                        status: 401 | 404 | 409,
+                        ..
+                    },
+                ) => {
+                    let err = e.into_adapter_error();
+                    tracing::error!(error = %err, "telegram: polling stopped");
+                    return Some(err);
+                }
+                Err(e) => {
+                    failures += 1;
+                    let wait = self.config.retry.backoff(failures);
+                    tracing::warn!(error = ?e, attempt = failures, "telegram: getUpdates failed, retrying");
+                    Some(wait)
+                }
+            };
+            if let Some(d) = wait
+                && !Self::pause(d, &mut stop).await
+            {
+                return None;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PlatformAdapter for TelegramAdapter {
+    fn platform(&self) -> &'static str {
+        PLATFORM
+    }
+
+    fn max_message_len(&self) -> usize {
+        MAX_MESSAGE_UTF16
+    }
+
+    /// Checks the token with `getMe` (which also gives the username for
+    /// mentions), then starts the poll loop. A second call restarts the
+    /// loop with the new handler.
+    async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
+        self.disconnect().await;
+        let me = self
+            .inner
+            .api
+            .call("getMe", &json!({}), Duration::from_secs(30))
+            .await
+            .map_err(CallError::into_adapter_error)?;
+        let bot: BotIdentity = serde_json::from_value(me).map_err(|e| AdapterError::Rejected {
+            platform: PLATFORM,
+            message: format!("getMe answered something unexpected: {e}"),
+        })?;
+        tracing::info!(bot_id = bot.id, username = ?bot.username, "telegram: connected");
+        *lock(&self.inner.bot) = Some(bot);
+
+        let (stop, stop_rx) = watch::channel(false);
+        let inner = Arc::clone(&self.inner);
+        let status = Arc::clone(&self.status);
+        status.send_replace(Status::Polling);
+        let task = tokio::spawn(async move {
+            let fatal = inner.poll_loop(handler, stop_rx).await;
+            status.send_replace(Status::Stopped(fatal.map(Arc::new)));
+        });
+        *self.running.lock().await = Some(Running { stop, task });
+        Ok(())
+    }
+
+    async fn disconnect(&self) {
+        let Some(running) = self.running.lock().await.take() else {
+            return;
+        };
+        running.stop.send_replace(true);
+        if let Err(e) = running.task.await {
+            tracing::error!(error = %e, "telegram: poll task ended abnormally");
+            self.status.send_replace(Status::Stopped(None));
+        }
+        // Keep a fatal error visible; a clean stop reads as "not running".
+        self.status.send_if_modified(|s| match s {
+            Status::Stopped(Some(_)) => false,
+            _ => {
+                *s = Status::Stopped(None);
+                true
+            }
+        });
+    }
+
+    async fn send(
+        &self,
+        chat_id: &str,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let chat: i64 = chat_id.trim().parse().map_err(|_| AdapterError::Rejected {
+            platform: PLATFORM,
+            message: format!("not a Telegram chat id: {chat_id:?}"),
+        })?;
+        let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
+        let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
+        let mut first = true;
+        for chunk in split_message(text, MAX_MESSAGE_UTF16, LengthUnit::Utf16) {
+            // Telegram refuses empty texts; a blank piece carries nothing visible.
+            if chunk.trim().is_empty() {
+                continue;
+            }
+            self.send_chunk(chat, &chunk, reply.filter(|_| first), thread)
+                .await?;
+            first = false;
+        }
+        Ok(())
+    }
+
+    /// One `sendChatAction typing` (it shows for about 5 s); best effort.
+    async fn typing(&self, chat_id: &str) {
+        let Ok(chat) = chat_id.trim().parse::<i64>() else {
+            return;
+        };
+        let body = json!({ "chat_id": chat, "action": "typing" });
+        if let Err(e) = self
+            .inner
+            .api
+            .call_once("sendChatAction", &body, Duration::from_secs(10))
+            .await
+        {
+            tracing::debug!(error = ?e, "telegram: typing indicator not shown");
+        }
+    }
+}
+
+mod store_offsets {
+    //! The offset kept in the runtime's SQLite key-value table.
+
+    use std::sync::{Arc, Mutex};
+
+    use hermes_runtime::store::Store;
+
+    use super::OffsetStore;
+
+    /// The key under which the offset is stored.
+    pub const OFFSET_KEY: &str = "telegram.offset";
+
+    /// [`OffsetStore`] backed by [`Store::kv_get`] / [`Store::kv_set`] under
+    /// [`OFFSET_KEY`].
+    #[derive(Debug, Clone)]
+    pub struct StoreOffsets(pub Arc<Mutex<Store>>);
+
+    impl OffsetStore for StoreOffsets {
+        fn load(&self) -> Option<i64> {
+            let store = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match store.kv_get(OFFSET_KEY) {
+                Ok(v) => v.and_then(|s| s.trim().parse().ok()),
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: cannot read the saved offset; starting from the oldest update");
+                    None
+                }
+            }
+        }
+
+        fn save(&self, offset: i64) {
+            let mut store = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Err(e) = store.kv_set(OFFSET_KEY, &offset.to_string()) {
+                tracing::error!(error = %e, "telegram: cannot save the offset; a restart may repeat updates");
+            }
+        }
+    }
+}

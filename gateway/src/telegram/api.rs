@@ -1,0 +1,263 @@
+//! The Bot API over HTTP: `{base}/bot{token}/{method}`, JSON in and out,
+//! with the fault handling every call shares (429 waits, 5xx/network
+//! backoff, token redaction).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::adapter::AdapterError;
+
+pub(crate) const PLATFORM: &str = "telegram";
+
+/// Retry settings for 5xx answers and network errors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// How many attempts a single call gets (at least 1).
+    pub max_attempts: u32,
+    /// The first backoff delay; doubled on each further failure.
+    pub base_delay: Duration,
+    /// The cap on one backoff delay (also the poll loop's cap).
+    pub max_delay: Duration,
+    /// The longest `retry_after` the adapter is willing to wait out for one
+    /// 429 answer; a longer demand fails the call instead of hanging it.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before attempt `n + 1` after `n` failures (n ≥ 1).
+    pub(crate) fn backoff(&self, failures: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1).min(16))
+            .unwrap_or(u32::MAX);
+        self.base_delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// One failed call, before it is mapped to an [`AdapterError`].
+#[derive(Debug)]
+pub(crate) enum CallError {
+    /// Telegram answered `ok: false` (or a non-2xx status).
+    Api {
+        status: u16,
+        description: String,
+        retry_after: Option<u64>,
+    },
+    /// The request never got a usable answer.
+    Network(String),
+}
+
+impl CallError {
+    fn retryable(&self) -> bool {
+        match self {
+            CallError::Network(_) => true,
+            CallError::Api { status, .. } => *status >= 500,
+        }
+    }
+
+    /// The adapter-level error. `401`/`404` mean the token is wrong (Telegram
+    /// answers 404 for an unknown bot path), `409` another poller or webhook.
+    pub(crate) fn into_adapter_error(self) -> AdapterError {
+        match self {
+            CallError::Network(message) => AdapterError::Network {
+                platform: PLATFORM,
+                message,
+            },
+            CallError::Api {
+                status: 401 | 404,
+                description,
+                ..
+            } => AdapterError::Auth {
+                platform: PLATFORM,
+                message: format!(
+                    "TELEGRAM_BOT_TOKEN was rejected ({description}); check the token with @BotFather"
+                ),
+            },
+            CallError::Api {
+                status: 409,
+                description,
+                ..
+            } => AdapterError::Conflict {
+                platform: PLATFORM,
+                message: format!(
+                    "another process is polling this bot (getUpdates conflict) — stop it or use a \
+                     webhook-free single instance ({description})"
+                ),
+            },
+            CallError::Api {
+                status,
+                description,
+                ..
+            } => AdapterError::Rejected {
+                platform: PLATFORM,
+                message: format!("HTTP {status}: {description}"),
+            },
+        }
+    }
+}
+
+/// The HTTP side of the adapter.
+pub(crate) struct Api {
+    client: reqwest::Client,
+    base: String,
+    token: String,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("base", &self.base)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Api {
+    pub(crate) fn new(base: &str, token: &str, retry: RetryPolicy) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            // Idle pooled connections are dropped before a proxy or Telegram would.
+            .pool_idle_timeout(Duration::from_secs(50))
+            .build()?;
+        Ok(Self {
+            client,
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            retry,
+        })
+    }
+
+    /// Replaces the token in `s` so no error or log line ever carries it.
+    pub(crate) fn redact(&self, s: &str) -> String {
+        if self.token.is_empty() {
+            s.to_owned()
+        } else {
+            s.replace(&self.token, "<redacted>")
+        }
+    }
+
+    /// One attempt of `method`, with a whole-request `timeout`.
+    pub(crate) async fn call_once(
+        &self,
+        method: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let url = format!("{}/bot{}/{}", self.base, self.token, method);
+        let resp = self
+            .client
+            .post(url)
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| CallError::Network(self.redact(&e.without_url().to_string())))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| CallError::Network(self.redact(&e.without_url().to_string())))?;
+        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+        match parsed {
+            Some(v) if (200..300).contains(&status) && v.get("ok") == Some(&Value::Bool(true)) => {
+                Ok(v.get("result").cloned().unwrap_or(Value::Null))
+            }
+            Some(v) => {
+                let description = v
+                    .get("description")
+                    .or_else(|| v.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("no description")
+                    .to_owned();
+                let code = v
+                    .get("error_code")
+                    .and_then(Value::as_u64)
+                    .and_then(|c| u16::try_from(c).ok());
+                // An `ok: false` answer with HTTP 200 still carries its real code.
+                let status = if (200..300).contains(&status) {
+                    code.unwrap_or(500)
+                } else {
+                    status
+                };
+                let retry_after = v.pointer("/parameters/retry_after").and_then(Value::as_u64);
+                Err(CallError::Api {
+                    status,
+                    description: self.redact(&description),
+                    retry_after,
+                })
+            }
+            None => {
+                let snippet: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+                Err(CallError::Api {
+                    status: if (200..300).contains(&status) {
+                        502
+                    } else {
+                        status
+                    },
+                    description: self.redact(&format!("non-JSON answer: {snippet}")),
+                    retry_after: None,
+                })
+            }
+        }
+    }
+
+    /// `method` with the shared fault handling: 429 is waited out (not
+    /// counted as a failed attempt), 5xx and network errors are retried with
+    /// exponential backoff up to `retry.max_attempts`, anything else returns
+    /// at once.
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let mut failures = 0u32;
+        loop {
+            match self.call_once(method, body, timeout).await {
+                Ok(v) => return Ok(v),
+                Err(CallError::Api {
+                    status: 429,
+                    retry_after,
+                    description,
+                }) => {
+                    let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1));
+                    if wait > self.retry.max_retry_after {
+                        return Err(CallError::Api {
+                            status: 429,
+                            retry_after,
+                            description,
+                        });
+                    }
+                    tracing::warn!(
+                        method,
+                        wait_s = wait.as_secs(),
+                        "telegram: rate limited (429), waiting"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) if e.retryable() => {
+                    failures += 1;
+                    if failures >= self.retry.max_attempts.max(1) {
+                        return Err(e);
+                    }
+                    let wait = self.retry.backoff(failures);
+                    tracing::warn!(method, attempt = failures, error = ?e, "telegram: call failed, retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -1136,3 +1136,42 @@ fn confinement_applies_to_relative_paths_given_as_absolute_workdir() {
         .unwrap();
     assert!(out.contains("|via link"), "{out}");
 }
+
+#[test]
+fn read_file_cuts_enormous_lines_without_reading_them_whole() {
+    let fx = Fx::new();
+    let mut body = "x".repeat(1_000_000);
+    body.push_str("\nsecond\r\nthird");
+    fx.write("min.js", &body);
+    let out = fx.ok("read_file", json!({"path": "min.js"}));
+    let expected_first = format!(
+        "     1|{}… [line cut: 998000 more bytes]\n",
+        "x".repeat(2000)
+    );
+    assert!(out.starts_with(&expected_first), "{}", &out[..100]);
+    assert!(out.ends_with("     2|second\n     3|third\n"), "{out}");
+}
+
+#[test]
+fn confinement_refuses_a_file_symlink_out() {
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("passwd"), "root:x:0:0\n").unwrap();
+    let fx = Fx::new();
+    std::os::unix::fs::symlink(outside.path().join("passwd"), fx.path("innocent.txt")).unwrap();
+    let m = fx.err("read_file", json!({"path": "innocent.txt"}));
+    assert!(m.contains("outside the working directory"), "{m}");
+    let m = fx.err(
+        "patch",
+        json!({"path": "innocent.txt", "old_string": "root", "new_string": "toor"}),
+    );
+    assert!(m.contains("outside the working directory"), "{m}");
+    let m = fx.err(
+        "write_file",
+        json!({"path": "innocent.txt", "content": "x"}),
+    );
+    assert!(m.contains("outside the working directory"), "{m}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("passwd")).unwrap(),
+        "root:x:0:0\n"
+    );
+}

@@ -1,7 +1,7 @@
 //! `read_file`, `write_file` and `patch`: the file tools, confined to the
 //! working directory.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
@@ -20,6 +20,43 @@ const BINARY_SNIFF_BYTES: usize = 8192;
 /// Whether `head` (a file's first bytes) looks like a binary file.
 pub(crate) fn looks_binary(head: &[u8]) -> bool {
     head.contains(&0)
+}
+
+/// Reads one line (through `\n`) from `reader`, keeping at most `max` bytes
+/// of it in `buf` (without the `\n`) and discarding the rest, so one
+/// enormous line (a minified bundle, a data dump) cannot exhaust memory.
+/// Returns the line's full length in bytes without the `\n`, or `None` at
+/// end of file.
+pub(crate) fn read_line_bounded<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<usize>> {
+    buf.clear();
+    let mut total = 0usize;
+    let mut seen_any = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(seen_any.then_some(total));
+        }
+        let (content, consumed, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (&available[..i], i + 1, true),
+            None => (available, available.len(), false),
+        };
+        let room = max.saturating_sub(buf.len());
+        buf.extend_from_slice(&content[..content.len().min(room)]);
+        total += content.len();
+        seen_any = true;
+        reader.consume(consumed);
+        if done {
+            return Ok(Some(total));
+        }
+    }
 }
 
 fn io_error(action: &str, shown: &str, e: &std::io::Error) -> ToolError {
@@ -116,27 +153,25 @@ impl Tool for ReadFileTool {
         let mut last_shown = 0usize;
         let mut buf = Vec::new();
         loop {
-            buf.clear();
-            let n = reader
-                .by_ref()
-                .read_until(b'\n', &mut buf)
-                .map_err(|e| io_error("read", &shown, &e))?;
-            if n == 0 {
+            let Some(full_len) = read_line_bounded(&mut reader, &mut buf, MAX_LINE_CHARS * 4)
+                .map_err(|e| io_error("read", &shown, &e))?
+            else {
                 break;
-            }
+            };
             total += 1;
             if total < offset || total >= offset + limit {
                 continue;
             }
             let line = String::from_utf8_lossy(&buf);
-            let line = line.strip_suffix('\n').unwrap_or(&line);
-            let line = line.strip_suffix('\r').unwrap_or(line);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
             let cut = floor_char_boundary(line, MAX_LINE_CHARS);
-            if cut < line.len() {
+            if cut < line.len() || full_len > buf.len() {
+                // Lossy decoding may change byte counts slightly; the exact
+                // figure matters less than saying that something was cut.
                 out.push_str(&format!(
                     "{total:>6}|{}… [line cut: {} more bytes]\n",
                     &line[..cut],
-                    line.len() - cut
+                    full_len.saturating_sub(cut)
                 ));
             } else {
                 out.push_str(&format!("{total:>6}|{line}\n"));

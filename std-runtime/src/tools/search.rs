@@ -6,7 +6,7 @@
 //! `target/`, `node_modules/` and `.git/` do not drown the results. Entries
 //! are visited in name order, so the same tree gives the same output.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 
 use globset::{Glob, GlobMatcher};
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
@@ -15,7 +15,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::fs::looks_binary;
+use super::fs::{looks_binary, read_line_bounded};
 use super::{Sandbox, cap_result, failed, floor_char_boundary, parse_args};
 
 const DEFAULT_LIMIT: usize = 100;
@@ -24,6 +24,8 @@ const MAX_LIMIT: usize = 1000;
 const MAX_CONTENT_FILE_BYTES: u64 = 10 * 1024 * 1024;
 /// A matching line is shown up to this many bytes.
 const MAX_MATCH_LINE_BYTES: usize = 300;
+/// Only this much of each line is searched (bounds memory on huge lines).
+const MAX_SEARCHED_LINE_BYTES: usize = 64 * 1024;
 
 /// Searches file contents (regex) or file names (glob).
 #[derive(Debug)]
@@ -193,14 +195,13 @@ impl Tool for SearchFilesTool {
             let mut buf = Vec::new();
             let mut n = 0usize;
             loop {
-                buf.clear();
-                match reader.by_ref().read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
+                match read_line_bounded(&mut reader, &mut buf, MAX_SEARCHED_LINE_BYTES) {
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
                 }
                 n += 1;
                 let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end_matches(['\n', '\r']);
+                let line = line.trim_end_matches('\r');
                 if re.is_match(line) {
                     if lines.len() < limit {
                         let cut = floor_char_boundary(line, MAX_MATCH_LINE_BYTES);

@@ -11,6 +11,10 @@
 //! - **No secrets in the child.** The environment is copied without any
 //!   variable whose name looks like a credential (SPEC E2), so a command
 //!   like `env` cannot leak the provider key into the transcript.
+//! - **Confinement is of the start directory only.** `workdir` must resolve
+//!   inside the working directory (SPEC E1), but a shell can `cd` anywhere
+//!   the process user may go; real isolation needs an OS sandbox (a
+//!   container, a dedicated user), which is the deployment's job.
 //! - **Background jobs are left alone.** When the shell exits while a
 //!   background job still holds the pipe, the tool waits briefly for the
 //!   output to end, then returns what it has and says so.

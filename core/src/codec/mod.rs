@@ -28,6 +28,7 @@ use alloc::string::String;
 
 use crate::model::Completion;
 
+mod fast;
 pub mod request;
 pub mod response;
 pub mod sse;

@@ -1,0 +1,369 @@
+//! The fast path for the chunk that makes up nearly every stream: one
+//! content delta in a full envelope and nothing else.
+//!
+//! Most of a chunk's bytes are envelope (`id`, `model`, `system_fingerprint`,
+//! …) that the decoder throws away; a validating skim over them, appending the
+//! unescaped content straight into the accumulated text, is several times
+//! cheaper than a general deserializer and allocates nothing.
+//!
+//! **Contract:** [`content_chunk`] either declines (`None`, leaving `out` as it
+//! was) or returns exactly what the serde path would have decoded: the
+//! document is valid JSON (UTF-8 checked up front, string escapes, number
+//! grammar, nesting capped below serde_json's limit, no trailing bytes), no
+//! field the serde path reads is duplicated, and every field that would carry
+//! something other than content (`usage`, `error`, `finish_reason`,
+//! `tool_calls`, reasoning, refusal) is absent or `null`. Anything unusual —
+//! escaped keys, surrogate escapes outside the content — declines, and the
+//! serde path decides.
+
+use alloc::string::String;
+
+/// Deeper nesting than this declines (serde_json errors at 128).
+const MAX_DEPTH: u32 = 100;
+
+/// Appends the content of a content-only chunk to `out`. `Some(())` when the
+/// chunk was handled (the appended text may be empty), `None` to decline.
+pub(super) fn content_chunk(data: &[u8], out: &mut String) -> Option<()> {
+    let start = out.len();
+    let result = core::str::from_utf8(data).ok().and_then(|s| {
+        let mut cur = Cursor { s, b: data, i: 0 };
+        cur.document(out)
+    });
+    if result.is_none() {
+        out.truncate(start);
+    }
+    result
+}
+
+struct Cursor<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn document(&mut self, out: &mut String) -> Option<()> {
+        let mut seen_choices = false;
+        let mut seen_usage = false;
+        self.object(|cur, key| {
+            match key {
+                "choices" => {
+                    if core::mem::replace(&mut seen_choices, true) {
+                        return None;
+                    }
+                    if !cur.null() {
+                        cur.choices(out)?;
+                    }
+                }
+                "usage" => {
+                    if core::mem::replace(&mut seen_usage, true) {
+                        return None;
+                    }
+                    cur.expect_null()?;
+                }
+                "error" => return None,
+                _ => cur.skip_value(1)?,
+            }
+            Some(())
+        })?;
+        self.ws();
+        (self.i == self.b.len()).then_some(())
+    }
+
+    fn choices(&mut self, out: &mut String) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.i += 1;
+            return Some(());
+        }
+        self.choice(out)?;
+        loop {
+            self.ws();
+            match self.next()? {
+                b',' => {
+                    self.ws();
+                    self.skip_value(2)?;
+                }
+                b']' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    fn choice(&mut self, out: &mut String) -> Option<()> {
+        let mut seen_delta = false;
+        let mut seen_finish = false;
+        self.object(|cur, key| {
+            match key {
+                "delta" => {
+                    if core::mem::replace(&mut seen_delta, true) {
+                        return None;
+                    }
+                    if !cur.null() {
+                        cur.delta(out)?;
+                    }
+                }
+                "finish_reason" => {
+                    if core::mem::replace(&mut seen_finish, true) {
+                        return None;
+                    }
+                    cur.expect_null()?;
+                }
+                _ => cur.skip_value(3)?,
+            }
+            Some(())
+        })
+    }
+
+    fn delta(&mut self, out: &mut String) -> Option<()> {
+        let mut seen = [false; 5];
+        self.object(|cur, key| {
+            let slot = match key {
+                "content" => 0,
+                "refusal" => 1,
+                "reasoning_content" => 2,
+                "reasoning" => 3,
+                "tool_calls" => 4,
+                _ => return cur.skip_value(4),
+            };
+            if core::mem::replace(seen.get_mut(slot)?, true) {
+                return None;
+            }
+            if cur.null() {
+                return Some(());
+            }
+            if slot == 0 && cur.peek() == Some(b'"') {
+                cur.string_into(out)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// `{ "key": value, … }`, calling `field` with the cursor on each value.
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.ws();
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let key = self.plain_key()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            field(self, key)?;
+            self.ws();
+            match self.next()? {
+                b',' => {}
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key without escapes (escaped keys decline).
+    fn plain_key(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.i;
+        loop {
+            match self.next()? {
+                b'"' => return self.s.get(start..self.i - 1),
+                b'\\' => return None,
+                c if c < 0x20 => return None,
+                _ => {}
+            }
+        }
+    }
+
+    /// Unescapes a string value into `out` (cursor on the opening quote).
+    fn string_into(&mut self, out: &mut String) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            let run = self.i;
+            while let Some(&c) = self.b.get(self.i) {
+                if c == b'"' || c == b'\\' || c < 0x20 {
+                    break;
+                }
+                self.i += 1;
+            }
+            out.push_str(self.s.get(run..self.i)?);
+            match self.next()? {
+                b'"' => return Some(()),
+                b'\\' => {
+                    let c = match self.next()? {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => self.unicode_escape()?,
+                        _ => return None,
+                    };
+                    out.push(c);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// After `\u`: one code point, joining a surrogate pair; lone surrogates
+    /// decline (serde_json rejects them).
+    fn unicode_escape(&mut self) -> Option<char> {
+        let hi = self.hex4()?;
+        match hi {
+            0xD800..=0xDBFF => {
+                self.eat(b'\\')?;
+                self.eat(b'u')?;
+                let lo = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return None;
+                }
+                char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+            }
+            0xDC00..=0xDFFF => None,
+            _ => char::from_u32(hi),
+        }
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let mut v = 0;
+        for _ in 0..4 {
+            let d = char::from(self.next()?).to_digit(16)?;
+            v = v * 16 + d;
+        }
+        Some(v)
+    }
+
+    /// Skips a string, validating it (cursor on the opening quote).
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            match self.next()? {
+                b'"' => return Some(()),
+                b'\\' => match self.next()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                    b'u' => {
+                        // Surrogates outside the content: let serde decide.
+                        if (0xD800..=0xDFFF).contains(&self.hex4()?) {
+                            return None;
+                        }
+                    }
+                    _ => return None,
+                },
+                c if c < 0x20 => return None,
+                _ => {}
+            }
+        }
+    }
+
+    fn skip_value(&mut self, depth: u32) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.ws();
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' => self.object(|cur, _| cur.skip_value(depth + 1)),
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.next()? {
+                        b',' => {}
+                        b']' => return Some(()),
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.next()? {
+            b'0' => {}
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.digit()?;
+            self.digits();
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            self.digit()?;
+            self.digits();
+        }
+        Some(())
+    }
+
+    fn digit(&mut self) -> Option<()> {
+        self.next().filter(u8::is_ascii_digit).map(|_| ())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.i += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i.checked_add(word.len())?;
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// Consumes `null` if it is next.
+    fn null(&mut self) -> bool {
+        self.literal(b"null").is_some()
+    }
+
+    fn expect_null(&mut self) -> Option<()> {
+        self.literal(b"null")
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.next()? == c).then_some(())
+    }
+}

@@ -152,12 +152,9 @@ impl Tool for ReadFileTool {
         let mut total = 0usize;
         let mut last_shown = 0usize;
         let mut buf = Vec::new();
-        loop {
-            let Some(full_len) = read_line_bounded(&mut reader, &mut buf, MAX_LINE_CHARS * 4)
-                .map_err(|e| io_error("read", &shown, &e))?
-            else {
-                break;
-            };
+        while let Some(full_len) = read_line_bounded(&mut reader, &mut buf, MAX_LINE_CHARS * 4)
+            .map_err(|e| io_error("read", &shown, &e))?
+        {
             total += 1;
             if total < offset || total >= offset + limit {
                 continue;

@@ -194,11 +194,9 @@ impl Tool for SearchFilesTool {
             }
             let mut buf = Vec::new();
             let mut n = 0usize;
-            loop {
-                match read_line_bounded(&mut reader, &mut buf, MAX_SEARCHED_LINE_BYTES) {
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => break,
-                }
+            while let Ok(Some(_)) =
+                read_line_bounded(&mut reader, &mut buf, MAX_SEARCHED_LINE_BYTES)
+            {
                 n += 1;
                 let line = String::from_utf8_lossy(&buf);
                 let line = line.trim_end_matches('\r');

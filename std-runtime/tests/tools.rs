@@ -1175,3 +1175,80 @@ fn confinement_refuses_a_file_symlink_out() {
         "root:x:0:0\n"
     );
 }
+
+/// Parent and child on one model, told apart by their system prompts.
+struct ParentChild {
+    parent_calls: AtomicU32,
+    child_calls: AtomicU32,
+}
+
+impl Model for ParentChild {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let is_child = request.system_prompt.contains("Hermes sub-agent");
+        let (counter, tool_call) = if is_child {
+            (
+                &self.child_calls,
+                ToolCall::new("", "todo", r#"{"action":"list"}"#),
+            )
+        } else {
+            (
+                &self.parent_calls,
+                ToolCall::new("d1", "delegate_task", r#"{"goal":"count to 15"}"#),
+            )
+        };
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let last = if is_child { 15 } else { 2 };
+        if n < last {
+            Ok(Completion {
+                tool_calls: vec![tool_call],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some(if is_child { "counted" } else { "parent done" }.into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+#[test]
+fn delegate_inside_a_real_agent_run_shares_the_wallet() {
+    let work = TempDir::new().unwrap();
+    let model = Arc::new(ParentChild {
+        parent_calls: AtomicU32::new(0),
+        child_calls: AtomicU32::new(0),
+    });
+    let mut env = ToolEnv::new(work.path(), work.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let agent = hermes_core::Agent::new(model.clone(), Arc::new(reg), "You are the parent.");
+    let budget = IterationBudget::new(80);
+    let outcome = agent.run(
+        "please delegate",
+        Vec::new(),
+        &budget,
+        &mut hermes_core::NoObserver,
+    );
+    assert_eq!(outcome.stop, hermes_core::StopReason::Completed);
+    assert_eq!(outcome.final_text, "parent done");
+    assert_eq!(outcome.iterations, 2);
+    assert_eq!(model.child_calls.load(Ordering::SeqCst), 15);
+    // 80 - 1 (parent) - 15 (child) - 1 (parent) = 63.
+    assert_eq!(budget.remaining(), 63);
+    let tool_result = outcome
+        .messages
+        .iter()
+        .find_map(|e| match &e.message {
+            hermes_core::Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(tool_result, "counted\n\n[sub-agent used 15 model calls]");
+}

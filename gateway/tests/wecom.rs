@@ -134,11 +134,11 @@ async fn unreachable_server_is_a_network_error() {
 #[tokio::test]
 async fn heartbeat_pings_are_acked_and_keep_the_connection() {
     let (fake, adapter, _rx) = connected(Behaviour::default(), |c| WecomConfig {
-        heartbeat_interval: Duration::from_millis(50),
+        heartbeat_interval: Duration::from_millis(250),
         ..c
     })
     .await;
-    let ping = fake.nth("ping", 4).await;
+    let ping = fake.nth("ping", 2).await;
     assert!(ping.req_id.starts_with("ping"), "{}", ping.req_id);
     let ids: std::collections::HashSet<_> = fake
         .received_cmd("ping")
@@ -164,7 +164,7 @@ async fn dead_connection_is_detected_and_resubscribed_with_backoff() {
             ..Behaviour::default()
         },
         |c| WecomConfig {
-            heartbeat_interval: Duration::from_millis(50),
+            heartbeat_interval: Duration::from_millis(150),
             reconnect_base: Duration::from_millis(100),
             ..c
         },
@@ -389,10 +389,18 @@ async fn duplicate_msgid_is_delivered_once() {
     let (fake, adapter, mut rx) = connected(Behaviour::default(), |c| c).await;
     fake.push_text("cb-a", "same-msg", DM, "once");
     fake.push_text("cb-b", "same-msg", DM, "once");
-    // A later, different message proves the duplicate was processed (and
+    // A later message (another chat, so it cannot be merged) proves the duplicate was processed (and
     // dropped) before it: frames of one connection are handled in order.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    fake.push_text("cb-c", "other-msg", DM, "next");
+    fake.push_text(
+        "cb-c",
+        "other-msg",
+        Chat {
+            user: "carol",
+            group: None,
+        },
+        "next",
+    );
     let first = next_event(&mut rx).await;
     assert_eq!(
         (first.message_id.as_str(), first.text.as_str()),
@@ -490,10 +498,12 @@ async fn non_text_messages_become_placeholders() {
 
 #[tokio::test]
 async fn split_user_text_is_joined_with_real_timers() {
-    // Production timings: 0.6 s after a piece, 2 s after a near-limit piece.
     let (fake, adapter, mut rx) = connected(Behaviour::default(), |c| WecomConfig {
+        // The near-limit wait is stretched from 2 s to 4 s so a loaded
+        // machine cannot split the message; 1.2 s gaps still prove that a
+        // near-limit piece waits longer than the 0.6 s short wait.
         fragment_wait: Duration::from_millis(600),
-        fragment_max_wait: Duration::from_secs(2),
+        fragment_max_wait: Duration::from_secs(4),
         ..c
     })
     .await;
@@ -507,9 +517,9 @@ async fn split_user_text_is_joined_with_real_timers() {
     fake.push_text("cb-1", "m-1", DM, &p1);
     fake.push_text("cb-x", "m-x", other, "unrelated");
     // Longer than the short wait, within the near-limit wait.
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     fake.push_text("cb-2", "m-2", DM, &p2);
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     fake.push_text("cb-3", "m-3", DM, &p3);
 
     let mut events = [next_event(&mut rx).await, next_event(&mut rx).await];
@@ -552,4 +562,53 @@ async fn disconnect_hands_out_held_pieces() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].text, "in flight");
     fake.assert_clean();
+}
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+}
+
+#[test]
+fn from_env_enables_wecom_only_with_both_credentials() {
+    assert!(WecomAdapter::from_env(&env_of(&[])).is_none());
+    let err = WecomAdapter::from_env(&env_of(&[("WECOM_BOT_ID", "b")]))
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("WECOM_SECRET"), "{err}");
+    let err = WecomAdapter::from_env(&env_of(&[("WECOM_SECRET", SECRET)]))
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("WECOM_BOT_ID"), "{err}");
+    assert!(!err.to_string().contains(SECRET));
+
+    let a = WecomAdapter::from_env(&env_of(&[("WECOM_BOT_ID", "b"), ("WECOM_SECRET", SECRET)]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.config().ws_url, "wss://openws.work.weixin.qq.com");
+    assert_eq!(a.config().heartbeat_interval, Duration::from_secs(30));
+    assert_eq!(a.config().ack_timeout, Duration::from_secs(5));
+    assert_eq!(a.state(), WecomState::Idle);
+    let debug = format!("{a:?}");
+    assert!(!debug.contains(SECRET), "Debug shows the secret: {debug}");
+
+    let a = WecomAdapter::from_env(&env_of(&[
+        ("WECOM_BOT_ID", "b"),
+        ("WECOM_SECRET", SECRET),
+        ("WECOM_WS_URL", "ws://127.0.0.1:9"),
+    ]))
+    .unwrap()
+    .unwrap();
+    assert_eq!(a.config().ws_url, "ws://127.0.0.1:9");
+    let err = WecomAdapter::from_env(&env_of(&[
+        ("WECOM_BOT_ID", "b"),
+        ("WECOM_SECRET", SECRET),
+        ("WECOM_WS_URL", "https://example.invalid"),
+    ]))
+    .unwrap()
+    .unwrap_err();
+    assert!(err.to_string().contains("WECOM_WS_URL"), "{err}");
 }

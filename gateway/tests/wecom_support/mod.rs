@@ -1,9 +1,20 @@
 //! A loopback fake of WeCom's AI-bot WebSocket server.
 //!
-//! It speaks the protocol as WeCom's official SDK expects it (checked once
-//! against `wecom-aibot-python-sdk` as a client; see the WeCom adapter note)
-//! and checks the shape of every frame the client sends. Anything off is
-//! recorded as a violation; tests end with [`FakeWecom::assert_clean`].
+//! It speaks the protocol as WeCom's official SDK expects it and checks the
+//! shape of every frame the client sends. Anything off is recorded as a
+//! violation; tests end with [`FakeWecom::assert_clean`].
+//!
+//! Checked once by hand (not in CI: it needs PyPI), 2026-11-30, with
+//! `wecom-aibot-python-sdk` 1.0.2 as the client: `python3 -m venv /tmp/wecomsdk
+//! && /tmp/wecomsdk/bin/pip install wecom-aibot-python-sdk`, then a throwaway
+//! test that started this fake and ran a script using `aibot.WSClient`
+//! (`aibot.ws._SSL_CONTEXT = None` for ws://, `heartbeat_interval=400`). The
+//! SDK subscribed ("Authentication successful"), received a text callback and
+//! an `enter_chat` event, and its `reply` (markdown, callback req_id),
+//! `send_message` (fresh `aibot_send_msg_…` req_id, `chatid`),
+//! `reply_welcome` and four pings were all acked with errcode 0 — with no
+//! violation recorded. The frame shapes checked below are the SDK's
+//! (`aibot/ws.py`, `aibot/client.py`).
 //!
 //! Rules checked on every client frame:
 //! - one JSON text frame with `cmd` and a non-empty string `headers.req_id`;

@@ -93,7 +93,10 @@ mod tests {
         assert_eq!(parse_command("/status"), Some(Command::Status));
         assert_eq!(parse_command("/stop"), Some(Command::Stop));
         assert_eq!(parse_command("/help"), Some(Command::Help));
-        assert_eq!(parse_command("/frobnicate x"), Some(Command::Unknown("frobnicate".into())));
+        assert_eq!(
+            parse_command("/frobnicate x"),
+            Some(Command::Unknown("frobnicate".into()))
+        );
         assert_eq!(parse_command("/usr/bin/x"), None);
         assert_eq!(parse_command("/"), None);
         assert_eq!(parse_command("/ new"), None);

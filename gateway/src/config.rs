@@ -196,7 +196,11 @@ impl GatewayConfig {
             }
         }
 
-        let file_val = |k: &str| table.get(k).map(|v| (format!("gateway.{k}"), Setting::Toml(v)));
+        let file_val = |k: &str| {
+            table
+                .get(k)
+                .map(|v| (format!("gateway.{k}"), Setting::Toml(v)))
+        };
         let pick = |env_name: &str, k: &str| match env.get(env_name) {
             Some(s) => Some((env_name.to_owned(), Setting::Env(s))),
             None => file_val(k),
@@ -359,11 +363,22 @@ impl Setting<'_> {
     }
 
     /// A number in `min..=max`, or `off` / `false` to disable.
-    fn number_or_off(&self, key: &str, min: i64, max: i64) -> Result<Option<u64>, GatewayConfigError> {
+    fn number_or_off(
+        &self,
+        key: &str,
+        min: i64,
+        max: i64,
+    ) -> Result<Option<u64>, GatewayConfigError> {
         let off = match self {
-            Setting::Env(s) => matches!(s.trim().to_ascii_lowercase().as_str(), "off" | "false" | "none"),
+            Setting::Env(s) => matches!(
+                s.trim().to_ascii_lowercase().as_str(),
+                "off" | "false" | "none"
+            ),
             Setting::Toml(toml::Value::String(s)) => {
-                matches!(s.trim().to_ascii_lowercase().as_str(), "off" | "false" | "none")
+                matches!(
+                    s.trim().to_ascii_lowercase().as_str(),
+                    "off" | "false" | "none"
+                )
             }
             Setting::Toml(toml::Value::Boolean(false)) => true,
             Setting::Toml(_) => false,

@@ -14,11 +14,12 @@ pub mod command;
 pub mod config;
 pub mod dedup;
 pub mod event;
+pub mod lock;
 pub mod runner;
 pub mod session;
 pub mod split;
-pub mod testing;
 #[cfg(feature = "telegram")]
 pub mod telegram;
+pub mod testing;
 #[cfg(feature = "wecom")]
 pub mod wecom;

@@ -37,7 +37,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use hermes_core::{Agent, AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason};
+use hermes_core::{
+    Agent, AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message,
+    StopReason,
+};
 use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus, Store, StoreError};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore};
@@ -66,8 +69,7 @@ pub fn refusal_text(user_id: &str) -> String {
     )
 }
 /// Sent once when a session had to be suspended by crash recovery.
-pub const CRASH_NOTICE: &str =
-    "(The gateway restarted while your last message was being handled; starting a new conversation.)";
+pub const CRASH_NOTICE: &str = "(The gateway restarted while your last message was being handled; starting a new conversation.)";
 /// Sent when a message arrives for a busy session in interrupt mode.
 pub const INTERRUPT_NOTICE: &str = "⏳ Interrupting the current reply to answer your new message…";
 /// Sent when a message arrives for a busy session in queue mode.
@@ -143,7 +145,14 @@ pub struct RunnerDeps {
 impl std::fmt::Debug for RunnerDeps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunnerDeps")
-            .field("adapters", &self.adapters.iter().map(|a| a.platform()).collect::<Vec<_>>())
+            .field(
+                "adapters",
+                &self
+                    .adapters
+                    .iter()
+                    .map(|a| a.platform())
+                    .collect::<Vec<_>>(),
+            )
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -285,7 +294,10 @@ impl GatewayRunner {
         let state = State {
             dedup: Dedup::new(duration_ms(config.dedup_window), config.dedup_capacity),
             sessions: HashMap::new(),
-            cache: AgentCache::new(config.agent_cache_size, duration_ms(config.agent_cache_idle)),
+            cache: AgentCache::new(
+                config.agent_cache_size,
+                duration_ms(config.agent_cache_idle),
+            ),
             suspended_keys: HashSet::new(),
             last_notice: HashMap::new(),
             last_refusal: HashMap::new(),
@@ -322,7 +334,10 @@ impl GatewayRunner {
             .await
             .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
         if !suspended.is_empty() {
-            tracing::warn!(count = suspended.len(), "suspended sessions left running by an unclean stop");
+            tracing::warn!(
+                count = suspended.len(),
+                "suspended sessions left running by an unclean stop"
+            );
         }
         lock(&self.inner.state).suspended_keys.extend(suspended);
 
@@ -386,7 +401,11 @@ impl GatewayRunner {
                 break true;
             }
             let now = Instant::now();
-            if now >= deadline || tokio::time::timeout(deadline - now, notified).await.is_err() {
+            if now >= deadline
+                || tokio::time::timeout(deadline - now, notified)
+                    .await
+                    .is_err()
+            {
                 break lock(&inner.state).active_workers == 0;
             }
         };
@@ -394,13 +413,20 @@ impl GatewayRunner {
             let left = (started + SHUTDOWN_TIMEOUT)
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(100));
-            if tokio::time::timeout(left, adapter.disconnect()).await.is_err() {
-                tracing::warn!(platform = adapter.platform(), "adapter did not disconnect in time");
+            if tokio::time::timeout(left, adapter.disconnect())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    platform = adapter.platform(),
+                    "adapter did not disconnect in time"
+                );
             }
         }
         let marked_clean = if all_turns_finished {
             let store = Arc::clone(&inner.store);
-            let result = tokio::task::spawn_blocking(move || lock(&store).mark_clean_shutdown()).await;
+            let result =
+                tokio::task::spawn_blocking(move || lock(&store).mark_clean_shutdown()).await;
             match result {
                 Ok(Ok(())) => true,
                 Ok(Err(e)) => {
@@ -413,7 +439,9 @@ impl GatewayRunner {
                 }
             }
         } else {
-            tracing::warn!("turns still running at shutdown; next start will suspend their sessions");
+            tracing::warn!(
+                "turns still running at shutdown; next start will suspend their sessions"
+            );
             false
         };
         ShutdownReport {
@@ -575,7 +603,10 @@ impl Inner {
                 let (running, waiting) = state.sessions.get(&key).map_or((false, 0), |s| {
                     (
                         s.turn.is_some(),
-                        s.queue.iter().filter(|w| matches!(w, Work::Message(_))).count(),
+                        s.queue
+                            .iter()
+                            .filter(|w| matches!(w, Work::Message(_)))
+                            .count(),
                     )
                 });
                 let cached = state.cache.contains(&key);
@@ -720,7 +751,9 @@ impl Inner {
             let k = key.to_owned();
             match tokio::task::spawn_blocking(move || inner.store_only(&k, &event)).await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(key, error = %e, "could not store a message received while stopping"),
+                Ok(Err(e)) => {
+                    tracing::error!(key, error = %e, "could not store a message received while stopping")
+                }
                 Err(e) => tracing::error!(key, error = %e, "storing a waiting message panicked"),
             }
             if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
@@ -797,11 +830,15 @@ impl Inner {
         self.spawn(async move {
             let i2 = Arc::clone(&inner);
             let k = key.clone();
-            let record = tokio::task::spawn_blocking(move || i2.store().active_session_for_key(&k)).await;
+            let record =
+                tokio::task::spawn_blocking(move || i2.store().active_session_for_key(&k)).await;
             let mut text = String::new();
             match record {
                 Ok(Ok(Some(s))) => {
-                    let model = s.model.clone().unwrap_or_else(|| inner.factory.default_model());
+                    let model = s
+                        .model
+                        .clone()
+                        .unwrap_or_else(|| inner.factory.default_model());
                     text.push_str(&format!(
                         "Session: {}\nModel: {model}\nMessages: {}\n",
                         s.id, s.message_count
@@ -821,12 +858,21 @@ impl Inner {
                 if cached { "yes" } else { "no" },
             ));
             inner
-                .send(&event.source.platform, &event.source.chat_id, &text, Some(&event.message_id))
+                .send(
+                    &event.source.platform,
+                    &event.source.chat_id,
+                    &text,
+                    Some(&event.message_id),
+                )
                 .await;
         });
     }
 
-    fn new_session_spec<'a>(key: &'a str, source: &'a SessionSource, model: &'a str) -> NewSession<'a> {
+    fn new_session_spec<'a>(
+        key: &'a str,
+        source: &'a SessionSource,
+        model: &'a str,
+    ) -> NewSession<'a> {
         NewSession {
             session_key: Some(key),
             platform: Some(&source.platform),
@@ -838,7 +884,12 @@ impl Inner {
     }
 
     /// `/new`, `/model`, `/undo` (blocking: touches the store).
-    fn run_command(&self, key: &str, cmd: &Command, event: &MessageEvent) -> Result<String, StoreError> {
+    fn run_command(
+        &self,
+        key: &str,
+        cmd: &Command,
+        event: &MessageEvent,
+    ) -> Result<String, StoreError> {
         let source = &event.source;
         match cmd {
             Command::New => {
@@ -870,12 +921,18 @@ impl Inner {
                 let mut store = self.store();
                 let id = match store.active_session_for_key(key)? {
                     Some(s) => s.id,
-                    None => store.create_session(&Self::new_session_spec(key, source, name))?.id,
+                    None => {
+                        store
+                            .create_session(&Self::new_session_spec(key, source, name))?
+                            .id
+                    }
                 };
                 store.set_model(&id, name)?;
                 drop(store);
                 lock(&self.state).cache.invalidate(key);
-                Ok(format!("Model set to {name}; it answers from your next message."))
+                Ok(format!(
+                    "Model set to {name}; it answers from your next message."
+                ))
             }
             Command::Undo => {
                 let mut store = self.store();
@@ -901,9 +958,18 @@ impl Inner {
         let mut notices = Vec::new();
         let was_suspended = lock(&self.state).suspended_keys.remove(key);
         let mut store = self.store();
-        let session =
-            self.resolve_session(&mut store, key, &event.source, now, was_suspended, &mut notices)?;
-        store.append_messages(&session.id, &[LedgerEntry::at(Message::user(event.text.as_str()), now)])
+        let session = self.resolve_session(
+            &mut store,
+            key,
+            &event.source,
+            now,
+            was_suspended,
+            &mut notices,
+        )?;
+        store.append_messages(
+            &session.id,
+            &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
+        )
     }
 
     /// The session a message belongs to: the active one, unless it expired
@@ -1049,7 +1115,10 @@ impl Inner {
             .unwrap_or_else(|| self.factory.default_model());
         let signature = self.factory.signature(&model);
         let now = self.now();
-        if let Some(agent) = lock(&self.state).cache.get(key, &session.id, &signature, now) {
+        if let Some(agent) = lock(&self.state)
+            .cache
+            .get(key, &session.id, &signature, now)
+        {
             return Ok(agent);
         }
         let prompt = match &session.system_prompt {
@@ -1125,6 +1194,9 @@ mod tests {
         assert_eq!(last_daily_boundary(base + 3 * h, 4, 7200), base + 2 * h);
         // UTC-5: local 04:00 is 09:00 UTC.
         assert_eq!(last_daily_boundary(base + 10 * h, 4, -18_000), base + 9 * h);
-        assert_eq!(last_daily_boundary(base + 8 * h, 4, -18_000), base - day + 9 * h);
+        assert_eq!(
+            last_daily_boundary(base + 8 * h, 4, -18_000),
+            base - day + 9 * h
+        );
     }
 }

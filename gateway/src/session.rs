@@ -42,8 +42,14 @@ mod tests {
 
     #[test]
     fn keys_are_spelled_exactly_as_the_spec_says() {
-        assert_eq!(session_key(&source(ChatType::Dm), true), "agent:main:telegram:dm:-100");
-        assert_eq!(session_key(&source(ChatType::Dm), false), "agent:main:telegram:dm:-100");
+        assert_eq!(
+            session_key(&source(ChatType::Dm), true),
+            "agent:main:telegram:dm:-100"
+        );
+        assert_eq!(
+            session_key(&source(ChatType::Dm), false),
+            "agent:main:telegram:dm:-100"
+        );
         assert_eq!(
             session_key(&source(ChatType::Group), true),
             "agent:main:telegram:group:-100:42"

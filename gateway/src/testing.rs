@@ -410,7 +410,10 @@ impl AgentFactory for TestAgentFactory {
     }
 
     fn signature(&self, model: &str) -> String {
-        format!("{model}|{}|http://127.0.0.1/v1|key:none|tools:none", lock(&self.provider))
+        format!(
+            "{model}|{}|http://127.0.0.1/v1|key:none|tools:none",
+            lock(&self.provider)
+        )
     }
 
     fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError> {
@@ -418,7 +421,12 @@ impl AgentFactory for TestAgentFactory {
         Ok(format!("You are Hermes, talking on {}.", source.platform))
     }
 
+    /// Models whose name starts with `broken` fail to build, as a
+    /// misconfigured provider would.
     fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+        if model.starts_with("broken") {
+            return Err(FactoryError(format!("model '{model}' is not available")));
+        }
         self.builds.fetch_add(1, Ordering::AcqRel);
         lock(&self.built_models).push(model.to_owned());
         Ok(Agent::new(

@@ -1,0 +1,800 @@
+//! The gateway runner end to end, through the in-process test adapter, a
+//! scripted model whose pace the test controls, and a real SQLite store in a
+//! temp dir.
+//!
+//! Determinism: nothing here waits for a fixed time and hopes. Tests wait for
+//! observable states (a reply sent, the model blocked in a call) with
+//! generous timeouts, and where an ordering must hold they make it hold — for
+//! example by holding the store lock so a turn cannot finish while messages
+//! are injected.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_core::{Clock, Message};
+use hermes_gateway::config::{BusyMode, GatewayConfig};
+use hermes_gateway::event::ChatType;
+use hermes_gateway::lock::InstanceLock;
+use hermes_gateway::runner::{
+    CRASH_NOTICE, GatewayRunner, INTERRUPT_NOTICE, QUEUE_NOTICE, RunnerDeps, refusal_text,
+};
+use hermes_gateway::testing::{
+    ManualClock, Pace, ScriptedModel, Sent, TestAdapter, TestAgentFactory, event,
+};
+use hermes_runtime::store::{SessionStatus, Store, SystemClock};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// 2024-01-02 05:00 UTC.
+const T0: u64 = 19_724 * 86_400_000 + 5 * 3_600_000;
+const HOUR: u64 = 3_600_000;
+
+struct Harness {
+    rt: tokio::runtime::Runtime,
+    _dir: Option<tempfile::TempDir>,
+    adapter: Arc<TestAdapter>,
+    model: Arc<ScriptedModel>,
+    factory: Arc<TestAgentFactory>,
+    store: Arc<Mutex<Store>>,
+    clock: Arc<ManualClock>,
+    runner: GatewayRunner,
+}
+
+fn base_config() -> GatewayConfig {
+    let mut cfg = GatewayConfig::default();
+    cfg.allow.everywhere = ["alice", "bob", "carol"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    cfg.utc_offset_minutes = Some(0);
+    cfg
+}
+
+fn harness(pace: Pace, tweak: impl FnOnce(&mut GatewayConfig)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = Store::open(&dir.path().join("state.db"))
+        .unwrap()
+        .with_clock(clock.clone());
+    build(
+        Some(dir),
+        Arc::new(Mutex::new(store)),
+        clock,
+        pace,
+        tweak,
+        &[],
+    )
+}
+
+fn build(
+    dir: Option<tempfile::TempDir>,
+    store: Arc<Mutex<Store>>,
+    clock: Arc<ManualClock>,
+    pace: Pace,
+    tweak: impl FnOnce(&mut GatewayConfig),
+    extra: &[Arc<TestAdapter>],
+) -> Harness {
+    let mut config = base_config();
+    tweak(&mut config);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let adapter = TestAdapter::new("test");
+    let model = ScriptedModel::new(pace);
+    let factory = TestAgentFactory::new(model.clone());
+    let mut adapters: Vec<Arc<dyn hermes_gateway::adapter::PlatformAdapter>> =
+        vec![adapter.clone()];
+    adapters.extend(extra.iter().map(|a| a.clone() as _));
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters,
+        factory: factory.clone(),
+        store: store.clone(),
+        clock: clock.clone(),
+        config,
+    });
+    rt.block_on(runner.start()).unwrap();
+    Harness {
+        rt,
+        _dir: dir,
+        adapter,
+        model,
+        factory,
+        store,
+        clock,
+        runner,
+    }
+}
+
+impl Harness {
+    fn dm(&self, user: &str, text: &str) -> String {
+        self.adapter
+            .say(ChatType::Dm, &format!("dm-{user}"), user, text)
+    }
+
+    /// Waits until `chat` has received `n` messages; returns their texts.
+    fn wait_texts(&self, chat: &str, n: usize) -> Vec<String> {
+        let res = self.adapter.wait_until(WAIT, |sent| {
+            sent.iter().filter(|s| s.chat_id == chat).count() >= n
+        });
+        match res {
+            Ok(_) => self.adapter.texts_to(chat),
+            Err(sent) => panic!("timed out waiting for {n} messages to {chat}; sent: {sent:#?}"),
+        }
+    }
+
+    fn wait_text(&self, chat: &str, pred: impl Fn(&str) -> bool) -> Vec<String> {
+        let res = self.adapter.wait_until(WAIT, |sent: &[Sent]| {
+            sent.iter().any(|s| s.chat_id == chat && pred(&s.text))
+        });
+        match res {
+            Ok(_) => self.adapter.texts_to(chat),
+            Err(sent) => panic!("timed out waiting for a message to {chat}; sent: {sent:#?}"),
+        }
+    }
+
+    /// Sends `text` as a DM from `user`, waits for one more message to that
+    /// chat and returns it.
+    fn ask(&self, user: &str, text: &str) -> String {
+        let chat = format!("dm-{user}");
+        let before = self.adapter.texts_to(&chat).len();
+        self.dm(user, text);
+        self.wait_texts(&chat, before + 1).pop().unwrap()
+    }
+
+    fn wait_model_waiting(&self, calls: usize) {
+        assert!(
+            self.model
+                .wait_until(WAIT, |c, waiting| c.len() >= calls && waiting >= 1),
+            "model never reached call {calls}"
+        );
+    }
+
+    /// The active transcript of `key` as (role, content) pairs.
+    fn transcript(&self, key: &str) -> Vec<(String, String)> {
+        let store = self.store.lock().unwrap();
+        let Some(s) = store.active_session_for_key(key).unwrap() else {
+            return Vec::new();
+        };
+        store
+            .load_transcript(&s.id)
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                (
+                    e.message.role().as_str().to_owned(),
+                    e.message.content().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn shutdown(&self) -> hermes_gateway::runner::ShutdownReport {
+        self.rt.block_on(self.runner.shutdown())
+    }
+}
+
+fn dm_key(user: &str) -> String {
+    format!("agent:main:test:dm:dm-{user}")
+}
+
+fn user_texts(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn two_users_in_one_group_get_separate_histories() {
+    let h = harness(Pace::Instant, |_| {});
+    h.adapter.say(ChatType::Group, "g1", "alice", "I am alice");
+    h.wait_texts("g1", 1);
+    h.adapter.say(ChatType::Group, "g1", "bob", "I am bob");
+    h.wait_texts("g1", 2);
+    h.adapter.say(ChatType::Group, "g1", "alice", "who am I?");
+    h.wait_texts("g1", 3);
+
+    let calls = h.model.calls();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(user_texts(&calls[1]), vec!["I am bob"]);
+    assert_eq!(user_texts(&calls[2]), vec!["I am alice", "who am I?"]);
+    assert_eq!(
+        h.transcript("agent:main:test:group:g1:alice"),
+        pairs(&[
+            ("user", "I am alice"),
+            ("assistant", "reply to: I am alice"),
+            ("user", "who am I?"),
+            ("assistant", "reply to: who am I?"),
+        ])
+    );
+    assert_eq!(h.transcript("agent:main:test:group:g1:bob").len(), 2);
+}
+
+#[test]
+fn a_shared_group_has_one_history() {
+    let h = harness(Pace::Instant, |c| c.group_sessions_per_user = false);
+    h.adapter.say(ChatType::Group, "g1", "alice", "I am alice");
+    h.wait_texts("g1", 1);
+    h.adapter.say(ChatType::Group, "g1", "bob", "I am bob");
+    h.wait_texts("g1", 2);
+    assert_eq!(
+        user_texts(&h.model.calls()[1]),
+        vec!["I am alice", "I am bob"]
+    );
+    assert_eq!(h.transcript("agent:main:test:group:g1").len(), 4);
+}
+
+#[test]
+fn a_new_message_interrupts_the_slow_turn_and_only_the_latest_waiting_one_runs() {
+    let h = harness(Pace::Gated, |_| {});
+    h.dm("alice", "one");
+    h.wait_model_waiting(1);
+    {
+        // Holding the store keeps turn "one" from finishing (it must persist
+        // before the worker moves on), so "two" and "three" are both waiting
+        // before anything else can run.
+        let _guard = h.store.lock().unwrap();
+        h.dm("alice", "two");
+        h.dm("alice", "three");
+        h.adapter
+            .wait_until(WAIT, |s| s.iter().any(|m| m.text == INTERRUPT_NOTICE))
+            .unwrap();
+    }
+    h.wait_model_waiting(2);
+    h.model.release(1);
+    let texts = h.wait_text("dm-alice", |t| t == "reply to: three");
+
+    // The partial reply came first, the notice once.
+    let partial = texts
+        .iter()
+        .position(|t| t == "partial reply to: one")
+        .unwrap();
+    let last = texts.iter().position(|t| t == "reply to: three").unwrap();
+    assert!(partial < last, "{texts:?}");
+    assert_eq!(
+        texts.iter().filter(|t| *t == INTERRUPT_NOTICE).count(),
+        1,
+        "{texts:?}"
+    );
+
+    // "two" was replaced; "three" ran on the full, reloaded history.
+    let calls = h.model.calls();
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    assert_eq!(user_texts(&calls[1]), vec!["one", "three"]);
+    assert_eq!(
+        calls[1][1],
+        Message::assistant("partial reply to: one"),
+        "the interrupted turn's partial answer is in the history"
+    );
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[
+            ("user", "one"),
+            ("assistant", "partial reply to: one"),
+            ("user", "three"),
+            ("assistant", "reply to: three"),
+        ])
+    );
+    let report = h.shutdown();
+    assert!(report.all_turns_finished && report.marked_clean);
+}
+
+#[test]
+fn queue_mode_runs_every_message_in_order() {
+    let h = harness(Pace::Gated, |c| c.busy_mode = BusyMode::Queue);
+    h.dm("alice", "q1");
+    h.wait_model_waiting(1);
+    h.dm("alice", "q2");
+    h.dm("alice", "q3");
+    h.wait_text("dm-alice", |t| t == QUEUE_NOTICE);
+    h.model.release(3);
+    let texts = h.wait_text("dm-alice", |t| t == "reply to: q3");
+    let replies: Vec<&String> = texts
+        .iter()
+        .filter(|t| t.starts_with("reply to:"))
+        .collect();
+    assert_eq!(replies, ["reply to: q1", "reply to: q2", "reply to: q3"]);
+    assert_eq!(texts.iter().filter(|t| *t == QUEUE_NOTICE).count(), 1);
+    let calls = h.model.calls();
+    assert_eq!(user_texts(&calls[2]), vec!["q1", "q2", "q3"]);
+    assert_eq!(h.transcript(&dm_key("alice")).len(), 6);
+}
+
+#[test]
+fn different_sessions_run_in_parallel() {
+    let h = harness(Pace::Gated, |c| c.max_workers = 2);
+    h.dm("alice", "a");
+    h.dm("bob", "b");
+    // Both turns are inside the model at the same time.
+    assert!(h.model.wait_until(WAIT, |_, waiting| waiting == 2));
+    h.model.release(2);
+    h.wait_texts("dm-alice", 1);
+    h.wait_texts("dm-bob", 1);
+    assert_eq!(h.adapter.texts_to("dm-bob"), vec!["reply to: b"]);
+}
+
+#[test]
+fn the_worker_bound_limits_concurrent_turns() {
+    let h = harness(Pace::Gated, |c| c.max_workers = 1);
+    h.dm("alice", "a");
+    h.dm("bob", "b");
+    h.wait_model_waiting(1);
+    // Give a (wrongly) unbounded runner every chance to start the second turn.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(h.model.call_count(), 1);
+    h.model.release(1);
+    h.wait_model_waiting(2);
+    h.model.release(1);
+    h.wait_texts("dm-alice", 1);
+    h.wait_texts("dm-bob", 1);
+}
+
+#[test]
+fn a_duplicate_message_id_is_ignored() {
+    let h = harness(Pace::Instant, |_| {});
+    let ev = event(
+        "test",
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "same-id",
+        "hello",
+    );
+    h.adapter.inject(ev.clone());
+    h.wait_texts("dm-alice", 1);
+    h.adapter.inject(ev);
+    h.dm("alice", "next");
+    // The same session's work is ordered: had the duplicate been accepted it
+    // would have run before "next".
+    let texts = h.wait_text("dm-alice", |t| t == "reply to: next");
+    assert_eq!(texts, vec!["reply to: hello", "reply to: next"]);
+    assert_eq!(h.model.call_count(), 2);
+}
+
+#[test]
+fn the_same_id_on_another_platform_is_not_a_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = Store::open(&dir.path().join("state.db"))
+        .unwrap()
+        .with_clock(clock.clone());
+    let other = TestAdapter::new("other");
+    let h = build(
+        Some(dir),
+        Arc::new(Mutex::new(store)),
+        clock,
+        Pace::Instant,
+        |_| {},
+        std::slice::from_ref(&other),
+    );
+    h.adapter
+        .inject(event("test", ChatType::Dm, "c1", "alice", "7", "on test"));
+    other.inject(event("other", ChatType::Dm, "c1", "alice", "7", "on other"));
+    h.wait_texts("c1", 1);
+    other.wait_until(WAIT, |s| !s.is_empty()).unwrap();
+    assert_eq!(other.texts_to("c1"), vec!["reply to: on other"]);
+    assert_eq!(h.adapter.texts_to("c1"), vec!["reply to: on test"]);
+}
+
+#[test]
+fn an_unknown_user_is_refused_without_a_model_call() {
+    let other = TestAdapter::new("other");
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = Store::open(&dir.path().join("state.db"))
+        .unwrap()
+        .with_clock(clock.clone());
+    let h = build(
+        Some(dir),
+        Arc::new(Mutex::new(store)),
+        clock,
+        Pace::Instant,
+        |c| {
+            c.allow
+                .per_platform
+                .insert("other".into(), HashSet::from(["dave".to_owned()]));
+        },
+        std::slice::from_ref(&other),
+    );
+    h.dm("mallory", "let me in");
+    let texts = h.wait_texts("dm-mallory", 1);
+    assert_eq!(texts, vec![refusal_text("mallory")]);
+    h.dm("mallory", "please");
+    // dave is allowed on "other" only.
+    h.dm("dave", "hi from test");
+    other.inject(event(
+        "other",
+        ChatType::Dm,
+        "dm-dave",
+        "dave",
+        "x1",
+        "hi from other",
+    ));
+    other.wait_until(WAIT, |s| !s.is_empty()).unwrap();
+    h.dm("alice", "hi");
+    h.wait_texts("dm-alice", 1);
+    h.wait_texts("dm-dave", 1);
+
+    assert_eq!(other.texts_to("dm-dave"), vec!["reply to: hi from other"]);
+    assert_eq!(h.adapter.texts_to("dm-dave"), vec![refusal_text("dave")]);
+    // One refusal per user in the window, no model call, nothing stored.
+    assert_eq!(h.adapter.texts_to("dm-mallory").len(), 1);
+    let seen: Vec<String> = h.model.calls().iter().flat_map(|c| user_texts(c)).collect();
+    assert_eq!(seen, vec!["hi from other", "hi"]);
+    assert!(h.transcript(&dm_key("mallory")).is_empty());
+}
+
+#[test]
+fn every_command() {
+    let h = harness(Pace::Instant, |_| {});
+    let ask = |text: &str| h.ask("alice", text);
+
+    assert!(ask("/help").contains("/model NAME"));
+    assert!(ask("/help@hermes_bot").contains("/undo"));
+    assert!(ask("/frobnicate").contains("Unknown command /frobnicate"));
+    assert!(ask("/status").contains("No conversation yet"));
+    assert_eq!(ask("/stop"), "Nothing is running.");
+    assert_eq!(ask("/undo"), "Nothing to undo.");
+
+    assert_eq!(
+        ask("/usr/bin/x is a path"),
+        "reply to: /usr/bin/x is a path"
+    );
+    assert_eq!(ask("second"), "reply to: second");
+    let status = ask("/status");
+    assert!(status.contains("Messages: 4"), "{status}");
+    assert!(status.contains("Model: test-model"), "{status}");
+    assert!(status.contains("Busy mode: interrupt"), "{status}");
+
+    assert_eq!(ask("/undo"), "Removed the last exchange (2 messages).");
+    assert_eq!(h.transcript(&dm_key("alice")).len(), 2);
+
+    assert!(ask("/model@hermes_bot fancy-model").contains("Model set to fancy-model"));
+    assert_eq!(
+        ask("/model"),
+        "Model: fancy-model. Switch with /model NAME."
+    );
+    assert_eq!(ask("third"), "reply to: third");
+    assert_eq!(h.factory.built_models().last().unwrap(), "fancy-model");
+    assert!(ask("/model two words").contains("one word"));
+
+    let old_id = {
+        let store = h.store.lock().unwrap();
+        store
+            .active_session_for_key(&dm_key("alice"))
+            .unwrap()
+            .unwrap()
+            .id
+    };
+    assert_eq!(ask("/reset"), "Started a new conversation.");
+    assert_eq!(ask("fresh"), "reply to: fresh");
+    let calls = h.model.calls();
+    assert_eq!(user_texts(calls.last().unwrap()), vec!["fresh"]);
+    // The chosen model survives /new; the old session is ended, not deleted.
+    assert_eq!(h.factory.built_models().last().unwrap(), "fancy-model");
+    let store = h.store.lock().unwrap();
+    let old = store.session(&old_id).unwrap().unwrap();
+    assert_eq!(old.status, SessionStatus::Ended);
+    assert_eq!(old.message_count, 4);
+    drop(store);
+    assert!(ask("/new").contains("new conversation"));
+    // Commands never reached the model.
+    let all: Vec<String> = h.model.calls().iter().flat_map(|c| user_texts(c)).collect();
+    assert!(
+        all.iter()
+            .all(|t| !t.starts_with("/help") && !t.starts_with("/model")),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn commands_work_while_a_turn_runs() {
+    let h = harness(Pace::Gated, |_| {});
+    h.dm("alice", "long task");
+    h.wait_model_waiting(1);
+    h.dm("alice", "/status");
+    let texts = h.wait_text("dm-alice", |t| t.contains("Running: yes"));
+    assert_eq!(texts.len(), 1);
+    h.dm("alice", "/stop");
+    let texts = h.wait_text("dm-alice", |t| t == "partial reply to: long task");
+    assert!(
+        texts.contains(&"Stopping the current reply.".to_owned()),
+        "{texts:?}"
+    );
+    assert_eq!(h.model.call_count(), 1);
+    // /new during a turn: the turn stops, the next message starts fresh.
+    h.dm("alice", "another long task");
+    h.wait_model_waiting(2);
+    h.dm("alice", "/new");
+    h.wait_text("dm-alice", |t| t == "Started a new conversation.");
+    h.dm("alice", "hello");
+    h.wait_model_waiting(3);
+    h.model.release(1);
+    h.wait_text("dm-alice", |t| t == "reply to: hello");
+    assert_eq!(user_texts(&h.model.calls()[2]), vec!["hello"]);
+}
+
+#[test]
+fn sessions_expire_when_idle_and_at_the_daily_reset() {
+    let h = harness(Pace::Instant, |_| {});
+    let key = dm_key("alice");
+    let ask = |text: &str| {
+        h.dm("alice", text);
+        h.wait_text("dm-alice", |t| t == format!("reply to: {text}"))
+    };
+    ask("m1"); // Jan 2 05:00
+    h.clock.set(T0 + 2 * HOUR); // 07:00
+    ask("m2");
+    h.clock.set(T0 + 22 * HOUR + 59 * 60_000); // Jan 3 03:59: idle 20h59m, no 04:00 crossed
+    ask("m3");
+    assert_eq!(h.transcript(&key).len(), 6);
+
+    h.clock.set(T0 + 23 * HOUR + 60_000); // Jan 3 04:01: crossed the daily reset
+    let texts = ask("m4");
+    assert!(
+        texts.iter().any(|t| t.contains("Daily reset at 04:00")),
+        "{texts:?}"
+    );
+    assert_eq!(
+        h.transcript(&key),
+        pairs(&[("user", "m4"), ("assistant", "reply to: m4")])
+    );
+
+    h.clock.set(T0 + 23 * HOUR + 25 * HOUR); // 25 h idle
+    let texts = ask("m5");
+    assert!(
+        texts.iter().any(|t| t.contains("idle for more than 24 h")),
+        "{texts:?}"
+    );
+    assert_eq!(h.transcript(&key).len(), 2);
+    assert_eq!(user_texts(h.model.calls().last().unwrap()), vec!["m5"]);
+}
+
+#[test]
+fn expiry_can_be_switched_off() {
+    let h = harness(Pace::Instant, |c| {
+        c.idle_reset = None;
+        c.daily_reset_hour = None;
+    });
+    h.dm("alice", "m1");
+    h.wait_texts("dm-alice", 1);
+    h.clock.set(T0 + 100 * 24 * HOUR);
+    h.dm("alice", "m2");
+    h.wait_texts("dm-alice", 2);
+    assert_eq!(
+        user_texts(h.model.calls().last().unwrap()),
+        vec!["m1", "m2"]
+    );
+}
+
+#[test]
+fn agents_are_cached_invalidated_and_evicted() {
+    let h = harness(Pace::Instant, |c| {
+        c.agent_cache_size = 2;
+        c.agent_cache_idle = Duration::from_secs(60);
+    });
+    let ask = |user: &str, text: &str| h.ask(user, text);
+    ask("alice", "1");
+    ask("alice", "2");
+    assert_eq!(h.factory.builds(), 1);
+    assert_eq!(h.runner.cache_stats().hits, 1);
+    assert!(h.runner.is_cached(&dm_key("alice")));
+
+    // /model drops the entry; the session's stored system prompt is reused.
+    ask("alice", "/model other");
+    assert!(!h.runner.is_cached(&dm_key("alice")));
+    ask("alice", "3");
+    assert_eq!(h.factory.builds(), 2);
+    assert_eq!(h.factory.prompts(), 1);
+    // A changed signature (provider switched) means a new agent.
+    h.factory.set_provider("other-provider");
+    ask("alice", "4");
+    assert_eq!(h.factory.builds(), 3);
+    // /new: new session, new agent, new prompt.
+    ask("alice", "/new");
+    ask("alice", "5");
+    assert_eq!(h.factory.builds(), 4);
+    assert_eq!(h.factory.prompts(), 2);
+
+    // LRU: capacity 2 (the clock moves so "least recently" is well defined).
+    h.clock.set(T0 + 1000);
+    ask("bob", "b");
+    h.clock.set(T0 + 2000);
+    ask("carol", "c");
+    assert_eq!(h.runner.cached_agents(), 2);
+    assert!(!h.runner.is_cached(&dm_key("alice")));
+    assert!(h.runner.is_cached(&dm_key("carol")));
+    assert_eq!(h.runner.cache_stats().evicted_lru, 1);
+    h.clock.set(T0 + 3000);
+    ask("alice", "6");
+    assert_eq!(h.factory.builds(), 7);
+    assert!(!h.runner.is_cached(&dm_key("bob")));
+
+    // Idle expiry: carol and alice were last used more than 60 s ago.
+    h.clock.set(T0 + 64_000);
+    ask("bob", "b2");
+    assert_eq!(h.runner.cache_stats().evicted_idle, 2);
+    assert_eq!(h.runner.cached_agents(), 1);
+    assert!(!h.runner.is_cached(&dm_key("alice")));
+}
+
+#[test]
+fn a_failing_agent_is_reported_and_other_sessions_are_served() {
+    let h = harness(Pace::Instant, |_| {});
+    h.dm("alice", "/model broken-model");
+    h.wait_texts("dm-alice", 1);
+    h.dm("alice", "are you there?");
+    let texts = h.wait_texts("dm-alice", 2);
+    assert!(
+        texts[1].contains("unavailable") && texts[1].contains("message is saved"),
+        "{texts:?}"
+    );
+    // E3: the message is stored even though no agent answered.
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[("user", "are you there?")])
+    );
+    h.dm("bob", "hi");
+    assert_eq!(h.wait_texts("dm-bob", 1), vec!["reply to: hi"]);
+}
+
+#[test]
+fn graceful_stop_interrupts_persists_and_disconnects() {
+    let h = harness(Pace::Gated, |c| c.busy_mode = BusyMode::Queue);
+    h.dm("alice", "working");
+    h.wait_model_waiting(1);
+    h.dm("alice", "waiting");
+    let report = h.shutdown();
+    assert!(report.all_turns_finished, "{report:?}");
+    assert!(report.marked_clean, "{report:?}");
+    assert!(h.adapter.is_disconnected());
+    assert!(
+        h.adapter
+            .texts_to("dm-alice")
+            .contains(&"partial reply to: working".to_owned())
+    );
+    // The waiting message was stored, not run (E3).
+    assert_eq!(h.model.call_count(), 1);
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[
+            ("user", "working"),
+            ("assistant", "partial reply to: working"),
+            ("user", "waiting"),
+        ])
+    );
+    // A clean stop leaves nothing to recover.
+    let suspended = h
+        .store
+        .lock()
+        .unwrap()
+        .suspend_recent_unclean(120_000)
+        .unwrap();
+    assert!(suspended.is_empty());
+}
+
+const CHILD_ENV: &str = "HERMES_GATEWAY_TEST_CRASH_CHILD";
+
+/// The child half of the crash test: a gateway on the given home with a
+/// model that never answers; it reports READY once the user's message is
+/// inside the model call (and therefore stored), then waits to be killed.
+fn crash_child(home: &Path) -> ! {
+    let _lock = InstanceLock::acquire(home).unwrap();
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let adapter = TestAdapter::new("test");
+    let model = ScriptedModel::new(Pace::Gated);
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![adapter.clone()],
+        factory: TestAgentFactory::new(model.clone()),
+        store: Arc::new(Mutex::new(store)),
+        clock,
+        config: base_config(),
+    });
+    rt.block_on(runner.start()).unwrap();
+    adapter.say(ChatType::Dm, "dm-alice", "alice", "important message");
+    assert!(model.wait_until(WAIT, |_, waiting| waiting == 1));
+    // The harness prints "test … " on the same line first.
+    println!("\nGATEWAY-CHILD-READY");
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+#[test]
+fn crash_recovery_after_kill_9() {
+    if let Some(home) = std::env::var_os(CHILD_ENV) {
+        crash_child(Path::new(&home));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_path_buf();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash_recovery_after_kill_9",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("GATEWAY-CHILD-READY") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("the gateway child never became ready");
+    }
+    // While the child lives, a second gateway on the same home is refused.
+    let err = InstanceLock::acquire(&home).unwrap_err();
+    assert!(err.to_string().contains("already running"), "{err}");
+
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let _lock =
+        InstanceLock::acquire(&home).expect("the kernel releases the lock of a killed process");
+
+    // Restart in-process on the same store.
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let crashed = store
+        .active_session_for_key(&dm_key("alice"))
+        .unwrap()
+        .unwrap();
+    let h = build(
+        None,
+        Arc::new(Mutex::new(store)),
+        ManualClock::new(SystemClock.now_ms()),
+        Pace::Instant,
+        |_| {},
+        &[],
+    );
+    // E3: the acknowledged message survived the kill; G11: suspended.
+    {
+        let store = h.store.lock().unwrap();
+        let old = store.session(&crashed.id).unwrap().unwrap();
+        assert_eq!(old.status, SessionStatus::Suspended);
+        let transcript = store.load_transcript(&crashed.id).unwrap();
+        assert_eq!(transcript.len(), 1);
+        assert_eq!(transcript[0].message, Message::user("important message"));
+    }
+    h.dm("alice", "hello again");
+    let texts = h.wait_text("dm-alice", |t| t == "reply to: hello again");
+    assert_eq!(
+        texts,
+        vec![CRASH_NOTICE.to_owned(), "reply to: hello again".to_owned()]
+    );
+    // The fresh session did not resume the half-finished run.
+    assert_eq!(user_texts(&h.model.calls()[0]), vec!["hello again"]);
+    // The notice is given once.
+    h.dm("alice", "and again");
+    let texts = h.wait_text("dm-alice", |t| t == "reply to: and again");
+    assert_eq!(texts.iter().filter(|t| *t == CRASH_NOTICE).count(), 1);
+    drop(dir);
+}

@@ -1,0 +1,418 @@
+//! The Telegram adapter against the third-party `telegram-test-api` emulator
+//! (npm), started per test as a child process on 127.0.0.1.
+//!
+//! The emulator speaks the Bot API to the adapter and a small client API to
+//! the test: `POST /sendMessage` injects a user's message, `POST /getUpdates`
+//! (`{token, chatId}`) returns what the bot sent to that chat. Its limits:
+//! it ignores `timeout` and `offset` (it marks updates read itself), accepts
+//! any token, has no `sendChatAction`, and its bot is always
+//! `@TestNameBot` (id 666).
+//!
+//! Setup: `npm ci --prefix tests/emulators/telegram` (CI does this first).
+#![cfg(feature = "telegram")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_gateway::adapter::{EventHandler, PlatformAdapter};
+use hermes_gateway::event::{ChatType, MessageEvent};
+use hermes_gateway::telegram::{MemoryOffsets, TelegramAdapter, TelegramConfig};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(30);
+const EMULATOR_BOT_ID: i64 = 666;
+
+struct Emulator {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Emulator {
+    fn start() -> Emulator {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/emulators/telegram");
+        assert!(
+            dir.join("node_modules/telegram-test-api").is_dir(),
+            "the telegram-test-api emulator is not installed: run `npm ci --prefix tests/emulators/telegram` \
+             from the repository root"
+        );
+        let mut child = Command::new("node")
+            .arg("start.js")
+            .arg("0")
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cannot run `node` (is Node.js installed?)");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(port) = line.strip_prefix("LISTENING ") {
+                    let _ = tx.send(port.trim().to_owned());
+                }
+            }
+        });
+        let port = match rx.recv_timeout(WAIT) {
+            Ok(p) => p,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the telegram emulator did not start within {WAIT:?}");
+            }
+        };
+        Emulator {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn adapter(&self, token: &str) -> TelegramAdapter {
+        let mut c = TelegramConfig::new(token);
+        c.api_url = self.base.clone();
+        c.empty_poll_pause = Duration::from_millis(200);
+        TelegramAdapter::new(c, Arc::new(MemoryOffsets::new())).unwrap()
+    }
+
+    /// A user's message as the emulator's client injects it.
+    async fn user_says(
+        &self,
+        token: &str,
+        user: (i64, &str),
+        chat: (i64, &str),
+        text: &str,
+        extra: Value,
+    ) {
+        let mut msg = json!({
+            "botToken": token,
+            "date": 0,
+            "text": text,
+            "from": {"id": user.0, "first_name": user.1, "username": user.1.to_lowercase(), "is_bot": false},
+            "chat": {"id": chat.0, "type": chat.1, "title": "Test chat"},
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            msg[k] = v.clone();
+        }
+        let resp = self
+            .http
+            .post(format!("{}/sendMessage", self.base))
+            .json(&msg)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{:?}", resp.text().await);
+    }
+
+    /// Waits until the bot has sent `n` messages to `chat` (new since the last call).
+    async fn bot_messages(&self, token: &str, chat: i64, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + WAIT;
+        let mut got = Vec::new();
+        while got.len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} bot messages arrived: {got:?}",
+                got.len()
+            );
+            let resp: Value = self
+                .http
+                .post(format!("{}/getUpdates", self.base))
+                .json(&json!({"token": token, "chatId": chat}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            got.extend(
+                resp["result"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|u| u["message"].clone()),
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        got
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn collector() -> (EventHandler, mpsc::UnboundedReceiver<MessageEvent>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handler: EventHandler = Arc::new(move |e| {
+        let _ = tx.send(e);
+    });
+    (handler, rx)
+}
+
+async fn next_event(rx: &mut mpsc::UnboundedReceiver<MessageEvent>) -> MessageEvent {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("no event in time")
+        .expect("channel closed")
+}
+
+#[tokio::test]
+async fn dm_round_trip() {
+    let emu = Emulator::start();
+    let token = "100:dm-round-trip";
+    let adapter = emu.adapter(token);
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    assert_eq!(adapter.bot().unwrap().id, EMULATOR_BOT_ID);
+
+    emu.user_says(
+        token,
+        (101, "Ann"),
+        (101, "private"),
+        "hello bot",
+        json!({}),
+    )
+    .await;
+    let ev = next_event(&mut rx).await;
+    assert_eq!(ev.text, "hello bot");
+    assert_eq!(ev.source.platform, "telegram");
+    assert_eq!(ev.source.chat_type, ChatType::Dm);
+    assert_eq!(
+        (ev.source.chat_id.as_str(), ev.source.user_id.as_str()),
+        ("101", "101")
+    );
+    assert_eq!(ev.source.user_name.as_deref(), Some("ann"));
+
+    // The emulator has no sendChatAction: typing must not fail or hang.
+    adapter.typing(&ev.source.chat_id).await;
+    adapter
+        .send(
+            &ev.source.chat_id,
+            "**echo**: hello bot",
+            Some(&ev.message_id),
+        )
+        .await
+        .unwrap();
+    let sent = emu.bot_messages(token, 101, 1).await;
+    assert_eq!(sent[0]["text"], "<b>echo</b>: hello bot");
+    assert_eq!(sent[0]["parse_mode"], "HTML");
+    assert_eq!(
+        sent[0]["reply_parameters"]["message_id"].to_string(),
+        ev.message_id
+    );
+
+    // The emulator ignores offsets; the adapter must still not redeliver.
+    emu.user_says(token, (101, "Ann"), (101, "private"), "second", json!({}))
+        .await;
+    assert_eq!(next_event(&mut rx).await.text, "second");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(rx.try_recv().is_err(), "no repeats");
+    adapter.disconnect().await;
+}
+
+#[tokio::test]
+async fn group_with_two_users_answers_only_when_addressed() {
+    let emu = Emulator::start();
+    let token = "200:group";
+    let adapter = emu.adapter(token);
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    let group = (-200, "group");
+
+    // Small talk between members is not for the bot.
+    emu.user_says(
+        token,
+        (201, "Ann"),
+        group,
+        "anyone up for lunch?",
+        json!({}),
+    )
+    .await;
+    emu.user_says(token, (202, "Bob"), group, "sure", json!({}))
+        .await;
+    emu.user_says(
+        token,
+        (202, "Bob"),
+        group,
+        "@TestNameBot where is a good place?",
+        json!({}),
+    )
+    .await;
+    let ev = next_event(&mut rx).await;
+    assert_eq!(
+        ev.text, "@TestNameBot where is a good place?",
+        "the unaddressed lines were skipped"
+    );
+    assert_eq!(ev.source.chat_type, ChatType::Group);
+    assert_eq!(
+        (ev.source.chat_id.as_str(), ev.source.user_id.as_str()),
+        ("-200", "202")
+    );
+
+    adapter
+        .send("-200", "Try the noodle bar.", Some(&ev.message_id))
+        .await
+        .unwrap();
+    let sent = emu.bot_messages(token, -200, 1).await;
+    assert_eq!(sent[0]["text"], "Try the noodle bar.");
+
+    // Ann replies to the bot's message: that addresses the bot too.
+    let reply_to = json!({"reply_to_message": {
+        "message_id": 1, "date": 0, "text": "Try the noodle bar.",
+        "from": {"id": EMULATOR_BOT_ID, "is_bot": true, "first_name": "Test First name"},
+        "chat": {"id": -200, "type": "group"}}});
+    emu.user_says(
+        token,
+        (201, "Ann"),
+        group,
+        "is it open on Sundays?",
+        reply_to,
+    )
+    .await;
+    emu.user_says(token, (201, "Ann"), group, "thanks Bob", json!({}))
+        .await;
+    emu.user_says(
+        token,
+        (202, "Bob"),
+        group,
+        "hey @testnamebot, thanks!",
+        json!({}),
+    )
+    .await;
+    let ev = next_event(&mut rx).await;
+    assert_eq!(
+        (ev.text.as_str(), ev.source.user_id.as_str()),
+        ("is it open on Sundays?", "201")
+    );
+    let ev = next_event(&mut rx).await;
+    assert_eq!(
+        (ev.text.as_str(), ev.source.user_id.as_str()),
+        ("hey @testnamebot, thanks!", "202")
+    );
+    adapter.disconnect().await;
+    assert!(rx.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn commands_reach_the_gateway_in_one_spelling() {
+    let emu = Emulator::start();
+    let token = "300:commands";
+    let adapter = emu.adapter(token);
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    let entities =
+        |len: usize| json!({"entities": [{"type": "bot_command", "offset": 0, "length": len}]});
+
+    emu.user_says(
+        token,
+        (301, "Cy"),
+        (-300, "supergroup"),
+        "/status@OtherBot",
+        entities(16),
+    )
+    .await;
+    emu.user_says(
+        token,
+        (301, "Cy"),
+        (-300, "supergroup"),
+        "/model@TestNameBot gpt-x",
+        entities(18),
+    )
+    .await;
+    emu.user_says(token, (301, "Cy"), (301, "private"), "/new", entities(4))
+        .await;
+    let ev = next_event(&mut rx).await;
+    assert_eq!(
+        ev.text, "/model gpt-x",
+        "a command for another bot is skipped; ours loses its @suffix"
+    );
+    assert_eq!(ev.source.chat_type, ChatType::Group);
+    let ev = next_event(&mut rx).await;
+    assert_eq!(
+        (ev.text.as_str(), ev.source.chat_type),
+        ("/new", ChatType::Dm)
+    );
+
+    adapter
+        .send("301", "Started a new conversation.", Some(&ev.message_id))
+        .await
+        .unwrap();
+    let sent = emu.bot_messages(token, 301, 1).await;
+    assert_eq!(sent[0]["text"], "Started a new conversation.");
+    adapter.disconnect().await;
+}
+
+#[tokio::test]
+async fn long_reply_arrives_as_several_messages_that_join_back() {
+    let emu = Emulator::start();
+    let token = "400:long";
+    let adapter = emu.adapter(token);
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    emu.user_says(
+        token,
+        (401, "Di"),
+        (401, "private"),
+        "tell me a long story",
+        json!({}),
+    )
+    .await;
+    let ev = next_event(&mut rx).await;
+
+    // ~11 000 UTF-16 units in paragraphs, with astral characters (2 units each).
+    let text: String = (0..60)
+        .map(|i| {
+            format!(
+                "Paragraph {i}: once upon a time 🐉 there was a dragon who counted sheep, {}.\n\n",
+                "and more sheep".repeat(8)
+            )
+        })
+        .collect();
+    let units = text.encode_utf16().count();
+    assert!(units > 2 * 4096, "{units}");
+    adapter
+        .send("401", &text, Some(&ev.message_id))
+        .await
+        .unwrap();
+
+    // At least ceil(units / 4096) pieces; collect until the whole length is in.
+    let mut sent = emu.bot_messages(token, 401, units.div_ceil(4096)).await;
+    let deadline = Instant::now() + WAIT;
+    while sent
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().len())
+        .sum::<usize>()
+        < text.len()
+    {
+        assert!(Instant::now() < deadline, "the reply did not arrive whole");
+        sent.extend(emu.bot_messages(token, 401, 1).await);
+    }
+    let pieces: Vec<&str> = sent.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert!(pieces.len() >= 3, "{} pieces", pieces.len());
+    for p in &pieces {
+        assert!(
+            p.encode_utf16().count() <= 4096,
+            "piece of {} units",
+            p.encode_utf16().count()
+        );
+    }
+    assert_eq!(
+        pieces.concat(),
+        text,
+        "the pieces join back to the whole reply"
+    );
+    assert_eq!(
+        sent[0]["reply_parameters"]["message_id"].to_string(),
+        ev.message_id
+    );
+    adapter.disconnect().await;
+}

@@ -612,3 +612,81 @@ fn from_env_enables_wecom_only_with_both_credentials() {
     .unwrap_err();
     assert!(err.to_string().contains("WECOM_WS_URL"), "{err}");
 }
+
+/// Records every log event (message and fields) as text.
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = format!("{}", event.metadata().level());
+        event.record(&mut Fields(&mut line));
+        self.0.lock().unwrap().push(line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test]
+async fn the_secret_never_reaches_the_log() {
+    // A current-thread runtime: the adapter's tasks log on this thread, where
+    // the capturing subscriber is installed.
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let _guard = tracing::subscriber::set_default(Capture(lines.clone()));
+
+    // Refused credentials, then a full session with a reconnect.
+    let fake = FakeWecom::start(Behaviour {
+        secret: "the-right-one".into(),
+        ..Behaviour::default()
+    })
+    .await;
+    let adapter = WecomAdapter::new(config(&fake.url));
+    let (handler, _rx) = collector();
+    adapter.connect(handler).await.unwrap_err();
+
+    let (fake, adapter, mut rx) = connected(
+        Behaviour {
+            mute_pings_on: Some(0),
+            ..Behaviour::default()
+        },
+        |c| WecomConfig {
+            heartbeat_interval: Duration::from_millis(100),
+            reconnect_base: Duration::from_millis(50),
+            ..c
+        },
+    )
+    .await;
+    fake.wait_until("a resubscribe", |r| r.iter().any(|f| f.conn == 1))
+        .await;
+    while adapter.state() != WecomState::Connected {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fake.push_text("cb-1", "m-1", DM, "hi");
+    let ev = next_event(&mut rx).await;
+    adapter
+        .send("alice", "hello", Some(&ev.message_id))
+        .await
+        .unwrap();
+    adapter.disconnect().await;
+
+    let lines = lines.lock().unwrap();
+    let all = lines.join("\n");
+    assert!(all.contains("subscribe refused"), "{all}");
+    assert!(all.contains("connection lost"), "{all}");
+    assert!(!all.contains(SECRET), "the secret was logged:\n{all}");
+}

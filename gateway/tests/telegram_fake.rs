@@ -639,3 +639,20 @@ fn from_env_is_enabled_by_the_token_and_validates_settings() {
             .contains("TELEGRAM_GROUP_POLICY")
     );
 }
+
+#[tokio::test]
+async fn a_panicking_handler_ends_polling_visibly() {
+    let fake = Fake::start(true).await;
+    fake.push_update(dm(1, 1, "boom"));
+    let adapter = TelegramAdapter::new(config(&fake), Arc::new(MemoryOffsets::new())).unwrap();
+    let handler: EventHandler = Arc::new(|_| panic!("handler bug"));
+    adapter.connect(handler).await.unwrap();
+    let err = tokio::time::timeout(WAIT, adapter.wait_stopped())
+        .await
+        .unwrap()
+        .expect("a fatal error");
+    assert!(
+        err.to_string().contains("poll loop ended abnormally"),
+        "{err}"
+    );
+}

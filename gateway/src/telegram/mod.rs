@@ -438,9 +438,7 @@ impl Inner {
                         ..
                     },
                 ) => {
-                    let err = e.into_adapter_error();
-                    tracing::error!(error = %err, "telegram: polling stopped");
-                    return Some(err);
+                    return Some(e.into_adapter_error());
                 }
                 Err(e) => {
                     failures += 1;
@@ -491,7 +489,18 @@ impl PlatformAdapter for TelegramAdapter {
         let status = Arc::clone(&self.status);
         status.send_replace(Status::Polling);
         let task = tokio::spawn(async move {
-            let fatal = inner.poll_loop(handler, stop_rx).await;
+            // The loop runs in its own task so a panicking handler ends it
+            // with a visible error instead of leaving "polling" forever.
+            let fatal = match tokio::spawn(inner.poll_loop(handler, stop_rx)).await {
+                Ok(fatal) => fatal,
+                Err(e) => Some(AdapterError::Rejected {
+                    platform: PLATFORM,
+                    message: format!("the poll loop ended abnormally: {e}"),
+                }),
+            };
+            if let Some(e) = &fatal {
+                tracing::error!(error = %e, "telegram: polling stopped");
+            }
             status.send_replace(Status::Stopped(fatal.map(Arc::new)));
         });
         *self.running.lock().await = Some(Running { stop, task });

@@ -15,16 +15,16 @@
 //!   a front-end that prints what the sink receives shows every answer once.
 //! - **Bounded retries** with exponential backoff and jitter, honouring
 //!   `Retry-After` (capped), on 429, 5xx, connection failures, timeouts and
-//!   streams that broke before any text was shown ([`retry`]). Other 4xx
-//!   and malformed answers fail at once.
+//!   streams that broke before any text was shown (see the `retry`
+//!   submodule). Other 4xx and malformed answers fail at once.
 //! - **Text the user saw is never replayed.** A stream that breaks *after*
 //!   answer text reached the sink is not retried (a retry would show a second,
 //!   different answer after the first half of this one); the call fails with
 //!   [`ModelError::partial_text`] holding what was shown, and the loop keeps it.
 //! - **Interrupts return promptly.** When the sink answers [`Flow::Stop`]
-//!   (checked at every chunk, and every 50 ms while the server is silent, see
-//!   [`pump`]) the call returns `Ok` with the partial completion and the
-//!   connection is dropped. This also holds while waiting for the response
+//!   (checked at every chunk, and every 50 ms while the server is silent,
+//!   see the `pump` submodule) the call returns `Ok` with the partial
+//!   completion and the connection is dropped. This also holds while waiting for the response
 //!   headers and during a retry backoff.
 //! - **Timeouts**: `connect_timeout` bounds connecting (DNS + TCP + TLS);
 //!   `idle_read_timeout` bounds *each* wait for bytes — the response head, and
@@ -669,8 +669,8 @@ impl Failure {
 
 type AttemptResult<T> = Result<T, Failure>;
 
-/// Forwards to the caller's sink and remembers whether any answer text (or
-/// reasoning) was shown, which forbids a retry.
+/// Forwards to the caller's sink and remembers whether any answer text or
+/// reasoning text was shown (either forbids a retry: the user saw it).
 struct Tracker<'a> {
     inner: &'a mut dyn StreamSink,
     shown: bool,

@@ -170,14 +170,10 @@ impl<'a> Cursor<'a> {
     fn plain_key(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        loop {
-            match self.next()? {
-                b'"' => return self.s.get(start..self.i - 1),
-                b'\\' => return None,
-                c if c < 0x20 => return None,
-                _ => {}
-            }
-        }
+        self.i = find_string_special(self.b, self.i);
+        let key = self.s.get(start..self.i)?;
+        self.eat(b'"')?;
+        Some(key)
     }
 
     /// Unescapes a string value into `out` (cursor on the opening quote).
@@ -185,12 +181,7 @@ impl<'a> Cursor<'a> {
         self.eat(b'"')?;
         loop {
             let run = self.i;
-            while let Some(&c) = self.b.get(self.i) {
-                if c == b'"' || c == b'\\' || c < 0x20 {
-                    break;
-                }
-                self.i += 1;
-            }
+            self.i = find_string_special(self.b, self.i);
             out.push_str(self.s.get(run..self.i)?);
             match self.next()? {
                 b'"' => return Some(()),
@@ -246,6 +237,7 @@ impl<'a> Cursor<'a> {
     fn skip_string(&mut self) -> Option<()> {
         self.eat(b'"')?;
         loop {
+            self.i = find_string_special(self.b, self.i);
             match self.next()? {
                 b'"' => return Some(()),
                 b'\\' => match self.next()? {
@@ -258,8 +250,7 @@ impl<'a> Cursor<'a> {
                     }
                     _ => return None,
                 },
-                c if c < 0x20 => return None,
-                _ => {}
+                _ => return None,
             }
         }
     }
@@ -365,5 +356,101 @@ impl<'a> Cursor<'a> {
 
     fn eat(&mut self, c: u8) -> Option<()> {
         (self.next()? == c).then_some(())
+    }
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// High bit set in each byte of `x` that is below `n` (`n <= 128`). Bytes
+/// above the first match may be flagged spuriously (borrows), so only the
+/// lowest flag is meaningful — which is all the searches below use.
+#[inline]
+const fn bytes_below(x: u64, n: u8) -> u64 {
+    x.wrapping_sub(LO * n as u64) & !x & HI
+}
+
+/// High bit set in each byte of `x` equal to `b` (lowest flag exact).
+#[inline]
+const fn bytes_equal(x: u64, b: u8) -> u64 {
+    bytes_below(x ^ (LO * b as u64), 1)
+}
+
+/// The first index at or after `from` whose byte satisfies `flag` (checked
+/// eight bytes at a time) / `is`, or `bytes.len()`.
+#[inline]
+fn find_first(
+    bytes: &[u8],
+    from: usize,
+    flag: impl Fn(u64) -> u64,
+    is: impl Fn(u8) -> bool,
+) -> usize {
+    let Some(tail) = bytes.get(from..) else {
+        return bytes.len();
+    };
+    let (words, rest) = tail.as_chunks::<8>();
+    for (n, word) in words.iter().enumerate() {
+        let m = flag(u64::from_le_bytes(*word));
+        if m != 0 {
+            return from + n * 8 + (m.trailing_zeros() / 8) as usize;
+        }
+    }
+    let done = from + words.len() * 8;
+    rest.iter()
+        .position(|&c| is(c))
+        .map_or(bytes.len(), |p| done + p)
+}
+
+/// The next `"`, `\\` or control byte in a JSON string.
+fn find_string_special(bytes: &[u8], from: usize) -> usize {
+    find_first(
+        bytes,
+        from,
+        |x| bytes_equal(x, b'"') | bytes_equal(x, b'\\') | bytes_below(x, 0x20),
+        |c| c == b'"' || c == b'\\' || c < 0x20,
+    )
+}
+
+/// The next `\r` or `\n`, if any.
+pub(super) fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    let at = find_first(
+        bytes,
+        0,
+        |x| bytes_equal(x, b'\n') | bytes_equal(x, b'\r'),
+        |c| c == b'\n' || c == b'\r',
+    );
+    (at < bytes.len()).then_some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_searches_find_the_first_match_anywhere() {
+        for len in 0..40 {
+            for at in 0..len {
+                for special in [b'"', b'\\', 0x00, 0x1f] {
+                    let mut v = alloc::vec![b'a'; len];
+                    v[at] = special;
+                    // Later matches and high bytes must not disturb the answer.
+                    if at + 1 < len {
+                        v[len - 1] = 0x01;
+                    }
+                    assert_eq!(find_string_special(&v, 0), at, "{len} {at} {special}");
+                    for from in 0..=at {
+                        assert_eq!(find_string_special(&v, from), at);
+                    }
+                }
+                let mut v = alloc::vec![0xC3; len];
+                v[at] = b'\r';
+                assert_eq!(find_line_end(&v), Some(at));
+                v[at] = b'\n';
+                assert_eq!(find_line_end(&v), Some(at));
+            }
+            assert_eq!(find_string_special(&alloc::vec![0xFF; len], 0), len);
+            assert_eq!(find_line_end(&alloc::vec![b' '; len]), None);
+        }
+        assert_eq!(find_string_special(b"ab", 5), 2);
     }
 }

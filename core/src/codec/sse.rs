@@ -294,7 +294,7 @@ impl SseDecoder {
             }
         }
         while !bytes.is_empty() {
-            let Some(pos) = find_line_end(bytes) else {
+            let Some(pos) = fast::find_line_end(bytes) else {
                 if self.line.len() + bytes.len() > self.max_event_bytes {
                     return Err(self.too_large());
                 }
@@ -639,11 +639,6 @@ fn slot_to_call((i, slot): (usize, &ToolSlot)) -> ToolCall {
             arguments: slot.arguments.clone(),
         },
     }
-}
-
-/// The position of the first `\r` or `\n`.
-fn find_line_end(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n' || b == b'\r')
 }
 
 /// Whether pending event data is a whole event already (`[DONE]` or one

@@ -902,6 +902,35 @@ fn sink_stop_returns_the_text_seen_so_far() {
 }
 
 #[test]
+fn plain_json_body_where_a_stream_was_expected() {
+    // A server that ignored `stream: true`: the whole completion, pretty-printed.
+    let expected = decode_response(RESPONSE.as_bytes()).unwrap();
+    for max in [1, 5, 4096] {
+        let mut reader = SliceReader::new(RESPONSE.as_bytes(), max);
+        let c = decode_stream(&mut reader, &mut NullSink).unwrap();
+        assert_eq!(c, expected);
+    }
+    // An error object with a 200 status.
+    let body = br#"{"error":{"message":"context length exceeded","code":400}}"#;
+    let mut reader = SliceReader::new(body, 7);
+    match decode_stream(&mut reader, &mut NullSink) {
+        Err(StreamError::Decode { error, .. }) => assert_eq!(
+            error,
+            DecodeError::Provider {
+                message: "context length exceeded".into()
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Cut short: a typed JSON error, not a success.
+    let (result, _) = decode_split(&RESPONSE.as_bytes()[..200], &[]);
+    assert!(
+        matches!(result, Err(DecodeError::Json { .. })),
+        "{result:?}"
+    );
+}
+
+#[test]
 fn done_ends_the_stream_and_later_bytes_are_ignored() {
     let mut decoder = SseDecoder::new();
     let mut sink = Recorder::default();

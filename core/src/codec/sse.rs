@@ -18,6 +18,10 @@
 //! - `event: error` turns the event's data into [`DecodeError::Provider`];
 //!   other `event:`, `id:`, `retry:` and unknown fields are ignored.
 //! - `data: [DONE]` ends the stream.
+//! - A body whose first line opens a JSON value (`{` or `[`) is not SSE: a
+//!   server that ignored `stream: true`, or an error object. It is buffered
+//!   and decoded at EOF like a non-streaming body ([`decode_response`]), so
+//!   its text reaches the completion but not the sink.
 //!
 //! # Chunks
 //! Only `choices[0]` is read. `delta.content` (and `delta.refusal`) go to
@@ -45,7 +49,7 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 
 use super::fast;
-use super::response::{decode_error_body, provider_error, synthetic_id};
+use super::response::{decode_error_body, decode_response, provider_error, synthetic_id};
 use super::{DecodeError, StreamError};
 use crate::message::{FinishReason, FunctionCall, ToolCall, ToolCallKind, Usage};
 use crate::model::{Completion, Flow, NullSink, StreamSink};
@@ -107,6 +111,10 @@ pub struct SseDecoder {
     skip_lf: bool,
     /// No line processed yet (a BOM may precede it).
     at_start: bool,
+    /// The first line opened a plain JSON document instead of SSE fields: a
+    /// server that ignored `stream: true` or answered with an error object.
+    /// Every line then goes to `data`, decoded as one body at the end.
+    raw_body: bool,
     /// The joined `data:` lines of the pending event.
     data: Vec<u8>,
     /// The pending event has at least one `data:` line (possibly empty).
@@ -156,6 +164,7 @@ impl SseDecoder {
             line: Vec::new(),
             skip_lf: false,
             at_start: true,
+            raw_body: false,
             data: Vec::new(),
             has_data: false,
             event: heapless::String::new(),
@@ -238,6 +247,9 @@ impl SseDecoder {
             let line = core::mem::take(&mut self.line);
             status = self.process_line(&line, &mut sink)?;
         }
+        if self.raw_body {
+            return self.finish_raw_body();
+        }
         if status.is_none() && self.has_data && is_complete(&self.data) {
             status = self.dispatch(&mut sink)?;
         }
@@ -252,6 +264,31 @@ impl SseDecoder {
                 pending_bytes,
             })
         }
+    }
+
+    /// Decodes a plain JSON body received where a stream was expected.
+    fn finish_raw_body(&mut self) -> Result<(), DecodeError> {
+        let body = decode_response(&self.data)?;
+        self.content = body.content.unwrap_or_default();
+        self.reasoning = body.reasoning.unwrap_or_default();
+        self.finish_reason = body.finish_reason;
+        self.usage = body.usage;
+        self.tools.clear();
+        for (index, call) in (0u32..).zip(body.tool_calls) {
+            let slot = ToolSlot {
+                index,
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+            };
+            self.tools
+                .push(slot)
+                .map_err(|_| DecodeError::TooManyToolCalls {
+                    limit: MAX_TOOL_CALLS,
+                })?;
+        }
+        self.state = State::Done;
+        Ok(())
     }
 
     fn into_completion(self) -> Completion {
@@ -348,10 +385,20 @@ impl SseDecoder {
     ) -> Result<Option<SseStatus>, DecodeError> {
         let line = if self.at_start {
             self.at_start = false;
-            line.strip_prefix(BOM).unwrap_or(line)
+            let line = line.strip_prefix(BOM).unwrap_or(line);
+            self.raw_body = matches!(line.first(), Some(b'{' | b'['));
+            line
         } else {
             line
         };
+        if self.raw_body {
+            if self.data.len() + line.len() >= self.max_event_bytes {
+                return Err(self.too_large());
+            }
+            self.data.extend_from_slice(line);
+            self.data.push(b'\n');
+            return Ok(None);
+        }
         let (field, value) = match line.iter().position(|&b| b == b':') {
             Some(0) => {
                 // A comment: servers send these as keep-alives.

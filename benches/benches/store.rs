@@ -75,7 +75,10 @@ fn append_one(c: &mut Criterion) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let entry = answer(1);
     let mut group = c.benchmark_group("store/append_one");
-    for (name, sync) in [("wal_full", Synchronous::Full), ("wal_normal", Synchronous::Normal)] {
+    for (name, sync) in [
+        ("wal_full", Synchronous::Full),
+        ("wal_normal", Synchronous::Normal),
+    ] {
         let (mut store, id) = file_store(dir.path(), &format!("{name}.db"), sync);
         group.bench_function(name, |b| {
             b.iter(|| {

@@ -201,7 +201,9 @@ impl GatewayConfig {
                 .get(k)
                 .map(|v| (format!("gateway.{k}"), Setting::Toml(v)))
         };
-        let pick = |env_name: &str, k: &str| match env.get(env_name) {
+        // An empty variable counts as unset, as everywhere else in Hermes.
+        let env_var = |name: &str| env.get(name).filter(|v| !v.trim().is_empty());
+        let pick = |env_name: &str, k: &str| match env_var(env_name) {
             Some(s) => Some((env_name.to_owned(), Setting::Env(s))),
             None => file_val(k),
         };
@@ -212,7 +214,7 @@ impl GatewayConfig {
         if let Some((key, v)) = file_val("allowed_users") {
             cfg.allow.everywhere.extend(v.id_list(&key)?);
         }
-        if let Some(s) = env.get("GATEWAY_ALLOWED_USERS") {
+        if let Some(s) = env_var("GATEWAY_ALLOWED_USERS") {
             cfg.allow
                 .everywhere
                 .extend(Setting::Env(s).id_list("GATEWAY_ALLOWED_USERS")?);

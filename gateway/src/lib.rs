@@ -9,6 +9,7 @@
 //! runner never branches on a platform.
 
 pub mod adapter;
+pub mod app;
 pub mod cache;
 pub mod command;
 pub mod config;

@@ -98,6 +98,12 @@ impl TestAdapter {
         lock(&self.sent).clone()
     }
 
+    /// Removes and returns everything sent so far (long runs such as the
+    /// bench keep memory flat this way).
+    pub fn take_sent(&self) -> Vec<Sent> {
+        std::mem::take(&mut *lock(&self.sent))
+    }
+
     /// Texts sent to `chat_id`, in order.
     pub fn texts_to(&self, chat_id: &str) -> Vec<String> {
         lock(&self.sent)
@@ -348,6 +354,50 @@ impl Model for ScriptedModel {
         drop(st);
         self.changed.notify_all();
         Ok(outcome)
+    }
+}
+
+/// A model that answers `reply to: {last user text}` at once and records
+/// nothing but a count: for long runs (the routing bench), where keeping
+/// every request would dwarf the gateway's own memory.
+#[derive(Debug, Default)]
+pub struct EchoModel {
+    calls: AtomicU64,
+}
+
+impl EchoModel {
+    /// A new model.
+    pub fn new() -> Arc<Self> {
+        Arc::new(EchoModel::default())
+    }
+
+    /// Calls made so far.
+    pub fn call_count(&self) -> u64 {
+        self.calls.load(Ordering::Acquire)
+    }
+}
+
+impl Model for EchoModel {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        self.calls.fetch_add(1, Ordering::AcqRel);
+        let user = request
+            .messages
+            .iter()
+            .rev()
+            .find_map(|e| match &e.message {
+                Message::User { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(Completion {
+            content: Some(format!("reply to: {user}")),
+            finish_reason: Some(FinishReason::Stop),
+            ..Completion::default()
+        })
     }
 }
 

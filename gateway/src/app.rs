@@ -1,0 +1,334 @@
+//! `hermes gateway run [--check]`: settings → adapters → runner → signals.
+//!
+//! The CLI resolves [`Settings`] (provider settings with the same precedence
+//! as every other command) and calls [`run_gateway`]. Everything that can be
+//! wrong with the configuration is found before anything connects, and each
+//! error names the key or variable to fix ([`GatewayError::exit_code`] is 2
+//! for those). `--check` stops after that validation.
+//!
+//! The gateway's tokio runtime is THE runtime of the process: adapters run on
+//! it, turns run on its blocking pool, and async tools reach it through an
+//! [`AsyncBridge`] made from its handle (SPEC L9).
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use hermes_core::{Agent, Model};
+use hermes_runtime::bridge::AsyncBridge;
+use hermes_runtime::client::{ClientOptions, OpenAiClient};
+use hermes_runtime::config::Settings;
+use hermes_runtime::prompt::{PromptSources, assemble_system_prompt};
+use hermes_runtime::store::{Store, StoreError, SystemClock};
+use hermes_runtime::tools::{ToolEnv, build_registry};
+
+use crate::adapter::PlatformAdapter;
+use crate::config::{GatewayConfig, GatewayConfigError};
+use crate::event::SessionSource;
+use crate::lock::{InstanceLock, LockError};
+use crate::runner::{
+    AgentFactory, FactoryError, GatewayRunner, RunnerDeps, ShutdownReport, StartError,
+};
+
+/// Why the gateway did not run (or stopped).
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// A `[gateway]` key or gateway variable is invalid (exit 2).
+    #[error(transparent)]
+    Config(#[from] GatewayConfigError),
+    /// Provider or tool settings cannot work (exit 2).
+    #[error("invalid provider/tool configuration: {0}")]
+    Provider(String),
+    /// A platform's settings cannot work (exit 2).
+    #[error("invalid platform configuration: {0}")]
+    Platform(String),
+    /// No platform has credentials (exit 2).
+    #[error(
+        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET (environment or $HERMES_HOME/.env)"
+    )]
+    NoPlatform,
+    /// Another gateway runs on this `$HERMES_HOME` (exit 1).
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    /// The session store could not be opened (exit 1).
+    #[error("session store: {0}")]
+    Store(#[from] StoreError),
+    /// The runner could not start (exit 1).
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The async runtime or signal handling could not be set up (exit 1).
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+impl GatewayError {
+    /// The process exit code: 2 for configuration the operator must fix,
+    /// 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            GatewayError::Config(_)
+            | GatewayError::Provider(_)
+            | GatewayError::Platform(_)
+            | GatewayError::NoPlatform => 2,
+            GatewayError::Locked(_)
+            | GatewayError::Store(_)
+            | GatewayError::Start(_)
+            | GatewayError::Runtime(_) => 1,
+        }
+    }
+}
+
+/// What `--check` found: a valid configuration, summarised (no secrets).
+#[derive(Clone, Debug)]
+pub struct CheckSummary {
+    /// Enabled platforms.
+    pub platforms: Vec<&'static str>,
+    /// The validated gateway settings.
+    pub config: GatewayConfig,
+    /// Provider label, base URL and model.
+    pub provider: String,
+}
+
+impl fmt::Display for CheckSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "gateway configuration OK")?;
+        writeln!(f, "  platforms: {}", self.platforms.join(", "))?;
+        writeln!(f, "  provider: {}", self.provider)?;
+        writeln!(f, "  busy mode: {}", self.config.busy_mode.as_str())?;
+        let hours = |d: Option<std::time::Duration>| {
+            d.map_or("off".to_owned(), |d| format!("{} h", d.as_secs() / 3600))
+        };
+        writeln!(f, "  idle reset: {}", hours(self.config.idle_reset))?;
+        let daily = self
+            .config
+            .daily_reset_hour
+            .map_or("off".to_owned(), |h| format!("{h:02}:00"));
+        writeln!(f, "  daily reset: {daily}")?;
+        writeln!(f, "  max workers: {}", self.config.max_workers)?;
+        if self.config.allow.is_empty() {
+            write!(
+                f,
+                "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / WECOM_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"
+            )
+        } else if self.config.allow.allow_all {
+            write!(f, "  allow-list: everyone (GATEWAY_ALLOW_ALL_USERS)")
+        } else {
+            write!(f, "  allow-list: configured")
+        }
+    }
+}
+
+/// The production [`AgentFactory`]: the OpenAI-compatible client, the
+/// built-in tools and the assembled system prompt.
+pub struct RuntimeAgentFactory {
+    settings: Settings,
+    bridge: Option<Arc<AsyncBridge>>,
+    key_hash: u64,
+}
+
+impl fmt::Debug for RuntimeAgentFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeAgentFactory")
+            .field("provider", &self.settings.provider)
+            .finish_non_exhaustive()
+    }
+}
+
+/// FNV-1a: a stable, dependency-free hash, so the signature carries a
+/// fingerprint of the API key and never the key itself (SPEC E2).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl RuntimeAgentFactory {
+    /// A factory for `settings`; `bridge` enables the async (`web`) tools.
+    /// Validates the provider URL and the toolsets now, so a bad setting is
+    /// a start-up error rather than a failure on the first message.
+    pub fn new(
+        settings: &Settings,
+        bridge: Option<Arc<AsyncBridge>>,
+    ) -> Result<Self, GatewayError> {
+        let factory = RuntimeAgentFactory {
+            key_hash: fnv1a(
+                settings
+                    .provider
+                    .api_key
+                    .as_deref()
+                    .unwrap_or("")
+                    .as_bytes(),
+            ),
+            settings: settings.clone(),
+            bridge,
+        };
+        let client = factory.client(&settings.provider.model)?;
+        factory.registry(Arc::new(client))?;
+        Ok(factory)
+    }
+
+    fn client(&self, model: &str) -> Result<OpenAiClient, GatewayError> {
+        let p = &self.settings.provider;
+        OpenAiClient::new(ClientOptions {
+            base_url: p.base_url.clone(),
+            api_key: p.api_key.clone(),
+            model: model.to_owned(),
+            ..ClientOptions::default()
+        })
+        .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+
+    fn registry(&self, model: Arc<dyn Model>) -> Result<hermes_core::ToolRegistry, GatewayError> {
+        let mut env = ToolEnv::new(&self.settings.workdir, &self.settings.home);
+        env.bridge = self.bridge.clone();
+        env.delegate_model = Some(model);
+        build_registry(&env, self.settings.toolsets.as_deref())
+            .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+}
+
+impl AgentFactory for RuntimeAgentFactory {
+    fn default_model(&self) -> String {
+        self.settings.provider.model.clone()
+    }
+
+    fn signature(&self, model: &str) -> String {
+        let p = &self.settings.provider;
+        let toolsets = self
+            .settings
+            .toolsets
+            .as_ref()
+            .map_or("all".to_owned(), |t| t.join(","));
+        format!(
+            "{model}|{}|{}|key:{:016x}|tools:{toolsets}",
+            p.provider_name, p.base_url, self.key_hash
+        )
+    }
+
+    fn system_prompt(&self, _source: &SessionSource) -> Result<String, FactoryError> {
+        let client = self
+            .client(&self.settings.provider.model)
+            .map_err(|e| FactoryError(e.to_string()))?;
+        let tools = self
+            .registry(Arc::new(client))
+            .map_err(|e| FactoryError(e.to_string()))?;
+        let sources = PromptSources::new(&self.settings.home, &self.settings.workdir);
+        Ok(assemble_system_prompt(&sources, tools.specs()))
+    }
+
+    fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+        let client: Arc<dyn Model> = Arc::new(
+            self.client(model)
+                .map_err(|e| FactoryError(e.to_string()))?,
+        );
+        let tools = self
+            .registry(Arc::clone(&client))
+            .map_err(|e| FactoryError(e.to_string()))?;
+        Ok(Agent::new(client, Arc::new(tools), system_prompt)
+            .with_max_iterations(self.settings.max_iterations)
+            .with_clock(Arc::new(SystemClock)))
+    }
+}
+
+/// Builds every platform adapter whose credentials are present. Compiled-out
+/// platforms are simply absent. Telegram keeps its poll offset in `store`
+/// (so a restart does not replay updates) when one is given.
+pub fn build_adapters(
+    settings: &Settings,
+    store: Option<Arc<Mutex<Store>>>,
+) -> Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError> {
+    let env = |name: &str| settings.var(name).map(str::to_owned);
+    #[allow(unused_mut)]
+    let mut adapters: Vec<Arc<dyn PlatformAdapter>> = Vec::new();
+    #[cfg(feature = "telegram")]
+    {
+        use crate::telegram::{MemoryOffsets, OffsetStore, StoreOffsets, TelegramAdapter};
+        let offsets: Arc<dyn OffsetStore> = match &store {
+            Some(s) => Arc::new(StoreOffsets(Arc::clone(s))),
+            None => Arc::new(MemoryOffsets::default()),
+        };
+        if let Some(built) = TelegramAdapter::from_env(&env, offsets) {
+            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
+            adapters.push(Arc::new(adapter));
+        }
+    }
+    #[cfg(feature = "wecom")]
+    {
+        if let Some(built) = crate::wecom::WecomAdapter::from_env(&env) {
+            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
+            adapters.push(Arc::new(adapter));
+        }
+    }
+    let _ = (&env, &store);
+    if adapters.is_empty() {
+        return Err(GatewayError::NoPlatform);
+    }
+    Ok(adapters)
+}
+
+/// Validates everything `run` would use, without connecting or locking.
+pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
+    let config = GatewayConfig::from_settings(settings)?;
+    RuntimeAgentFactory::new(settings, None)?;
+    let adapters = build_adapters(settings, None)?;
+    let p = &settings.provider;
+    Ok(CheckSummary {
+        platforms: adapters.iter().map(|a| a.platform()).collect(),
+        config,
+        provider: format!("{} ({}), model {}", p.provider_name, p.base_url, p.model),
+    })
+}
+
+/// `hermes gateway run`: with `check_only`, validates the configuration,
+/// prints a summary and returns. Otherwise runs until SIGINT/SIGTERM, then
+/// stops gracefully within five seconds.
+pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayError> {
+    let summary = check_config(settings)?;
+    if check_only {
+        println!("{summary}");
+        return Ok(());
+    }
+    if summary.config.allow.is_empty() {
+        tracing::warn!(
+            "nobody is allowed to talk to the bot; every user will be refused (see `hermes gateway run --check`)"
+        );
+    }
+    let _lock = InstanceLock::acquire(&settings.home)?;
+    let store = Arc::new(Mutex::new(Store::open(&settings.state_db())?));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hermes-gateway")
+        .enable_all()
+        .build()?;
+    let bridge = Arc::new(AsyncBridge::from_handle(rt.handle().clone()));
+    let factory = Arc::new(RuntimeAgentFactory::new(settings, Some(bridge))?);
+    let adapters = build_adapters(settings, Some(Arc::clone(&store)))?;
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters,
+        factory,
+        store,
+        clock: Arc::new(SystemClock),
+        config: summary.config.clone(),
+    });
+    let report: ShutdownReport = rt.block_on(async {
+        // Install the handlers before connecting, so a signal during start-up
+        // still stops the gateway gracefully.
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        runner.start().await?;
+        tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+        tracing::info!("stopping the gateway");
+        Ok::<_, GatewayError>(runner.shutdown().await)
+    })?;
+    // Turns still stuck in a provider call must not hold the process.
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    if !report.all_turns_finished {
+        tracing::warn!(
+            "some turns did not finish in time; their sessions will be suspended at the next start"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! `hermes doctor`, `hermes config show`, `hermes sessions …`.
+
+use hermes_runtime::config::{Settings, mask};
+use hermes_runtime::store::SessionRecord;
+
+use crate::app::{CliError, client, open_store, runtime};
+
+/// Prints the effective configuration with origins; secrets masked (SPEC E2).
+pub fn config_show(settings: &Settings) {
+    let origin = |k: &str| {
+        settings
+            .origins
+            .get(k)
+            .map_or_else(|| "default".to_owned(), ToString::to_string)
+    };
+    println!("HERMES_HOME      {}", settings.home.display());
+    println!("provider         {}", settings.provider.provider_name);
+    println!(
+        "base_url         {}  ({})",
+        settings.provider.base_url,
+        origin("base_url")
+    );
+    println!(
+        "api_key          {}  ({})",
+        settings
+            .provider
+            .api_key
+            .as_deref()
+            .map_or_else(|| "(none)".to_owned(), mask),
+        origin("api_key")
+    );
+    println!(
+        "model            {}  ({})",
+        settings.provider.model,
+        origin("model")
+    );
+    println!(
+        "max_iterations   {}  ({})",
+        settings.max_iterations,
+        origin("max_iterations")
+    );
+    println!(
+        "toolsets         {}",
+        settings
+            .toolsets
+            .as_ref()
+            .map_or_else(|| "all".to_owned(), |t| t.join(","))
+    );
+    println!("workdir          {}", settings.workdir.display());
+    println!("database         {}", settings.state_db().display());
+}
+
+/// Checks everything and says how to fix what is wrong. Exit 0 when all is well.
+pub fn doctor(settings: &Settings) -> i32 {
+    let mut problems = 0;
+    let mut check = |ok: bool, what: String, fix: &str| {
+        if ok {
+            println!("✓ {what}");
+        } else {
+            problems += 1;
+            println!("✗ {what}\n    → {fix}");
+        }
+    };
+    check(
+        true,
+        format!(
+            "configuration loads (provider {}, model {}, key {})",
+            settings.provider.provider_name,
+            settings.provider.model,
+            settings
+                .provider
+                .api_key
+                .as_deref()
+                .map_or_else(|| "none".to_owned(), mask)
+        ),
+        "",
+    );
+    match client(settings, &settings.provider.model).and_then(|c| c.list_models().map_err(runtime))
+    {
+        Ok(models) => {
+            check(
+                true,
+                format!(
+                    "provider reachable at {} ({} models)",
+                    settings.provider.base_url,
+                    models.len()
+                ),
+                "",
+            );
+            check(
+                models.is_empty() || models.iter().any(|m| m == &settings.provider.model),
+                format!(
+                    "model '{}' offered by the provider",
+                    settings.provider.model
+                ),
+                "pick one the provider lists (GET /models) with --model or HERMES_MODEL",
+            );
+        }
+        Err(e) => check(
+            false,
+            format!(
+                "provider reachable at {}: {}",
+                settings.provider.base_url,
+                e.message()
+            ),
+            "start the server, or set --base-url/HERMES_BASE_URL (and an API key) to a provider you can reach",
+        ),
+    }
+    match open_store(settings).and_then(|s| s.list_sessions(1_000_000).map_err(runtime)) {
+        Ok(list) => check(
+            true,
+            format!(
+                "database {} ({} sessions)",
+                settings.state_db().display(),
+                list.len()
+            ),
+            "",
+        ),
+        Err(e) => check(
+            false,
+            format!(
+                "database {}: {}",
+                settings.state_db().display(),
+                e.message()
+            ),
+            "check that HERMES_HOME is writable; move a damaged state.db aside to start fresh",
+        ),
+    }
+    for name in ["SOUL.md", "MEMORY.md", "USER.md"] {
+        let path = settings.home.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) => println!("✓ {} ({} bytes)", path.display(), m.len()),
+            Err(_) => println!("· {} not present (optional)", path.display()),
+        }
+    }
+    let project = ["HERMES.md", "AGENTS.md"]
+        .iter()
+        .map(|n| settings.workdir.join(n))
+        .find(|p| p.is_file());
+    match project {
+        Some(p) => println!("✓ project instructions {}", p.display()),
+        None => println!(
+            "· no HERMES.md or AGENTS.md in {} (optional)",
+            settings.workdir.display()
+        ),
+    }
+    if problems == 0 {
+        println!("All checks passed.");
+        0
+    } else {
+        println!("{problems} problem(s) found.");
+        1
+    }
+}
+
+fn describe(s: &SessionRecord) -> String {
+    format!(
+        "{}  {:>4} msgs  {:<9}  {}{}",
+        s.id,
+        s.message_count,
+        s.status.to_string(),
+        s.model.as_deref().unwrap_or("-"),
+        s.title
+            .as_deref()
+            .map(|t| format!("  {t}"))
+            .unwrap_or_default()
+    )
+}
+
+/// `hermes sessions list`.
+pub fn sessions_list(settings: &Settings, limit: usize) -> Result<i32, CliError> {
+    let store = open_store(settings)?;
+    let list = store.list_sessions(limit).map_err(runtime)?;
+    if list.is_empty() {
+        eprintln!("No sessions yet. Start one with `hermes chat`.");
+    }
+    for s in &list {
+        println!("{}", describe(s));
+    }
+    Ok(0)
+}
+
+/// `hermes sessions search QUERY`.
+pub fn sessions_search(settings: &Settings, query: &str, limit: usize) -> Result<i32, CliError> {
+    let store = open_store(settings)?;
+    let hits = store.search(query, limit).map_err(runtime)?;
+    if hits.is_empty() {
+        eprintln!("No matches.");
+    }
+    for h in &hits {
+        println!("{} #{} {}: {}", h.session_id, h.seq, h.role, h.snippet);
+    }
+    Ok(0)
+}

@@ -1,0 +1,174 @@
+//! What every command needs: settings, the store, the provider client, the
+//! tools and the system prompt — and the errors that map to exit codes.
+
+use std::sync::{Arc, Mutex};
+
+use hermes_core::{Agent, Model, ToolRegistry};
+use hermes_runtime::bridge::AsyncBridge;
+use hermes_runtime::client::{ClientOptions, OpenAiClient};
+use hermes_runtime::config::{self, Environment, Overrides, Settings};
+use hermes_runtime::prompt::{PromptSources, assemble_system_prompt};
+use hermes_runtime::store::{Store, SystemClock};
+use hermes_runtime::tools::{ToolEnv, build_registry};
+
+use crate::args::ProviderArgs;
+
+/// A failure, sorted by the exit code it deserves.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad usage or configuration: exit 2.
+    Config(String),
+    /// The run failed (provider unreachable, model error, storage): exit 1.
+    Runtime(String),
+}
+
+impl CliError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Config(_) => 2,
+            CliError::Runtime(_) => 1,
+        }
+    }
+
+    /// The one-line reason.
+    pub fn message(&self) -> &str {
+        match self {
+            CliError::Config(m) | CliError::Runtime(m) => m,
+        }
+    }
+}
+
+/// Shorthand for a runtime failure.
+pub fn runtime(e: impl std::fmt::Display) -> CliError {
+    CliError::Runtime(e.to_string())
+}
+
+/// Loads settings from flags, the environment and `$HERMES_HOME`.
+pub fn load_settings(args: &ProviderArgs) -> Result<Settings, CliError> {
+    let overrides = Overrides {
+        base_url: args.base_url.clone(),
+        api_key: args.api_key.clone(),
+        model: args.model.clone(),
+        max_iterations: args.max_iterations,
+        toolsets: args.toolsets.clone(),
+        workdir: args.cwd.clone(),
+    };
+    config::load(&overrides, &Environment::from_process())
+        .map_err(|e| CliError::Config(e.to_string()))
+}
+
+/// Opens `$HERMES_HOME/state.db`, creating it (mode 0600) if needed.
+pub fn open_store(settings: &Settings) -> Result<Store, CliError> {
+    let path = settings.state_db();
+    Store::open(&path)
+        .map(|s| s.with_clock(Arc::new(SystemClock)))
+        .map_err(|e| {
+            CliError::Runtime(format!(
+                "cannot open the session database {}: {e}",
+                path.display()
+            ))
+        })
+}
+
+/// The provider client for `settings`, using `model`.
+pub fn client(settings: &Settings, model: &str) -> Result<OpenAiClient, CliError> {
+    let opts = ClientOptions {
+        base_url: settings.provider.base_url.clone(),
+        api_key: settings.provider.api_key.clone(),
+        model: model.to_owned(),
+        ..ClientOptions::default()
+    };
+    OpenAiClient::new(opts).map_err(|e| CliError::Config(e.to_string()))
+}
+
+/// Everything one conversation needs; rebuilt when the model changes.
+pub struct Workbench {
+    /// Resolved settings.
+    pub settings: Settings,
+    /// The persistent async runtime (SPEC L9), created once per process.
+    pub bridge: Arc<AsyncBridge>,
+    /// The session store, shared with the observer that persists as the run goes.
+    pub store: Arc<Mutex<Store>>,
+    /// The current model name.
+    pub model: String,
+    /// The provider client.
+    pub client: Arc<OpenAiClient>,
+    /// The tools.
+    pub tools: Arc<ToolRegistry>,
+}
+
+impl Workbench {
+    /// Builds the workbench from settings.
+    pub fn new(settings: Settings) -> Result<Self, CliError> {
+        let store = open_store(&settings)?;
+        let bridge = Arc::new(
+            AsyncBridge::new()
+                .map_err(|e| runtime(format!("cannot start the async runtime: {e}")))?,
+        );
+        let model = settings.provider.model.clone();
+        let client = Arc::new(client(&settings, &model)?);
+        let mut bench = Workbench {
+            settings,
+            bridge,
+            store: Arc::new(Mutex::new(store)),
+            model,
+            client: client.clone(),
+            tools: Arc::new(ToolRegistry::new()),
+        };
+        bench.tools = bench.build_tools(client)?;
+        Ok(bench)
+    }
+
+    fn build_tools(&self, model: Arc<OpenAiClient>) -> Result<Arc<ToolRegistry>, CliError> {
+        let env = ToolEnv {
+            bridge: Some(self.bridge.clone()),
+            delegate_model: Some(model as Arc<dyn Model>),
+            ..ToolEnv::new(self.settings.workdir.clone(), self.settings.home.clone())
+        };
+        build_registry(&env, self.settings.toolsets.as_deref())
+            .map(Arc::new)
+            .map_err(|e| CliError::Config(e.to_string()))
+    }
+
+    /// Switches the model (`/model NAME`).
+    pub fn set_model(&mut self, model: &str) -> Result<(), CliError> {
+        let client = Arc::new(self.client.with_model(model));
+        self.tools = self.build_tools(client.clone())?;
+        self.client = client;
+        self.model = model.to_owned();
+        Ok(())
+    }
+
+    /// Assembles a fresh system prompt (once per session, SPEC L6).
+    pub fn assemble_prompt(&self) -> String {
+        let sources = PromptSources::new(self.settings.home.clone(), self.settings.workdir.clone());
+        assemble_system_prompt(&sources, self.tools.specs())
+    }
+
+    /// An agent for one session, with its stored system prompt.
+    pub fn agent(&self, system_prompt: &str) -> Agent {
+        Agent::new(self.client.clone(), self.tools.clone(), system_prompt)
+            .with_max_iterations(self.settings.max_iterations)
+            .with_clock(Arc::new(SystemClock))
+    }
+
+    /// Locks the store (a poisoned lock only means another thread panicked
+    /// mid-write; SQLite's transaction already protected the data).
+    pub fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A hint appended to provider failures.
+pub fn provider_hint(settings: &Settings) -> String {
+    format!(
+        "(provider: {} at {}; change it with --base-url/--api-key/--model, HERMES_BASE_URL/HERMES_API_KEY/HERMES_MODEL \
+         or {}; `hermes doctor` checks the setup)",
+        settings.provider.provider_name,
+        settings.provider.base_url,
+        settings.home.join("config.toml").display()
+    )
+}

@@ -1,0 +1,409 @@
+//! The real `hermes` binary against a scripted loopback provider.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use hermes_tests::{FakeProvider, Reply};
+use serde_json::Value;
+
+const HERMES: &str = env!("CARGO_BIN_EXE_hermes");
+
+/// A hermetic environment: its own HERMES_HOME and HOME, no inherited keys.
+struct Env {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        Env {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cmd(&self, base_url: &str) -> Command {
+        let mut c = Command::new(HERMES);
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("HERMES_HOME", self.home.path())
+            .env("HERMES_BASE_URL", base_url)
+            .env("HERMES_MODEL", "fake-model")
+            .current_dir(self.work.path());
+        c
+    }
+
+    fn run(&self, base_url: &str, args: &[&str]) -> Output {
+        self.cmd(base_url).args(args).output().unwrap()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn system_prompt(request: &Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn roles(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn version_prints_and_exits_zero() {
+    let o = Command::new(HERMES).arg("--version").output().unwrap();
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("hermes "), "{}", stdout(&o));
+}
+
+#[test]
+fn oneshot_runs_tool_turns_and_prints_only_the_answer() {
+    let env = Env::new();
+    std::fs::write(
+        env.work.path().join("notes.txt"),
+        "the secret word is mango\n",
+    )
+    .unwrap();
+    let provider = FakeProvider::start(vec![
+        Reply::tool("c1", "read_file", r#"{"path":"notes.txt"}"#),
+        Reply::tool(
+            "c2",
+            "todo",
+            r#"{"action":"add","items":["eat the mango"]}"#,
+        ),
+        Reply::text("The word is mango."),
+    ])
+    .unwrap();
+    let o = env.run(
+        &provider.base_url(),
+        &["chat", "-q", "What does notes.txt say?"],
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(stdout(&o), "The word is mango.\n");
+    assert!(
+        stderr(&o).contains("read_file"),
+        "tool activity on stderr: {}",
+        stderr(&o)
+    );
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(
+        roles(&reqs[2]),
+        ["system", "user", "assistant", "tool", "assistant", "tool"]
+    );
+    assert!(
+        reqs[1]["messages"][3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("mango")
+    );
+
+    // --quiet silences stderr; -z is the short form.
+    let provider = FakeProvider::start(vec![Reply::text("quiet answer")]).unwrap();
+    let o = env.run(&provider.base_url(), &["-z", "hi", "--quiet"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), "quiet answer\n");
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn continue_and_resume_carry_history_and_the_stored_system_prompt() {
+    let env = Env::new();
+    std::fs::write(env.home.path().join("SOUL.md"), "You are a pirate.").unwrap();
+    let provider = FakeProvider::start(vec![
+        Reply::text("Arr, first."),
+        Reply::text("Arr, second."),
+        Reply::text("Arr, third."),
+    ])
+    .unwrap();
+    let url = provider.base_url();
+    let o = env.run(&url, &["chat", "-q", "first question"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The persona changes on disk; a resumed session must keep its prompt.
+    std::fs::write(env.home.path().join("SOUL.md"), "You are a librarian.").unwrap();
+    let o = env.run(&url, &["chat", "--continue", "-q", "second question"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Arr, second.\n");
+
+    let list = env.run(&url, &["sessions", "list"]);
+    assert_eq!(list.status.code(), Some(0));
+    let id = stdout(&list).split_whitespace().next().unwrap().to_owned();
+    let o = env.run(&url, &["chat", "--resume", &id, "-q", "third question"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(system_prompt(&reqs[0]).contains("pirate"));
+    assert_eq!(
+        system_prompt(&reqs[1]),
+        system_prompt(&reqs[0]),
+        "byte-identical prompt on --continue"
+    );
+    assert_eq!(
+        system_prompt(&reqs[2]),
+        system_prompt(&reqs[0]),
+        "byte-identical prompt on --resume"
+    );
+    assert_eq!(
+        roles(&reqs[2]),
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
+    assert_eq!(reqs[2]["messages"][1]["content"], "first question");
+    assert_eq!(reqs[2]["messages"][4]["content"], "Arr, second.");
+
+    // A new session assembles the new persona.
+    let provider2 = FakeProvider::start(vec![Reply::text("Shh.")]).unwrap();
+    let o = env.run(&provider2.base_url(), &["chat", "-q", "new"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(system_prompt(&provider2.requests()[0]).contains("librarian"));
+}
+
+#[test]
+fn unreachable_provider_exits_1_naming_the_url() {
+    let env = Env::new();
+    // Bind and drop to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let o = env.run(&url, &["chat", "-q", "hello"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(
+        err.contains("--base-url"),
+        "says how to configure another: {err}"
+    );
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn provider_errors_exit_1_with_the_providers_message() {
+    let env = Env::new();
+    let provider =
+        FakeProvider::start(vec![Reply::Status(401, "Invalid API key provided".into())]).unwrap();
+    let o = env.run(&provider.base_url(), &["chat", "-q", "hello"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Invalid API key provided"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("401"), "{}", stderr(&o));
+    assert_eq!(provider.requests().len(), 1, "401 is not retried");
+}
+
+#[test]
+fn usage_and_configuration_errors_exit_2() {
+    let env = Env::new();
+    let o = env.run("http://127.0.0.1:9/v1", &["chat", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    let o = env.run("http://127.0.0.1:9/v1", &["chat", "-q", "  "]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    let o = env.run("not-a-url", &["chat", "-q", "hi"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("base_url"), "{}", stderr(&o));
+
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[agent]\nmax_iterations = \"many\"\n",
+    )
+    .unwrap();
+    let o = env.run("http://127.0.0.1:9/v1", &["chat", "-q", "hi"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("max_iterations"), "{}", stderr(&o));
+    std::fs::remove_file(env.home.path().join("config.toml")).unwrap();
+
+    let o = env.run(
+        "http://127.0.0.1:9/v1",
+        &["chat", "--resume", "nope", "-q", "hi"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("sessions list"), "{}", stderr(&o));
+
+    let o = env.run(
+        "http://127.0.0.1:9/v1",
+        &["chat", "--toolsets", "file,bogus", "-q", "hi"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bogus"), "{}", stderr(&o));
+}
+
+#[test]
+fn budget_exhaustion_is_reported_with_exit_1() {
+    let env = Env::new();
+    let provider = FakeProvider::start(
+        (0..5)
+            .map(|i| Reply::tool(&format!("c{i}"), "todo", r#"{"action":"list"}"#))
+            .collect(),
+    )
+    .unwrap();
+    let o = env.run(
+        &provider.base_url(),
+        &["chat", "-q", "loop", "--max-iterations", "2"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("maximum iteration count (2"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(provider.requests().len(), 2);
+}
+
+#[test]
+fn config_show_masks_secrets_and_doctor_reports() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![]).unwrap();
+    let o = env
+        .cmd(&provider.base_url())
+        .env("HERMES_API_KEY", "sk-test-supersecret-9876")
+        .args(["config", "show"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert!(!out.contains("supersecret"), "{out}");
+    assert!(out.contains("…9876"), "{out}");
+    assert!(out.contains("environment $HERMES_BASE_URL"), "{out}");
+
+    let o = env.run(&provider.base_url(), &["doctor"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("provider reachable"), "{}", stdout(&o));
+
+    let o = env.run("http://127.0.0.1:9/v1", &["doctor"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("✗ provider reachable"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn database_is_created_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![Reply::text("ok")]).unwrap();
+    let o = env.run(&provider.base_url(), &["-z", "hi"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mode = std::fs::metadata(Path::new(env.home.path()).join("state.db"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+mod interactive {
+    use super::*;
+    use rexpect::session::spawn_command;
+
+    fn spawn(env: &Env, url: &str) -> rexpect::session::PtySession {
+        let mut cmd = env.cmd(url);
+        cmd.env("TERM", "dumb").arg("chat");
+        spawn_command(cmd, Some(30_000)).unwrap()
+    }
+
+    #[test]
+    fn repl_streams_answers_runs_commands_and_ctrl_c_interrupts() {
+        let env = Env::new();
+        let provider = FakeProvider::start(vec![
+            Reply::text("Hello from the fake provider."),
+            Reply::SlowText {
+                pieces: (0..40).map(|i| format!("chunk{i} ")).collect(),
+                delay: Duration::from_millis(150),
+            },
+            Reply::text("After the interrupt."),
+        ])
+        .unwrap();
+        let mut p = spawn(&env, &provider.base_url());
+        p.exp_string("/help lists commands").unwrap();
+        p.send_line("hello").unwrap();
+        p.exp_string("Hello from the fake provider.").unwrap();
+
+        p.send_line("tell me a long story").unwrap();
+        p.exp_string("chunk2 ").unwrap();
+        p.send_control('c').unwrap();
+        p.exp_string("interrupting").unwrap();
+        p.send_line("/status").unwrap();
+        p.exp_string("session: 2").unwrap();
+        p.send_line("and now?").unwrap();
+        p.exp_string("After the interrupt.").unwrap();
+        p.send_line("/exit").unwrap();
+        p.exp_eof().unwrap();
+
+        let reqs = provider.requests();
+        assert_eq!(reqs.len(), 3);
+        // The interrupted partial answer is in the history the next turn sends.
+        let third = &reqs[2]["messages"];
+        let partial = third[4]["content"].as_str().unwrap();
+        assert_eq!(third[4]["role"], "assistant");
+        assert!(partial.starts_with("chunk0 chunk1 chunk2"), "{partial}");
+        assert!(
+            !partial.contains("chunk39"),
+            "the stream was cut: {partial}"
+        );
+        assert_eq!(third[5]["content"], "and now?");
+    }
+
+    #[test]
+    fn repl_undo_retry_and_new() {
+        let env = Env::new();
+        let provider = FakeProvider::start(vec![
+            Reply::text("one"),
+            Reply::text("two"),
+            Reply::text("two again"),
+            Reply::text("fresh"),
+        ])
+        .unwrap();
+        let mut p = spawn(&env, &provider.base_url());
+        p.exp_string("/help").unwrap();
+        p.send_line("first").unwrap();
+        p.exp_string("one").unwrap();
+        p.send_line("second").unwrap();
+        p.exp_string("two").unwrap();
+        p.send_line("/retry").unwrap();
+        p.exp_string("two again").unwrap();
+        p.send_line("/new").unwrap();
+        p.exp_string("new session").unwrap();
+        p.send_line("third").unwrap();
+        p.exp_string("fresh").unwrap();
+        p.send_control('d').unwrap();
+        p.exp_eof().unwrap();
+
+        let reqs = provider.requests();
+        assert_eq!(
+            roles(&reqs[2]),
+            ["system", "user", "assistant", "user"],
+            "retry replaced the turn"
+        );
+        assert_eq!(reqs[2]["messages"][3]["content"], "second");
+        assert_eq!(roles(&reqs[3]), ["system", "user"], "/new starts empty");
+    }
+}

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use hermes_core::{
     Agent, ChatRequest, Completion, FinishReason, IterationBudget, LedgerEntry, Message, Model,
-    ModelError, NoObserver, Role, StreamSink, Tool, ToolCall, ToolContext, ToolError,
-    ToolRegistry, ToolSpec,
+    ModelError, NoObserver, Role, StreamSink, Tool, ToolCall, ToolContext, ToolError, ToolRegistry,
+    ToolSpec,
 };
 
 /// Answers instantly: a tool call after a user message, text after a tool result.

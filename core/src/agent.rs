@@ -266,7 +266,10 @@ impl Agent {
             iterations: 0,
         };
         let first_new = run.messages.len();
-        run.push(LedgerEntry::at(Message::user(user_message), self.clock.now_ms()));
+        run.push(LedgerEntry::at(
+            Message::user(user_message),
+            self.clock.now_ms(),
+        ));
         let stop = run.drive();
         let final_text = run
             .messages
@@ -274,7 +277,9 @@ impl Agent {
             .skip(first_new)
             .rev()
             .find_map(|e| match &e.message {
-                Message::Assistant { content: Some(c), .. } if !c.is_empty() => Some(c.clone()),
+                Message::Assistant {
+                    content: Some(c), ..
+                } if !c.is_empty() => Some(c.clone()),
                 _ => None,
             })
             .unwrap_or_default();
@@ -474,11 +479,10 @@ impl Run<'_> {
                     interrupt,
                     tool_call_id: &call.id,
                 };
-                let outcome = self.agent.tools.dispatch(
-                    &call.function.name,
-                    &call.function.arguments,
-                    &ctx,
-                );
+                let outcome =
+                    self.agent
+                        .tools
+                        .dispatch(&call.function.name, &call.function.arguments, &ctx);
                 let answered = match outcome {
                     Ok(text) => (text, false),
                     Err(ToolError::Failed(text)) => (text, true),

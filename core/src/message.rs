@@ -148,7 +148,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A function tool call.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             kind: ToolCallKind::Function,

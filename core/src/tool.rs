@@ -112,7 +112,9 @@ pub struct ToolRegistry {
 
 impl fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.specs.iter().map(|s| &s.name)).finish()
+        f.debug_list()
+            .entries(self.specs.iter().map(|s| &s.name))
+            .finish()
     }
 }
 

@@ -172,9 +172,10 @@ fn assert_valid_for_api(messages: &[LedgerEntry]) {
             }
         }
         if let Message::Tool { tool_call_id, .. } = &messages[i].message {
-            let answered = messages[..i].iter().rev().find_map(|e| {
-                (!e.message.tool_calls().is_empty()).then(|| e.message.tool_calls())
-            });
+            let answered = messages[..i]
+                .iter()
+                .rev()
+                .find_map(|e| (!e.message.tool_calls().is_empty()).then(|| e.message.tool_calls()));
             assert!(
                 answered
                     .into_iter()
@@ -197,7 +198,10 @@ fn render(out: &RunOutcome) -> String {
             s.push_str(&format!(" {c:?}"));
         }
         for c in m.tool_calls() {
-            s.push_str(&format!(" [{} {}({})]", c.id, c.function.name, c.function.arguments));
+            s.push_str(&format!(
+                " [{} {}({})]",
+                c.id, c.function.name, c.function.arguments
+            ));
         }
         if let Message::Tool { tool_call_id, .. } = m {
             s.push_str(&format!(" <- {tool_call_id}"));
@@ -271,7 +275,11 @@ fn several_tool_calls_in_one_turn_are_answered_in_order() {
 #[test]
 fn missing_and_duplicate_tool_call_ids_are_made_unique() {
     let model = ScriptedModel::new(vec![
-        calls(vec![call("", "a", "{}"), call("dup", "a", "{}"), call("dup", "a", "{}")]),
+        calls(vec![
+            call("", "a", "{}"),
+            call("dup", "a", "{}"),
+            call("dup", "a", "{}"),
+        ]),
         text("ok"),
     ]);
     let out = agent(model, ToolRegistry::new().with(echo("a"))).run_conversation("go", vec![]);
@@ -302,7 +310,11 @@ fn bad_arguments_unknown_tools_and_failures_become_results_the_model_reads() {
     ]);
     let tools = ToolRegistry::new()
         .with(echo("a"))
-        .with(Failing(ToolSpec::new("boom", "fails", serde_json::json!({}))));
+        .with(Failing(ToolSpec::new(
+            "boom",
+            "fails",
+            serde_json::json!({}),
+        )));
     let out = agent(model, tools).run_conversation("go", vec![]);
     assert_eq!(out.stop, StopReason::Completed);
     let results: Vec<&str> = out.messages[2..6]
@@ -318,7 +330,11 @@ fn bad_arguments_unknown_tools_and_failures_become_results_the_model_reads() {
 
 #[test]
 fn budget_exhaustion_stops_and_leaves_valid_history() {
-    let model = ScriptedModel::new((0..10).map(|i| calls(vec![call(&format!("c{i}"), "a", "{}")])).collect());
+    let model = ScriptedModel::new(
+        (0..10)
+            .map(|i| calls(vec![call(&format!("c{i}"), "a", "{}")]))
+            .collect(),
+    );
     let a = echo("a");
     let count = a.calls.clone();
     let out = agent(model.clone(), ToolRegistry::new().with(a))
@@ -328,7 +344,12 @@ fn budget_exhaustion_stops_and_leaves_valid_history() {
     assert_eq!(out.iterations, 3);
     assert_eq!(model.calls(), 3);
     assert_eq!(count.load(Ordering::SeqCst), 3);
-    assert!(out.stop.notice(3).unwrap().contains("maximum iteration count (3"));
+    assert!(
+        out.stop
+            .notice(3)
+            .unwrap()
+            .contains("maximum iteration count (3")
+    );
     assert_valid_for_api(&out.messages);
 }
 
@@ -356,14 +377,19 @@ impl Tool for Delegate {
             }
         });
         let out = child.run("sub task", vec![], ctx.budget, &mut obs);
-        Ok(format!("child said {} after {} calls", out.final_text, out.iterations))
+        Ok(format!(
+            "child said {} after {} calls",
+            out.final_text, out.iterations
+        ))
     }
 }
 
 #[test]
 fn a_child_agent_draws_from_the_parents_wallet() {
     // The child makes 15 model calls: 14 tool turns, then an answer.
-    let mut child_steps: Vec<Step> = (0..14).map(|i| calls(vec![call(&format!("k{i}"), "a", "{}")])).collect();
+    let mut child_steps: Vec<Step> = (0..14)
+        .map(|i| calls(vec![call(&format!("k{i}"), "a", "{}")]))
+        .collect();
     child_steps.push(text("found it"));
     let child_model = ScriptedModel::new(child_steps);
     let seen_by_child = Arc::new(Mutex::new(Vec::new()));
@@ -400,7 +426,13 @@ fn a_child_agent_draws_from_the_parents_wallet() {
     assert_eq!(parent_remaining, [80, 64]);
     assert_eq!(budget.remaining(), 64);
     assert_eq!(budget.used(), 17);
-    assert!(out.messages[2].message.content().unwrap().contains("after 15 calls"));
+    assert!(
+        out.messages[2]
+            .message
+            .content()
+            .unwrap()
+            .contains("after 15 calls")
+    );
 }
 
 #[test]
@@ -472,7 +504,11 @@ fn interrupt_while_streaming_keeps_the_partial_text() {
         when: |e| matches!(e, AgentEvent::TextDelta(t) if t.contains("wor")),
     };
     let out = ag.run("hi", vec![], &IterationBudget::default(), &mut obs);
-    assert_eq!(count.load(Ordering::SeqCst), 0, "no tool runs after an interrupt");
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "no tool runs after an interrupt"
+    );
     check(
         &out,
         expect![[r#"
@@ -491,10 +527,16 @@ fn interrupt_after_a_tool_call_skips_the_rest_with_the_placeholder() {
     let later = echo("a");
     let later_count = later.calls.clone();
     let model = ScriptedModel::new(vec![
-        calls(vec![call("c1", "a", "{}"), call("c2", "stopper", "{}"), call("c3", "a", "{}"), call("c4", "a", "{}")]),
+        calls(vec![
+            call("c1", "a", "{}"),
+            call("c2", "stopper", "{}"),
+            call("c3", "a", "{}"),
+            call("c4", "a", "{}"),
+        ]),
         text("never"),
     ]);
-    let ag = agent(model.clone(), ToolRegistry::new().with(later).with(stopper)).with_interrupt(flag);
+    let ag =
+        agent(model.clone(), ToolRegistry::new().with(later).with(stopper)).with_interrupt(flag);
     let out = ag.run_conversation("go", vec![]);
     assert_eq!(later_count.load(Ordering::SeqCst), 1);
     assert_eq!(model.calls(), 1);
@@ -524,7 +566,11 @@ fn interrupt_between_iterations_leaves_before_the_next_model_call() {
     let budget = IterationBudget::default();
     let out = ag.run("go", vec![], &budget, &mut obs);
     assert_eq!(model.calls(), 1);
-    assert_eq!(budget.used(), 1, "no budget spent on a call that was not made");
+    assert_eq!(
+        budget.used(),
+        1,
+        "no budget spent on a call that was not made"
+    );
     check(
         &out,
         expect![[r#"
@@ -552,7 +598,10 @@ fn model_errors_stop_the_run_and_keep_what_was_gathered() {
         message: "provider returned 503: overloaded".into(),
         partial_text: Some("I was say".into()),
     };
-    let model = ScriptedModel::new(vec![calls(vec![call("c1", "a", "{}")]), Step::Fail(err.clone())]);
+    let model = ScriptedModel::new(vec![
+        calls(vec![call("c1", "a", "{}")]),
+        Step::Fail(err.clone()),
+    ]);
     let history = vec![
         LedgerEntry::new(Message::user("earlier")),
         LedgerEntry::new(Message::assistant("earlier answer")),
@@ -576,22 +625,31 @@ fn model_errors_stop_the_run_and_keep_what_was_gathered() {
 #[test]
 fn the_system_prompt_is_sent_first_every_time_and_never_stored() {
     let model = ScriptedModel::new(vec![calls(vec![call("c1", "a", "{}")]), text("ok")]);
-    let out = agent(model.clone(), ToolRegistry::new().with(echo("a"))).run_conversation("hi", vec![]);
+    let out =
+        agent(model.clone(), ToolRegistry::new().with(echo("a"))).run_conversation("hi", vec![]);
     let seen = model.seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
     for s in seen.iter() {
         assert_eq!(s.system_prompt, "You are Hermes.");
         assert_eq!(s.messages[0], Message::user("hi"));
     }
-    assert!(out.messages.iter().all(|e| e.message.content() != Some("You are Hermes.")));
+    assert!(
+        out.messages
+            .iter()
+            .all(|e| e.message.content() != Some("You are Hermes."))
+    );
 }
 
 #[test]
 fn ledger_fields_are_recorded_but_not_shown_to_the_model() {
     let model = ScriptedModel::new(vec![calls(vec![call("c1", "a", "{}")]), text("ok")]);
-    let out = agent(model.clone(), ToolRegistry::new().with(echo("a"))).run_conversation("hi", vec![]);
+    let out =
+        agent(model.clone(), ToolRegistry::new().with(echo("a"))).run_conversation("hi", vec![]);
     let assistant = &out.messages[1];
-    assert_eq!(assistant.meta.reasoning.as_deref(), Some("private chain of thought"));
+    assert_eq!(
+        assistant.meta.reasoning.as_deref(),
+        Some("private chain of thought")
+    );
     assert_eq!(assistant.meta.usage.unwrap().total_tokens, 15);
     // What the model received on its second call: wire messages only.
     let wire = serde_json::to_string(&model.seen.lock().unwrap()[1].messages).unwrap();

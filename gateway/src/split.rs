@@ -53,7 +53,10 @@ pub fn split_message(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> 
     // The fence (its opening line, e.g. "```rust") the previous piece was cut inside.
     let mut open_fence: Option<String> = None;
     while !rest.is_empty() {
-        let prefix = open_fence.as_ref().map(|f| format!("{f}\n")).unwrap_or_default();
+        let prefix = open_fence
+            .as_ref()
+            .map(|f| format!("{f}\n"))
+            .unwrap_or_default();
         let prefix_len = unit.measure(&prefix);
         if prefix_len + unit.measure(rest) <= limit {
             pieces.push(format!("{prefix}{rest}"));

@@ -46,7 +46,10 @@ impl Environment {
 
     /// The value of `name`, if set and not empty.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str).filter(|v| !v.is_empty())
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// All variables.
@@ -263,10 +266,12 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .unwrap_or_default();
     let toml_path = home.join("config.toml");
     let file: toml::Table = match read_optional(&toml_path)? {
-        Some(text) => text.parse().map_err(|e: toml::de::Error| ConfigError::File {
-            path: toml_path.clone(),
-            message: e.to_string(),
-        })?,
+        Some(text) => text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::File {
+                path: toml_path.clone(),
+                message: e.to_string(),
+            })?,
         None => toml::Table::new(),
     };
 
@@ -512,8 +517,7 @@ fn first_of(
         ("provider", "base_url") => Origin::ConfigFile("provider.base_url"),
         _ => Origin::ConfigFile("provider.model"),
     };
-    Ok(r
-        .toml_str(section, key)?
+    Ok(r.toml_str(section, key)?
         .filter(|v| !v.is_empty())
         .map(|v| (v.to_owned(), origin)))
 }
@@ -533,7 +537,11 @@ mod tests {
 
     fn env(home: &Path, pairs: &[(&str, &str)]) -> Environment {
         let mut all = vec![("HERMES_HOME".to_owned(), home.display().to_string())];
-        all.extend(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        all.extend(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         Environment::from_pairs(all)
     }
 
@@ -571,7 +579,10 @@ mod tests {
     #[test]
     fn precedence_flag_env_dotenv_file() {
         let home = home_with(&[
-            (".env", "HERMES_MODEL=from-dotenv\nHERMES_BASE_URL=http://dotenv/v1\n"),
+            (
+                ".env",
+                "HERMES_MODEL=from-dotenv\nHERMES_BASE_URL=http://dotenv/v1\n",
+            ),
             (
                 "config.toml",
                 "[provider]\nmodel = \"from-file\"\nbase_url = \"http://file/v1\"\napi_key = \"file-key-123456\"\n[agent]\nmax_iterations = 7\ntoolsets = [\"file\"]\n",
@@ -618,7 +629,9 @@ mod tests {
 
     #[test]
     fn dotenv_parsing() {
-        let m = parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC='x'\nD=plain # note\n=bad\nnot a line\n");
+        let m = parse_dotenv(
+            "# c\nexport A=1\nB=\"two words\"\nC='x'\nD=plain # note\n=bad\nnot a line\n",
+        );
         assert_eq!(m["A"], "1");
         assert_eq!(m["B"], "two words");
         assert_eq!(m["C"], "x");

@@ -64,7 +64,9 @@ pub struct FakeProvider {
 
 impl std::fmt::Debug for FakeProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeProvider").field("addr", &self.addr).finish()
+        f.debug_struct("FakeProvider")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -180,7 +182,10 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         return respond_json(&mut out, 400, &json!({"error": {"message": v}}));
     }
     let request = parsed.unwrap_or(Value::Null);
-    let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let stream = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let reply = {
         let mut st = lock(state);
         st.requests.push(request);
@@ -189,9 +194,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             .unwrap_or_else(|| Reply::text("(script exhausted)"))
     };
     match reply {
-        Reply::Status(code, message) => {
-            respond_json(&mut out, code, &json!({"error": {"message": message, "code": code}}))
-        }
+        Reply::Status(code, message) => respond_json(
+            &mut out,
+            code,
+            &json!({"error": {"message": message, "code": code}}),
+        ),
         Reply::Text(t) => answer(&mut out, stream, &[t], Duration::ZERO, None),
         Reply::SlowText { pieces, delay } => answer(&mut out, stream, &pieces, delay, None),
         Reply::ToolCalls(calls) => answer(&mut out, stream, &[], Duration::ZERO, Some(&calls)),
@@ -200,14 +207,22 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
 
 /// The rules a real provider enforces.
 fn check_request(v: &Value) -> Result<(), String> {
-    if v.get("model").and_then(Value::as_str).is_none_or(str::is_empty) {
+    if v.get("model")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         return Err("missing model".into());
     }
     let msgs = v
         .get("messages")
         .and_then(Value::as_array)
         .ok_or("messages must be an array")?;
-    if msgs.first().and_then(|m| m.get("role")).and_then(Value::as_str) != Some("system") {
+    if msgs
+        .first()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        != Some("system")
+    {
         return Err("messages[0] must be the system prompt".into());
     }
     let mut pending: VecDeque<String> = VecDeque::new();
@@ -219,7 +234,9 @@ fn check_request(v: &Value) -> Result<(), String> {
         if role == "tool" {
             let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
             if pending.pop_front().as_deref() != Some(id) {
-                return Err(format!("messages[{i}]: tool result {id} answers no pending call"));
+                return Err(format!(
+                    "messages[{i}]: tool result {id} answers no pending call"
+                ));
             }
             continue;
         }
@@ -269,7 +286,11 @@ fn answer(
     delay: Duration,
     calls: Option<&[(String, String, String)]>,
 ) -> std::io::Result<()> {
-    let finish = if calls.is_some() { "tool_calls" } else { "stop" };
+    let finish = if calls.is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     let usage = json!({"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19});
     if !stream {
         for _ in pieces {
@@ -300,16 +321,24 @@ fn answer(
         write!(out, "data: {v}\n\n")?;
         out.flush()
     };
-    send(chunk(json!({"role": "assistant", "content": ""}), Value::Null))?;
+    send(chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    ))?;
     for p in pieces {
         thread::sleep(delay);
         send(chunk(json!({"content": p}), Value::Null))?;
     }
     if let Some(c) = calls {
-        send(chunk(json!({"tool_calls": tool_calls_json(c)}), Value::Null))?;
+        send(chunk(
+            json!({"tool_calls": tool_calls_json(c)}),
+            Value::Null,
+        ))?;
     }
     send(chunk(json!({}), json!(finish)))?;
-    send(json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model", "choices": [], "usage": usage}))?;
+    send(
+        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model", "choices": [], "usage": usage}),
+    )?;
     write!(out, "data: [DONE]\n\n")?;
     out.flush()
 }

@@ -180,7 +180,10 @@ struct Inner {
     state: Mutex<State>,
     workers: Arc<Semaphore>,
     handle: OnceLock<Handle>,
+    /// Shutdown began: waiting messages are stored, not run.
     stopping: AtomicBool,
+    /// Shutdown drained the workers: events are no longer accepted.
+    closed: AtomicBool,
     /// Woken whenever a session worker exits (for graceful stop).
     idle: Notify,
 }
@@ -316,6 +319,7 @@ impl GatewayRunner {
                 state: Mutex::new(state),
                 handle: OnceLock::new(),
                 stopping: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
                 idle: Notify::new(),
             }),
         }
@@ -377,10 +381,12 @@ impl GatewayRunner {
         self.inner.handle_event(event);
     }
 
-    /// Graceful stop, within [`SHUTDOWN_TIMEOUT`]: stop intake, interrupt
-    /// running turns (their partial output is persisted and sent), store
-    /// messages still waiting without running them (E3), disconnect every
-    /// adapter, and record a clean shutdown if every turn finished.
+    /// Graceful stop, within [`SHUTDOWN_TIMEOUT`]: start no new turns,
+    /// interrupt running ones (their partial output is persisted and sent),
+    /// store messages still waiting — or arriving until the workers have
+    /// drained — without running them (E3), then refuse further events,
+    /// disconnect every adapter, and record a clean shutdown if every turn
+    /// finished.
     pub async fn shutdown(&self) -> ShutdownReport {
         let started = Instant::now();
         let inner = &self.inner;
@@ -409,6 +415,7 @@ impl GatewayRunner {
                 break lock(&inner.state).active_workers == 0;
             }
         };
+        inner.closed.store(true, Ordering::SeqCst);
         for adapter in inner.adapters.values() {
             let left = (started + SHUTDOWN_TIMEOUT)
                 .saturating_duration_since(Instant::now())
@@ -536,8 +543,8 @@ impl Inner {
     }
 
     fn handle_event(self: &Arc<Self>, event: MessageEvent) {
-        if self.stopping.load(Ordering::SeqCst) {
-            tracing::info!(platform = %event.source.platform, "gateway stopping; event not accepted");
+        if self.closed.load(Ordering::SeqCst) {
+            tracing::info!(platform = %event.source.platform, "gateway stopped; event not accepted");
             return;
         }
         let now = self.now();
@@ -637,7 +644,13 @@ impl Inner {
         event: MessageEvent,
         now: u64,
     ) {
-        let busy_mode = self.config.busy_mode;
+        // While stopping, nothing is replaced: every accepted message is
+        // stored (E3) by the worker, in order.
+        let busy_mode = if self.stopping.load(Ordering::SeqCst) {
+            BusyMode::Queue
+        } else {
+            self.config.busy_mode
+        };
         let max_queued = self.config.max_queued;
         let Some(slot) = state.sessions.get_mut(&key) else {
             return self.push_work(state, key, Work::Message(event));

@@ -690,6 +690,50 @@ fn graceful_stop_interrupts_persists_and_disconnects() {
     assert!(suspended.is_empty());
 }
 
+#[test]
+fn messages_arriving_during_shutdown_are_stored_not_run() {
+    let h = harness(Pace::Gated, |_| {});
+    h.dm("alice", "working");
+    h.wait_model_waiting(1);
+    let guard = h.store.lock().unwrap();
+    let runner = h.runner.clone();
+    let stop = h.rt.spawn(async move { runner.shutdown().await });
+    // The interrupted turn now waits for the store we hold, so the worker
+    // is still draining: these arrive during the stop.
+    assert!(h.model.wait_until(WAIT, |_, waiting| waiting == 0));
+    h.dm("alice", "late one");
+    h.dm("alice", "late two");
+    drop(guard);
+    let report = h.rt.block_on(stop).unwrap();
+    assert!(
+        report.all_turns_finished && report.marked_clean,
+        "{report:?}"
+    );
+    assert_eq!(h.model.call_count(), 1);
+    // Nothing replaced, nothing lost, nothing run.
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[
+            ("user", "working"),
+            ("assistant", "partial reply to: working"),
+            ("user", "late one"),
+            ("user", "late two"),
+        ])
+    );
+    // After the stop the runner itself refuses events (the adapter is
+    // disconnected too, so deliver straight to the handler).
+    h.runner.handle_event(event(
+        "test",
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "late-3",
+        "too late",
+    ));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(h.transcript(&dm_key("alice")).len(), 4);
+}
+
 const CHILD_ENV: &str = "HERMES_GATEWAY_TEST_CRASH_CHILD";
 
 /// The child half of the crash test: a gateway on the given home with a

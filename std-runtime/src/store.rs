@@ -5,11 +5,29 @@
 //! agent — is where a conversation lives.
 //!
 //! Guarantees:
-//! - **Acknowledged means durable** (SPEC E3). Every write is one transaction;
-//!   a method returns `Ok` only after that transaction committed, in WAL mode
-//!   with `synchronous = FULL` (the WAL is fsynced at each commit). A process
-//!   killed at any point leaves a database that opens cleanly and holds every
-//!   write that returned `Ok` (see `tests/store_durability.rs`).
+//! - **Acknowledged means stored** (SPEC E3). Every write is one transaction;
+//!   a method returns `Ok` only after that transaction committed. A process
+//!   killed at any point (SIGKILL, panic, OOM kill) leaves a database that
+//!   opens cleanly and holds every write that returned `Ok`, and no part of
+//!   one that did not (see `tests/store_durability.rs`, 20 kill rounds).
+//! - **Durability level: WAL with `synchronous = NORMAL` by default.** A
+//!   commit appends its pages to the WAL with `write()` and returns; the WAL
+//!   is fsynced before each checkpoint, not at each commit. A committed
+//!   transaction is therefore in the OS page cache the moment `Ok` is
+//!   returned, which is exactly what a process death cannot take away. A
+//!   power cut or kernel crash keeps the database *consistent* (WAL frames
+//!   are checksummed; a torn tail is discarded on recovery) but may lose the
+//!   last commits since the previous checkpoint. Deployments that must keep
+//!   acknowledged writes through a power cut call
+//!   [`Store::set_synchronous`]`(`[`Synchronous::Full`]`)`, which fsyncs
+//!   the WAL at every commit (measured ≈ 1.4× to 10× slower appends,
+//!   depending on the disk; see `BENCHMARKS.md`).
+//! - **Cheap appends, exact search.** The full-text index is brought up to
+//!   date by [`Store::search`] (and [`Store::catch_up_search_index`]), not
+//!   by every append: appends stay small write transactions, and a search
+//!   first indexes whatever was appended since the previous one, so results
+//!   are exactly what is stored. Deletes (undo, replace) remove their rows
+//!   from the index in the same transaction. See `store/schema.rs`, V3.
 //! - **Exact round trip.** [`Store::load_transcript`] returns the very
 //!   [`LedgerEntry`] values given to [`Store::append_messages`]: message kind,
 //!   `None` versus empty assistant text, tool calls, and every [`EntryMeta`]
@@ -40,6 +58,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hermes_core::{Clock, EntryMeta, FinishReason, LedgerEntry, Message, Role, ToolCall, Usage};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
 /// How long a write waits for another connection's write to finish before
@@ -162,19 +181,31 @@ pub struct SearchHit {
     pub snippet: String,
 }
 
-/// The `synchronous` setting of the database connection.
+/// The `synchronous` setting of the database connection (WAL mode).
 ///
-/// [`Synchronous::Full`] is the default because SPEC E3 says nothing
-/// acknowledged may be lost, even to a power cut. `Normal` is exposed for
-/// benchmarks and for callers that accept losing the last commits on power
-/// loss (never on a process crash: WAL keeps those either way).
+/// Both settings make an acknowledged write survive the death of the process
+/// and keep the file consistent through a power cut; they differ only in
+/// whether the last commits survive a power cut or kernel crash.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Synchronous {
-    /// fsync the WAL at every commit.
-    #[default]
+    /// fsync the WAL at every commit: acknowledged writes also survive power
+    /// loss. Costs an fsync per write transaction.
     Full,
-    /// fsync only at checkpoints.
+    /// fsync only at checkpoints (the default): acknowledged writes survive
+    /// any process death (SPEC E3); a power cut may lose the commits since
+    /// the last checkpoint but never corrupts the database.
+    #[default]
     Normal,
+}
+
+impl Synchronous {
+    /// The PRAGMA value.
+    const fn as_pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
 }
 
 /// Errors of the store. Each message says what to do about it.
@@ -276,6 +307,14 @@ impl fmt::Debug for Store {
     }
 }
 
+/// A session's messages in order; see [`Store::load_transcript`]. The column
+/// order is what [`decode_message`] reads.
+const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
+     m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
+     m.interrupted, m.timestamp_ms \
+     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
+     WHERE s.id = ?1 ORDER BY m.seq";
+
 /// Columns of a session row, in the order [`session_from_row`] reads them.
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \
      s.source_user_id, s.model, s.system_prompt, s.created_at_ms, s.updated_at_ms, s.status, \
@@ -284,7 +323,8 @@ const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_
 impl Store {
     /// Opens (creating if needed) the database at `path`: creates missing
     /// parent directories, creates a new file with mode `0600`, switches to
-    /// WAL with `synchronous = FULL`, and migrates an older schema.
+    /// WAL with `synchronous = NORMAL` (see the module docs), and migrates
+    /// an older schema.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         create_private_file(path)?;
         let conn = Connection::open(path).map_err(|source| StoreError::Open {
@@ -328,7 +368,7 @@ impl Store {
                 tracing::warn!(path = %path.display(), %mode, "SQLite refused WAL mode");
             }
         }
-        conn.pragma_update(None, "synchronous", "FULL")
+        conn.pragma_update(None, "synchronous", Synchronous::default().as_pragma())
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(open_err)?;
@@ -349,13 +389,12 @@ impl Store {
     }
 
     /// Changes the `synchronous` setting of this connection (default
-    /// [`Synchronous::Full`]; see there before lowering it).
+    /// [`Synchronous::Normal`]; [`Synchronous::Full`] for power-loss
+    /// durability). Applies to this connection only, not to other stores
+    /// open on the same file.
     pub fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError> {
-        let value = match mode {
-            Synchronous::Full => "FULL",
-            Synchronous::Normal => "NORMAL",
-        };
-        self.conn.pragma_update(None, "synchronous", value)?;
+        self.conn
+            .pragma_update(None, "synchronous", mode.as_pragma())?;
         Ok(())
     }
 
@@ -456,24 +495,26 @@ impl Store {
 
     /// The session's transcript in order, exactly as appended.
     pub fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
-        // One read transaction, so the existence check and the rows come from
-        // the same snapshot even while another connection writes.
-        let tx = self.conn.unchecked_transaction()?;
-        if !session_exists(&tx, id)? {
+        // One statement, so the existence check and the rows come from the
+        // same snapshot even while another connection writes, without the
+        // cost of an explicit BEGIN/COMMIT: the session row LEFT JOINed to
+        // its messages gives no row for an unknown session and one row of
+        // NULLs for an empty transcript. The (session_id, seq) index yields
+        // the messages already in order (no sort).
+        let mut stmt = self.conn.prepare_cached(LOAD_SQL)?;
+        let mut rows = stmt.query([id])?;
+        let mut out = Vec::new();
+        let mut session_found = false;
+        while let Some(row) = rows.next()? {
+            session_found = true;
+            if row.get_ref(0)? == ValueRef::Null {
+                continue;
+            }
+            out.push(decode_message(row, id)?);
+        }
+        if !session_found {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
-        let mut stmt = tx.prepare_cached(
-            "SELECT seq, role, content, tool_calls, tool_call_id, reasoning, prompt_tokens, \
-             completion_tokens, total_tokens, finish_reason, interrupted, timestamp_ms \
-             FROM messages WHERE session_id = ?1 ORDER BY seq",
-        )?;
-        let rows = stmt.query_map([id], raw_message)?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(row?.into_entry(id)?);
-        }
-        drop(stmt);
-        tx.finish()?;
         Ok(out)
     }
 
@@ -481,19 +522,30 @@ impl Store {
     /// bumps `updated_at_ms`. When this returns `Ok`, every entry is durable;
     /// on `Err`, none was stored.
     pub fn append_messages(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
-        let now = self.clock.now_ms();
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
-        if !session_exists(&tx, id)? {
-            return Err(StoreError::SessionNotFound(id.to_owned()));
-        }
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
         if entries.is_empty() {
-            return Ok(());
+            return if session_exists(&self.conn, id)? {
+                Ok(())
+            } else {
+                Err(StoreError::SessionNotFound(id.to_owned()))
+            };
         }
-        let next: i64 = tx
-            .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1")?
-            .query_row([id], |row| row.get(0))?;
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        // The hot path of every run: one statement both bumps the session
+        // (proving it exists) and yields the next sequence number, instead
+        // of an existence check, a MAX(seq) query and an update.
+        let next: Option<i64> = tx
+            .prepare_cached(
+                "UPDATE sessions SET updated_at_ms = MAX(updated_at_ms, ?2), clean_shutdown = 0 \
+                 WHERE id = ?1 \
+                 RETURNING (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1)",
+            )?
+            .query_row(params![id, now], |row| row.get(0))
+            .optional()?;
+        let Some(next) = next else {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        };
         insert_entries(&tx, id, next, entries)?;
-        touch(&tx, id, now)?;
         tx.commit()?;
         Ok(())
     }
@@ -586,6 +638,10 @@ impl Store {
     /// is searched as a quoted phrase and all must match, so quotes, `AND`,
     /// `*`, `NEAR(` or column filters are just words. Words without any
     /// letter or digit are dropped; a query with none left finds nothing.
+    ///
+    /// Results are exact: the search first indexes every message appended
+    /// since the last search (see [`Store::catch_up_search_index`]), which
+    /// is a short write transaction and may wait for another writer.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         let Some(fts_query) = fts_query(query) else {
             return Ok(Vec::new());
@@ -593,6 +649,7 @@ impl Store {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        self.catch_up_search_index()?;
         let mut stmt = self.conn.prepare_cached(
             "SELECT m.session_id, m.seq, m.role, \
              snippet(messages_fts, 0, '[', ']', '…', 16) \
@@ -626,6 +683,39 @@ impl Store {
             });
         }
         Ok(out)
+    }
+
+    /// Adds every message not yet in the full-text index to it; returns how
+    /// many were added. [`Store::search`] does this itself; a long-running
+    /// process may also call it when idle so that the first search after a
+    /// busy period does not pay for indexing all of it (≈ 10 µs per message).
+    ///
+    /// One `INSERT … SELECT` of the messages above the indexed watermark and
+    /// the watermark bump, in one `IMMEDIATE` transaction (so two processes
+    /// never index a row twice). Checked first without a write lock, so the
+    /// common up-to-date case costs one indexed read.
+    pub fn catch_up_search_index(&self) -> Result<u64, StoreError> {
+        let (indexed, newest) = fts_watermark(&self.conn)?;
+        if newest <= indexed {
+            return Ok(0);
+        }
+        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        // Re-read under the write lock: another connection may have indexed
+        // (or deleted) in between.
+        let (indexed, newest) = fts_watermark(&tx)?;
+        if newest <= indexed {
+            return Ok(0);
+        }
+        let added = tx
+            .prepare_cached(
+                "INSERT INTO messages_fts (rowid, content) \
+                 SELECT id, content FROM messages WHERE id > ?1 AND id <= ?2 ORDER BY id",
+            )?
+            .execute(params![indexed, newest])?;
+        tx.prepare_cached("UPDATE messages_fts_state SET indexed_upto = ?1 WHERE id = 0")?
+            .execute([newest])?;
+        tx.commit()?;
+        Ok(u64::try_from(added).unwrap_or(u64::MAX))
     }
 
     /// Crash recovery (SPEC G11): marks suspended every active session whose
@@ -853,6 +943,19 @@ fn insert_entries(
     Ok(())
 }
 
+/// `(indexed_upto, MAX(messages.id))`: the full-text watermark and the
+/// newest message id (0 for none). See `store/schema.rs`, V3.
+fn fts_watermark(conn: &Connection) -> Result<(i64, i64), StoreError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT indexed_upto, (SELECT COALESCE(MAX(id), 0) FROM messages) \
+             FROM messages_fts_state WHERE id = 0",
+        )?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    row.ok_or_else(|| StoreError::Sqlite(rusqlite::Error::QueryReturnedNoRows))
+}
+
 fn session_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
@@ -938,105 +1041,97 @@ impl RawSession {
     }
 }
 
-/// A message row before validation.
-struct RawMessage {
-    seq: i64,
-    role: String,
-    content: Option<String>,
-    tool_calls: Option<String>,
-    tool_call_id: Option<String>,
-    reasoning: Option<String>,
-    prompt_tokens: Option<i64>,
-    completion_tokens: Option<i64>,
-    total_tokens: Option<i64>,
-    finish_reason: Option<String>,
-    interrupted: bool,
-    timestamp_ms: i64,
-}
+/// Decodes one row of [`LOAD_SQL`] into an entry.
+///
+/// Load is on the path of every run (SPEC G5), so this borrows each column
+/// from SQLite (`get_ref`) and allocates once per string that ends up in the
+/// entry: role and finish reason are matched in place, and tool-call JSON is
+/// parsed straight from SQLite's buffer, only when present. Anything that
+/// does not fit the schema — a wrong type, invalid UTF-8, a negative count —
+/// is a typed [`StoreError::Corrupt`], never a panic.
+fn decode_message(row: &Row<'_>, session_id: &str) -> Result<LedgerEntry, StoreError> {
+    let seq = row.get_ref(0)?.as_i64().unwrap_or(-1);
+    let corrupt = |what: String| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        what: format!("message {seq}: {what}"),
+    };
+    let text = |idx: usize, name: &str| -> Result<Option<&str>, StoreError> {
+        row.get_ref(idx)?
+            .as_str_or_null()
+            .map_err(|e| corrupt(format!("{name}: {e}")))
+    };
+    let int = |idx: usize, name: &str| -> Result<Option<i64>, StoreError> {
+        row.get_ref(idx)?
+            .as_i64_or_null()
+            .map_err(|e| corrupt(format!("{name}: {e}")))
+    };
+    let count = |idx: usize, name: &str| -> Result<Option<u64>, StoreError> {
+        int(idx, name)?
+            .map(|v| u64::try_from(v).map_err(|_| corrupt(format!("{name} is negative ({v})"))))
+            .transpose()
+    };
 
-fn raw_message(row: &Row<'_>) -> rusqlite::Result<RawMessage> {
-    Ok(RawMessage {
-        seq: row.get(0)?,
-        role: row.get(1)?,
-        content: row.get(2)?,
-        tool_calls: row.get(3)?,
-        tool_call_id: row.get(4)?,
-        reasoning: row.get(5)?,
-        prompt_tokens: row.get(6)?,
-        completion_tokens: row.get(7)?,
-        total_tokens: row.get(8)?,
-        finish_reason: row.get(9)?,
-        interrupted: row.get(10)?,
-        timestamp_ms: row.get(11)?,
+    let role = text(1, "role")?.unwrap_or_default();
+    let content = text(2, "content")?;
+    let message = match Role::parse(role) {
+        Some(Role::User) => Message::User {
+            content: content
+                .ok_or_else(|| corrupt("user message without content".into()))?
+                .to_owned(),
+        },
+        Some(Role::Assistant) => Message::Assistant {
+            content: content.map(str::to_owned),
+            tool_calls: match text(3, "tool_calls")? {
+                None => Vec::new(),
+                Some(json) => serde_json::from_str::<Vec<ToolCall>>(json)
+                    .map_err(|e| corrupt(format!("tool calls are not valid JSON: {e}")))?,
+            },
+        },
+        Some(Role::Tool) => Message::Tool {
+            tool_call_id: text(4, "tool_call_id")?
+                .ok_or_else(|| corrupt("tool result without tool_call_id".into()))?
+                .to_owned(),
+            content: content
+                .ok_or_else(|| corrupt("tool result without content".into()))?
+                .to_owned(),
+        },
+        None => return Err(corrupt(format!("unknown role {role:?}"))),
+    };
+    let usage = match (
+        count(6, "prompt_tokens")?,
+        count(7, "completion_tokens")?,
+        count(8, "total_tokens")?,
+    ) {
+        (None, None, None) => None,
+        (p, c, t) => Some(Usage {
+            prompt_tokens: p.unwrap_or(0),
+            completion_tokens: c.unwrap_or(0),
+            total_tokens: t.unwrap_or(0),
+        }),
+    };
+    Ok(LedgerEntry {
+        message,
+        meta: EntryMeta {
+            reasoning: text(5, "reasoning")?.map(str::to_owned),
+            usage,
+            timestamp_ms: count(11, "timestamp_ms")?
+                .ok_or_else(|| corrupt("timestamp_ms is NULL".into()))?,
+            finish_reason: text(9, "finish_reason")?.map(decode_finish_reason),
+            interrupted: int(10, "interrupted")?.is_some_and(|v| v != 0),
+        },
     })
-}
-
-impl RawMessage {
-    fn into_entry(self, session_id: &str) -> Result<LedgerEntry, StoreError> {
-        let seq = self.seq;
-        let corrupt = |what: String| StoreError::Corrupt {
-            session_id: session_id.to_owned(),
-            what: format!("message {seq}: {what}"),
-        };
-        let message = match Role::parse(&self.role) {
-            Some(Role::User) => Message::User {
-                content: self
-                    .content
-                    .ok_or_else(|| corrupt("user message without content".into()))?,
-            },
-            Some(Role::Assistant) => Message::Assistant {
-                content: self.content,
-                tool_calls: match self.tool_calls {
-                    None => Vec::new(),
-                    Some(json) => serde_json::from_str::<Vec<ToolCall>>(&json)
-                        .map_err(|e| corrupt(format!("tool calls are not valid JSON: {e}")))?,
-                },
-            },
-            Some(Role::Tool) => Message::Tool {
-                tool_call_id: self
-                    .tool_call_id
-                    .ok_or_else(|| corrupt("tool result without tool_call_id".into()))?,
-                content: self
-                    .content
-                    .ok_or_else(|| corrupt("tool result without content".into()))?,
-            },
-            None => return Err(corrupt(format!("unknown role {:?}", self.role))),
-        };
-        let usage = match (
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.total_tokens,
-        ) {
-            (None, None, None) => None,
-            (p, c, t) => Some(Usage {
-                prompt_tokens: from_i64(session_id, "prompt_tokens", p.unwrap_or(0))?,
-                completion_tokens: from_i64(session_id, "completion_tokens", c.unwrap_or(0))?,
-                total_tokens: from_i64(session_id, "total_tokens", t.unwrap_or(0))?,
-            }),
-        };
-        Ok(LedgerEntry {
-            message,
-            meta: EntryMeta {
-                reasoning: self.reasoning,
-                usage,
-                timestamp_ms: from_i64(session_id, "timestamp_ms", self.timestamp_ms)?,
-                finish_reason: self.finish_reason.map(decode_finish_reason),
-                interrupted: self.interrupted,
-            },
-        })
-    }
 }
 
 /// Inverse of [`FinishReason::as_str`]. Unlike [`FinishReason::parse`] it does
 /// not fold the legacy `function_call` into `ToolCalls`, so a stored
 /// `Other("function_call")` comes back unchanged.
-fn decode_finish_reason(s: String) -> FinishReason {
-    match s.as_str() {
+fn decode_finish_reason(s: &str) -> FinishReason {
+    match s {
         "stop" => FinishReason::Stop,
         "tool_calls" => FinishReason::ToolCalls,
         "length" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
-        _ => FinishReason::Other(s),
+        _ => FinishReason::Other(s.to_owned()),
     }
 }
 

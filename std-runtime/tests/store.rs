@@ -583,6 +583,29 @@ fn search_treats_user_text_as_words_not_syntax() {
     );
 }
 
+/// FTS5's own check of the index against the `messages` table (`rank = 1`
+/// compares with the external content): passes only when every message is
+/// indexed with exactly its current text and nothing else is.
+fn assert_index_matches_messages(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute(
+        "INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)",
+        [],
+    )
+    .unwrap_or_else(|e| panic!("full-text index differs from the messages: {e}"));
+}
+
+/// FTS5's check of the index's internal consistency only (it may lag behind
+/// the messages between searches).
+fn assert_index_sound(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute(
+        "INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')",
+        [],
+    )
+    .unwrap_or_else(|e| panic!("full-text index is damaged: {e}"));
+}
+
 #[test]
 fn full_text_index_stays_consistent() {
     let dir = tempfile::tempdir().unwrap();
@@ -603,17 +626,24 @@ fn full_text_index_stays_consistent() {
                 ],
             )
             .unwrap();
+        // Searches at irregular points, so undo deletes indexed rows (after
+        // a search) as well as rows the index has not seen yet.
+        if i % 4 == 1 {
+            assert!(!store.search("question", 1).unwrap().is_empty());
+        }
         if i % 3 == 0 {
             store.undo_last_turn(&s.id).unwrap();
         }
     }
     drop(store);
+    assert_index_sound(&path);
+
+    let store = Store::open(&path).unwrap();
+    assert!(store.catch_up_search_index().unwrap() > 0);
+    assert_eq!(store.catch_up_search_index().unwrap(), 0, "nothing left");
+    drop(store);
+    assert_index_matches_messages(&path);
     let conn = Connection::open(&path).unwrap();
-    conn.execute(
-        "INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')",
-        [],
-    )
-    .unwrap();
     let indexed: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'question'",
@@ -622,6 +652,119 @@ fn full_text_index_stays_consistent() {
         )
         .unwrap();
     assert_eq!(indexed, 13, "7 of 20 turns were undone");
+}
+
+#[test]
+fn an_appended_message_is_found_by_the_very_next_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("next.db");
+    let mut store = Store::open(&path).unwrap();
+    let a = store.create_session(&NewSession::default()).unwrap().id;
+    let b = store.create_session(&NewSession::default()).unwrap().id;
+    for i in 0..5u64 {
+        store
+            .append_messages(&a, &[user(&format!("albatross number{i}"), i)])
+            .unwrap();
+        let hits = store.search(&format!("number{i}"), 10).unwrap();
+        assert_eq!(hits.len(), 1, "append {i} not found at once");
+        assert_eq!((hits[0].session_id.as_str(), hits[0].seq), (a.as_str(), i));
+        assert_eq!(
+            store.search("albatross", 10).unwrap().len(),
+            (i + 1) as usize
+        );
+    }
+    // A message written by another connection is found too.
+    let mut other = Store::open(&path).unwrap();
+    other
+        .append_messages(&b, &[assistant("a pelican from elsewhere", 9)])
+        .unwrap();
+    let hits = store.search("pelican", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        (hits[0].session_id.as_str(), hits[0].role),
+        (b.as_str(), Role::Assistant)
+    );
+    drop((store, other));
+    assert_index_matches_messages(&path);
+}
+
+#[test]
+fn undone_messages_are_not_found_whether_or_not_they_were_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("undo.db");
+    let mut store = Store::open(&path).unwrap();
+    let s = store.create_session(&NewSession::default()).unwrap().id;
+    store
+        .append_messages(&s, &[user("keep the heron", 1)])
+        .unwrap();
+
+    // Undone before any search: never indexed.
+    store
+        .append_messages(&s, &[user("unseen flamingo", 2), assistant("pink", 3)])
+        .unwrap();
+    assert_eq!(store.undo_last_turn(&s).unwrap(), 2);
+    assert!(store.search("flamingo", 10).unwrap().is_empty());
+
+    // Undone after a search indexed it: removed from the index.
+    store
+        .append_messages(&s, &[user("seen flamingo", 4), assistant("pinker", 5)])
+        .unwrap();
+    assert_eq!(store.search("flamingo", 10).unwrap().len(), 1);
+    assert_eq!(store.undo_last_turn(&s).unwrap(), 2);
+    assert!(store.search("flamingo", 10).unwrap().is_empty());
+    assert!(store.search("pinker", 10).unwrap().is_empty());
+
+    // The undone rows had the highest ids, so the next messages reuse them;
+    // they must be indexed as the new text, not taken for the old rows.
+    store
+        .append_messages(&s, &[user("a stork now", 6), assistant("white", 7)])
+        .unwrap();
+    assert!(store.search("flamingo", 10).unwrap().is_empty());
+    let hits = store.search("stork", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].seq, 1);
+    assert_eq!(store.search("heron", 10).unwrap().len(), 1);
+    drop(store);
+    assert_index_matches_messages(&path);
+}
+
+#[test]
+fn deleting_unindexed_newest_rows_does_not_hide_later_messages() {
+    // Indexed rows deleted below an unindexed one, then the unindexed one
+    // deleted: the highest remaining id drops below the indexed watermark,
+    // and the next message reuses an id the index already "passed".
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reuse.db");
+    let mut store = Store::open(&path).unwrap();
+    let s1 = store.create_session(&NewSession::default()).unwrap().id;
+    let s2 = store.create_session(&NewSession::default()).unwrap().id;
+    store.append_messages(&s1, &[user("keep", 1)]).unwrap();
+    store.append_messages(&s1, &[user("alpha", 2)]).unwrap();
+    assert_eq!(store.search("alpha", 10).unwrap().len(), 1);
+    store.append_messages(&s2, &[user("gamma", 3)]).unwrap();
+    assert_eq!(store.undo_last_turn(&s1).unwrap(), 1, "alpha, indexed");
+    assert_eq!(store.undo_last_turn(&s2).unwrap(), 1, "gamma, not indexed");
+    store.append_messages(&s2, &[user("delta", 4)]).unwrap();
+    let hits = store.search("delta", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].session_id, s2);
+    assert!(store.search("alpha", 10).unwrap().is_empty());
+    assert!(store.search("gamma", 10).unwrap().is_empty());
+    // The same through replace_transcript, which deletes a whole session.
+    store.append_messages(&s2, &[user("epsilon", 5)]).unwrap();
+    store.replace_transcript(&s2, &[user("zeta", 6)]).unwrap();
+    store.append_messages(&s1, &[user("eta", 7)]).unwrap();
+    for (word, n) in [
+        ("delta", 0),
+        ("epsilon", 0),
+        ("zeta", 1),
+        ("eta", 1),
+        ("keep", 1),
+    ] {
+        assert_eq!(store.search(word, 10).unwrap().len(), n, "{word}");
+    }
+    drop(store);
+    assert_index_matches_messages(&path);
 }
 
 /// The version-1 schema exactly as hermes 0.1 wrote it (before titles and
@@ -718,7 +861,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
     let version: u32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
@@ -732,6 +875,75 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
     drop(conn);
     let store = Store::open(&path).unwrap();
     assert_eq!(store.search("marmalade", 10).unwrap().len(), 3);
+}
+
+/// What hermes 0.2 added on top of [`V1_SCHEMA`] (titles, and an FTS5 index
+/// kept in sync by per-row triggers), by hand as well, followed by messages
+/// written while those triggers were live.
+const V2_UPGRADE: &str = "
+ALTER TABLE sessions ADD COLUMN title TEXT;
+CREATE INDEX sessions_by_created ON sessions (created_at_ms);
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, content = 'messages', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+END;
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+PRAGMA user_version = 2;
+INSERT INTO messages VALUES (4, '20250101_120000_abcdef', 3, 'user', 'and the toast', NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, 0, 1735732800003);
+";
+
+#[test]
+fn a_version_2_database_switches_to_catch_up_indexing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!("{V1_SCHEMA}{V2_UPGRADE}"))
+        .unwrap();
+    assert_index_matches_messages(&path);
+
+    let mut store = Store::open(&path).unwrap();
+    let id = "20250101_120000_abcdef";
+    // Everything the old triggers indexed is still found, nothing twice.
+    assert_eq!(store.search("marmalade", 10).unwrap().len(), 2);
+    assert_eq!(store.catch_up_search_index().unwrap(), 0);
+    assert_eq!(store.search("toast", 10).unwrap()[0].seq, 3);
+    // New writes follow the new scheme.
+    store
+        .append_messages(id, &[user("butter please", 5), assistant("here", 6)])
+        .unwrap();
+    assert_eq!(store.search("butter", 10).unwrap().len(), 1);
+    assert_eq!(store.undo_last_turn(id).unwrap(), 2);
+    assert!(store.search("butter", 10).unwrap().is_empty());
+    assert_eq!(store.load_transcript(id).unwrap().len(), 4);
+    drop(store);
+
+    let conn = Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 3);
+    let insert_triggers: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_insert'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(insert_triggers, 0, "appends no longer index row by row");
+    drop(conn);
+    assert_index_matches_messages(&path);
 }
 
 #[test]
@@ -749,7 +961,7 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 2,
+                supported: 3,
                 ..
             }
         ),
@@ -757,7 +969,7 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
     );
     let text = err.to_string();
     assert!(text.contains("future.db"), "{text}");
-    assert!(text.contains("schema 99 > 2"), "{text}");
+    assert!(text.contains("schema 99 > 3"), "{text}");
     assert!(text.contains("upgrade hermes"), "{text}");
 
     let conn = Connection::open(&path).unwrap();

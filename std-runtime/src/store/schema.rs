@@ -30,6 +30,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "session titles and full-text search over message content",
         sql: V2,
     },
+    Migration {
+        version: 3,
+        what: "full-text indexing by catch-up instead of per-row insert triggers",
+        sql: V3,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -116,4 +121,68 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
     INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
 END;
 INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+";
+
+/// Version 3: the full-text index catches up instead of following every
+/// insert.
+///
+/// Why: the version-2 insert trigger made every append pay for FTS5 (a
+/// segment flush per transaction plus the tokenizing, most of the cost of an
+/// append), although the index is read only by `Store::search`. Now
+/// `messages_fts_state.indexed_upto` (one row, `id = 0`) is a watermark `W`
+/// with the invariant
+///
+/// > an existing message is in the index **iff** its id is `<= W`,
+///
+/// and `Store::search` first indexes every message with an id above `W` in
+/// one `INSERT … SELECT` and raises `W`, in one write transaction, so its
+/// results stay exact.
+///
+/// The invariant needs new messages to get ids above `W`. SQLite gives a new
+/// row `MAX(id) + 1`, so deleting the highest ids would let the next insert
+/// reuse an id `<= W` that was never indexed. The delete trigger therefore
+/// (a) removes an indexed row from the index (an external-content table
+/// needs the old text for that, and must not be told to delete a row it
+/// never saw), then (b) lowers `W` to `MAX(id)` when it is above it. (b)
+/// runs after (a) in the same trigger, and never drops `W` below a row that
+/// still exists, so rows later in the same `DELETE` are still recognised as
+/// indexed. Content or id updates (hermes makes none; hand edits might) are
+/// mirrored the same way.
+///
+/// Nothing hermes writes inserts an explicit id; a hand-inserted row with an
+/// id `<= W` would not be indexed until the next `rebuild`.
+///
+/// Every message was indexed by the version-2 triggers, so `W` starts at
+/// `MAX(id)`.
+const V3: &str = "
+DROP TRIGGER messages_fts_insert;
+DROP TRIGGER messages_fts_delete;
+DROP TRIGGER messages_fts_update;
+
+CREATE TABLE messages_fts_state (
+    id           INTEGER PRIMARY KEY CHECK (id = 0),
+    indexed_upto INTEGER NOT NULL
+);
+INSERT INTO messages_fts_state (id, indexed_upto)
+    SELECT 0, COALESCE(MAX(id), 0) FROM messages;
+
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content)
+        SELECT 'delete', old.id, old.content FROM messages_fts_state
+        WHERE id = 0 AND old.id <= indexed_upto;
+    UPDATE messages_fts_state
+        SET indexed_upto = (SELECT COALESCE(MAX(id), 0) FROM messages)
+        WHERE id = 0 AND indexed_upto > (SELECT COALESCE(MAX(id), 0) FROM messages);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF id, content ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content)
+        SELECT 'delete', old.id, old.content FROM messages_fts_state
+        WHERE id = 0 AND old.id <= indexed_upto;
+    INSERT INTO messages_fts (rowid, content)
+        SELECT new.id, new.content FROM messages_fts_state
+        WHERE id = 0 AND new.id <= indexed_upto;
+    UPDATE messages_fts_state
+        SET indexed_upto = (SELECT COALESCE(MAX(id), 0) FROM messages)
+        WHERE id = 0 AND indexed_upto > (SELECT COALESCE(MAX(id), 0) FROM messages);
+END;
 ";

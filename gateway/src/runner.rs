@@ -24,6 +24,13 @@
 //! "interrupting…" at most once per 30 s. In `queue` mode messages wait in
 //! order instead. Different sessions run in parallel.
 //!
+//! # Commands while a turn runs
+//! `/status`, `/stop` and `/help` answer at once. `/new` interrupts the
+//! running turn, drops waiting messages, and resets once the turn has saved
+//! its output (to the old session). `/model` and `/undo` take their place in
+//! the session's queue: they apply after the running turn, so `/undo` then
+//! removes that turn.
+//!
 //! # Failure
 //! A failing store, model or agent build is reported to that user and
 //! logged; the runner goes on serving everyone else (E4). A panic inside a

@@ -180,6 +180,14 @@ impl Harness {
     }
 }
 
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // A failed assertion must not leave a gated model call blocking the
+        // runtime's shutdown (the failure would become a hang).
+        self.model.release(1 << 40);
+    }
+}
+
 fn dm_key(user: &str) -> String {
     format!("agent:main:test:dm:dm-{user}")
 }
@@ -294,6 +302,39 @@ fn a_new_message_interrupts_the_slow_turn_and_only_the_latest_waiting_one_runs()
     );
     let report = h.shutdown();
     assert!(report.all_turns_finished && report.marked_clean);
+}
+
+#[test]
+fn an_interrupt_before_the_turn_starts_is_not_lost() {
+    // One worker: bob's turn holds it, so alice's first turn is dispatched
+    // but waits. Her second message interrupts that turn before its run
+    // begins (and clears the agent's flag); the turn must still stop.
+    let h = harness(Pace::Gated, |c| c.max_workers = 1);
+    h.dm("bob", "b");
+    h.wait_model_waiting(1);
+    h.dm("alice", "a1");
+    // Until the worker takes a1 it is merely buffered, and a2 would replace
+    // it; wait until /status says a turn is registered for alice.
+    let mut status_seen = 0;
+    loop {
+        h.dm("alice", "/status");
+        status_seen += 1;
+        let texts = h.wait_texts("dm-alice", status_seen);
+        if texts.last().unwrap().contains("Running: yes") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    h.dm("alice", "a2");
+    h.wait_text("dm-alice", |t| t == INTERRUPT_NOTICE);
+    h.model.release(1);
+    h.wait_model_waiting(2);
+    h.model.release(1);
+    h.wait_text("dm-alice", |t| t == "reply to: a2");
+    let calls = h.model.calls();
+    assert_eq!(calls.len(), 2, "a1 never reached the model");
+    // a1 was accepted, so it is stored (E3) and part of a2's history.
+    assert_eq!(user_texts(&calls[1]), vec!["a1", "a2"]);
 }
 
 #[test]

@@ -3,16 +3,21 @@
 //! (target ≤ 1 ms, SPEC G5 loads it every time).
 //!
 //! Appends are measured on a real file in WAL mode with both
-//! `synchronous = FULL` (the default, SPEC E3: an fsync per commit) and
-//! `NORMAL` (fsync at checkpoints only), plus an in-memory baseline that
-//! shows the cost of SQLite itself without any file I/O. The database lives
-//! under Cargo's target tmpdir so it is on the build disk, not a tmpfs.
+//! `synchronous = NORMAL` (the default: durable against process death, SPEC
+//! E3; fsync at checkpoints only) and `FULL` (an fsync per commit, for
+//! power-loss durability), plus an in-memory baseline that shows the cost of
+//! SQLite itself without any file I/O. The database lives under Cargo's
+//! target tmpdir so it is on the build disk, not a tmpfs.
+//!
+//! Full-text indexing moved from every append to the search that needs it
+//! (catch-up, schema v3), so `store/search` shows what a search costs with
+//! nothing to index and right after 100 unindexed appends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hermes_core::{EntryMeta, FinishReason, LedgerEntry, Message, ToolCall, Usage};
@@ -76,8 +81,8 @@ fn append_one(c: &mut Criterion) {
     let entry = answer(1);
     let mut group = c.benchmark_group("store/append_one");
     for (name, sync) in [
-        ("wal_full", Synchronous::Full),
         ("wal_normal", Synchronous::Normal),
+        ("wal_full", Synchronous::Full),
     ] {
         let (mut store, id) = file_store(dir.path(), &format!("{name}.db"), sync);
         group.bench_function(name, |b| {
@@ -102,7 +107,7 @@ fn append_one(c: &mut Criterion) {
 
 fn load_transcript(c: &mut Criterion) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (mut store, id) = file_store(dir.path(), "load.db", Synchronous::Full);
+    let (mut store, id) = file_store(dir.path(), "load.db", Synchronous::Normal);
     let entries = transcript(1000);
     store.append_messages(&id, &entries).unwrap();
     // Other sessions in the same file, so the lookup is not trivially the
@@ -117,6 +122,37 @@ fn load_transcript(c: &mut Criterion) {
     });
 }
 
+fn search(c: &mut Criterion) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (mut store, id) = file_store(dir.path(), "search.db", Synchronous::Normal);
+    let entries = transcript(1000);
+    store.append_messages(&id, &entries).unwrap();
+    assert!(!store.search("fox", 10).unwrap().is_empty());
+    let mut group = c.benchmark_group("store/search");
+    group.bench_function("indexed", |b| {
+        b.iter(|| black_box(store.search(black_box("lazy dog"), 10).unwrap()));
+    });
+    // Each iteration first appends 100 messages (not timed), so the search
+    // has to index them before querying.
+    group.bench_function("after_100_appends", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                for entry in &entries[..100] {
+                    store
+                        .append_messages(&id, std::slice::from_ref(entry))
+                        .unwrap();
+                }
+                let start = Instant::now();
+                black_box(store.search(black_box("lazy dog"), 10).unwrap());
+                spent += start.elapsed();
+            }
+            spent
+        });
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -127,6 +163,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = append_one, load_transcript
+    targets = append_one, load_transcript, search
 }
 criterion_main!(benches);

@@ -58,6 +58,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hermes_core::{Clock, EntryMeta, FinishReason, LedgerEntry, Message, Role, ToolCall, Usage};
+use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
@@ -307,6 +308,14 @@ impl fmt::Debug for Store {
     }
 }
 
+/// One message of a session, numbered after its last one; see
+/// [`insert_entries`].
+const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
+     tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
+     interrupted, timestamp_ms) \
+     VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
 /// A session's messages in order; see [`Store::load_transcript`]. The column
 /// order is what [`decode_message`] reads.
 const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
@@ -351,6 +360,15 @@ impl Store {
             source,
         };
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Query-planner stability: plans never depend on bound values. The
+        // bundled SQLite (STAT4) otherwise marks parameters of some hot
+        // statements (the append INSERT, the transcript load) as
+        // "re-prepare when rebound", and rusqlite clears the bindings of
+        // every statement it returns to its cache, so each use re-parsed
+        // and re-planned the statement — more work than the rest of an
+        // append. We never run ANALYZE, so nothing is lost.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(open_err)?;
         // Refuse a newer schema before changing anything about the file.
         let found = user_version(&conn).map_err(open_err)?;
         if found > schema::LATEST_VERSION {
@@ -531,21 +549,15 @@ impl Store {
             };
         }
         let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
-        // The hot path of every run: one statement both bumps the session
-        // (proving it exists) and yields the next sequence number, instead
-        // of an existence check, a MAX(seq) query and an update.
-        let next: Option<i64> = tx
-            .prepare_cached(
-                "UPDATE sessions SET updated_at_ms = MAX(updated_at_ms, ?2), clean_shutdown = 0 \
-                 WHERE id = ?1 \
-                 RETURNING (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1)",
-            )?
-            .query_row(params![id, now], |row| row.get(0))
-            .optional()?;
-        let Some(next) = next else {
+        // The hot path of every run: the bump proves the session exists
+        // (no separate existence check), and each INSERT computes its own
+        // sequence number (no separate MAX(seq) query). Deliberately not
+        // `UPDATE … RETURNING`: SQLite re-prepares such a statement on every
+        // execution, which cost more than the rest of the append.
+        if !touch(&tx, id, now)? {
             return Err(StoreError::SessionNotFound(id.to_owned()));
-        };
-        insert_entries(&tx, id, next, entries)?;
+        }
+        insert_entries(&tx, id, entries)?;
         tx.commit()?;
         Ok(())
     }
@@ -554,9 +566,11 @@ impl Store {
     /// returns how many messages were deleted (0 when there is no user
     /// message).
     pub fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError> {
-        let now = self.clock.now_ms();
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
         let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
-        if !session_exists(&tx, id)? {
+        // Bumped first to learn whether the session exists; dropping `tx`
+        // when there is nothing to undo rolls the bump back.
+        if !touch(&tx, id, now)? {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
         let last_user: Option<i64> = tx
@@ -570,7 +584,6 @@ impl Store {
         let deleted = tx
             .prepare_cached("DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2")?
             .execute(params![id, from])?;
-        touch(&tx, id, now)?;
         tx.commit()?;
         Ok(deleted)
     }
@@ -583,15 +596,14 @@ impl Store {
         id: &str,
         entries: &[LedgerEntry],
     ) -> Result<(), StoreError> {
-        let now = self.clock.now_ms();
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
         let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
-        if !session_exists(&tx, id)? {
+        if !touch(&tx, id, now)? {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
         tx.prepare_cached("DELETE FROM messages WHERE session_id = ?1")?
             .execute([id])?;
-        insert_entries(&tx, id, 0, entries)?;
-        touch(&tx, id, now)?;
+        insert_entries(&tx, id, entries)?;
         tx.commit()?;
         Ok(())
     }
@@ -889,20 +901,13 @@ fn insert_session(
     Err(StoreError::IdsExhausted)
 }
 
-/// Inserts `entries` as messages `first_seq..` of session `id`.
-fn insert_entries(
-    conn: &Connection,
-    id: &str,
-    first_seq: i64,
-    entries: &[LedgerEntry],
-) -> Result<(), StoreError> {
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, \
-             reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-             interrupted, timestamp_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )?;
-    for (seq, entry) in (first_seq..).zip(entries) {
+/// Appends `entries` to the messages of session `id`, numbering them after
+/// its last message (from 0 for an empty transcript). Each row's `seq` is a
+/// subquery on the `(session_id, seq)` index, which is cheaper than a
+/// separate statement and sees the rows inserted before it.
+fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+    let mut insert = conn.prepare_cached(INSERT_SQL)?;
+    for entry in entries {
         let tool_calls = match entry.message.tool_calls() {
             [] => None,
             calls => Some(
@@ -920,7 +925,6 @@ fn insert_entries(
         let usage = meta.usage.as_ref();
         insert.execute(params![
             id,
-            seq,
             entry.message.role().as_str(),
             entry.message.content(),
             tool_calls,
@@ -966,12 +970,15 @@ fn session_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
 
 /// Records a transcript change: bumps `updated_at_ms` (never backwards, so a
 /// clock step back cannot reorder sessions) and marks the session unclean.
-fn touch(conn: &Connection, id: &str, now: u64) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "UPDATE sessions SET updated_at_ms = MAX(updated_at_ms, ?2), clean_shutdown = 0 WHERE id = ?1",
-    )?
-    .execute(params![id, to_i64("updated_at_ms", now)?])?;
-    Ok(())
+/// `false` when there is no such session.
+fn touch(conn: &Connection, id: &str, now: i64) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE sessions SET updated_at_ms = MAX(updated_at_ms, ?2), clean_shutdown = 0 \
+             WHERE id = ?1",
+        )?
+        .execute(params![id, now])?;
+    Ok(changed > 0)
 }
 
 fn fetch_session(conn: &Connection, id: &str) -> Result<Option<SessionRecord>, StoreError> {
@@ -1210,6 +1217,31 @@ mod tests {
     fn migrations_are_numbered_in_order() {
         for (i, step) in schema::MIGRATIONS.iter().enumerate() {
             assert_eq!(step.version as usize, i + 1, "{}", step.what);
+        }
+    }
+
+    #[test]
+    fn hot_statements_are_not_re_prepared_on_reuse() {
+        let mut store = Store::open_in_memory().unwrap();
+        let id = store.create_session(&NewSession::default()).unwrap().id;
+        for i in 0..5 {
+            let entry = LedgerEntry {
+                message: Message::assistant(format!("answer {i}")),
+                meta: EntryMeta {
+                    usage: (i % 2 == 0).then(Usage::default),
+                    interrupted: i % 3 == 0,
+                    timestamp_ms: i,
+                    ..EntryMeta::default()
+                },
+            };
+            store.append_messages(&id, &[entry]).unwrap();
+            assert_eq!(store.load_transcript(&id).unwrap().len() as u64, i + 1);
+            assert_eq!(store.search(&format!("{i}"), 1).unwrap().len(), 1);
+        }
+        for sql in [INSERT_SQL, LOAD_SQL] {
+            let stmt = store.conn.prepare_cached(sql).unwrap();
+            let reprepared = stmt.get_status(rusqlite::StatementStatus::RePrepare);
+            assert_eq!(reprepared, 0, "{sql}");
         }
     }
 

@@ -408,9 +408,8 @@ impl Run<'_> {
                 return StopReason::Completed;
             }
 
-            let iteration = self.iterations;
             let calls = self.push_assistant(completion, true, false);
-            if let Some(stop) = self.answer_tool_calls(&calls, iteration) {
+            if let Some(stop) = self.answer_tool_calls(&calls) {
                 return stop;
             }
         }
@@ -432,12 +431,16 @@ impl Run<'_> {
             usage,
         } = completion;
         if keep_tool_calls {
+            // Ids the provider left out are named after the message's place
+            // in the ledger, which no other message of this conversation has:
+            // some providers reject a history that repeats a call id.
+            let position = self.messages.len();
             for (n, call) in tool_calls.iter_mut().enumerate() {
                 if call.id.is_empty() {
-                    call.id = format!("call_{}_{}", self.iterations, n);
+                    call.id = format!("call_{position}_{n}");
                 }
             }
-            dedup_ids(&mut tool_calls, self.iterations);
+            dedup_ids(&mut tool_calls, position);
         } else {
             tool_calls.clear();
         }
@@ -466,7 +469,7 @@ impl Run<'_> {
     }
 
     /// Answers every call in order. Returns a stop reason if the run must end.
-    fn answer_tool_calls(&mut self, calls: &[ToolCall], _iteration: u32) -> Option<StopReason> {
+    fn answer_tool_calls(&mut self, calls: &[ToolCall]) -> Option<StopReason> {
         let interrupt = &self.agent.interrupt;
         let mut stop = None;
         for call in calls {
@@ -515,12 +518,12 @@ impl Run<'_> {
 
 /// Makes tool-call ids unique within one message (a duplicate id would make
 /// two results indistinguishable for the provider).
-fn dedup_ids(calls: &mut [ToolCall], iteration: u32) {
+fn dedup_ids(calls: &mut [ToolCall], position: usize) {
     for i in 1..calls.len() {
         let (before, rest) = calls.split_at_mut(i);
         let call = &mut rest[0];
         if before.iter().any(|c| c.id == call.id) {
-            call.id = format!("{}_{}_{}", call.id, iteration, i);
+            call.id = format!("{}_{}_{}", call.id, position, i);
         }
     }
 }

@@ -298,6 +298,29 @@ fn missing_and_duplicate_tool_call_ids_are_made_unique() {
 }
 
 #[test]
+fn invented_tool_call_ids_never_repeat_across_turns() {
+    // A provider that omits ids on every turn.
+    let model = ScriptedModel::new(vec![
+        calls(vec![call("", "a", "{}")]),
+        text("first"),
+        calls(vec![call("", "a", "{}")]),
+        text("second"),
+    ]);
+    let ag = agent(model, ToolRegistry::new().with(echo("a")));
+    let first = ag.run_conversation("one", vec![]);
+    let second = ag.run_conversation("two", first.messages);
+    let ids: Vec<&str> = second
+        .messages
+        .iter()
+        .flat_map(|e| e.message.tool_calls())
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "ids must be unique in the conversation");
+    assert_valid_for_api(&second.messages);
+}
+
+#[test]
 fn bad_arguments_unknown_tools_and_failures_become_results_the_model_reads() {
     let model = ScriptedModel::new(vec![
         calls(vec![

@@ -287,12 +287,6 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     };
     let mut origins = BTreeMap::new();
 
-    let api_key = first_of(
-        overrides.api_key.clone(),
-        &resolver,
-        &["HERMES_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
-        ("provider", "api_key"),
-    )?;
     let openrouter_key_present = resolver.var("OPENROUTER_API_KEY").is_some();
     let base_url = first_of(
         overrides.base_url.clone(),
@@ -307,6 +301,18 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     };
     validate_url(&base_url, base_origin)?;
     let provider_name = provider_label(&base_url).to_owned();
+    // A vendor's key goes only to that vendor: OPENROUTER_API_KEY is never
+    // sent to OpenAI or a custom server, nor OPENAI_API_KEY to OpenRouter.
+    let key_vars: &[&'static str] = match provider_name.as_str() {
+        "openrouter" => &["HERMES_API_KEY", "OPENROUTER_API_KEY"],
+        _ => &["HERMES_API_KEY", "OPENAI_API_KEY"],
+    };
+    let api_key = first_of(
+        overrides.api_key.clone(),
+        &resolver,
+        key_vars,
+        ("provider", "api_key"),
+    )?;
     let (model, model_origin) = first_of(
         overrides.model.clone(),
         &resolver,
@@ -574,6 +580,33 @@ mod tests {
         assert_eq!(s.provider.base_url, OPENROUTER_BASE_URL);
         assert_eq!(s.provider.provider_name, "openrouter");
         assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+    }
+
+    #[test]
+    fn a_vendors_key_only_goes_to_that_vendor() {
+        let home = home_with(&[]);
+        let both = [
+            ("OPENAI_API_KEY", "sk-openai-123456789"),
+            ("OPENROUTER_API_KEY", "sk-or-123456789"),
+        ];
+        let s = load(&cwd_overrides(), &env(home.path(), &both)).unwrap();
+        assert_eq!(s.provider.provider_name, "openrouter");
+        assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+
+        let mut custom = both.to_vec();
+        custom.push(("HERMES_BASE_URL", "https://api.openai.com/v1"));
+        let s = load(&cwd_overrides(), &env(home.path(), &custom)).unwrap();
+        assert_eq!(s.provider.api_key.as_deref(), Some("sk-openai-123456789"));
+
+        let only_or = [
+            ("OPENROUTER_API_KEY", "sk-or-123456789"),
+            ("HERMES_BASE_URL", "https://llm.example.com/v1"),
+        ];
+        let s = load(&cwd_overrides(), &env(home.path(), &only_or)).unwrap();
+        assert_eq!(
+            s.provider.api_key, None,
+            "no OpenRouter key to a custom server"
+        );
     }
 
     #[test]

@@ -131,6 +131,12 @@ impl Workbench {
             .map_err(|e| CliError::Config(e.to_string()))
     }
 
+    /// Rebuilds the tools (for a new session: no tool state carries over).
+    pub fn reset_tools(&mut self) -> Result<(), CliError> {
+        self.tools = self.build_tools(self.client.clone())?;
+        Ok(())
+    }
+
     /// Switches the model (`/model NAME`).
     pub fn set_model(&mut self, model: &str) -> Result<(), CliError> {
         let client = Arc::new(self.client.with_model(model));

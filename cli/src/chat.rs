@@ -97,7 +97,16 @@ impl Chat {
                 ))
             })?)
         } else if args.continue_latest {
-            let found = chat.bench.store().latest_session().map_err(runtime)?;
+            // The most recently active *terminal* session: gateway sessions
+            // of chat users are not the CLI's to continue.
+            let found = chat
+                .bench
+                .store()
+                .list_sessions(10_000)
+                .map_err(runtime)?
+                .into_iter()
+                .filter(|s| s.platform.as_deref() == Some("cli"))
+                .max_by_key(|s| s.updated_at_ms);
             Some(found.ok_or_else(|| {
                 CliError::Config(
                     "there is no session to continue yet; start one with `hermes chat`".into(),
@@ -115,6 +124,18 @@ impl Chat {
     /// Makes `record` the current session: its transcript and its stored
     /// system prompt, byte for byte (SPEC L6).
     fn attach(&mut self, record: SessionRecord) -> Result<(), CliError> {
+        // The session's own model (it may have been switched with /model),
+        // unless --model/HERMES_MODEL/… chose one for this invocation.
+        let model_from_defaults = matches!(
+            self.bench.settings.origins.get("model"),
+            None | Some(hermes_runtime::config::Origin::Default)
+        );
+        if let Some(model) = record.model.as_deref()
+            && model_from_defaults
+            && model != self.bench.model
+        {
+            self.bench.set_model(model)?;
+        }
         self.history = self
             .bench
             .store()
@@ -176,7 +197,9 @@ impl Chat {
             store: &self.bench.store,
             session_id: &session_id,
             spinner: &spinner,
+            interrupt: &self.interrupt,
             mid_line: false,
+            pending: Vec::new(),
             persist_error: None,
         };
         let outcome = agent.run(text, history, &budget, &mut observer);
@@ -225,11 +248,15 @@ impl Chat {
     }
 
     /// `/new`: the next message starts a new session.
-    fn new_session(&mut self) {
+    fn new_session(&mut self) -> Result<(), CliError> {
+        // Fresh tools too: per-session tool state (the todo list) must not
+        // carry over into the new conversation.
+        self.bench.reset_tools()?;
         self.session = None;
         self.system_prompt = None;
         self.history.clear();
         self.tokens = Usage::default();
+        Ok(())
     }
 
     /// `/undo`: drops the last user turn; returns its text.
@@ -374,7 +401,7 @@ fn handle_command(chat: &mut Chat, input: &str) -> Result<Command, CliError> {
         "exit" | "quit" => return Ok(Command::Exit),
         "help" => println!("{HELP}"),
         "new" | "reset" => {
-            chat.new_session();
+            chat.new_session()?;
             println!("Started a new session.");
         }
         "status" => println!("{}", chat.status()),

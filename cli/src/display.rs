@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use hermes_core::{AgentEvent, AgentObserver, LedgerEntry, Message};
+use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, LedgerEntry, Message};
 use hermes_runtime::store::Store;
 
 /// Shows a spinner on stderr while waiting for the model's first token.
@@ -78,8 +78,14 @@ impl Drop for Spinner {
     }
 }
 
-/// Renders events and persists every appended ledger entry at once, so a
-/// killed process loses nothing that was shown.
+/// Renders events and persists the ledger as it grows, so a killed process
+/// loses nothing that was shown.
+///
+/// An assistant message that calls tools is stored together with all its
+/// results in one transaction: the stored transcript never holds a call
+/// without its answer, which a provider would reject on `--resume`. After a
+/// failed write nothing more is stored and the run is interrupted; the error
+/// is reported when the turn ends.
 pub struct TurnObserver<'a> {
     /// Stream answer text to stdout as it arrives.
     pub stream_text: bool,
@@ -91,8 +97,12 @@ pub struct TurnObserver<'a> {
     pub session_id: &'a str,
     /// The spinner to clear before printing.
     pub spinner: &'a Spinner,
+    /// The run's interrupt flag, set when persisting fails.
+    pub interrupt: &'a InterruptFlag,
     /// Whether streamed text has been printed since the last newline.
     pub mid_line: bool,
+    /// An assistant message with tool calls, waiting for its results.
+    pub pending: Vec<LedgerEntry>,
     /// The first persistence error, if any (reported after the turn).
     pub persist_error: Option<String>,
 }
@@ -106,15 +116,23 @@ impl TurnObserver<'_> {
     }
 
     fn persist(&mut self, entry: &LedgerEntry) {
+        if self.persist_error.is_some() {
+            return;
+        }
+        self.pending.push(entry.clone());
+        let calls = self.pending[0].message.tool_calls().len();
+        if self.pending.len() < 1 + calls {
+            return;
+        }
+        let batch = std::mem::take(&mut self.pending);
         let result = self
             .store
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .append_messages(self.session_id, std::slice::from_ref(entry));
-        if let Err(e) = result
-            && self.persist_error.is_none()
-        {
+            .append_messages(self.session_id, &batch);
+        if let Err(e) = result {
             self.persist_error = Some(e.to_string());
+            self.interrupt.interrupt();
         }
     }
 }

@@ -406,4 +406,33 @@ mod interactive {
         assert_eq!(reqs[2]["messages"][3]["content"], "second");
         assert_eq!(roles(&reqs[3]), ["system", "user"], "/new starts empty");
     }
+
+    #[test]
+    fn a_resumed_session_keeps_the_model_it_switched_to() {
+        let env = Env::new();
+        let provider =
+            FakeProvider::start(vec![Reply::text("as other"), Reply::text("still other")]).unwrap();
+        let mut p = spawn(&env, &provider.base_url());
+        p.exp_string("/help").unwrap();
+        p.send_line("/model other-model").unwrap();
+        p.exp_string("Model set to other-model").unwrap();
+        p.send_line("hello").unwrap();
+        p.exp_string("as other").unwrap();
+        p.send_line("/exit").unwrap();
+        p.exp_eof().unwrap();
+
+        let o = env
+            .cmd(&provider.base_url())
+            .env_remove("HERMES_MODEL")
+            .args(["chat", "--continue", "-q", "again"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let reqs = provider.requests();
+        assert_eq!(reqs[0]["model"], "other-model");
+        assert_eq!(
+            reqs[1]["model"], "other-model",
+            "resumed on the session's model"
+        );
+    }
 }

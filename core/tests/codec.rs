@@ -462,10 +462,7 @@ fn response_variants_from_compatible_servers() {
     let body = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},"finish_reason":"tool_calls"}]}"#;
     let c = decode_response(body.as_bytes()).unwrap();
     assert_eq!(c.content, None);
-    assert_eq!(
-        c.tool_calls,
-        vec![ToolCall::new("call_0", "f", r#"{"a":1}"#)]
-    );
+    assert_eq!(c.tool_calls, vec![ToolCall::new("", "f", r#"{"a":1}"#)]);
 
     // A refusal is shown as the content.
     let body = r#"{"choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}"#;
@@ -648,9 +645,46 @@ data: [DONE]
         vec![
             ToolCall::new("g1", "a", "{}"),
             ToolCall::new("g2", "b", r#"{"x":1}"#),
-            ToolCall::new("call_2", "c", "[]"),
+            ToolCall::new("", "c", "[]"),
         ]
     );
+}
+
+/// Regression: the codec used to invent `call_{n}` for a call the provider
+/// sent without id. Those names repeat in every turn (`call_0` again and
+/// again), and providers that need ids unique across the conversation reject
+/// such a history. The codec sees one response only, so it leaves the id
+/// empty for the agent loop to name.
+#[test]
+fn missing_tool_call_id_is_left_empty_not_invented_per_response() {
+    // Non-streaming: two calls, neither with an id (one with an empty id).
+    let body = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"a","arguments":"{}"}},{"id":"","type":"function","function":{"name":"b","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let c = decode_response(body.as_bytes()).unwrap();
+    assert_eq!(
+        c.tool_calls,
+        vec![ToolCall::new("", "a", "{}"), ToolCall::new("", "b", "{}")]
+    );
+
+    // Streaming, with indexes but no ids: the final completion and the
+    // partial one (what an interrupted or broken stream keeps) agree.
+    let stream = r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"a","arguments":"{"}}]}}]}
+
+data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}},{"index":1,"function":{"name":"b","arguments":"[]"}}]}}]}
+
+data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+"#;
+    let expected = vec![ToolCall::new("", "a", "{}"), ToolCall::new("", "b", "[]")];
+    for cut in 0..stream.len() {
+        let (result, _) = decode_split(stream.as_bytes(), &[cut]);
+        assert_eq!(result.unwrap().tool_calls, expected, "cut at {cut}");
+    }
+    let mut decoder = SseDecoder::new();
+    decoder
+        .feed(stream.as_bytes(), &mut Recorder::default())
+        .unwrap();
+    assert_eq!(decoder.partial().tool_calls, expected);
 }
 
 #[test]

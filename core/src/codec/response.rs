@@ -40,8 +40,7 @@ pub fn decode_response(body: &[u8]) -> Result<Completion, DecodeError> {
         .tool_calls
         .unwrap_or_default()
         .into_iter()
-        .enumerate()
-        .map(|(i, call)| call.into_tool_call(i))
+        .map(ResponseToolCall::into_tool_call)
         .collect();
     Ok(Completion {
         content,
@@ -153,18 +152,19 @@ enum Arguments {
 }
 
 impl ResponseToolCall {
-    fn into_tool_call(self, position: usize) -> ToolCall {
+    fn into_tool_call(self) -> ToolCall {
         let arguments = match self.function.arguments {
             Some(Arguments::Text(s)) => s,
             Some(Arguments::Json(serde_json::Value::Null)) | None => String::new(),
             Some(Arguments::Json(v)) => v.to_string(),
         };
         ToolCall {
-            // A call without id still needs one to be answered (SPEC L7).
-            id: self
-                .id
-                .filter(|id| !id.is_empty())
-                .unwrap_or_else(|| synthetic_id(position)),
+            // A missing id stays empty: the codec sees one response and
+            // could only invent ids like `call_0` that repeat across turns,
+            // which providers needing conversation-unique ids reject. The
+            // agent loop, which sees the whole conversation, names it
+            // (SPEC L7).
+            id: self.id.unwrap_or_default(),
             kind: ToolCallKind::Function,
             function: FunctionCall {
                 name: self.function.name,
@@ -172,9 +172,4 @@ impl ResponseToolCall {
             },
         }
     }
-}
-
-/// The id given to a tool call the provider sent without one.
-pub(crate) fn synthetic_id(position: usize) -> String {
-    alloc::format!("call_{position}")
 }

@@ -49,7 +49,7 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 
 use super::fast;
-use super::response::{decode_error_body, decode_response, provider_error, synthetic_id};
+use super::response::{decode_error_body, decode_response, provider_error};
 use super::{DecodeError, StreamError};
 use crate::message::{FinishReason, FunctionCall, ToolCall, ToolCallKind, Usage};
 use crate::model::{Completion, Flow, NullSink, StreamSink};
@@ -212,7 +212,7 @@ impl SseDecoder {
     pub fn partial(&self) -> Completion {
         Completion {
             content: non_empty(&self.content),
-            tool_calls: self.tools.iter().enumerate().map(slot_to_call).collect(),
+            tool_calls: self.tools.iter().map(slot_to_call).collect(),
             reasoning: non_empty(&self.reasoning),
             finish_reason: self.finish_reason.clone(),
             usage: self.usage,
@@ -292,16 +292,13 @@ impl SseDecoder {
     }
 
     fn into_completion(self) -> Completion {
+        // A call the provider sent without id keeps an empty one; the agent
+        // loop names it uniquely for the conversation (SPEC L7).
         let tool_calls = self
             .tools
             .into_iter()
-            .enumerate()
-            .map(|(i, slot)| ToolCall {
-                id: if slot.id.is_empty() {
-                    synthetic_id(i)
-                } else {
-                    slot.id
-                },
+            .map(|slot| ToolCall {
+                id: slot.id,
                 kind: ToolCallKind::Function,
                 function: FunctionCall {
                     name: slot.name,
@@ -673,13 +670,10 @@ fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| String::from(s))
 }
 
-fn slot_to_call((i, slot): (usize, &ToolSlot)) -> ToolCall {
+/// A slot as a call; a missing id stays empty (see `into_completion`).
+fn slot_to_call(slot: &ToolSlot) -> ToolCall {
     ToolCall {
-        id: if slot.id.is_empty() {
-            synthetic_id(i)
-        } else {
-            slot.id.clone()
-        },
+        id: slot.id.clone(),
         kind: ToolCallKind::Function,
         function: FunctionCall {
             name: slot.name.clone(),

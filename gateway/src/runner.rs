@@ -3,7 +3,8 @@
 //!
 //! # How a message travels
 //! 1. An adapter calls the one handler ([`GatewayRunner::handle_event`]),
-//!    which never blocks on IO: it deduplicates (G7), checks the allow-list
+//!    which never blocks on IO: it deduplicates on (platform, chat, message
+//!    id) (G7), checks the allow-list
 //!    (E1), recognises commands (G12), and puts the message into its
 //!    session's queue.
 //! 2. Each session with work has exactly one *worker* task, which takes the
@@ -559,7 +560,7 @@ impl Inner {
         let mut state = lock(&self.state);
         if !state
             .dedup
-            .first_sighting(&source.platform, &event.message_id, now)
+            .first_sighting(&source.platform, &source.chat_id, &event.message_id, now)
         {
             tracing::debug!(platform = %source.platform, id = %event.message_id, "duplicate dropped");
             return;

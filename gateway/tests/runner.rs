@@ -410,6 +410,44 @@ fn a_duplicate_message_id_is_ignored() {
 }
 
 #[test]
+fn dedup_same_message_id_in_two_dms_both_answered() {
+    // Telegram numbers messages per chat: alice's #42 and bob's #42 are
+    // different messages and both must be answered.
+    let h = harness(Pace::Instant, |_| {});
+    h.adapter.inject(event(
+        "test",
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "42",
+        "from alice",
+    ));
+    h.wait_texts("dm-alice", 1);
+    h.adapter.inject(event(
+        "test",
+        ChatType::Dm,
+        "dm-bob",
+        "bob",
+        "42",
+        "from bob",
+    ));
+    assert_eq!(h.wait_texts("dm-bob", 1), vec!["reply to: from bob"]);
+    assert_eq!(h.adapter.texts_to("dm-alice"), vec!["reply to: from alice"]);
+    // A real redelivery inside one chat is still dropped.
+    h.adapter.inject(event(
+        "test",
+        ChatType::Dm,
+        "dm-bob",
+        "bob",
+        "42",
+        "from bob",
+    ));
+    h.dm("bob", "next");
+    let texts = h.wait_text("dm-bob", |t| t == "reply to: next");
+    assert_eq!(texts, vec!["reply to: from bob", "reply to: next"]);
+}
+
+#[test]
 fn the_same_id_on_another_platform_is_not_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

@@ -1117,7 +1117,8 @@ fn confinement_applies_to_relative_paths_given_as_absolute_workdir() {
     let link = links.path().join("wd");
     std::os::unix::fs::symlink(real.path(), &link).unwrap();
     std::fs::write(real.path().join("f.txt"), "via link\n").unwrap();
-    let env = ToolEnv::new(&link, real.path());
+    let home = TempDir::new().unwrap();
+    let env = ToolEnv::new(&link, home.path());
     let reg = build_registry(&env, Some(&["file".into()])).unwrap();
     let budget = IterationBudget::new(1);
     let flag = InterruptFlag::new();
@@ -1251,4 +1252,464 @@ fn delegate_inside_a_real_agent_run_shares_the_wallet() {
         })
         .unwrap();
     assert_eq!(tool_result, "counted\n\n[sub-agent used 15 model calls]");
+}
+
+// ---------------------------------------------------------------- review fixes
+
+/// A fixture whose `$HERMES_HOME` is `work/<home_rel>` (a CLI started from
+/// `~` with the default `~/.hermes`), populated like a real home.
+fn fx_home_inside_work(home_rel: &str, configure: impl FnOnce(&mut ToolEnv)) -> Fx {
+    let work = TempDir::new().unwrap();
+    let home = work.path().join(home_rel);
+    for (rel, body) in [
+        (".env", "OPENAI_API_KEY=sk-SECRET-dotenv\n"),
+        ("config.toml", "[provider]\napi_key = \"sk-SECRET-toml\"\n"),
+        ("state.db", "SQLite format 3 sk-SECRET-db\n"),
+        ("state.db-wal", "sk-SECRET-wal\n"),
+        ("gateway.lock", "pid sk-SECRET-lock\n"),
+        ("sessions/old.txt", "sk-SECRET-elsewhere\n"),
+        ("MEMORY.md", "memory: the user likes tabs\n"),
+        ("USER.md", "user: Ana\n"),
+        ("SOUL.md", "soul: be kind\n"),
+        ("skills/git/SKILL.md", "skill: rebase carefully\n"),
+    ] {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    std::fs::write(work.path().join("project.txt"), "ordinary file\n").unwrap();
+    let mut env = ToolEnv::new(work.path(), &home);
+    configure(&mut env);
+    let reg = build_registry(&env, Some(&["file".into()])).unwrap();
+    Fx {
+        work,
+        home: TempDir::new().unwrap(),
+        reg,
+        budget: IterationBudget::new(90),
+        interrupt: InterruptFlag::new(),
+    }
+}
+
+#[test]
+fn file_tools_cannot_read_or_overwrite_hermes_home_secrets_when_workdir_contains_it() {
+    for allow_outside in [false, true] {
+        let fx = fx_home_inside_work(".hermes", |e| e.allow_outside_workdir = allow_outside);
+        let home = fx.path(".hermes");
+
+        for rel in [
+            ".env",
+            "config.toml",
+            "state.db",
+            "state.db-wal",
+            "gateway.lock",
+            "sessions/old.txt",
+            "skills/../.env",
+        ] {
+            let m = fx.err("read_file", json!({"path": format!(".hermes/{rel}")}));
+            assert!(m.contains("inside the Hermes home directory"), "{rel}: {m}");
+            assert!(m.contains("MEMORY.md, USER.md, SOUL.md and skills/"), "{m}");
+            assert!(!m.contains("sk-SECRET"), "{m}");
+            // Absolute paths too.
+            let m = fx.err("read_file", json!({"path": home.join(rel)}));
+            assert!(m.contains("inside the Hermes home directory"), "{rel}: {m}");
+        }
+        // Through a symlink inside the working directory.
+        std::os::unix::fs::symlink(home.join(".env"), fx.path("innocent.txt")).unwrap();
+        let m = fx.err("read_file", json!({"path": "innocent.txt"}));
+        assert!(m.contains("inside the Hermes home directory"), "{m}");
+
+        // The prompt sources and skills may be read.
+        for (rel, want) in [
+            ("MEMORY.md", "likes tabs"),
+            ("USER.md", "Ana"),
+            ("SOUL.md", "be kind"),
+            ("skills/git/SKILL.md", "rebase"),
+        ] {
+            let out = fx.ok("read_file", json!({"path": format!(".hermes/{rel}")}));
+            assert!(out.contains(want), "{rel}: {out}");
+        }
+
+        // Nothing there may be written, secret or not, existing or new.
+        for rel in [
+            ".env",
+            "config.toml",
+            "state.db",
+            "MEMORY.md",
+            "SOUL.md",
+            "skills/git/SKILL.md",
+            "new.txt",
+        ] {
+            let m = fx.err(
+                "write_file",
+                json!({"path": format!(".hermes/{rel}"), "content": "pwned"}),
+            );
+            assert!(m.contains("cannot write there"), "{rel}: {m}");
+            assert!(m.contains("memory tool"), "{m}");
+        }
+        let m = fx.err(
+            "patch",
+            json!({"path": ".hermes/config.toml", "old_string": "sk-SECRET-toml", "new_string": "x"}),
+        );
+        assert!(m.contains("cannot write there"), "{m}");
+        let m = fx.err(
+            "patch",
+            json!({"path": ".hermes/MEMORY.md", "old_string": "tabs", "new_string": "spaces"}),
+        );
+        assert!(m.contains("cannot write there"), "{m}");
+        assert_eq!(
+            std::fs::read_to_string(home.join(".env")).unwrap(),
+            "OPENAI_API_KEY=sk-SECRET-dotenv\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(home.join("MEMORY.md")).unwrap(),
+            "memory: the user likes tabs\n"
+        );
+        assert!(!home.join("new.txt").exists());
+
+        // Ordinary files in the working directory are unaffected.
+        let out = fx.ok("read_file", json!({"path": "project.txt"}));
+        assert!(out.contains("ordinary file"), "{out}");
+        fx.ok("write_file", json!({"path": "out.txt", "content": "fine"}));
+
+        // search_files skips the refused files wherever the walk starts.
+        for base in [".", ".hermes", ".hermes/sessions"] {
+            let out = fx.ok(
+                "search_files",
+                json!({"pattern": "sk-SECRET", "path": base}),
+            );
+            assert!(out.starts_with("No matches"), "{base}: {out}");
+            let out = fx.ok(
+                "search_files",
+                json!({"pattern": "*", "path": base, "target": "files"}),
+            );
+            assert!(!out.contains(".env") && !out.contains("state.db"), "{out}");
+            assert!(
+                !out.contains("config.toml") && !out.contains("old.txt"),
+                "{out}"
+            );
+        }
+        let out = fx.ok(
+            "search_files",
+            json!({"pattern": "tabs|rebase", "path": ".hermes"}),
+        );
+        assert!(out.contains(".hermes/MEMORY.md:1:"), "{out}");
+        assert!(out.contains(".hermes/skills/git/SKILL.md:1:"), "{out}");
+        let m = fx.err(
+            "search_files",
+            json!({"pattern": "sk", "path": ".hermes/.env"}),
+        );
+        assert!(m.contains("inside the Hermes home directory"), "{m}");
+    }
+}
+
+#[test]
+fn search_files_skips_a_visible_hermes_home_inside_the_workdir() {
+    // A home that is not a hidden directory is walked by default.
+    let fx = fx_home_inside_work("hermes-home", |_| {});
+    let out = fx.ok("search_files", json!({"pattern": "sk-SECRET"}));
+    assert!(out.starts_with("No matches"), "{out}");
+    let out = fx.ok("search_files", json!({"pattern": "*", "target": "files"}));
+    assert_eq!(
+        out,
+        "hermes-home/MEMORY.md\nhermes-home/SOUL.md\nhermes-home/USER.md\n\
+         hermes-home/skills/git/SKILL.md\nproject.txt\n"
+    );
+}
+
+#[test]
+fn a_workdir_inside_the_hermes_home_owns_its_files_but_not_the_secrets() {
+    let home = TempDir::new().unwrap();
+    std::fs::write(home.path().join(".env"), "KEY=sk-SECRET\n").unwrap();
+    let work = home.path().join("workspace");
+    std::fs::create_dir(&work).unwrap();
+    let mut env = ToolEnv::new(&work, home.path());
+    env.allow_outside_workdir = true;
+    let reg = build_registry(&env, Some(&["file".into()])).unwrap();
+    let budget = IterationBudget::new(5);
+    let flag = InterruptFlag::new();
+    let ctx = ToolContext {
+        budget: &budget,
+        interrupt: &flag,
+        tool_call_id: "x",
+    };
+    reg.dispatch("write_file", r#"{"path":"a.txt","content":"mine"}"#, &ctx)
+        .unwrap();
+    let out = reg
+        .dispatch("read_file", r#"{"path":"a.txt"}"#, &ctx)
+        .unwrap();
+    assert!(out.contains("|mine"), "{out}");
+    let err = reg
+        .dispatch("read_file", r#"{"path":"../.env"}"#, &ctx)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("inside the Hermes home directory"),
+        "{err}"
+    );
+
+    // A working directory equal to the home gets no exception.
+    let env = ToolEnv::new(home.path(), home.path());
+    let reg = build_registry(&env, Some(&["file".into()])).unwrap();
+    let err = reg
+        .dispatch("read_file", r#"{"path":".env"}"#, &ctx)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("inside the Hermes home directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn read_file_offset_plus_limit_overflow_does_not_panic() {
+    let fx = Fx::new();
+    fx.write("a.txt", "one\ntwo\nthree\n");
+    // offset + limit does not fit in usize.
+    let out = fx.ok(
+        "read_file",
+        json!({"path": "a.txt", "offset": 2, "limit": u64::MAX}),
+    );
+    assert_eq!(out, "     2|two\n     3|three\n");
+    let m = fx.err(
+        "read_file",
+        json!({"path": "a.txt", "offset": u64::MAX, "limit": u64::MAX}),
+    );
+    assert!(m.contains("past the end"), "{m}");
+    // Past the integer range: a clear argument error naming the field.
+    let m = fx.err("read_file", json!({"path": "a.txt", "limit": 1e30}));
+    assert!(m.contains("limit"), "{m}");
+}
+
+#[test]
+fn model_numbers_at_the_extremes_are_errors_not_panics() {
+    let fx = Fx::new();
+    let m = fx.err("terminal", json!({"command": "true", "timeout": u64::MAX}));
+    assert!(m.contains("between 1 and 600"), "{m}");
+    let m = fx.err("terminal", json!({"command": "true", "timeout": -1}));
+    assert!(m.contains("timeout"), "{m}");
+    let m = fx.err("search_files", json!({"pattern": "x", "limit": u64::MAX}));
+    assert!(m.contains("between 1 and 1000"), "{m}");
+    let m = fx.err(
+        "todo",
+        json!({"action": "update", "id": u64::MAX, "status": "completed"}),
+    );
+    assert!(m.contains("id"), "{m}");
+    let m = fx.err(
+        "todo",
+        json!({"action": "update", "id": u32::MAX, "status": "completed"}),
+    );
+    assert!(m.contains("no task with id"), "{m}");
+
+    let web = web_fx();
+    let m = web.err(
+        "web_fetch",
+        json!({"url": "http://127.0.0.1:9/", "max_bytes": u64::MAX}),
+    );
+    assert!(m.contains("max_bytes"), "{m}");
+}
+
+/// Records the parent's tool starts and interrupts the parent as the
+/// delegate call starts: the interrupt lands after the loop's own check and
+/// before the child's run.
+struct InterruptOnDelegateStart(InterruptFlag);
+
+impl hermes_core::AgentObserver for InterruptOnDelegateStart {
+    fn on_event(&mut self, event: &hermes_core::AgentEvent<'_>) {
+        if let hermes_core::AgentEvent::ToolStarted { call } = event
+            && call.function.name == "delegate_task"
+        {
+            self.0.interrupt();
+        }
+    }
+}
+
+#[test]
+fn delegate_interrupt_landing_just_before_the_child_starts_is_not_lost() {
+    let work = TempDir::new().unwrap();
+    let home = TempDir::new().unwrap();
+    let model = Arc::new(ParentChild {
+        parent_calls: AtomicU32::new(0),
+        child_calls: AtomicU32::new(0),
+    });
+    let mut env = ToolEnv::new(work.path(), home.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let flag = InterruptFlag::new();
+    let agent = hermes_core::Agent::new(model.clone(), Arc::new(reg), "You are the parent.")
+        .with_interrupt(flag.clone());
+    let budget = IterationBudget::new(80);
+    let outcome = agent.run(
+        "please delegate",
+        Vec::new(),
+        &budget,
+        &mut InterruptOnDelegateStart(flag.clone()),
+    );
+    // The child made no model call, and the interrupt survived the child's
+    // start: the parent stopped instead of going on.
+    assert_eq!(model.child_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(model.parent_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(outcome.stop, hermes_core::StopReason::Interrupted);
+    assert!(flag.is_set());
+    assert_eq!(budget.remaining(), 79);
+    let tool_result = outcome
+        .messages
+        .iter()
+        .find_map(|e| match &e.message {
+            hermes_core::Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        tool_result.contains("interrupted before the sub-agent started"),
+        "{tool_result}"
+    );
+}
+
+/// A child that runs one long terminal command, then reports.
+struct LongChildCommand {
+    calls: AtomicU32,
+}
+
+impl Model for LongChildCommand {
+    fn complete(
+        &self,
+        _request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            Ok(Completion {
+                tool_calls: vec![ToolCall::new(
+                    "t1",
+                    "terminal",
+                    r#"{"command":"sleep 300","timeout":600}"#,
+                )],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some("should not get here".into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+#[test]
+fn delegate_child_tools_see_a_parent_interrupt_mid_call() {
+    let model = Arc::new(LongChildCommand {
+        calls: AtomicU32::new(0),
+    });
+    let fx = Fx::with(
+        |e| e.delegate_model = Some(model.clone()),
+        Some(&["terminal", "delegate"]),
+    );
+    let flag = fx.interrupt.clone();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        flag.interrupt();
+    });
+    let out = fx.ok("delegate_task", json!({"goal": "run the long job"}));
+    setter.join().unwrap();
+    assert!(out.contains("it stopped early: Interrupted"), "{out}");
+    assert_eq!(model.calls.load(Ordering::SeqCst), 1);
+    assert!(fx.interrupt.is_set());
+}
+
+#[test]
+fn todo_list_follows_the_session_across_registry_rebuilds() {
+    let state = Arc::new(hermes_runtime::tools::TodoState::new());
+    let shared = state.clone();
+    let first = Fx::with(move |e| e.todo_state = Some(shared), Some(&["todo"]));
+    first.ok("todo", json!({"action": "add", "items": ["plan", "do"]}));
+    first.ok(
+        "todo",
+        json!({"action": "update", "id": 1, "status": "completed"}),
+    );
+    drop(first); // the gateway evicted the agent and its registry
+
+    let shared = state.clone();
+    let rebuilt = Fx::with(move |e| e.todo_state = Some(shared), Some(&["todo"]));
+    assert_eq!(
+        rebuilt.ok("todo", json!({"action": "list"})),
+        "Todo (1/2 done):\n[x] 1. plan\n[ ] 2. do"
+    );
+
+    // A new session (/new) gets a new state and starts empty.
+    let fresh = Arc::new(hermes_runtime::tools::TodoState::new());
+    let after_new = Fx::with(move |e| e.todo_state = Some(fresh), Some(&["todo"]));
+    assert_eq!(
+        after_new.ok("todo", json!({"action": "list"})),
+        "Todo list is empty."
+    );
+}
+
+#[test]
+fn delegate_child_does_not_share_the_session_todo_list() {
+    let state = Arc::new(hermes_runtime::tools::TodoState::new());
+    let model = Arc::new(Scripted::new(2));
+    let shared = state.clone();
+    let fx = Fx::with(
+        move |e| {
+            e.todo_state = Some(shared);
+            e.delegate_model = Some(model);
+        },
+        Some(&["todo", "delegate"]),
+    );
+    fx.ok("todo", json!({"action": "add", "items": ["parent task"]}));
+    // The child's only tool call is `todo list`; its own list is empty, so
+    // the session's list is untouched and not shown to it.
+    fx.ok("delegate_task", json!({"goal": "look at your list"}));
+    assert_eq!(
+        fx.ok("todo", json!({"action": "list"})),
+        "Todo (0/1 done):\n[ ] 1. parent task"
+    );
+}
+
+#[test]
+fn terminal_background_job_holding_the_output_is_killed_after_the_grace() {
+    let fx = Fx::new();
+    let out = fx.ok(
+        "terminal",
+        json!({"command": "sleep 300 & echo $! > bg.pid; echo started", "timeout": 60}),
+    );
+    assert!(out.starts_with("started\n"), "{out}");
+    assert!(out.contains("kept the output open"), "{out}");
+    assert!(out.contains("they were killed"), "{out}");
+    assert!(out.ends_with("[exit code: 0]"), "{out}");
+    assert!(
+        !out.contains("outside the command's process group"),
+        "{out}"
+    );
+    let pid: u32 = std::fs::read_to_string(fx.path("bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !process_gone(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "background job {pid} survived the call"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A job whose output goes to a file does not hold the pipe: it is left
+    // running and nothing is said.
+    let out = fx.ok(
+        "terminal",
+        json!({"command": "sleep 300 > /dev/null 2>&1 & echo $! > bg2.pid; echo ok"}),
+    );
+    assert_eq!(out, "ok\n[exit code: 0]");
+    let pid: u32 = std::fs::read_to_string(fx.path("bg2.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!process_gone(pid), "the redirected job was killed");
+    std::process::Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
 }

@@ -4,16 +4,30 @@
 //! set of tools (a new `todo` list, the same confinement), built from the
 //! parent's toolsets **minus `delegate`**, so delegation cannot recurse.
 //! It draws from the parent's wallet (`ctx.budget`): a parent with 80 model
-//! calls left whose child spends 15 continues with 65. It shares the parent's
-//! interrupt flag, so interrupting the parent stops the child too.
+//! calls left whose child spends 15 continues with 65.
+//!
+//! **Interrupts (SPEC L11).** The child has its own interrupt flag, because
+//! `Agent::run` clears its flag when it starts: sharing the parent's flag
+//! would wipe out an interrupt that lands just before the child starts,
+//! for the child *and* for the parent. Instead the parent's flag is copied
+//! into the child's at every event of the child's run (the first one, the
+//! user message being appended, comes before the child's first check), and
+//! the child's tools are handed the parent's flag directly, so a long
+//! command in the child stops as soon as the parent is interrupted. The
+//! parent's flag is never cleared here: the parent's loop sees it after this
+//! tool returns. The one lag left: a model call that streams nothing sees a
+//! parent interrupt only when it returns.
 
 use std::sync::Arc;
 
-use hermes_core::{Agent, Model, NoObserver, StopReason, Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{
+    Agent, AgentEvent, AgentObserver, InterruptFlag, Model, StopReason, Tool, ToolContext,
+    ToolError, ToolSpec,
+};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolEnv, build_from, cap_result, failed, parse_args};
+use super::{ToolEnv, build_wrapped, cap_result, failed, parse_args};
 
 /// The child's system prompt (before its tool list).
 const CHILD_PROMPT: &str = "You are a Hermes sub-agent. Another agent delegated one focused task \
@@ -69,6 +83,44 @@ impl DelegateTool {
     }
 }
 
+/// Forwards the parent's interrupt to the child at every event of the
+/// child's run.
+struct ForwardInterrupt<'a> {
+    parent: &'a InterruptFlag,
+    child: &'a InterruptFlag,
+}
+
+impl AgentObserver for ForwardInterrupt<'_> {
+    fn on_event(&mut self, _event: &AgentEvent<'_>) {
+        if self.parent.is_set() {
+            self.child.interrupt();
+        }
+    }
+}
+
+/// A child's tool, run with the parent's interrupt flag in its context so
+/// it can stop mid-call when the parent is interrupted. (The child's own
+/// flag is only ever set from the parent's, so nothing is lost.)
+struct WithParentInterrupt {
+    inner: Box<dyn Tool>,
+    parent: InterruptFlag,
+}
+
+impl Tool for WithParentInterrupt {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let ctx = ToolContext {
+            budget: ctx.budget,
+            interrupt: &self.parent,
+            tool_call_id: ctx.tool_call_id,
+        };
+        self.inner.call(arguments, &ctx)
+    }
+}
+
 impl Tool for DelegateTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
@@ -80,20 +132,30 @@ impl Tool for DelegateTool {
         if goal.is_empty() {
             return Err(failed("Error: 'goal' is empty."));
         }
-        // Agent::run clears the shared flag when it starts; an interrupt that
-        // is already pending must therefore be honoured here.
-        if ctx.interrupt.is_set() {
-            return Err(failed("Error: interrupted before the sub-agent started."));
-        }
+        // No early look at the interrupt flag: the child run itself honours
+        // one that is already set (see the module docs), which leaves no gap
+        // between a check here and the child's start.
         if ctx.budget.is_exhausted() {
             return Err(failed(
                 "Error: the iteration budget is used up; no model calls are left for a sub-agent.",
             ));
         }
-        let sandbox = super::Sandbox::new(&self.env.workdir, self.env.allow_outside_workdir)
+        let sandbox = super::Sandbox::new(&self.env)
             .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
         let names: Vec<&str> = self.child_toolsets.iter().map(String::as_str).collect();
-        let tools = build_from(&self.env, &sandbox, &names, false)
+        // The child plans with a todo list of its own, not the session's.
+        let child_env = ToolEnv {
+            todo_state: None,
+            ..self.env.clone()
+        };
+        let parent_flag = ctx.interrupt.clone();
+        let wrap = move |inner: Box<dyn Tool>| -> Box<dyn Tool> {
+            Box::new(WithParentInterrupt {
+                inner,
+                parent: parent_flag.clone(),
+            })
+        };
+        let tools = build_wrapped(&child_env, &sandbox, &names, false, &wrap)
             .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
 
         let mut prompt = String::from(CHILD_PROMPT);
@@ -117,9 +179,17 @@ impl Tool for DelegateTool {
             task.push_str(&format!("\n\nContext:\n{c}"));
         }
 
+        let child_flag = InterruptFlag::new();
         let agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
-            .with_interrupt(ctx.interrupt.clone());
-        let outcome = agent.run(&task, Vec::new(), ctx.budget, &mut NoObserver);
+            .with_interrupt(child_flag.clone());
+        let mut forward = ForwardInterrupt {
+            parent: ctx.interrupt,
+            child: &child_flag,
+        };
+        let outcome = agent.run(&task, Vec::new(), ctx.budget, &mut forward);
+        if outcome.iterations == 0 && outcome.stop == StopReason::Interrupted {
+            return Err(failed("Error: interrupted before the sub-agent started."));
+        }
 
         let mut out = if outcome.final_text.is_empty() {
             "(the sub-agent gave no final text)".to_string()

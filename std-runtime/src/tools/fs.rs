@@ -8,7 +8,7 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Sandbox, cap_result, failed, floor_char_boundary, parse_args, write_atomic};
+use super::{Access, Sandbox, cap_result, failed, floor_char_boundary, parse_args, write_atomic};
 
 /// Lines returned when the model gives no `limit`.
 const DEFAULT_READ_LIMIT: usize = 2000;
@@ -116,7 +116,7 @@ impl Tool for ReadFileTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: ReadArgs = parse_args("read_file", arguments)?;
-        let path = self.sandbox.resolve(&args.path)?;
+        let path = self.sandbox.resolve_for(&args.path, Access::Read)?;
         let shown = self.sandbox.display(&path);
         if path.is_dir() {
             return Err(failed(format!(
@@ -156,7 +156,8 @@ impl Tool for ReadFileTool {
             .map_err(|e| io_error("read", &shown, &e))?
         {
             total += 1;
-            if total < offset || total >= offset + limit {
+            // Both numbers come from the model: `offset + limit` may not fit.
+            if total < offset || total >= offset.saturating_add(limit) {
                 continue;
             }
             let line = String::from_utf8_lossy(&buf);
@@ -239,7 +240,7 @@ impl Tool for WriteFileTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: WriteArgs = parse_args("write_file", arguments)?;
-        let path = self.sandbox.resolve(&args.path)?;
+        let path = self.sandbox.resolve_for(&args.path, Access::Write)?;
         let shown = self.sandbox.display(&path);
         if path.is_dir() {
             return Err(failed(format!(
@@ -383,7 +384,7 @@ impl Tool for PatchTool {
                 "Error: 'old_string' and 'new_string' are identical; nothing to change.",
             ));
         }
-        let path = self.sandbox.resolve(&args.path)?;
+        let path = self.sandbox.resolve_for(&args.path, Access::Write)?;
         let shown = self.sandbox.display(&path);
         let bytes = std::fs::read(&path).map_err(|e| io_error("read", &shown, &e))?;
         if looks_binary(&bytes[..bytes.len().min(BINARY_SNIFF_BYTES)]) {

@@ -12,8 +12,22 @@
 //!   `..`, absolute paths and symlinks that lead out of it are refused with an
 //!   error that names the setting to change, unless
 //!   [`ToolEnv::allow_outside_workdir`] is set.
+//! - **`$HERMES_HOME` is off limits to the file tools** (SPEC E1, E2), even
+//!   when the working directory contains it (a CLI started from `~`) and even
+//!   with `allow_outside_workdir`: it holds `.env`, `config.toml` and
+//!   `state.db`, and whatever a tool reads goes to the provider and into the
+//!   transcript. `read_file` and `search_files` may read only `MEMORY.md`,
+//!   `USER.md`, `SOUL.md` and `skills/**` there; `write_file` and `patch`
+//!   may write nothing there (the `memory` tool edits `MEMORY.md` and
+//!   `USER.md` itself). The one exception is a working directory chosen
+//!   strictly *inside* the home (e.g. `$HERMES_HOME/workspace`): its own
+//!   files are ordinary files. A working directory equal to the home gets no
+//!   exception. The terminal is not confined this way (a shell can `cat`
+//!   anything the user can); its description asks the model not to print
+//!   secrets, and real isolation is the deployment's job.
 //! - **One registry per session.** Stateful tools (`todo`) keep their state in
-//!   the tool instance, so [`build_registry`] must be called once per session.
+//!   the tool instance unless [`ToolEnv::todo_state`] hands them a per-session
+//!   [`TodoState`], so [`build_registry`] must be called once per session.
 //!
 //! Tools are grouped into toolsets ([`TOOLSETS`]) that a configuration enables
 //! by name.
@@ -22,7 +36,7 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use hermes_core::{Model, ToolError, ToolRegistry};
+use hermes_core::{Model, Tool, ToolError, ToolRegistry};
 use serde::de::DeserializeOwned;
 
 use crate::bridge::AsyncBridge;
@@ -40,8 +54,13 @@ pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use search::SearchFilesTool;
 pub use terminal::{TerminalTool, child_env, is_secret_env_name};
-pub use todo::TodoTool;
+pub use todo::{TodoState, TodoTool};
 pub use web::{WebFetchTool, html_to_text};
+
+/// What the file tools may read in `$HERMES_HOME` (never write): the prompt
+/// sources and the skills the system prompt points the model to.
+const READABLE_HOME_FILES: &[&str] = &["MEMORY.md", "USER.md", "SOUL.md"];
+const READABLE_HOME_DIRS: &[&str] = &["skills"];
 
 /// Default cap on one tool result, in bytes (about 12k tokens).
 pub const DEFAULT_RESULT_CAP_BYTES: usize = 50_000;
@@ -77,6 +96,12 @@ pub struct ToolEnv {
     /// The largest result a tool returns, in bytes; longer ones are cut
     /// visibly.
     pub result_cap_bytes: usize,
+    /// The `todo` list of this session. A front-end that rebuilds the
+    /// registry during one session (the gateway after evicting a cached
+    /// agent) passes the same state every time, and a fresh one for a new
+    /// session (`/new`), so the list follows the conversation and not the
+    /// tool instance (SPEC G4). `None`: every registry gets its own list.
+    pub todo_state: Option<Arc<TodoState>>,
 }
 
 impl fmt::Debug for ToolEnv {
@@ -88,6 +113,7 @@ impl fmt::Debug for ToolEnv {
             .field("bridge", &self.bridge.is_some())
             .field("delegate_model", &self.delegate_model.is_some())
             .field("result_cap_bytes", &self.result_cap_bytes)
+            .field("todo_state", &self.todo_state.is_some())
             .finish()
     }
 }
@@ -103,6 +129,7 @@ impl ToolEnv {
             bridge: None,
             delegate_model: None,
             result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
+            todo_state: None,
         }
     }
 }
@@ -148,7 +175,7 @@ pub fn build_registry(
     env: &ToolEnv,
     enabled_toolsets: Option<&[String]>,
 ) -> Result<ToolRegistry, ToolsError> {
-    let sandbox = Sandbox::new(&env.workdir, env.allow_outside_workdir)?;
+    let sandbox = Sandbox::new(env)?;
     let (names, explicit): (Vec<&str>, bool) = match enabled_toolsets {
         None => (TOOLSETS.iter().map(|(n, _)| *n).collect(), false),
         Some(list) => {
@@ -181,19 +208,32 @@ fn build_from(
     toolsets: &[&str],
     explicit: bool,
 ) -> Result<ToolRegistry, ToolsError> {
+    build_wrapped(env, sandbox, toolsets, explicit, &|tool| tool)
+}
+
+/// [`build_from`], passing every tool through `wrap` before registering it
+/// (a sub-agent's tools are wrapped to see the parent's interrupt flag).
+fn build_wrapped(
+    env: &ToolEnv,
+    sandbox: &Sandbox,
+    toolsets: &[&str],
+    explicit: bool,
+    wrap: &dyn Fn(Box<dyn Tool>) -> Box<dyn Tool>,
+) -> Result<ToolRegistry, ToolsError> {
     let cap = env.result_cap_bytes.max(MIN_RESULT_CAP);
     let mut reg = ToolRegistry::new();
+    let mut add = |tool: Box<dyn Tool>| reg.register(wrap(tool));
     for name in toolsets {
         match *name {
             "file" => {
-                reg.register(Box::new(ReadFileTool::new(sandbox.clone(), cap)));
-                reg.register(Box::new(WriteFileTool::new(sandbox.clone())));
-                reg.register(Box::new(PatchTool::new(sandbox.clone())));
-                reg.register(Box::new(SearchFilesTool::new(sandbox.clone(), cap)));
+                add(Box::new(ReadFileTool::new(sandbox.clone(), cap)));
+                add(Box::new(WriteFileTool::new(sandbox.clone())));
+                add(Box::new(PatchTool::new(sandbox.clone())));
+                add(Box::new(SearchFilesTool::new(sandbox.clone(), cap)));
             }
-            "terminal" => reg.register(Box::new(TerminalTool::new(sandbox.clone(), cap))),
+            "terminal" => add(Box::new(TerminalTool::new(sandbox.clone(), cap))),
             "web" => match &env.bridge {
-                Some(bridge) => reg.register(Box::new(WebFetchTool::new(bridge.clone(), cap))),
+                Some(bridge) => add(Box::new(WebFetchTool::new(bridge.clone(), cap))),
                 None if explicit => {
                     return Err(ToolsError::Unavailable {
                         toolset: "web".into(),
@@ -202,8 +242,11 @@ fn build_from(
                 }
                 None => {}
             },
-            "memory" => reg.register(Box::new(MemoryTool::new(env.hermes_home.clone()))),
-            "todo" => reg.register(Box::new(TodoTool::new())),
+            "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
+            "todo" => add(Box::new(match &env.todo_state {
+                Some(state) => TodoTool::with_state(state.clone()),
+                None => TodoTool::new(),
+            })),
             "delegate" => match &env.delegate_model {
                 Some(model) => {
                     let child_toolsets: Vec<String> = toolsets
@@ -211,7 +254,7 @@ fn build_from(
                         .filter(|n| **n != "delegate")
                         .map(|n| (*n).to_string())
                         .collect();
-                    reg.register(Box::new(DelegateTool::new(
+                    add(Box::new(DelegateTool::new(
                         model.clone(),
                         env.clone(),
                         child_toolsets,
@@ -293,29 +336,52 @@ pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
     out
 }
 
-/// Path confinement for the file and shell tools (SPEC E1).
+/// What a file tool wants to do with a path; `$HERMES_HOME` allows reading
+/// a few files and writing none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// Path confinement for the file and shell tools (SPEC E1, E2).
 #[derive(Clone, Debug)]
 pub(crate) struct Sandbox {
     /// The canonical working directory.
     root: PathBuf,
     allow_outside: bool,
+    /// The canonical `$HERMES_HOME` (resolved like a tool path, so a home
+    /// that does not exist yet is still protected once it is created).
+    home: Option<PathBuf>,
 }
 
 impl Sandbox {
-    pub(crate) fn new(workdir: &Path, allow_outside: bool) -> Result<Self, ToolsError> {
+    pub(crate) fn new(env: &ToolEnv) -> Result<Self, ToolsError> {
+        let workdir = &env.workdir;
         let root = std::fs::canonicalize(workdir).map_err(|source| ToolsError::Workdir {
-            path: workdir.to_path_buf(),
+            path: workdir.clone(),
             source,
         })?;
         if !root.is_dir() {
             return Err(ToolsError::Workdir {
-                path: workdir.to_path_buf(),
+                path: workdir.clone(),
                 source: std::io::Error::other("not a directory"),
             });
         }
+        let home = if env.hermes_home.as_os_str().is_empty() {
+            None
+        } else {
+            let given = if env.hermes_home.is_absolute() {
+                env.hermes_home.clone()
+            } else {
+                root.join(&env.hermes_home)
+            };
+            canonicalize_lenient(&given).ok()
+        };
         Ok(Sandbox {
             root,
-            allow_outside,
+            allow_outside: env.allow_outside_workdir,
+            home,
         })
     }
 
@@ -326,7 +392,8 @@ impl Sandbox {
 
     /// Resolves `path` (relative to the working directory, or absolute) to
     /// a canonical path, refusing anything that leads outside the working
-    /// directory.
+    /// directory. Only the terminal uses this directly; the file tools use
+    /// [`Sandbox::resolve_for`], which also guards `$HERMES_HOME`.
     ///
     /// The file need not exist: the nearest existing ancestor is
     /// canonicalized (which resolves `..` and symlinks the way the OS will),
@@ -346,39 +413,12 @@ impl Sandbox {
         } else {
             self.root.join(given)
         };
-
-        // Split into the longest existing prefix and the missing tail.
-        let mut existing = joined.as_path();
-        let mut tail: Vec<Component<'_>> = Vec::new();
-        loop {
-            if std::fs::symlink_metadata(existing).is_ok() {
-                break;
-            }
-            match (existing.parent(), existing.components().next_back()) {
-                (Some(parent), Some(last)) => {
-                    tail.push(last);
-                    existing = parent;
-                }
-                _ => break,
-            }
-        }
-        tail.reverse();
-        let mut resolved = std::fs::canonicalize(existing).map_err(|e| {
+        let resolved = canonicalize_lenient(&joined).map_err(|(existing, e)| {
             failed(format!(
                 "Error: cannot resolve path '{path}': {} ({e}). It may be a broken symbolic link.",
                 existing.display()
             ))
         })?;
-        for comp in tail {
-            match comp {
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    resolved.pop();
-                }
-                Component::Normal(c) => resolved.push(c),
-                Component::RootDir | Component::Prefix(_) => {}
-            }
-        }
 
         if !self.allow_outside && !resolved.starts_with(&self.root) {
             return Err(failed(format!(
@@ -391,6 +431,60 @@ impl Sandbox {
         Ok(resolved)
     }
 
+    /// [`Sandbox::resolve`] for a file tool: also refuses what
+    /// [`Sandbox::allows`] refuses in `$HERMES_HOME`.
+    pub(crate) fn resolve_for(&self, path: &str, access: Access) -> Result<PathBuf, ToolError> {
+        let resolved = self.resolve(path)?;
+        if self.allows(&resolved, access) {
+            return Ok(resolved);
+        }
+        let home = self.home.as_deref().unwrap_or(Path::new(""));
+        let what = match access {
+            Access::Read => {
+                "the file tools may only read MEMORY.md, USER.md, SOUL.md and skills/ there"
+            }
+            Access::Write => {
+                "the file tools cannot write there (use the memory tool to change MEMORY.md or USER.md)"
+            }
+        };
+        Err(failed(format!(
+            "Error: '{path}' is refused: it is inside the Hermes home directory {}, which holds \
+             the configuration and secrets (.env, config.toml, state.db); {what}.",
+            home.display()
+        )))
+    }
+
+    /// Whether a file tool may `access` the canonical path `resolved` as far
+    /// as `$HERMES_HOME` is concerned (see the module docs). Also used by
+    /// `search_files` to skip what it walks past.
+    pub(crate) fn allows(&self, resolved: &Path, access: Access) -> bool {
+        let Some(home) = &self.home else {
+            return true;
+        };
+        let Ok(rel) = resolved.strip_prefix(home) else {
+            return true;
+        };
+        // A working directory chosen inside the home (not the home itself)
+        // owns its files.
+        if self.root != *home && self.root.starts_with(home) && resolved.starts_with(&self.root) {
+            return true;
+        }
+        if access == Access::Write {
+            return false;
+        }
+        let mut parts = rel.components();
+        match parts.next() {
+            Some(Component::Normal(first)) => {
+                let first = first.to_string_lossy();
+                let top_level = parts.next().is_none();
+                (top_level && READABLE_HOME_FILES.contains(&first.as_ref()))
+                    || READABLE_HOME_DIRS.contains(&first.as_ref())
+            }
+            // The home directory itself: listing it would show what is there.
+            _ => false,
+        }
+    }
+
     /// `path` as the model should see it: relative to the working directory
     /// when inside it.
     pub(crate) fn display(&self, path: &Path) -> String {
@@ -400,6 +494,40 @@ impl Sandbox {
             Err(_) => path.display().to_string(),
         }
     }
+}
+
+/// Canonicalizes a path that need not exist: the nearest existing ancestor
+/// is canonicalized and the missing tail appended lexically. On failure,
+/// returns the ancestor that could not be resolved and why.
+fn canonicalize_lenient(joined: &Path) -> Result<PathBuf, (PathBuf, std::io::Error)> {
+    // Split into the longest existing prefix and the missing tail.
+    let mut existing = joined;
+    let mut tail: Vec<Component<'_>> = Vec::new();
+    loop {
+        if std::fs::symlink_metadata(existing).is_ok() {
+            break;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                tail.push(last);
+                existing = parent;
+            }
+            _ => break,
+        }
+    }
+    tail.reverse();
+    let mut resolved = std::fs::canonicalize(existing).map_err(|e| (existing.to_path_buf(), e))?;
+    for comp in tail {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::Normal(c) => resolved.push(c),
+            Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(resolved)
 }
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory,

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::fs::{looks_binary, read_line_bounded};
-use super::{Sandbox, cap_result, failed, floor_char_boundary, parse_args};
+use super::{Access, Sandbox, cap_result, failed, floor_char_boundary, parse_args};
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
@@ -108,7 +108,14 @@ impl Tool for SearchFilesTool {
                 "Error: 'limit' must be between 1 and {MAX_LIMIT}."
             )));
         }
+        // The base may be a directory that holds refused files (the working
+        // directory containing $HERMES_HOME, or the home itself): the walk
+        // below skips them one by one. A file given directly is checked now.
         let base = self.sandbox.resolve(args.path.as_deref().unwrap_or("."))?;
+        if !base.is_dir() {
+            self.sandbox
+                .resolve_for(args.path.as_deref().unwrap_or("."), Access::Read)?;
+        }
         if !base.exists() {
             return Err(failed(format!(
                 "Error: search path '{}' does not exist.",
@@ -153,6 +160,11 @@ impl Tool for SearchFilesTool {
                 continue;
             }
             let path = entry.path();
+            // Entries are below the canonical base and symlinks are not
+            // followed, so the path needs no further resolving.
+            if !self.sandbox.allows(path, Access::Read) {
+                continue;
+            }
             let shown = self.sandbox.display(path);
             let name = entry.file_name();
             if let Some(g) = &name_glob {

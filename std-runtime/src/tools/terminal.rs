@@ -15,9 +15,13 @@
 //!   inside the working directory (SPEC E1), but a shell can `cd` anywhere
 //!   the process user may go; real isolation needs an OS sandbox (a
 //!   container, a dedicated user), which is the deployment's job.
-//! - **Background jobs are left alone.** When the shell exits while a
-//!   background job still holds the pipe, the tool waits briefly for the
-//!   output to end, then returns what it has and says so.
+//! - **Background jobs that hold the output are killed.** When the shell
+//!   exits while a background job still holds the pipe, the tool waits
+//!   briefly for the output to end, then kills the command's process group
+//!   (so neither the job nor the reader thread outlives the call) and says
+//!   so. A job whose output goes to a file (`cmd > log 2>&1 &`) does not hold
+//!   the pipe and keeps running. The shell is left unreaped until then, so
+//!   its pid (the group's id) cannot be reused by an unrelated process group.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -106,7 +110,9 @@ impl TerminalTool {
                 "terminal",
                 "Run a shell command (sh -c) in the working directory and return its combined \
                  stdout/stderr and exit code. Non-interactive: stdin is empty. Long outputs are \
-                 cut in the middle; pipe through head/tail/grep to focus.",
+                 cut in the middle; pipe through head/tail/grep to focus. Everything it prints \
+                 goes into the conversation: never print secrets (API keys, tokens, the \
+                 .env, config.toml or state.db files of the Hermes home directory).",
                 json!({
                     "type": "object",
                     "properties": {
@@ -179,6 +185,36 @@ impl HeadTail {
         out.push_str(&String::from_utf8_lossy(tail));
         out
     }
+}
+
+/// Whether child `pid` has exited, without reaping it: while it is a zombie
+/// its pid, which is also its process group's id, cannot be reused, so
+/// killing the group afterwards cannot hit an unrelated one.
+fn exited_unreaped(pid: u32) -> std::io::Result<bool> {
+    let id = libc::id_t::from(pid);
+    // SAFETY: siginfo_t is plain data for which all-zero bytes are valid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a valid, writable siginfo_t; WNOWAIT leaves the
+    // child waitable, so std's `Child::wait` still reaps it later.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            id,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        // A signal landing mid-call is no news about the child.
+        if err.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(err);
+    }
+    // SAFETY: waitid succeeded, so `info` was filled in (si_pid is 0 when
+    // the child has not exited yet, because of WNOHANG).
+    Ok(unsafe { info.si_pid() } != 0)
 }
 
 /// Sends SIGKILL to every process in group `pgid`.
@@ -278,9 +314,9 @@ impl Tool for TerminalTool {
         let started = Instant::now();
         let limit = Duration::from_secs(timeout_s);
         let ending = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Ending::Exited(status),
-                Ok(None) => {}
+            match exited_unreaped(pid) {
+                Ok(true) => break None,
+                Ok(false) => {}
                 Err(e) => {
                     kill_group(pid);
                     let _ = child.wait();
@@ -290,17 +326,32 @@ impl Tool for TerminalTool {
             if started.elapsed() >= limit {
                 kill_group(pid);
                 let _ = child.wait();
-                break Ending::TimedOut;
+                break Some(Ending::TimedOut);
             }
             if ctx.interrupt.is_set() {
                 kill_group(pid);
                 let _ = child.wait();
-                break Ending::Interrupted;
+                break Some(Ending::Interrupted);
             }
             std::thread::sleep(POLL);
         };
 
-        let drained = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
+        let mut drained = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
+        let mut killed_background = false;
+        if !drained && ending.is_none() {
+            // Background jobs still hold the pipe. The shell is a zombie, so
+            // the group id is still ours.
+            kill_group(pid);
+            killed_background = true;
+            drained = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
+        }
+        let ending = match ending {
+            Some(e) => e,
+            None => match child.wait() {
+                Ok(status) => Ending::Exited(status),
+                Err(e) => return Err(failed(format!("Error: lost track of the command: {e}"))),
+            },
+        };
         let mut text = match output.lock() {
             Ok(o) => o.render(),
             Err(p) => p.into_inner().render(),
@@ -308,9 +359,16 @@ impl Tool for TerminalTool {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
+        if killed_background {
+            text.push_str(
+                "[background processes kept the output open after the command ended; they were \
+                 killed. To keep a job running, send its output to a file: cmd > log 2>&1 &]\n",
+            );
+        }
         if !drained {
             text.push_str(
-                "[background processes still hold the output; output after the command ended is not shown]\n",
+                "[a process outside the command's process group still holds the output; \
+                 output after the command ended is not shown]\n",
             );
         }
         match ending {

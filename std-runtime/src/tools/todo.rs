@@ -1,11 +1,13 @@
-//! `todo`: a task list for the current session, held by the tool instance.
+//! `todo`: a task list for the current session.
 //!
 //! The list lives in memory only: it helps the model plan a multi-step task
-//! within one session and is not worth persisting. [`super::build_registry`]
-//! creates a fresh instance per session, so sessions never see each other's
-//! lists.
+//! within one session and is not worth persisting. It belongs to the
+//! session, not to the tool: a front-end that rebuilds the registry during a
+//! session (the gateway evicting a cached agent, SPEC G4) hands the same
+//! [`TodoState`] to every rebuild through `ToolEnv::todo_state`, and a new
+//! one on `/new`. Without one, each tool instance keeps its own list.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
@@ -43,17 +45,39 @@ struct Item {
     status: Status,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     items: Vec<Item>,
     next_id: u32,
+}
+
+/// One session's todo list, shared by every `todo` tool built for that
+/// session. Create one per session and drop it (or make a new one) when the
+/// session resets.
+#[derive(Debug)]
+pub struct TodoState(Mutex<State>);
+
+impl Default for TodoState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TodoState {
+    /// An empty list.
+    pub fn new() -> Self {
+        TodoState(Mutex::new(State {
+            items: Vec::new(),
+            next_id: 1,
+        }))
+    }
 }
 
 /// A per-session task list.
 #[derive(Debug)]
 pub struct TodoTool {
     spec: ToolSpec,
-    state: Mutex<State>,
+    state: Arc<TodoState>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -85,8 +109,13 @@ impl Default for TodoTool {
 }
 
 impl TodoTool {
-    /// An empty list.
+    /// A tool with a list of its own.
     pub fn new() -> Self {
+        Self::with_state(Arc::new(TodoState::new()))
+    }
+
+    /// A tool working on `state`, which outlives it.
+    pub fn with_state(state: Arc<TodoState>) -> Self {
         TodoTool {
             spec: ToolSpec::new(
                 "todo",
@@ -105,10 +134,7 @@ impl TodoTool {
                     "required": ["action"]
                 }),
             ),
-            state: Mutex::new(State {
-                items: Vec::new(),
-                next_id: 1,
-            }),
+            state,
         }
     }
 }
@@ -140,7 +166,7 @@ impl Tool for TodoTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: TodoArgs = parse_args("todo", arguments)?;
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
         match args.action {
             Action::List => {}
             Action::Add => {
@@ -155,14 +181,14 @@ impl Tool for TodoTool {
                 if items.is_empty() {
                     return Err(failed("Error: every item in 'items' is empty."));
                 }
-                if state.items.len() + items.len() > MAX_ITEMS {
+                if state.items.len().saturating_add(items.len()) > MAX_ITEMS {
                     return Err(failed(format!(
                         "Error: the list would exceed {MAX_ITEMS} items; clear finished ones first."
                     )));
                 }
                 for text in items {
                     let id = state.next_id;
-                    state.next_id += 1;
+                    state.next_id = state.next_id.saturating_add(1);
                     state.items.push(Item {
                         id,
                         text,

@@ -320,7 +320,8 @@ const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, 
 /// order is what [`decode_message`] reads.
 const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
      m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms \
+     m.interrupted, m.timestamp_ms, \
+     NOT (m.prompt_tokens IS NULL AND m.completion_tokens IS NULL AND m.total_tokens IS NULL) \
      FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
      WHERE s.id = ?1 ORDER BY m.seq";
 
@@ -425,7 +426,7 @@ impl Store {
     /// created in the same millisecond.
     pub fn create_session(&mut self, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
         let now = self.clock.now_ms();
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         let id = insert_session(&tx, new, now, || id::session_id(now, id::random_suffix()))?;
         let record = fetch_session(&tx, &id)?.ok_or_else(|| StoreError::SessionNotFound(id))?;
         tx.commit()?;
@@ -525,10 +526,12 @@ impl Store {
         let mut session_found = false;
         while let Some(row) = rows.next()? {
             session_found = true;
-            if row.get_ref(0)? == ValueRef::Null {
-                continue;
-            }
-            out.push(decode_message(row, id)?);
+            // NULL: the session has no messages (the LEFT JOIN's one row).
+            let seq = match row.get_ref(0)? {
+                ValueRef::Null => continue,
+                value => value.as_i64().unwrap_or(-1),
+            };
+            out.push(decode_message(row, seq, id)?);
         }
         if !session_found {
             return Err(StoreError::SessionNotFound(id.to_owned()));
@@ -548,7 +551,7 @@ impl Store {
                 Err(StoreError::SessionNotFound(id.to_owned()))
             };
         }
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         // The hot path of every run: the bump proves the session exists
         // (no separate existence check), and each INSERT computes its own
         // sequence number (no separate MAX(seq) query). Deliberately not
@@ -567,7 +570,7 @@ impl Store {
     /// message).
     pub fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         // Bumped first to learn whether the session exists; dropping `tx`
         // when there is nothing to undo rolls the bump back.
         if !touch(&tx, id, now)? {
@@ -597,7 +600,7 @@ impl Store {
         entries: &[LedgerEntry],
     ) -> Result<(), StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         if !touch(&tx, id, now)? {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
@@ -613,7 +616,7 @@ impl Store {
     /// `new.session_key` says.
     pub fn reset(&mut self, key: &str, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
         let now = self.clock.now_ms();
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         tx.prepare_cached(
             "UPDATE sessions SET status = 'ended', clean_shutdown = 0 \
              WHERE session_key = ?1 AND status = 'active'",
@@ -711,7 +714,7 @@ impl Store {
         if newest <= indexed {
             return Ok(0);
         }
-        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         // Re-read under the write lock: another connection may have indexed
         // (or deleted) in between.
         let (indexed, newest) = fts_watermark(&tx)?;
@@ -737,7 +740,7 @@ impl Store {
     pub fn suspend_recent_unclean(&mut self, within_ms: u64) -> Result<Vec<String>, StoreError> {
         let since = self.clock.now_ms().saturating_sub(within_ms);
         let since = to_i64("suspend window start", since)?;
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let tx = WriteTx::begin(&self.conn)?;
         let mut ids = Vec::new();
         {
             let mut stmt = tx.prepare_cached(
@@ -789,6 +792,58 @@ impl Store {
             )?
             .execute([key, value])?;
         Ok(())
+    }
+}
+
+/// A write transaction (`BEGIN IMMEDIATE`), rolled back on drop unless
+/// committed — like `rusqlite::Transaction`, but its `BEGIN`, `COMMIT` and
+/// `ROLLBACK` are cached statements: rusqlite parses and prepares them anew
+/// on every transaction, which was a tenth of the cost of an append.
+///
+/// IMMEDIATE takes the write lock at the start (waiting up to
+/// [`BUSY_TIMEOUT`]), so a transaction never fails half-way because another
+/// connection wrote first.
+struct WriteTx<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> WriteTx<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(WriteTx { conn, open: true })
+    }
+
+    /// Commits; on `Err` nothing was committed (the drop rolls back
+    /// whatever SQLite did not already roll back).
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        // SQLite itself ends the transaction after some errors (I/O, full
+        // disk); rolling back then would only fail.
+        if self.open && !self.conn.is_autocommit() {
+            let rolled_back = self
+                .conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut stmt| stmt.execute([]));
+            if let Err(e) = rolled_back {
+                tracing::warn!(error = %e, "rollback failed");
+            }
+        }
     }
 }
 
@@ -1056,8 +1111,7 @@ impl RawSession {
 /// parsed straight from SQLite's buffer, only when present. Anything that
 /// does not fit the schema — a wrong type, invalid UTF-8, a negative count —
 /// is a typed [`StoreError::Corrupt`], never a panic.
-fn decode_message(row: &Row<'_>, session_id: &str) -> Result<LedgerEntry, StoreError> {
-    let seq = row.get_ref(0)?.as_i64().unwrap_or(-1);
+fn decode_message(row: &Row<'_>, seq: i64, session_id: &str) -> Result<LedgerEntry, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt {
         session_id: session_id.to_owned(),
         what: format!("message {seq}: {what}"),
@@ -1104,17 +1158,16 @@ fn decode_message(row: &Row<'_>, session_id: &str) -> Result<LedgerEntry, StoreE
         },
         None => return Err(corrupt(format!("unknown role {role:?}"))),
     };
-    let usage = match (
-        count(6, "prompt_tokens")?,
-        count(7, "completion_tokens")?,
-        count(8, "total_tokens")?,
-    ) {
-        (None, None, None) => None,
-        (p, c, t) => Some(Usage {
-            prompt_tokens: p.unwrap_or(0),
-            completion_tokens: c.unwrap_or(0),
-            total_tokens: t.unwrap_or(0),
-        }),
+    // Column 12 says whether all three token counts are NULL, so the common
+    // message without usage costs one column read instead of three.
+    let usage = if int(12, "has_usage")?.is_some_and(|v| v != 0) {
+        Some(Usage {
+            prompt_tokens: count(6, "prompt_tokens")?.unwrap_or(0),
+            completion_tokens: count(7, "completion_tokens")?.unwrap_or(0),
+            total_tokens: count(8, "total_tokens")?.unwrap_or(0),
+        })
+    } else {
+        None
     };
     Ok(LedgerEntry {
         message,
@@ -1243,6 +1296,34 @@ mod tests {
             let reprepared = stmt.get_status(rusqlite::StatementStatus::RePrepare);
             assert_eq!(reprepared, 0, "{sql}");
         }
+    }
+
+    #[test]
+    fn write_tx_rolls_back_unless_committed() {
+        let store = Store::open_in_memory().unwrap();
+        let put = |tx: &WriteTx<'_>, key: &str| {
+            tx.execute("INSERT INTO kv (key, value) VALUES (?1, 'v')", [key])
+                .unwrap();
+        };
+        {
+            let tx = WriteTx::begin(&store.conn).unwrap();
+            put(&tx, "dropped");
+        }
+        assert!(store.conn.is_autocommit(), "transaction ended by the drop");
+        let tx = WriteTx::begin(&store.conn).unwrap();
+        put(&tx, "kept");
+        tx.commit().unwrap();
+        assert_eq!(store.kv_get("dropped").unwrap(), None);
+        assert_eq!(store.kv_get("kept").unwrap().as_deref(), Some("v"));
+        // A failed COMMIT-less path (error inside) leaves no transaction open.
+        let tx = WriteTx::begin(&store.conn).unwrap();
+        assert!(
+            tx.execute("INSERT INTO kv (key, value) VALUES ('kept', 'again')", [])
+                .is_err()
+        );
+        drop(tx);
+        assert!(store.conn.is_autocommit());
+        assert!(WriteTx::begin(&store.conn).unwrap().commit().is_ok());
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 3,
-        what: "full-text indexing by catch-up instead of per-row insert triggers",
+        what: "full-text indexing by catch-up instead of per-row insert triggers; \
+               session indexes that appends do not have to update",
         sql: V3,
     },
 ];
@@ -154,7 +155,20 @@ INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 ///
 /// Every message was indexed by the version-2 triggers, so `W` starts at
 /// `MAX(id)`.
+///
+/// Also: every append bumps `sessions.updated_at_ms`, and each index holding
+/// that column is one more 4 KiB page written to the WAL (and checksummed)
+/// per append. `sessions_by_key` loses the column (the few sessions of one
+/// key are sorted on the fly) and `sessions_by_updated` goes: its readers,
+/// `latest_session` and the start-up crash scan, run once per process and a
+/// scan of the sessions table is cheap for them. An append now writes three
+/// pages (the session row, the message row, its `(session_id, seq)` entry)
+/// instead of five.
 const V3: &str = "
+DROP INDEX sessions_by_updated;
+DROP INDEX sessions_by_key;
+CREATE INDEX sessions_by_key ON sessions (session_key, status);
+
 DROP TRIGGER messages_fts_insert;
 DROP TRIGGER messages_fts_delete;
 DROP TRIGGER messages_fts_update;

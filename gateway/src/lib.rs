@@ -15,6 +15,7 @@ pub mod command;
 pub mod config;
 pub mod dedup;
 pub mod event;
+pub mod inbox;
 pub mod lock;
 pub mod runner;
 pub mod session;

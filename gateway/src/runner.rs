@@ -2,26 +2,32 @@
 //! G10–G12, E1, E3, E4).
 //!
 //! # How a message travels
-//! 1. An adapter calls the one handler ([`GatewayRunner::handle_event`]),
-//!    which never blocks on IO: it deduplicates on (platform, chat, message
-//!    id) (G7), checks the allow-list
-//!    (E1), recognises commands (G12), and puts the message into its
-//!    session's queue.
+//! 1. An adapter calls the one handler ([`GatewayRunner::handle_event`]).
+//!    It deduplicates on (platform, chat, message id) (G7), checks the
+//!    allow-list (E1), recognises commands (G12), makes a message durable in
+//!    the inbox ([`crate::inbox`]; the only IO it does, a short SQLite write,
+//!    so that a message the adapter acknowledges survives a kill, E3) and
+//!    puts it into its session's queue.
 //! 2. Each session with work has exactly one *worker* task, which takes the
 //!    queue in order — so one run per session key (G6) and commands such as
 //!    `/new` or `/model` apply exactly between the messages around them.
 //! 3. A turn runs on tokio's blocking pool (the agent loop is synchronous),
 //!    at most `max_workers` at once across all sessions. It resolves the
 //!    session (expiry G10, crash recovery G11), loads the transcript (G5),
-//!    **stores the user message before calling the model** (E3), takes an
-//!    agent from the cache (G4), runs, appends what the run added, and the
-//!    worker sends the reply through the adapter.
+//!    **moves the user message from the inbox into the transcript before
+//!    calling the model** (E3), takes an agent from the cache (G4), runs
+//!    while appending each step as it happens (an assistant message with
+//!    tool calls together with its results), and the worker sends the reply
+//!    through the adapter.
 //!
 //! # Busy sessions (G6)
 //! A message for a session whose turn is running is buffered. In
 //! `interrupt` mode only the newest buffered message is kept, the running
 //! turn is interrupted (L11), its partial reply is sent, and the buffered
-//! message then runs on history freshly loaded from the store. The user hears
+//! message then runs on history freshly loaded from the store. A replaced
+//! message was accepted, so it is not lost: it is transcribed just before
+//! the message that replaced it (two consecutive user messages) and is not
+//! answered on its own. The user hears
 //! "interrupting…" at most once per 30 s. In `queue` mode messages wait in
 //! order instead. Different sessions run in parallel.
 //!
@@ -41,7 +47,7 @@
 //! looked up by the name they report.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -50,7 +56,7 @@ use hermes_core::{
     StopReason,
 };
 use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus, Store, StoreError};
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::adapter::{EventHandler, PlatformAdapter};
@@ -58,7 +64,8 @@ use crate::cache::{AgentCache, CacheStats};
 use crate::command::{Command, HELP, parse_command};
 use crate::config::{BusyMode, GatewayConfig};
 use crate::dedup::Dedup;
-use crate::event::{MessageEvent, SessionSource};
+use crate::event::{ChatType, MessageEvent, SessionSource};
+use crate::inbox::{Inbox, InboxError, Pending, already_transcribed};
 use crate::session::session_key;
 
 /// How long crash recovery looks back (SPEC G11).
@@ -125,6 +132,9 @@ pub enum StartError {
     /// `start` was called twice.
     #[error("the gateway runner is already started")]
     AlreadyStarted,
+    /// Messages accepted by a previous process could not be read back.
+    #[error("gateway inbox: {0}")]
+    Inbox(#[from] InboxError),
 }
 
 /// What a graceful stop achieved.
@@ -194,10 +204,16 @@ struct Inner {
     closed: AtomicBool,
     /// Woken whenever a session worker exits (for graceful stop).
     idle: Notify,
+    /// Accepted messages not yet in a transcript (E3; see [`crate::inbox`]).
+    /// Lock order: store, then inbox, then state.
+    inbox: Mutex<Inbox>,
+    /// Arrival numbers of accepted messages (and the position of commands
+    /// among them).
+    next_pending: AtomicU64,
 }
 
 /// Routing state. Held only for short, non-blocking sections, and never
-/// while taking the store lock (lock order: store, then state).
+/// while taking the store or inbox lock (lock order: store, inbox, state).
 struct State {
     dedup: Dedup,
     sessions: HashMap<String, Slot>,
@@ -220,8 +236,11 @@ struct Slot {
 }
 
 enum Work {
-    Message(MessageEvent),
-    Command(Command, MessageEvent),
+    /// An accepted message and its inbox id.
+    Message(MessageEvent, u64),
+    /// A command, and the inbox id the next accepted message would get (so
+    /// `/new` knows which waiting messages came before it).
+    Command(Command, MessageEvent, u64),
 }
 
 /// Interrupt control of one turn.
@@ -254,15 +273,95 @@ impl TurnCtl {
     }
 }
 
-struct Latch<'a> {
+/// The observer of one run: re-applies a latched interrupt (see
+/// [`TurnCtl`]) and persists the run as it goes.
+struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
     flag: &'a InterruptFlag,
+    persist: Persister<'a>,
 }
 
-impl AgentObserver for Latch<'_> {
-    fn on_event(&mut self, _event: &AgentEvent<'_>) {
+impl AgentObserver for TurnObserver<'_> {
+    fn on_event(&mut self, event: &AgentEvent<'_>) {
         if self.ctl.is_requested() && !self.flag.is_set() {
             self.flag.interrupt();
+        }
+        if let AgentEvent::Appended(entry) = event
+            && !self.persist.append(entry)
+        {
+            // The transcript can no longer follow the run: stop it rather
+            // than do work (tool side effects) that would go unrecorded.
+            self.flag.interrupt();
+        }
+    }
+}
+
+/// Appends what a run adds to the store *as it is added*, so a kill
+/// mid-turn keeps every finished step — above all the records of tools
+/// that already acted (SPEC E3).
+///
+/// An assistant message with tool calls is held back until all its results
+/// are in and then stored together with them in one append: a transcript
+/// never holds a tool call without its result (which a provider rejects).
+/// The run's first entry is the user message, already stored from the inbox,
+/// and is skipped. After a failed write nothing more is stored (a later
+/// entry must not follow a gap).
+struct Persister<'a> {
+    store: &'a Mutex<Store>,
+    session_id: &'a str,
+    seen_user: bool,
+    buffered: Vec<LedgerEntry>,
+    results_due: usize,
+    failed: Option<StoreError>,
+}
+
+impl<'a> Persister<'a> {
+    fn new(store: &'a Mutex<Store>, session_id: &'a str) -> Self {
+        Persister {
+            store,
+            session_id,
+            seen_user: false,
+            buffered: Vec::new(),
+            results_due: 0,
+            failed: None,
+        }
+    }
+
+    /// Handles one appended entry; `false` once persisting has failed.
+    fn append(&mut self, entry: &LedgerEntry) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        if !self.seen_user {
+            self.seen_user = true;
+            if matches!(entry.message, Message::User { .. }) {
+                return true;
+            }
+        }
+        match &entry.message {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                // A batch is never still open here: the core answers every
+                // call of a message before the model is called again.
+                self.buffered.push(entry.clone());
+                self.results_due = tool_calls.len();
+                return true;
+            }
+            Message::Tool { .. } if self.results_due > 0 => {
+                self.buffered.push(entry.clone());
+                self.results_due -= 1;
+                if self.results_due > 0 {
+                    return true;
+                }
+            }
+            _ => self.buffered.push(entry.clone()),
+        }
+        let batch = std::mem::take(&mut self.buffered);
+        match lock(self.store).append_messages(self.session_id, &batch) {
+            Ok(()) => true,
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
         }
     }
 }
@@ -329,6 +428,8 @@ impl GatewayRunner {
                 stopping: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 idle: Notify::new(),
+                inbox: Mutex::new(Inbox::volatile()),
+                next_pending: AtomicU64::new(1),
             }),
         }
     }
@@ -342,9 +443,15 @@ impl GatewayRunner {
             return Err(StartError::AlreadyStarted);
         }
         let inner = Arc::clone(&self.inner);
-        let suspended = tokio::task::spawn_blocking(move || inner.recover_crashed())
-            .await
-            .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
+        let suspended = tokio::task::spawn_blocking(move || {
+            // Messages a previous process accepted but never transcribed go
+            // into their transcripts first (E3), so the sessions they touch
+            // take part in crash recovery like any other.
+            inner.recover_inbox()?;
+            Ok::<_, StartError>(inner.recover_crashed()?)
+        })
+        .await
+        .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
         if !suspended.is_empty() {
             tracing::warn!(
                 count = suspended.len(),
@@ -439,9 +546,15 @@ impl GatewayRunner {
             }
         }
         let marked_clean = if all_turns_finished {
-            let store = Arc::clone(&inner.store);
-            let result =
-                tokio::task::spawn_blocking(move || lock(&store).mark_clean_shutdown()).await;
+            let inner = Arc::clone(inner);
+            let result = tokio::task::spawn_blocking(move || {
+                // Accepted messages that never got a turn (dropped by /stop,
+                // replaced and not followed by another) are transcribed now:
+                // a clean stop leaves the inbox empty.
+                inner.flush_all_pending();
+                inner.store().mark_clean_shutdown()
+            })
+            .await;
             match result {
                 Ok(Ok(())) => true,
                 Ok(Err(e)) => {
@@ -583,8 +696,12 @@ impl Inner {
             return;
         }
         let key = session_key(source, self.config.group_sessions_per_user);
+        let position = self.next_pending.load(Ordering::SeqCst);
         match parse_command(&event.text) {
-            None => self.enqueue_message(state, key, event, now),
+            None => {
+                drop(state);
+                self.accept_message(key, event, now);
+            }
             Some(Command::Help) => {
                 drop(state);
                 self.reply_later(&event, HELP.to_owned());
@@ -620,7 +737,7 @@ impl Inner {
                         s.turn.is_some(),
                         s.queue
                             .iter()
-                            .filter(|w| matches!(w, Work::Message(_)))
+                            .filter(|w| matches!(w, Work::Message(..)))
                             .count(),
                     )
                 });
@@ -637,21 +754,69 @@ impl Inner {
                         turn.interrupt();
                     }
                 }
-                self.push_work(state, key, Work::Command(Command::New, event));
+                self.push_work(state, key, Work::Command(Command::New, event, position));
             }
             Some(cmd @ (Command::Model(_) | Command::Undo)) => {
-                self.push_work(state, key, Work::Command(cmd, event));
+                self.push_work(state, key, Work::Command(cmd, event, position));
             }
         }
     }
 
+    /// Makes a message durable (E3, [`crate::inbox`]) and then queues it,
+    /// before the handler returns.
+    ///
+    /// This blocks briefly on SQLite. Adapters call the handler from their
+    /// tokio tasks, so on a multi-thread runtime the write runs under
+    /// [`tokio::task::block_in_place`]: the worker's other tasks move to
+    /// another thread meanwhile instead of stalling. Elsewhere (a plain
+    /// thread, a blocking-pool thread, a current-thread runtime, where
+    /// `block_in_place` is not allowed) it simply runs.
+    fn accept_message(self: &Arc<Self>, key: String, event: MessageEvent, now: u64) {
+        let accept = || {
+            let mut inbox = lock(&self.inbox);
+            // Taken under the inbox lock, so inbox order is arrival order.
+            let id = self.next_pending.fetch_add(1, Ordering::SeqCst);
+            let source = &event.source;
+            let pending = Pending {
+                id,
+                key: key.clone(),
+                platform: source.platform.clone(),
+                chat_id: source.chat_id.clone(),
+                dm: source.chat_type == ChatType::Dm,
+                user_id: source.user_id.clone(),
+                text: event.text.clone(),
+                at_ms: now,
+            };
+            if let Err(e) = inbox.push(pending) {
+                // Still held in memory and transcribed when its turn comes;
+                // only a crash before then would lose it.
+                tracing::error!(key, error = %e, "could not store an accepted message durably");
+            }
+            let state = lock(&self.state);
+            if !self.enqueue_message(state, key, event, id, now)
+                && let Err(e) = inbox.remove(&[id])
+            {
+                tracing::error!(error = %e, "could not drop a refused message from the inbox");
+            }
+        };
+        let multi_thread =
+            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(accept);
+        } else {
+            accept();
+        }
+    }
+
+    /// Queues an accepted message; `false` when it was refused (queue full).
     fn enqueue_message(
         self: &Arc<Self>,
         mut state: MutexGuard<'_, State>,
         key: String,
         event: MessageEvent,
+        id: u64,
         now: u64,
-    ) {
+    ) -> bool {
         // While stopping, nothing is replaced: every accepted message is
         // stored (E3) by the worker, in order.
         let busy_mode = if self.stopping.load(Ordering::SeqCst) {
@@ -661,13 +826,16 @@ impl Inner {
         };
         let max_queued = self.config.max_queued;
         let Some(slot) = state.sessions.get_mut(&key) else {
-            return self.push_work(state, key, Work::Message(event));
+            self.push_work(state, key, Work::Message(event, id));
+            return true;
         };
         let notice = match busy_mode {
             BusyMode::Interrupt => {
                 // One buffered slot: a newer message replaces the waiting one.
+                // The replaced one stays in the inbox: it was accepted, and
+                // the next turn transcribes it ahead of this one.
                 drop_queued_messages(slot);
-                slot.queue.push_back(Work::Message(event.clone()));
+                slot.queue.push_back(Work::Message(event.clone(), id));
                 match &slot.turn {
                     Some(turn) => {
                         turn.interrupt();
@@ -680,7 +848,7 @@ impl Inner {
                 let waiting = slot
                     .queue
                     .iter()
-                    .filter(|w| matches!(w, Work::Message(_)))
+                    .filter(|w| matches!(w, Work::Message(..)))
                     .count();
                 if waiting >= max_queued {
                     drop(state);
@@ -690,16 +858,16 @@ impl Inner {
                             "Too many messages are waiting ({waiting}); this one was not queued. Send it again later, or /stop."
                         ),
                     );
-                    return;
+                    return false;
                 }
-                slot.queue.push_back(Work::Message(event.clone()));
+                slot.queue.push_back(Work::Message(event.clone(), id));
                 slot.turn.is_some().then_some(QUEUE_NOTICE)
             }
         };
-        let Some(text) = notice else { return };
+        let Some(text) = notice else { return true };
         let last = state.last_notice.get(&key).copied();
         if last.is_some_and(|t| now.saturating_sub(t) < duration_ms(NOTICE_INTERVAL)) {
-            return;
+            return true;
         }
         if state.last_notice.len() > 10_000 {
             let horizon = duration_ms(NOTICE_INTERVAL);
@@ -710,6 +878,7 @@ impl Inner {
         state.last_notice.insert(key, now);
         drop(state);
         self.reply_later(&event, text.to_owned());
+        true
     }
 
     /// Queues work for `key`, starting the session's worker if it has none.
@@ -739,7 +908,7 @@ impl Inner {
                     // The turn is registered in the same critical section
                     // that takes the message, so a message arriving right
                     // after always finds it and can interrupt it.
-                    if matches!(work, Work::Message(_)) {
+                    if matches!(work, Work::Message(..)) {
                         slot.turn = Some(Arc::new(TurnCtl::default()));
                     }
                     Some((work, slot.turn.clone()))
@@ -754,23 +923,29 @@ impl Inner {
                 popped
             };
             match next {
-                Some((Work::Message(event), Some(ctl))) => {
-                    self.process_message(&key, event, ctl).await
+                Some((Work::Message(event, id), Some(ctl))) => {
+                    self.process_message(&key, event, id, ctl).await
                 }
-                Some((Work::Command(cmd, event), _)) => {
-                    self.process_command(&key, cmd, event).await
+                Some((Work::Command(cmd, event, position), _)) => {
+                    self.process_command(&key, cmd, event, position).await
                 }
-                Some((Work::Message(_), None)) | None => {}
+                Some((Work::Message(..), None)) | None => {}
             }
         }
     }
 
-    async fn process_message(self: &Arc<Self>, key: &str, event: MessageEvent, ctl: Arc<TurnCtl>) {
+    async fn process_message(
+        self: &Arc<Self>,
+        key: &str,
+        event: MessageEvent,
+        id: u64,
+        ctl: Arc<TurnCtl>,
+    ) {
         if self.stopping.load(Ordering::SeqCst) {
             // Accepted but not run: keep it (E3) so nothing acknowledged is lost.
             let inner = Arc::clone(self);
             let k = key.to_owned();
-            match tokio::task::spawn_blocking(move || inner.store_only(&k, &event)).await {
+            match tokio::task::spawn_blocking(move || inner.store_only(&k, &event, id)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::error!(key, error = %e, "could not store a message received while stopping")
@@ -794,7 +969,8 @@ impl Inner {
         let turn_key = key.to_owned();
         let turn_ctl = Arc::clone(&ctl);
         let result =
-            tokio::task::spawn_blocking(move || inner.run_turn(&turn_key, &event, &turn_ctl)).await;
+            tokio::task::spawn_blocking(move || inner.run_turn(&turn_key, &event, id, &turn_ctl))
+                .await;
         drop(permit);
         if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
             slot.turn = None;
@@ -811,14 +987,21 @@ impl Inner {
         }
     }
 
-    async fn process_command(self: &Arc<Self>, key: &str, cmd: Command, event: MessageEvent) {
+    async fn process_command(
+        self: &Arc<Self>,
+        key: &str,
+        cmd: Command,
+        event: MessageEvent,
+        position: u64,
+    ) {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
         let inner = Arc::clone(self);
         let k = key.to_owned();
         let ev = event.clone();
-        let result = tokio::task::spawn_blocking(move || inner.run_command(&k, &cmd, &ev)).await;
+        let result =
+            tokio::task::spawn_blocking(move || inner.run_command(&k, &cmd, &ev, position)).await;
         let text = match result {
             Ok(Ok(text)) => text,
             Ok(Err(e)) => {
@@ -910,11 +1093,26 @@ impl Inner {
         key: &str,
         cmd: &Command,
         event: &MessageEvent,
+        position: u64,
     ) -> Result<String, StoreError> {
         let source = &event.source;
         match cmd {
             Command::New => {
                 let mut store = self.store();
+                // Messages accepted before /new but never answered (it
+                // dropped them) belong to the conversation it ends.
+                let before = position.saturating_sub(1);
+                if !lock(&self.inbox).upto(key, before).is_empty() {
+                    let session = match store.active_session_for_key(key)? {
+                        Some(s) => s,
+                        None => store.create_session(&Self::new_session_spec(
+                            key,
+                            source,
+                            &self.factory.default_model(),
+                        ))?,
+                    };
+                    self.transcribe_into(&mut store, key, &session.id, before)?;
+                }
                 // The user's chosen model survives a new conversation.
                 let model = store
                     .active_session_for_key(key)?
@@ -973,8 +1171,8 @@ impl Inner {
         }
     }
 
-    /// Stores `event` as a user message without running it (shutdown).
-    fn store_only(&self, key: &str, event: &MessageEvent) -> Result<(), StoreError> {
+    /// Transcribes `event` (inbox id `id`) without running it (shutdown).
+    fn store_only(&self, key: &str, event: &MessageEvent, id: u64) -> Result<(), StoreError> {
         let now = self.now();
         let mut notices = Vec::new();
         let was_suspended = lock(&self.state).suspended_keys.remove(key);
@@ -987,10 +1185,119 @@ impl Inner {
             was_suspended,
             &mut notices,
         )?;
-        store.append_messages(
-            &session.id,
-            &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
-        )
+        let added = self.transcribe_into(&mut store, key, &session.id, id)?;
+        if added.is_empty() {
+            // Not in the inbox (cannot happen while ids are unique; kept so
+            // an accepted message is never silently lost).
+            store.append_messages(
+                &session.id,
+                &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Moves the waiting messages of `key` that arrived up to inbox id
+    /// `upto` into the transcript of `session_id`, in order, in one append;
+    /// returns what was appended. They leave the inbox only once the append
+    /// succeeded (a crash in between is resolved at start-up, see
+    /// [`crate::inbox`]).
+    fn transcribe_into(
+        &self,
+        store: &mut Store,
+        key: &str,
+        session_id: &str,
+        upto: u64,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let pending = lock(&self.inbox).upto(key, upto);
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<LedgerEntry> = pending.iter().map(Pending::entry).collect();
+        store.append_messages(session_id, &entries)?;
+        let ids: Vec<u64> = pending.iter().map(|p| p.id).collect();
+        if let Err(e) = lock(&self.inbox).remove(&ids) {
+            // They are in the transcript; at worst a crash before the next
+            // inbox write makes start-up check them again (and skip them).
+            tracing::error!(key, error = %e, "could not update the inbox");
+        }
+        Ok(entries)
+    }
+
+    /// Start-up: transcribes what a previous process accepted but never
+    /// transcribed, into the session each message was for.
+    fn recover_inbox(&self) -> Result<(), StartError> {
+        let path = self.store().path().to_path_buf();
+        let mut inbox = Inbox::open(&path)?;
+        let left = inbox.load_left_over()?;
+        if !left.is_empty() {
+            let mut store = self.store();
+            let default_model = self.factory.default_model();
+            let mut restored = 0usize;
+            for p in &left {
+                let session = match store.active_session_for_key(&p.key)? {
+                    Some(s) => s,
+                    None => store.create_session(&Self::new_session_spec(
+                        &p.key,
+                        &p.source(),
+                        &default_model,
+                    ))?,
+                };
+                let transcript = store.load_transcript(&session.id)?;
+                if !already_transcribed(&transcript, p) {
+                    store.append_messages(&session.id, &[p.entry()])?;
+                    restored += 1;
+                }
+            }
+            drop(store);
+            inbox.clear_left_over()?;
+            tracing::warn!(
+                restored,
+                "transcribed messages accepted by a previous run but never answered"
+            );
+        }
+        let mut slot = lock(&self.inbox);
+        if !slot.is_empty() {
+            // Accepted before start (cannot happen: adapters connect after
+            // this); keep them rather than drop them.
+            for p in slot.all() {
+                if let Err(e) = inbox.push(p) {
+                    tracing::error!(error = %e, "could not store an accepted message durably");
+                }
+            }
+        }
+        *slot = inbox;
+        Ok(())
+    }
+
+    /// Shutdown, after every worker finished: transcribes every message
+    /// still in the inbox (accepted, never run).
+    fn flush_all_pending(&self) {
+        let pending = lock(&self.inbox).all();
+        let mut done = HashSet::new();
+        for p in pending {
+            if !done.insert(p.key.clone()) {
+                continue;
+            }
+            let now = self.now();
+            let was_suspended = lock(&self.state).suspended_keys.remove(&p.key);
+            let mut store = self.store();
+            let result = self
+                .resolve_session(
+                    &mut store,
+                    &p.key,
+                    &p.source(),
+                    now,
+                    was_suspended,
+                    &mut Vec::new(),
+                )
+                .and_then(|session| {
+                    self.transcribe_into(&mut store, &p.key, &session.id, u64::MAX)
+                });
+            if let Err(e) = result {
+                tracing::error!(key = %p.key, error = %e, "could not store a waiting message at shutdown; it stays in the inbox for the next start");
+            }
+        }
     }
 
     /// The session a message belongs to: the active one, unless it expired
@@ -1048,10 +1355,12 @@ impl Inner {
     }
 
     /// One turn, on the blocking pool. Returns what to send.
-    fn run_turn(&self, key: &str, event: &MessageEvent, ctl: &TurnCtl) -> TurnReply {
+    fn run_turn(&self, key: &str, event: &MessageEvent, id: u64, ctl: &TurnCtl) -> TurnReply {
         let now = self.now();
         let mut texts = Vec::new();
-        // 1. Session, history, and the user's message stored first (E3).
+        // 1. Session and history; the user's message (and any accepted
+        //    message it replaced) moves from the inbox into the transcript
+        //    before the model is called (E3).
         let was_suspended = lock(&self.state).suspended_keys.remove(key);
         let prepared = (|| {
             let mut store = self.store();
@@ -1063,11 +1372,20 @@ impl Inner {
                 was_suspended,
                 &mut texts,
             )?;
-            let history = store.load_transcript(&session.id)?;
-            store.append_messages(
-                &session.id,
-                &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
-            )?;
+            let mut history = store.load_transcript(&session.id)?;
+            let mut added = self.transcribe_into(&mut store, key, &session.id, id)?;
+            // The agent appends the user message itself (in memory; the
+            // observer below does not store it again), so the history it is
+            // given ends just before it.
+            if added.pop().is_none() {
+                // Not in the inbox (cannot happen while ids are unique;
+                // kept so an accepted message is never lost).
+                store.append_messages(
+                    &session.id,
+                    &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
+                )?;
+            }
+            history.extend(added);
             Ok::<_, StoreError>((session, history))
         })();
         let (session, history) = match prepared {
@@ -1091,23 +1409,30 @@ impl Inner {
                 return TurnReply { texts };
             }
         };
-        // 3. Run, interruptibly.
+        // 3. Run, interruptibly, persisting as the run goes.
         ctl.attach(agent.interrupt_flag().clone());
         let budget = IterationBudget::new(agent.max_iterations());
-        let mut latch = Latch {
+        let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
+            persist: Persister::new(&self.store, &session.id),
         };
-        let outcome = agent.run(&event.text, history, &budget, &mut latch);
-        // 4. Persist what the run added after the (already stored) user message.
-        let added = outcome.new_messages().get(1..).unwrap_or(&[]);
-        if !added.is_empty()
-            && let Err(e) = self.store().append_messages(&session.id, added)
-        {
-            tracing::error!(key, error = %e, "could not store the reply");
+        let outcome = agent.run(&event.text, history, &budget, &mut observer);
+        let persist = observer.persist;
+        if let Some(e) = &persist.failed {
+            tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
             texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
+        } else if !persist.buffered.is_empty() {
+            // The core answers every tool call before it ends a run, so this
+            // does not happen; if it did, storing the call without its
+            // results would make the transcript invalid for the provider.
+            tracing::error!(
+                key,
+                entries = persist.buffered.len(),
+                "a tool call without all its results was not stored"
+            );
         }
-        // 5. What the user sees.
+        // 4. What the user sees.
         let mut reply = outcome.final_text.clone();
         if let Some(notice) = match &outcome.stop {
             StopReason::Completed | StopReason::Interrupted => None,
@@ -1163,7 +1488,7 @@ impl Inner {
 /// Removes the waiting messages (not commands) of a slot; returns how many.
 fn drop_queued_messages(slot: &mut Slot) -> usize {
     let before = slot.queue.len();
-    slot.queue.retain(|w| !matches!(w, Work::Message(_)));
+    slot.queue.retain(|w| !matches!(w, Work::Message(..)));
     before - slot.queue.len()
 }
 
@@ -1198,7 +1523,97 @@ pub fn system_utc_offset(at_ms: u64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use hermes_core::ToolCall;
+
+    fn session(store: &Mutex<Store>) -> String {
+        lock(store)
+            .create_session(&NewSession {
+                session_key: Some("k"),
+                platform: None,
+                chat_id: None,
+                user_id: None,
+                model: None,
+                system_prompt: None,
+            })
+            .unwrap()
+            .id
+    }
+
+    fn stored(store: &Mutex<Store>, id: &str) -> Vec<Message> {
+        lock(store)
+            .load_transcript(id)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.message)
+            .collect()
+    }
+
+    #[test]
+    fn persist_as_the_run_goes_keeps_a_tool_call_with_all_its_results() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let id = session(&store);
+        let mut p = Persister::new(&store, &id);
+        let call = |n: &str| ToolCall::new(n, "t", "{}");
+        // The user message is already stored from the inbox: skipped.
+        assert!(p.append(&LedgerEntry::at(Message::user("u"), 0)));
+        assert!(stored(&store, &id).is_empty());
+        let asks = Message::Assistant {
+            content: None,
+            tool_calls: vec![call("a"), call("b")],
+        };
+        assert!(p.append(&LedgerEntry::at(asks.clone(), 0)));
+        assert!(p.append(&LedgerEntry::at(Message::tool("a", "ra"), 0)));
+        // Not yet: the call's second result is missing.
+        assert!(stored(&store, &id).is_empty());
+        assert!(p.append(&LedgerEntry::at(Message::tool("b", "rb"), 0)));
+        assert_eq!(
+            stored(&store, &id),
+            vec![asks, Message::tool("a", "ra"), Message::tool("b", "rb")]
+        );
+        assert!(p.append(&LedgerEntry::at(Message::assistant("done"), 0)));
+        assert_eq!(stored(&store, &id).len(), 4);
+        assert!(p.failed.is_none() && p.buffered.is_empty());
+    }
+
+    #[test]
+    fn persist_failure_stops_persisting() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let mut p = Persister::new(&store, "no-such-session");
+        assert!(p.append(&LedgerEntry::at(Message::user("u"), 0)));
+        assert!(!p.append(&LedgerEntry::at(Message::assistant("a"), 0)));
+        assert!(matches!(p.failed, Some(StoreError::SessionNotFound(_))));
+        // Nothing after a gap.
+        assert!(!p.append(&LedgerEntry::at(Message::assistant("b"), 0)));
+    }
+
+    #[test]
+    fn a_failed_write_interrupts_the_run() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let ctl = TurnCtl::default();
+        let flag = InterruptFlag::new();
+        let mut observer = TurnObserver {
+            ctl: &ctl,
+            flag: &flag,
+            persist: Persister::new(&store, "no-such-session"),
+        };
+        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
+            Message::user("u"),
+            0,
+        )));
+        assert!(!flag.is_set());
+        let call = Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new("a", "t", "{}")],
+        };
+        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(call, 0)));
+        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
+            Message::tool("a", "r"),
+            0,
+        )));
+        assert!(flag.is_set(), "no further tool may act unrecorded");
+    }
 
     #[test]
     fn daily_boundary_is_the_last_local_four_oclock() {

@@ -13,16 +13,21 @@
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hermes_core::{Clock, Message};
+use hermes_core::{
+    Agent, ChatRequest, Clock, Completion, FinishReason, Flow, Message, Model, ModelError,
+    StreamSink, Tool, ToolCall, ToolContext, ToolError, ToolRegistry, ToolSpec,
+};
 use hermes_gateway::config::{BusyMode, GatewayConfig};
-use hermes_gateway::event::ChatType;
+use hermes_gateway::event::{ChatType, SessionSource};
 use hermes_gateway::lock::InstanceLock;
 use hermes_gateway::runner::{
-    CRASH_NOTICE, GatewayRunner, INTERRUPT_NOTICE, QUEUE_NOTICE, RunnerDeps, refusal_text,
+    AgentFactory, CRASH_NOTICE, FactoryError, GatewayRunner, INTERRUPT_NOTICE, QUEUE_NOTICE,
+    RunnerDeps, refusal_text,
 };
 use hermes_gateway::testing::{
     ManualClock, Pace, ScriptedModel, Sent, TestAdapter, TestAgentFactory, event,
@@ -282,10 +287,11 @@ fn a_new_message_interrupts_the_slow_turn_and_only_the_latest_waiting_one_runs()
         "{texts:?}"
     );
 
-    // "two" was replaced; "three" ran on the full, reloaded history.
+    // "two" was replaced: not answered on its own, but accepted, so it is
+    // kept (E3) just before "three", which ran on the full, reloaded history.
     let calls = h.model.calls();
     assert_eq!(calls.len(), 2, "{calls:#?}");
-    assert_eq!(user_texts(&calls[1]), vec!["one", "three"]);
+    assert_eq!(user_texts(&calls[1]), vec!["one", "two", "three"]);
     assert_eq!(
         calls[1][1],
         Message::assistant("partial reply to: one"),
@@ -296,6 +302,7 @@ fn a_new_message_interrupts_the_slow_turn_and_only_the_latest_waiting_one_runs()
         pairs(&[
             ("user", "one"),
             ("assistant", "partial reply to: one"),
+            ("user", "two"),
             ("user", "three"),
             ("assistant", "reply to: three"),
         ])
@@ -919,5 +926,300 @@ fn crash_recovery_after_kill_9() {
     h.dm("alice", "and again");
     let texts = h.wait_text("dm-alice", |t| t == "reply to: and again");
     assert_eq!(texts.iter().filter(|t| *t == CRASH_NOTICE).count(), 1);
+    drop(dir);
+}
+
+const ACCEPT_CHILD_ENV: &str = "HERMES_GATEWAY_TEST_ACCEPT_CHILD";
+
+/// Runs this test binary's test `name` as a child with `env` set to `home`,
+/// and waits until it prints `marker`.
+fn spawn_child_until(name: &str, env: &str, home: &Path, marker: &'static str) -> Child {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(env, home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(marker) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the gateway child never printed {marker}");
+    }
+    child
+}
+
+/// The child half of the acceptance test: one worker, queue mode, a model
+/// that never answers. bob's first message holds the only worker inside
+/// the model; bob's second message waits behind it and alice's waits for a
+/// worker. Once both handler calls have returned — when a real adapter
+/// would acknowledge them to the platform — it reports READY.
+fn accept_child(home: &Path) -> ! {
+    let _lock = InstanceLock::acquire(home).unwrap();
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let adapter = TestAdapter::new("test");
+    let model = ScriptedModel::new(Pace::Gated);
+    let mut config = base_config();
+    config.max_workers = 1;
+    config.busy_mode = BusyMode::Queue;
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![adapter.clone()],
+        factory: TestAgentFactory::new(model.clone()),
+        store: Arc::new(Mutex::new(store)),
+        clock: Arc::new(SystemClock),
+        config,
+    });
+    rt.block_on(runner.start()).unwrap();
+    adapter.say(ChatType::Dm, "dm-bob", "bob", "b1");
+    assert!(model.wait_until(WAIT, |_, waiting| waiting == 1));
+    adapter.say(ChatType::Dm, "dm-bob", "bob", "b2");
+    adapter.say(ChatType::Dm, "dm-alice", "alice", "a1");
+    // Neither turn has started: the only model call is b1's.
+    assert_eq!(model.call_count(), 1);
+    println!("\nGATEWAY-ACCEPT-CHILD-READY");
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+/// The user messages of the (one) session stored under `key`.
+fn stored_user_texts(store: &Store, key: &str) -> Vec<String> {
+    let sessions: Vec<_> = store
+        .list_sessions(100)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.session_key.as_deref() == Some(key))
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:#?}");
+    let transcript = store.load_transcript(&sessions[0].id).unwrap();
+    let messages: Vec<Message> = transcript.into_iter().map(|e| e.message).collect();
+    user_texts(&messages)
+}
+
+#[test]
+fn accepted_message_survives_kill_9_before_its_turn_starts() {
+    if let Some(home) = std::env::var_os(ACCEPT_CHILD_ENV) {
+        accept_child(Path::new(&home));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_path_buf();
+    let mut child = spawn_child_until(
+        "accepted_message_survives_kill_9_before_its_turn_starts",
+        ACCEPT_CHILD_ENV,
+        &home,
+        "GATEWAY-ACCEPT-CHILD-READY",
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let h = build(
+        None,
+        Arc::new(Mutex::new(store)),
+        ManualClock::new(SystemClock.now_ms()),
+        Pace::Instant,
+        |_| {},
+        &[],
+    );
+    {
+        let store = h.store.lock().unwrap();
+        // E3: both acknowledged messages are in their transcripts, in order,
+        // although neither turn had begun.
+        assert_eq!(stored_user_texts(&store, &dm_key("bob")), vec!["b1", "b2"]);
+        assert_eq!(stored_user_texts(&store, &dm_key("alice")), vec!["a1"]);
+        // Nothing is left to restore a second time.
+        assert_eq!(
+            store
+                .kv_get(hermes_gateway::inbox::INBOX_KV_KEY)
+                .unwrap()
+                .unwrap_or_default(),
+            ""
+        );
+    }
+    // The sessions were caught mid-work, so crash recovery suspended them:
+    // the next message starts fresh after the notice.
+    h.dm("alice", "hello again");
+    let texts = h.wait_text("dm-alice", |t| t == "reply to: hello again");
+    assert_eq!(texts[0], CRASH_NOTICE);
+    drop(h);
+    drop(dir);
+}
+
+const TOOL_CHILD_ENV: &str = "HERMES_GATEWAY_TEST_TOOL_CHILD";
+
+/// First call: asks for the `note` tool. Later calls: stream nothing and
+/// wait until interrupted (a provider that hangs after a tool acted).
+struct ToolThenHang {
+    calls: AtomicUsize,
+}
+
+impl Model for ToolThenHang {
+    fn complete(
+        &self,
+        _request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(Completion {
+                tool_calls: vec![
+                    ToolCall::new("c1", "note", "{\"text\":\"first\"}"),
+                    ToolCall::new("c2", "note", "{\"text\":\"second\"}"),
+                ],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            });
+        }
+        println!("\nGATEWAY-TOOL-CHILD-READY");
+        while sink.on_progress() == Flow::Continue {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Completion::default())
+    }
+}
+
+/// A tool with a side effect outside the transcript (a line in a file), as
+/// a terminal or file tool has.
+struct NoteTool {
+    spec: ToolSpec,
+    file: std::path::PathBuf,
+}
+
+impl Tool for NoteTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.file)
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        writeln!(f, "{arguments}").map_err(|e| ToolError::Failed(e.to_string()))?;
+        Ok(format!("noted {arguments}"))
+    }
+}
+
+struct ToolFactory {
+    home: std::path::PathBuf,
+}
+
+impl AgentFactory for ToolFactory {
+    fn default_model(&self) -> String {
+        "tool-model".into()
+    }
+
+    fn signature(&self, model: &str) -> String {
+        model.to_owned()
+    }
+
+    fn system_prompt(&self, _source: &SessionSource) -> Result<String, FactoryError> {
+        Ok("You take notes.".into())
+    }
+
+    fn build(&self, _model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+        let mut tools = ToolRegistry::new();
+        tools.register(Box::new(NoteTool {
+            spec: ToolSpec::new(
+                "note",
+                "Writes a note.",
+                serde_json::json!({"type": "object"}),
+            ),
+            file: self.home.join("notes.txt"),
+        }));
+        Ok(Agent::new(
+            Arc::new(ToolThenHang {
+                calls: AtomicUsize::new(0),
+            }),
+            Arc::new(tools),
+            system_prompt,
+        ))
+    }
+}
+
+/// The child half of the mid-turn kill test: a turn whose tools acted and
+/// whose next model call hangs; READY is printed inside that call.
+fn tool_child(home: &Path) -> ! {
+    let _lock = InstanceLock::acquire(home).unwrap();
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let adapter = TestAdapter::new("test");
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![adapter.clone()],
+        factory: Arc::new(ToolFactory {
+            home: home.to_path_buf(),
+        }),
+        store: Arc::new(Mutex::new(store)),
+        clock: Arc::new(SystemClock),
+        config: base_config(),
+    });
+    rt.block_on(runner.start()).unwrap();
+    adapter.say(ChatType::Dm, "dm-alice", "alice", "take two notes");
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+#[test]
+fn kill_mid_turn_keeps_the_tool_calls_and_results_already_made() {
+    if let Some(home) = std::env::var_os(TOOL_CHILD_ENV) {
+        tool_child(Path::new(&home));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_path_buf();
+    let mut child = spawn_child_until(
+        "kill_mid_turn_keeps_the_tool_calls_and_results_already_made",
+        TOOL_CHILD_ENV,
+        &home,
+        "GATEWAY-TOOL-CHILD-READY",
+    );
+    child.kill().unwrap(); // SIGKILL, in the middle of the turn
+    child.wait().unwrap();
+
+    // Both notes were written (the side effects happened)...
+    let notes = std::fs::read_to_string(home.join("notes.txt")).unwrap();
+    assert_eq!(notes.lines().count(), 2, "{notes}");
+    // ...and the transcript records them: the call and both results, stored
+    // together, although the turn never ended.
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let session = store
+        .active_session_for_key(&dm_key("alice"))
+        .unwrap()
+        .unwrap();
+    let transcript: Vec<Message> = store
+        .load_transcript(&session.id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(transcript.len(), 4, "{transcript:#?}");
+    assert_eq!(transcript[0], Message::user("take two notes"));
+    match &transcript[1] {
+        Message::Assistant { tool_calls, .. } => {
+            let ids: Vec<&str> = tool_calls.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(ids, ["c1", "c2"]);
+        }
+        other => panic!("expected the tool-calling assistant message, got {other:?}"),
+    }
+    assert_eq!(
+        transcript[2],
+        Message::tool("c1", "noted {\"text\":\"first\"}")
+    );
+    assert_eq!(
+        transcript[3],
+        Message::tool("c2", "noted {\"text\":\"second\"}")
+    );
     drop(dir);
 }

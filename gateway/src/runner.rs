@@ -817,9 +817,11 @@ impl Inner {
         id: u64,
         now: u64,
     ) -> bool {
-        // While stopping, nothing is replaced: every accepted message is
-        // stored (E3) by the worker, in order.
-        let busy_mode = if self.stopping.load(Ordering::SeqCst) {
+        // While stopping, nothing is replaced or refused: every accepted
+        // message is stored (E3) by the worker, in order, and none runs, so
+        // the queue bound (which limits waiting *turns*) does not apply.
+        let stopping = self.stopping.load(Ordering::SeqCst);
+        let busy_mode = if stopping {
             BusyMode::Queue
         } else {
             self.config.busy_mode
@@ -850,7 +852,7 @@ impl Inner {
                     .iter()
                     .filter(|w| matches!(w, Work::Message(..)))
                     .count();
-                if waiting >= max_queued {
+                if waiting >= max_queued && !stopping {
                     drop(state);
                     self.reply_later(
                         &event,

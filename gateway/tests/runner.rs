@@ -1223,3 +1223,43 @@ fn kill_mid_turn_keeps_the_tool_calls_and_results_already_made() {
     );
     drop(dir);
 }
+
+#[test]
+fn queue_mode_while_stopping_ignores_max_queued() {
+    let h = harness(Pace::Gated, |c| {
+        c.busy_mode = BusyMode::Queue;
+        c.max_queued = 1;
+    });
+    h.dm("alice", "working");
+    h.wait_model_waiting(1);
+    let guard = h.store.lock().unwrap();
+    let runner = h.runner.clone();
+    let stop = h.rt.spawn(async move { runner.shutdown().await });
+    // The interrupted turn waits for the store we hold: the worker is still
+    // draining, so these arrive during the stop — more than max_queued.
+    assert!(h.model.wait_until(WAIT, |_, waiting| waiting == 0));
+    h.dm("alice", "late one");
+    h.dm("alice", "late two");
+    h.dm("alice", "late three");
+    drop(guard);
+    let report = h.rt.block_on(stop).unwrap();
+    assert!(report.all_turns_finished, "{report:?}");
+    assert!(
+        !h.adapter
+            .texts_to("dm-alice")
+            .iter()
+            .any(|t| t.contains("Too many messages")),
+        "{:?}",
+        h.adapter.texts_to("dm-alice")
+    );
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[
+            ("user", "working"),
+            ("assistant", "partial reply to: working"),
+            ("user", "late one"),
+            ("user", "late two"),
+            ("user", "late three"),
+        ])
+    );
+}

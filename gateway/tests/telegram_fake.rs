@@ -656,3 +656,83 @@ async fn a_panicking_handler_ends_polling_visibly() {
         "{err}"
     );
 }
+
+/// Whether the current thread is inside an async execution context (a
+/// runtime worker running a task). `Handle::block_on` refuses exactly there,
+/// and is allowed on a blocking-pool thread.
+fn on_async_worker() -> bool {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return false;
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.block_on(async {}))).is_err()
+}
+
+/// Records, for every load and save, whether it ran on an async worker.
+#[derive(Default)]
+struct ProbeOffsets {
+    inner: MemoryOffsets,
+    on_worker: Mutex<Vec<(&'static str, bool)>>,
+}
+
+impl OffsetStore for ProbeOffsets {
+    fn load(&self) -> Option<i64> {
+        self.on_worker
+            .lock()
+            .unwrap()
+            .push(("load", on_async_worker()));
+        self.inner.load()
+    }
+
+    fn save(&self, offset: i64) {
+        self.on_worker
+            .lock()
+            .unwrap()
+            .push(("save", on_async_worker()));
+        self.inner.save(offset);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn offset_store_io_never_runs_on_a_runtime_worker() {
+    let fake = Fake::start(true).await;
+    fake.push_update(dm(1, 11, "one"));
+    let offsets = Arc::new(ProbeOffsets::default());
+    let adapter = TelegramAdapter::new(config(&fake), offsets.clone()).unwrap();
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    assert_eq!(next_event(&mut rx).await.text, "one");
+    eventually("offset 2 saved", || offsets.inner.load() == Some(2)).await;
+    adapter.disconnect().await;
+    let calls = offsets.on_worker.lock().unwrap().clone();
+    assert!(calls.contains(&("load", false)), "{calls:?}");
+    assert!(calls.contains(&("save", false)), "{calls:?}");
+    assert!(
+        calls.iter().all(|(_, on_worker)| !on_worker),
+        "the offset store blocked a runtime worker: {calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn update_id_at_i64_max_does_not_overflow() {
+    let fake = Fake::start(true).await;
+    fake.push_update(dm(i64::MAX, 11, "last"));
+    let offsets = Arc::new(MemoryOffsets::new());
+    let adapter = TelegramAdapter::new(config(&fake), offsets.clone()).unwrap();
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    assert_eq!(next_event(&mut rx).await.text, "last");
+    eventually("offset saved", || offsets.load() == Some(i64::MAX)).await;
+    // Polling goes on: a later poll carries the saturated offset, and the
+    // adapter is still connected (a panic would have ended the loop).
+    eventually("a poll with the saturated offset", || {
+        fake.requests("getUpdates")
+            .iter()
+            .any(|r| r.body["offset"].as_i64() == Some(i64::MAX))
+    })
+    .await;
+    adapter
+        .send("7", "still here", None)
+        .await
+        .expect("the adapter still works");
+    adapter.disconnect().await;
+}

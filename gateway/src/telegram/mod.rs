@@ -361,6 +361,30 @@ impl Inner {
         }
     }
 
+    /// Reads the saved offset on the blocking pool: an [`OffsetStore`] may do
+    /// IO under a lock (the SQLite store behind [`StoreOffsets`] is shared
+    /// with the runner's turns), which must not stall a runtime worker.
+    async fn load_offset(&self) -> Option<i64> {
+        let offsets = Arc::clone(&self.offsets);
+        match tokio::task::spawn_blocking(move || offsets.load()).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: reading the saved offset panicked; starting from the oldest update");
+                None
+            }
+        }
+    }
+
+    /// Saves the offset on the blocking pool (see [`Inner::load_offset`]),
+    /// and waits for it: the next poll acknowledges the batch to Telegram,
+    /// so the save comes first.
+    async fn save_offset(&self, offset: i64) {
+        let offsets = Arc::clone(&self.offsets);
+        if let Err(e) = tokio::task::spawn_blocking(move || offsets.save(offset)).await {
+            tracing::error!(error = %e, "telegram: saving the offset panicked; a restart may repeat updates");
+        }
+    }
+
     /// The long-poll loop. Returns the fatal error it stopped on, or `None`
     /// when asked to stop.
     async fn poll_loop(
@@ -368,7 +392,7 @@ impl Inner {
         handler: EventHandler,
         mut stop: watch::Receiver<bool>,
     ) -> Option<AdapterError> {
-        let mut offset = self.offsets.load();
+        let mut offset = self.load_offset().await;
         let poll = Duration::from_secs(self.config.poll_timeout_s);
         let http_timeout = poll + Duration::from_secs(15);
         let mut failures = 0u32;
@@ -403,7 +427,13 @@ impl Inner {
                         if offset.is_some_and(|o| id < o) {
                             continue;
                         }
-                        next = Some(next.map_or(id + 1, |n: i64| n.max(id + 1)));
+                        // The id comes from the server: at i64::MAX, `+ 1`
+                        // would overflow (a panic in debug builds, a negative
+                        // offset — "from the end" — in release). Saturate; a
+                        // repeat of that last update is then dropped by the
+                        // dedup window.
+                        let after = id.saturating_add(1);
+                        next = Some(next.map_or(after, |n: i64| n.max(after)));
                         match serde_json::from_value::<Update>(raw) {
                             Ok(update) => self.deliver(update, &handler),
                             Err(e) => {
@@ -413,7 +443,7 @@ impl Inner {
                     }
                     if next != offset {
                         if let Some(n) = next {
-                            self.offsets.save(n);
+                            self.save_offset(n).await;
                         }
                         offset = next;
                     }

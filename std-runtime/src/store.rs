@@ -66,6 +66,9 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 /// failing with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Bytes the `-wal` file is truncated to after a checkpoint, if larger.
+const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
 /// How many random session-id suffixes are tried before giving up.
 const ID_ATTEMPTS: usize = 16;
 
@@ -320,8 +323,7 @@ const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, 
 /// order is what [`decode_message`] reads.
 const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
      m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms, \
-     NOT (m.prompt_tokens IS NULL AND m.completion_tokens IS NULL AND m.total_tokens IS NULL) \
+     m.interrupted, m.timestamp_ms \
      FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
      WHERE s.id = ?1 ORDER BY m.seq";
 
@@ -386,6 +388,11 @@ impl Store {
             if !mode.eq_ignore_ascii_case("wal") {
                 tracing::warn!(path = %path.display(), %mode, "SQLite refused WAL mode");
             }
+            // The WAL is reused from the start after each checkpoint, not
+            // shrunk; this caps what a one-off big transaction (a long
+            // transcript replaced) leaves on disk. No cost on the hot path.
+            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+                .map_err(open_err)?;
         }
         conn.pragma_update(None, "synchronous", Synchronous::default().as_pragma())
             .map_err(open_err)?;
@@ -1158,16 +1165,17 @@ fn decode_message(row: &Row<'_>, seq: i64, session_id: &str) -> Result<LedgerEnt
         },
         None => return Err(corrupt(format!("unknown role {role:?}"))),
     };
-    // Column 12 says whether all three token counts are NULL, so the common
-    // message without usage costs one column read instead of three.
-    let usage = if int(12, "has_usage")?.is_some_and(|v| v != 0) {
-        Some(Usage {
-            prompt_tokens: count(6, "prompt_tokens")?.unwrap_or(0),
-            completion_tokens: count(7, "completion_tokens")?.unwrap_or(0),
-            total_tokens: count(8, "total_tokens")?.unwrap_or(0),
-        })
-    } else {
-        None
+    let usage = match (
+        count(6, "prompt_tokens")?,
+        count(7, "completion_tokens")?,
+        count(8, "total_tokens")?,
+    ) {
+        (None, None, None) => None,
+        (p, c, t) => Some(Usage {
+            prompt_tokens: p.unwrap_or(0),
+            completion_tokens: c.unwrap_or(0),
+            total_tokens: t.unwrap_or(0),
+        }),
     };
     Ok(LedgerEntry {
         message,
@@ -1324,6 +1332,32 @@ mod tests {
         drop(tx);
         assert!(store.conn.is_autocommit());
         assert!(WriteTx::begin(&store.conn).unwrap().commit().is_ok());
+    }
+
+    #[test]
+    fn connection_settings_are_the_documented_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        let pragma = |store: &Store, name: &str| -> i64 {
+            store
+                .conn
+                .pragma_query_value(None, name, |row| row.get(0))
+                .unwrap()
+        };
+        // 1 = NORMAL, 2 = FULL.
+        assert_eq!(pragma(&store, "synchronous"), 1);
+        assert_eq!(pragma(&store, "journal_size_limit"), WAL_SIZE_LIMIT);
+        assert_eq!(pragma(&store, "foreign_keys"), 1);
+        assert!(
+            store
+                .conn
+                .db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)
+                .unwrap()
+        );
+        store.set_synchronous(Synchronous::Full).unwrap();
+        assert_eq!(pragma(&store, "synchronous"), 2);
+        store.set_synchronous(Synchronous::Normal).unwrap();
+        assert_eq!(pragma(&store, "synchronous"), 1);
     }
 
     #[test]

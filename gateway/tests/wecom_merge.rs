@@ -163,3 +163,78 @@ fn flush_hands_out_everything_held() {
     assert!(m.is_empty());
     assert!(m.poll(ms(10_000)).is_empty());
 }
+
+#[test]
+fn merge_slash_command_after_a_message_stays_a_command() {
+    let mut m = merger();
+    m.push(
+        ms(0),
+        piece("m1", "alice", "alice", "please write a long essay"),
+    );
+    m.push(ms(100), piece("m2", "alice", "alice", "/stop"));
+    // Both due at once, the held text first, the command alone.
+    assert_eq!(m.next_deadline(), Some(ms(100)));
+    let out = m.poll(ms(100));
+    let texts: Vec<&str> = out.iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(texts, ["please write a long essay", "/stop"]);
+    assert_eq!(out[1].message_id, "m2");
+    assert!(m.is_empty());
+    // A command with nothing held goes out at once too, and a piece after
+    // it starts a new message instead of joining the command.
+    m.push(ms(200), piece("m3", "alice", "alice", "/status"));
+    m.push(ms(200), piece("m4", "alice", "alice", "more"));
+    let out = m.poll(ms(200));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].text, "/status");
+    assert_eq!(m.poll(ms(800))[0].text, "more");
+    // A path is text, not a command: it merges.
+    m.push(ms(1000), piece("m5", "alice", "alice", "look at"));
+    m.push(ms(1100), piece("m6", "alice", "alice", "/usr/bin/x"));
+    let out = m.poll(ms(1700));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].text, "look at\n/usr/bin/x");
+}
+
+#[test]
+fn merge_is_bounded_in_total_wait_from_the_first_piece() {
+    let mut m = merger();
+    // A piece every 500 ms would otherwise keep the message held forever.
+    for i in 0..10u64 {
+        m.push(ms(i * 500), piece(&format!("m{i}"), "bob", "bob", "x"));
+        assert!(m.poll(ms(i * 500)).is_empty());
+    }
+    // Due 5 s after the first piece, although the last one (at 4.5 s) would
+    // wait until 5.1 s.
+    assert_eq!(m.next_deadline(), Some(ms(5000)));
+    assert!(m.poll(ms(4999)).is_empty());
+    let out = m.poll(ms(5000));
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].text.lines().count(), 10);
+}
+
+#[test]
+fn merge_is_bounded_in_pieces_and_bytes() {
+    let mut m = merger();
+    for i in 0..32u64 {
+        m.push(ms(i), piece(&format!("p{i}"), "carol", "carol", "y"));
+    }
+    // The 32nd piece completes the message: due at once.
+    let out = m.poll(ms(31));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].text.lines().count(), 32);
+    assert!(m.is_empty());
+
+    // 64 KiB: a piece that would overflow starts a new message.
+    let big = "z".repeat(40 * 1024);
+    m.push(ms(100), piece("b1", "carol", "carol", &big));
+    m.push(ms(200), piece("b2", "carol", "carol", &big));
+    let out = m.poll(ms(200));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].text.len(), 40 * 1024);
+    assert_eq!(out[0].message_id, "b1");
+    // The second is held on its own (near the limit: the long wait).
+    let out = m.flush();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].message_id, "b2");
+    assert!(out[0].text.len() <= MergeConfig::default().max_bytes);
+}

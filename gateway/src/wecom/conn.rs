@@ -330,6 +330,9 @@ async fn connect_once(
                         };
                         let now = session.now();
                         session.merger.push(now, event);
+                        // A command, or a merged message at its bound, is
+                        // due at once.
+                        session.deliver_due();
                     }
                     Inbound::Event { req_id, msgid, event, chat_id } => {
                         if let Some(id) = &msgid {

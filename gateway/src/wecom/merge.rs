@@ -8,6 +8,19 @@
 //! probably on its way, so it waits [`MergeConfig::max_wait`] instead. Then
 //! the pieces are joined into one [`MessageEvent`].
 //!
+//! **Bounds.** Merging happens before the runner checks who the sender is,
+//! so a stranger must not be able to make the adapter hold text without
+//! limit: a merged message is handed out as soon as it holds
+//! [`MergeConfig::max_pieces`] pieces, would exceed
+//! [`MergeConfig::max_bytes`] with the next piece (which then starts a new
+//! message), or [`MergeConfig::max_total_wait`] has passed since its first
+//! piece — however steadily more pieces keep coming.
+//!
+//! **Commands stay commands.** A piece that parses as a slash command
+//! ([`crate::command::parse_command`]) is never merged: what its chat holds
+//! is handed out first, then the command alone, at once — so `/stop` sent
+//! right after a message still stops (SPEC G12).
+//!
 //! **Guarantees:** pieces of different chats (and of different senders in
 //! one group) never mix; pieces keep their arrival order; nothing is dropped
 //! (`flush` hands out everything still held).
@@ -19,6 +32,7 @@
 
 use std::time::Duration;
 
+use crate::command::parse_command;
 use crate::event::{ChatType, MessageEvent, MessageType};
 
 /// Timing of the merge.
@@ -30,6 +44,14 @@ pub struct MergeConfig {
     pub max_wait: Duration,
     /// A piece this long (in characters) or longer is "close to the limit".
     pub near_limit: usize,
+    /// A merged message is handed out at the latest this long after its
+    /// first piece arrived.
+    pub max_total_wait: Duration,
+    /// A merged message never grows beyond this many bytes of text (a
+    /// single larger piece is handed out as it is).
+    pub max_bytes: usize,
+    /// A merged message is handed out once it holds this many pieces.
+    pub max_pieces: usize,
 }
 
 impl Default for MergeConfig {
@@ -38,6 +60,9 @@ impl Default for MergeConfig {
             wait: Duration::from_millis(600),
             max_wait: Duration::from_secs(2),
             near_limit: 3900,
+            max_total_wait: Duration::from_secs(5),
+            max_bytes: 64 * 1024,
+            max_pieces: 32,
         }
     }
 }
@@ -58,7 +83,11 @@ struct Pending {
     /// continues it directly; otherwise pieces are separate lines).
     last_near_limit: bool,
     deadline: Duration,
+    /// When the first piece arrived (for [`MergeConfig::max_total_wait`]).
+    first_at: Duration,
     pieces: usize,
+    /// Complete: due at its deadline, and no piece joins it any more.
+    closed: bool,
 }
 
 /// The merge state machine (see the module docs).
@@ -79,6 +108,9 @@ impl FragmentMerger {
     }
 
     /// Holds `event`, received at `now`, joining it to what its chat holds.
+    ///
+    /// A bound reached or a command makes messages due at `now`: call
+    /// [`FragmentMerger::poll`] right after.
     pub fn push(&mut self, now: Duration, event: MessageEvent) {
         let near = event.text.chars().count() >= self.config.near_limit;
         let wait = if near {
@@ -91,7 +123,36 @@ impl FragmentMerger {
             chat_id: event.source.chat_id.clone(),
             user_id: event.source.user_id.clone(),
         };
-        if let Some(p) = self.pending.iter_mut().find(|p| p.key == key) {
+        let open = self.pending.iter_mut().find(|p| p.key == key && !p.closed);
+        if parse_command(&event.text).is_some() {
+            // What the chat holds goes first, then the command alone.
+            if let Some(p) = open {
+                p.closed = true;
+                p.deadline = now;
+            }
+            self.pending.push(Pending {
+                key,
+                event,
+                last_near_limit: false,
+                deadline: now,
+                first_at: now,
+                pieces: 1,
+                closed: true,
+            });
+            return;
+        }
+        let open = open.and_then(|p| {
+            let too_big = p.event.text.len() + 1 + event.text.len() > self.config.max_bytes;
+            if too_big {
+                // Hand out what is held; this piece starts a new message.
+                p.closed = true;
+                p.deadline = now;
+                None
+            } else {
+                Some(p)
+            }
+        });
+        if let Some(p) = open {
             // A split piece continues mid-word: join without a separator.
             // Separate short messages sent in a burst become separate lines.
             if !p.last_near_limit {
@@ -105,15 +166,26 @@ impl FragmentMerger {
             // freshest one.
             p.event.message_id = event.message_id;
             p.last_near_limit = near;
-            p.deadline = now + wait;
+            p.deadline = (now + wait).min(p.first_at + self.config.max_total_wait);
             p.pieces += 1;
+            if p.pieces >= self.config.max_pieces {
+                p.closed = true;
+                p.deadline = now;
+            }
         } else {
+            let closed = self.config.max_pieces <= 1;
             self.pending.push(Pending {
                 key,
                 event,
                 last_near_limit: near,
-                deadline: now + wait,
+                deadline: if closed {
+                    now
+                } else {
+                    (now + wait).min(now + self.config.max_total_wait)
+                },
+                first_at: now,
                 pieces: 1,
+                closed,
             });
         }
     }

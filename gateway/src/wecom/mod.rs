@@ -94,6 +94,7 @@ impl WecomConfig {
             wait: self.fragment_wait,
             max_wait: self.fragment_max_wait,
             near_limit: self.fragment_near_limit,
+            ..merge::MergeConfig::default()
         }
     }
 }

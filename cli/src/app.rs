@@ -3,13 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Agent, Model, ToolRegistry};
+use hermes_core::{Agent, ToolRegistry};
+use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
-use hermes_runtime::client::{ClientOptions, OpenAiClient};
+use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Overrides, Settings};
-use hermes_runtime::prompt::{PromptSources, assemble_system_prompt};
 use hermes_runtime::store::{Store, SystemClock};
-use hermes_runtime::tools::{ToolEnv, build_registry};
+use hermes_runtime::tools::TodoState;
 
 use crate::args::ProviderArgs;
 
@@ -73,13 +73,7 @@ pub fn open_store(settings: &Settings) -> Result<Store, CliError> {
 
 /// The provider client for `settings`, using `model`.
 pub fn client(settings: &Settings, model: &str) -> Result<OpenAiClient, CliError> {
-    let opts = ClientOptions {
-        base_url: settings.provider.base_url.clone(),
-        api_key: settings.provider.api_key.clone(),
-        model: model.to_owned(),
-        ..ClientOptions::default()
-    };
-    OpenAiClient::new(opts).map_err(|e| CliError::Config(e.to_string()))
+    assemble::provider_client(settings, model).map_err(|e| CliError::Config(e.to_string()))
 }
 
 /// Everything one conversation needs; rebuilt when the model changes.
@@ -96,6 +90,8 @@ pub struct Workbench {
     pub client: Arc<OpenAiClient>,
     /// The tools.
     pub tools: Arc<ToolRegistry>,
+    /// The session's task list (survives tool rebuilds such as `/model`).
+    pub todo: Arc<TodoState>,
 }
 
 impl Workbench {
@@ -115,24 +111,26 @@ impl Workbench {
             model,
             client: client.clone(),
             tools: Arc::new(ToolRegistry::new()),
+            todo: Arc::new(TodoState::new()),
         };
         bench.tools = bench.build_tools(client)?;
         Ok(bench)
     }
 
     fn build_tools(&self, model: Arc<OpenAiClient>) -> Result<Arc<ToolRegistry>, CliError> {
-        let env = ToolEnv {
-            bridge: Some(self.bridge.clone()),
-            delegate_model: Some(model as Arc<dyn Model>),
-            ..ToolEnv::new(self.settings.workdir.clone(), self.settings.home.clone())
-        };
-        build_registry(&env, self.settings.toolsets.as_deref())
+        assemble::session_tools(
+            &self.settings,
+            Some(self.bridge.clone()),
+            model,
+            Some(self.todo.clone()),
+        )
             .map(Arc::new)
             .map_err(|e| CliError::Config(e.to_string()))
     }
 
     /// Rebuilds the tools (for a new session: no tool state carries over).
     pub fn reset_tools(&mut self) -> Result<(), CliError> {
+        self.todo = Arc::new(TodoState::new());
         self.tools = self.build_tools(self.client.clone())?;
         Ok(())
     }
@@ -148,15 +146,17 @@ impl Workbench {
 
     /// Assembles a fresh system prompt (once per session, SPEC L6).
     pub fn assemble_prompt(&self) -> String {
-        let sources = PromptSources::new(self.settings.home.clone(), self.settings.workdir.clone());
-        assemble_system_prompt(&sources, self.tools.specs())
+        assemble::session_prompt(&self.settings, self.tools.specs())
     }
 
     /// An agent for one session, with its stored system prompt.
     pub fn agent(&self, system_prompt: &str) -> Agent {
-        Agent::new(self.client.clone(), self.tools.clone(), system_prompt)
-            .with_max_iterations(self.settings.max_iterations)
-            .with_clock(Arc::new(SystemClock))
+        assemble::agent(
+            &self.settings,
+            self.client.clone(),
+            self.tools.clone(),
+            system_prompt,
+        )
     }
 
     /// Locks the store (a poisoned lock only means another thread panicked

@@ -14,12 +14,12 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use hermes_core::{Agent, Model};
+use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
-use hermes_runtime::client::{ClientOptions, OpenAiClient};
+use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
-use hermes_runtime::prompt::{PromptSources, assemble_system_prompt};
 use hermes_runtime::store::{Store, StoreError, SystemClock};
-use hermes_runtime::tools::{ToolEnv, build_registry};
+use hermes_runtime::tools::TodoState;
 
 use crate::adapter::PlatformAdapter;
 use crate::config::{GatewayConfig, GatewayConfigError};
@@ -123,6 +123,8 @@ pub struct RuntimeAgentFactory {
     settings: Settings,
     bridge: Option<Arc<AsyncBridge>>,
     key_hash: u64,
+    /// Per-session todo lists, most recently used last.
+    todo_lists: Mutex<Vec<(String, Arc<TodoState>)>>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -140,6 +142,10 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
+
+/// How many sessions' todo lists the factory keeps; the oldest is dropped
+/// beyond that (an idle session's list is the cheapest state to lose).
+const TODO_LISTS_KEPT: usize = 1024;
 
 impl RuntimeAgentFactory {
     /// A factory for `settings`; `bridge` enables the async (`web`) tools.
@@ -160,29 +166,47 @@ impl RuntimeAgentFactory {
             ),
             settings: settings.clone(),
             bridge,
+            todo_lists: Mutex::default(),
         };
         let client = factory.client(&settings.provider.model)?;
-        factory.registry(Arc::new(client))?;
+        factory.registry(Arc::new(client), None)?;
         Ok(factory)
     }
 
     fn client(&self, model: &str) -> Result<OpenAiClient, GatewayError> {
-        let p = &self.settings.provider;
-        OpenAiClient::new(ClientOptions {
-            base_url: p.base_url.clone(),
-            api_key: p.api_key.clone(),
-            model: model.to_owned(),
-            ..ClientOptions::default()
-        })
-        .map_err(|e| GatewayError::Provider(e.to_string()))
+        assemble::provider_client(&self.settings, model)
+            .map_err(|e| GatewayError::Provider(e.to_string()))
     }
 
-    fn registry(&self, model: Arc<dyn Model>) -> Result<hermes_core::ToolRegistry, GatewayError> {
-        let mut env = ToolEnv::new(&self.settings.workdir, &self.settings.home);
-        env.bridge = self.bridge.clone();
-        env.delegate_model = Some(model);
-        build_registry(&env, self.settings.toolsets.as_deref())
+    fn registry(
+        &self,
+        model: Arc<dyn Model>,
+        todo: Option<Arc<TodoState>>,
+    ) -> Result<hermes_core::ToolRegistry, GatewayError> {
+        assemble::session_tools(&self.settings, self.bridge.clone(), model, todo)
             .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+
+    /// The todo list of `session_id`, kept here rather than in the cached
+    /// agent so an evicted or rebuilt agent loses nothing (SPEC G4). A new
+    /// session (`/new`, expiry) has a new id and so a fresh list.
+    fn todo_for(&self, session_id: &str) -> Arc<TodoState> {
+        let mut lists = self
+            .todo_lists
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(pos) = lists.iter().position(|(id, _)| id == session_id) {
+            let entry = lists.remove(pos);
+            let state = Arc::clone(&entry.1);
+            lists.push(entry);
+            return state;
+        }
+        if lists.len() >= TODO_LISTS_KEPT {
+            lists.remove(0);
+        }
+        let state = Arc::new(TodoState::new());
+        lists.push((session_id.to_owned(), Arc::clone(&state)));
+        state
     }
 }
 
@@ -209,23 +233,30 @@ impl AgentFactory for RuntimeAgentFactory {
             .client(&self.settings.provider.model)
             .map_err(|e| FactoryError(e.to_string()))?;
         let tools = self
-            .registry(Arc::new(client))
+            .registry(Arc::new(client), None)
             .map_err(|e| FactoryError(e.to_string()))?;
-        let sources = PromptSources::new(&self.settings.home, &self.settings.workdir);
-        Ok(assemble_system_prompt(&sources, tools.specs()))
+        Ok(assemble::session_prompt(&self.settings, tools.specs()))
     }
 
-    fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+    fn build(
+        &self,
+        session_id: &str,
+        model: &str,
+        system_prompt: &str,
+    ) -> Result<Agent, FactoryError> {
         let client: Arc<dyn Model> = Arc::new(
             self.client(model)
                 .map_err(|e| FactoryError(e.to_string()))?,
         );
         let tools = self
-            .registry(Arc::clone(&client))
+            .registry(Arc::clone(&client), Some(self.todo_for(session_id)))
             .map_err(|e| FactoryError(e.to_string()))?;
-        Ok(Agent::new(client, Arc::new(tools), system_prompt)
-            .with_max_iterations(self.settings.max_iterations)
-            .with_clock(Arc::new(SystemClock)))
+        Ok(assemble::agent(
+            &self.settings,
+            client,
+            Arc::new(tools),
+            system_prompt,
+        ))
     }
 }
 
@@ -331,4 +362,50 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod todo_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use hermes_runtime::config::{Environment, Overrides, load};
+
+    fn factory() -> (tempfile::TempDir, RuntimeAgentFactory) {
+        let home = tempfile::tempdir().unwrap();
+        let env = Environment::from_pairs([("HERMES_HOME", home.path().display().to_string())]);
+        let overrides = Overrides {
+            workdir: Some(home.path().to_owned()),
+            ..Overrides::default()
+        };
+        let settings = load(&overrides, &env).unwrap();
+        let factory = RuntimeAgentFactory::new(&settings, None).unwrap();
+        (home, factory)
+    }
+
+    #[test]
+    fn todo_list_survives_agent_rebuilds_and_is_fresh_per_session() {
+        let (_home, f) = factory();
+        let a = f.todo_for("s1");
+        // A rebuilt (evicted, /model) agent of the same session gets the same list.
+        f.build("s1", "m", "prompt").unwrap();
+        assert!(Arc::ptr_eq(&a, &f.todo_for("s1")));
+        assert!(
+            !Arc::ptr_eq(&a, &f.todo_for("s2")),
+            "a new session starts empty"
+        );
+    }
+
+    #[test]
+    fn todo_lists_are_bounded() {
+        let (_home, f) = factory();
+        let first = f.todo_for("s0");
+        for i in 1..=TODO_LISTS_KEPT {
+            f.todo_for(&format!("s{i}"));
+        }
+        assert_eq!(f.todo_lists.lock().unwrap().len(), TODO_LISTS_KEPT);
+        assert!(
+            !Arc::ptr_eq(&first, &f.todo_for("s0")),
+            "the oldest was dropped"
+        );
+    }
 }

@@ -112,8 +112,15 @@ pub trait AgentFactory: Send + Sync {
     /// stored and reused byte-for-byte afterwards, SPEC L6).
     fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError>;
 
-    /// Builds an agent. It must hold no transcript.
-    fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError>;
+    /// Builds an agent for the stored session `session_id`. It must hold no
+    /// transcript; per-session tool state (the todo list) is keyed by the
+    /// session id outside the agent, so dropping the agent loses nothing.
+    fn build(
+        &self,
+        session_id: &str,
+        model: &str,
+        system_prompt: &str,
+    ) -> Result<Agent, FactoryError>;
 }
 
 /// Local-time offset from UTC, in seconds, at a given instant (ms since the
@@ -1479,7 +1486,7 @@ impl Inner {
                 p
             }
         };
-        let agent = Arc::new(self.factory.build(&model, &prompt)?);
+        let agent = Arc::new(self.factory.build(&session.id, &model, &prompt)?);
         lock(&self.state)
             .cache
             .insert(key, &session.id, &signature, Arc::clone(&agent), now);

@@ -473,7 +473,12 @@ impl AgentFactory for TestAgentFactory {
 
     /// Models whose name starts with `broken` fail to build, as a
     /// misconfigured provider would.
-    fn build(&self, model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+    fn build(
+        &self,
+        _session_id: &str,
+        model: &str,
+        system_prompt: &str,
+    ) -> Result<Agent, FactoryError> {
         if model.starts_with("broken") {
             return Err(FactoryError(format!("model '{model}' is not available")));
         }

@@ -1129,7 +1129,12 @@ impl AgentFactory for ToolFactory {
         Ok("You take notes.".into())
     }
 
-    fn build(&self, _model: &str, system_prompt: &str) -> Result<Agent, FactoryError> {
+    fn build(
+        &self,
+        _session_id: &str,
+        _model: &str,
+        system_prompt: &str,
+    ) -> Result<Agent, FactoryError> {
         let mut tools = ToolRegistry::new();
         tools.register(Box::new(NoteTool {
             spec: ToolSpec::new(

@@ -7,12 +7,15 @@
 //! - [`store`]: SQLite persistence of sessions and transcripts (SPEC E3).
 //! - [`prompt`]: system prompt assembly, once per session (SPEC L6).
 //! - [`tools`]: the built-in tools.
+//! - [`assemble`]: the one recipe (client, tools, prompt, agent) the CLI
+//!   and the gateway share.
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
 //!
 //! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
 //! SQLite and tokio; the core never does.
 
+pub mod assemble;
 pub mod bridge;
 pub mod client;
 pub mod config;

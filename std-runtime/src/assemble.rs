@@ -1,0 +1,62 @@
+//! Building an agent from [`Settings`]: the one recipe the CLI and the
+//! gateway share, so a conversation behaves the same in both.
+
+use std::sync::Arc;
+
+use hermes_core::{Agent, Model, ToolRegistry, ToolSpec};
+
+use crate::bridge::AsyncBridge;
+use crate::client::{ClientError, ClientOptions, OpenAiClient};
+use crate::config::Settings;
+use crate::prompt::{PromptSources, assemble_system_prompt};
+use crate::store::SystemClock;
+use crate::tools::{TodoState, ToolEnv, ToolsError, build_registry};
+
+/// The provider client for `settings`, talking to `model`.
+pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient, ClientError> {
+    let p = &settings.provider;
+    OpenAiClient::new(ClientOptions {
+        base_url: p.base_url.clone(),
+        api_key: p.api_key.clone(),
+        model: model.to_owned(),
+        ..ClientOptions::default()
+    })
+}
+
+/// The tools of one session: the configured toolsets, confined to the
+/// configured working directory; sub-agents (`delegate_task`) run on
+/// `model`, network tools on `bridge`. `todo` is the session's task list,
+/// kept outside the registry so it survives rebuilds (a cached agent may be
+/// dropped at any time, SPEC G4).
+pub fn session_tools(
+    settings: &Settings,
+    bridge: Option<Arc<AsyncBridge>>,
+    model: Arc<dyn Model>,
+    todo: Option<Arc<TodoState>>,
+) -> Result<ToolRegistry, ToolsError> {
+    let mut env = ToolEnv::new(&settings.workdir, &settings.home);
+    env.bridge = bridge;
+    env.delegate_model = Some(model);
+    env.todo_state = todo;
+    build_registry(&env, settings.toolsets.as_deref())
+}
+
+/// A fresh system prompt for a new session (SPEC L6): callers store it with
+/// the session and reuse the stored bytes from then on.
+pub fn session_prompt(settings: &Settings, tools: &[ToolSpec]) -> String {
+    let sources = PromptSources::new(&settings.home, &settings.workdir);
+    assemble_system_prompt(&sources, tools)
+}
+
+/// An agent over `model` and `tools` with the session's stored prompt and
+/// the configured budget, stamping ledger entries with the wall clock.
+pub fn agent(
+    settings: &Settings,
+    model: Arc<dyn Model>,
+    tools: Arc<ToolRegistry>,
+    system_prompt: &str,
+) -> Agent {
+    Agent::new(model, tools, system_prompt)
+        .with_max_iterations(settings.max_iterations)
+        .with_clock(Arc::new(SystemClock))
+}

@@ -49,6 +49,7 @@
 
 mod id;
 mod schema;
+mod tool_calls;
 
 use std::fmt;
 use std::fs;
@@ -57,7 +58,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hermes_core::{Clock, EntryMeta, FinishReason, LedgerEntry, Message, Role, ToolCall, Usage};
+use hermes_core::{Clock, EntryMeta, FinishReason, LedgerEntry, Message, Role, Usage};
 use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
@@ -1151,7 +1152,7 @@ fn decode_message(row: &Row<'_>, seq: i64, session_id: &str) -> Result<LedgerEnt
             content: content.map(str::to_owned),
             tool_calls: match text(3, "tool_calls")? {
                 None => Vec::new(),
-                Some(json) => serde_json::from_str::<Vec<ToolCall>>(json)
+                Some(json) => tool_calls::decode(json)
                     .map_err(|e| corrupt(format!("tool calls are not valid JSON: {e}")))?,
             },
         },

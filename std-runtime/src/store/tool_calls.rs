@@ -64,39 +64,61 @@ impl Cursor<'_> {
     /// else, including raw control characters, which JSON forbids.
     fn string(&mut self) -> Option<String> {
         self.expect("\"")?;
-        let mut out = String::new();
+        let rest = self.s.get(self.i..)?;
+        // One pass to the closing quote, noting whether anything is escaped,
+        // so the result is allocated once at its final size.
+        let bytes = rest.as_bytes();
+        let mut end = 0;
+        let mut escaped = false;
         loop {
-            let rest = self.s.get(self.i..)?;
-            // Runs of plain text are copied whole. The stop bytes are ASCII,
-            // so `end` is a char boundary.
-            let end = rest
-                .bytes()
-                .position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
-            out.push_str(rest.get(..end)?);
-            self.i += end;
-            match *rest.as_bytes().get(end)? {
-                b'"' => {
-                    self.i += 1;
-                    return Some(out);
-                }
+            match *bytes.get(end)? {
+                b'"' => break,
                 b'\\' => {
-                    let escaped = match *rest.as_bytes().get(end + 1)? {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        _ => return None,
-                    };
-                    out.push(escaped);
-                    self.i += 2;
+                    escaped = true;
+                    end += 2;
                 }
-                _ => return None,
+                b if b < 0x20 => return None,
+                _ => end += 1,
             }
         }
+        // The stop byte is ASCII, so `end` is a char boundary.
+        let raw = rest.get(..end)?;
+        self.i += end + 1;
+        if !escaped {
+            return Some(raw.to_owned());
+        }
+        let mut out = String::with_capacity(raw.len());
+        let mut parts = raw.split('\\');
+        out.push_str(parts.next()?);
+        // After each backslash: the escape letter, then plain text. An
+        // escaped backslash splits into an empty part, handled by the flag.
+        let mut literal_backslash = false;
+        for part in parts {
+            if literal_backslash {
+                literal_backslash = false;
+                out.push_str(part);
+                continue;
+            }
+            let mut chars = part.chars();
+            let decoded = match chars.next() {
+                None => {
+                    // `\\`: this empty part was the first backslash.
+                    literal_backslash = true;
+                    '\\'
+                }
+                Some('"') => '"',
+                Some('/') => '/',
+                Some('b') => '\u{8}',
+                Some('f') => '\u{c}',
+                Some('n') => '\n',
+                Some('r') => '\r',
+                Some('t') => '\t',
+                Some(_) => return None,
+            };
+            out.push(decoded);
+            out.push_str(chars.as_str());
+        }
+        Some(out)
     }
 }
 

@@ -534,12 +534,13 @@ impl Store {
         let mut session_found = false;
         while let Some(row) = rows.next()? {
             session_found = true;
-            // NULL: the session has no messages (the LEFT JOIN's one row).
-            let seq = match row.get_ref(0)? {
-                ValueRef::Null => continue,
-                value => value.as_i64().unwrap_or(-1),
-            };
-            out.push(decode_message(row, seq, id)?);
+            // `role` is NOT NULL in the table, so NULL here is the LEFT
+            // JOIN's one row for a session without messages.
+            let role = row.get_ref(1)?;
+            if role == ValueRef::Null {
+                continue;
+            }
+            out.push(decode_message(row, role, id)?);
         }
         if !session_found {
             return Err(StoreError::SessionNotFound(id.to_owned()));
@@ -1115,14 +1116,26 @@ impl RawSession {
 ///
 /// Load is on the path of every run (SPEC G5), so this borrows each column
 /// from SQLite (`get_ref`) and allocates once per string that ends up in the
-/// entry: role and finish reason are matched in place, and tool-call JSON is
-/// parsed straight from SQLite's buffer, only when present. Anything that
+/// entry: role and finish reason are matched in place, `seq` is read only
+/// for an error message, and tool-call JSON is parsed straight from SQLite's
+/// buffer (`store/tool_calls.rs`), only when present. Anything that
 /// does not fit the schema — a wrong type, invalid UTF-8, a negative count —
 /// is a typed [`StoreError::Corrupt`], never a panic.
-fn decode_message(row: &Row<'_>, seq: i64, session_id: &str) -> Result<LedgerEntry, StoreError> {
-    let corrupt = |what: String| StoreError::Corrupt {
-        session_id: session_id.to_owned(),
-        what: format!("message {seq}: {what}"),
+fn decode_message(
+    row: &Row<'_>,
+    role: ValueRef<'_>,
+    session_id: &str,
+) -> Result<LedgerEntry, StoreError> {
+    // `seq` is only for error messages, so it is read only for them.
+    let corrupt = |what: String| {
+        let seq = row.get_ref(0).ok().and_then(|v| v.as_i64().ok());
+        StoreError::Corrupt {
+            session_id: session_id.to_owned(),
+            what: match seq {
+                Some(seq) => format!("message {seq}: {what}"),
+                None => format!("message with unreadable seq: {what}"),
+            },
+        }
     };
     let text = |idx: usize, name: &str| -> Result<Option<&str>, StoreError> {
         row.get_ref(idx)?
@@ -1140,7 +1153,7 @@ fn decode_message(row: &Row<'_>, seq: i64, session_id: &str) -> Result<LedgerEnt
             .transpose()
     };
 
-    let role = text(1, "role")?.unwrap_or_default();
+    let role = role.as_str().map_err(|e| corrupt(format!("role: {e}")))?;
     let content = text(2, "content")?;
     let message = match Role::parse(role) {
         Some(Role::User) => Message::User {

@@ -20,8 +20,8 @@
 //!   last commits since the previous checkpoint. Deployments that must keep
 //!   acknowledged writes through a power cut call
 //!   [`Store::set_synchronous`]`(`[`Synchronous::Full`]`)`, which fsyncs
-//!   the WAL at every commit (measured ≈ 1.4× to 10× slower appends,
-//!   depending on the disk; see `BENCHMARKS.md`).
+//!   the WAL at every commit (an fsync per write: appends measured about
+//!   3× slower on the development VM; see `BENCHMARKS.md`).
 //! - **Cheap appends, exact search.** The full-text index is brought up to
 //!   date by [`Store::search`] (and [`Store::catch_up_search_index`]), not
 //!   by every append: appends stay small write transactions, and a search
@@ -712,7 +712,7 @@ impl Store {
     /// Adds every message not yet in the full-text index to it; returns how
     /// many were added. [`Store::search`] does this itself; a long-running
     /// process may also call it when idle so that the first search after a
-    /// busy period does not pay for indexing all of it (≈ 10 µs per message).
+    /// busy period does not pay for indexing all of it (≈ 10–15 µs per message).
     ///
     /// One `INSERT … SELECT` of the messages above the indexed watermark and
     /// the watermark bump, in one `IMMEDIATE` transaction (so two processes

@@ -365,9 +365,20 @@ impl OpenAiClient {
         if !(200..300).contains(&head.status) {
             return Err(self.status_failure(&rx, sink, url, &head));
         }
+        self.read_body(&rx, sink, url)
+    }
+
+    /// Reads a response body whole, up to [`MAX_BODY_BYTES`]. `Ok(None)`
+    /// when the sink stopped it.
+    fn read_body(
+        &self,
+        rx: &Receiver<Event>,
+        sink: &mut dyn StreamSink,
+        url: &str,
+    ) -> AttemptResult<Option<Vec<u8>>> {
         let mut bytes = Vec::new();
         loop {
-            match next_event(&rx, sink) {
+            match next_event(rx, sink) {
                 Next::Event(Event::Data(chunk)) => {
                     if bytes.len() + chunk.len() > MAX_BODY_BYTES {
                         return Err(Failure::fatal(ModelError::new(
@@ -573,30 +584,9 @@ impl OpenAiClient {
         sink: &mut dyn StreamSink,
         url: &str,
     ) -> AttemptResult<Completion> {
-        let mut bytes = Vec::new();
-        loop {
-            match next_event(rx, sink) {
-                Next::Event(Event::Data(chunk)) => {
-                    if bytes.len() + chunk.len() > MAX_BODY_BYTES {
-                        return Err(Failure::fatal(ModelError::new(
-                            ModelErrorKind::Protocol,
-                            format!(
-                                "the response from {url} exceeds {} MiB",
-                                MAX_BODY_BYTES >> 20
-                            ),
-                        )));
-                    }
-                    bytes.extend_from_slice(&chunk);
-                }
-                Next::Event(Event::End) => break,
-                Next::Event(Event::Failed(e)) => {
-                    return Err(transport_failure(&e, url, &self.opts));
-                }
-                Next::Event(Event::Head { .. }) => {}
-                Next::Stopped => return Ok(Completion::default()),
-                Next::Gone => return Err(helper_gone(url)),
-            }
-        }
+        let Some(bytes) = self.read_body(rx, sink, url)? else {
+            return Ok(Completion::default());
+        };
         let completion =
             decode_response(&bytes).map_err(|e| decode_failure(e, None, false, url))?;
         // Show the answer once, like a stream would have, so front-ends that

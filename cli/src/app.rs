@@ -124,8 +124,8 @@ impl Workbench {
             model,
             Some(self.todo.clone()),
         )
-            .map(Arc::new)
-            .map_err(|e| CliError::Config(e.to_string()))
+        .map(Arc::new)
+        .map_err(|e| CliError::Config(e.to_string()))
     }
 
     /// Rebuilds the tools (for a new session: no tool state carries over).

@@ -39,8 +39,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{ChatType, SessionSource};
 
-/// The key-value key holding the inbox.
-pub const INBOX_KV_KEY: &str = "gateway.inbox";
+/// The prefix of the key-value keys holding the inbox: one key per message
+/// (`gateway.inbox.00000000000000000042`), so accepting or transcribing a
+/// message writes only that message, however many are waiting.
+pub const INBOX_KV_PREFIX: &str = "gateway.inbox.";
+
+/// The key of the message with arrival number `id` (zero-padded: key order
+/// is arrival order).
+fn kv_key(id: u64) -> String {
+    format!("{INBOX_KV_PREFIX}{id:020}")
+}
 
 /// One accepted, not yet transcribed, user message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,7 +105,7 @@ pub enum InboxError {
     /// The stored value is not an inbox (written by something else, or
     /// damaged). Start-up stops rather than overwrite it: it may hold
     /// accepted messages.
-    #[error("the stored gateway inbox ({INBOX_KV_KEY}) is unreadable: {0}")]
+    #[error("the stored gateway inbox ({INBOX_KV_PREFIX}*) is unreadable: {0}")]
     Corrupt(String),
 }
 
@@ -140,29 +148,51 @@ impl Inbox {
     }
 
     /// What a previous process left (read at start-up, before anything is
-    /// accepted).
+    /// accepted), in arrival order.
     pub fn load_left_over(&self) -> Result<Vec<Pending>, InboxError> {
         let Some(db) = &self.db else {
             return Ok(Vec::new());
         };
-        match db.kv_get(INBOX_KV_KEY)? {
-            None => Ok(Vec::new()),
-            Some(s) if s.is_empty() => Ok(Vec::new()),
-            Some(s) => serde_json::from_str(&s).map_err(|e| InboxError::Corrupt(e.to_string())),
-        }
+        db.kv_scan(INBOX_KV_PREFIX)?
+            .into_iter()
+            .map(|(key, value)| {
+                serde_json::from_str(&value).map_err(|e| InboxError::Corrupt(format!("{key}: {e}")))
+            })
+            .collect()
     }
 
     /// Forgets what a previous process left (after it was transcribed).
     pub fn clear_left_over(&mut self) -> Result<(), StoreError> {
         self.entries.clear();
-        self.persist()
+        let Some(db) = &mut self.db else {
+            return Ok(());
+        };
+        let keys: Vec<String> = db
+            .kv_scan(INBOX_KV_PREFIX)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        db.kv_delete(&keys)
     }
 
     /// Accepts `pending`. On `Err` it is still held in memory (and will be
     /// transcribed when its turn comes); only its durability failed.
     pub fn push(&mut self, pending: Pending) -> Result<(), StoreError> {
+        let written = match &mut self.db {
+            None => Ok(()),
+            Some(db) => match serde_json::to_string(&pending) {
+                Ok(value) => db.kv_set(&kv_key(pending.id), &value),
+                Err(e) => {
+                    // Plain strings and integers always serialise; were it
+                    // ever to fail, the message is still held in memory.
+                    tracing::error!(error = %e, "could not serialise an inbox entry");
+                    Ok(())
+                }
+            },
+        };
         self.entries.push_back(pending);
-        self.persist()
+        written
     }
 
     /// The waiting messages of `key` that arrived before or with `upto`, in
@@ -188,7 +218,12 @@ impl Inbox {
         if self.entries.len() == before {
             return Ok(());
         }
-        self.persist()
+        let Some(db) = &mut self.db else {
+            return Ok(());
+        };
+        let keys: Vec<String> = ids.iter().map(|&id| kv_key(id)).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        db.kv_delete(&keys)
     }
 
     /// Messages waiting.
@@ -199,27 +234,6 @@ impl Inbox {
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-
-    fn persist(&mut self) -> Result<(), StoreError> {
-        let Some(db) = &mut self.db else {
-            return Ok(());
-        };
-        let value = if self.entries.is_empty() {
-            String::new()
-        } else {
-            match serde_json::to_string(&self.entries) {
-                Ok(v) => v,
-                Err(e) => {
-                    // Plain strings and integers always serialise; were it
-                    // ever to fail, keep the previous value rather than
-                    // overwrite accepted messages with nothing.
-                    tracing::error!(error = %e, "could not serialise the inbox");
-                    return Ok(());
-                }
-            }
-        };
-        db.kv_set(INBOX_KV_KEY, &value)
     }
 }
 
@@ -232,4 +246,67 @@ pub fn already_transcribed(transcript: &[LedgerEntry], pending: &Pending) -> boo
             && e.meta.timestamp_ms == pending.at_ms
             && e.message.content() == Some(pending.text.as_str())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn pending(id: u64, text: &str) -> Pending {
+        Pending {
+            id,
+            key: format!("agent:main:test:dm:{}", id % 3),
+            platform: "test".into(),
+            chat_id: (id % 3).to_string(),
+            dm: true,
+            user_id: "u".into(),
+            text: text.into(),
+            at_ms: 1000 + id,
+        }
+    }
+
+    #[test]
+    fn each_message_is_its_own_durable_row_and_comes_back_in_arrival_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut inbox = Inbox::open(&path).unwrap();
+        // Ids past 9 check that key order is numeric order (zero padding).
+        for id in 0..12 {
+            inbox.push(pending(id, &format!("m{id}"))).unwrap();
+        }
+        inbox.remove(&[1, 10]).unwrap();
+        drop(inbox);
+
+        let reopened = Inbox::open(&path).unwrap();
+        let left: Vec<u64> = reopened
+            .load_left_over()
+            .unwrap()
+            .iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(left, [0, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
+
+        let mut reopened = reopened;
+        reopened.clear_left_over().unwrap();
+        assert!(
+            Inbox::open(&path)
+                .unwrap()
+                .load_left_over()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_damaged_entry_stops_start_up_instead_of_being_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        Store::open(&path)
+            .unwrap()
+            .kv_set(&kv_key(7), "not json")
+            .unwrap();
+        let err = Inbox::open(&path).unwrap().load_left_over().unwrap_err();
+        assert!(matches!(err, InboxError::Corrupt(m) if m.contains("gateway.inbox.")));
+    }
 }

@@ -1041,10 +1041,9 @@ fn accepted_message_survives_kill_9_before_its_turn_starts() {
         // Nothing is left to restore a second time.
         assert_eq!(
             store
-                .kv_get(hermes_gateway::inbox::INBOX_KV_KEY)
-                .unwrap()
-                .unwrap_or_default(),
-            ""
+                .kv_scan(hermes_gateway::inbox::INBOX_KV_PREFIX)
+                .unwrap(),
+            Vec::<(String, String)>::new()
         );
     }
     // The sessions were caught mid-work, so crash recovery suspended them:

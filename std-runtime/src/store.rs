@@ -802,6 +802,33 @@ impl Store {
             .execute([key, value])?;
         Ok(())
     }
+
+    /// The values whose keys start with `prefix`, in key order.
+    pub fn kv_scan(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT key, value FROM kv WHERE substr(key, 1, ?2) = ?1 ORDER BY key",
+        )?;
+        let rows = stmt.query_map(
+            rusqlite::params![
+                prefix,
+                i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX)
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Deletes these keys (absent ones are ignored), in one transaction.
+    pub fn kv_delete(&mut self, keys: &[&str]) -> Result<(), StoreError> {
+        let tx = WriteTx::begin(&self.conn)?;
+        {
+            let mut stmt = self.conn.prepare_cached("DELETE FROM kv WHERE key = ?1")?;
+            for key in keys {
+                stmt.execute([key])?;
+            }
+        }
+        Ok(tx.commit()?)
+    }
 }
 
 /// A write transaction (`BEGIN IMMEDIATE`), rolled back on drop unless

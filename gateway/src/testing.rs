@@ -520,3 +520,25 @@ impl Clock for ManualClock {
         self.0.load(Ordering::Acquire)
     }
 }
+
+/// A handler that forwards every event to a channel, for tests that drive
+/// an adapter directly through [`PlatformAdapter::connect`].
+pub fn collector() -> (
+    EventHandler,
+    tokio::sync::mpsc::UnboundedReceiver<MessageEvent>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler: EventHandler = Arc::new(move |ev| {
+        let _ = tx.send(ev);
+    });
+    (handler, rx)
+}
+
+/// The next event from a [`collector`], or `None` if none arrives within
+/// `within` (or the handler was dropped).
+pub async fn recv_within(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<MessageEvent>,
+    within: Duration,
+) -> Option<MessageEvent> {
+    tokio::time::timeout(within, rx.recv()).await.ok().flatten()
+}

@@ -18,9 +18,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_gateway::adapter::{EventHandler, PlatformAdapter};
+use hermes_gateway::adapter::PlatformAdapter;
 use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::telegram::{MemoryOffsets, TelegramAdapter, TelegramConfig};
+use hermes_gateway::testing::{collector, recv_within};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -150,19 +151,10 @@ impl Drop for Emulator {
     }
 }
 
-fn collector() -> (EventHandler, mpsc::UnboundedReceiver<MessageEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let handler: EventHandler = Arc::new(move |e| {
-        let _ = tx.send(e);
-    });
-    (handler, rx)
-}
-
 async fn next_event(rx: &mut mpsc::UnboundedReceiver<MessageEvent>) -> MessageEvent {
-    tokio::time::timeout(WAIT, rx.recv())
+    recv_within(rx, WAIT)
         .await
-        .expect("no event in time")
-        .expect("channel closed")
+        .expect("no event in time (or the handler was dropped)")
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::telegram::{
     MemoryOffsets, OffsetStore, RetryPolicy, StoreOffsets, TelegramAdapter, TelegramConfig,
 };
+use hermes_gateway::testing::{collector, recv_within};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -235,19 +236,10 @@ fn config(fake: &Fake) -> TelegramConfig {
     c
 }
 
-fn collector() -> (EventHandler, mpsc::UnboundedReceiver<MessageEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let handler: EventHandler = Arc::new(move |e| {
-        let _ = tx.send(e);
-    });
-    (handler, rx)
-}
-
 async fn next_event(rx: &mut mpsc::UnboundedReceiver<MessageEvent>) -> MessageEvent {
-    tokio::time::timeout(WAIT, rx.recv())
+    recv_within(rx, WAIT)
         .await
-        .expect("no event in time")
-        .expect("channel closed")
+        .expect("no event in time (or the handler was dropped)")
 }
 
 async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {

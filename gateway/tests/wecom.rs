@@ -7,8 +7,9 @@ mod wecom_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hermes_gateway::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent, MessageType};
+use hermes_gateway::testing::{collector, recv_within};
 use hermes_gateway::wecom::{WecomAdapter, WecomConfig, WecomState};
 use tokio::sync::mpsc;
 use wecom_support::{Behaviour, Chat, FakeWecom};
@@ -26,20 +27,10 @@ fn config(url: &str) -> WecomConfig {
     }
 }
 
-/// A handler that forwards events to a channel.
-fn collector() -> (EventHandler, mpsc::UnboundedReceiver<MessageEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let handler: EventHandler = Arc::new(move |ev| {
-        let _ = tx.send(ev);
-    });
-    (handler, rx)
-}
-
 async fn next_event(rx: &mut mpsc::UnboundedReceiver<MessageEvent>) -> MessageEvent {
-    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+    recv_within(rx, Duration::from_secs(20))
         .await
-        .expect("no event within 20 s")
-        .expect("handler dropped")
+        .expect("no event within 20 s (or the handler was dropped)")
 }
 
 async fn connected(

@@ -125,6 +125,10 @@ pub struct RuntimeAgentFactory {
     key_hash: u64,
     /// Per-session todo lists, most recently used last.
     todo_lists: Mutex<Vec<(String, Arc<TodoState>)>>,
+    /// The tool definitions every session's prompt lists: the toolsets are
+    /// fixed for the process, so they are read once, not rebuilt (with a
+    /// client and a registry) for each new session.
+    tool_specs: Vec<hermes_core::ToolSpec>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -155,7 +159,7 @@ impl RuntimeAgentFactory {
         settings: &Settings,
         bridge: Option<Arc<AsyncBridge>>,
     ) -> Result<Self, GatewayError> {
-        let factory = RuntimeAgentFactory {
+        let mut factory = RuntimeAgentFactory {
             key_hash: fnv1a(
                 settings
                     .provider
@@ -167,9 +171,11 @@ impl RuntimeAgentFactory {
             settings: settings.clone(),
             bridge,
             todo_lists: Mutex::default(),
+            tool_specs: Vec::new(),
         };
         let client = factory.client(&settings.provider.model)?;
-        factory.registry(Arc::new(client), None)?;
+        let tools = factory.registry(Arc::new(client), None)?;
+        factory.tool_specs = tools.specs().to_vec();
         Ok(factory)
     }
 
@@ -229,13 +235,7 @@ impl AgentFactory for RuntimeAgentFactory {
     }
 
     fn system_prompt(&self, _source: &SessionSource) -> Result<String, FactoryError> {
-        let client = self
-            .client(&self.settings.provider.model)
-            .map_err(|e| FactoryError(e.to_string()))?;
-        let tools = self
-            .registry(Arc::new(client), None)
-            .map_err(|e| FactoryError(e.to_string()))?;
-        Ok(assemble::session_prompt(&self.settings, tools.specs()))
+        Ok(assemble::session_prompt(&self.settings, &self.tool_specs))
     }
 
     fn build(

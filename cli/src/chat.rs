@@ -102,11 +102,8 @@ impl Chat {
             let found = chat
                 .bench
                 .store()
-                .list_sessions(10_000)
-                .map_err(runtime)?
-                .into_iter()
-                .filter(|s| s.platform.as_deref() == Some("cli"))
-                .max_by_key(|s| s.updated_at_ms);
+                .latest_session_on("cli")
+                .map_err(runtime)?;
             Some(found.ok_or_else(|| {
                 CliError::Config(
                     "there is no session to continue yet; start one with `hermes chat`".into(),

@@ -457,6 +457,18 @@ impl Store {
         row.map(RawSession::into_record).transpose()
     }
 
+    /// Like [`latest_session`](Self::latest_session), among the sessions of
+    /// one platform (the CLI continues its own sessions, not a chat user's).
+    pub fn latest_session_on(&self, platform: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.source_platform = ?1 \
+             ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let row = stmt.query_row([platform], raw_session).optional()?;
+        row.map(RawSession::into_record).transpose()
+    }
+
     /// The active session of a gateway session key (SPEC G2), if any. Should
     /// several be active (a crash between two writes of an older version, or
     /// hand edits), the most recently updated wins.

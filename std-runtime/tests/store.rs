@@ -415,6 +415,39 @@ fn reset_ends_the_active_session_and_starts_a_new_one() {
 }
 
 #[test]
+fn latest_session_on_a_platform_ignores_other_platforms() {
+    let clock = TestClock::at(T0);
+    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let cli = |p| NewSession {
+        platform: Some(p),
+        ..NewSession::default()
+    };
+    let older_cli = store.create_session(&cli("cli")).unwrap();
+    clock.advance(10);
+    let newer_cli = store.create_session(&cli("cli")).unwrap();
+    clock.advance(10);
+    let chat = store.create_session(&cli("telegram")).unwrap();
+    clock.advance(10);
+    store
+        .append_messages(&older_cli.id, &[user("back", T0 + 30)])
+        .unwrap();
+    clock.advance(10);
+    store
+        .append_messages(&chat.id, &[user("hi", T0 + 40)])
+        .unwrap();
+    assert_eq!(store.latest_session().unwrap().unwrap().id, chat.id);
+    assert_eq!(
+        store.latest_session_on("cli").unwrap().unwrap().id,
+        older_cli.id
+    );
+    assert_ne!(older_cli.id, newer_cli.id);
+    assert_eq!(
+        store.latest_session_on("telegram").unwrap().unwrap().id,
+        chat.id
+    );
+}
+
+#[test]
 fn listing_is_newest_first_and_latest_is_most_recently_updated() {
     let clock = TestClock::at(T0);
     let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
@@ -450,6 +483,12 @@ fn listing_is_newest_first_and_latest_is_most_recently_updated() {
     clock.advance(1_000);
     store.append_messages(&ids[1], &[user("bump", 1)]).unwrap();
     assert_eq!(store.latest_session().unwrap().unwrap().id, ids[1]);
+    assert!(
+        store
+            .latest_session_on("no-such-platform")
+            .unwrap()
+            .is_none()
+    );
     // Updating does not change the creation order of the listing.
     assert_eq!(store.list_sessions(1).unwrap()[0].id, ids[6]);
 }

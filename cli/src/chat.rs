@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hermes_core::{InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason, Usage};
+use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, SessionRecord};
 
 use crate::app::{CliError, Workbench, provider_hint, runtime};
@@ -191,17 +192,14 @@ impl Chat {
         let mut observer = TurnObserver {
             stream_text: interactive,
             verbose: !self.quiet,
-            store: &self.bench.store,
-            session_id: &session_id,
+            writer: TurnWriter::new(&self.bench.store, &session_id),
             spinner: &spinner,
             interrupt: &self.interrupt,
             mid_line: false,
-            pending: Vec::new(),
-            persist_error: None,
         };
         let outcome = agent.run(text, history, &budget, &mut observer);
         guard.running.store(false, Ordering::Release);
-        let persist_error = observer.persist_error.take();
+        let persist_error = observer.writer.failure().map(ToString::to_string);
         drop(observer);
         drop(spinner);
         self.history = outcome.messages;

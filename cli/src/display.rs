@@ -5,13 +5,13 @@
 //! one-shot answer can be piped cleanly.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, LedgerEntry, Message};
-use hermes_runtime::store::Store;
+use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, Message};
+use hermes_runtime::persist::TurnWriter;
 
 /// Shows a spinner on stderr while waiting for the model's first token.
 pub struct Spinner {
@@ -78,33 +78,23 @@ impl Drop for Spinner {
     }
 }
 
-/// Renders events and persists the ledger as it grows, so a killed process
-/// loses nothing that was shown.
-///
-/// An assistant message that calls tools is stored together with all its
-/// results in one transaction: the stored transcript never holds a call
-/// without its answer, which a provider would reject on `--resume`. After a
-/// failed write nothing more is stored and the run is interrupted; the error
-/// is reported when the turn ends.
+/// Renders events and persists the ledger as it grows (through
+/// [`TurnWriter`]: a tool call is stored together with all its results), so
+/// a killed process loses nothing that was shown. After a failed write the
+/// run is interrupted; the error is reported when the turn ends.
 pub struct TurnObserver<'a> {
     /// Stream answer text to stdout as it arrives.
     pub stream_text: bool,
     /// Print tool activity and warnings to stderr.
     pub verbose: bool,
-    /// Where to persist.
-    pub store: &'a Mutex<Store>,
-    /// The session appended to.
-    pub session_id: &'a str,
+    /// Stores the run's entries as they are appended.
+    pub writer: TurnWriter<'a>,
     /// The spinner to clear before printing.
     pub spinner: &'a Spinner,
     /// The run's interrupt flag, set when persisting fails.
     pub interrupt: &'a InterruptFlag,
     /// Whether streamed text has been printed since the last newline.
     pub mid_line: bool,
-    /// An assistant message with tool calls, waiting for its results.
-    pub pending: Vec<LedgerEntry>,
-    /// The first persistence error, if any (reported after the turn).
-    pub persist_error: Option<String>,
 }
 
 impl TurnObserver<'_> {
@@ -112,27 +102,6 @@ impl TurnObserver<'_> {
         if self.mid_line {
             println!();
             self.mid_line = false;
-        }
-    }
-
-    fn persist(&mut self, entry: &LedgerEntry) {
-        if self.persist_error.is_some() {
-            return;
-        }
-        self.pending.push(entry.clone());
-        let calls = self.pending[0].message.tool_calls().len();
-        if self.pending.len() < 1 + calls {
-            return;
-        }
-        let batch = std::mem::take(&mut self.pending);
-        let result = self
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .append_messages(self.session_id, &batch);
-        if let Err(e) = result {
-            self.persist_error = Some(e.to_string());
-            self.interrupt.interrupt();
         }
     }
 }
@@ -187,7 +156,11 @@ impl AgentObserver for TurnObserver<'_> {
                 if matches!(entry.message, Message::Assistant { .. }) {
                     self.spinner.clear();
                 }
-                self.persist(entry);
+                if !self.writer.append(entry) {
+                    // The transcript can no longer follow the run: stop it
+                    // rather than do work that would go unrecorded.
+                    self.interrupt.interrupt();
+                }
             }
             _ => {}
         }

@@ -55,6 +55,7 @@ use hermes_core::{
     Agent, AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message,
     StopReason,
 };
+use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus, Store, StoreError};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{Notify, Semaphore};
@@ -285,7 +286,7 @@ impl TurnCtl {
 struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
     flag: &'a InterruptFlag,
-    persist: Persister<'a>,
+    persist: TurnWriter<'a>,
 }
 
 impl AgentObserver for TurnObserver<'_> {
@@ -299,76 +300,6 @@ impl AgentObserver for TurnObserver<'_> {
             // The transcript can no longer follow the run: stop it rather
             // than do work (tool side effects) that would go unrecorded.
             self.flag.interrupt();
-        }
-    }
-}
-
-/// Appends what a run adds to the store *as it is added*, so a kill
-/// mid-turn keeps every finished step — above all the records of tools
-/// that already acted (SPEC E3).
-///
-/// An assistant message with tool calls is held back until all its results
-/// are in and then stored together with them in one append: a transcript
-/// never holds a tool call without its result (which a provider rejects).
-/// The run's first entry is the user message, already stored from the inbox,
-/// and is skipped. After a failed write nothing more is stored (a later
-/// entry must not follow a gap).
-struct Persister<'a> {
-    store: &'a Mutex<Store>,
-    session_id: &'a str,
-    seen_user: bool,
-    buffered: Vec<LedgerEntry>,
-    results_due: usize,
-    failed: Option<StoreError>,
-}
-
-impl<'a> Persister<'a> {
-    fn new(store: &'a Mutex<Store>, session_id: &'a str) -> Self {
-        Persister {
-            store,
-            session_id,
-            seen_user: false,
-            buffered: Vec::new(),
-            results_due: 0,
-            failed: None,
-        }
-    }
-
-    /// Handles one appended entry; `false` once persisting has failed.
-    fn append(&mut self, entry: &LedgerEntry) -> bool {
-        if self.failed.is_some() {
-            return false;
-        }
-        if !self.seen_user {
-            self.seen_user = true;
-            if matches!(entry.message, Message::User { .. }) {
-                return true;
-            }
-        }
-        match &entry.message {
-            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-                // A batch is never still open here: the core answers every
-                // call of a message before the model is called again.
-                self.buffered.push(entry.clone());
-                self.results_due = tool_calls.len();
-                return true;
-            }
-            Message::Tool { .. } if self.results_due > 0 => {
-                self.buffered.push(entry.clone());
-                self.results_due -= 1;
-                if self.results_due > 0 {
-                    return true;
-                }
-            }
-            _ => self.buffered.push(entry.clone()),
-        }
-        let batch = std::mem::take(&mut self.buffered);
-        match lock(self.store).append_messages(self.session_id, &batch) {
-            Ok(()) => true,
-            Err(e) => {
-                self.failed = Some(e);
-                false
-            }
         }
     }
 }
@@ -1424,20 +1355,20 @@ impl Inner {
         let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
-            persist: Persister::new(&self.store, &session.id),
+            persist: TurnWriter::new(&self.store, &session.id).skipping_stored_user_message(),
         };
         let outcome = agent.run(&event.text, history, &budget, &mut observer);
         let persist = observer.persist;
-        if let Some(e) = &persist.failed {
+        if let Some(e) = persist.failure() {
             tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
             texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
-        } else if !persist.buffered.is_empty() {
+        } else if persist.unfinished() > 0 {
             // The core answers every tool call before it ends a run, so this
             // does not happen; if it did, storing the call without its
             // results would make the transcript invalid for the provider.
             tracing::error!(
                 key,
-                entries = persist.buffered.len(),
+                entries = persist.unfinished(),
                 "a tool call without all its results was not stored"
             );
         }
@@ -1536,67 +1467,6 @@ mod tests {
     use super::*;
     use hermes_core::ToolCall;
 
-    fn session(store: &Mutex<Store>) -> String {
-        lock(store)
-            .create_session(&NewSession {
-                session_key: Some("k"),
-                platform: None,
-                chat_id: None,
-                user_id: None,
-                model: None,
-                system_prompt: None,
-            })
-            .unwrap()
-            .id
-    }
-
-    fn stored(store: &Mutex<Store>, id: &str) -> Vec<Message> {
-        lock(store)
-            .load_transcript(id)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.message)
-            .collect()
-    }
-
-    #[test]
-    fn persist_as_the_run_goes_keeps_a_tool_call_with_all_its_results() {
-        let store = Mutex::new(Store::open_in_memory().unwrap());
-        let id = session(&store);
-        let mut p = Persister::new(&store, &id);
-        let call = |n: &str| ToolCall::new(n, "t", "{}");
-        // The user message is already stored from the inbox: skipped.
-        assert!(p.append(&LedgerEntry::at(Message::user("u"), 0)));
-        assert!(stored(&store, &id).is_empty());
-        let asks = Message::Assistant {
-            content: None,
-            tool_calls: vec![call("a"), call("b")],
-        };
-        assert!(p.append(&LedgerEntry::at(asks.clone(), 0)));
-        assert!(p.append(&LedgerEntry::at(Message::tool("a", "ra"), 0)));
-        // Not yet: the call's second result is missing.
-        assert!(stored(&store, &id).is_empty());
-        assert!(p.append(&LedgerEntry::at(Message::tool("b", "rb"), 0)));
-        assert_eq!(
-            stored(&store, &id),
-            vec![asks, Message::tool("a", "ra"), Message::tool("b", "rb")]
-        );
-        assert!(p.append(&LedgerEntry::at(Message::assistant("done"), 0)));
-        assert_eq!(stored(&store, &id).len(), 4);
-        assert!(p.failed.is_none() && p.buffered.is_empty());
-    }
-
-    #[test]
-    fn persist_failure_stops_persisting() {
-        let store = Mutex::new(Store::open_in_memory().unwrap());
-        let mut p = Persister::new(&store, "no-such-session");
-        assert!(p.append(&LedgerEntry::at(Message::user("u"), 0)));
-        assert!(!p.append(&LedgerEntry::at(Message::assistant("a"), 0)));
-        assert!(matches!(p.failed, Some(StoreError::SessionNotFound(_))));
-        // Nothing after a gap.
-        assert!(!p.append(&LedgerEntry::at(Message::assistant("b"), 0)));
-    }
-
     #[test]
     fn a_failed_write_interrupts_the_run() {
         let store = Mutex::new(Store::open_in_memory().unwrap());
@@ -1605,7 +1475,7 @@ mod tests {
         let mut observer = TurnObserver {
             ctl: &ctl,
             flag: &flag,
-            persist: Persister::new(&store, "no-such-session"),
+            persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
             Message::user("u"),

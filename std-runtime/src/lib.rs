@@ -9,6 +9,7 @@
 //! - [`tools`]: the built-in tools.
 //! - [`assemble`]: the one recipe (client, tools, prompt, agent) the CLI
 //!   and the gateway share.
+//! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
 //!
@@ -19,6 +20,7 @@ pub mod assemble;
 pub mod bridge;
 pub mod client;
 pub mod config;
+pub mod persist;
 pub mod prompt;
 pub mod store;
 pub mod tools;

@@ -1,0 +1,178 @@
+//! Storing a run's ledger *as it grows*, the same way in every front-end.
+//!
+//! A killed process keeps every finished step, above all the records of
+//! tools that already acted (SPEC E3). An assistant message with tool calls
+//! is held back until all its results are in and is then stored together
+//! with them in one append: a stored transcript never holds a tool call
+//! without its result, which a provider would reject on the next turn.
+//! After a failed write nothing more is stored (a later entry must not
+//! follow a gap); the caller should interrupt the run.
+
+use std::sync::{Mutex, PoisonError};
+
+use hermes_core::{LedgerEntry, Message};
+
+use crate::store::{Store, StoreError};
+
+/// Appends one run's new ledger entries to one session.
+#[derive(Debug)]
+pub struct TurnWriter<'a> {
+    store: &'a Mutex<Store>,
+    session_id: &'a str,
+    skip_first_user: bool,
+    seen_first: bool,
+    buffered: Vec<LedgerEntry>,
+    results_due: usize,
+    failed: Option<StoreError>,
+}
+
+impl<'a> TurnWriter<'a> {
+    /// A writer that stores every entry it is given.
+    pub fn new(store: &'a Mutex<Store>, session_id: &'a str) -> Self {
+        TurnWriter {
+            store,
+            session_id,
+            skip_first_user: false,
+            seen_first: false,
+            buffered: Vec::new(),
+            results_due: 0,
+            failed: None,
+        }
+    }
+
+    /// Skips the run's first entry when it is the user message: the caller
+    /// stored it before the model was called (the gateway's inbox).
+    pub fn skipping_stored_user_message(mut self) -> Self {
+        self.skip_first_user = true;
+        self
+    }
+
+    /// Handles one appended entry; `false` once storing has failed.
+    pub fn append(&mut self, entry: &LedgerEntry) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        let first = !self.seen_first;
+        self.seen_first = true;
+        if first && self.skip_first_user && matches!(entry.message, Message::User { .. }) {
+            return true;
+        }
+        match &entry.message {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                // A batch is never still open here: the core answers every
+                // call of a message before the model is called again.
+                self.buffered.push(entry.clone());
+                self.results_due = tool_calls.len();
+                return true;
+            }
+            Message::Tool { .. } if self.results_due > 0 => {
+                self.buffered.push(entry.clone());
+                self.results_due -= 1;
+                if self.results_due > 0 {
+                    return true;
+                }
+            }
+            _ => self.buffered.push(entry.clone()),
+        }
+        let batch = std::mem::take(&mut self.buffered);
+        let written = self
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append_messages(self.session_id, &batch);
+        match written {
+            Ok(()) => true,
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
+
+    /// The write that failed, if one did.
+    pub fn failure(&self) -> Option<&StoreError> {
+        self.failed.as_ref()
+    }
+
+    /// Entries held back waiting for tool results (never the case after a
+    /// complete run: the core answers every call).
+    pub fn unfinished(&self) -> usize {
+        self.buffered.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::store::NewSession;
+    use hermes_core::ToolCall;
+
+    fn session(store: &Mutex<Store>) -> String {
+        store
+            .lock()
+            .unwrap()
+            .create_session(&NewSession::default())
+            .unwrap()
+            .id
+    }
+
+    fn stored(store: &Mutex<Store>, id: &str) -> Vec<Message> {
+        store
+            .lock()
+            .unwrap()
+            .load_transcript(id)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.message)
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_call_is_stored_with_all_its_results() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let id = session(&store);
+        let mut w = TurnWriter::new(&store, &id).skipping_stored_user_message();
+        let call = |n: &str| ToolCall::new(n, "t", "{}");
+        // The user message was stored by the caller: skipped.
+        assert!(w.append(&LedgerEntry::at(Message::user("u"), 0)));
+        assert!(stored(&store, &id).is_empty());
+        let asks = Message::Assistant {
+            content: None,
+            tool_calls: vec![call("a"), call("b")],
+        };
+        assert!(w.append(&LedgerEntry::at(asks.clone(), 0)));
+        assert!(w.append(&LedgerEntry::at(Message::tool("a", "ra"), 0)));
+        // Not yet: the call's second result is missing.
+        assert!(stored(&store, &id).is_empty());
+        assert_eq!(w.unfinished(), 2);
+        assert!(w.append(&LedgerEntry::at(Message::tool("b", "rb"), 0)));
+        assert_eq!(
+            stored(&store, &id),
+            vec![asks, Message::tool("a", "ra"), Message::tool("b", "rb")]
+        );
+        assert!(w.append(&LedgerEntry::at(Message::assistant("done"), 0)));
+        assert_eq!(stored(&store, &id).len(), 4);
+        assert!(w.failure().is_none() && w.unfinished() == 0);
+    }
+
+    #[test]
+    fn without_skipping_the_user_message_is_stored_too() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let id = session(&store);
+        let mut w = TurnWriter::new(&store, &id);
+        assert!(w.append(&LedgerEntry::at(Message::user("u"), 0)));
+        assert_eq!(stored(&store, &id), vec![Message::user("u")]);
+    }
+
+    #[test]
+    fn a_failure_stops_storing() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let mut w = TurnWriter::new(&store, "no-such-session").skipping_stored_user_message();
+        assert!(w.append(&LedgerEntry::at(Message::user("u"), 0)));
+        assert!(!w.append(&LedgerEntry::at(Message::assistant("a"), 0)));
+        assert!(matches!(w.failure(), Some(StoreError::SessionNotFound(_))));
+        // Nothing after a gap.
+        assert!(!w.append(&LedgerEntry::at(Message::assistant("b"), 0)));
+    }
+}

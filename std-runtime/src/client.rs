@@ -37,22 +37,28 @@
 //! - **Errors name what failed**: the HTTP status and the provider's own
 //!   message, or the URL that could not be reached and what to check.
 
+mod failure;
+mod options;
 mod pump;
 pub(crate) mod retry;
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::Receiver;
 
-use hermes_core::codec::DecodeError;
 use hermes_core::codec::request::{RequestOptions, encode_request};
-use hermes_core::codec::response::{decode_error_body, decode_response};
+use hermes_core::codec::response::decode_response;
 use hermes_core::codec::sse::{SseDecoder, SseStatus};
 use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 
-use pump::{Event, Exchange, TICK};
+use failure::{
+    AttemptResult, Failure, decode_failure, helper_gone, status_failure, transport_failure,
+};
+pub use options::ClientOptions;
+use pump::{
+    Event, Exchange, Head, Next, next_event, sleep_unless_stopped, wait_for_end, wait_head,
+};
 
 /// Cap on a non-streaming body. ureq's own default (10 MB) is too low for a
 /// long answer with big tool arguments; 64 MiB still stops a runaway server.
@@ -60,92 +66,6 @@ const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Cap on an error body kept for the message (only its text matters).
 const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
-
-/// How long to wait for the body to end after `data: [DONE]`.
-const DONE_GRACE: Duration = Duration::from_secs(1);
-
-/// Longest raw body excerpt quoted in an error when the body is not JSON.
-const ERROR_EXCERPT_CHARS: usize = 300;
-
-/// How to reach one OpenAI-compatible provider.
-#[derive(Clone)]
-pub struct ClientOptions {
-    /// Base URL up to and including the API version, e.g.
-    /// `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`; a trailing
-    /// `/` is fine. The client appends `/chat/completions` and `/models`.
-    pub base_url: String,
-    /// Sent as `Authorization: Bearer …` when set and non-empty; local
-    /// servers usually need none. Never logged.
-    pub api_key: Option<String>,
-    /// The provider's model name.
-    pub model: String,
-    /// Ask for a server-sent-event stream (with a final usage chunk).
-    pub stream: bool,
-    /// Output token cap, `max_tokens` on the wire.
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature; provider default when `None`.
-    pub temperature: Option<f32>,
-    /// Bound on establishing a connection (DNS, TCP, TLS).
-    pub connect_timeout: Duration,
-    /// Bound on each wait for bytes from the server (the response head and
-    /// every body read). Not a deadline for the whole answer.
-    pub idle_read_timeout: Duration,
-    /// Attempts per call, including the first (0 counts as 1).
-    pub max_attempts: u32,
-    /// First backoff step; doubled per attempt, jittered.
-    pub backoff_base: Duration,
-    /// Cap on any wait between attempts, including a server's `Retry-After`.
-    pub max_retry_after: Duration,
-    /// Extra headers sent on every request (OpenRouter's `HTTP-Referer`,
-    /// `X-Title`, an organisation header, …). Values are not logged.
-    pub extra_headers: Vec<(String, String)>,
-}
-
-impl Default for ClientOptions {
-    /// A local Ollama server, streaming, three attempts.
-    fn default() -> Self {
-        ClientOptions {
-            base_url: "http://127.0.0.1:11434/v1".into(),
-            api_key: None,
-            model: String::new(),
-            stream: true,
-            max_tokens: None,
-            temperature: None,
-            connect_timeout: Duration::from_secs(10),
-            idle_read_timeout: Duration::from_secs(120),
-            max_attempts: 3,
-            backoff_base: Duration::from_millis(500),
-            max_retry_after: Duration::from_secs(60),
-            extra_headers: Vec::new(),
-        }
-    }
-}
-
-impl fmt::Debug for ClientOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientOptions")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("model", &self.model)
-            .field("stream", &self.stream)
-            .field("max_tokens", &self.max_tokens)
-            .field("temperature", &self.temperature)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_read_timeout", &self.idle_read_timeout)
-            .field("max_attempts", &self.max_attempts)
-            .field("backoff_base", &self.backoff_base)
-            .field("max_retry_after", &self.max_retry_after)
-            .field(
-                "extra_headers",
-                &self
-                    .extra_headers
-                    .iter()
-                    .map(|(name, _)| name.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .finish()
-    }
-}
 
 /// Why a client could not be built or a non-chat call failed.
 #[derive(Debug, thiserror::Error)]
@@ -442,34 +362,7 @@ impl OpenAiClient {
                 Next::Event(Event::End | Event::Failed(_)) | Next::Stopped | Next::Gone => break,
             }
         }
-        let detail = decode_error_body(&body).unwrap_or_else(|| excerpt(&body));
-        let status = head.status;
-        let retryable = retry::status_is_retryable(status);
-        let hint = match status {
-            401 => " — check the API key",
-            403 => " — the API key is not allowed to use this model or endpoint",
-            404 => " — check the model name and the base URL",
-            429 => " — rate limited by the provider",
-            _ => "",
-        };
-        let reason = ureq::http::StatusCode::from_u16(status)
-            .ok()
-            .and_then(|s| s.canonical_reason())
-            .unwrap_or("");
-        let mut message = format!("HTTP {status} {reason} from {url}");
-        if !detail.is_empty() {
-            message.push_str(": ");
-            message.push_str(&detail);
-        }
-        message.push_str(hint);
-        Failure {
-            error: ModelError::new(ModelErrorKind::Status(status), message),
-            retryable,
-            retry_after: retry::parse_retry_after(
-                head.retry_after_ms.as_deref(),
-                head.retry_after.as_deref(),
-            ),
-        }
+        status_failure(head, url, &body)
     }
 
     fn encode(&self, request: &ChatRequest<'_>) -> Result<Vec<u8>, ModelError> {
@@ -622,43 +515,6 @@ impl Model for OpenAiClient {
     }
 }
 
-/// The parts of the response head the client uses.
-#[derive(Debug)]
-struct Head {
-    status: u16,
-    content_type: Option<String>,
-    retry_after: Option<String>,
-    retry_after_ms: Option<String>,
-}
-
-/// A failed attempt and whether another one is worth making.
-#[derive(Debug)]
-struct Failure {
-    error: ModelError,
-    retryable: bool,
-    retry_after: Option<Duration>,
-}
-
-impl Failure {
-    fn fatal(error: ModelError) -> Self {
-        Failure {
-            error,
-            retryable: false,
-            retry_after: None,
-        }
-    }
-
-    fn retryable(error: ModelError) -> Self {
-        Failure {
-            error,
-            retryable: true,
-            retry_after: None,
-        }
-    }
-}
-
-type AttemptResult<T> = Result<T, Failure>;
-
 /// Forwards to the caller's sink and remembers whether any answer text or
 /// reasoning text was shown (either forbids a retry: the user saw it).
 struct Tracker<'a> {
@@ -680,207 +536,4 @@ impl StreamSink for Tracker<'_> {
     fn on_progress(&mut self) -> Flow {
         self.inner.on_progress()
     }
-}
-
-enum Next {
-    Event(Event),
-    /// The sink asked to stop while we waited.
-    Stopped,
-    /// The helper thread vanished without a final event (it panicked).
-    Gone,
-}
-
-/// Waits for the next event, offering the sink a chance to stop every tick.
-fn next_event(rx: &Receiver<Event>, sink: &mut dyn StreamSink) -> Next {
-    loop {
-        match rx.recv_timeout(TICK) {
-            Ok(event) => return Next::Event(event),
-            Err(RecvTimeoutError::Timeout) => {
-                if sink.on_progress() == Flow::Stop {
-                    return Next::Stopped;
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => return Next::Gone,
-        }
-    }
-}
-
-/// After `[DONE]`, gives the body a moment to end so the helper returns the
-/// connection to the pool before the next request; a server that keeps the
-/// body open after `[DONE]` only costs this grace, then the connection is
-/// dropped.
-fn wait_for_end(rx: &Receiver<Event>) {
-    let until = Instant::now() + DONE_GRACE;
-    while let Some(left) = until.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(Event::Data(_) | Event::Head { .. }) => {}
-            Ok(Event::End | Event::Failed(_)) | Err(_) => return,
-        }
-    }
-}
-
-/// Waits for the response head. `Ok(None)`: the sink stopped the call.
-fn wait_head(
-    rx: &Receiver<Event>,
-    sink: &mut dyn StreamSink,
-    url: &str,
-    opts: &ClientOptions,
-) -> AttemptResult<Option<Head>> {
-    match next_event(rx, sink) {
-        Next::Event(Event::Head {
-            status,
-            content_type,
-            retry_after,
-            retry_after_ms,
-        }) => Ok(Some(Head {
-            status,
-            content_type,
-            retry_after,
-            retry_after_ms,
-        })),
-        Next::Event(Event::Failed(e)) => Err(transport_failure(&e, url, opts)),
-        Next::Event(Event::Data(_) | Event::End) | Next::Gone => Err(helper_gone(url)),
-        Next::Stopped => Ok(None),
-    }
-}
-
-fn helper_gone(url: &str) -> Failure {
-    Failure::retryable(ModelError::new(
-        ModelErrorKind::Transport,
-        format!("the HTTP exchange with {url} ended unexpectedly"),
-    ))
-}
-
-/// Names a transport failure and decides whether it is worth a retry:
-/// connection and read failures and timeouts are; bad URLs, TLS and protocol
-/// violations are not.
-fn transport_failure(err: &ureq::Error, url: &str, opts: &ClientOptions) -> Failure {
-    use std::io::ErrorKind as Io;
-    use ureq::Error as E;
-    use ureq::Timeout as T;
-    let (kind, retryable, message) = match err {
-        E::Timeout(T::Connect | T::Resolve) => (
-            ModelErrorKind::Timeout,
-            true,
-            format!(
-                "cannot reach {url}: connecting timed out after {:?} — is the server running? set --base-url to the provider's address",
-                opts.connect_timeout
-            ),
-        ),
-        E::Timeout(t) => (
-            ModelErrorKind::Timeout,
-            true,
-            format!(
-                "no data from {url} for {:?} ({t}) — the provider is stalled or overloaded",
-                opts.idle_read_timeout
-            ),
-        ),
-        E::Io(io) if io.kind() == Io::ConnectionRefused => (
-            ModelErrorKind::Transport,
-            true,
-            format!(
-                "cannot reach {url}: connection refused — is the server running? set --base-url to the provider's address"
-            ),
-        ),
-        E::Io(io) if io.kind() == Io::TimedOut || io.kind() == Io::WouldBlock => (
-            ModelErrorKind::Timeout,
-            true,
-            format!("no data from {url} for {:?}: {io}", opts.idle_read_timeout),
-        ),
-        E::Io(io) => (
-            ModelErrorKind::Transport,
-            true,
-            format!("connection to {url} failed: {io}"),
-        ),
-        E::HostNotFound => (
-            ModelErrorKind::Transport,
-            true,
-            format!("cannot reach {url}: host not found — check --base-url"),
-        ),
-        E::ConnectionFailed => (
-            ModelErrorKind::Transport,
-            true,
-            format!(
-                "cannot reach {url}: connection failed — is the server running? set --base-url to the provider's address"
-            ),
-        ),
-        E::BodyStalled => (
-            ModelErrorKind::Timeout,
-            true,
-            format!("the response from {url} stalled"),
-        ),
-        E::Protocol(p) => (
-            ModelErrorKind::Protocol,
-            false,
-            format!("{url} broke the HTTP protocol: {p}"),
-        ),
-        other => (
-            ModelErrorKind::Transport,
-            false,
-            format!("request to {url} failed: {other}"),
-        ),
-    };
-    Failure {
-        error: ModelError::new(kind, message),
-        retryable,
-        retry_after: None,
-    }
-}
-
-/// Names a decoding failure. A broken stream (`Truncated`) and an error the
-/// provider reported mid-stream are retryable unless text was shown; malformed
-/// data is not (the same server would send it again).
-fn decode_failure(
-    err: DecodeError,
-    partial_text: Option<String>,
-    shown: bool,
-    url: &str,
-) -> Failure {
-    let (kind, transient) = match &err {
-        DecodeError::Truncated { .. } => (ModelErrorKind::Transport, true),
-        DecodeError::Provider { .. } => (ModelErrorKind::Protocol, true),
-        _ => (ModelErrorKind::Protocol, false),
-    };
-    let mut message = match &err {
-        DecodeError::Truncated { .. } => format!("the stream from {url} broke: {err}"),
-        _ => format!("bad response from {url}: {err}"),
-    };
-    if shown {
-        message.push_str(" (after part of the answer was shown)");
-    }
-    Failure {
-        error: ModelError {
-            kind,
-            message,
-            partial_text: if shown { partial_text } else { None },
-        },
-        retryable: transient && !shown,
-        retry_after: None,
-    }
-}
-
-/// Sleeps `delay`, asking the sink every tick whether to stop.
-fn sleep_unless_stopped(delay: Duration, sink: &mut dyn StreamSink) -> Flow {
-    let until = Instant::now() + delay;
-    loop {
-        if sink.on_progress() == Flow::Stop {
-            return Flow::Stop;
-        }
-        let now = Instant::now();
-        if now >= until {
-            return Flow::Continue;
-        }
-        std::thread::sleep((until - now).min(TICK));
-    }
-}
-
-/// A short, printable excerpt of a non-JSON error body.
-fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    let mut out: String = text.chars().take(ERROR_EXCERPT_CHARS).collect();
-    if text.chars().count() > ERROR_EXCERPT_CHARS {
-        out.push('…');
-    }
-    out
 }

@@ -16,10 +16,14 @@
 
 use std::io::Read;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::time::{Duration, Instant};
 
+use hermes_core::{Flow, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
+
+use super::ClientOptions;
+use super::failure::{AttemptResult, helper_gone, transport_failure};
 
 /// How often a waiting caller offers the sink a chance to stop.
 pub(crate) const TICK: Duration = Duration::from_millis(50);
@@ -138,5 +142,94 @@ fn run(exchange: Exchange, tx: &SyncSender<Event>) {
                 return;
             }
         }
+    }
+}
+
+/// How long to wait for the body to end after `data: [DONE]`.
+const DONE_GRACE: Duration = Duration::from_secs(1);
+
+/// The parts of the response head the client uses.
+#[derive(Debug)]
+pub(crate) struct Head {
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<String>,
+    pub(crate) retry_after: Option<String>,
+    pub(crate) retry_after_ms: Option<String>,
+}
+
+pub(crate) enum Next {
+    Event(Event),
+    /// The sink asked to stop while we waited.
+    Stopped,
+    /// The helper thread vanished without a final event (it panicked).
+    Gone,
+}
+
+/// Waits for the next event, offering the sink a chance to stop every tick.
+pub(crate) fn next_event(rx: &Receiver<Event>, sink: &mut dyn StreamSink) -> Next {
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(event) => return Next::Event(event),
+            Err(RecvTimeoutError::Timeout) => {
+                if sink.on_progress() == Flow::Stop {
+                    return Next::Stopped;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return Next::Gone,
+        }
+    }
+}
+
+/// After `[DONE]`, gives the body a moment to end so the helper returns the
+/// connection to the pool before the next request; a server that keeps the
+/// body open after `[DONE]` only costs this grace, then the connection is
+/// dropped.
+pub(crate) fn wait_for_end(rx: &Receiver<Event>) {
+    let until = Instant::now() + DONE_GRACE;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(Event::Data(_) | Event::Head { .. }) => {}
+            Ok(Event::End | Event::Failed(_)) | Err(_) => return,
+        }
+    }
+}
+
+/// Waits for the response head. `Ok(None)`: the sink stopped the call.
+pub(crate) fn wait_head(
+    rx: &Receiver<Event>,
+    sink: &mut dyn StreamSink,
+    url: &str,
+    opts: &ClientOptions,
+) -> AttemptResult<Option<Head>> {
+    match next_event(rx, sink) {
+        Next::Event(Event::Head {
+            status,
+            content_type,
+            retry_after,
+            retry_after_ms,
+        }) => Ok(Some(Head {
+            status,
+            content_type,
+            retry_after,
+            retry_after_ms,
+        })),
+        Next::Event(Event::Failed(e)) => Err(transport_failure(&e, url, opts)),
+        Next::Event(Event::Data(_) | Event::End) | Next::Gone => Err(helper_gone(url)),
+        Next::Stopped => Ok(None),
+    }
+}
+
+/// Sleeps `delay`, asking the sink every tick whether to stop.
+pub(crate) fn sleep_unless_stopped(delay: Duration, sink: &mut dyn StreamSink) -> Flow {
+    let until = Instant::now() + delay;
+    loop {
+        if sink.on_progress() == Flow::Stop {
+            return Flow::Stop;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Flow::Continue;
+        }
+        std::thread::sleep((until - now).min(TICK));
     }
 }

@@ -1,0 +1,201 @@
+//! Failed attempts: what went wrong, in words that say what to check, and
+//! whether another attempt is worth making.
+
+use std::time::Duration;
+
+use hermes_core::codec::DecodeError;
+use hermes_core::codec::response::decode_error_body;
+use hermes_core::{ModelError, ModelErrorKind};
+
+use super::pump::Head;
+use super::{ClientOptions, retry};
+
+/// Longest raw body excerpt quoted in an error when the body is not JSON.
+const ERROR_EXCERPT_CHARS: usize = 300;
+
+/// A failed attempt and whether another one is worth making.
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub(super) error: ModelError,
+    pub(super) retryable: bool,
+    pub(super) retry_after: Option<Duration>,
+}
+
+impl Failure {
+    pub(super) fn fatal(error: ModelError) -> Self {
+        Failure {
+            error,
+            retryable: false,
+            retry_after: None,
+        }
+    }
+
+    pub(super) fn retryable(error: ModelError) -> Self {
+        Failure {
+            error,
+            retryable: true,
+            retry_after: None,
+        }
+    }
+}
+
+pub(super) type AttemptResult<T> = Result<T, Failure>;
+
+pub(super) fn helper_gone(url: &str) -> Failure {
+    Failure::retryable(ModelError::new(
+        ModelErrorKind::Transport,
+        format!("the HTTP exchange with {url} ended unexpectedly"),
+    ))
+}
+
+/// Names a transport failure and decides whether it is worth a retry:
+/// connection and read failures and timeouts are; bad URLs, TLS and protocol
+/// violations are not.
+pub(super) fn transport_failure(err: &ureq::Error, url: &str, opts: &ClientOptions) -> Failure {
+    use std::io::ErrorKind as Io;
+    use ureq::Error as E;
+    use ureq::Timeout as T;
+    let (kind, retryable, message) = match err {
+        E::Timeout(T::Connect | T::Resolve) => (
+            ModelErrorKind::Timeout,
+            true,
+            format!(
+                "cannot reach {url}: connecting timed out after {:?} — is the server running? set --base-url to the provider's address",
+                opts.connect_timeout
+            ),
+        ),
+        E::Timeout(t) => (
+            ModelErrorKind::Timeout,
+            true,
+            format!(
+                "no data from {url} for {:?} ({t}) — the provider is stalled or overloaded",
+                opts.idle_read_timeout
+            ),
+        ),
+        E::Io(io) if io.kind() == Io::ConnectionRefused => (
+            ModelErrorKind::Transport,
+            true,
+            format!(
+                "cannot reach {url}: connection refused — is the server running? set --base-url to the provider's address"
+            ),
+        ),
+        E::Io(io) if io.kind() == Io::TimedOut || io.kind() == Io::WouldBlock => (
+            ModelErrorKind::Timeout,
+            true,
+            format!("no data from {url} for {:?}: {io}", opts.idle_read_timeout),
+        ),
+        E::Io(io) => (
+            ModelErrorKind::Transport,
+            true,
+            format!("connection to {url} failed: {io}"),
+        ),
+        E::HostNotFound => (
+            ModelErrorKind::Transport,
+            true,
+            format!("cannot reach {url}: host not found — check --base-url"),
+        ),
+        E::ConnectionFailed => (
+            ModelErrorKind::Transport,
+            true,
+            format!(
+                "cannot reach {url}: connection failed — is the server running? set --base-url to the provider's address"
+            ),
+        ),
+        E::BodyStalled => (
+            ModelErrorKind::Timeout,
+            true,
+            format!("the response from {url} stalled"),
+        ),
+        E::Protocol(p) => (
+            ModelErrorKind::Protocol,
+            false,
+            format!("{url} broke the HTTP protocol: {p}"),
+        ),
+        other => (
+            ModelErrorKind::Transport,
+            false,
+            format!("request to {url} failed: {other}"),
+        ),
+    };
+    Failure {
+        error: ModelError::new(kind, message),
+        retryable,
+        retry_after: None,
+    }
+}
+
+/// Names a decoding failure. A broken stream (`Truncated`) and an error the
+/// provider reported mid-stream are retryable unless text was shown; malformed
+/// data is not (the same server would send it again).
+pub(super) fn decode_failure(
+    err: DecodeError,
+    partial_text: Option<String>,
+    shown: bool,
+    url: &str,
+) -> Failure {
+    let (kind, transient) = match &err {
+        DecodeError::Truncated { .. } => (ModelErrorKind::Transport, true),
+        DecodeError::Provider { .. } => (ModelErrorKind::Protocol, true),
+        _ => (ModelErrorKind::Protocol, false),
+    };
+    let mut message = match &err {
+        DecodeError::Truncated { .. } => format!("the stream from {url} broke: {err}"),
+        _ => format!("bad response from {url}: {err}"),
+    };
+    if shown {
+        message.push_str(" (after part of the answer was shown)");
+    }
+    Failure {
+        error: ModelError {
+            kind,
+            message,
+            partial_text: if shown { partial_text } else { None },
+        },
+        retryable: transient && !shown,
+        retry_after: None,
+    }
+}
+
+/// A short, printable excerpt of a non-JSON error body.
+pub(super) fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let mut out: String = text.chars().take(ERROR_EXCERPT_CHARS).collect();
+    if text.chars().count() > ERROR_EXCERPT_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// Names a non-2xx answer from its status and (capped) error body: the
+/// provider's own message when the body has one, and what to check.
+pub(super) fn status_failure(head: &Head, url: &str, body: &[u8]) -> Failure {
+    let detail = decode_error_body(body).unwrap_or_else(|| excerpt(body));
+    let status = head.status;
+    let retryable = retry::status_is_retryable(status);
+    let hint = match status {
+        401 => " — check the API key",
+        403 => " — the API key is not allowed to use this model or endpoint",
+        404 => " — check the model name and the base URL",
+        429 => " — rate limited by the provider",
+        _ => "",
+    };
+    let reason = ureq::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut message = format!("HTTP {status} {reason} from {url}");
+    if !detail.is_empty() {
+        message.push_str(": ");
+        message.push_str(&detail);
+    }
+    message.push_str(hint);
+    Failure {
+        error: ModelError::new(ModelErrorKind::Status(status), message),
+        retryable,
+        retry_after: retry::parse_retry_after(
+            head.retry_after_ms.as_deref(),
+            head.retry_after.as_deref(),
+        ),
+    }
+}

@@ -1,0 +1,84 @@
+//! [`ClientOptions`]: how to reach one provider, and the limits of a call.
+
+use std::fmt;
+use std::time::Duration;
+
+/// How to reach one OpenAI-compatible provider.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// Base URL up to and including the API version, e.g.
+    /// `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`; a trailing
+    /// `/` is fine. The client appends `/chat/completions` and `/models`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set and non-empty; local
+    /// servers usually need none. Never logged.
+    pub api_key: Option<String>,
+    /// The provider's model name.
+    pub model: String,
+    /// Ask for a server-sent-event stream (with a final usage chunk).
+    pub stream: bool,
+    /// Output token cap, `max_tokens` on the wire.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature; provider default when `None`.
+    pub temperature: Option<f32>,
+    /// Bound on establishing a connection (DNS, TCP, TLS).
+    pub connect_timeout: Duration,
+    /// Bound on each wait for bytes from the server (the response head and
+    /// every body read). Not a deadline for the whole answer.
+    pub idle_read_timeout: Duration,
+    /// Attempts per call, including the first (0 counts as 1).
+    pub max_attempts: u32,
+    /// First backoff step; doubled per attempt, jittered.
+    pub backoff_base: Duration,
+    /// Cap on any wait between attempts, including a server's `Retry-After`.
+    pub max_retry_after: Duration,
+    /// Extra headers sent on every request (OpenRouter's `HTTP-Referer`,
+    /// `X-Title`, an organisation header, …). Values are not logged.
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl Default for ClientOptions {
+    /// A local Ollama server, streaming, three attempts.
+    fn default() -> Self {
+        ClientOptions {
+            base_url: "http://127.0.0.1:11434/v1".into(),
+            api_key: None,
+            model: String::new(),
+            stream: true,
+            max_tokens: None,
+            temperature: None,
+            connect_timeout: Duration::from_secs(10),
+            idle_read_timeout: Duration::from_secs(120),
+            max_attempts: 3,
+            backoff_base: Duration::from_millis(500),
+            max_retry_after: Duration::from_secs(60),
+            extra_headers: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("stream", &self.stream)
+            .field("max_tokens", &self.max_tokens)
+            .field("temperature", &self.temperature)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_read_timeout", &self.idle_read_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff_base", &self.backoff_base)
+            .field("max_retry_after", &self.max_retry_after)
+            .field(
+                "extra_headers",
+                &self
+                    .extra_headers
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,308 @@
+//! Turns: a session's worker, and one turn on the blocking pool — session,
+//! history, agent, run (persisted as it goes), reply.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use hermes_core::{
+    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, LedgerEntry, Message,
+    StopReason,
+};
+use hermes_runtime::persist::TurnWriter;
+use hermes_runtime::store::{SessionRecord, StoreError};
+
+use super::{FactoryError, Inner, TurnCtl, Work, lock};
+use crate::event::{MessageEvent, SessionSource};
+
+/// The observer of one run: re-applies a latched interrupt (see
+/// [`TurnCtl`]) and persists the run as it goes.
+struct TurnObserver<'a> {
+    ctl: &'a TurnCtl,
+    flag: &'a InterruptFlag,
+    persist: TurnWriter<'a>,
+}
+
+impl AgentObserver for TurnObserver<'_> {
+    fn on_event(&mut self, event: &AgentEvent<'_>) {
+        if self.ctl.is_requested() && !self.flag.is_set() {
+            self.flag.interrupt();
+        }
+        if let AgentEvent::Appended(entry) = event
+            && !self.persist.append(entry)
+        {
+            // The transcript can no longer follow the run: stop it rather
+            // than do work (tool side effects) that would go unrecorded.
+            self.flag.interrupt();
+        }
+    }
+}
+
+/// What one turn produced for the user.
+pub(super) struct TurnReply {
+    pub(super) texts: Vec<String>,
+}
+
+impl Inner {
+    /// The one worker of a session: drains its queue in order, then removes
+    /// the slot (so idle sessions cost no memory here).
+    pub(super) async fn worker(self: Arc<Self>, key: String) {
+        loop {
+            let next = {
+                let mut state = lock(&self.state);
+                let popped = state.sessions.get_mut(&key).and_then(|slot| {
+                    let work = slot.queue.pop_front()?;
+                    // The turn is registered in the same critical section
+                    // that takes the message, so a message arriving right
+                    // after always finds it and can interrupt it.
+                    if matches!(work, Work::Message(..)) {
+                        slot.turn = Some(Arc::new(TurnCtl::default()));
+                    }
+                    Some((work, slot.turn.clone()))
+                });
+                if popped.is_none() {
+                    state.sessions.remove(&key);
+                    state.active_workers = state.active_workers.saturating_sub(1);
+                    drop(state);
+                    self.idle.notify_waiters();
+                    return;
+                }
+                popped
+            };
+            match next {
+                Some((Work::Message(event, id), Some(ctl))) => {
+                    self.process_message(&key, event, id, ctl).await
+                }
+                Some((Work::Command(cmd, event, position), _)) => {
+                    self.process_command(&key, cmd, event, position).await
+                }
+                Some((Work::Message(..), None)) | None => {}
+            }
+        }
+    }
+
+    pub(super) async fn process_message(
+        self: &Arc<Self>,
+        key: &str,
+        event: MessageEvent,
+        id: u64,
+        ctl: Arc<TurnCtl>,
+    ) {
+        if self.stopping.load(Ordering::SeqCst) {
+            // Accepted but not run: keep it (E3) so nothing acknowledged is lost.
+            let inner = Arc::clone(self);
+            let k = key.to_owned();
+            match tokio::task::spawn_blocking(move || inner.store_only(&k, &event, id)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(key, error = %e, "could not store a message received while stopping")
+                }
+                Err(e) => tracing::error!(key, error = %e, "storing a waiting message panicked"),
+            }
+            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
+                slot.turn = None;
+            }
+            return;
+        }
+        let permit = Arc::clone(&self.workers).acquire_owned().await;
+        let platform = event.source.platform.clone();
+        let chat = event.source.chat_id.clone();
+        let reply_to = event.message_id.clone();
+        if let Some(adapter) = self.adapters.get(platform.as_str()).cloned() {
+            let chat = chat.clone();
+            self.spawn(async move { adapter.typing(&chat).await });
+        }
+        let inner = Arc::clone(self);
+        let turn_key = key.to_owned();
+        let turn_ctl = Arc::clone(&ctl);
+        let result =
+            tokio::task::spawn_blocking(move || inner.run_turn(&turn_key, &event, id, &turn_ctl))
+                .await;
+        drop(permit);
+        if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
+            slot.turn = None;
+        }
+        let texts = match result {
+            Ok(reply) => reply.texts,
+            Err(e) => {
+                tracing::error!(key, error = %e, "turn panicked");
+                vec!["Sorry, something went wrong while answering; your message is saved. Please try again.".into()]
+            }
+        };
+        for text in texts {
+            self.send(&platform, &chat, &text, Some(&reply_to)).await;
+        }
+    }
+
+    /// One turn, on the blocking pool. Returns what to send.
+    pub(super) fn run_turn(
+        &self,
+        key: &str,
+        event: &MessageEvent,
+        id: u64,
+        ctl: &TurnCtl,
+    ) -> TurnReply {
+        let now = self.now();
+        let mut texts = Vec::new();
+        // 1. Session and history; the user's message (and any accepted
+        //    message it replaced) moves from the inbox into the transcript
+        //    before the model is called (E3).
+        let was_suspended = lock(&self.state).suspended_keys.remove(key);
+        let prepared = (|| {
+            let mut store = self.store();
+            let session = self.resolve_session(
+                &mut store,
+                key,
+                &event.source,
+                now,
+                was_suspended,
+                &mut texts,
+            )?;
+            let mut history = store.load_transcript(&session.id)?;
+            let mut added = self.transcribe_into(&mut store, key, &session.id, id)?;
+            // The agent appends the user message itself (in memory; the
+            // observer below does not store it again), so the history it is
+            // given ends just before it.
+            if added.pop().is_none() {
+                // Not in the inbox (cannot happen while ids are unique;
+                // kept so an accepted message is never lost).
+                store.append_messages(
+                    &session.id,
+                    &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
+                )?;
+            }
+            history.extend(added);
+            Ok::<_, StoreError>((session, history))
+        })();
+        let (session, history) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(key, error = %e, "could not store the user message");
+                texts.push(format!(
+                    "Sorry, I could not save your message ({e}). Please send it again."
+                ));
+                return TurnReply { texts };
+            }
+        };
+        // 2. The agent (G4).
+        let agent = match self.agent_for(key, &session, &event.source) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(key, error = %e, "could not build an agent");
+                texts.push(format!(
+                    "Sorry, the assistant is unavailable: {e}. Your message is saved."
+                ));
+                return TurnReply { texts };
+            }
+        };
+        // 3. Run, interruptibly, persisting as the run goes.
+        ctl.attach(agent.interrupt_flag().clone());
+        let budget = IterationBudget::new(agent.max_iterations());
+        let mut observer = TurnObserver {
+            ctl,
+            flag: agent.interrupt_flag(),
+            persist: TurnWriter::new(&self.store, &session.id).skipping_stored_user_message(),
+        };
+        let outcome = agent.run(&event.text, history, &budget, &mut observer);
+        let persist = observer.persist;
+        if let Some(e) = persist.failure() {
+            tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
+            texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
+        } else if persist.unfinished() > 0 {
+            // The core answers every tool call before it ends a run, so this
+            // does not happen; if it did, storing the call without its
+            // results would make the transcript invalid for the provider.
+            tracing::error!(
+                key,
+                entries = persist.unfinished(),
+                "a tool call without all its results was not stored"
+            );
+        }
+        // 4. What the user sees.
+        let mut reply = outcome.final_text.clone();
+        if let Some(notice) = match &outcome.stop {
+            StopReason::Completed | StopReason::Interrupted => None,
+            other => other.notice(budget.total()),
+        } {
+            if !reply.is_empty() {
+                reply.push_str("\n\n");
+            }
+            reply.push_str(&notice);
+        }
+        texts.push(reply);
+        TurnReply { texts }
+    }
+
+    /// The cached agent of this session and signature, or a new one (with the
+    /// session's stored system prompt, assembling and storing it once).
+    pub(super) fn agent_for(
+        &self,
+        key: &str,
+        session: &SessionRecord,
+        source: &SessionSource,
+    ) -> Result<Arc<Agent>, FactoryError> {
+        let model = session
+            .model
+            .clone()
+            .unwrap_or_else(|| self.factory.default_model());
+        let signature = self.factory.signature(&model);
+        let now = self.now();
+        if let Some(agent) = lock(&self.state)
+            .cache
+            .get(key, &session.id, &signature, now)
+        {
+            return Ok(agent);
+        }
+        let prompt = match &session.system_prompt {
+            Some(p) => p.clone(),
+            None => {
+                let p = self.factory.system_prompt(source)?;
+                self.store()
+                    .set_system_prompt(&session.id, &p)
+                    .map_err(|e| FactoryError(format!("could not store the system prompt: {e}")))?;
+                p
+            }
+        };
+        let agent = Arc::new(self.factory.build(&session.id, &model, &prompt)?);
+        lock(&self.state)
+            .cache
+            .insert(key, &session.id, &signature, Arc::clone(&agent), now);
+        Ok(agent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::sync::Mutex;
+
+    use hermes_core::ToolCall;
+    use hermes_runtime::store::Store;
+
+    #[test]
+    pub(super) fn a_failed_write_interrupts_the_run() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let ctl = TurnCtl::default();
+        let flag = InterruptFlag::new();
+        let mut observer = TurnObserver {
+            ctl: &ctl,
+            flag: &flag,
+            persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
+        };
+        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
+            Message::user("u"),
+            0,
+        )));
+        assert!(!flag.is_set());
+        let call = Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new("a", "t", "{}")],
+        };
+        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(call, 0)));
+        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
+            Message::tool("a", "r"),
+            0,
+        )));
+        assert!(flag.is_set(), "no further tool may act unrecorded");
+    }
+}

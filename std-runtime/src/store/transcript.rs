@@ -1,0 +1,277 @@
+//! A session's messages: loading, appending, undoing and replacing them.
+
+use hermes_core::{EntryMeta, FinishReason, LedgerEntry, Message, Role, Usage};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, Row, params};
+
+use super::sessions::{session_exists, touch};
+use super::{Store, StoreError, WriteTx, to_i64, tool_calls};
+
+/// One message of a session, numbered after its last one; see
+/// [`insert_entries`].
+pub(super) const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
+     tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
+     interrupted, timestamp_ms) \
+     VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+/// A session's messages in order; see [`Store::load_transcript`]. The column
+/// order is what [`decode_message`] reads.
+pub(super) const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
+     m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
+     m.interrupted, m.timestamp_ms \
+     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
+     WHERE s.id = ?1 ORDER BY m.seq";
+
+impl Store {
+    /// The session's transcript in order, exactly as appended.
+    pub fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        // One statement, so the existence check and the rows come from the
+        // same snapshot even while another connection writes, without the
+        // cost of an explicit BEGIN/COMMIT: the session row LEFT JOINed to
+        // its messages gives no row for an unknown session and one row of
+        // NULLs for an empty transcript. The (session_id, seq) index yields
+        // the messages already in order (no sort).
+        let mut stmt = self.conn.prepare_cached(LOAD_SQL)?;
+        let mut rows = stmt.query([id])?;
+        let mut out = Vec::new();
+        let mut session_found = false;
+        while let Some(row) = rows.next()? {
+            session_found = true;
+            // `role` is NOT NULL in the table, so NULL here is the LEFT
+            // JOIN's one row for a session without messages.
+            let role = row.get_ref(1)?;
+            if role == ValueRef::Null {
+                continue;
+            }
+            out.push(decode_message(row, role, id)?);
+        }
+        if !session_found {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        Ok(out)
+    }
+
+    /// Appends `entries` to the session's transcript in ONE transaction and
+    /// bumps `updated_at_ms`. When this returns `Ok`, every entry is durable;
+    /// on `Err`, none was stored.
+    pub fn append_messages(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
+        if entries.is_empty() {
+            return if session_exists(&self.conn, id)? {
+                Ok(())
+            } else {
+                Err(StoreError::SessionNotFound(id.to_owned()))
+            };
+        }
+        let tx = WriteTx::begin(&self.conn)?;
+        // The hot path of every run: the bump proves the session exists
+        // (no separate existence check), and each INSERT computes its own
+        // sequence number (no separate MAX(seq) query). Deliberately not
+        // `UPDATE … RETURNING`: SQLite re-prepares such a statement on every
+        // execution, which cost more than the rest of the append.
+        if !touch(&tx, id, now)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        insert_entries(&tx, id, entries)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// `/undo`: deletes the last user message and everything after it;
+    /// returns how many messages were deleted (0 when there is no user
+    /// message).
+    pub fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError> {
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
+        let tx = WriteTx::begin(&self.conn)?;
+        // Bumped first to learn whether the session exists; dropping `tx`
+        // when there is nothing to undo rolls the bump back.
+        if !touch(&tx, id, now)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        let last_user: Option<i64> = tx
+            .prepare_cached(
+                "SELECT MAX(seq) FROM messages WHERE session_id = ?1 AND role = 'user'",
+            )?
+            .query_row([id], |row| row.get(0))?;
+        let Some(from) = last_user else {
+            return Ok(0);
+        };
+        let deleted = tx
+            .prepare_cached("DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2")?
+            .execute(params![id, from])?;
+        tx.commit()?;
+        Ok(deleted)
+    }
+
+    /// `/compress` and similar rewrites: replaces the whole transcript with
+    /// `entries` in one transaction (sequence numbers restart at 0) and
+    /// bumps `updated_at_ms`. On `Err` the old transcript is untouched.
+    pub fn replace_transcript(
+        &mut self,
+        id: &str,
+        entries: &[LedgerEntry],
+    ) -> Result<(), StoreError> {
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
+        let tx = WriteTx::begin(&self.conn)?;
+        if !touch(&tx, id, now)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        tx.prepare_cached("DELETE FROM messages WHERE session_id = ?1")?
+            .execute([id])?;
+        insert_entries(&tx, id, entries)?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Appends `entries` to the messages of session `id`, numbering them after
+/// its last message (from 0 for an empty transcript). Each row's `seq` is a
+/// subquery on the `(session_id, seq)` index, which is cheaper than a
+/// separate statement and sees the rows inserted before it.
+fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+    let mut insert = conn.prepare_cached(INSERT_SQL)?;
+    for entry in entries {
+        let tool_calls = match entry.message.tool_calls() {
+            [] => None,
+            calls => Some(
+                serde_json::to_string(calls).map_err(|e| StoreError::Corrupt {
+                    session_id: id.to_owned(),
+                    what: format!("tool calls do not serialize: {e}"),
+                })?,
+            ),
+        };
+        let tool_call_id = match &entry.message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        };
+        let meta = &entry.meta;
+        let usage = meta.usage.as_ref();
+        insert.execute(params![
+            id,
+            entry.message.role().as_str(),
+            entry.message.content(),
+            tool_calls,
+            tool_call_id,
+            meta.reasoning,
+            usage
+                .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
+                .transpose()?,
+            usage
+                .map(|u| to_i64("completion_tokens", u.completion_tokens))
+                .transpose()?,
+            usage
+                .map(|u| to_i64("total_tokens", u.total_tokens))
+                .transpose()?,
+            meta.finish_reason.as_ref().map(FinishReason::as_str),
+            meta.interrupted,
+            to_i64("timestamp_ms", meta.timestamp_ms)?,
+        ])?;
+    }
+    Ok(())
+}
+
+/// Decodes one row of [`LOAD_SQL`] into an entry.
+///
+/// Load is on the path of every run (SPEC G5), so this borrows each column
+/// from SQLite (`get_ref`) and allocates once per string that ends up in the
+/// entry: role and finish reason are matched in place, `seq` is read only
+/// for an error message, and tool-call JSON is parsed straight from SQLite's
+/// buffer (`store/tool_calls.rs`), only when present. Anything that
+/// does not fit the schema — a wrong type, invalid UTF-8, a negative count —
+/// is a typed [`StoreError::Corrupt`], never a panic.
+fn decode_message(
+    row: &Row<'_>,
+    role: ValueRef<'_>,
+    session_id: &str,
+) -> Result<LedgerEntry, StoreError> {
+    // `seq` is only for error messages, so it is read only for them.
+    let corrupt = |what: String| {
+        let seq = row.get_ref(0).ok().and_then(|v| v.as_i64().ok());
+        StoreError::Corrupt {
+            session_id: session_id.to_owned(),
+            what: match seq {
+                Some(seq) => format!("message {seq}: {what}"),
+                None => format!("message with unreadable seq: {what}"),
+            },
+        }
+    };
+    let text = |idx: usize, name: &str| -> Result<Option<&str>, StoreError> {
+        row.get_ref(idx)?
+            .as_str_or_null()
+            .map_err(|e| corrupt(format!("{name}: {e}")))
+    };
+    let int = |idx: usize, name: &str| -> Result<Option<i64>, StoreError> {
+        row.get_ref(idx)?
+            .as_i64_or_null()
+            .map_err(|e| corrupt(format!("{name}: {e}")))
+    };
+    let count = |idx: usize, name: &str| -> Result<Option<u64>, StoreError> {
+        int(idx, name)?
+            .map(|v| u64::try_from(v).map_err(|_| corrupt(format!("{name} is negative ({v})"))))
+            .transpose()
+    };
+
+    let role = role.as_str().map_err(|e| corrupt(format!("role: {e}")))?;
+    let content = text(2, "content")?;
+    let message = match Role::parse(role) {
+        Some(Role::User) => Message::User {
+            content: content
+                .ok_or_else(|| corrupt("user message without content".into()))?
+                .to_owned(),
+        },
+        Some(Role::Assistant) => Message::Assistant {
+            content: content.map(str::to_owned),
+            tool_calls: match text(3, "tool_calls")? {
+                None => Vec::new(),
+                Some(json) => tool_calls::decode(json)
+                    .map_err(|e| corrupt(format!("tool calls are not valid JSON: {e}")))?,
+            },
+        },
+        Some(Role::Tool) => Message::Tool {
+            tool_call_id: text(4, "tool_call_id")?
+                .ok_or_else(|| corrupt("tool result without tool_call_id".into()))?
+                .to_owned(),
+            content: content
+                .ok_or_else(|| corrupt("tool result without content".into()))?
+                .to_owned(),
+        },
+        None => return Err(corrupt(format!("unknown role {role:?}"))),
+    };
+    let usage = match (
+        count(6, "prompt_tokens")?,
+        count(7, "completion_tokens")?,
+        count(8, "total_tokens")?,
+    ) {
+        (None, None, None) => None,
+        (p, c, t) => Some(Usage {
+            prompt_tokens: p.unwrap_or(0),
+            completion_tokens: c.unwrap_or(0),
+            total_tokens: t.unwrap_or(0),
+        }),
+    };
+    Ok(LedgerEntry {
+        message,
+        meta: EntryMeta {
+            reasoning: text(5, "reasoning")?.map(str::to_owned),
+            usage,
+            timestamp_ms: count(11, "timestamp_ms")?
+                .ok_or_else(|| corrupt("timestamp_ms is NULL".into()))?,
+            finish_reason: text(9, "finish_reason")?.map(decode_finish_reason),
+            interrupted: int(10, "interrupted")?.is_some_and(|v| v != 0),
+        },
+    })
+}
+
+/// Inverse of [`FinishReason::as_str`]. Unlike [`FinishReason::parse`] it does
+/// not fold the legacy `function_call` into `ToolCalls`, so a stored
+/// `Other("function_call")` comes back unchanged.
+fn decode_finish_reason(s: &str) -> FinishReason {
+    match s {
+        "stop" => FinishReason::Stop,
+        "tool_calls" => FinishReason::ToolCalls,
+        "length" => FinishReason::Length,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other(s.to_owned()),
+    }
+}

@@ -31,7 +31,11 @@ impl Box3 {
         let work = TempDir::new().unwrap();
         let home = TempDir::new().unwrap();
         let outside = TempDir::new().unwrap();
-        std::fs::write(home.path().join(".env"), format!("OPENAI_API_KEY={SECRET}\n")).unwrap();
+        std::fs::write(
+            home.path().join(".env"),
+            format!("OPENAI_API_KEY={SECRET}\n"),
+        )
+        .unwrap();
         std::fs::write(home.path().join("SOUL.md"), "be kind\n").unwrap();
         std::fs::write(outside.path().join("secret.txt"), format!("{SECRET}\n")).unwrap();
         let env = ToolEnv::new(work.path(), home.path());
@@ -119,7 +123,10 @@ fn dotdot_after_a_missing_component_does_not_cancel_a_symlink() {
     // The symlinks themselves lead out, and say so.
     let m = b.refused("read_file", json!({"path": "link_home/.env"}));
     assert!(outside(&m), "{m}");
-    let m = b.refused("write_file", json!({"path": "link_out/x.txt", "content": "x"}));
+    let m = b.refused(
+        "write_file",
+        json!({"path": "link_out/x.txt", "content": "x"}),
+    );
     assert!(outside(&m), "{m}");
     assert!(!b.outside.path().join("x.txt").exists());
 }
@@ -141,7 +148,10 @@ fn dotdot_after_a_file_is_not_a_way_out() {
         json!({"path": "fresh/../../planted.txt", "content": "x"}),
     );
     assert!(outside(&m), "{m}");
-    assert!(!b.path("fresh").exists(), "a refused write created a directory");
+    assert!(
+        !b.path("fresh").exists(),
+        "a refused write created a directory"
+    );
 }
 
 #[test]
@@ -157,13 +167,19 @@ fn proc_self_root_and_other_magic_links_lead_nowhere() {
     let via = format!("root{}", target.display());
     let m = b.refused("read_file", json!({"path": via}));
     assert!(outside(&m), "{m}");
-    b.refused("write_file", json!({"path": format!("root{}/../planted", target.display()), "content": "x"}));
+    b.refused(
+        "write_file",
+        json!({"path": format!("root{}/../planted", target.display()), "content": "x"}),
+    );
     assert!(!b.outside.path().join("planted").exists());
     // A relative symlink climbing out of the tree, to the magic link.
     let depth = b.work.path().components().count();
     let up = "../".repeat(depth);
     std::os::unix::fs::symlink(format!("{up}proc/self/root"), b.path("root2")).unwrap();
-    let m = b.refused("read_file", json!({"path": format!("root2{}", target.display())}));
+    let m = b.refused(
+        "read_file",
+        json!({"path": format!("root2{}", target.display())}),
+    );
     assert!(outside(&m), "{m}");
     // /proc/self/fd of the tool's own process.
     b.refused("read_file", json!({"path": "/proc/self/environ"}));
@@ -185,13 +201,19 @@ fn a_hard_link_to_a_home_secret_is_refused() {
         .unwrap();
     assert!(out.starts_with("No matches"), "{out}");
     // Writing replaces the link, never the secret behind it.
-    b.call("write_file", json!({"path": "notes.txt", "content": "mine\n"}))
-        .unwrap();
+    b.call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "mine\n"}),
+    )
+    .unwrap();
     assert_eq!(
         std::fs::read_to_string(b.home.path().join(".env")).unwrap(),
         format!("OPENAI_API_KEY={SECRET}\n")
     );
-    assert_eq!(std::fs::read_to_string(b.path("notes.txt")).unwrap(), "mine\n");
+    assert_eq!(
+        std::fs::read_to_string(b.path("notes.txt")).unwrap(),
+        "mine\n"
+    );
 }
 
 #[test]
@@ -218,23 +240,45 @@ fn symlinks_that_stay_inside_keep_working() {
     std::os::unix::fs::symlink("../real/deep/a.txt", b.path("real/a-link.txt")).unwrap();
     let out = b.call("read_file", json!({"path": "short/a.txt"})).unwrap();
     assert!(out.contains("|alpha"), "{out}");
-    let out = b.call("read_file", json!({"path": "real/a-link.txt"})).unwrap();
+    let out = b
+        .call("read_file", json!({"path": "real/a-link.txt"}))
+        .unwrap();
     assert!(out.contains("|alpha"), "{out}");
     // Writing through a symlinked file updates its target and keeps the link.
-    b.call("write_file", json!({"path": "real/a-link.txt", "content": "beta\n"}))
-        .unwrap();
-    assert!(std::fs::symlink_metadata(b.path("real/a-link.txt")).unwrap().file_type().is_symlink());
-    assert_eq!(std::fs::read_to_string(b.path("real/deep/a.txt")).unwrap(), "beta\n");
+    b.call(
+        "write_file",
+        json!({"path": "real/a-link.txt", "content": "beta\n"}),
+    )
+    .unwrap();
+    assert!(
+        std::fs::symlink_metadata(b.path("real/a-link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("real/deep/a.txt")).unwrap(),
+        "beta\n"
+    );
     b.call(
         "patch",
         json!({"path": "short/a.txt", "old_string": "beta", "new_string": "gamma"}),
     )
     .unwrap();
-    assert_eq!(std::fs::read_to_string(b.path("real/deep/a.txt")).unwrap(), "gamma\n");
+    assert_eq!(
+        std::fs::read_to_string(b.path("real/deep/a.txt")).unwrap(),
+        "gamma\n"
+    );
     // New files and directories through a symlinked directory.
-    b.call("write_file", json!({"path": "short/new/n.txt", "content": "n"}))
-        .unwrap();
-    assert_eq!(std::fs::read_to_string(b.path("real/deep/new/n.txt")).unwrap(), "n");
+    b.call(
+        "write_file",
+        json!({"path": "short/new/n.txt", "content": "n"}),
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(b.path("real/deep/new/n.txt")).unwrap(),
+        "n"
+    );
     let out = b.call("search_files", json!({"pattern": "gamma"})).unwrap();
     assert_eq!(out, "real/deep/a.txt:1: gamma\n");
 }
@@ -272,7 +316,10 @@ fn a_thread_swapping_a_directory_for_a_symlink_never_gets_a_tool_out() {
     while Instant::now() < deadline {
         tries += 1;
         if let Ok(out) = b.call("read_file", json!({"path": "d/secret.txt"})) {
-            assert!(!out.contains(SECRET), "read_file escaped on try {tries}: {out}");
+            assert!(
+                !out.contains(SECRET),
+                "read_file escaped on try {tries}: {out}"
+            );
         }
         let _ = b.call(
             "write_file",
@@ -283,15 +330,24 @@ fn a_thread_swapping_a_directory_for_a_symlink_never_gets_a_tool_out() {
             "write_file escaped on try {tries}"
         );
         if let Ok(out) = b.call("search_files", json!({"pattern": "sk-SECRET"})) {
-            assert!(!out.contains(SECRET), "search_files escaped on try {tries}: {out}");
+            assert!(
+                !out.contains(SECRET),
+                "search_files escaped on try {tries}: {out}"
+            );
         }
-        if let Ok(out) = b.call("search_files", json!({"pattern": "secret*", "target": "files", "path": "d"})) {
+        if let Ok(out) = b.call(
+            "search_files",
+            json!({"pattern": "secret*", "target": "files", "path": "d"}),
+        ) {
             assert!(!out.contains(".."), "{out}");
         }
     }
     stop.store(true, Ordering::Relaxed);
     let swaps = handle.join().unwrap();
-    assert!(swaps > 0 && tries > 10, "the race did not run ({swaps} swaps, {tries} tries)");
+    assert!(
+        swaps > 0 && tries > 10,
+        "the race did not run ({swaps} swaps, {tries} tries)"
+    );
 }
 
 #[test]
@@ -318,7 +374,11 @@ fn the_escape_hatch_named_in_errors_exists() {
     assert!(out.contains(SECRET), "{out}");
     // Even then the home's secrets stay refused.
     let err = reg
-        .dispatch("read_file", r#"{"path":"nonexist/../link_home/.env"}"#, &ctx)
+        .dispatch(
+            "read_file",
+            r#"{"path":"nonexist/../link_home/.env"}"#,
+            &ctx,
+        )
         .map(|_| ())
         .unwrap_err();
     let _ = err;

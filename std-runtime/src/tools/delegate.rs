@@ -140,7 +140,7 @@ impl Tool for DelegateTool {
                 "Error: the iteration budget is used up; no model calls are left for a sub-agent.",
             ));
         }
-        let sandbox = super::Sandbox::new(&self.env)
+        let workdir = super::Workdir::new(&self.env)
             .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
         let names: Vec<&str> = self.child_toolsets.iter().map(String::as_str).collect();
         // The child plans with a todo list of its own, not the session's.
@@ -155,7 +155,7 @@ impl Tool for DelegateTool {
                 parent: parent_flag.clone(),
             })
         };
-        let tools = build_wrapped(&child_env, &sandbox, &names, false, &wrap)
+        let tools = build_wrapped(&child_env, &workdir, &names, false, &wrap)
             .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
 
         let mut prompt = String::from(CHILD_PROMPT);
@@ -166,7 +166,7 @@ impl Tool for DelegateTool {
         }
         prompt.push_str(&format!(
             "\n\nWorking directory: {}",
-            sandbox.root().display()
+            workdir.root().display()
         ));
 
         let mut task = format!("Goal:\n{goal}");

@@ -1,14 +1,14 @@
 //! `read_file`, `write_file` and `patch`: the file tools, confined to the
 //! working directory.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Access, Sandbox, cap_result, failed, floor_char_boundary, parse_args, write_atomic};
+use super::workdir::io_error;
+use super::{Access, Workdir, cap_result, failed, floor_char_boundary, parse_args};
 
 /// Lines returned when the model gives no `limit`.
 const DEFAULT_READ_LIMIT: usize = 2000;
@@ -59,21 +59,18 @@ pub(crate) fn read_line_bounded<R: BufRead>(
     }
 }
 
-fn io_error(action: &str, shown: &str, e: &std::io::Error) -> ToolError {
-    let hint = match e.kind() {
-        std::io::ErrorKind::NotFound => " (no such file; check the path with search_files)",
-        std::io::ErrorKind::PermissionDenied => " (permission denied)",
-        std::io::ErrorKind::IsADirectory => " (it is a directory)",
-        _ => "",
-    };
-    failed(format!("Error: cannot {action} '{shown}': {e}{hint}"))
+fn not_regular(shown: &str) -> ToolError {
+    failed(format!(
+        "Error: '{shown}' is not a regular file (a device, FIFO or socket); the file tools only \
+         handle regular files."
+    ))
 }
 
 /// Reads a text file as numbered lines.
 #[derive(Debug)]
 pub struct ReadFileTool {
     spec: ToolSpec,
-    sandbox: Sandbox,
+    workdir: Workdir,
     cap: usize,
 }
 
@@ -87,7 +84,7 @@ struct ReadArgs {
 }
 
 impl ReadFileTool {
-    pub(crate) fn new(sandbox: Sandbox, cap: usize) -> Self {
+    pub(crate) fn new(workdir: Workdir, cap: usize) -> Self {
         ReadFileTool {
             spec: ToolSpec::new(
                 "read_file",
@@ -103,7 +100,7 @@ impl ReadFileTool {
                     "required": ["path"]
                 }),
             ),
-            sandbox,
+            workdir,
             cap,
         }
     }
@@ -116,13 +113,6 @@ impl Tool for ReadFileTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: ReadArgs = parse_args("read_file", arguments)?;
-        let path = self.sandbox.resolve_for(&args.path, Access::Read)?;
-        let shown = self.sandbox.display(&path);
-        if path.is_dir() {
-            return Err(failed(format!(
-                "Error: '{shown}' is a directory, not a file. Use search_files with target 'files' to list it."
-            )));
-        }
         let offset = args.offset.unwrap_or(1);
         if offset == 0 {
             return Err(failed(
@@ -133,15 +123,24 @@ impl Tool for ReadFileTool {
         if limit == 0 {
             return Err(failed("Error: 'limit' must be at least 1."));
         }
-        let file = std::fs::File::open(&path).map_err(|e| io_error("read", &shown, &e))?;
-        let mut reader = BufReader::new(file);
+        let opened = self.workdir.open_file(&args.path, Access::Read)?;
+        let shown = self.workdir.display(&opened.real);
+        if opened.meta.is_dir() {
+            return Err(failed(format!(
+                "Error: '{shown}' is a directory, not a file. Use search_files with target 'files' to list it."
+            )));
+        }
+        if !opened.meta.is_file() {
+            return Err(not_regular(&shown));
+        }
+        let size = opened.meta.len();
+        let mut reader = BufReader::new(opened.file);
 
         let head = reader
             .fill_buf()
             .map_err(|e| io_error("read", &shown, &e))?;
         let sniff = &head[..head.len().min(BINARY_SNIFF_BYTES)];
         if looks_binary(sniff) {
-            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             return Err(failed(format!(
                 "Error: '{shown}' is a binary file ({size} bytes); read_file only returns text. \
                  Use the terminal (e.g. `file`, `xxd | head`) to inspect it."
@@ -203,7 +202,7 @@ impl Tool for ReadFileTool {
 #[derive(Debug)]
 pub struct WriteFileTool {
     spec: ToolSpec,
-    sandbox: Sandbox,
+    workdir: Workdir,
 }
 
 #[derive(Deserialize)]
@@ -213,7 +212,7 @@ struct WriteArgs {
 }
 
 impl WriteFileTool {
-    pub(crate) fn new(sandbox: Sandbox) -> Self {
+    pub(crate) fn new(workdir: Workdir) -> Self {
         WriteFileTool {
             spec: ToolSpec::new(
                 "write_file",
@@ -228,7 +227,7 @@ impl WriteFileTool {
                     "required": ["path", "content"]
                 }),
             ),
-            sandbox,
+            workdir,
         }
     }
 }
@@ -240,19 +239,11 @@ impl Tool for WriteFileTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: WriteArgs = parse_args("write_file", arguments)?;
-        let path = self.sandbox.resolve_for(&args.path, Access::Write)?;
-        let shown = self.sandbox.display(&path);
-        if path.is_dir() {
-            return Err(failed(format!(
-                "Error: '{shown}' is a directory; give a file path."
-            )));
-        }
-        let existed = path.exists();
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| io_error("create the directory for", &shown, &e))?;
-        }
-        write_atomic(&path, args.content.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
+        let written = self
+            .workdir
+            .write_file(&args.path, args.content.as_bytes())?;
+        let shown = self.workdir.display(&written.real);
+        let existed = written.existed;
         let lines = args.content.lines().count();
         Ok(format!(
             "{} '{shown}': wrote {} bytes ({lines} lines).",
@@ -266,7 +257,7 @@ impl Tool for WriteFileTool {
 #[derive(Debug)]
 pub struct PatchTool {
     spec: ToolSpec,
-    sandbox: Sandbox,
+    workdir: Workdir,
 }
 
 #[derive(Deserialize)]
@@ -279,7 +270,7 @@ struct PatchArgs {
 }
 
 impl PatchTool {
-    pub(crate) fn new(sandbox: Sandbox) -> Self {
+    pub(crate) fn new(workdir: Workdir) -> Self {
         PatchTool {
             spec: ToolSpec::new(
                 "patch",
@@ -296,7 +287,7 @@ impl PatchTool {
                     "required": ["path", "old_string", "new_string"]
                 }),
             ),
-            sandbox,
+            workdir,
         }
     }
 }
@@ -384,9 +375,20 @@ impl Tool for PatchTool {
                 "Error: 'old_string' and 'new_string' are identical; nothing to change.",
             ));
         }
-        let path = self.sandbox.resolve_for(&args.path, Access::Write)?;
-        let shown = self.sandbox.display(&path);
-        let bytes = std::fs::read(&path).map_err(|e| io_error("read", &shown, &e))?;
+        let opened = self.workdir.open_file(&args.path, Access::Write)?;
+        let shown = self.workdir.display(&opened.real);
+        if opened.meta.is_dir() {
+            return Err(failed(format!(
+                "Error: '{shown}' is a directory; patch edits a file."
+            )));
+        }
+        if !opened.meta.is_file() {
+            return Err(not_regular(&shown));
+        }
+        let mut bytes = Vec::new();
+        let mut file = opened.file;
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io_error("read", &shown, &e))?;
         if looks_binary(&bytes[..bytes.len().min(BINARY_SNIFF_BYTES)]) {
             return Err(failed(format!(
                 "Error: '{shown}' is a binary file; patch only edits text."
@@ -426,8 +428,10 @@ impl Tool for PatchTool {
                 } else {
                     text.replacen(&args.old_string, &args.new_string, 1)
                 };
-                write_atomic(Path::new(&path), new_text.as_bytes())
-                    .map_err(|e| io_error("write", &shown, &e))?;
+                // Written back where the file really is (a symlink was
+                // followed when it was opened).
+                self.workdir
+                    .write_real(&opened.real, &shown, new_text.as_bytes())?;
                 Ok(format!(
                     "Patched '{shown}': replaced {n} occurrence{} (first at line {first_line}).",
                     if n == 1 { "" } else { "s" }

@@ -8,23 +8,15 @@
 //! - **Results are capped** at [`ToolEnv::result_cap_bytes`]. An over-long
 //!   result is cut on a char boundary with a visible marker that says how much
 //!   was left out and how to get it; nothing is dropped silently.
-//! - **File and shell tools stay inside the working directory** (SPEC E1):
-//!   `..`, absolute paths and symlinks that lead out of it are refused with an
-//!   error that names the setting to change, unless
-//!   [`ToolEnv::allow_outside_workdir`] is set.
-//! - **`$HERMES_HOME` is off limits to the file tools** (SPEC E1, E2), even
-//!   when the working directory contains it (a CLI started from `~`) and even
-//!   with `allow_outside_workdir`: it holds `.env`, `config.toml` and
-//!   `state.db`, and whatever a tool reads goes to the provider and into the
-//!   transcript. `read_file` and `search_files` may read only `MEMORY.md`,
-//!   `USER.md`, `SOUL.md` and `skills/**` there; `write_file` and `patch`
-//!   may write nothing there (the `memory` tool edits `MEMORY.md` and
-//!   `USER.md` itself). The one exception is a working directory chosen
-//!   strictly *inside* the home (e.g. `$HERMES_HOME/workspace`): its own
-//!   files are ordinary files. A working directory equal to the home gets no
-//!   exception. The terminal is not confined this way (a shell can `cat`
-//!   anything the user can); its description asks the model not to print
-//!   secrets, and real isolation is the deployment's job.
+//! - **File tools stay inside the working directory** (SPEC E1): every path
+//!   is opened by the kernel beneath a handle to the working directory, and
+//!   `$HERMES_HOME`'s secrets stay refused even when the working directory
+//!   contains the home (see [`workdir`](self::workdir) for the rules and
+//!   the one escape hatch, [`ToolEnv::allow_outside_workdir`]).
+//! - **The terminal runs in a sandbox** (SPEC E1, E2; see
+//!   [`sandbox`](self::sandbox)): Landlock limits what a command may read
+//!   and write, an allow-listed environment keeps secrets out of it, and a
+//!   PID namespace makes sure nothing it starts outlives it.
 //! - **One registry per session.** Stateful tools (`todo`) keep their state in
 //!   the tool instance unless [`ToolEnv::todo_state`] hands them a per-session
 //!   [`TodoState`], so [`build_registry`] must be called once per session.
@@ -33,7 +25,7 @@
 //! by name.
 
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hermes_core::{Model, Tool, ToolError, ToolRegistry};
@@ -48,6 +40,7 @@ mod search;
 mod terminal;
 mod todo;
 mod web;
+mod workdir;
 
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
@@ -57,10 +50,7 @@ pub use terminal::{TerminalTool, child_env, is_secret_env_name};
 pub use todo::{TodoState, TodoTool};
 pub use web::{WebFetchTool, html_to_text};
 
-/// What the file tools may read in `$HERMES_HOME` (never write): the prompt
-/// sources and the skills the system prompt points the model to.
-const READABLE_HOME_FILES: &[&str] = &["MEMORY.md", "USER.md", "SOUL.md"];
-const READABLE_HOME_DIRS: &[&str] = &["skills"];
+pub(crate) use workdir::{Access, Workdir};
 
 /// Default cap on one tool result, in bytes (about 12k tokens).
 pub const DEFAULT_RESULT_CAP_BYTES: usize = 50_000;
@@ -175,7 +165,7 @@ pub fn build_registry(
     env: &ToolEnv,
     enabled_toolsets: Option<&[String]>,
 ) -> Result<ToolRegistry, ToolsError> {
-    let sandbox = Sandbox::new(env)?;
+    let workdir = Workdir::new(env)?;
     let (names, explicit): (Vec<&str>, bool) = match enabled_toolsets {
         None => (TOOLSETS.iter().map(|(n, _)| *n).collect(), false),
         Some(list) => {
@@ -198,24 +188,24 @@ pub fn build_registry(
             (names, true)
         }
     };
-    build_from(env, &sandbox, &names, explicit)
+    build_from(env, &workdir, &names, explicit)
 }
 
 /// Registers the tools of `toolsets` (already validated names).
 fn build_from(
     env: &ToolEnv,
-    sandbox: &Sandbox,
+    workdir: &Workdir,
     toolsets: &[&str],
     explicit: bool,
 ) -> Result<ToolRegistry, ToolsError> {
-    build_wrapped(env, sandbox, toolsets, explicit, &|tool| tool)
+    build_wrapped(env, workdir, toolsets, explicit, &|tool| tool)
 }
 
 /// [`build_from`], passing every tool through `wrap` before registering it
 /// (a sub-agent's tools are wrapped to see the parent's interrupt flag).
 fn build_wrapped(
     env: &ToolEnv,
-    sandbox: &Sandbox,
+    workdir: &Workdir,
     toolsets: &[&str],
     explicit: bool,
     wrap: &dyn Fn(Box<dyn Tool>) -> Box<dyn Tool>,
@@ -226,12 +216,12 @@ fn build_wrapped(
     for name in toolsets {
         match *name {
             "file" => {
-                add(Box::new(ReadFileTool::new(sandbox.clone(), cap)));
-                add(Box::new(WriteFileTool::new(sandbox.clone())));
-                add(Box::new(PatchTool::new(sandbox.clone())));
-                add(Box::new(SearchFilesTool::new(sandbox.clone(), cap)));
+                add(Box::new(ReadFileTool::new(workdir.clone(), cap)));
+                add(Box::new(WriteFileTool::new(workdir.clone())));
+                add(Box::new(PatchTool::new(workdir.clone())));
+                add(Box::new(SearchFilesTool::new(workdir.clone(), cap)));
             }
-            "terminal" => add(Box::new(TerminalTool::new(sandbox.clone(), cap))),
+            "terminal" => add(Box::new(TerminalTool::new(workdir.clone(), cap))),
             "web" => match &env.bridge {
                 Some(bridge) => add(Box::new(WebFetchTool::new(bridge.clone(), cap))),
                 None if explicit => {
@@ -334,200 +324,6 @@ pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
         "…\n[output truncated: {omitted} more bytes; {hint}]"
     ));
     out
-}
-
-/// What a file tool wants to do with a path; `$HERMES_HOME` allows reading
-/// a few files and writing none.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    Read,
-    Write,
-}
-
-/// Path confinement for the file and shell tools (SPEC E1, E2).
-#[derive(Clone, Debug)]
-pub(crate) struct Sandbox {
-    /// The canonical working directory.
-    root: PathBuf,
-    allow_outside: bool,
-    /// The canonical `$HERMES_HOME` (resolved like a tool path, so a home
-    /// that does not exist yet is still protected once it is created).
-    home: Option<PathBuf>,
-}
-
-impl Sandbox {
-    pub(crate) fn new(env: &ToolEnv) -> Result<Self, ToolsError> {
-        let workdir = &env.workdir;
-        let root = std::fs::canonicalize(workdir).map_err(|source| ToolsError::Workdir {
-            path: workdir.clone(),
-            source,
-        })?;
-        if !root.is_dir() {
-            return Err(ToolsError::Workdir {
-                path: workdir.clone(),
-                source: std::io::Error::other("not a directory"),
-            });
-        }
-        let home = if env.hermes_home.as_os_str().is_empty() {
-            None
-        } else {
-            let given = if env.hermes_home.is_absolute() {
-                env.hermes_home.clone()
-            } else {
-                root.join(&env.hermes_home)
-            };
-            canonicalize_lenient(&given).ok()
-        };
-        Ok(Sandbox {
-            root,
-            allow_outside: env.allow_outside_workdir,
-            home,
-        })
-    }
-
-    /// The canonical working directory.
-    pub(crate) fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// Resolves `path` (relative to the working directory, or absolute) to
-    /// a canonical path, refusing anything that leads outside the working
-    /// directory. Only the terminal uses this directly; the file tools use
-    /// [`Sandbox::resolve_for`], which also guards `$HERMES_HOME`.
-    ///
-    /// The file need not exist: the nearest existing ancestor is
-    /// canonicalized (which resolves `..` and symlinks the way the OS will),
-    /// and the missing tail is appended lexically — it cannot contain
-    /// symlinks because it does not exist yet. A dangling symlink is
-    /// refused: where it points cannot be checked.
-    pub(crate) fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
-        if path.is_empty() {
-            return Err(failed("Error: 'path' is empty."));
-        }
-        if path.contains('\0') {
-            return Err(failed("Error: 'path' contains a NUL byte."));
-        }
-        let given = Path::new(path);
-        let joined = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.root.join(given)
-        };
-        let resolved = canonicalize_lenient(&joined).map_err(|(existing, e)| {
-            failed(format!(
-                "Error: cannot resolve path '{path}': {} ({e}). It may be a broken symbolic link.",
-                existing.display()
-            ))
-        })?;
-
-        if !self.allow_outside && !resolved.starts_with(&self.root) {
-            return Err(failed(format!(
-                "Error: path '{path}' is outside the working directory {} (it resolves to {}); \
-                 use a path inside it, or set allow_outside_workdir to permit this.",
-                self.root.display(),
-                resolved.display()
-            )));
-        }
-        Ok(resolved)
-    }
-
-    /// [`Sandbox::resolve`] for a file tool: also refuses what
-    /// [`Sandbox::allows`] refuses in `$HERMES_HOME`.
-    pub(crate) fn resolve_for(&self, path: &str, access: Access) -> Result<PathBuf, ToolError> {
-        let resolved = self.resolve(path)?;
-        if self.allows(&resolved, access) {
-            return Ok(resolved);
-        }
-        let home = self.home.as_deref().unwrap_or(Path::new(""));
-        let what = match access {
-            Access::Read => {
-                "the file tools may only read MEMORY.md, USER.md, SOUL.md and skills/ there"
-            }
-            Access::Write => {
-                "the file tools cannot write there (use the memory tool to change MEMORY.md or USER.md)"
-            }
-        };
-        Err(failed(format!(
-            "Error: '{path}' is refused: it is inside the Hermes home directory {}, which holds \
-             the configuration and secrets (.env, config.toml, state.db); {what}.",
-            home.display()
-        )))
-    }
-
-    /// Whether a file tool may `access` the canonical path `resolved` as far
-    /// as `$HERMES_HOME` is concerned (see the module docs). Also used by
-    /// `search_files` to skip what it walks past.
-    pub(crate) fn allows(&self, resolved: &Path, access: Access) -> bool {
-        let Some(home) = &self.home else {
-            return true;
-        };
-        let Ok(rel) = resolved.strip_prefix(home) else {
-            return true;
-        };
-        // A working directory chosen inside the home (not the home itself)
-        // owns its files.
-        if self.root != *home && self.root.starts_with(home) && resolved.starts_with(&self.root) {
-            return true;
-        }
-        if access == Access::Write {
-            return false;
-        }
-        let mut parts = rel.components();
-        match parts.next() {
-            Some(Component::Normal(first)) => {
-                let first = first.to_string_lossy();
-                let top_level = parts.next().is_none();
-                (top_level && READABLE_HOME_FILES.contains(&first.as_ref()))
-                    || READABLE_HOME_DIRS.contains(&first.as_ref())
-            }
-            // The home directory itself: listing it would show what is there.
-            _ => false,
-        }
-    }
-
-    /// `path` as the model should see it: relative to the working directory
-    /// when inside it.
-    pub(crate) fn display(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.root) {
-            Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
-            Ok(rel) => rel.display().to_string(),
-            Err(_) => path.display().to_string(),
-        }
-    }
-}
-
-/// Canonicalizes a path that need not exist: the nearest existing ancestor
-/// is canonicalized and the missing tail appended lexically. On failure,
-/// returns the ancestor that could not be resolved and why.
-fn canonicalize_lenient(joined: &Path) -> Result<PathBuf, (PathBuf, std::io::Error)> {
-    // Split into the longest existing prefix and the missing tail.
-    let mut existing = joined;
-    let mut tail: Vec<Component<'_>> = Vec::new();
-    loop {
-        if std::fs::symlink_metadata(existing).is_ok() {
-            break;
-        }
-        match (existing.parent(), existing.components().next_back()) {
-            (Some(parent), Some(last)) => {
-                tail.push(last);
-                existing = parent;
-            }
-            _ => break,
-        }
-    }
-    tail.reverse();
-    let mut resolved = std::fs::canonicalize(existing).map_err(|e| (existing.to_path_buf(), e))?;
-    for comp in tail {
-        match comp {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                resolved.pop();
-            }
-            Component::Normal(c) => resolved.push(c),
-            Component::RootDir | Component::Prefix(_) => {}
-        }
-    }
-    Ok(resolved)
 }
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory,

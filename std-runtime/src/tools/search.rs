@@ -1,22 +1,36 @@
 //! `search_files`: regex search over file contents, or glob search over file
 //! names, below a directory inside the working directory.
 //!
-//! The walk uses `ignore` (ripgrep's walker): `.gitignore`/`.ignore` rules are
-//! honoured (also outside a git repository) and hidden files are skipped, so
-//! `target/`, `node_modules/` and `.git/` do not drown the results. Entries
-//! are visited in name order, so the same tree gives the same output.
+//! - **The walk goes through directory handles**, never paths: each
+//!   directory is opened from its parent's handle without following
+//!   symlinks (`O_NOFOLLOW | O_DIRECTORY`), each file likewise, so a symlink
+//!   is never followed and a directory swapped for a symlink mid-walk leads
+//!   nowhere (see `workdir`). Symlinks are skipped.
+//! - **Ignore rules as ripgrep's walker has them**: `.gitignore`, `.ignore`
+//!   and `.git/info/exclude` (also outside a git repository), from the
+//!   working directory down to the searched directory and below, matched by
+//!   the `ignore` crate's gitignore engine; hidden files are skipped, so
+//!   `target/`, `node_modules/` and `.git/` do not drown the results. Rules
+//!   outside the working directory (a global gitignore, parents above it)
+//!   are not read.
+//! - Entries are visited in name order, depth first, so the same tree gives
+//!   the same output.
 
-use std::io::{BufRead, BufReader};
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use globset::{Glob, GlobMatcher};
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
-use ignore::WalkBuilder;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::fs::{looks_binary, read_line_bounded};
-use super::{Access, Sandbox, cap_result, failed, floor_char_boundary, parse_args};
+use super::{Access, Workdir, cap_result, failed, floor_char_boundary, parse_args};
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
@@ -26,12 +40,112 @@ const MAX_CONTENT_FILE_BYTES: u64 = 10 * 1024 * 1024;
 const MAX_MATCH_LINE_BYTES: usize = 300;
 /// Only this much of each line is searched (bounds memory on huge lines).
 const MAX_SEARCHED_LINE_BYTES: usize = 64 * 1024;
+/// Directories below this depth are not entered (each level holds a handle).
+const MAX_DEPTH: usize = 100;
+/// Larger ignore files are not read.
+const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Opens `name` in `dir` read-only without following a symlink and without
+/// blocking on a FIFO; only regular files are returned.
+fn open_entry(dir: &Dir, name: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .follow(FollowSymlinks::No)
+        .custom_flags(libc::O_NONBLOCK);
+    let file = dir.open_with(name, &opts).ok()?.into_std();
+    let meta = file.metadata().ok()?;
+    meta.is_file().then_some((file, meta))
+}
+
+/// The ignore rules a directory holds (`.gitignore`, then `.ignore`, which
+/// wins, and `.git/info/exclude` at a repository's top), or `None`.
+fn ignore_rules(dir: &Dir, real: &Path) -> Option<Gitignore> {
+    let mut builder = GitignoreBuilder::new(real);
+    let mut any = false;
+    for name in [".git/info/exclude", ".gitignore", ".ignore"] {
+        let Some((mut file, meta)) = open_entry(dir, Path::new(name)) else {
+            continue;
+        };
+        if meta.len() > MAX_IGNORE_FILE_BYTES {
+            continue;
+        }
+        let mut text = String::new();
+        if file.read_to_string(&mut text).is_err() {
+            continue;
+        }
+        for line in text.lines() {
+            // A malformed line is skipped, as git does.
+            let _ = builder.add_line(None, line);
+        }
+        any = true;
+    }
+    if !any {
+        return None;
+    }
+    builder.build().ok()
+}
+
+/// Whether the rules (outermost first) ignore `path`: the innermost rule
+/// that matches decides.
+fn ignored(rules: &[Gitignore], path: &Path, is_dir: bool) -> bool {
+    for r in rules.iter().rev() {
+        let m = r.matched(path, is_dir);
+        if m.is_ignore() {
+            return true;
+        }
+        if m.is_whitelist() {
+            return false;
+        }
+    }
+    false
+}
+
+/// One directory being walked.
+struct Frame {
+    dir: Dir,
+    real: PathBuf,
+    /// How many ignore rules (of the walk's stack) belong to this frame.
+    own_rules: usize,
+    /// The entries still to visit, in name order, reversed (popped from the end).
+    pending: Vec<(OsString, bool)>,
+}
+
+impl Frame {
+    fn open(dir: Dir, real: PathBuf, rules: &mut Vec<Gitignore>) -> Frame {
+        let mut pending: Vec<(OsString, bool)> = Vec::new();
+        if let Ok(entries) = dir.entries() {
+            for entry in entries.flatten() {
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                // Symlinks are neither files nor directories here: skipped.
+                if kind.is_dir() || kind.is_file() {
+                    pending.push((entry.file_name(), kind.is_dir()));
+                }
+            }
+        }
+        pending.sort_by(|a, b| b.0.cmp(&a.0));
+        let own_rules = match ignore_rules(&dir, &real) {
+            Some(r) => {
+                rules.push(r);
+                1
+            }
+            None => 0,
+        };
+        Frame {
+            dir,
+            real,
+            own_rules,
+            pending,
+        }
+    }
+}
 
 /// Searches file contents (regex) or file names (glob).
 #[derive(Debug)]
 pub struct SearchFilesTool {
     spec: ToolSpec,
-    sandbox: Sandbox,
+    workdir: Workdir,
     cap: usize,
 }
 
@@ -60,7 +174,7 @@ fn default_target() -> Target {
 }
 
 impl SearchFilesTool {
-    pub(crate) fn new(sandbox: Sandbox, cap: usize) -> Self {
+    pub(crate) fn new(workdir: Workdir, cap: usize) -> Self {
         SearchFilesTool {
             spec: ToolSpec::new(
                 "search_files",
@@ -80,7 +194,7 @@ impl SearchFilesTool {
                     "required": ["pattern"]
                 }),
             ),
-            sandbox,
+            workdir,
             cap,
         }
     }
@@ -108,21 +222,6 @@ impl Tool for SearchFilesTool {
                 "Error: 'limit' must be between 1 and {MAX_LIMIT}."
             )));
         }
-        // The base may be a directory that holds refused files (the working
-        // directory containing $HERMES_HOME, or the home itself): the walk
-        // below skips them one by one. A file given directly is checked now.
-        let base = self.sandbox.resolve(args.path.as_deref().unwrap_or("."))?;
-        if !base.is_dir() {
-            self.sandbox
-                .resolve_for(args.path.as_deref().unwrap_or("."), Access::Read)?;
-        }
-        if !base.exists() {
-            return Err(failed(format!(
-                "Error: search path '{}' does not exist.",
-                self.sandbox.display(&base)
-            )));
-        }
-
         let regex = match args.target {
             Target::Content => Some(Regex::new(&args.pattern).map_err(|e| {
                 failed(format!(
@@ -142,67 +241,44 @@ impl Tool for SearchFilesTool {
             .map(|g| glob("file_glob", g))
             .transpose()?;
 
-        let walker = WalkBuilder::new(&base)
-            .require_git(false)
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .build();
-
+        let path_arg = args.path.as_deref().unwrap_or(".");
         let mut lines: Vec<String> = Vec::new();
         let mut more = 0usize;
         let mut skipped_binary = 0usize;
-        for entry in walker {
-            if ctx.interrupt.is_set() {
-                lines.push("[search interrupted]".into());
-                break;
-            }
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let path = entry.path();
-            // Entries are below the canonical base and symlinks are not
-            // followed, so the path needs no further resolving.
-            if !self.sandbox.allows(path, Access::Read) {
-                continue;
-            }
-            let shown = self.sandbox.display(path);
-            let name = entry.file_name();
+        let mut too_deep = 0usize;
+        let search_file = |file: std::fs::File,
+                           shown: &str,
+                           name: &std::ffi::OsStr,
+                           lines: &mut Vec<String>,
+                           more: &mut usize,
+                           skipped_binary: &mut usize| {
             if let Some(g) = &name_glob {
                 let hit = if match_path {
-                    g.is_match(&shown)
+                    g.is_match(shown)
                 } else {
                     g.is_match(name)
                 };
                 if hit {
                     if lines.len() < limit {
-                        lines.push(shown);
+                        lines.push(shown.to_owned());
                     } else {
-                        more += 1;
+                        *more += 1;
                     }
                 }
-                continue;
+                return;
             }
-            let Some(re) = &regex else { continue };
+            let Some(re) = &regex else { return };
             if file_glob.as_ref().is_some_and(|g| !g.is_match(name)) {
-                continue;
+                return;
             }
-            if entry
-                .metadata()
-                .is_ok_and(|m| m.len() > MAX_CONTENT_FILE_BYTES)
-            {
-                continue;
-            }
-            let Ok(file) = std::fs::File::open(path) else {
-                continue;
-            };
             let mut reader = BufReader::new(file);
             match reader.fill_buf() {
                 Ok(head) if looks_binary(&head[..head.len().min(8192)]) => {
-                    skipped_binary += 1;
-                    continue;
+                    *skipped_binary += 1;
+                    return;
                 }
                 Ok(_) => {}
-                Err(_) => continue,
+                Err(_) => return,
             }
             let mut buf = Vec::new();
             let mut n = 0usize;
@@ -218,39 +294,174 @@ impl Tool for SearchFilesTool {
                         let ell = if cut < line.len() { "…" } else { "" };
                         lines.push(format!("{shown}:{n}: {}{ell}", &line[..cut]));
                     } else {
-                        more += 1;
+                        *more += 1;
                     }
+                }
+            }
+        };
+
+        // The base may be a directory that holds refused files (the working
+        // directory containing $HERMES_HOME, or the home itself): the walk
+        // skips them one by one. A file given directly is checked now.
+        let base = match self.workdir.open_dir(path_arg) {
+            Ok(base) => base,
+            Err(dir_err) => {
+                let Ok(opened) = self.workdir.open_file(path_arg, Access::Read) else {
+                    // Report the refusal or failure of the more specific open.
+                    return Err(match self.workdir.open_file(path_arg, Access::Read) {
+                        Err(e) if !e.to_string().contains("Not a directory") => e,
+                        _ => dir_err,
+                    });
+                };
+                let shown = self.workdir.display(&opened.real);
+                let name = opened.real.file_name().unwrap_or_default().to_os_string();
+                if opened.meta.is_file() && opened.meta.len() <= MAX_CONTENT_FILE_BYTES {
+                    search_file(
+                        opened.file,
+                        &shown,
+                        &name,
+                        &mut lines,
+                        &mut more,
+                        &mut skipped_binary,
+                    );
+                }
+                return Ok(render(
+                    &args,
+                    &shown,
+                    lines,
+                    more,
+                    skipped_binary,
+                    0,
+                    self.cap,
+                ));
+            }
+        };
+        let base_shown = self.workdir.display(&base.real);
+
+        // Ignore rules from the working directory down to the base.
+        let mut rules: Vec<Gitignore> = Vec::new();
+        if let Ok(below) = base.real.strip_prefix(self.workdir.root()) {
+            let mut real = self.workdir.root().to_path_buf();
+            let mut rel = PathBuf::new();
+            let mut parts = below.components().peekable();
+            while parts.peek().is_some() {
+                if let Ok(dir) = self.workdir.open_dir_beneath(&rel)
+                    && let Some(r) = ignore_rules(&dir, &real)
+                {
+                    rules.push(r);
+                }
+                if let Some(part) = parts.next() {
+                    rel.push(part);
+                    real.push(part);
                 }
             }
         }
 
-        let what = if args.target == Target::Files {
-            "files"
-        } else {
-            "matches"
-        };
-        if lines.is_empty() {
-            let mut msg = format!(
-                "No {what} for '{}' under '{}'.",
-                args.pattern,
-                self.sandbox.display(&base)
-            );
-            if skipped_binary > 0 {
-                msg.push_str(&format!(" ({skipped_binary} binary files skipped.)"));
+        let mut stack = vec![Frame::open(base.dir, base.real, &mut rules)];
+        while let Some(depth) = stack.len().checked_sub(1) {
+            let top = &mut stack[depth];
+            if ctx.interrupt.is_set() {
+                lines.push("[search interrupted]".into());
+                break;
             }
-            return Ok(msg);
+            let Some((name, is_dir)) = top.pending.pop() else {
+                if let Some(done) = stack.pop() {
+                    rules.truncate(rules.len() - done.own_rules);
+                }
+                continue;
+            };
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let real = top.real.join(&name);
+            if ignored(&rules, &real, is_dir) {
+                continue;
+            }
+            if is_dir {
+                if depth + 1 >= MAX_DEPTH {
+                    too_deep += 1;
+                    continue;
+                }
+                if let Ok(dir) = top.dir.open_dir_nofollow(&name) {
+                    let frame = Frame::open(dir, real, &mut rules);
+                    stack.push(frame);
+                }
+                continue;
+            }
+            if !self.workdir.allows(&real, Access::Read) {
+                continue;
+            }
+            let Some((file, meta)) = open_entry(&top.dir, Path::new(&name)) else {
+                continue;
+            };
+            if regex.is_some()
+                && (meta.len() > MAX_CONTENT_FILE_BYTES || self.workdir.is_home_secret(&meta))
+            {
+                continue;
+            }
+            let shown = self.workdir.display(&real);
+            search_file(
+                file,
+                &shown,
+                &name,
+                &mut lines,
+                &mut more,
+                &mut skipped_binary,
+            );
         }
-        let mut out = lines.join("\n");
-        out.push('\n');
-        if more > 0 {
-            out.push_str(&format!(
-                "[{more} more {what} not shown; narrow the pattern or path, or raise limit]\n"
-            ));
-        }
-        Ok(cap_result(
-            out,
+        Ok(render(
+            &args,
+            &base_shown,
+            lines,
+            more,
+            skipped_binary,
+            too_deep,
             self.cap,
-            "narrow the pattern or path, or lower limit",
         ))
     }
+}
+
+/// The tool's answer from what the walk found.
+fn render(
+    args: &SearchArgs,
+    base_shown: &str,
+    lines: Vec<String>,
+    more: usize,
+    skipped_binary: usize,
+    too_deep: usize,
+    cap: usize,
+) -> String {
+    let what = if args.target == Target::Files {
+        "files"
+    } else {
+        "matches"
+    };
+    let deep_note = if too_deep > 0 {
+        format!(
+            "[{too_deep} directories more than {MAX_DEPTH} levels deep were not searched; \
+             search below them with 'path']\n"
+        )
+    } else {
+        String::new()
+    };
+    if lines.is_empty() {
+        let mut msg = format!("No {what} for '{}' under '{base_shown}'.", args.pattern);
+        if skipped_binary > 0 {
+            msg.push_str(&format!(" ({skipped_binary} binary files skipped.)"));
+        }
+        if too_deep > 0 {
+            msg.push('\n');
+            msg.push_str(deep_note.trim_end());
+        }
+        return msg;
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    if more > 0 {
+        out.push_str(&format!(
+            "[{more} more {what} not shown; narrow the pattern or path, or raise limit]\n"
+        ));
+    }
+    out.push_str(&deep_note);
+    cap_result(out, cap, "narrow the pattern or path, or lower limit")
 }

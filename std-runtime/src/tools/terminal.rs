@@ -36,7 +36,7 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Sandbox, failed, parse_args};
+use super::{Workdir, failed, parse_args};
 
 const DEFAULT_TIMEOUT_S: u64 = 60;
 const MAX_TIMEOUT_S: u64 = 600;
@@ -90,7 +90,7 @@ pub fn child_env(
 #[derive(Debug)]
 pub struct TerminalTool {
     spec: ToolSpec,
-    sandbox: Sandbox,
+    sandbox: Workdir,
     cap: usize,
 }
 
@@ -104,7 +104,7 @@ struct TerminalArgs {
 }
 
 impl TerminalTool {
-    pub(crate) fn new(sandbox: Sandbox, cap: usize) -> Self {
+    pub(crate) fn new(sandbox: Workdir, cap: usize) -> Self {
         TerminalTool {
             spec: ToolSpec::new(
                 "terminal",
@@ -257,13 +257,8 @@ impl Tool for TerminalTool {
         }
         let dir = self
             .sandbox
-            .resolve(args.workdir.as_deref().unwrap_or("."))?;
-        if !dir.is_dir() {
-            return Err(failed(format!(
-                "Error: workdir '{}' is not an existing directory.",
-                self.sandbox.display(&dir)
-            )));
-        }
+            .open_dir(args.workdir.as_deref().unwrap_or("."))?
+            .real;
 
         let (mut reader, writer) = std::io::pipe()
             .map_err(|e| failed(format!("Error: cannot create a pipe for the command: {e}")))?;

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hermes_core::{
     ChatRequest, Completion, FinishReason, InterruptFlag, IterationBudget, Model, ModelError,
@@ -17,7 +17,7 @@ use hermes_core::{
 };
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::tools::{
-    TOOLSETS, ToolEnv, ToolsError, build_registry, child_env, html_to_text, is_secret_env_name,
+    TOOLSETS, ToolEnv, ToolsError, build_registry, child_env, html_to_text,
 };
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -507,41 +507,6 @@ fn terminal_merges_output_and_reports_exit_code() {
     assert!(m.contains("empty"), "{m}");
 }
 
-fn process_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        // Killed but not yet reaped by its new parent counts as gone.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
-}
-
-#[test]
-fn terminal_timeout_kills_the_whole_process_group() {
-    let fx = Fx::new();
-    let out = fx.ok(
-        "terminal",
-        json!({"command": "sleep 300 & echo $! > bg.pid; echo started; sleep 300", "timeout": 1}),
-    );
-    assert!(out.starts_with("started\n"), "{out}");
-    assert!(out.contains("timed out after 1 s"), "{out}");
-    assert!(out.contains("killed"), "{out}");
-    let pid: u32 = std::fs::read_to_string(fx.path("bg.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !process_gone(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "background child {pid} survived the timeout"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn terminal_interrupt_kills_the_command() {
     let fx = Fx::new();
@@ -553,7 +518,7 @@ fn terminal_interrupt_kills_the_command() {
     let out = fx.ok("terminal", json!({"command": "sleep 300", "timeout": 600}));
     setter.join().unwrap();
     assert!(
-        out.contains("[interrupted; the command and its child processes were killed]"),
+        out.contains("[interrupted; it and every process it started were killed]"),
         "{out}"
     );
 }
@@ -570,83 +535,43 @@ fn terminal_caps_output_keeping_head_and_tail() {
 }
 
 #[test]
-fn secret_env_names_are_recognised() {
-    for name in [
-        "HERMES_API_KEY",
-        "OPENAI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "TELEGRAM_BOT_TOKEN",
-        "WECOM_SECRET",
-        "FOO_API_KEY",
-        "aws_secret_access_key",
-        "DB_PASSWORD",
-        "GITHUB_TOKEN",
-    ] {
-        assert!(is_secret_env_name(name.as_ref()), "{name}");
-    }
-    for name in ["PATH", "HOME", "LANG", "TERM", "CARGO_PKG_NAME"] {
-        assert!(!is_secret_env_name(name.as_ref()), "{name}");
-    }
-    let env = child_env(vec![
+fn child_env_is_an_allow_list_plus_home_tmpdir_and_pass_through() {
+    let parent: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
         ("PATH".into(), "/bin".into()),
         ("FOO_API_KEY".into(), "sekrit".into()),
+        ("MYSQL_PWD".into(), "hunter2".into()),
+        ("PGPASSWORD".into(), "pg".into()),
+        ("HTTPS_PROXY".into(), "http://u:p@proxy:3128".into()),
         ("HOME".into(), "/root".into()),
-    ]);
+        ("LANG".into(), "C.UTF-8".into()),
+        ("LC_ALL".into(), "C".into()),
+        ("CARGO_HOME".into(), "/c".into()),
+        ("CARGO_TARGET_DIR".into(), "/t".into()),
+        ("EDITOR".into(), "vi".into()),
+    ];
+    let env = child_env(
+        parent,
+        &["EDITOR".into(), "CARGO_*".into()],
+        Path::new("/work"),
+        Some(Path::new("/tmp/x")),
+    );
+    let names: Vec<String> = env
+        .iter()
+        .map(|(n, v)| format!("{}={}", n.to_string_lossy(), v.to_string_lossy()))
+        .collect();
     assert_eq!(
-        env,
-        vec![
-            ("PATH".into(), "/bin".into()),
-            ("HOME".into(), "/root".into())
+        names,
+        [
+            "CARGO_HOME=/c",
+            "CARGO_TARGET_DIR=/t",
+            "EDITOR=vi",
+            "HOME=/work",
+            "LANG=C.UTF-8",
+            "LC_ALL=C",
+            "PATH=/bin",
+            "TMPDIR=/tmp/x"
         ]
     );
-}
-
-/// Runs in two modes: on its own (no secret to find, the checks still hold
-/// for the real environment) and as the child of
-/// `terminal_strips_a_secret_set_in_the_parent`, with FOO_API_KEY set.
-#[test]
-fn terminal_env_probe() {
-    let fx = Fx::new();
-    let out = fx.ok("terminal", json!({"command": "env"}));
-    assert!(out.contains("PATH="), "{out}");
-    for line in out.lines() {
-        if let Some((name, _)) = line.split_once('=') {
-            assert!(
-                !is_secret_env_name(name.as_ref()),
-                "{name} leaked into the child"
-            );
-        }
-    }
-    if std::env::var_os("HERMES_TOOLS_SECRET_PROBE").is_some() {
-        assert_eq!(std::env::var("FOO_API_KEY").unwrap(), "probe-sekrit-value");
-        assert!(!out.contains("probe-sekrit-value"), "{out}");
-        assert!(!out.contains("FOO_API_KEY"), "{out}");
-        println!("secret probe ran");
-    }
-}
-
-#[test]
-fn terminal_strips_a_secret_set_in_the_parent() {
-    let exe = std::env::current_exe().unwrap();
-    let output = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "terminal_env_probe",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("HERMES_TOOLS_SECRET_PROBE", "1")
-        .env("FOO_API_KEY", "probe-sekrit-value")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("secret probe ran"), "{stdout}");
-    assert!(stdout.contains("1 passed"), "{stdout}");
 }
 
 // ---------------------------------------------------------------- web_fetch
@@ -1663,53 +1588,4 @@ fn delegate_child_does_not_share_the_session_todo_list() {
         fx.ok("todo", json!({"action": "list"})),
         "Todo (0/1 done):\n[ ] 1. parent task"
     );
-}
-
-#[test]
-fn terminal_background_job_holding_the_output_is_killed_after_the_grace() {
-    let fx = Fx::new();
-    let out = fx.ok(
-        "terminal",
-        json!({"command": "sleep 300 & echo $! > bg.pid; echo started", "timeout": 60}),
-    );
-    assert!(out.starts_with("started\n"), "{out}");
-    assert!(out.contains("kept the output open"), "{out}");
-    assert!(out.contains("they were killed"), "{out}");
-    assert!(out.ends_with("[exit code: 0]"), "{out}");
-    assert!(
-        !out.contains("outside the command's process group"),
-        "{out}"
-    );
-    let pid: u32 = std::fs::read_to_string(fx.path("bg.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !process_gone(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "background job {pid} survived the call"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
-    // A job whose output goes to a file does not hold the pipe: it is left
-    // running and nothing is said.
-    let out = fx.ok(
-        "terminal",
-        json!({"command": "sleep 300 > /dev/null 2>&1 & echo $! > bg2.pid; echo ok"}),
-    );
-    assert_eq!(out, "ok\n[exit code: 0]");
-    let pid: u32 = std::fs::read_to_string(fx.path("bg2.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!process_gone(pid), "the redirected job was killed");
-    std::process::Command::new("kill")
-        .arg("-9")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
 }

@@ -36,6 +36,7 @@ use crate::bridge::AsyncBridge;
 mod delegate;
 mod fs;
 mod memory;
+pub mod sandbox;
 mod search;
 mod terminal;
 mod todo;
@@ -45,8 +46,9 @@ mod workdir;
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
+pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use search::SearchFilesTool;
-pub use terminal::{TerminalTool, child_env, is_secret_env_name};
+pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
 pub use web::{WebFetchTool, html_to_text};
 
@@ -75,8 +77,22 @@ pub struct ToolEnv {
     pub workdir: PathBuf,
     /// `$HERMES_HOME`: where `MEMORY.md` and `USER.md` live.
     pub hermes_home: PathBuf,
-    /// Lets file and shell tools reach paths outside `workdir` (SPEC E1).
+    /// Lets the file tools (and the terminal's `workdir` argument) reach
+    /// paths outside `workdir` (`[agent] allow_outside_workdir`,
+    /// `--allow-outside-workdir`). `$HERMES_HOME` stays refused.
     pub allow_outside_workdir: bool,
+    /// Whether the terminal runs commands in the sandbox (`[agent] sandbox`,
+    /// `--no-sandbox`).
+    pub sandbox: SandboxMode,
+    /// Environment variables passed to commands besides the allow-list
+    /// (`[agent] env_passthrough`; a trailing `*` matches a prefix).
+    pub env_passthrough: Vec<String>,
+    /// Extra paths sandboxed commands may read and execute
+    /// (`[agent] sandbox_read`).
+    pub sandbox_read: Vec<PathBuf>,
+    /// Extra paths sandboxed commands may read and write
+    /// (`[agent] sandbox_write`).
+    pub sandbox_write: Vec<PathBuf>,
     /// The persistent async runtime for network tools (SPEC L9). Without it
     /// the `web` toolset is unavailable.
     pub bridge: Option<Arc<AsyncBridge>>,
@@ -100,6 +116,10 @@ impl fmt::Debug for ToolEnv {
             .field("workdir", &self.workdir)
             .field("hermes_home", &self.hermes_home)
             .field("allow_outside_workdir", &self.allow_outside_workdir)
+            .field("sandbox", &self.sandbox)
+            .field("env_passthrough", &self.env_passthrough)
+            .field("sandbox_read", &self.sandbox_read)
+            .field("sandbox_write", &self.sandbox_write)
             .field("bridge", &self.bridge.is_some())
             .field("delegate_model", &self.delegate_model.is_some())
             .field("result_cap_bytes", &self.result_cap_bytes)
@@ -116,6 +136,10 @@ impl ToolEnv {
             workdir: workdir.into(),
             hermes_home: hermes_home.into(),
             allow_outside_workdir: false,
+            sandbox: SandboxMode::On,
+            env_passthrough: Vec::new(),
+            sandbox_read: Vec::new(),
+            sandbox_write: Vec::new(),
             bridge: None,
             delegate_model: None,
             result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
@@ -221,7 +245,16 @@ fn build_wrapped(
                 add(Box::new(PatchTool::new(workdir.clone())));
                 add(Box::new(SearchFilesTool::new(workdir.clone(), cap)));
             }
-            "terminal" => add(Box::new(TerminalTool::new(workdir.clone(), cap))),
+            "terminal" => add(Box::new(TerminalTool::new(
+                workdir.clone(),
+                terminal::TerminalSettings {
+                    mode: env.sandbox,
+                    env_passthrough: env.env_passthrough.clone(),
+                    extra_read: env.sandbox_read.clone(),
+                    extra_write: env.sandbox_write.clone(),
+                },
+                cap,
+            ))),
             "web" => match &env.bridge {
                 Some(bridge) => add(Box::new(WebFetchTool::new(bridge.clone(), cap))),
                 None if explicit => {

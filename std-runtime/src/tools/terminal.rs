@@ -1,33 +1,24 @@
-//! `terminal`: runs a shell command in the working directory.
+//! `terminal`: runs a shell command in the working directory, in the
+//! sandbox (see [`super::sandbox`]).
 //!
 //! - **One output stream.** stdout and stderr are the same pipe, so the
 //!   model sees them interleaved in the order the command wrote them.
 //! - **Bounded memory.** Output is kept as head + tail (the start shows what
 //!   ran, the end usually holds the error); the middle of a huge output is
 //!   dropped with a visible marker while it streams, never buffered whole.
-//! - **Timeouts kill everything.** The command runs in its own process group;
-//!   on timeout or interrupt the whole group gets SIGKILL, so `make -j` or a
-//!   pipeline cannot outlive the call.
-//! - **No secrets in the child.** The environment is copied without any
-//!   variable whose name looks like a credential (SPEC E2), so a command
-//!   like `env` cannot leak the provider key into the transcript.
-//! - **Confinement is of the start directory only.** `workdir` must resolve
-//!   inside the working directory (SPEC E1), but a shell can `cd` anywhere
-//!   the process user may go; real isolation needs an OS sandbox (a
-//!   container, a dedicated user), which is the deployment's job.
-//! - **Background jobs that hold the output are killed.** When the shell
-//!   exits while a background job still holds the pipe, the tool waits
-//!   briefly for the output to end, then kills the command's process group
-//!   (so neither the job nor the reader thread outlives the call) and says
-//!   so. A job whose output goes to a file (`cmd > log 2>&1 &`) does not hold
-//!   the pipe and keeps running. The shell is left unreaped until then, so
-//!   its pid (the group's id) cannot be reused by an unrelated process group.
+//! - **Nothing outlives the command**: not its timeout, not an interrupt,
+//!   not hermes's own exit or SIGKILL. Background jobs, `setsid` and `nohup`
+//!   children are killed when the command ends, and the result says so
+//!   when there were any. Where this system only allows the weaker
+//!   process-group containment, the result says what may survive.
+//! - **Confined** (Linux, Landlock): see [`super::sandbox`]. Where the
+//!   sandbox is unavailable, commands are refused unless the user opted out.
+//! - **No secrets in the child**: an allow-listed environment.
 
 use std::collections::VecDeque;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,61 +27,29 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::sandbox::{SandboxMode, child_env, unavailable_reason};
 use super::{Workdir, failed, parse_args};
 
 const DEFAULT_TIMEOUT_S: u64 = 60;
 const MAX_TIMEOUT_S: u64 = 600;
-/// How often the child's state and the interrupt flag are checked.
-const POLL: Duration = Duration::from_millis(20);
-/// How long to wait for the output pipe to close after the shell exited.
+/// How long to wait for the output pipe to close after the command ended.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Name fragments that mark a variable as a credential (matched on the
-/// upper-cased name).
-const SECRET_FRAGMENTS: &[&str] = &[
-    "KEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "PRIVATE",
-];
-
-/// Exact names that are always removed (some do not contain a fragment).
-const SECRET_NAMES: &[&str] = &[
-    "HERMES_API_KEY",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "TELEGRAM_BOT_TOKEN",
-    "WECOM_SECRET",
-    "WECOM_BOT_ID",
-    "DATABASE_URL",
-    "GITHUB_PAT",
-];
-
-/// Whether an environment variable name looks like a credential.
-pub fn is_secret_env_name(name: &OsStr) -> bool {
-    let upper = name.to_string_lossy().to_uppercase();
-    SECRET_NAMES.contains(&upper.as_str()) || SECRET_FRAGMENTS.iter().any(|f| upper.contains(f))
-}
-
-/// The environment a command runs with: `parent` without credentials.
-pub fn child_env(
-    parent: impl IntoIterator<Item = (OsString, OsString)>,
-) -> Vec<(OsString, OsString)> {
-    parent
-        .into_iter()
-        .filter(|(name, _)| !is_secret_env_name(name))
-        .collect()
+/// How commands run: the user's sandbox settings.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TerminalSettings {
+    pub(crate) mode: SandboxMode,
+    pub(crate) env_passthrough: Vec<String>,
+    pub(crate) extra_read: Vec<PathBuf>,
+    pub(crate) extra_write: Vec<PathBuf>,
 }
 
 /// Runs shell commands.
 #[derive(Debug)]
 pub struct TerminalTool {
     spec: ToolSpec,
-    sandbox: Workdir,
+    workdir: Workdir,
+    settings: TerminalSettings,
     cap: usize,
 }
 
@@ -104,15 +63,26 @@ struct TerminalArgs {
 }
 
 impl TerminalTool {
-    pub(crate) fn new(sandbox: Workdir, cap: usize) -> Self {
+    pub(crate) fn new(workdir: Workdir, settings: TerminalSettings, cap: usize) -> Self {
+        let confinement = match settings.mode {
+            SandboxMode::On => {
+                "It runs in a sandbox: it can read and run the system's programs, but read and \
+                 write only the working directory and $TMPDIR (a private temp dir); HOME is the \
+                 working directory. "
+            }
+            SandboxMode::Off => "",
+        };
         TerminalTool {
             spec: ToolSpec::new(
                 "terminal",
-                "Run a shell command (sh -c) in the working directory and return its combined \
-                 stdout/stderr and exit code. Non-interactive: stdin is empty. Long outputs are \
-                 cut in the middle; pipe through head/tail/grep to focus. Everything it prints \
-                 goes into the conversation: never print secrets (API keys, tokens, the \
-                 .env, config.toml or state.db files of the Hermes home directory).",
+                format!(
+                    "Run a shell command (sh -c) in the working directory and return its \
+                     combined stdout/stderr and exit code. Non-interactive: stdin is empty. \
+                     {confinement}Everything it starts (background jobs too) is killed when it \
+                     ends or times out; run long jobs in the foreground with a larger timeout. \
+                     Long outputs are cut in the middle; pipe through head/tail/grep to focus. \
+                     Everything it prints goes into the conversation: never print secrets."
+                ),
                 json!({
                     "type": "object",
                     "properties": {
@@ -123,7 +93,8 @@ impl TerminalTool {
                     "required": ["command"]
                 }),
             ),
-            sandbox,
+            workdir,
+            settings,
             cap,
         }
     }
@@ -187,56 +158,70 @@ impl HeadTail {
     }
 }
 
-/// Whether child `pid` has exited, without reaping it: while it is a zombie
-/// its pid, which is also its process group's id, cannot be reused, so
-/// killing the group afterwards cannot hit an unrelated one.
-fn exited_unreaped(pid: u32) -> std::io::Result<bool> {
-    let id = libc::id_t::from(pid);
-    // SAFETY: siginfo_t is plain data for which all-zero bytes are valid.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `info` is a valid, writable siginfo_t; WNOWAIT leaves the
-    // child waitable, so std's `Child::wait` still reaps it later.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            id,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        // A signal landing mid-call is no news about the child.
-        if err.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
+/// A private temp dir for one command (mode 0700), removed on drop.
+#[derive(Debug)]
+struct PrivateTemp(PathBuf);
+
+impl PrivateTemp {
+    fn create() -> std::io::Result<PrivateTemp> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let mut last = std::io::Error::other("no temp dir name was free");
+        for _ in 0..16 {
+            let name = format!("hermes-cmd-{:016x}", rand::random::<u64>());
+            let path = base.join(name);
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(PrivateTemp(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = e,
+                Err(e) => return Err(e),
+            }
         }
-        return Err(err);
+        Err(last)
     }
-    // SAFETY: waitid succeeded, so `info` was filled in (si_pid is 0 when
-    // the child has not exited yet, because of WNOHANG).
-    Ok(unsafe { info.si_pid() } != 0)
 }
 
-/// Sends SIGKILL to every process in group `pgid`.
-fn kill_group(pgid: u32) {
-    let Ok(pgid) = i32::try_from(pgid) else {
-        return;
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        // Symlinks inside are removed, never followed.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Collects the output pipe on a thread; `done` fires at end of file.
+fn collect_output(
+    mut reader: std::io::PipeReader,
+    cap: usize,
+) -> (Arc<Mutex<HeadTail>>, mpsc::Receiver<()>) {
+    // Leave room for the status lines appended at the end.
+    let output = Arc::new(Mutex::new(HeadTail::new(cap.saturating_sub(400).max(64))));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let sink = output.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if let Ok(mut o) = sink.lock() {
+                        o.push(&buf[..n]);
+                    }
+                }
+            }
+        }
+        let _ = done_tx.send(());
+    });
+    (output, done_rx)
+}
+
+fn rendered(output: &Mutex<HeadTail>) -> String {
+    let mut text = match output.lock() {
+        Ok(o) => o.render(),
+        Err(p) => p.into_inner().render(),
     };
-    if pgid <= 1 {
-        return;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
     }
-    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid
-    // addresses the process group the child leads (it was started with
-    // process_group(0), so its pgid is its pid).
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
-}
-
-enum Ending {
-    Exited(std::process::ExitStatus),
-    TimedOut,
-    Interrupted,
+    text
 }
 
 impl Tool for TerminalTool {
@@ -256,129 +241,216 @@ impl Tool for TerminalTool {
             )));
         }
         let dir = self
-            .sandbox
-            .open_dir(args.workdir.as_deref().unwrap_or("."))?
-            .real;
+            .workdir
+            .open_dir(args.workdir.as_deref().unwrap_or("."))?;
+        if self.settings.mode == SandboxMode::On
+            && let Some(why) = unavailable_reason()
+        {
+            return Err(failed(format!(
+                "Error: the terminal's sandbox is unavailable: {why}. Commands are refused rather \
+                 than run unconfined. The user can opt out with [agent] sandbox = \"off\" in \
+                 config.toml or --no-sandbox."
+            )));
+        }
+        let env_home = self.workdir.root().to_path_buf();
+        self.run(&args.command, dir, env_home, timeout_s, ctx)
+    }
+}
 
-        let (mut reader, writer) = std::io::pipe()
+#[cfg(target_os = "linux")]
+impl TerminalTool {
+    fn run(
+        &self,
+        command: &str,
+        dir: super::workdir::OpenedDir,
+        env_home: PathBuf,
+        timeout_s: u64,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
+        use super::sandbox::rules::{self, Grants};
+        use super::sandbox::spawn::{self, Containment, Plan, Stage, Stop};
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+
+        let setup = |what: &str, e: &dyn std::fmt::Display| {
+            failed(format!("Error: cannot {what} for the command: {e}"))
+        };
+        let tmp = PrivateTemp::create().map_err(|e| setup("create a temp dir", &e))?;
+        let confined = self.settings.mode == SandboxMode::On;
+        let mut write = vec![self.workdir.root().to_path_buf(), tmp.0.clone()];
+        write.extend(self.settings.extra_write.iter().cloned());
+        let grants = Grants::new(&self.settings.extra_read, write);
+        let hide = match self.workdir.home() {
+            Some(home) if confined && home.is_dir() && grants.covers(home) => Some(
+                CString::new(home.as_os_str().as_bytes())
+                    .map_err(|e| setup("hide the Hermes home", &e))?,
+            ),
+            _ => None,
+        };
+        let ruleset = if confined {
+            rules::build(&grants).map_err(|e| setup("build the Landlock ruleset", &e))?
+        } else {
+            None
+        };
+        let (reader, writer) = std::io::pipe().map_err(|e| setup("create a pipe", &e))?;
+        let env: Vec<(OsString, OsString)> = child_env(
+            std::env::vars_os(),
+            &self.settings.env_passthrough,
+            &env_home,
+            Some(&tmp.0),
+        );
+        let plan = Plan {
+            program: c"/bin/sh".to_owned(),
+            args: vec![
+                c"sh".to_owned(),
+                c"-c".to_owned(),
+                CString::new(command)
+                    .map_err(|_| failed("Error: 'command' contains a NUL byte."))?,
+            ],
+            env,
+            cwd: CString::new(dir.real.as_os_str().as_bytes())
+                .map_err(|e| setup("enter the working directory", &e))?,
+            ruleset,
+            hide: hide.clone(),
+            output: writer.into(),
+            backstop: Duration::from_secs(timeout_s + 30),
+        };
+        let mut launched =
+            spawn::launch(plan).map_err(|e| setup("start a sandboxed process", &e))?;
+        if hide.is_some() && launched.containment == Containment::ProcessGroup {
+            // Cannot happen: hiding needs a namespace, and `launch` does not
+            // fall back to the process group when asked to hide.
+            return Err(setup("hide the Hermes home", &"no mount namespace"));
+        }
+        let (output, done) = collect_output(reader, self.cap);
+        let deadline = Instant::now() + Duration::from_secs(timeout_s);
+        let (outcome, stopped) = launched.wait(deadline, &|| ctx.interrupt.is_set());
+        let drained = done.recv_timeout(DRAIN_GRACE).is_ok();
+        drop(tmp);
+
+        if let Some((stage, errno)) = outcome.setup_failure
+            && matches!(stage, Stage::Chdir | Stage::Landlock | Stage::Exec)
+        {
+            return Err(failed(format!(
+                "Error: cannot {}: {}",
+                stage.describe(),
+                std::io::Error::from_raw_os_error(errno)
+            )));
+        }
+        let mut text = rendered(&output);
+        let weak = launched.containment == Containment::ProcessGroup;
+        let all_gone = !weak || outcome.init_finished;
+        match stopped {
+            None if outcome.killed_after > 0 => text.push_str(
+                "[processes the command left running (background jobs, setsid or nohup \
+                 children) were killed when it ended; run long jobs in the foreground with a \
+                 larger timeout]\n",
+            ),
+            _ => {}
+        }
+        if !all_gone {
+            text.push_str(
+                "[this system refuses PID namespaces, and the command's supervisor did not \
+                 finish: processes that left its process group may still be running]\n",
+            );
+        } else if !drained {
+            text.push_str("[output after the command ended is not shown]\n");
+        }
+        let killed = if all_gone {
+            "it and every process it started were killed"
+        } else {
+            "it was killed"
+        };
+        match stopped {
+            Some(Stop::TimedOut) => text.push_str(&format!(
+                "[command timed out after {timeout_s} s; {killed}. Raise 'timeout' (max \
+                 {MAX_TIMEOUT_S})]"
+            )),
+            Some(Stop::Interrupted) => text.push_str(&format!("[interrupted; {killed}]")),
+            None => match outcome.status {
+                Some(st) if libc::WIFEXITED(st) => {
+                    text.push_str(&format!("[exit code: {}]", libc::WEXITSTATUS(st)))
+                }
+                Some(st) if libc::WIFSIGNALED(st) => {
+                    text.push_str(&format!("[killed by signal {}]", libc::WTERMSIG(st)))
+                }
+                _ => text.push_str("[exit status unknown]"),
+            },
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl TerminalTool {
+    /// Off Linux there is no sandbox: this runs only when the user opted
+    /// out, in a process group that is killed on timeout and interrupt.
+    fn run(
+        &self,
+        command: &str,
+        _dir: super::workdir::OpenedDir,
+        env_home: PathBuf,
+        timeout_s: u64,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let (reader, writer) = std::io::pipe()
             .map_err(|e| failed(format!("Error: cannot create a pipe for the command: {e}")))?;
         let writer2 = writer
             .try_clone()
             .map_err(|e| failed(format!("Error: cannot create a pipe for the command: {e}")))?;
-        let mut cmd = Command::new("sh");
+        let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c")
-            .arg(&args.command)
-            .current_dir(&dir)
+            .arg(command)
+            .current_dir(&_dir.real)
             .env_clear()
-            .envs(child_env(std::env::vars_os()))
-            .stdin(Stdio::null())
+            .envs(child_env(
+                std::env::vars_os(),
+                &self.settings.env_passthrough,
+                &env_home,
+                None,
+            ))
+            .stdin(std::process::Stdio::null())
             .stdout(writer)
             .stderr(writer2)
             .process_group(0);
-        let spawned = cmd.spawn();
-        // The Command holds the pipe's write ends; drop it so the reader sees
-        // end-of-file once the command (and its children) exit.
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| failed(format!("Error: cannot start the shell: {e}")))?;
         drop(cmd);
-        let mut child =
-            spawned.map_err(|e| failed(format!("Error: cannot start the shell: {e}")))?;
-        let pid = child.id();
-
-        // Leave room for the status lines appended below.
-        let output = Arc::new(Mutex::new(HeadTail::new(
-            self.cap.saturating_sub(400).max(64),
-        )));
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        {
-            let output = output.clone();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 8192];
-                loop {
-                    match reader.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if let Ok(mut o) = output.lock() {
-                                o.push(&buf[..n]);
-                            }
-                        }
-                    }
-                }
-                let _ = done_tx.send(());
-            });
-        }
-
+        let (output, done) = collect_output(reader, self.cap);
+        let pgid = child.id() as libc::pid_t;
         let started = Instant::now();
-        let limit = Duration::from_secs(timeout_s);
-        let ending = loop {
-            match exited_unreaped(pid) {
-                Ok(true) => break None,
-                Ok(false) => {}
-                Err(e) => {
-                    kill_group(pid);
-                    let _ = child.wait();
-                    return Err(failed(format!("Error: lost track of the command: {e}")));
-                }
+        let stopped = loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                break None;
             }
-            if started.elapsed() >= limit {
-                kill_group(pid);
-                let _ = child.wait();
-                break Some(Ending::TimedOut);
+            if started.elapsed() >= Duration::from_secs(timeout_s) {
+                break Some("timed out");
             }
             if ctx.interrupt.is_set() {
-                kill_group(pid);
-                let _ = child.wait();
-                break Some(Ending::Interrupted);
+                break Some("interrupted");
             }
-            std::thread::sleep(POLL);
+            std::thread::sleep(Duration::from_millis(20));
         };
-
-        let mut drained = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
-        let mut killed_background = false;
-        if !drained && ending.is_none() {
-            // Background jobs still hold the pipe. The shell is a zombie, so
-            // the group id is still ours.
-            kill_group(pid);
-            killed_background = true;
-            drained = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
+        // SAFETY: kill(2) on the command's own process group.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
         }
-        let ending = match ending {
-            Some(e) => e,
-            None => match child.wait() {
-                Ok(status) => Ending::Exited(status),
-                Err(e) => return Err(failed(format!("Error: lost track of the command: {e}"))),
-            },
-        };
-        let mut text = match output.lock() {
-            Ok(o) => o.render(),
-            Err(p) => p.into_inner().render(),
-        };
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        if killed_background {
-            text.push_str(
-                "[background processes kept the output open after the command ended; they were \
-                 killed. To keep a job running, send its output to a file: cmd > log 2>&1 &]\n",
-            );
-        }
-        if !drained {
-            text.push_str(
-                "[a process outside the command's process group still holds the output; \
-                 output after the command ended is not shown]\n",
-            );
-        }
-        match ending {
-            Ending::Exited(status) => match (status.code(), status.signal()) {
+        let status = child.wait().ok();
+        let _ = done.recv_timeout(DRAIN_GRACE);
+        let mut text = rendered(&output);
+        match (stopped, status) {
+            (Some(why), _) => text.push_str(&format!(
+                "[{why}; the command's process group was killed (processes that left it may \
+                 still run)]"
+            )),
+            (None, Some(s)) => match (s.code(), s.signal()) {
                 (Some(code), _) => text.push_str(&format!("[exit code: {code}]")),
                 (None, Some(sig)) => text.push_str(&format!("[killed by signal {sig}]")),
-                (None, None) => text.push_str("[exit status unknown]"),
+                _ => text.push_str("[exit status unknown]"),
             },
-            Ending::TimedOut => text.push_str(&format!(
-                "[command timed out after {timeout_s} s; it and its child processes were killed. \
-                 Raise 'timeout' (max {MAX_TIMEOUT_S}) or run it in the background with output to a file]"
-            )),
-            Ending::Interrupted => {
-                text.push_str("[interrupted; the command and its child processes were killed]")
-            }
+            (None, None) => text.push_str("[exit status unknown]"),
         }
         Ok(text)
     }

@@ -2,6 +2,7 @@
 
 use hermes_runtime::config::{Settings, mask};
 use hermes_runtime::store::SessionRecord;
+use hermes_runtime::tools::SandboxStatus;
 
 use crate::app::{CliError, client, open_store, runtime};
 
@@ -47,6 +48,18 @@ pub fn config_show(settings: &Settings) {
             .map_or_else(|| "all".to_owned(), |t| t.join(","))
     );
     println!("workdir          {}", settings.workdir.display());
+    println!(
+        "sandbox          {}{}",
+        settings.sandbox,
+        if settings.allow_outside_workdir {
+            "  (file tools may leave the working directory)"
+        } else {
+            ""
+        }
+    );
+    if !settings.env_passthrough.is_empty() {
+        println!("env_passthrough  {}", settings.env_passthrough.join(","));
+    }
     println!("database         {}", settings.state_db().display());
 }
 
@@ -125,6 +138,22 @@ pub fn doctor(settings: &Settings) -> i32 {
             ),
             "check that HERMES_HOME is writable; move a damaged state.db aside to start fresh",
         ),
+    }
+    let terminal_on = settings
+        .toolsets
+        .as_ref()
+        .is_none_or(|t| t.iter().any(|n| n == "terminal"));
+    let sandbox = SandboxStatus::probe(settings.sandbox);
+    let mut lines = sandbox.describe().into_iter();
+    if let Some(first) = lines.next() {
+        check(
+            !(terminal_on && sandbox.refuses_commands()),
+            first,
+            "use a kernel with Landlock (Linux 5.19+), or opt out with [agent] sandbox = \"off\" / --no-sandbox",
+        );
+    }
+    for line in lines {
+        println!("· {line}");
     }
     for name in ["SOUL.md", "MEMORY.md", "USER.md"] {
         let path = settings.home.join(name);

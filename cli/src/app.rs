@@ -53,6 +53,10 @@ pub fn load_settings(args: &ProviderArgs) -> Result<Settings, CliError> {
         max_iterations: args.max_iterations,
         toolsets: args.toolsets.clone(),
         workdir: args.cwd.clone(),
+        allow_outside_workdir: args.allow_outside_workdir.then_some(true),
+        sandbox: args
+            .no_sandbox
+            .then_some(hermes_runtime::tools::SandboxMode::Off),
     };
     config::load(&overrides, &Environment::from_process())
         .map_err(|e| CliError::Config(e.to_string()))

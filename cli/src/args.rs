@@ -37,9 +37,17 @@ pub struct ProviderArgs {
     /// Comma-separated toolsets to enable: file, terminal, web, memory, todo, delegate (default: all)
     #[arg(long, global = true, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
-    /// Working directory the file and shell tools are confined to (default: the current directory)
+    /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)
     #[arg(long, global = true, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Run terminal commands without the sandbox (Landlock): they can then read and write
+    /// anything you can [config: [agent] sandbox = "off"]
+    #[arg(long, global = true)]
+    pub no_sandbox: bool,
+    /// Let the file tools reach paths outside the working directory ($HERMES_HOME's secrets
+    /// stay refused) [config: [agent] allow_outside_workdir = true]
+    #[arg(long, global = true)]
+    pub allow_outside_workdir: bool,
     /// Silence progress, tool activity and warnings on stderr
     #[arg(long, short = 'Q', global = true)]
     pub quiet: bool,

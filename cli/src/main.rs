@@ -17,6 +17,9 @@ use crate::app::{CliError, Workbench, load_settings};
 use crate::args::{ChatArgs, Cli, Command, ConfigCommand, GatewayCommand, SessionsCommand};
 
 fn main() {
+    // Before any secret is read: no other process of the user (a terminal
+    // command included) may read this one's memory or environment.
+    hermes_runtime::tools::forbid_inspection();
     let cli = Cli::parse();
     init_logging(cli.provider.quiet);
     let code = match run(cli) {

@@ -19,7 +19,7 @@ use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
 use hermes_runtime::store::{Store, StoreError, SystemClock};
-use hermes_runtime::tools::TodoState;
+use hermes_runtime::tools::{SandboxMode, TodoState};
 
 use crate::adapter::PlatformAdapter;
 use crate::config::{GatewayConfig, GatewayConfigError};
@@ -86,6 +86,8 @@ pub struct CheckSummary {
     pub config: GatewayConfig,
     /// Provider label, base URL and model.
     pub provider: String,
+    /// The terminal sandbox's mode (on / off).
+    pub sandbox: SandboxMode,
 }
 
 impl fmt::Display for CheckSummary {
@@ -104,6 +106,7 @@ impl fmt::Display for CheckSummary {
             .map_or("off".to_owned(), |h| format!("{h:02}:00"));
         writeln!(f, "  daily reset: {daily}")?;
         writeln!(f, "  max workers: {}", self.config.max_workers)?;
+        writeln!(f, "  terminal sandbox: {}", self.sandbox)?;
         if self.config.allow.is_empty() {
             write!(
                 f,
@@ -296,9 +299,31 @@ pub fn build_adapters(
     Ok(adapters)
 }
 
+/// Refuses a gateway whose terminal would run commands unconfined without
+/// the operator having opted out: the sandbox is on but this kernel cannot
+/// provide it (the tool would refuse every command; better to say so now).
+fn check_sandbox(settings: &Settings) -> Result<(), GatewayError> {
+    let terminal_on = settings
+        .toolsets
+        .as_ref()
+        .is_none_or(|t| t.iter().any(|n| n == "terminal"));
+    if !terminal_on || settings.sandbox == SandboxMode::Off {
+        return Ok(());
+    }
+    match hermes_runtime::tools::sandbox::unavailable_reason() {
+        None => Ok(()),
+        Some(why) => Err(GatewayError::Provider(format!(
+            "the terminal's sandbox is unavailable: {why}. The gateway does not serve an \
+             unconfined terminal: set [agent] sandbox = \"off\" (or pass --no-sandbox) to opt \
+             out, or leave the terminal out of [agent] toolsets"
+        ))),
+    }
+}
+
 /// Validates everything `run` would use, without connecting or locking.
 pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     let config = GatewayConfig::from_settings(settings)?;
+    check_sandbox(settings)?;
     RuntimeAgentFactory::new(settings, None)?;
     let adapters = build_adapters(settings, None)?;
     let p = &settings.provider;
@@ -306,6 +331,7 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
         platforms: adapters.iter().map(|a| a.platform()).collect(),
         config,
         provider: format!("{} ({}), model {}", p.provider_name, p.base_url, p.model),
+        sandbox: settings.sandbox,
     })
 }
 
@@ -313,6 +339,9 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
 /// prints a summary and returns. Otherwise runs until SIGINT/SIGTERM, then
 /// stops gracefully within five seconds.
 pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayError> {
+    // The bot tokens and the provider key live in this process: no other
+    // process (a terminal command included) may read its memory.
+    hermes_runtime::tools::forbid_inspection();
     let summary = check_config(settings)?;
     if check_only {
         println!("{summary}");

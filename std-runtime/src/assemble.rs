@@ -35,6 +35,11 @@ pub fn session_tools(
     todo: Option<Arc<TodoState>>,
 ) -> Result<ToolRegistry, ToolsError> {
     let mut env = ToolEnv::new(&settings.workdir, &settings.home);
+    env.allow_outside_workdir = settings.allow_outside_workdir;
+    env.sandbox = settings.sandbox;
+    env.env_passthrough = settings.env_passthrough.clone();
+    env.sandbox_read = settings.sandbox_read.clone();
+    env.sandbox_write = settings.sandbox_write.clone();
     env.bridge = bridge;
     env.delegate_model = Some(model);
     env.todo_state = todo;

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::tools::SandboxMode;
+
 /// The local default: Ollama's OpenAI-compatible endpoint.
 pub const LOCAL_BASE_URL: &str = "http://127.0.0.1:11434/v1";
 /// OpenRouter's endpoint, used when `OPENROUTER_API_KEY` is the only key.
@@ -73,6 +75,10 @@ pub struct Overrides {
     pub toolsets: Option<Vec<String>>,
     /// `--cwd`
     pub workdir: Option<PathBuf>,
+    /// `--allow-outside-workdir`
+    pub allow_outside_workdir: Option<bool>,
+    /// `--no-sandbox` (as `SandboxMode::Off`)
+    pub sandbox: Option<SandboxMode>,
 }
 
 /// Where a setting's value came from, for `hermes config show`.
@@ -139,6 +145,19 @@ pub struct Settings {
     pub toolsets: Option<Vec<String>>,
     /// The working directory the file and shell tools are confined to.
     pub workdir: PathBuf,
+    /// Whether the file tools may reach paths outside `workdir`
+    /// (`[agent] allow_outside_workdir`, `--allow-outside-workdir`).
+    pub allow_outside_workdir: bool,
+    /// Whether the terminal runs commands in the sandbox (`[agent] sandbox`
+    /// = "on" | "off", `--no-sandbox`).
+    pub sandbox: SandboxMode,
+    /// Variables passed to terminal commands besides the allow-list
+    /// (`[agent] env_passthrough`).
+    pub env_passthrough: Vec<String>,
+    /// Extra paths sandboxed commands may read (`[agent] sandbox_read`).
+    pub sandbox_read: Vec<PathBuf>,
+    /// Extra paths sandboxed commands may write (`[agent] sandbox_write`).
+    pub sandbox_write: Vec<PathBuf>,
     /// The whole `config.toml` (the gateway reads its `[gateway]` section).
     pub file: toml::Table,
     /// The process environment laid over `$HERMES_HOME/.env`.
@@ -377,6 +396,47 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         },
     };
 
+    let allow_outside_workdir = match overrides.allow_outside_workdir {
+        Some(b) => b,
+        None => resolver
+            .toml_bool("agent", "allow_outside_workdir")?
+            .unwrap_or(false),
+    };
+    let sandbox = match overrides.sandbox {
+        Some(m) => m,
+        None => match resolver.toml_value("agent", "sandbox") {
+            None => SandboxMode::On,
+            Some(toml::Value::Boolean(true)) => SandboxMode::On,
+            Some(toml::Value::Boolean(false)) => SandboxMode::Off,
+            Some(toml::Value::String(v)) => SandboxMode::parse(v)
+                .ok_or_else(|| resolver.type_error("agent", "sandbox", "\"on\" or \"off\""))?,
+            Some(_) => return Err(resolver.type_error("agent", "sandbox", "\"on\" or \"off\"")),
+        },
+    };
+    let env_passthrough = resolver
+        .toml_string_list("agent", "env_passthrough")?
+        .unwrap_or_default();
+    let user_home = process_env.get("HOME").map(PathBuf::from);
+    let expand = |p: String| -> PathBuf {
+        match (p.strip_prefix("~/"), &user_home) {
+            (Some(rest), Some(h)) => h.join(rest),
+            _ if p == "~" => user_home.clone().unwrap_or_else(|| PathBuf::from(&p)),
+            _ => PathBuf::from(p),
+        }
+    };
+    let sandbox_read: Vec<PathBuf> = resolver
+        .toml_string_list("agent", "sandbox_read")?
+        .unwrap_or_default()
+        .into_iter()
+        .map(&expand)
+        .collect();
+    let sandbox_write: Vec<PathBuf> = resolver
+        .toml_string_list("agent", "sandbox_write")?
+        .unwrap_or_default()
+        .into_iter()
+        .map(&expand)
+        .collect();
+
     Ok(Settings {
         home,
         provider: ProviderSettings {
@@ -388,6 +448,11 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         max_iterations,
         toolsets,
         workdir,
+        allow_outside_workdir,
+        sandbox,
+        env_passthrough,
+        sandbox_read,
+        sandbox_write,
         file,
         env: Environment(merged),
         origins,
@@ -462,6 +527,14 @@ impl Resolver<'_> {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
             Some(_) => Err(self.type_error(section, key, "a string")),
+        }
+    }
+
+    fn toml_bool(&self, section: &str, key: &str) -> Result<Option<bool>, ConfigError> {
+        match self.toml_value(section, key) {
+            None => Ok(None),
+            Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
+            Some(_) => Err(self.type_error(section, key, "true or false")),
         }
     }
 
@@ -658,6 +731,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("base_url"), "{err}");
+    }
+
+    #[test]
+    fn sandbox_keys_and_their_flags() {
+        let home = home_with(&[]);
+        let s = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("HOME", "/home/ana")]),
+        )
+        .unwrap();
+        assert_eq!(s.sandbox, SandboxMode::On, "on by default");
+        assert!(!s.allow_outside_workdir);
+        assert!(s.env_passthrough.is_empty());
+
+        let home = home_with(&[(
+            "config.toml",
+            "[agent]\nsandbox = \"off\"\nallow_outside_workdir = true\n\
+             env_passthrough = [\"EDITOR\", \"CARGO_*\"]\nsandbox_read = [\"~/.rustup\"]\n\
+             sandbox_write = [\"/srv/cache\"]\n",
+        )]);
+        let e = env(home.path(), &[("HOME", "/home/ana")]);
+        let s = load(&cwd_overrides(), &e).unwrap();
+        assert_eq!(s.sandbox, SandboxMode::Off);
+        assert!(s.allow_outside_workdir);
+        assert_eq!(s.env_passthrough, ["EDITOR", "CARGO_*"]);
+        assert_eq!(s.sandbox_read, [PathBuf::from("/home/ana/.rustup")]);
+        assert_eq!(s.sandbox_write, [PathBuf::from("/srv/cache")]);
+
+        let flags = Overrides {
+            sandbox: Some(SandboxMode::Off),
+            allow_outside_workdir: Some(true),
+            ..cwd_overrides()
+        };
+        let home = home_with(&[]);
+        let s = load(&flags, &env(home.path(), &[])).unwrap();
+        assert_eq!(s.sandbox, SandboxMode::Off);
+        assert!(s.allow_outside_workdir);
+
+        let home = home_with(&[("config.toml", "[agent]\nsandbox = \"maybe\"\n")]);
+        let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+        assert!(err.to_string().contains("sandbox"), "{err}");
     }
 
     #[test]

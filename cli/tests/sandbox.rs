@@ -121,6 +121,148 @@ fn without_landlock(cmd: &mut Command) -> &mut Command {
     }
 }
 
+/// Refuses namespaces in the child: `clone3` fails with ENOSYS (so the
+/// flags of `clone` can be inspected) and `clone`/`unshare` with a user or
+/// PID namespace flag with EPERM, as on a system that forbids them.
+fn without_namespaces(cmd: &mut Command) -> &mut Command {
+    #[repr(C)]
+    struct SockFilter {
+        code: u16,
+        jt: u8,
+        jf: u8,
+        k: u32,
+    }
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const SockFilter,
+    }
+    // SAFETY: as in `without_landlock`.
+    unsafe {
+        cmd.pre_exec(|| {
+            let ns = (libc::CLONE_NEWUSER | libc::CLONE_NEWPID) as u32;
+            let errno = |e: i32| 0x0005_0000 | e as u32;
+            let filter = [
+                SockFilter {
+                    code: 0x20,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                }, // ld [nr]
+                SockFilter {
+                    code: 0x15,
+                    jt: 0,
+                    jf: 1,
+                    k: libc::SYS_clone3 as u32,
+                },
+                SockFilter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: errno(libc::ENOSYS),
+                },
+                SockFilter {
+                    code: 0x15,
+                    jt: 1,
+                    jf: 0,
+                    k: libc::SYS_clone as u32,
+                },
+                SockFilter {
+                    code: 0x15,
+                    jt: 0,
+                    jf: 3,
+                    k: libc::SYS_unshare as u32,
+                },
+                SockFilter {
+                    code: 0x20,
+                    jt: 0,
+                    jf: 0,
+                    k: 16,
+                }, // ld [args[0] low]
+                SockFilter {
+                    code: 0x45,
+                    jt: 0,
+                    jf: 1,
+                    k: ns,
+                }, // jset ns
+                SockFilter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: errno(libc::EPERM),
+                },
+                SockFilter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: 0x7fff_0000,
+                }, // allow
+            ];
+            let prog = SockFprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr(),
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(libc::PR_SET_SECCOMP, 2, &prog as *const SockFprog) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+#[test]
+fn without_namespaces_commands_are_still_confined_and_cleaned_up() {
+    if !landlock_here() {
+        return;
+    }
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![]).unwrap();
+    let o = without_namespaces(env.cmd(&provider.base_url()).arg("doctor"))
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&o).contains("command lifetime: process group and subreaper"),
+        "{}",
+        stdout(&o)
+    );
+
+    let m = format!("6{}.{}", std::process::id() % 1000, 3);
+    let home = env.home.path().display().to_string();
+    let command = format!(
+        "setsid sleep {m} & nohup sleep {m} >/dev/null 2>&1 & (setsid sh -c 'sleep {m}' &); \
+         cat '{home}/.env'; echo done"
+    );
+    let provider = FakeProvider::start(vec![
+        Reply::tool("c1", "terminal", &json!({"command": command}).to_string()),
+        Reply::text("done"),
+    ])
+    .unwrap();
+    let o = without_namespaces(env.cmd(&provider.base_url()).args(["-z", "go", "--quiet"]))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let results = tool_results(&provider.requests());
+    assert!(!results[0].contains(KEY), "{}", results[0]);
+    assert!(results[0].contains("done\n"), "{}", results[0]);
+    assert!(
+        results[0].contains("were killed when it ended"),
+        "{}",
+        results[0]
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while markers(&m) > 0 {
+        assert!(Instant::now() < deadline, "processes outlived the command");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn landlock_here() -> bool {
     let ok = hermes_runtime::tools::landlock_abi().is_some_and(|a| a >= 2);
     if !ok {

@@ -1,10 +1,11 @@
 //! Per-command cost of the terminal tool: `true` through the registry, the
-//! way the agent loop calls it, with the sandbox on (Landlock, namespaces)
-//! and off (namespaces only). The difference is the sandbox's own cost.
+//! way the agent loop calls it, with the sandbox on (Landlock ruleset, a
+//! private temp dir) and off (opted out). Both run in a PID namespace; the
+//! difference is the sandbox's own cost.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hermes_core::{InterruptFlag, IterationBudget, ToolContext};
-use hermes_runtime::tools::{ToolEnv, build_registry};
+use hermes_runtime::tools::{SandboxMode, ToolEnv, build_registry};
 
 fn terminal(c: &mut Criterion) {
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
@@ -16,15 +17,21 @@ fn terminal(c: &mut Criterion) {
         interrupt: &interrupt,
         tool_call_id: "bench",
     };
-    let env = ToolEnv::new(work.path(), home.path());
-    let reg = build_registry(&env, Some(&["terminal".to_owned()]))
-        .unwrap_or_else(|e| panic!("registry: {e}"));
-    c.bench_function("terminal_true_default", |b| {
-        b.iter(|| {
-            reg.dispatch("terminal", r#"{"command":"true"}"#, &ctx)
-                .unwrap_or_else(|e| panic!("terminal: {e}"))
-        })
-    });
+    for (name, mode) in [
+        ("terminal_true_sandbox_on", SandboxMode::On),
+        ("terminal_true_sandbox_off", SandboxMode::Off),
+    ] {
+        let mut env = ToolEnv::new(work.path(), home.path());
+        env.sandbox = mode;
+        let reg = build_registry(&env, Some(&["terminal".to_owned()]))
+            .unwrap_or_else(|e| panic!("registry: {e}"));
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                reg.dispatch("terminal", r#"{"command":"true"}"#, &ctx)
+                    .unwrap_or_else(|e| panic!("terminal: {e}"))
+            })
+        });
+    }
 }
 
 criterion_group! {

@@ -5,8 +5,8 @@
 //! runs one turn at a time per session on the synchronous core loop, and
 //! sends the reply back through the adapter.
 //!
-//! **Invariant:** only the adapter modules know Telegram or WeCom JSON; the
-//! runner never branches on a platform.
+//! **Invariant:** only the adapter modules know Telegram or WeCom JSON/XML;
+//! the runner never branches on a platform.
 
 pub mod adapter;
 pub mod app;
@@ -25,3 +25,5 @@ pub mod telegram;
 pub mod testing;
 #[cfg(feature = "wecom")]
 pub mod wecom;
+#[cfg(feature = "wecom_callback")]
+pub mod wecom_callback;

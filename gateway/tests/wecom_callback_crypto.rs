@@ -111,7 +111,8 @@ fn messages() -> Vec<String> {
         "hi".to_owned(),
         "你好，世界".to_owned(),
         "emoji 😀 and \u{2005}mention".to_owned(),
-        "<xml><ToUserName><![CDATA[ww1]]></ToUserName><Content><![CDATA[a]]></Content></xml>".to_owned(),
+        "<xml><ToUserName><![CDATA[ww1]]></ToUserName><Content><![CDATA[a]]></Content></xml>"
+            .to_owned(),
         // Lengths around the 32-byte padding blocks (with the 20-byte header
         // and the 18-byte corp id).
         "x".repeat(26),
@@ -130,7 +131,11 @@ fn payloads_the_official_library_encrypts_are_decrypted() {
         let (ts, nonce) = (format!("17000000{i:02}"), format!("nonce{i}"));
         let sig = official.sign(TOKEN, &ts, &nonce, &encrypted);
         ours.verify(&sig, &ts, &nonce, &encrypted).unwrap();
-        assert_eq!(ours.decrypt(&encrypted).unwrap(), message.as_bytes(), "case {i}");
+        assert_eq!(
+            ours.decrypt(&encrypted).unwrap(),
+            message.as_bytes(),
+            "case {i}"
+        );
     }
     // Made for another corp: refused after decryption.
     let foreign = official.encrypt(SAMPLE_KEY, "hello", "ww0000000000000000");
@@ -169,7 +174,10 @@ fn a_callback_built_by_the_official_library_passes_the_endpoint() {
         Some(300),
     );
     let query = format!("msg_signature={sig}&timestamp=1700000000&nonce=abc");
-    let Inbound::Message(m) = endpoint.receive(&query, body.as_bytes(), 1_700_000_100).unwrap() else {
+    let Inbound::Message(m) = endpoint
+        .receive(&query, body.as_bytes(), 1_700_000_100)
+        .unwrap()
+    else {
         panic!("not a message");
     };
     assert_eq!(m.user_id, "zhangsan");

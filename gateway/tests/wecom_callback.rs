@@ -203,6 +203,14 @@ async fn busy_is_retried_and_other_errcodes_fail_the_send() {
         "{err:?}"
     );
     assert_eq!(s.fake.send_answers(), [-1, 0, 81013]);
+    // A server outside the app's trusted IPs is told what to change.
+    s.fake.fail_sends(&[60020]);
+    let err = s
+        .adapter
+        .send("alice", "from afar", None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("trusted IPs"), "{err}");
     s.adapter.disconnect().await;
     s.fake.assert_clean();
 }

@@ -27,6 +27,8 @@ use super::PLATFORM;
 pub const TOKEN_ERRCODES: [i64; 4] = [40001, 40014, 41001, 42001];
 /// `gettoken` errcodes that mean the corp id or secret is wrong.
 const CREDENTIAL_ERRCODES: [i64; 4] = [40001, 40013, 40091, 40056];
+/// The request came from an IP outside the app's trusted IPs.
+const UNTRUSTED_IP_ERRCODE: i64 = 60020;
 /// WeCom is busy; try again.
 const BUSY_ERRCODE: i64 = -1;
 /// The cap on a JSON answer.
@@ -283,11 +285,19 @@ impl QyApi {
     ) -> Result<Answer, ApiError> {
         let parsed: Result<Answer, _> = serde_json::from_slice(&resp.body);
         match parsed {
-            Ok(a) if a.errcode != 0 => Err(ApiError::Errcode {
-                call,
-                errcode: a.errcode,
-                errmsg: self.scrub(&a.errmsg, token),
-            }),
+            Ok(a) if a.errcode != 0 => {
+                let mut errmsg = self.scrub(&a.errmsg, token);
+                if a.errcode == UNTRUSTED_IP_ERRCODE {
+                    errmsg.push_str(
+                        " — add this server's public IP to the app's trusted IPs (企业可信IP) in the WeCom admin console",
+                    );
+                }
+                Err(ApiError::Errcode {
+                    call,
+                    errcode: a.errcode,
+                    errmsg,
+                })
+            }
             Ok(a) if (200..300).contains(&resp.status) => Ok(a),
             _ if resp.status >= 300 => Err(ApiError::Status {
                 call,

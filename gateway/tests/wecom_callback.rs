@@ -318,6 +318,35 @@ async fn an_oversized_body_without_content_length_is_cut_off() {
 }
 
 #[tokio::test]
+async fn silent_and_idle_connections_are_closed_after_the_header_timeout() {
+    let s = setup_with(|c| WecomCallbackConfig {
+        header_timeout: Duration::from_millis(200),
+        ..c
+    })
+    .await;
+    let addr = s.adapter.local_addr().unwrap();
+    // A client that connects and sends nothing (or dribbles a header) does
+    // not hold a connection slot for ever.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"POST /wecom/callback HTTP/1.1\r\nHost")
+        .await
+        .unwrap();
+    // An idle keep-alive connection after one request is closed too.
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    for conn in [&mut silent, &mut slow, &mut idle] {
+        let mut rest = Vec::new();
+        let closed =
+            tokio::time::timeout(Duration::from_secs(20), conn.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the connection stayed open");
+    }
+    s.adapter.disconnect().await;
+}
+
+#[tokio::test]
 async fn a_retried_callback_is_delivered_once() {
     let mut s = setup().await;
     let xml = text_xml("alice", "only once", "2002", NOW_S);

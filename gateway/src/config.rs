@@ -442,6 +442,23 @@ mod tests {
     }
 
     #[test]
+    fn wecom_callback_has_its_own_allow_list() {
+        let cfg = parse(
+            "",
+            &[
+                ("WECOM_CALLBACK_ALLOWED_USERS", "zhangsan, lisi"),
+                ("WECOM_ALLOWED_USERS", "wangwu"),
+            ],
+        )
+        .unwrap();
+        assert!(cfg.allow.allows("wecom_callback", "zhangsan"));
+        assert!(cfg.allow.allows("wecom_callback", "lisi"));
+        assert!(!cfg.allow.allows("wecom", "zhangsan"));
+        assert!(!cfg.allow.allows("wecom_callback", "wangwu"));
+        assert!(cfg.allow.allows("wecom", "wangwu"));
+    }
+
+    #[test]
     fn env_overrides_file_and_off_disables() {
         let cfg = parse(
             "[gateway]\nbusy_mode = \"interrupt\"\nidle_reset_hours = \"off\"\ndaily_reset_hour = 6",

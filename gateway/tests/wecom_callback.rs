@@ -504,6 +504,32 @@ async fn graceful_stop_answers_the_callback_in_flight_then_closes_the_port() {
     s.adapter.disconnect().await;
 }
 
+#[tokio::test]
+async fn a_stalled_request_does_not_hold_the_stop_past_the_grace_period() {
+    let s = setup_with(|c| WecomCallbackConfig {
+        shutdown_grace: Duration::from_millis(300),
+        body_timeout: Duration::from_secs(600),
+        ..c
+    })
+    .await;
+    let addr = s.adapter.local_addr().unwrap();
+    let (query, _) = s.wecom.sealed(&text_xml("a", "b", "1", NOW_S), NOW_S);
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /wecom/callback?{query} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 500\r\n\r\n"
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut interim = [0u8; 25];
+    conn.read_exact(&mut interim).await.unwrap();
+    // The body never comes.
+    tokio::time::timeout(Duration::from_secs(20), s.adapter.disconnect())
+        .await
+        .expect("disconnect hung on a stalled request");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), conn.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the stalled connection outlived the stop");
+}
+
 /// The adapter with the real runner: allow-lists, refusals and answers are
 /// the runner's (G1: the adapter only translates).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// Limits and routing of the server.
 #[derive(Clone, Debug)]
@@ -115,7 +115,10 @@ async fn accept_loop(
 ) {
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
     loop {
+        // Reap finished connections so the set stays as small as the load.
+        while connections.try_join_next().is_some() {}
         let permit = tokio::select! {
             p = Arc::clone(&slots).acquire_owned() => match p {
                 Ok(p) => p,
@@ -146,7 +149,7 @@ async fn accept_loop(
             .max_buf_size(16 * 1024)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let _permit = permit;
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "wecom_callback: connection ended with an error");
@@ -163,7 +166,9 @@ async fn accept_loop(
             ?grace,
             "wecom_callback: connections still open after the grace period; dropping them"
         );
+        connections.abort_all();
     }
+    while connections.join_next().await.is_some() {}
 }
 
 fn respond(status: u16, body: impl Into<String>) -> Response<Full<Bytes>> {

@@ -20,6 +20,14 @@
 //! is to stop rather than to ask the model to continue: a continuation prompt
 //! would be a message the user never wrote, and a model that keeps hitting the
 //! limit would burn the budget silently.
+//!
+//! **The context window (SPEC X1):** an agent given a [`ContextConfig`]
+//! checks, before every model call, whether the estimated request passes the
+//! policy's threshold and compacts the ledger first ([`crate::context`]);
+//! when the provider still answers with a context-length error it compacts
+//! whatever it can and retries that call once, and if the request still does
+//! not fit it stops with [`StopReason::ContextOverflow`]. Every tool result is
+//! capped relative to the window. The system prompt is never touched.
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -29,9 +37,15 @@ use alloc::vec::Vec;
 
 use crate::budget::IterationBudget;
 use crate::clock::{Clock, NoClock};
+use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens};
+use crate::context::{
+    CompactError, Compaction, Compactor, ContextConfig, ContextUsage, Urgency, cap_tool_result,
+};
 use crate::interrupt::InterruptFlag;
-use crate::message::{EntryMeta, FinishReason, LedgerEntry, Message, ToolCall, Usage};
-use crate::model::{ChatRequest, Completion, Flow, Model, ModelError, StreamSink};
+use crate::message::{
+    EntryMeta, FinishReason, LedgerEntry, Message, SummaryPlacement, ToolCall, Usage,
+};
+use crate::model::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
 use crate::tool::{ToolContext, ToolError, ToolRegistry};
 
 /// The exact result given to every tool call skipped because of an interrupt.
@@ -50,6 +64,9 @@ pub enum StopReason {
     Truncated,
     /// The model call failed after the transport's retries (SPEC L12).
     ModelError(ModelError),
+    /// The request does not fit in the model's context window, even after
+    /// compacting the ledger (SPEC X1). Carries the provider's error.
+    ContextOverflow(ModelError),
     /// A tool aborted the turn.
     ToolAborted {
         /// The tool that aborted.
@@ -73,6 +90,18 @@ impl StopReason {
                     .into(),
             ),
             StopReason::ModelError(e) => Some(format!("Model error: {e}")),
+            StopReason::ContextOverflow(e) => Some(match e.kind {
+                ModelErrorKind::ContextOverflow {
+                    window: Some(window),
+                } => format!(
+                    "The conversation does not fit in the model's context window ({window} tokens), even after compacting it. \
+                     Send a shorter message (or a smaller file), or start a new session. The provider said: {e}"
+                ),
+                _ => format!(
+                    "The conversation does not fit in the model's context window, even after compacting it. \
+                     Send a shorter message (or a smaller file), or start a new session. The provider said: {e}"
+                ),
+            }),
             StopReason::ToolAborted { tool, message } => {
                 Some(format!("Tool '{tool}' aborted the turn: {message}"))
             }
@@ -86,10 +115,15 @@ pub struct RunOutcome {
     /// The text of the last assistant message (possibly partial); empty if
     /// the model produced none.
     pub final_text: String,
-    /// The complete ledger: the history passed in, then everything this run added.
+    /// The complete ledger: the history passed in, then everything this run
+    /// added; compacted if the run compacted it (SPEC X1).
     pub messages: Vec<LedgerEntry>,
-    /// Index in `messages` of the first entry this run added (the user message).
+    /// Index in `messages` of the first entry this run added (the user
+    /// message). If a compaction summarised it away, the first entry after
+    /// the summary.
     pub first_new: usize,
+    /// The compactions this run made, in order.
+    pub compactions: Vec<Compaction>,
     /// Why the run ended.
     pub stop: StopReason,
     /// Token usage summed over this run's model calls.
@@ -136,6 +170,10 @@ pub enum AgentEvent<'a> {
     },
     /// An entry was appended to the ledger.
     Appended(&'a LedgerEntry),
+    /// The ledger was compacted (SPEC X1): `head` entries kept, `replaced`
+    /// entries replaced by the summary, `tail` entries kept after it. A
+    /// persisting observer records this beside the stored originals.
+    Compacted(&'a Compaction),
 }
 
 /// Receives [`AgentEvent`]s.
@@ -161,6 +199,15 @@ pub struct Agent {
     max_iterations: u32,
     interrupt: InterruptFlag,
     clock: Arc<dyn Clock>,
+    context: Option<AgentContext>,
+}
+
+/// An agent's context management: the configuration and the size of what
+/// every request carries besides the ledger.
+#[derive(Clone, Debug)]
+struct AgentContext {
+    config: ContextConfig,
+    fixed_tokens: u64,
 }
 
 impl core::fmt::Debug for Agent {
@@ -187,6 +234,69 @@ impl Agent {
             max_iterations: crate::budget::DEFAULT_MAX_ITERATIONS,
             interrupt: InterruptFlag::new(),
             clock: Arc::new(NoClock),
+            context: None,
+        }
+    }
+
+    /// Keeps conversations within the model's context window (SPEC X1):
+    /// compaction before calls that would pass the threshold, recovery from
+    /// context-length errors, tool results capped relative to the window.
+    /// Without this the agent sends the ledger as it is.
+    pub fn with_context(mut self, config: ContextConfig) -> Self {
+        let fixed = fixed_tokens(&self.system_prompt, self.tools.specs());
+        self.context = Some(AgentContext {
+            config,
+            fixed_tokens: fixed,
+        });
+        self
+    }
+
+    /// The context configuration, if the agent manages its window.
+    pub fn context(&self) -> Option<&ContextConfig> {
+        self.context.as_ref().map(|c| &c.config)
+    }
+
+    /// How full the window would be with `history` as the ledger
+    /// (`/status`); `None` without context management.
+    pub fn context_usage(&self, history: &[LedgerEntry]) -> Option<ContextUsage> {
+        let ctx = self.context.as_ref()?;
+        let estimate = request_tokens(ctx.fixed_tokens, history, fresh_from(history));
+        Some(ContextUsage {
+            used: estimate.tokens,
+            window: ctx.config.window.tokens(),
+            source: ctx.config.window.source(),
+            anchored: estimate.anchored,
+        })
+    }
+
+    /// Compacts `history` now, whatever its size (`/compress [focus]`):
+    /// one summary call, steered toward `focus` if given. On error the
+    /// history is unchanged. Without context management there is nothing to
+    /// compact with ([`CompactError::NothingToCompact`]).
+    pub fn compact(
+        &self,
+        history: &mut Vec<LedgerEntry>,
+        focus: Option<&str>,
+    ) -> Result<Compaction, CompactError> {
+        let ctx = self
+            .context
+            .as_ref()
+            .ok_or(CompactError::NothingToCompact)?;
+        self.interrupt.clear();
+        let mut sink = InterruptSink(&self.interrupt);
+        self.compactor(ctx)
+            .compact(history, Urgency::Forced, focus, &mut sink)
+    }
+
+    fn compactor<'s>(&'s self, ctx: &'s AgentContext) -> Compactor<'s> {
+        Compactor {
+            config: &ctx.config,
+            model: match &ctx.config.summarizer {
+                Some(m) => &**m,
+                None => &*self.model,
+            },
+            fixed_tokens: ctx.fixed_tokens,
+            now_ms: self.clock.now_ms(),
         }
     }
 
@@ -257,20 +367,24 @@ impl Agent {
         observer: &mut dyn AgentObserver,
     ) -> RunOutcome {
         self.interrupt.clear();
+        let fresh = fresh_from(&history);
         let mut run = Run {
             agent: self,
             budget,
             observer,
+            first_new: history.len(),
             messages: history,
             usage: Usage::default(),
             iterations: 0,
+            fresh,
+            compactions: Vec::new(),
         };
-        let first_new = run.messages.len();
         run.push(LedgerEntry::at(
             Message::user(user_message),
             self.clock.now_ms(),
         ));
         let stop = run.drive();
+        let first_new = run.first_new;
         let final_text = run
             .messages
             .iter()
@@ -290,6 +404,24 @@ impl Agent {
             stop,
             usage: run.usage,
             iterations: run.iterations,
+            compactions: run.compactions,
+        }
+    }
+}
+
+/// A sink for calls no one watches but the interrupt flag.
+struct InterruptSink<'a>(&'a InterruptFlag);
+
+impl StreamSink for InterruptSink<'_> {
+    fn on_text(&mut self, _text: &str) -> Flow {
+        self.on_progress()
+    }
+
+    fn on_progress(&mut self) -> Flow {
+        if self.0.is_set() {
+            Flow::Stop
+        } else {
+            Flow::Continue
         }
     }
 }
@@ -302,6 +434,12 @@ struct Run<'a> {
     messages: Vec<LedgerEntry>,
     usage: Usage,
     iterations: u32,
+    /// Where the run's first entry (the user message) now is.
+    first_new: usize,
+    /// The first entry whose recorded usage describes the current ledger
+    /// (see [`crate::context::estimate::fresh_from`]).
+    fresh: usize,
+    compactions: Vec<Compaction>,
 }
 
 /// Forwards streamed pieces to the observer and stops the stream when the
@@ -349,6 +487,92 @@ impl Run<'_> {
         self.agent.clock.now_ms()
     }
 
+    /// One model call over the current ledger.
+    fn call_model(&mut self) -> Result<Completion, ModelError> {
+        let request = ChatRequest {
+            system_prompt: &self.agent.system_prompt,
+            messages: &self.messages,
+            tools: self.agent.tools.specs(),
+        };
+        let mut sink = LoopSink {
+            observer: &mut *self.observer,
+            interrupt: &self.agent.interrupt,
+        };
+        self.agent.model.complete(&request, &mut sink)
+    }
+
+    /// Compacts the ledger if `urgency` calls for it (SPEC X1); returns
+    /// whether it did. A failed compaction leaves the ledger as it was (the
+    /// call then goes ahead and fits, or fails on its own).
+    fn keep_within_window(&mut self, urgency: Urgency) -> bool {
+        let Some(ctx) = &self.agent.context else {
+            return false;
+        };
+        if urgency == Urgency::Proactive {
+            let window = u64::from(ctx.config.window.tokens());
+            let threshold = ctx
+                .config
+                .policy
+                .budgets(window, ctx.fixed_tokens)
+                .threshold;
+            let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
+            if estimate.tokens <= threshold {
+                return false;
+            }
+        }
+        let mut sink = InterruptSink(&self.agent.interrupt);
+        let outcome =
+            self.agent
+                .compactor(ctx)
+                .compact(&mut self.messages, urgency, None, &mut sink);
+        let compaction = match outcome {
+            Ok(c) => c,
+            Err(_) => return false,
+        };
+        if let Some(u) = &compaction.usage {
+            self.usage.add(u);
+        }
+        // Every entry left predates this compaction.
+        self.fresh = self.messages.len();
+        let summary_entry = usize::from(compaction.placement == SummaryPlacement::Standalone);
+        let tail_start = compaction.head + compaction.replaced;
+        self.first_new = if self.first_new >= tail_start {
+            self.first_new - compaction.replaced + summary_entry
+        } else if self.first_new >= compaction.head {
+            compaction.head + summary_entry
+        } else {
+            self.first_new
+        };
+        self.observer.on_event(&AgentEvent::Compacted(&compaction));
+        self.compactions.push(compaction);
+        true
+    }
+
+    /// Takes the limit a context-length error stated, if it stated one.
+    fn learn_window(&self, kind: ModelErrorKind) {
+        if let (Some(ctx), ModelErrorKind::ContextOverflow { window: Some(w) }) =
+            (&self.agent.context, kind)
+        {
+            ctx.config.window.learn(w);
+        }
+    }
+
+    /// The cap on one tool result, from the window.
+    fn cap(&self, result: String) -> String {
+        match &self.agent.context {
+            Some(ctx) => {
+                let window = u64::from(ctx.config.window.tokens());
+                let max = ctx
+                    .config
+                    .policy
+                    .budgets(window, ctx.fixed_tokens)
+                    .tool_result;
+                cap_tool_result(result, max)
+            }
+            None => result,
+        }
+    }
+
     fn drive(&mut self) -> StopReason {
         let interrupt = &self.agent.interrupt;
         loop {
@@ -365,16 +589,31 @@ impl Run<'_> {
                 remaining: self.budget.remaining(),
             });
 
-            let request = ChatRequest {
-                system_prompt: &self.agent.system_prompt,
-                messages: &self.messages,
-                tools: self.agent.tools.specs(),
-            };
-            let mut sink = LoopSink {
-                observer: &mut *self.observer,
-                interrupt,
-            };
-            let result = self.agent.model.complete(&request, &mut sink);
+            // The pre-call check (SPEC X1).
+            self.keep_within_window(Urgency::Proactive);
+            if interrupt.is_set() {
+                return StopReason::Interrupted;
+            }
+            let mut result = self.call_model();
+            if let Err(err) = &result
+                && err.kind.is_context_overflow()
+                && self.agent.context.is_some()
+            {
+                // Learn the stated limit, compact what can be, ask once more.
+                self.learn_window(err.kind);
+                if self.keep_within_window(Urgency::Forced) {
+                    if interrupt.is_set() {
+                        return StopReason::Interrupted;
+                    }
+                    result = self.call_model();
+                }
+                if let Err(err) = &result
+                    && err.kind.is_context_overflow()
+                {
+                    self.learn_window(err.kind);
+                    return StopReason::ContextOverflow(err.clone());
+                }
+            }
             let completion = match result {
                 Ok(c) => c,
                 Err(err) => {
@@ -462,6 +701,7 @@ impl Run<'_> {
                 timestamp_ms: self.now(),
                 finish_reason,
                 interrupted,
+                compaction: None,
             },
         };
         self.push(entry);
@@ -502,7 +742,7 @@ impl Run<'_> {
                 if stop.is_none() && interrupt.is_set() {
                     stop = Some(StopReason::Interrupted);
                 }
-                answered
+                (self.cap(answered.0), answered.1)
             };
             self.observer.on_event(&AgentEvent::ToolFinished {
                 call,

@@ -28,6 +28,7 @@ pub mod agent;
 pub mod budget;
 pub mod clock;
 pub mod codec;
+pub mod context;
 pub mod interrupt;
 pub mod message;
 pub mod model;
@@ -40,10 +41,14 @@ pub use agent::{
 pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
 pub use clock::{Clock, NoClock};
 pub use codec::{DecodeError, EncodeError, RequestOptions, SseDecoder, SseStatus, StreamError};
+pub use context::{
+    CompactError, Compaction, ContextConfig, ContextPolicy, ContextUsage, ContextWindow,
+    WindowSource,
+};
 pub use interrupt::InterruptFlag;
 pub use message::{
-    EntryMeta, FinishReason, FunctionCall, LedgerEntry, Message, Role, ToolCall, ToolCallKind,
-    Usage,
+    CompactionMark, EntryMeta, FinishReason, FunctionCall, LedgerEntry, Message, Role,
+    SummaryPlacement, ToolCall, ToolCallKind, Usage,
 };
 pub use model::{
     ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, NullSink, StreamSink,

@@ -261,6 +261,41 @@ pub struct EntryMeta {
     pub finish_reason: Option<FinishReason>,
     /// The message is incomplete because the run was interrupted (SPEC L11).
     pub interrupted: bool,
+    /// Set on the entry that carries a compaction summary (SPEC X1): a
+    /// summary the ledger made of earlier messages, not something the user
+    /// or the model wrote. See [`crate::context`].
+    pub compaction: Option<CompactionMark>,
+}
+
+/// Marks the entry of a compacted ledger that holds the summary of the
+/// messages it replaced (SPEC X1).
+///
+/// The summary is either an entry of its own (a user-role message) or the
+/// prefix of the user message right after it ([`SummaryPlacement`]), so the
+/// roles of the compacted ledger still alternate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionMark {
+    /// How the summary sits in the ledger.
+    pub placement: SummaryPlacement,
+    /// How many messages (originals and an earlier summary) it replaced.
+    pub replaced: u32,
+    /// How many entries the compaction kept verbatim at the end, counted
+    /// from the first one after a standalone summary (or from the entry
+    /// holding a [`SummaryPlacement::BeforeNext`] summary). Token usage
+    /// recorded on those entries was measured on the longer ledger before
+    /// the compaction, so the estimator does not trust it
+    /// ([`crate::context::estimate`]).
+    pub kept_after: u32,
+}
+
+/// Where a compaction summary sits in the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SummaryPlacement {
+    /// A user-role entry of its own, before the verbatim tail.
+    Standalone,
+    /// The summary is the beginning of the first tail entry, a user message:
+    /// the entry's text is the summary, a separator, then the original text.
+    BeforeNext,
 }
 
 /// One entry of the full conversation ledger: the wire message plus metadata.

@@ -119,6 +119,22 @@ pub enum ModelErrorKind {
     Protocol,
     /// The request could not be built.
     Request,
+    /// The request does not fit in the model's context window (SPEC X1):
+    /// the provider said so, in any of the wordings
+    /// [`crate::context::overflow`] recognises. Retrying the same request
+    /// is pointless; compacting the ledger may help. `window` is the limit
+    /// the provider stated, when it stated one.
+    ContextOverflow {
+        /// The context window the provider named, in tokens.
+        window: Option<u32>,
+    },
+}
+
+impl ModelErrorKind {
+    /// Whether the provider refused the request as too long for the window.
+    pub fn is_context_overflow(self) -> bool {
+        matches!(self, ModelErrorKind::ContextOverflow { .. })
+    }
 }
 
 /// A model call that failed for good (the transport already retried what was

@@ -10,8 +10,8 @@ use hermes_core::codec::{
     decode_error_body, decode_response, decode_stream, encode_request,
 };
 use hermes_core::{
-    ChatRequest, Completion, EntryMeta, FinishReason, Flow, LedgerEntry, Message, NullSink,
-    StreamSink, ToolCall, ToolSpec, Usage,
+    ChatRequest, CompactionMark, Completion, EntryMeta, FinishReason, Flow, LedgerEntry, Message,
+    NullSink, StreamSink, SummaryPlacement, ToolCall, ToolSpec, Usage,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -195,6 +195,11 @@ fn ledger() -> Vec<LedgerEntry> {
         timestamp_ms: 1_732_000_000_123,
         finish_reason: Some(FinishReason::Length),
         interrupted: true,
+        compaction: Some(CompactionMark {
+            placement: SummaryPlacement::Standalone,
+            replaced: 987_654,
+            kept_after: 987_655,
+        }),
     };
     let assistant_calls = Message::Assistant {
         content: None,
@@ -339,6 +344,8 @@ fn ledger_fields_never_reach_the_wire() {
         "interrupted",
         "finish_reason",
         "length",
+        "compaction",
+        "kept_after",
     ] {
         assert!(!text.contains(forbidden), "{forbidden} leaked into {text}");
     }

@@ -1,0 +1,177 @@
+//! Where to cut: the pure planning half of a compaction.
+//!
+//! A plan splits the ledger into three runs, `[head | middle | tail]`:
+//!
+//! - **head**: the first exchange (the first user message and everything up
+//!   to the next user message), kept verbatim if it fits its budget, else
+//!   just the first user message if that fits, else nothing. It never reaches past an earlier summary, so the head of a
+//!   compacted ledger is the head it was compacted with.
+//! - **tail**: the most recent entries that fit the tail budget, starting at
+//!   a user message when one fits (a whole exchange), else at an assistant
+//!   message; at least the last exchange's final group, even over budget
+//!   (the current request is never summarised away).
+//! - **middle**: everything between, including an earlier summary; replaced
+//!   by one new summary.
+//!
+//! **Invariant:** a cut never falls on a tool result, so an assistant
+//! message with tool calls always stays with all its results (in the
+//! middle, or in a kept run). Planning reads only the head and the tail
+//! (their size is bounded by their budgets) plus a scan for an earlier
+//! summary; it copies nothing.
+
+use crate::message::{LedgerEntry, Message, SummaryPlacement};
+
+use super::estimate::entry_tokens;
+
+/// Token budgets of the kept runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budgets {
+    /// Most tokens the head may hold (else it is summarised too).
+    pub head: u64,
+    /// Tokens of recent entries to keep verbatim.
+    pub tail: u64,
+}
+
+/// A decided compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Entries `[0, head_end)` are kept.
+    pub head_end: usize,
+    /// Entries `[tail_start, len)` are kept; `[head_end, tail_start)` are
+    /// summarised.
+    pub tail_start: usize,
+    /// How the summary will sit: before the tail's first entry when that is
+    /// a user message (merged into it, so roles keep alternating), else as
+    /// an entry of its own.
+    pub placement: SummaryPlacement,
+    /// Estimated tokens of the head.
+    pub head_tokens: u64,
+    /// Estimated tokens of the tail.
+    pub tail_tokens: u64,
+}
+
+impl Plan {
+    /// How many entries the summary replaces.
+    pub fn replaced(&self) -> usize {
+        self.tail_start - self.head_end
+    }
+}
+
+/// Why there is no plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoPlan {
+    /// Fewer entries than a compaction needs (nothing between head and tail,
+    /// or only an earlier summary).
+    TooShort,
+}
+
+/// A cut position `i` (between `i - 1` and `i`) is valid when entry `i` is
+/// not a tool result: the results of a call directly follow it, so such a
+/// cut never separates them.
+fn cut_ok(view: &[LedgerEntry], i: usize) -> bool {
+    view.get(i)
+        .is_none_or(|e| !matches!(e.message, Message::Tool { .. }))
+}
+
+/// Plans a compaction of `view` under `budgets`.
+pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
+    let n = view.len();
+    if n < 2 {
+        return Err(NoPlan::TooShort);
+    }
+    // The latest summary, if any (it sits right after the head).
+    let marked = view.iter().rposition(|e| e.meta.compaction.is_some());
+
+    // Head: the first exchange, up to the earlier summary, within budget.
+    let head_limit = marked.unwrap_or(n);
+    let mut head_end = 0;
+    let mut head_tokens = 0u64;
+    let mut fits = true;
+    for (i, entry) in view.iter().enumerate().take(head_limit) {
+        if i > 0 && matches!(entry.message, Message::User { .. }) {
+            break;
+        }
+        head_tokens += entry_tokens(entry);
+        head_end = i + 1;
+        if head_tokens > budgets.head {
+            fits = false;
+            break;
+        }
+    }
+    if !fits || !cut_ok(view, head_end) {
+        // A first exchange too big to keep (a long task with many tool
+        // calls): keep at least the request that started it, if it fits.
+        let first = view
+            .first()
+            .filter(|e| matches!(e.message, Message::User { .. }));
+        match first.map(entry_tokens) {
+            Some(t) if t <= budgets.head && head_limit > 0 && cut_ok(view, 1) => {
+                head_end = 1;
+                head_tokens = t;
+            }
+            _ => {
+                head_end = 0;
+                head_tokens = 0;
+            }
+        }
+    }
+
+    // The smallest tail: the last entry's group (a user message, or an
+    // assistant message with its tool results).
+    let mut last_cut = n - 1;
+    while last_cut > 0 && !cut_ok(view, last_cut) {
+        last_cut -= 1;
+    }
+    // Grow it backwards within the budget, remembering the furthest valid
+    // cut and the furthest user-message cut.
+    let lower = marked.map_or(head_end, |m| m + 1).max(head_end);
+    let mut acc: u64 = view[last_cut..].iter().map(entry_tokens).sum();
+    let mut best_any = last_cut;
+    let mut best_user = matches!(view[last_cut].message, Message::User { .. }).then_some(last_cut);
+    let mut tail_tokens_any = acc;
+    let mut tail_tokens_user = best_user.map(|_| acc);
+    let mut i = last_cut;
+    while i > lower {
+        i -= 1;
+        acc += entry_tokens(&view[i]);
+        if acc > budgets.tail {
+            break;
+        }
+        if cut_ok(view, i) {
+            best_any = i;
+            tail_tokens_any = acc;
+            if matches!(view[i].message, Message::User { .. }) {
+                best_user = Some(i);
+                tail_tokens_user = Some(acc);
+            }
+        }
+    }
+    let (tail_start, tail_tokens) = match (best_user, tail_tokens_user) {
+        (Some(u), Some(t)) => (u, t),
+        _ => (best_any, tail_tokens_any),
+    };
+    if tail_start < lower {
+        return Err(NoPlan::TooShort);
+    }
+    let middle = head_end..tail_start;
+    let only_old_summary = middle.len() == 1
+        && view[middle.start]
+            .meta
+            .compaction
+            .is_some_and(|m| m.placement == SummaryPlacement::Standalone);
+    if middle.is_empty() || only_old_summary {
+        return Err(NoPlan::TooShort);
+    }
+    let placement = if matches!(view[tail_start].message, Message::User { .. }) {
+        SummaryPlacement::BeforeNext
+    } else {
+        SummaryPlacement::Standalone
+    };
+    Ok(Plan {
+        head_end,
+        tail_start,
+        placement,
+        head_tokens,
+        tail_tokens,
+    })
+}

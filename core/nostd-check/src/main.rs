@@ -71,7 +71,17 @@ extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
         b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
         &mut NullSink,
     );
-    let ok = fed.is_ok() && budget.remaining() == 1 && ledger.len() == 1;
+    // The context policy links too: estimating, planning, recognising an
+    // overflow error.
+    let estimate = hermes_core::context::estimate::request_tokens(0, &ledger, 0);
+    let overflow = hermes_core::context::overflow::classify(
+        "This model's maximum context length is 512 tokens. However, you requested 600 tokens.",
+    );
+    let ok = fed.is_ok()
+        && budget.remaining() == 1
+        && ledger.len() == 1
+        && estimate.tokens > 0
+        && overflow.is_some_and(|o| o.window == Some(512));
     if ok { 0 } else { 1 }
 }
 

@@ -140,14 +140,18 @@ impl Compactor<'_> {
         let policy = &self.config.policy;
         let budgets = policy.budgets(window, self.fixed_tokens);
         let before = request_tokens(self.fixed_tokens, view, fresh_from(view)).tokens;
-        let plan = plan(
-            view,
-            Budgets {
-                head: budgets.head,
-                tail: budgets.tail,
-            },
-        )
-        .map_err(|_| CompactError::NothingToCompact)?;
+        // Asked for explicitly, a compaction also shrinks a conversation
+        // that is still far from the window: keep at most a third of it.
+        let conversation = before.saturating_sub(self.fixed_tokens);
+        let (head, tail) = match urgency {
+            Urgency::Proactive => (budgets.head, budgets.tail),
+            Urgency::Forced => (
+                budgets.head.min(conversation / 5),
+                budgets.tail.min(conversation / 3),
+            ),
+        };
+        let plan =
+            plan(view, Budgets { head, tail }).map_err(|_| CompactError::NothingToCompact)?;
         if urgency == Urgency::Proactive {
             let middle =
                 before.saturating_sub(self.fixed_tokens + plan.head_tokens + plan.tail_tokens);

@@ -115,10 +115,10 @@ fn number_before(text: &str, phrase: &str) -> Option<u32> {
         let digits_start = before
             .rfind(|c: char| !(c.is_ascii_digit() || c == ',' || c == '_'))
             .map_or(0, |i| i + 1);
-        if digits_start < before.len() {
-            if let Some(n) = parse_number(&before[digits_start..]) {
-                return Some(n);
-            }
+        if digits_start < before.len()
+            && let Some(n) = parse_number(&before[digits_start..])
+        {
+            return Some(n);
         }
         from = at + phrase.len();
     }

@@ -51,6 +51,7 @@ fn history() -> Vec<LedgerEntry> {
         timestamp_ms: 1_732_000_000_000,
         finish_reason: None,
         interrupted: false,
+        compaction: None,
     };
     let file =
         "fn main() {\n    println!(\"héllo 世界\");\n    let x = vec![1, 2, 3];\n}\n".repeat(12);

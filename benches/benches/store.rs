@@ -40,6 +40,7 @@ fn answer(i: u64) -> LedgerEntry {
             timestamp_ms: 1_795_997_703_000 + i,
             finish_reason: Some(FinishReason::Stop),
             interrupted: false,
+            compaction: None,
         },
     }
 }

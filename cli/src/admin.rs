@@ -1,6 +1,8 @@
 //! `hermes doctor`, `hermes config show`, `hermes sessions …`.
 
+use hermes_core::WindowSource;
 use hermes_runtime::config::{Settings, mask};
+use hermes_runtime::context;
 use hermes_runtime::store::SessionRecord;
 use hermes_runtime::tools::SandboxStatus;
 
@@ -108,6 +110,23 @@ pub fn doctor(settings: &Settings) -> i32 {
                 ),
                 "pick one the provider lists (GET /models) with --model or HERMES_MODEL",
             );
+            if let Ok(c) = client(settings, &settings.provider.model) {
+                let w = context::resolve(settings, &c, &settings.provider.model);
+                let line = format!(
+                    "context window {} tokens (from {}: {})",
+                    w.tokens, w.source, w.detail
+                );
+                if w.source == WindowSource::Default {
+                    // Not a failure: compaction works with the default, it
+                    // only starts earlier (or later) than it should.
+                    println!(
+                        "! {line}\n    → the provider does not say how big the model's context window is; \
+                         set [provider] context_length (or HERMES_CONTEXT_LENGTH) to the server's setting"
+                    );
+                } else {
+                    check(true, line, "");
+                }
+            }
         }
         Err(e) => check(
             false,
@@ -218,6 +237,58 @@ pub fn sessions_search(settings: &Settings, query: &str, limit: usize) -> Result
     }
     for h in &hits {
         println!("{} #{} {}: {}", h.session_id, h.seq, h.role, h.snippet);
+    }
+    Ok(0)
+}
+
+/// `hermes sessions export ID`: every stored message of the session (the
+/// originals, also those a compaction replaced in the model's view) and
+/// every compaction, as JSON lines.
+pub fn sessions_export(settings: &Settings, id: &str) -> Result<i32, CliError> {
+    use std::io::Write;
+    let store = open_store(settings)?;
+    let Some(session) = store.session(id).map_err(runtime)? else {
+        return Err(CliError::Config(format!(
+            "no session '{id}'; `hermes sessions list` shows the stored ones"
+        )));
+    };
+    let messages = store.load_transcript(id).map_err(runtime)?;
+    let compactions = store.compactions(id).map_err(runtime)?;
+    let mut out = std::io::stdout().lock();
+    let mut lines = vec![serde_json::json!({
+        "type": "session",
+        "id": session.id,
+        "model": session.model,
+        "platform": session.platform,
+        "created_at_ms": session.created_at_ms,
+        "system_prompt": session.system_prompt,
+    })];
+    for (seq, entry) in messages.iter().enumerate() {
+        let mut line = serde_json::to_value(&entry.message).map_err(runtime)?;
+        line["type"] = "message".into();
+        line["seq"] = seq.into();
+        line["timestamp_ms"] = entry.meta.timestamp_ms.into();
+        lines.push(line);
+    }
+    for c in &compactions {
+        lines.push(serde_json::json!({
+            "type": "compaction",
+            "head_end": c.head_end,
+            "tail_start": c.tail_start,
+            "end_seq": c.end_seq,
+            "summary": c.summary,
+            "tokens_before": c.tokens_before,
+            "tokens_after": c.tokens_after,
+            "created_at_ms": c.created_at_ms,
+        }));
+    }
+    for line in lines {
+        if let Err(e) = writeln!(out, "{line}") {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(0);
+            }
+            return Err(runtime(format!("cannot write the export: {e}")));
+        }
     }
     Ok(0)
 }

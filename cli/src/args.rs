@@ -100,6 +100,11 @@ pub enum SessionsCommand {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
+    /// Print every stored message and compaction of a session as JSON lines
+    Export {
+        /// The session id (see `hermes sessions list`)
+        id: String,
+    },
     /// Search past messages (full text)
     Search {
         /// Words to look for

@@ -134,11 +134,8 @@ impl Chat {
         {
             self.bench.set_model(model)?;
         }
-        self.history = self
-            .bench
-            .store()
-            .load_transcript(&record.id)
-            .map_err(runtime)?;
+        // The compacted view the model is given, not every original (SPEC X1).
+        self.history = self.bench.store().load_view(&record.id).map_err(runtime)?;
         self.system_prompt = match &record.system_prompt {
             Some(p) => Some(p.clone()),
             None => {
@@ -264,13 +261,76 @@ impl Chat {
             _ => None,
         });
         let removed = self.bench.store().undo_last_turn(&id).map_err(runtime)?;
-        self.history = self.bench.store().load_transcript(&id).map_err(runtime)?;
+        self.history = self.bench.store().load_view(&id).map_err(runtime)?;
         Ok(last_user.filter(|_| removed > 0))
+    }
+
+    /// `/compress [focus]`: compacts the conversation now (SPEC X1) and
+    /// says what it saved.
+    fn compress(&mut self, focus: Option<&str>) -> Result<String, CliError> {
+        let (Some(id), Some(prompt)) = (
+            self.session_id().map(str::to_owned),
+            self.system_prompt.clone(),
+        ) else {
+            return Ok("Nothing to compress yet.".into());
+        };
+        let agent = self.bench.agent(&prompt);
+        let before = self.history.len();
+        let mut history = self.history.clone();
+        match agent.compact(&mut history, focus) {
+            Ok(c) => {
+                self.bench
+                    .store()
+                    .record_compaction(&id, &c)
+                    .map_err(runtime)?;
+                self.history = history;
+                let window = self.bench.context.window.tokens();
+                let pct = |t: u64| (t * 100).checked_div(u64::from(window)).unwrap_or(0);
+                Ok(format!(
+                    "Compressed: {} older messages became one summary, {} kept as they were; context ~{} → ~{} tokens of {window} ({} % → {} %).",
+                    c.replaced,
+                    c.head + c.tail,
+                    c.tokens_before,
+                    c.tokens_after,
+                    pct(c.tokens_before),
+                    pct(c.tokens_after)
+                ))
+            }
+            Err(hermes_core::CompactError::NothingToCompact) => Ok(format!(
+                "Nothing to compress yet ({before} messages in context)."
+            )),
+            Err(e) => Ok(format!(
+                "Could not compress the conversation ({e}); nothing was changed."
+            )),
+        }
+    }
+
+    /// `context: 1234 / 8192 tokens (15 %)` and where the window came from.
+    fn context_status(&self) -> String {
+        let prompt = self
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| self.bench.assemble_prompt());
+        let agent = self.bench.agent(&prompt);
+        let from = self.bench.window().map_or_else(
+            || "unknown".to_owned(),
+            |w| format!("{} ({})", w.source, w.detail),
+        );
+        match agent.context_usage(&self.history) {
+            Some(u) => format!(
+                "context: {} / {} tokens ({} %), {} messages in context\nwindow from: {from}",
+                u.used,
+                u.window,
+                u.percent(),
+                self.history.len()
+            ),
+            None => "context: not managed".into(),
+        }
     }
 
     fn status(&self) -> String {
         format!(
-            "model: {} ({} at {})\nsession: {}\nmessages: {}\nbudget left after the last turn: {}\ntokens used: {} prompt + {} completion = {}",
+            "model: {} ({} at {})\nsession: {}\nmessages: {}\nbudget left after the last turn: {}\ntokens used: {} prompt + {} completion = {}\n{}",
             self.bench.model,
             self.bench.settings.provider.provider_name,
             self.bench.settings.provider.base_url,
@@ -283,6 +343,7 @@ impl Chat {
             self.tokens.prompt_tokens,
             self.tokens.completion_tokens,
             self.tokens.total_tokens,
+            self.context_status(),
         )
     }
 }
@@ -323,7 +384,8 @@ Commands:
   /model NAME   switch the model for the following turns
   /undo         drop the last turn (your message and the answer)
   /retry        drop the last turn and send the same message again
-  /status       model, session, budget left, tokens used
+  /compress [TOPIC]  summarise older messages now to free context (focus on TOPIC)
+  /status       model, session, budget left, tokens used, context window
   /help         this list
   /exit         quit (also Ctrl-D, or Ctrl-C at an empty prompt)
 Ctrl-C while the agent works interrupts the turn and keeps the partial answer.";
@@ -400,6 +462,10 @@ fn handle_command(chat: &mut Chat, input: &str) -> Result<Command, CliError> {
             println!("Started a new session.");
         }
         "status" => println!("{}", chat.status()),
+        "compress" | "compact" => {
+            let focus = (!arg.is_empty()).then_some(arg);
+            println!("{}", chat.compress(focus)?);
+        }
         "model" if arg.is_empty() => {
             println!("model: {} (use /model NAME to switch)", chat.bench.model)
         }

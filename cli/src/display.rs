@@ -152,6 +152,17 @@ impl AgentObserver for TurnObserver<'_> {
                 let first = result.lines().next().unwrap_or("");
                 eprintln!("  ✗ {}: {}", call.function.name, summarize_args(first, 100));
             }
+            AgentEvent::Compacted(compaction) => {
+                self.spinner.clear();
+                self.end_line();
+                if self.verbose {
+                    eprintln!(
+                        "  ⟳ compacted the conversation to fit the context window: {} messages summarised, ~{} → ~{} tokens",
+                        compaction.replaced, compaction.tokens_before, compaction.tokens_after
+                    );
+                }
+                self.writer.compacted(compaction);
+            }
             AgentEvent::Appended(entry) => {
                 if matches!(entry.message, Message::Assistant { .. }) {
                     self.spinner.clear();

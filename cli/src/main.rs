@@ -76,6 +76,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Sessions { command } => match command {
             SessionsCommand::List { limit } => admin::sessions_list(&settings, limit),
+            SessionsCommand::Export { id } => admin::sessions_export(&settings, &id),
             SessionsCommand::Search { query, limit } => {
                 admin::sessions_search(&settings, &query, limit)
             }

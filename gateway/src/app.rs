@@ -13,11 +13,12 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Agent, Model};
+use hermes_core::{Agent, ContextConfig, Model};
 use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
+use hermes_runtime::context::{self, Windows};
 use hermes_runtime::store::{Store, StoreError, SystemClock};
 use hermes_runtime::tools::{SandboxMode, TodoState};
 
@@ -132,6 +133,8 @@ pub struct RuntimeAgentFactory {
     /// fixed for the process, so they are read once, not rebuilt (with a
     /// client and a registry) for each new session.
     tool_specs: Vec<hermes_core::ToolSpec>,
+    /// The context window of each model, resolved once (SPEC X1).
+    windows: Windows,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -175,9 +178,10 @@ impl RuntimeAgentFactory {
             bridge,
             todo_lists: Mutex::default(),
             tool_specs: Vec::new(),
+            windows: Windows::new(),
         };
         let client = factory.client(&settings.provider.model)?;
-        let tools = factory.registry(Arc::new(client), None)?;
+        let tools = factory.registry(Arc::new(client), None, None)?;
         factory.tool_specs = tools.specs().to_vec();
         Ok(factory)
     }
@@ -191,8 +195,9 @@ impl RuntimeAgentFactory {
         &self,
         model: Arc<dyn Model>,
         todo: Option<Arc<TodoState>>,
+        context: Option<ContextConfig>,
     ) -> Result<hermes_core::ToolRegistry, GatewayError> {
-        assemble::session_tools(&self.settings, self.bridge.clone(), model, todo)
+        assemble::session_tools(&self.settings, self.bridge.clone(), model, todo, context)
             .map_err(|e| GatewayError::Provider(e.to_string()))
     }
 
@@ -247,19 +252,33 @@ impl AgentFactory for RuntimeAgentFactory {
         model: &str,
         system_prompt: &str,
     ) -> Result<Agent, FactoryError> {
-        let client: Arc<dyn Model> = Arc::new(
-            self.client(model)
-                .map_err(|e| FactoryError(e.to_string()))?,
-        );
+        let client = self
+            .client(model)
+            .map_err(|e| FactoryError(e.to_string()))?;
+        let window = self.windows.get(&self.settings, &client, model);
+        let context = context::context_config(&self.settings, window, &client);
+        let client: Arc<dyn Model> = Arc::new(client);
         let tools = self
-            .registry(Arc::clone(&client), Some(self.todo_for(session_id)))
+            .registry(
+                Arc::clone(&client),
+                Some(self.todo_for(session_id)),
+                Some(context.clone()),
+            )
             .map_err(|e| FactoryError(e.to_string()))?;
         Ok(assemble::agent(
             &self.settings,
             client,
             Arc::new(tools),
             system_prompt,
+            Some(context),
         ))
+    }
+
+    fn window_detail(&self, model: &str) -> Option<String> {
+        let base = self.settings.provider.base_url.trim().trim_end_matches('/');
+        self.windows
+            .info(base, model)
+            .map(|w| format!("{} ({})", w.source, w.detail))
     }
 }
 

@@ -15,6 +15,9 @@ pub enum Command {
     Model(Option<String>),
     /// `/undo`: drop the last exchange.
     Undo,
+    /// `/compress [focus]`: compact the conversation now (SPEC X1),
+    /// optionally steering the summary toward a topic.
+    Compress(Option<String>),
     /// `/status`: what this session is doing.
     Status,
     /// `/stop`: interrupt the running turn and drop waiting messages.
@@ -30,6 +33,7 @@ pub const HELP: &str = "Commands:\n\
 /new or /reset: start a new conversation\n\
 /model NAME: switch model (/model alone shows it)\n\
 /undo: remove the last exchange\n\
+/compress [topic]: summarise older messages now to free context (focus on a topic)\n\
 /status: show this session's state\n\
 /stop: stop the current reply and drop waiting messages\n\
 /help: this list";
@@ -66,6 +70,7 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "new" | "reset" => Command::New,
         "model" => Command::Model((!arg.is_empty()).then(|| arg.to_owned())),
         "undo" => Command::Undo,
+        "compress" | "compact" => Command::Compress((!arg.is_empty()).then(|| arg.to_owned())),
         "status" => Command::Status,
         "stop" => Command::Stop,
         "help" | "start" => Command::Help,
@@ -90,6 +95,11 @@ mod tests {
         );
         assert_eq!(parse_command("/model"), Some(Command::Model(None)));
         assert_eq!(parse_command("/undo"), Some(Command::Undo));
+        assert_eq!(parse_command("/compress"), Some(Command::Compress(None)));
+        assert_eq!(
+            parse_command("/compress@hermes_bot  the deployment plan "),
+            Some(Command::Compress(Some("the deployment plan".into())))
+        );
         assert_eq!(parse_command("/status"), Some(Command::Status));
         assert_eq!(parse_command("/stop"), Some(Command::Stop));
         assert_eq!(parse_command("/help"), Some(Command::Help));

@@ -34,9 +34,17 @@
 //! # Commands while a turn runs
 //! `/status`, `/stop` and `/help` answer at once. `/new` interrupts the
 //! running turn, drops waiting messages, and resets once the turn has saved
-//! its output (to the old session). `/model` and `/undo` take their place in
-//! the session's queue: they apply after the running turn, so `/undo` then
-//! removes that turn.
+//! its output (to the old session). `/model`, `/undo` and `/compress` take
+//! their place in the session's queue: they apply after the running turn, so
+//! `/undo` then removes that turn.
+//!
+//! # The context window (SPEC X1)
+//! A turn starts from the session's compacted view
+//! ([`Store::load_view`]); the agent compacts before a call that would pass
+//! the threshold and the observer records each compaction beside the stored
+//! originals. `/compress [focus]` compacts on request and replies with the
+//! sizes before and after; `/status` shows how full the window is
+//! (`runner/context.rs`).
 //!
 //! # Failure
 //! A failing store, model or agent build is reported to that user and
@@ -66,6 +74,7 @@ use crate::inbox::{Inbox, InboxError};
 use crate::session::session_key;
 
 mod commands;
+mod context;
 mod intake;
 mod lifecycle;
 mod recovery;
@@ -126,6 +135,12 @@ pub trait AgentFactory: Send + Sync {
         model: &str,
         system_prompt: &str,
     ) -> Result<Agent, FactoryError>;
+
+    /// Where the context window of `model` came from, for `/status`
+    /// (`provider metadata (GET …/props n_ctx)`); `None` when unknown.
+    fn window_detail(&self, _model: &str) -> Option<String> {
+        None
+    }
 }
 
 /// Local-time offset from UTC, in seconds, at a given instant (ms since the

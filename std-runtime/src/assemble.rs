@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hermes_core::{Agent, Model, ToolRegistry, ToolSpec};
+use hermes_core::{Agent, ContextConfig, Model, ToolRegistry, ToolSpec};
 
 use crate::bridge::AsyncBridge;
 use crate::client::{ClientError, ClientOptions, OpenAiClient};
@@ -28,11 +28,13 @@ pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient,
 /// `model`, network tools on `bridge`. `todo` is the session's task list,
 /// kept outside the registry so it survives rebuilds (a cached agent may be
 /// dropped at any time, SPEC G4).
+/// `context`, when given, is the window policy sub-agents compact under.
 pub fn session_tools(
     settings: &Settings,
     bridge: Option<Arc<AsyncBridge>>,
     model: Arc<dyn Model>,
     todo: Option<Arc<TodoState>>,
+    context: Option<ContextConfig>,
 ) -> Result<ToolRegistry, ToolsError> {
     let mut env = ToolEnv::new(&settings.workdir, &settings.home);
     env.allow_outside_workdir = settings.allow_outside_workdir;
@@ -43,6 +45,7 @@ pub fn session_tools(
     env.bridge = bridge;
     env.delegate_model = Some(model);
     env.todo_state = todo;
+    env.context = context;
     build_registry(&env, settings.toolsets.as_deref())
 }
 
@@ -54,14 +57,21 @@ pub fn session_prompt(settings: &Settings, tools: &[ToolSpec]) -> String {
 }
 
 /// An agent over `model` and `tools` with the session's stored prompt and
-/// the configured budget, stamping ledger entries with the wall clock.
+/// the configured budget, stamping ledger entries with the wall clock, and
+/// keeping its conversation within the window `context` describes (SPEC
+/// X1; see [`crate::context::context_config`]).
 pub fn agent(
     settings: &Settings,
     model: Arc<dyn Model>,
     tools: Arc<ToolRegistry>,
     system_prompt: &str,
+    context: Option<ContextConfig>,
 ) -> Agent {
-    Agent::new(model, tools, system_prompt)
+    let agent = Agent::new(model, tools, system_prompt)
         .with_max_iterations(settings.max_iterations)
-        .with_clock(Arc::new(SystemClock))
+        .with_clock(Arc::new(SystemClock));
+    match context {
+        Some(c) => agent.with_context(c),
+        None => agent,
+    }
 }

@@ -36,8 +36,18 @@
 //!   client redacts it, and the `Authorization` header is marked sensitive.
 //! - **Errors name what failed**: the HTTP status and the provider's own
 //!   message, or the URL that could not be reached and what to check.
+//! - **A context-length error is recognised** (SPEC X1), whatever the
+//!   provider's wording ([`hermes_core::context::overflow`]), as
+//!   [`ModelErrorKind::ContextOverflow`] with the limit it states, and not
+//!   retried: the same request would fail the same way, and the agent loop
+//!   compacts instead.
+//! - **A stream that ends before its first event is asked again without
+//!   streaming**, once, inside the same attempt: llama-cpp-python answers a
+//!   streamed request that does not fit with `200` and an event stream that
+//!   closes empty, and only the non-streamed request gets the real error.
 
 mod failure;
+mod metadata;
 mod options;
 mod pump;
 pub(crate) mod retry;
@@ -46,6 +56,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
+use hermes_core::codec::DecodeError;
 use hermes_core::codec::request::{RequestOptions, encode_request};
 use hermes_core::codec::response::decode_response;
 use hermes_core::codec::sse::{SseDecoder, SseStatus};
@@ -365,13 +376,13 @@ impl OpenAiClient {
         status_failure(head, url, &body)
     }
 
-    fn encode(&self, request: &ChatRequest<'_>) -> Result<Vec<u8>, ModelError> {
+    fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
         let opts = RequestOptions {
             model: &self.opts.model,
-            stream: self.opts.stream,
+            stream,
             max_tokens: self.opts.max_tokens,
             temperature: self.opts.temperature,
-            include_usage: self.opts.stream,
+            include_usage: stream,
         };
         let mut body = Vec::with_capacity(4096);
         encode_request(&opts, request, &mut body).map_err(|e| {
@@ -383,10 +394,12 @@ impl OpenAiClient {
         Ok(body)
     }
 
-    /// One streamed chat attempt.
+    /// One streamed chat attempt. `request` is encoded again, without
+    /// streaming, if the stream ends before its first event.
     fn stream_attempt(
         &self,
         body: Vec<u8>,
+        request: &ChatRequest<'_>,
         sink: &mut dyn StreamSink,
     ) -> AttemptResult<Completion> {
         let url = &self.chat_url;
@@ -430,9 +443,19 @@ impl OpenAiClient {
                 },
                 Next::Event(Event::End) => {
                     let partial = decoder.partial();
-                    return decoder
-                        .finish()
-                        .map_err(|e| decode_failure(e, partial.content, tracker.shown, url));
+                    return match decoder.finish() {
+                        // Not one event: the server gave no reason. Asking
+                        // without streaming makes llama-cpp-python say why
+                        // (a context-length error), and gets the answer from
+                        // a server that only had a streaming hiccup.
+                        Err(DecodeError::Truncated { events: 0, .. }) if !tracker.shown => {
+                            tracing::warn!(url = %url, "the stream ended before its first event; asking again without streaming");
+                            let plain = self.encode(request, false).map_err(Failure::fatal)?;
+                            self.plain_attempt(plain, &mut *tracker.inner)
+                        }
+                        other => other
+                            .map_err(|e| decode_failure(e, partial.content, tracker.shown, url)),
+                    };
                 }
                 Next::Event(Event::Failed(e)) => {
                     let mut failure = transport_failure(&e, url, &self.opts);
@@ -501,11 +524,11 @@ impl Model for OpenAiClient {
         request: &ChatRequest<'_>,
         sink: &mut dyn StreamSink,
     ) -> Result<Completion, ModelError> {
-        let body = self.encode(request)?;
+        let body = self.encode(request, self.opts.stream)?;
         let completion = self.with_retries(sink, |client, sink| {
             // Each attempt owns its copy: the helper thread takes it.
             if client.opts.stream {
-                client.stream_attempt(body.clone(), sink)
+                client.stream_attempt(body.clone(), request, sink)
             } else {
                 client.plain_attempt(body.clone(), sink)
             }

@@ -141,6 +141,18 @@ pub struct Settings {
     pub provider: ProviderSettings,
     /// The wallet size of a run (default 90).
     pub max_iterations: u32,
+    /// The model's context window in tokens, when set
+    /// (`[provider] context_length`, `HERMES_CONTEXT_LENGTH`); otherwise it is
+    /// asked of the provider (see [`crate::context`]).
+    pub context_length: Option<u32>,
+    /// The model that writes compaction summaries
+    /// (`[provider] compression_model`, `HERMES_COMPRESSION_MODEL`); `None`:
+    /// the conversation's own model.
+    pub compression_model: Option<String>,
+    /// Compact before a call whose estimated request passes this percentage
+    /// of the window (`[agent] compress_threshold`,
+    /// `HERMES_COMPRESS_THRESHOLD`; 10–95, default 70).
+    pub compress_threshold: u8,
     /// Enabled toolsets; `None` = all.
     pub toolsets: Option<Vec<String>>,
     /// The working directory the file and shell tools are confined to.
@@ -377,6 +389,71 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     }
     origins.insert("max_iterations", it_origin);
 
+    let context_length = match resolver.var("HERMES_CONTEXT_LENGTH") {
+        Some((v, o)) => Some((
+            v.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n >= hermes_core::context::MIN_WINDOW_TOKENS)
+                .ok_or_else(|| ConfigError::Invalid {
+                    key: "HERMES_CONTEXT_LENGTH".into(),
+                    message: format!(
+                        "'{v}' is not a number of tokens (at least {})",
+                        hermes_core::context::MIN_WINDOW_TOKENS
+                    ),
+                })?,
+            o,
+        )),
+        None => match resolver.toml_int("provider", "context_length")? {
+            Some(n) if n < hermes_core::context::MIN_WINDOW_TOKENS => {
+                return Err(ConfigError::File {
+                    path: toml_path.clone(),
+                    message: format!(
+                        "[provider] context_length must be at least {} tokens",
+                        hermes_core::context::MIN_WINDOW_TOKENS
+                    ),
+                });
+            }
+            Some(n) => Some((n, Origin::ConfigFile("provider.context_length"))),
+            None => None,
+        },
+    };
+    let context_length = context_length.map(|(n, o)| {
+        origins.insert("context_length", o);
+        n
+    });
+    let compression_model = match resolver.var("HERMES_COMPRESSION_MODEL") {
+        Some((v, o)) => Some((v.trim().to_owned(), o)),
+        None => resolver
+            .toml_str("provider", "compression_model")?
+            .filter(|m| !m.trim().is_empty())
+            .map(|m| {
+                (
+                    m.trim().to_owned(),
+                    Origin::ConfigFile("provider.compression_model"),
+                )
+            }),
+    };
+    let compression_model = compression_model.map(|(m, o)| {
+        origins.insert("compression_model", o);
+        m
+    });
+    let (compress_threshold, th_origin) = match resolver.var("HERMES_COMPRESS_THRESHOLD") {
+        Some((v, o)) => (v.trim().parse::<u32>().ok(), o),
+        None => match resolver.toml_int("agent", "compress_threshold")? {
+            Some(n) => (Some(n), Origin::ConfigFile("agent.compress_threshold")),
+            None => (Some(70), Origin::Default),
+        },
+    };
+    let compress_threshold = compress_threshold
+        .filter(|n| (10..=95).contains(n))
+        .and_then(|n| u8::try_from(n).ok())
+        .ok_or_else(|| ConfigError::Invalid {
+            key: format!("compress_threshold (from {th_origin})"),
+            message: "must be a percentage of the context window between 10 and 95".into(),
+        })?;
+    origins.insert("compress_threshold", th_origin);
+
     let toolsets = match &overrides.toolsets {
         Some(t) => Some(t.clone()),
         None => match resolver.var("HERMES_TOOLSETS") {
@@ -446,6 +523,9 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
             provider_name,
         },
         max_iterations,
+        context_length,
+        compression_model,
+        compress_threshold,
         toolsets,
         workdir,
         allow_outside_workdir,
@@ -772,6 +852,53 @@ mod tests {
         let home = home_with(&[("config.toml", "[agent]\nsandbox = \"maybe\"\n")]);
         let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
         assert!(err.to_string().contains("sandbox"), "{err}");
+    }
+
+    #[test]
+    fn context_settings_and_their_bounds() {
+        let home = home_with(&[(
+            "config.toml",
+            "[provider]\ncontext_length = 16384\ncompression_model = \"small-model\"\n[agent]\ncompress_threshold = 60\n",
+        )]);
+        let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+        assert_eq!(s.context_length, Some(16_384));
+        assert_eq!(s.compression_model.as_deref(), Some("small-model"));
+        assert_eq!(s.compress_threshold, 60);
+        assert_eq!(
+            s.origins["context_length"],
+            Origin::ConfigFile("provider.context_length")
+        );
+        let s = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("HERMES_CONTEXT_LENGTH", "4096")]),
+        )
+        .unwrap();
+        assert_eq!(s.context_length, Some(4_096));
+        assert_eq!(
+            s.origins["context_length"],
+            Origin::Env("HERMES_CONTEXT_LENGTH")
+        );
+
+        let defaults = load(&cwd_overrides(), &env(home_with(&[]).path(), &[])).unwrap();
+        assert_eq!(
+            (defaults.context_length, defaults.compress_threshold),
+            (None, 70)
+        );
+        for (var, value) in [
+            ("HERMES_CONTEXT_LENGTH", "lots"),
+            ("HERMES_CONTEXT_LENGTH", "100"),
+            ("HERMES_COMPRESS_THRESHOLD", "99"),
+        ] {
+            let err = load(&cwd_overrides(), &env(home.path(), &[(var, value)])).unwrap_err();
+            assert!(
+                err.to_string().contains(if var.contains("THRESHOLD") {
+                    "compress_threshold"
+                } else {
+                    var
+                }),
+                "{err}"
+            );
+        }
     }
 
     #[test]

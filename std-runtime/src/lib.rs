@@ -12,6 +12,7 @@
 //! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
+//! - [`context`]: the model's context window and where it came from (SPEC X1).
 //!
 //! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
 //! SQLite and tokio; the core never does.
@@ -20,6 +21,7 @@ pub mod assemble;
 pub mod bridge;
 pub mod client;
 pub mod config;
+pub mod context;
 pub mod persist;
 pub mod prompt;
 pub mod store;

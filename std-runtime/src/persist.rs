@@ -7,10 +7,15 @@
 //! without its result, which a provider would reject on the next turn.
 //! After a failed write nothing more is stored (a later entry must not
 //! follow a gap); the caller should interrupt the run.
+//!
+//! A compaction the run makes (SPEC X1) is recorded beside the originals
+//! ([`TurnWriter::compacted`]); recording one can fail without harm (the
+//! next load gives the uncompacted view, which the next turn compacts
+//! again), so it does not stop the writer.
 
 use std::sync::{Mutex, PoisonError};
 
-use hermes_core::{LedgerEntry, Message};
+use hermes_core::{Compaction, LedgerEntry, Message};
 
 use crate::store::{Store, StoreError};
 
@@ -24,6 +29,7 @@ pub struct TurnWriter<'a> {
     buffered: Vec<LedgerEntry>,
     results_due: usize,
     failed: Option<StoreError>,
+    compaction_failed: Option<StoreError>,
 }
 
 impl<'a> TurnWriter<'a> {
@@ -37,6 +43,7 @@ impl<'a> TurnWriter<'a> {
             buffered: Vec::new(),
             results_due: 0,
             failed: None,
+            compaction_failed: None,
         }
     }
 
@@ -87,6 +94,34 @@ impl<'a> TurnWriter<'a> {
                 false
             }
         }
+    }
+
+    /// Records a compaction of the run's ledger (SPEC X1). The core
+    /// compacts only between model calls, when every entry so far has been
+    /// handed to [`TurnWriter::append`], so the store's view is the one that
+    /// was compacted. Returns whether it was recorded.
+    pub fn compacted(&mut self, compaction: &Compaction) -> bool {
+        if self.failed.is_some() || !self.buffered.is_empty() {
+            return false;
+        }
+        let recorded = self
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record_compaction(self.session_id, compaction);
+        match recorded {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(session = self.session_id, error = %e, "could not record a compaction; the next turn compacts again");
+                self.compaction_failed = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Why the last compaction could not be recorded, if it could not.
+    pub fn compaction_failure(&self) -> Option<&StoreError> {
+        self.compaction_failed.as_ref()
     }
 
     /// The write that failed, if one did.

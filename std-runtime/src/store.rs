@@ -28,6 +28,11 @@
 //!   first indexes whatever was appended since the previous one, so results
 //!   are exactly what is stored. Deletes (undo, replace) remove their rows
 //!   from the index in the same transaction. See `store/schema.rs`, V3.
+//! - **Compaction is lossless** (SPEC X1). A compaction adds a record
+//!   beside the messages ([`Store::record_compaction`]); no message is
+//!   deleted or edited, so search and exports see every original, while
+//!   [`Store::load_view`] gives the compacted view later turns start from.
+//!   See `store/compaction.rs` and `store/schema.rs`, V4.
 //! - **Exact round trip.** [`Store::load_transcript`] returns the very
 //!   [`LedgerEntry`] values given to [`Store::append_messages`]: message kind,
 //!   `None` versus empty assistant text, tool calls, and every [`EntryMeta`]
@@ -47,6 +52,7 @@
 //! file: WAL lets readers proceed while one writer commits, and writers wait
 //! up to [`BUSY_TIMEOUT`] for each other.
 
+mod compaction;
 mod id;
 mod kv;
 mod migrate;
@@ -56,6 +62,7 @@ mod sessions;
 mod tool_calls;
 mod transcript;
 
+pub use compaction::StoredCompaction;
 pub use search::SearchHit;
 pub use sessions::{NewSession, SessionRecord, SessionStatus};
 
@@ -194,6 +201,20 @@ pub enum StoreError {
         what: &'static str,
         /// The value.
         value: u64,
+    },
+    /// A compaction described a view of the transcript other than the
+    /// stored one (the caller's ledger was out of date). Nothing was
+    /// recorded; the next load gives the stored view.
+    #[error(
+        "the compaction of session {session_id:?} describes {described} entries but its stored view has {stored}; not recorded"
+    )]
+    StaleView {
+        /// The session.
+        session_id: String,
+        /// Entries in the stored view.
+        stored: u64,
+        /// Entries the compaction described.
+        described: u64,
     },
     /// Every attempted session id was taken; something generates ids far too
     /// fast or the random source is broken. Retrying later may work.

@@ -76,6 +76,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                 timestamp_ms: T0 + 1,
                 finish_reason: Some(FinishReason::ToolCalls),
                 interrupted: false,
+                compaction: None,
             },
         },
         LedgerEntry::at(Message::tool("call_1", "file contents"), T0 + 2),
@@ -86,6 +87,7 @@ fn every_kind() -> Vec<LedgerEntry> {
             ),
             meta: EntryMeta {
                 interrupted: true,
+                compaction: None,
                 timestamp_ms: T0 + 3,
                 ..EntryMeta::default()
             },
@@ -102,6 +104,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                 timestamp_ms: T0 + 4,
                 finish_reason: Some(FinishReason::Length),
                 interrupted: true,
+                compaction: None,
             },
         },
         // Empty text is not "no text".
@@ -876,6 +879,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
                     timestamp_ms: 1_735_732_800_001,
                     finish_reason: Some(FinishReason::ToolCalls),
                     interrupted: false,
+                    compaction: None,
                 },
             },
             LedgerEntry::at(Message::tool("c1", "saved marmalade"), 1_735_732_800_002),
@@ -900,7 +904,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
     let version: u32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
@@ -972,7 +976,7 @@ fn a_version_2_database_switches_to_catch_up_indexing() {
     let version: u32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let insert_triggers: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_insert'",
@@ -1000,7 +1004,7 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 3,
+                supported: 4,
                 ..
             }
         ),
@@ -1008,7 +1012,7 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
     );
     let text = err.to_string();
     assert!(text.contains("future.db"), "{text}");
-    assert!(text.contains("schema 99 > 3"), "{text}");
+    assert!(text.contains("schema 99 > 4"), "{text}");
     assert!(text.contains("upgrade hermes"), "{text}");
 
     let conn = Connection::open(&path).unwrap();

@@ -165,6 +165,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         let body = json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]});
         return respond_json(&mut out, 200, &body);
     }
+    // Other metadata endpoints (llama.cpp's /props, Ollama's /api/…) are
+    // probed for the context window; this provider has none, like OpenAI.
+    if (method == "GET" && !path.ends_with("/chat/completions")) || path.contains("/api/") {
+        return respond_json(&mut out, 404, &json!({"error": {"message": "not found"}}));
+    }
     let violation = if method != "POST" || !path.ends_with("/chat/completions") {
         Some(format!("unexpected request {method} {path}"))
     } else if !has_json_type {

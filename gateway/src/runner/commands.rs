@@ -70,6 +70,15 @@ impl Inner {
                         "Session: {}\nModel: {model}\nMessages: {}\n",
                         s.id, s.message_count
                     ));
+                    let i3 = Arc::clone(&inner);
+                    let k = key.clone();
+                    let source = event.source.clone();
+                    if let Ok(Some(line)) =
+                        tokio::task::spawn_blocking(move || i3.context_line(&k, &s, &source)).await
+                    {
+                        text.push_str(&line);
+                        text.push('\n');
+                    }
                 }
                 Ok(Ok(None)) => text.push_str(&format!(
                     "No conversation yet.\nModel: {}\n",
@@ -173,6 +182,7 @@ impl Inner {
                     format!("Removed the last exchange ({removed} messages).")
                 })
             }
+            Command::Compress(focus) => self.compress(key, source, focus.as_deref()),
             Command::Status | Command::Stop | Command::Help | Command::Unknown(_) => {
                 Ok(String::new())
             }

@@ -128,7 +128,7 @@ impl Inner {
                 }
                 self.push_work(state, key, Work::Command(Command::New, event, position));
             }
-            Some(cmd @ (Command::Model(_) | Command::Undo)) => {
+            Some(cmd @ (Command::Model(_) | Command::Undo | Command::Compress(_))) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));
             }
         }

@@ -27,12 +27,17 @@ impl AgentObserver for TurnObserver<'_> {
         if self.ctl.is_requested() && !self.flag.is_set() {
             self.flag.interrupt();
         }
-        if let AgentEvent::Appended(entry) = event
-            && !self.persist.append(entry)
-        {
-            // The transcript can no longer follow the run: stop it rather
-            // than do work (tool side effects) that would go unrecorded.
-            self.flag.interrupt();
+        match event {
+            AgentEvent::Appended(entry) if !self.persist.append(entry) => {
+                // The transcript can no longer follow the run: stop it
+                // rather than do work (tool side effects) that would go
+                // unrecorded.
+                self.flag.interrupt();
+            }
+            AgentEvent::Compacted(compaction) => {
+                self.persist.compacted(compaction);
+            }
+            _ => {}
         }
     }
 }
@@ -157,7 +162,8 @@ impl Inner {
                 was_suspended,
                 &mut texts,
             )?;
-            let mut history = store.load_transcript(&session.id)?;
+            // The compacted view, not every original (SPEC X1).
+            let mut history = store.load_view(&session.id)?;
             let mut added = self.transcribe_into(&mut store, key, &session.id, id)?;
             // The agent appends the user message itself (in memory; the
             // observer below does not store it again), so the history it is

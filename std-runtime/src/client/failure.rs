@@ -135,7 +135,14 @@ pub(super) fn decode_failure(
 ) -> Failure {
     let (kind, transient) = match &err {
         DecodeError::Truncated { .. } => (ModelErrorKind::Transport, true),
-        DecodeError::Provider { .. } => (ModelErrorKind::Protocol, true),
+        // An error event mid-stream can be a context-length error too
+        // (OpenRouter sends some that way): not worth a retry.
+        DecodeError::Provider { message } => {
+            match hermes_core::context::overflow::classify(message) {
+                Some(o) => (ModelErrorKind::ContextOverflow { window: o.window }, false),
+                None => (ModelErrorKind::Protocol, true),
+            }
+        }
         _ => (ModelErrorKind::Protocol, false),
     };
     let mut message = match &err {
@@ -172,7 +179,10 @@ pub(super) fn excerpt(body: &[u8]) -> String {
 pub(super) fn status_failure(head: &Head, url: &str, body: &[u8]) -> Failure {
     let detail = decode_error_body(body).unwrap_or_else(|| excerpt(body));
     let status = head.status;
-    let retryable = retry::status_is_retryable(status);
+    // Several servers put the limit outside the message (llama.cpp's
+    // `n_ctx`), so the whole body is read.
+    let overflow = hermes_core::context::overflow::classify(&String::from_utf8_lossy(body));
+    let retryable = retry::status_is_retryable(status) && overflow.is_none();
     let hint = match status {
         401 => " — check the API key",
         403 => " — the API key is not allowed to use this model or endpoint",
@@ -190,8 +200,12 @@ pub(super) fn status_failure(head: &Head, url: &str, body: &[u8]) -> Failure {
         message.push_str(&detail);
     }
     message.push_str(hint);
+    let kind = match overflow {
+        Some(o) => ModelErrorKind::ContextOverflow { window: o.window },
+        None => ModelErrorKind::Status(status),
+    };
     Failure {
-        error: ModelError::new(ModelErrorKind::Status(status), message),
+        error: ModelError::new(kind, message),
         retryable,
         retry_after: retry::parse_retry_after(
             head.retry_after_ms.as_deref(),

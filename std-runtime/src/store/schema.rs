@@ -36,6 +36,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
                session indexes that appends do not have to update",
         sql: V3,
     },
+    Migration {
+        version: 4,
+        what: "compaction records: the compacted view of a transcript, beside its originals",
+        sql: V4,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -199,4 +204,36 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF id, content ON messages BEGIN
         SET indexed_upto = (SELECT COALESCE(MAX(id), 0) FROM messages)
         WHERE id = 0 AND indexed_upto > (SELECT COALESCE(MAX(id), 0) FROM messages);
 END;
+";
+
+/// Version 4: compactions (SPEC X1).
+///
+/// A compaction replaces the middle of what the model is given by a summary;
+/// the original messages stay in `messages` (searchable, exportable) and
+/// this table says how the *view* is made of them: messages with
+/// `seq < head_end`, then the summary, then messages with
+/// `seq >= tail_start` (including every later append). With placement
+/// `before_next` the summary is the beginning of message `tail_start` (a
+/// user message) instead of an entry of its own. `end_seq` is one past the
+/// last message at the time: messages `[tail_start, end_seq)` were kept
+/// verbatim and their recorded token usage predates the compaction. Only
+/// the latest row of a session counts (each summary folds in the one
+/// before); older rows are history. `/undo` deletes the rows made after the
+/// turn it removes (`end_seq` above its first message).
+const V4: &str = "
+CREATE TABLE compactions (
+    id            INTEGER PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    head_end      INTEGER NOT NULL,
+    tail_start    INTEGER NOT NULL,
+    end_seq       INTEGER NOT NULL,
+    placement     TEXT NOT NULL CHECK (placement IN ('standalone', 'before_next')),
+    replaced      INTEGER NOT NULL,
+    summary       TEXT NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after  INTEGER NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    CHECK (head_end <= tail_start AND tail_start <= end_seq)
+);
+CREATE INDEX compactions_by_session ON compactions (session_id, id);
 ";

@@ -100,13 +100,20 @@ impl Store {
         let deleted = tx
             .prepare_cached("DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2")?
             .execute(params![id, from])?;
+        // A compaction made during or after the removed turn summarised
+        // messages that are gone: the view falls back to the one before.
+        tx.prepare_cached("DELETE FROM compactions WHERE session_id = ?1 AND end_seq > ?2")?
+            .execute(params![id, from])?;
         tx.commit()?;
         Ok(deleted)
     }
 
-    /// `/compress` and similar rewrites: replaces the whole transcript with
-    /// `entries` in one transaction (sequence numbers restart at 0) and
-    /// bumps `updated_at_ms`. On `Err` the old transcript is untouched.
+    /// A wholesale rewrite (imports, repairs): replaces the whole transcript
+    /// with `entries` in one transaction (sequence numbers restart at 0),
+    /// drops the session's compactions and bumps `updated_at_ms`. On `Err`
+    /// the old transcript is untouched. Not how `/compress` works: that
+    /// keeps every original and records a compaction beside them
+    /// ([`Store::record_compaction`]).
     pub fn replace_transcript(
         &mut self,
         id: &str,
@@ -118,6 +125,8 @@ impl Store {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
         tx.prepare_cached("DELETE FROM messages WHERE session_id = ?1")?
+            .execute([id])?;
+        tx.prepare_cached("DELETE FROM compactions WHERE session_id = ?1")?
             .execute([id])?;
         insert_entries(&tx, id, entries)?;
         tx.commit()?;
@@ -180,7 +189,7 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
 /// buffer (`store/tool_calls.rs`), only when present. Anything that
 /// does not fit the schema — a wrong type, invalid UTF-8, a negative count —
 /// is a typed [`StoreError::Corrupt`], never a panic.
-fn decode_message(
+pub(super) fn decode_message(
     row: &Row<'_>,
     role: ValueRef<'_>,
     session_id: &str,
@@ -259,6 +268,7 @@ fn decode_message(
                 .ok_or_else(|| corrupt("timestamp_ms is NULL".into()))?,
             finish_reason: text(9, "finish_reason")?.map(decode_finish_reason),
             interrupted: int(10, "interrupted")?.is_some_and(|v| v != 0),
+            compaction: None,
         },
     })
 }

@@ -4,7 +4,9 @@
 //! set of tools (a new `todo` list, the same confinement), built from the
 //! parent's toolsets **minus `delegate`**, so delegation cannot recurse.
 //! It draws from the parent's wallet (`ctx.budget`): a parent with 80 model
-//! calls left whose child spends 15 continues with 65.
+//! calls left whose child spends 15 continues with 65. Its conversation is
+//! kept within the model's window like the parent's ([`ToolEnv::context`]:
+//! compaction, overflow recovery, capped tool results; SPEC X1).
 //!
 //! **Interrupts (SPEC L11).** The child has its own interrupt flag, because
 //! `Agent::run` clears its flag when it starts: sharing the parent's flag
@@ -180,8 +182,13 @@ impl Tool for DelegateTool {
         }
 
         let child_flag = InterruptFlag::new();
-        let agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
+        let mut agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
             .with_interrupt(child_flag.clone());
+        // The child keeps its own conversation within the window under the
+        // same rules as its parent (SPEC X1).
+        if let Some(context) = &self.env.context {
+            agent = agent.with_context(context.clone());
+        }
         let mut forward = ForwardInterrupt {
             parent: ctx.interrupt,
             child: &child_flag,

@@ -108,6 +108,9 @@ pub struct ToolEnv {
     /// session (`/new`), so the list follows the conversation and not the
     /// tool instance (SPEC G4). `None`: every registry gets its own list.
     pub todo_state: Option<Arc<TodoState>>,
+    /// The context window policy sub-agents (`delegate_task`) compact their
+    /// own conversation under (SPEC X1); `None`: they do not.
+    pub context: Option<hermes_core::ContextConfig>,
 }
 
 impl fmt::Debug for ToolEnv {
@@ -124,6 +127,7 @@ impl fmt::Debug for ToolEnv {
             .field("delegate_model", &self.delegate_model.is_some())
             .field("result_cap_bytes", &self.result_cap_bytes)
             .field("todo_state", &self.todo_state.is_some())
+            .field("context", &self.context.is_some())
             .finish()
     }
 }
@@ -144,6 +148,7 @@ impl ToolEnv {
             delegate_model: None,
             result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
             todo_state: None,
+            context: None,
         }
     }
 }

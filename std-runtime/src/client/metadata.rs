@@ -1,0 +1,89 @@
+//! Small JSON requests to a provider's metadata endpoints (`/models`,
+//! llama.cpp's `/props`, Ollama's `/api/show`), for the context window
+//! (SPEC X1) and `hermes doctor`.
+//!
+//! One attempt, short timeouts, no retries: this is a probe made once per
+//! model and process, and a provider that does not answer it quickly is
+//! simply asked the next way (or not at all).
+
+use std::time::Duration;
+
+use hermes_core::{ModelError, ModelErrorKind};
+
+use super::{ClientError, MAX_BODY_BYTES, OpenAiClient};
+
+impl OpenAiClient {
+    /// The provider's base URL without a trailing `/`, e.g.
+    /// `http://127.0.0.1:8080/v1`.
+    pub fn base_url(&self) -> &str {
+        self.chat_url
+            .strip_suffix("/chat/completions")
+            .unwrap_or(&self.chat_url)
+    }
+
+    /// The server's root: the base URL without a final `/v1` (where
+    /// llama.cpp serves `/props` and Ollama `/api/…`).
+    pub fn server_root(&self) -> &str {
+        let base = self.base_url();
+        base.strip_suffix("/v1").unwrap_or(base)
+    }
+
+    /// `GET url` (or `POST url` with `body`) with this client's headers,
+    /// bounded by `timeout` for connecting and for each read, parsed as
+    /// JSON. Any non-2xx status, transport failure or non-JSON body is an
+    /// error.
+    pub fn fetch_json(
+        &self,
+        url: &str,
+        body: Option<&serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, ClientError> {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_resolve(Some(timeout))
+            .timeout_connect(Some(timeout))
+            .timeout_per_read(Some(timeout))
+            .timeout_per_write(Some(timeout))
+            .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
+            .build();
+        let agent = ureq::Agent::new_with_config(config);
+        let failed =
+            |what: String| ClientError::Model(ModelError::new(ModelErrorKind::Transport, what));
+        let response = match body {
+            Some(body) => {
+                let mut req = agent.post(url);
+                for (name, value) in self.headers.iter() {
+                    req = req.header(name.clone(), value.clone());
+                }
+                req.send(body.to_string().as_bytes())
+            }
+            None => {
+                let mut req = agent.get(url);
+                for (name, value) in self.headers.iter() {
+                    req = req.header(name.clone(), value.clone());
+                }
+                req.call()
+            }
+        }
+        .map_err(|e| failed(format!("request to {url} failed: {e}")))?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(ClientError::Model(ModelError::new(
+                ModelErrorKind::Status(status),
+                format!("HTTP {status} from {url}"),
+            )));
+        }
+        let bytes = response
+            .into_body()
+            .with_config()
+            .limit(MAX_BODY_BYTES as u64)
+            .read_to_vec()
+            .map_err(|e| failed(format!("reading the answer of {url} failed: {e}")))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ClientError::Model(ModelError::new(
+                ModelErrorKind::Protocol,
+                format!("the answer of {url} is not JSON: {e}"),
+            ))
+        })
+    }
+}

@@ -7,6 +7,17 @@
 //! `messages` array whose first entry is the system prompt, every tool call
 //! answered by a tool message. A request that breaks a rule gets a 400 with
 //! the reason, and the reason is recorded so the test fails loudly.
+//!
+//! It can also enforce a context window ([`Window`]) the way real providers
+//! do: every request is counted by the provider's own rule (the bytes of its
+//! JSON body / 3 — stricter than hermes's estimate, so hermes cannot pass by
+//! agreeing with itself), the count is reported as `prompt_tokens`, and a
+//! request over the limit is refused with the error body of a real provider
+//! ([`Overflow`]; the wordings of `tests/fixtures/context-overflow/`), or,
+//! like llama-cpp-python, with an empty event stream when streamed. The
+//! window can be advertised where that provider advertises it
+//! ([`Advertise`]). A [`Responder`] answers when the script is empty, for
+//! conversations whose number of calls is not known in advance.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -48,11 +59,79 @@ impl Reply {
     }
 }
 
+/// Answers a request (its JSON body) when the script is empty.
+pub type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+/// How a request over the window is refused: the wording and status of a
+/// real provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overflow {
+    /// OpenAI: 400, `context_length_exceeded`.
+    OpenAi,
+    /// OpenRouter: 400, "This endpoint's maximum context length is …".
+    OpenRouter,
+    /// Anthropic-style: 400, "prompt is too long: N tokens > M maximum".
+    Anthropic,
+    /// llama.cpp's server: 400, `exceed_context_size_error` with `n_ctx`.
+    LlamaCpp,
+    /// vLLM: 400, "… your request has N input tokens …".
+    Vllm,
+    /// llama-cpp-python: a streamed request gets `200` and an event stream
+    /// that closes without an event; without streaming, OpenAI's 400.
+    LlamaCppPython,
+}
+
+/// Where the provider says how big its window is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advertise {
+    /// Nowhere (OpenAI, llama-cpp-python).
+    Nowhere,
+    /// `GET /models` entry `context_length` (OpenRouter).
+    ModelsContextLength,
+    /// `GET /models` entry `max_model_len` (vLLM).
+    ModelsMaxModelLen,
+    /// `GET /props` `default_generation_settings.n_ctx` (llama.cpp).
+    Props,
+    /// `POST /api/show` parameters `num_ctx` (Ollama).
+    OllamaShow,
+}
+
+/// A context window the provider enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The limit, in this provider's tokens (request JSON bytes / 3).
+    pub tokens: u64,
+    /// How a request over it is refused.
+    pub overflow: Overflow,
+    /// Where it is advertised.
+    pub advertise: Advertise,
+}
+
+impl Window {
+    /// A window of `tokens` refused in OpenAI's words, advertised nowhere.
+    pub fn openai(tokens: u64) -> Self {
+        Window {
+            tokens,
+            overflow: Overflow::OpenAi,
+            advertise: Advertise::Nowhere,
+        }
+    }
+}
+
+/// The provider's token count of a request body.
+pub fn provider_tokens(body: &[u8]) -> u64 {
+    body.len() as u64 / 3
+}
+
 #[derive(Default)]
 struct State {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
     violations: Vec<String>,
+    responder: Option<Responder>,
+    window: Option<Window>,
+    refused: Vec<u64>,
+    counts: Vec<u64>,
 }
 
 /// A scripted provider on `127.0.0.1`. Dropping it stops the server.
@@ -78,11 +157,24 @@ impl FakeProvider {
     /// Starts a server that answers with `script`, in order. When the script
     /// runs out it answers `Reply::Text("(script exhausted)")`.
     pub fn start(script: Vec<Reply>) -> std::io::Result<Self> {
+        Self::start_with(script, None, None)
+    }
+
+    /// Like [`FakeProvider::start`], enforcing `window` when given, and
+    /// asking `responder` (instead of answering "(script exhausted)") once
+    /// the script is empty.
+    pub fn start_with(
+        script: Vec<Reply>,
+        window: Option<Window>,
+        responder: Option<Responder>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
+            window,
+            responder,
             ..State::default()
         }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -121,6 +213,16 @@ impl FakeProvider {
     /// Protocol violations seen so far (should be empty).
     pub fn violations(&self) -> Vec<String> {
         lock(&self.state).violations.clone()
+    }
+
+    /// The provider's token count of every chat request, in order.
+    pub fn counts(&self) -> Vec<u64> {
+        lock(&self.state).counts.clone()
+    }
+
+    /// The counts of the requests refused as over the window.
+    pub fn refused(&self) -> Vec<u64> {
+        lock(&self.state).refused.clone()
     }
 }
 
@@ -161,9 +263,34 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
 
+    let window = lock(state).window;
     if method == "GET" && path.ends_with("/models") {
-        let body = json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]});
+        let mut entry = json!({"id": "fake-model", "object": "model"});
+        match window {
+            Some(w) if w.advertise == Advertise::ModelsContextLength => {
+                entry["context_length"] = w.tokens.into();
+            }
+            Some(w) if w.advertise == Advertise::ModelsMaxModelLen => {
+                entry["max_model_len"] = w.tokens.into();
+            }
+            _ => {}
+        }
+        let body = json!({"object": "list", "data": [entry]});
         return respond_json(&mut out, 200, &body);
+    }
+    if let Some(w) = window {
+        if method == "GET" && path == "/props" && w.advertise == Advertise::Props {
+            let body =
+                json!({"default_generation_settings": {"n_ctx": w.tokens}, "total_slots": 1});
+            return respond_json(&mut out, 200, &body);
+        }
+        if method == "POST" && path == "/api/show" && w.advertise == Advertise::OllamaShow {
+            let body = json!({
+                "parameters": format!("stop \"<|im_end|>\"\nnum_ctx {}", w.tokens),
+                "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+            });
+            return respond_json(&mut out, 200, &body);
+        }
     }
     // Other metadata endpoints (llama.cpp's /props, Ollama's /api/…) are
     // probed for the context window; this provider has none, like OpenAI.
@@ -191,23 +318,72 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         .get("stream")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let reply = {
+    let count = provider_tokens(&body);
+    let (reply, responder) = {
         let mut st = lock(state);
-        st.requests.push(request);
-        st.script
-            .pop_front()
-            .unwrap_or_else(|| Reply::text("(script exhausted)"))
+        st.requests.push(request.clone());
+        st.counts.push(count);
+        if let Some(w) = st.window
+            && count > w.tokens
+        {
+            st.refused.push(count);
+            drop(st);
+            return refuse(&mut out, w, count, stream);
+        }
+        (st.script.pop_front(), st.responder.clone())
     };
+    let reply = reply.unwrap_or_else(|| match responder {
+        Some(r) => r(&request),
+        None => Reply::text("(script exhausted)"),
+    });
     match reply {
         Reply::Status(code, message) => respond_json(
             &mut out,
             code,
             &json!({"error": {"message": message, "code": code}}),
         ),
-        Reply::Text(t) => answer(&mut out, stream, &[t], Duration::ZERO, None),
-        Reply::SlowText { pieces, delay } => answer(&mut out, stream, &pieces, delay, None),
-        Reply::ToolCalls(calls) => answer(&mut out, stream, &[], Duration::ZERO, Some(&calls)),
+        Reply::Text(t) => answer(&mut out, stream, &[t], Duration::ZERO, None, count),
+        Reply::SlowText { pieces, delay } => answer(&mut out, stream, &pieces, delay, None, count),
+        Reply::ToolCalls(calls) => {
+            answer(&mut out, stream, &[], Duration::ZERO, Some(&calls), count)
+        }
     }
+}
+
+/// Refuses a request of `n` tokens over `w`, as the provider `w` imitates.
+fn refuse(out: &mut TcpStream, w: Window, n: u64, stream: bool) -> std::io::Result<()> {
+    let limit = w.tokens;
+    let body = match w.overflow {
+        Overflow::OpenAi => json!({"error": {
+            "message": format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {n} tokens. Please reduce the length of the messages."),
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+        Overflow::OpenRouter => json!({"error": {
+            "message": format!("This endpoint's maximum context length is {limit} tokens. However, you requested about {n} tokens ({n} of text input, 0 in the output). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically."),
+            "code": 400, "metadata": {"provider_name": "Fake"}}}),
+        Overflow::Anthropic => json!({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": format!("prompt is too long: {n} tokens > {limit} maximum")}}),
+        Overflow::LlamaCpp => json!({"error": {
+            "code": 400,
+            "message": "the request exceeds the available context size. try increasing the context size or enable context shift",
+            "type": "exceed_context_size_error", "n_prompt_tokens": n, "n_ctx": limit}}),
+        Overflow::Vllm => json!({"error": {
+            "message": format!("This model's maximum context length is {limit} tokens. However, your request has {n} input tokens. Please reduce the length of the input messages. (parameter=input_tokens, value={n})"),
+            "type": "BadRequestError", "param": "input_tokens", "code": 400}}),
+        Overflow::LlamaCppPython if stream => {
+            // Its log says `ValueError: Requested tokens (n) exceed context
+            // window of limit`; the client sees a stream that just closes.
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            )?;
+            return out.flush();
+        }
+        Overflow::LlamaCppPython => json!({"error": {
+            "message": format!("This model's maximum context length is {limit} tokens. However, you requested {n} tokens ({n} in the messages, None in the completion). Please reduce the length of the messages or completion."),
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+    };
+    respond_json(out, 400, &body)
 }
 
 /// The rules a real provider enforces.
@@ -290,13 +466,14 @@ fn answer(
     pieces: &[String],
     delay: Duration,
     calls: Option<&[(String, String, String)]>,
+    prompt_tokens: u64,
 ) -> std::io::Result<()> {
     let finish = if calls.is_some() {
         "tool_calls"
     } else {
         "stop"
     };
-    let usage = json!({"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19});
+    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": 7, "total_tokens": prompt_tokens + 7});
     if !stream {
         for _ in pieces {
             thread::sleep(delay);

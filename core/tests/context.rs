@@ -605,17 +605,27 @@ proptest! {
         head in 0u64..2_000,
         tail in 0u64..4_000,
     ) {
-        let Ok(p) = plan(&view, Budgets { head, tail }) else { return Ok(()) };
+        let Ok(p) = plan(&view, Budgets { head, tail, tail_max: tail * 2 }) else { return Ok(()) };
         prop_assert!(p.head_end < p.tail_start && p.tail_start < view.len());
         for cut in [p.head_end, p.tail_start] {
             prop_assert!(!matches!(view[cut].message, Message::Tool { .. }), "cut at a tool result");
         }
-        // Whatever is dropped, the kept parts are valid for the API.
+        // Whatever is dropped, the kept parts are valid for the API, and
+        // with the summary in its place the roles still alternate.
         let kept: Vec<Message> = view[..p.head_end]
             .iter()
             .chain(&view[p.tail_start..])
             .map(|e| e.message.clone())
             .collect();
         assert_valid_for_api(&kept);
+        let mut with_summary: Vec<Message> = view[..p.head_end].iter().map(|e| e.message.clone()).collect();
+        if p.placement == SummaryPlacement::Standalone {
+            with_summary.push(Message::user("summary"));
+        }
+        with_summary.extend(view[p.tail_start..].iter().map(|e| e.message.clone()));
+        for pair in with_summary.windows(2) {
+            let roles = (pair[0].role(), pair[1].role());
+            prop_assert!(roles != (Role::User, Role::User) && roles != (Role::Assistant, Role::Assistant), "{roles:?}");
+        }
     }
 }

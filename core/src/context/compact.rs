@@ -38,6 +38,9 @@ pub struct Compaction {
     pub tokens_after: u64,
     /// What the summary call cost, if the provider said.
     pub usage: Option<Usage>,
+    /// When it was made (the timestamp of a standalone summary entry), ms
+    /// since the Unix epoch as the agent's clock tells it.
+    pub at_ms: u64,
 }
 
 /// Why a compaction did not happen. The ledger is unchanged in every case.
@@ -150,8 +153,15 @@ impl Compactor<'_> {
                 budgets.tail.min(conversation / 3),
             ),
         };
-        let plan =
-            plan(view, Budgets { head, tail }).map_err(|_| CompactError::NothingToCompact)?;
+        let plan = plan(
+            view,
+            Budgets {
+                head,
+                tail,
+                tail_max: budgets.tail,
+            },
+        )
+        .map_err(|_| CompactError::NothingToCompact)?;
         if urgency == Urgency::Proactive {
             let middle =
                 before.saturating_sub(self.fixed_tokens + plan.head_tokens + plan.tail_tokens);
@@ -230,6 +240,7 @@ impl Compactor<'_> {
             tokens_before: before,
             tokens_after: after,
             usage: completion.usage,
+            at_ms: self.now_ms,
         })
     }
 }

@@ -3,13 +3,16 @@
 //! A plan splits the ledger into three runs, `[head | middle | tail]`:
 //!
 //! - **head**: the first exchange (the first user message and everything up
-//!   to the next user message), kept verbatim if it fits its budget, else
-//!   just the first user message if that fits, else nothing. It never reaches past an earlier summary, so the head of a
+//!   to the next user message), kept verbatim if it fits its budget; else
+//!   the first user message with the model's first step (its answer, or its
+//!   first tool calls and their results), so a long task keeps the request
+//!   that started it; else nothing. Either way the head ends with a model
+//!   message, so a summary after it keeps the roles alternating. It never reaches past an earlier summary, so the head of a
 //!   compacted ledger is the head it was compacted with.
 //! - **tail**: the most recent entries that fit the tail budget, starting at
-//!   a user message when one fits (a whole exchange), else at an assistant
-//!   message; at least the last exchange's final group, even over budget
-//!   (the current request is never summarised away).
+//!   a user message when one fits (a whole exchange; up to
+//!   [`Budgets::tail_max`] to keep the last exchange whole), else at an
+//!   assistant message; at least the last group, even over budget.
 //! - **middle**: everything between, including an earlier summary; replaced
 //!   by one new summary.
 //!
@@ -30,6 +33,9 @@ pub struct Budgets {
     pub head: u64,
     /// Tokens of recent entries to keep verbatim.
     pub tail: u64,
+    /// How far the tail may grow past `tail` to start at a user message
+    /// (keep the last exchange whole) rather than at an assistant message.
+    pub tail_max: u64,
 }
 
 /// A decided compaction.
@@ -100,18 +106,18 @@ pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
     }
     if !fits || !cut_ok(view, head_end) {
         // A first exchange too big to keep (a long task with many tool
-        // calls): keep at least the request that started it, if it fits.
-        let first = view
-            .first()
-            .filter(|e| matches!(e.message, Message::User { .. }));
-        match first.map(entry_tokens) {
-            Some(t) if t <= budgets.head && head_limit > 0 && cut_ok(view, 1) => {
-                head_end = 1;
-                head_tokens = t;
+        // calls): keep the request and the model's first step, if they fit.
+        head_end = 0;
+        head_tokens = 0;
+        if matches!(view[0].message, Message::User { .. }) {
+            let mut end = 2.min(head_limit);
+            while end < head_limit && !cut_ok(view, end) {
+                end += 1;
             }
-            _ => {
-                head_end = 0;
-                head_tokens = 0;
+            let tokens: u64 = view[..end].iter().map(entry_tokens).sum();
+            if end < n && cut_ok(view, end) && tokens <= budgets.head {
+                head_end = end;
+                head_tokens = tokens;
             }
         }
     }
@@ -143,6 +149,24 @@ pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
             if matches!(view[i].message, Message::User { .. }) {
                 best_user = Some(i);
                 tail_tokens_user = Some(acc);
+            }
+        }
+    }
+    // No user message within the budget: the last one, if the tail may
+    // grow that far, so the last exchange is kept whole.
+    if best_user.is_none() {
+        let mut acc = tail_tokens_any;
+        let mut i = best_any;
+        while i > lower {
+            i -= 1;
+            acc += entry_tokens(&view[i]);
+            if acc > budgets.tail_max {
+                break;
+            }
+            if matches!(view[i].message, Message::User { .. }) {
+                best_user = Some(i);
+                tail_tokens_user = Some(acc);
+                break;
             }
         }
     }

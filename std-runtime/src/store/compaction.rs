@@ -202,7 +202,9 @@ impl Store {
             summary: compaction.summary.clone(),
             tokens_before: compaction.tokens_before,
             tokens_after: compaction.tokens_after,
-            created_at_ms: now,
+            // The timestamp the in-memory summary entry carries, so a load
+            // gives back exactly the view the core made.
+            created_at_ms: compaction.at_ms,
         };
         tx.prepare_cached(&format!(
             "INSERT INTO compactions (session_id, {COLUMNS}) \

@@ -18,10 +18,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hermes_core::context::summary::SUMMARIZER_PROMPT;
 use hermes_gateway::adapter::PlatformAdapter;
+use hermes_gateway::app::RuntimeAgentFactory;
+use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::{ChatType, MessageEvent};
+use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::telegram::{MemoryOffsets, TelegramAdapter, TelegramConfig};
 use hermes_gateway::testing::{collector, recv_within};
+use hermes_runtime::config::{Environment, Overrides};
+use hermes_runtime::store::{Store, SystemClock};
+use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Responder, Window};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -407,4 +414,132 @@ async fn long_reply_arrives_as_several_messages_that_join_back() {
         ev.message_id
     );
     adapter.disconnect().await;
+}
+
+/// `/compress` end to end: a user on Telegram (the emulator) talks to the
+/// gateway runner with the production agent factory, whose provider (the
+/// loopback fake) has a 6000-token window it advertises in `/models`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compress_through_telegram_replies_with_sizes_and_the_next_turn_uses_the_summary() {
+    let emu = Emulator::start();
+    let token = "500:compress";
+    let responder: Responder = std::sync::Arc::new(|request: &Value| {
+        let system = request["messages"][0]["content"].as_str().unwrap_or("");
+        if system == SUMMARIZER_PROMPT {
+            return Reply::text("Goal: the user counts turns; all answered.");
+        }
+        let last = request["messages"].as_array().unwrap().last().unwrap();
+        let n = last["content"]
+            .as_str()
+            .and_then(|c| c.split_whitespace().nth(1))
+            .unwrap_or("?")
+            .trim_end_matches(':')
+            .to_owned();
+        Reply::text(format!("answer {n}"))
+    });
+    let provider = FakeProvider::start_with(
+        vec![],
+        Some(Window {
+            tokens: 6_000,
+            overflow: Overflow::OpenAi,
+            advertise: Advertise::ModelsContextLength,
+        }),
+        Some(responder),
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let env = Environment::from_pairs([
+        ("HERMES_HOME", home.path().display().to_string()),
+        ("HERMES_BASE_URL", provider.base_url()),
+        ("HERMES_MODEL", "fake-model".to_owned()),
+        ("HERMES_TOOLSETS", "todo".to_owned()),
+    ]);
+    let settings = hermes_runtime::config::load(
+        &Overrides {
+            workdir: Some(home.path().to_path_buf()),
+            ..Overrides::default()
+        },
+        &env,
+    )
+    .unwrap();
+    let factory = RuntimeAgentFactory::new(&settings, None).unwrap();
+    let store = Store::open(&settings.state_db()).unwrap();
+    let mut config = GatewayConfig::default();
+    config.allow.everywhere.insert("501".to_owned());
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![Arc::new(emu.adapter(token))],
+        factory: Arc::new(factory),
+        store: Arc::new(std::sync::Mutex::new(store)),
+        clock: Arc::new(SystemClock),
+        config,
+    });
+    runner.start().await.unwrap();
+
+    for n in 1..=4 {
+        let text = format!(
+            "turn {n}: {}",
+            "a long message about the garden ".repeat(12)
+        );
+        emu.user_says(token, (501, "Eve"), (501, "private"), &text, json!({}))
+            .await;
+        let reply = emu.bot_messages(token, 501, 1).await;
+        assert_eq!(reply[0]["text"], format!("answer {n}"));
+    }
+    emu.user_says(
+        token,
+        (501, "Eve"),
+        (501, "private"),
+        "/compress the garden",
+        json!({}),
+    )
+    .await;
+    let reply = emu.bot_messages(token, 501, 1).await;
+    let text = reply[0]["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("Compressed the conversation: "), "{text}");
+    assert!(text.contains("tokens of 6000"), "{text}");
+    let sizes: Vec<u64> = text
+        .split('~')
+        .skip(1)
+        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(
+        sizes.len() == 2 && sizes[1] < sizes[0],
+        "before → after: {text}"
+    );
+    let summary_request = provider
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["messages"][0]["content"] == SUMMARIZER_PROMPT)
+        .unwrap();
+    assert!(summary_request.to_string().contains("focus on: the garden"));
+
+    emu.user_says(token, (501, "Eve"), (501, "private"), "/status", json!({}))
+        .await;
+    let status = emu.bot_messages(token, 501, 1).await;
+    let status = status[0]["text"].as_str().unwrap().to_owned();
+    assert!(
+        status.contains("context: ") && status.contains(" / 6000 tokens ("),
+        "{status}"
+    );
+    assert!(status.contains("provider metadata"), "{status}");
+
+    // The next turn starts from the compacted view.
+    emu.user_says(
+        token,
+        (501, "Eve"),
+        (501, "private"),
+        "turn 5: and now?",
+        json!({}),
+    )
+    .await;
+    assert_eq!(emu.bot_messages(token, 501, 1).await[0]["text"], "answer 5");
+    let last = provider.requests().pop().unwrap();
+    assert!(last.to_string().contains("[Context summary]"), "{last}");
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+    runner.shutdown().await;
 }

@@ -3,8 +3,9 @@
 //! This crate is what every front-end (the `hermes` CLI, the chat gateway)
 //! shares: the conversation ledger ([`message`]), the shared iteration
 //! wallet ([`budget`]), the interrupt flag ([`interrupt`]), the [`Model`] and
-//! [`Tool`] traits, the synchronous loop ([`Agent::run_conversation`]) and the
-//! OpenAI chat wire codec ([`codec`]) used by every transport.
+//! [`Tool`] traits, the synchronous loop ([`Agent::run_conversation`]), the
+//! OpenAI chat wire codec ([`codec`]) used by every transport, and the policy
+//! that keeps a conversation within the model's context window ([`context`]).
 //!
 //! # Invariants
 //! - **No IO, no clock, no std.** The crate is `#![no_std]` + `alloc`; time

@@ -599,3 +599,48 @@ fn a_sub_agent_compacts_its_own_conversation() {
     );
     assert_valid_requests(&requests);
 }
+
+#[test]
+fn summaries_are_written_by_the_compression_model_when_one_is_set() {
+    let provider = FakeProvider::start_with(
+        vec![],
+        Some(Window::openai(3_000)),
+        Some(conversation_responder()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[provider]\ncontext_length = 3000\ncompression_model = \"small-summariser\"\n",
+    )
+    .unwrap();
+    let settings = settings(dir.path(), &provider.base_url());
+    let client = client(&provider.base_url(), false);
+    let window = Windows::new().get(&settings, &client, "fake-model");
+    assert_eq!(window.source(), WindowSource::Configured);
+    let context = context::context_config(&settings, window, &client);
+    let agent = Agent::new(
+        Arc::new(client),
+        Arc::new(ToolRegistry::new().with(Lookup::new())),
+        SYSTEM,
+    )
+    .with_context(context);
+    let store = Mutex::new(Store::open_in_memory().unwrap());
+    let session = store
+        .lock()
+        .unwrap()
+        .create_session(&NewSession::default())
+        .unwrap()
+        .id;
+    let stops = run_turns(&store, &session, &agent, 1..=10);
+    assert!(
+        stops.iter().all(|s| *s == StopReason::Completed),
+        "{stops:?}"
+    );
+    let requests = provider.requests();
+    let (summaries, turns): (Vec<&Value>, Vec<&Value>) =
+        requests.iter().partition(|r| is_summary(r));
+    assert!(!summaries.is_empty());
+    assert!(summaries.iter().all(|r| r["model"] == "small-summariser"));
+    assert!(turns.iter().all(|r| r["model"] == "fake-model"));
+}

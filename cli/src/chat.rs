@@ -256,8 +256,11 @@ impl Chat {
         let Some(id) = self.session_id().map(str::to_owned) else {
             return Ok(None);
         };
+        // What the user wrote, without a compaction summary merged before it.
         let last_user = self.history.iter().rev().find_map(|e| match &e.message {
-            Message::User { content } => Some(content.clone()),
+            Message::User { .. } => {
+                hermes_core::context::summary::original_text(e).map(str::to_owned)
+            }
             _ => None,
         });
         let removed = self.bench.store().undo_last_turn(&id).map_err(runtime)?;

@@ -332,12 +332,16 @@ fn turn_responder() -> Responder {
         }
         let last = request["messages"].as_array().unwrap().last().unwrap();
         let text = last["content"].as_str().unwrap_or("");
+        // The last `turn N` (a summary may stand before it).
         let n: String = text
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("?")
-            .trim_end_matches(':')
-            .to_owned();
+            .rfind("turn ")
+            .map(|at| {
+                text[at + 5..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect()
+            })
+            .unwrap_or_else(|| "?".into());
         Reply::text(format!("answer {n}: {}", "sure ".repeat(80)))
     })
 }
@@ -441,6 +445,37 @@ fn continue_through_a_small_window_answers_every_turn_and_keeps_the_originals() 
     assert!(
         out.contains(&format!("context window {SMALL_WINDOW} tokens (from provider metadata: GET {url}/models context_length)")),
         "{out}"
+    );
+}
+
+#[test]
+fn a_message_bigger_than_the_window_is_refused_clearly_and_the_next_turn_works() {
+    let env = Env::new();
+    let provider = small_window_provider();
+    let url = provider.base_url();
+    let o = env.run(&url, &["--toolsets", "todo", "-z", &turn(1)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let huge = format!("turn 2: {}", "far too much text ".repeat(2_000));
+    let o = env.run(
+        &url,
+        &["--toolsets", "todo", "chat", "--continue", "-q", &huge],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("does not fit in the model's context window (6000 tokens)"),
+        "{err}"
+    );
+    let o = env.run(
+        &url,
+        &["--toolsets", "todo", "chat", "--continue", "-q", &turn(3)],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("answer 3:"), "{}", stdout(&o));
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
     );
 }
 

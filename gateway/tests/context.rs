@@ -27,12 +27,17 @@ fn twenty_turns_through_a_small_window_in_the_gateway() {
             return Reply::text("Goal: the user counts turns; every one was answered.");
         }
         let last = request["messages"].as_array().unwrap().last().unwrap();
-        let n = last["content"]
-            .as_str()
-            .and_then(|c| c.split_whitespace().nth(1))
-            .unwrap_or("?")
-            .trim_end_matches(':')
-            .to_owned();
+        // The last `turn N` (a summary may stand before it).
+        let text = last["content"].as_str().unwrap_or("");
+        let n: String = text
+            .rfind("turn ")
+            .map(|at| {
+                text[at + 5..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect()
+            })
+            .unwrap_or_else(|| "?".into());
         Reply::text(format!("answer {n}: {}", "noted ".repeat(60)))
     });
     // Not advertised: the gateway starts from the default window and the

@@ -429,12 +429,17 @@ async fn compress_through_telegram_replies_with_sizes_and_the_next_turn_uses_the
             return Reply::text("Goal: the user counts turns; all answered.");
         }
         let last = request["messages"].as_array().unwrap().last().unwrap();
-        let n = last["content"]
-            .as_str()
-            .and_then(|c| c.split_whitespace().nth(1))
-            .unwrap_or("?")
-            .trim_end_matches(':')
-            .to_owned();
+        // The last `turn N` (a summary may stand before it).
+        let text = last["content"].as_str().unwrap_or("");
+        let n: String = text
+            .rfind("turn ")
+            .map(|at| {
+                text[at + 5..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect()
+            })
+            .unwrap_or_else(|| "?".into());
         Reply::text(format!("answer {n}"))
     });
     let provider = FakeProvider::start_with(

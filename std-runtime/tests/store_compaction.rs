@@ -202,6 +202,12 @@ fn a_summary_before_a_user_message_is_merged_into_it_when_loaded() {
         text.ends_with(&"w ".repeat(200)),
         "the original follows the summary"
     );
+    // What the user wrote is still recoverable (for /retry).
+    let original = store.load_transcript(&id).unwrap()[c.head + c.replaced].clone();
+    assert_eq!(
+        hermes_core::context::summary::original_text(merged),
+        original.message.content()
+    );
     // Roles still alternate.
     for pair in loaded.windows(2) {
         assert_ne!(pair[0].message.role(), pair[1].message.role());

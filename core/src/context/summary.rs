@@ -170,6 +170,26 @@ pub fn merged(block: &str, original: &str) -> String {
     format!("{block}\n\n{original}")
 }
 
+/// The text the user wrote, for an entry of a compacted ledger: a user
+/// message with a summary placed before it gives back only what follows
+/// the summary (what `/retry` must send again); any other entry its
+/// content.
+pub fn original_text(entry: &LedgerEntry) -> Option<&str> {
+    let content = entry.message.content()?;
+    let merged = entry
+        .meta
+        .compaction
+        .is_some_and(|m| m.placement == crate::message::SummaryPlacement::BeforeNext);
+    if !merged {
+        return Some(content);
+    }
+    Some(
+        content
+            .split_once(&format!("{SUMMARY_FOOTER}\n\n"))
+            .map_or(content, |(_, original)| original),
+    )
+}
+
 /// Cuts an over-long summary to `max_tokens`, on a char boundary, with a note.
 pub fn clip(summary: &str, max_tokens: u64) -> String {
     let cut = prefix_within(summary, max_tokens);

@@ -1,0 +1,170 @@
+//! The agent's side of context management (SPEC X1): configuring it, the
+//! pre-call compaction, learning a limit from an error, and the cap on tool
+//! results. The policy itself is in [`crate::context`].
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::{Agent, AgentContext, AgentEvent, Run};
+use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens};
+use crate::context::{
+    CompactError, Compaction, Compactor, ContextConfig, ContextUsage, Urgency, cap_tool_result,
+};
+use crate::interrupt::InterruptFlag;
+use crate::message::{LedgerEntry, SummaryPlacement};
+use crate::model::{Flow, ModelErrorKind, StreamSink};
+
+impl Agent {
+    /// Keeps conversations within the model's context window (SPEC X1):
+    /// compaction before calls that would pass the threshold, recovery from
+    /// context-length errors, tool results capped relative to the window.
+    /// Without this the agent sends the ledger as it is.
+    pub fn with_context(mut self, config: ContextConfig) -> Self {
+        let fixed = fixed_tokens(&self.system_prompt, self.tools.specs());
+        self.context = Some(AgentContext {
+            config,
+            fixed_tokens: fixed,
+        });
+        self
+    }
+
+    /// The context configuration, if the agent manages its window.
+    pub fn context(&self) -> Option<&ContextConfig> {
+        self.context.as_ref().map(|c| &c.config)
+    }
+
+    /// How full the window would be with `history` as the ledger
+    /// (`/status`); `None` without context management.
+    pub fn context_usage(&self, history: &[LedgerEntry]) -> Option<ContextUsage> {
+        let ctx = self.context.as_ref()?;
+        let estimate = request_tokens(ctx.fixed_tokens, history, fresh_from(history));
+        Some(ContextUsage {
+            used: estimate.tokens,
+            window: ctx.config.window.tokens(),
+            source: ctx.config.window.source(),
+            anchored: estimate.anchored,
+        })
+    }
+
+    /// Compacts `history` now, whatever its size (`/compress [focus]`):
+    /// one summary call, steered toward `focus` if given. On error the
+    /// history is unchanged. Without context management there is nothing to
+    /// compact with ([`CompactError::NothingToCompact`]).
+    pub fn compact(
+        &self,
+        history: &mut Vec<LedgerEntry>,
+        focus: Option<&str>,
+    ) -> Result<Compaction, CompactError> {
+        let ctx = self
+            .context
+            .as_ref()
+            .ok_or(CompactError::NothingToCompact)?;
+        self.interrupt.clear();
+        let mut sink = InterruptSink(&self.interrupt);
+        self.compactor(ctx)
+            .compact(history, Urgency::Forced, focus, &mut sink)
+    }
+
+    fn compactor<'s>(&'s self, ctx: &'s AgentContext) -> Compactor<'s> {
+        Compactor {
+            config: &ctx.config,
+            model: match &ctx.config.summarizer {
+                Some(m) => &**m,
+                None => &*self.model,
+            },
+            fixed_tokens: ctx.fixed_tokens,
+            now_ms: self.clock.now_ms(),
+        }
+    }
+}
+
+/// A sink for calls no one watches but the interrupt flag.
+struct InterruptSink<'a>(&'a InterruptFlag);
+
+impl StreamSink for InterruptSink<'_> {
+    fn on_text(&mut self, _text: &str) -> Flow {
+        self.on_progress()
+    }
+
+    fn on_progress(&mut self) -> Flow {
+        if self.0.is_set() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Compacts the ledger if `urgency` calls for it (SPEC X1); returns
+    /// whether it did. A failed compaction leaves the ledger as it was (the
+    /// call then goes ahead and fits, or fails on its own).
+    pub(super) fn keep_within_window(&mut self, urgency: Urgency) -> bool {
+        let Some(ctx) = &self.agent.context else {
+            return false;
+        };
+        if urgency == Urgency::Proactive {
+            let window = u64::from(ctx.config.window.tokens());
+            let threshold = ctx
+                .config
+                .policy
+                .budgets(window, ctx.fixed_tokens)
+                .threshold;
+            let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
+            if estimate.tokens <= threshold {
+                return false;
+            }
+        }
+        let mut sink = InterruptSink(&self.agent.interrupt);
+        let outcome =
+            self.agent
+                .compactor(ctx)
+                .compact(&mut self.messages, urgency, None, &mut sink);
+        let compaction = match outcome {
+            Ok(c) => c,
+            Err(_) => return false,
+        };
+        if let Some(u) = &compaction.usage {
+            self.usage.add(u);
+        }
+        // Every entry left predates this compaction.
+        self.fresh = self.messages.len();
+        let summary_entry = usize::from(compaction.placement == SummaryPlacement::Standalone);
+        let tail_start = compaction.head + compaction.replaced;
+        self.first_new = if self.first_new >= tail_start {
+            self.first_new - compaction.replaced + summary_entry
+        } else if self.first_new >= compaction.head {
+            compaction.head + summary_entry
+        } else {
+            self.first_new
+        };
+        self.observer.on_event(&AgentEvent::Compacted(&compaction));
+        self.compactions.push(compaction);
+        true
+    }
+
+    /// Takes the limit a context-length error stated, if it stated one.
+    pub(super) fn learn_window(&self, kind: ModelErrorKind) {
+        if let (Some(ctx), ModelErrorKind::ContextOverflow { window: Some(w) }) =
+            (&self.agent.context, kind)
+        {
+            ctx.config.window.learn(w);
+        }
+    }
+
+    /// The cap on one tool result, from the window.
+    pub(super) fn cap(&self, result: String) -> String {
+        match &self.agent.context {
+            Some(ctx) => {
+                let window = u64::from(ctx.config.window.tokens());
+                let max = ctx
+                    .config
+                    .policy
+                    .budgets(window, ctx.fixed_tokens)
+                    .tool_result;
+                cap_tool_result(result, max)
+            }
+            None => result,
+        }
+    }
+}

@@ -183,6 +183,15 @@ pub enum StoreError {
     /// No session has this id. The caller should create one (or fix the id).
     #[error("no session with id {0:?}")]
     SessionNotFound(String),
+    /// An id prefix matches several sessions; the caller should ask for more
+    /// of the id.
+    #[error("{prefix:?} matches several sessions ({}); give more of the id", candidates.join(", "))]
+    AmbiguousId {
+        /// What was given.
+        prefix: String,
+        /// Some of the sessions it matches, newest first.
+        candidates: Vec<String>,
+    },
     /// A stored row cannot be turned back into a message or session: the
     /// database was edited outside hermes. Not retryable.
     #[error(

@@ -28,6 +28,9 @@ impl Clock for TestClock {
     }
 }
 
+/// The schema version this build migrates to.
+const LATEST_SCHEMA: u32 = 5;
+
 /// 2026-11-30T00:15:03Z
 const T0: u64 = 1_795_997_703_000;
 
@@ -43,6 +46,7 @@ fn gateway_session<'a>(key: &'a str) -> NewSession<'a> {
         user_id: Some("7"),
         model: Some("gpt-x"),
         system_prompt: None,
+        ..NewSession::default()
     }
 }
 
@@ -904,7 +908,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
     let version: u32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, LATEST_SCHEMA);
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
@@ -976,7 +980,7 @@ fn a_version_2_database_switches_to_catch_up_indexing() {
     let version: u32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, LATEST_SCHEMA);
     let insert_triggers: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_insert'",
@@ -1004,7 +1008,7 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 4,
+                supported: LATEST_SCHEMA,
                 ..
             }
         ),
@@ -1012,7 +1016,7 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
     );
     let text = err.to_string();
     assert!(text.contains("future.db"), "{text}");
-    assert!(text.contains("schema 99 > 4"), "{text}");
+    assert!(text.contains(&format!("schema 99 > {LATEST_SCHEMA}")), "{text}");
     assert!(text.contains("upgrade hermes"), "{text}");
 
     let conn = Connection::open(&path).unwrap();

@@ -48,6 +48,7 @@ impl Inner {
             user_id: Some(&source.user_id),
             model: Some(model),
             system_prompt: None,
+            ..NewSession::default()
         }
     }
 

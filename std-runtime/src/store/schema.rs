@@ -41,6 +41,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "compaction records: the compacted view of a transcript, beside its originals",
         sql: V4,
     },
+    Migration {
+        version: 5,
+        what: "the working directory of each session (the CLI continues the latest session of a directory)",
+        sql: V5,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -236,4 +241,14 @@ CREATE TABLE compactions (
     CHECK (head_end <= tail_start AND tail_start <= end_seq)
 );
 CREATE INDEX compactions_by_session ON compactions (session_id, id);
+";
+
+/// Version 5: each session's working directory, so `hermes chat --continue`
+/// resumes the latest session *of the current directory*. Sessions stored
+/// before have none (NULL) and are reached with `--resume ID`. The index
+/// serves that look-up (`source_platform, workdir`, then the few rows of one
+/// directory sorted on the fly); appends never touch either column.
+const V5: &str = "
+ALTER TABLE sessions ADD COLUMN workdir TEXT;
+CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
 ";

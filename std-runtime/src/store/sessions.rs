@@ -73,6 +73,10 @@ pub struct SessionRecord {
     pub message_count: u64,
     /// Optional human title.
     pub title: Option<String>,
+    /// The working directory the session was started in (the CLI's
+    /// `--continue` picks the latest session of the current directory);
+    /// `None` for gateway sessions and sessions stored before schema 4.
+    pub workdir: Option<String>,
 }
 
 /// What a new session starts with. All fields optional.
@@ -90,12 +94,14 @@ pub struct NewSession<'a> {
     pub model: Option<&'a str>,
     /// System prompt, if already assembled.
     pub system_prompt: Option<&'a str>,
+    /// Working directory (CLI sessions).
+    pub workdir: Option<&'a str>,
 }
 
 /// Columns of a session row, in the order [`raw_session`] reads them.
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \
      s.source_user_id, s.model, s.system_prompt, s.created_at_ms, s.updated_at_ms, s.status, \
-     (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title";
+     (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title, s.workdir";
 
 impl Store {
     /// Creates an active session. Its id is unique even among sessions
@@ -135,6 +141,72 @@ impl Store {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let row = stmt.query_row([platform], raw_session).optional()?;
         row.map(RawSession::into_record).transpose()
+    }
+
+    /// Like [`latest_session_on`](Self::latest_session_on), among the
+    /// sessions started in `workdir` (the CLI's `--continue`).
+    pub fn latest_session_in(
+        &self,
+        platform: &str,
+        workdir: &str,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.source_platform = ?1 AND s.workdir = ?2 \
+             ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let row = stmt
+            .query_row([platform, workdir], raw_session)
+            .optional()?;
+        row.map(RawSession::into_record).transpose()
+    }
+
+    /// The session `id_or_prefix` names: the one with exactly that id, else
+    /// the only one whose id starts with it. Several candidates are
+    /// [`StoreError::AmbiguousId`] (naming a few), none is `Ok(None)`.
+    pub fn find_session(&self, id_or_prefix: &str) -> Result<Option<SessionRecord>, StoreError> {
+        if let Some(exact) = fetch_session(&self.conn, id_or_prefix)? {
+            return Ok(Some(exact));
+        }
+        if id_or_prefix.is_empty() {
+            return Ok(None);
+        }
+        // `substr` rather than LIKE: an id prefix may hold `_`, LIKE's wildcard.
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE substr(s.id, 1, ?2) = ?1 \
+             ORDER BY s.created_at_ms DESC, s.rowid DESC LIMIT 6"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let len = i64::try_from(id_or_prefix.chars().count()).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![id_or_prefix, len], raw_session)?;
+        let mut found = Vec::new();
+        for row in rows {
+            found.push(row?.into_record()?);
+        }
+        match found.len() {
+            0 => Ok(None),
+            1 => Ok(found.pop()),
+            _ => Err(StoreError::AmbiguousId {
+                prefix: id_or_prefix.to_owned(),
+                candidates: found.into_iter().map(|s| s.id).collect(),
+            }),
+        }
+    }
+
+    /// Deletes the session with its transcript (and its rows in the search
+    /// index). [`StoreError::SessionNotFound`] when there is none.
+    pub fn delete_session(&mut self, id: &str) -> Result<(), StoreError> {
+        let tx = WriteTx::begin(&self.conn)?;
+        // Messages go by `ON DELETE CASCADE`; their delete trigger keeps the
+        // full-text index and its watermark right (schema V3).
+        let deleted = tx
+            .prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+            .execute([id])?;
+        if deleted == 0 {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// The active session of a gateway session key (SPEC G2), if any. Should
@@ -293,8 +365,8 @@ pub(super) fn insert_session(
     let now = to_i64("created_at_ms", now)?;
     let mut stmt = conn.prepare_cached(
         "INSERT INTO sessions (id, session_key, source_platform, source_chat_id, source_user_id, \
-         model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'active', 0)",
+         model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown, workdir) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'active', 0, ?9)",
     )?;
     for _ in 0..ID_ATTEMPTS {
         let id = next_id();
@@ -307,6 +379,7 @@ pub(super) fn insert_session(
             new.model,
             new.system_prompt,
             now,
+            new.workdir,
         ]);
         match result {
             Ok(_) => return Ok(id),
@@ -365,6 +438,7 @@ struct RawSession {
     status: String,
     message_count: i64,
     title: Option<String>,
+    workdir: Option<String>,
 }
 
 fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
@@ -381,6 +455,7 @@ fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
         status: row.get(9)?,
         message_count: row.get(10)?,
         title: row.get(11)?,
+        workdir: row.get(12)?,
     })
 }
 
@@ -405,6 +480,7 @@ impl RawSession {
             system_prompt: self.system_prompt,
             status,
             title: self.title,
+            workdir: self.workdir,
         })
     }
 }

@@ -191,7 +191,11 @@ impl GatewayConfig {
             if !KNOWN_KEYS.contains(&key.as_str()) && !value.is_table() {
                 return Err(GatewayConfigError::new(
                     format!("gateway.{key}"),
-                    format!("unknown key; known keys: {}", KNOWN_KEYS.join(", ")),
+                    format!(
+                        "unknown key{}; known keys: {}",
+                        hermes_runtime::config::suggestion(key, KNOWN_KEYS.iter().copied()),
+                        KNOWN_KEYS.join(", ")
+                    ),
                 ));
             }
         }
@@ -240,7 +244,10 @@ impl GatewayConfig {
                 other => {
                     return Err(GatewayConfigError::new(
                         key,
-                        format!("`{other}` is not a busy mode; use \"interrupt\" or \"queue\""),
+                        format!(
+                            "`{other}` is not a busy mode{}; use \"interrupt\" or \"queue\"",
+                            hermes_runtime::config::suggestion(other, ["interrupt", "queue"])
+                        ),
                     ));
                 }
             };

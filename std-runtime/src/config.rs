@@ -9,11 +9,18 @@
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
 //! [`mask`] is what any display uses (SPEC E2).
 
+mod validate;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::tools::SandboxMode;
+
+pub use validate::{
+    KNOWN_VARS, Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file,
+    did_you_mean, suggestion, unknown_var,
+};
 
 /// The local default: Ollama's OpenAI-compatible endpoint.
 pub const LOCAL_BASE_URL: &str = "http://127.0.0.1:11434/v1";
@@ -194,13 +201,26 @@ impl Settings {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// `config.toml` is not valid TOML or has a key of the wrong type.
-    #[error("{path}: {message}")]
+    #[error("{}: {message}", path.display())]
     File {
         /// The file.
         path: PathBuf,
         /// What is wrong, naming the key.
         message: String,
     },
+    /// A line of `$HERMES_HOME/.env` cannot be read or names a misspelt variable.
+    #[error("{}:{line}: {message}", path.display())]
+    DotEnv {
+        /// The file.
+        path: PathBuf,
+        /// The line number (from 1).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// Several of the problems above, one per line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<ConfigError>),
     /// A file exists but cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -292,19 +312,28 @@ fn read_optional(path: &Path) -> Result<Option<String>, ConfigError> {
 pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings, ConfigError> {
     let home = hermes_home(process_env)?;
     let dotenv_path = home.join(".env");
-    let dotenv = read_optional(&dotenv_path)?
-        .map(|t| parse_dotenv(&t))
+    let dotenv_text = read_optional(&dotenv_path)?;
+    let mut problems = dotenv_text
+        .as_deref()
+        .map(|t| check_dotenv(t, &dotenv_path))
         .unwrap_or_default();
+    let dotenv = dotenv_text.map(|t| parse_dotenv(&t)).unwrap_or_default();
     let toml_path = home.join("config.toml");
     let file: toml::Table = match read_optional(&toml_path)? {
         Some(text) => text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::File {
                 path: toml_path.clone(),
-                message: e.to_string(),
+                message: e.message().trim_end().to_owned() + &toml_location(&text, e.span()),
             })?,
         None => toml::Table::new(),
     };
+    problems.extend(check_file(&file, &toml_path));
+    match problems.len() {
+        0 => {}
+        1 => return Err(problems.remove(0)),
+        _ => return Err(ConfigError::Several(problems)),
+    }
 
     let mut merged = dotenv.clone();
     for (k, v) in process_env.iter() {
@@ -455,10 +484,13 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     origins.insert("compress_threshold", th_origin);
 
     let toolsets = match &overrides.toolsets {
-        Some(t) => Some(t.clone()),
+        Some(t) => Some(toolset_list(t, "--toolsets")?),
         None => match resolver.var("HERMES_TOOLSETS") {
-            Some((v, _)) => Some(split_list(v)),
-            None => resolver.toml_string_list("agent", "toolsets")?,
+            Some((v, _)) => Some(toolset_list(&[v.to_owned()], "HERMES_TOOLSETS")?),
+            None => resolver
+                .toml_string_list("agent", "toolsets")?
+                .map(|t| toolset_list(&t, "[agent] toolsets"))
+                .transpose()?,
         },
     };
 
@@ -537,6 +569,29 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         env: Environment(merged),
         origins,
     })
+}
+
+/// The toolsets named by `items` (each may itself be comma-separated, with
+/// spaces: `"file, todo"`); `none` names no toolset, so `none` alone
+/// enables no tools. Unknown names are an error with a suggestion.
+fn toolset_list(items: &[String], key: &str) -> Result<Vec<String>, ConfigError> {
+    let list: Vec<String> = items.iter().flat_map(|i| split_list(i)).collect();
+    validate::check_names(&list, TOOLSET_NAMES).map_err(|why| ConfigError::Invalid {
+        key: key.to_owned(),
+        message: why.trim_start_matches("has ").to_owned(),
+    })?;
+    Ok(list.into_iter().filter(|t| t != "none").collect())
+}
+
+/// ` (line L, column C)` for a TOML parse error's byte span.
+fn toml_location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let Some(start) = span.map(|s| s.start).filter(|s| *s <= text.len()) else {
+        return String::new();
+    };
+    let before = text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!(" (line {line}, column {column})")
 }
 
 /// Splits a comma-separated list, dropping empty items.
@@ -899,6 +954,53 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn toolsets_accept_spaces_and_none_and_refuse_typos() {
+        let home = home_with(&[]);
+        let flags = Overrides {
+            toolsets: Some(vec!["file".into(), " todo".into()]),
+            ..cwd_overrides()
+        };
+        let s = load(&flags, &env(home.path(), &[])).unwrap();
+        assert_eq!(s.toolsets, Some(vec!["file".to_owned(), "todo".to_owned()]));
+        let s = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("HERMES_TOOLSETS", "none")]),
+        )
+        .unwrap();
+        assert_eq!(s.toolsets, Some(vec![]));
+        let err = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("HERMES_TOOLSETS", "fiel")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("HERMES_TOOLSETS") && err.contains("did you mean 'file'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn typos_in_the_files_stop_loading_and_every_one_is_named() {
+        let home = home_with(&[
+            (
+                "config.toml",
+                "[providr]\nmodel = \"x\"\n[agent]\nmax_iteration = 3\n",
+            ),
+            (".env", "HERMES_MODEL=ok\nthis line is broken\n"),
+        ]);
+        let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Several(ref v) if v.len() == 3),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(".env:2"), "{text}");
+        assert!(text.contains("did you mean 'provider'"), "{text}");
+        assert!(text.contains("did you mean 'max_iterations'"), "{text}");
     }
 
     #[test]

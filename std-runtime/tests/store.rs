@@ -1016,7 +1016,10 @@ fn a_database_from_a_newer_hermes_is_refused_untouched() {
     );
     let text = err.to_string();
     assert!(text.contains("future.db"), "{text}");
-    assert!(text.contains(&format!("schema 99 > {LATEST_SCHEMA}")), "{text}");
+    assert!(
+        text.contains(&format!("schema 99 > {LATEST_SCHEMA}")),
+        "{text}"
+    );
     assert!(text.contains("upgrade hermes"), "{text}");
 
     let conn = Connection::open(&path).unwrap();

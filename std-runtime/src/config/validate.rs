@@ -1,0 +1,469 @@
+//! What a configuration may say, in one place, and the checks that turn a
+//! typo into an error with a suggestion instead of a silent default.
+//!
+//! [`SECTIONS`] lists every `config.toml` section and key with the kind of
+//! value it takes; [`KNOWN_VARS`] lists the environment variables (also
+//! accepted in `$HERMES_HOME/.env`). **Adding a setting means adding its line
+//! here**; the loader, `hermes doctor` and start-up all check against these
+//! tables. The `[gateway]` section's own keys are checked by the gateway
+//! (`hermes_gateway::config`), which knows them.
+
+use std::path::Path;
+
+use super::ConfigError;
+
+/// The kind of value a key takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Any string.
+    Str,
+    /// An `http://` or `https://` URL.
+    Url,
+    /// A whole number ≥ 1.
+    PositiveInt,
+    /// A whole number ≥ 0.
+    Int,
+    /// `true` or `false`.
+    Bool,
+    /// A list of strings, or one comma-separated string.
+    List,
+    /// A list (or comma-separated string) of these names.
+    ListOf(&'static [&'static str]),
+    /// One of these names.
+    OneOf(&'static [&'static str]),
+}
+
+/// A key of a section.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    /// The key as written in `config.toml`.
+    pub name: &'static str,
+    /// What it takes.
+    pub kind: Kind,
+}
+
+/// How a section's keys are checked.
+#[derive(Clone, Copy, Debug)]
+pub enum Keys {
+    /// Exactly these keys.
+    These(&'static [Key]),
+    /// Another crate checks them (the gateway its own section).
+    CheckedElsewhere,
+}
+
+/// A `config.toml` section.
+#[derive(Clone, Copy, Debug)]
+pub struct Section {
+    /// `[name]`.
+    pub name: &'static str,
+    /// Its keys.
+    pub keys: Keys,
+}
+
+const fn key(name: &'static str, kind: Kind) -> Key {
+    Key { name, kind }
+}
+
+/// Toolset names a configuration may list; `none` enables no tools.
+pub const TOOLSET_NAMES: &[&str] = &[
+    "file", "terminal", "web", "memory", "todo", "delegate", "none",
+];
+
+/// Every section of `config.toml` and its keys.
+pub const SECTIONS: &[Section] = &[
+    Section {
+        name: "provider",
+        keys: Keys::These(&[
+            key("base_url", Kind::Url),
+            key("api_key", Kind::Str),
+            key("model", Kind::Str),
+            key("context_length", Kind::PositiveInt),
+            key("compression_model", Kind::Str),
+        ]),
+    },
+    Section {
+        name: "agent",
+        keys: Keys::These(&[
+            key("max_iterations", Kind::PositiveInt),
+            key("toolsets", Kind::ListOf(TOOLSET_NAMES)),
+            key("workdir", Kind::Str),
+            key("compress_threshold", Kind::PositiveInt),
+            key("sandbox", Kind::OneOf(&["on", "off"])),
+            key("allow_outside_workdir", Kind::Bool),
+            key("env_passthrough", Kind::List),
+            key("sandbox_read", Kind::List),
+            key("sandbox_write", Kind::List),
+        ]),
+    },
+    Section {
+        name: "gateway",
+        keys: Keys::CheckedElsewhere,
+    },
+];
+
+/// Environment variables hermes reads (from the process or `.env`). Names
+/// with a prefix in [`OWNED_PREFIXES`] must be in this list.
+pub const KNOWN_VARS: &[&str] = &[
+    "HERMES_HOME",
+    "HERMES_BASE_URL",
+    "HERMES_API_KEY",
+    "HERMES_MODEL",
+    "HERMES_MAX_ITERATIONS",
+    "HERMES_TOOLSETS",
+    "HERMES_CONTEXT_LENGTH",
+    "HERMES_COMPRESSION_MODEL",
+    "HERMES_COMPRESS_THRESHOLD",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GATEWAY_ALLOWED_USERS",
+    "GATEWAY_ALLOW_ALL_USERS",
+    "GATEWAY_BUSY_MODE",
+    "GATEWAY_GROUP_SESSIONS_PER_USER",
+    "GATEWAY_IDLE_RESET_HOURS",
+    "GATEWAY_DAILY_RESET_HOUR",
+    "GATEWAY_UTC_OFFSET_MINUTES",
+    "GATEWAY_MAX_WORKERS",
+    "GATEWAY_AGENT_CACHE_SIZE",
+    "GATEWAY_AGENT_CACHE_IDLE_SECS",
+    "GATEWAY_DEDUP_WINDOW_SECS",
+    "GATEWAY_DEDUP_CAPACITY",
+    "GATEWAY_MAX_QUEUED",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_ALLOWED_USERS",
+    "TELEGRAM_API_URL",
+    "TELEGRAM_GROUP_POLICY",
+    "TELEGRAM_POLL_TIMEOUT",
+    "WECOM_BOT_ID",
+    "WECOM_SECRET",
+    "WECOM_ALLOWED_USERS",
+    "WECOM_WS_URL",
+    "WECOM_CALLBACK_AGENT_ID",
+    "WECOM_CALLBACK_ALLOWED_USERS",
+    "WECOM_CALLBACK_API_URL",
+    "WECOM_CALLBACK_CORP_ID",
+    "WECOM_CALLBACK_CORP_SECRET",
+    "WECOM_CALLBACK_ENCODING_AES_KEY",
+    "WECOM_CALLBACK_HOST",
+    "WECOM_CALLBACK_MESSAGE_FORMAT",
+    "WECOM_CALLBACK_PATH",
+    "WECOM_CALLBACK_PORT",
+    "WECOM_CALLBACK_REPLAY_WINDOW_SECS",
+    "WECOM_CALLBACK_TOKEN",
+];
+
+/// Prefixes that only hermes uses: an unknown variable with one of them in
+/// `.env` is a typo, not someone else's setting.
+pub const OWNED_PREFIXES: &[&str] = &["HERMES_"];
+
+/// The closest of `candidates` to `given`, if it is close enough to be the
+/// likely intent (Jaro-Winkler ≥ 0.8, the threshold clap uses).
+pub fn did_you_mean<'a>(
+    given: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let given = given.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(&given, &c.to_ascii_lowercase()), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// ` (did you mean 'x'?)` or nothing.
+pub fn suggestion<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    did_you_mean(given, candidates)
+        .map(|c| format!(" (did you mean '{c}'?)"))
+        .unwrap_or_default()
+}
+
+/// Every problem in `file` (the parsed `config.toml` at `path`): unknown
+/// sections and keys, values of the wrong kind, names outside a key's list.
+pub fn check_file(file: &toml::Table, path: &Path) -> Vec<ConfigError> {
+    let mut problems = Vec::new();
+    let err = |message: String| ConfigError::File {
+        path: path.to_owned(),
+        message,
+    };
+    for (name, value) in file {
+        let Some(section) = SECTIONS.iter().find(|s| s.name == name) else {
+            let hint = suggestion(name, SECTIONS.iter().map(|s| s.name));
+            problems.push(err(match value {
+                toml::Value::Table(_) => format!(
+                    "unknown section [{name}]{hint}; sections are {}",
+                    SECTIONS
+                        .iter()
+                        .map(|s| format!("[{}]", s.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => format!(
+                    "unknown top-level key '{name}'{hint}; settings belong in a section such as [provider] or [agent]"
+                ),
+            }));
+            continue;
+        };
+        let Some(table) = value.as_table() else {
+            problems.push(err(format!("'{name}' must be a section ([{name}])")));
+            continue;
+        };
+        let Keys::These(keys) = section.keys else {
+            continue;
+        };
+        for (k, v) in table {
+            match keys.iter().find(|key| key.name == k) {
+                None => problems.push(err(format!(
+                    "unknown key '{k}' in [{name}]{}; keys there are {}",
+                    suggestion(k, keys.iter().map(|key| key.name)),
+                    keys.iter()
+                        .map(|key| key.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+                Some(key) => {
+                    if let Err(why) = check_value(key.kind, v) {
+                        problems.push(err(format!("[{name}] {k} {why}")));
+                    }
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Whether `value` is of `kind`; the error completes "`[section] key` …".
+fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
+    use toml::Value;
+    match (kind, value) {
+        (Kind::Str, Value::String(_)) | (Kind::Bool, Value::Boolean(_)) => Ok(()),
+        (Kind::Url, Value::String(s)) if s.starts_with("http://") || s.starts_with("https://") => {
+            Ok(())
+        }
+        (Kind::Url, Value::String(s)) => Err(format!("'{s}' must start with http:// or https://")),
+        (Kind::PositiveInt, Value::Integer(n)) if *n >= 1 && u32::try_from(*n).is_ok() => Ok(()),
+        (Kind::Int, Value::Integer(n)) if *n >= 0 => Ok(()),
+        (Kind::PositiveInt, _) => Err("must be a whole number of at least 1".into()),
+        (Kind::Int, _) => Err("must be a whole number".into()),
+        (Kind::Bool, _) => Err("must be true or false".into()),
+        (Kind::Str | Kind::Url, _) => Err("must be a string".into()),
+        (Kind::List, Value::String(_)) => Ok(()),
+        (Kind::List, Value::Array(items)) if items.iter().all(Value::is_str) => Ok(()),
+        (Kind::ListOf(names), Value::String(s)) => check_names(&super::split_list(s), names),
+        (Kind::ListOf(names), Value::Array(items)) => {
+            let mut list = Vec::new();
+            for item in items {
+                match item.as_str() {
+                    Some(s) => list.push(s.to_owned()),
+                    None => return Err("must be a list of strings".into()),
+                }
+            }
+            check_names(&list, names)
+        }
+        (Kind::OneOf(names), Value::String(s)) => check_names(std::slice::from_ref(s), names),
+        (Kind::OneOf(names), _) => Err(format!("must be one of {}", names.join(", "))),
+        (Kind::List | Kind::ListOf(_), _) => Err("must be a list of strings".into()),
+    }
+}
+
+/// Every item of `list` must be one of `names`.
+pub fn check_names(list: &[String], names: &[&str]) -> Result<(), String> {
+    for item in list {
+        if !names.contains(&item.as_str()) {
+            return Err(format!(
+                "has unknown value '{item}'{}; valid: {}",
+                suggestion(item, names.iter().copied()),
+                names.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A line of `.env` that cannot be read, or names a variable that looks
+/// like a typo of a known one.
+pub fn check_dotenv(text: &str, path: &Path) -> Vec<ConfigError> {
+    let mut problems = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let problem = |message: String| ConfigError::DotEnv {
+            path: path.to_owned(),
+            line: line_no,
+            message,
+        };
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            problems.push(problem(
+                "is not KEY=value (comments start with #)".to_owned(),
+            ));
+            continue;
+        };
+        let key = key.trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            problems.push(problem(format!(
+                "'{key}' is not a variable name (letters, digits and _)"
+            )));
+            continue;
+        }
+        let value = value.trim();
+        for quote in ['"', '\''] {
+            if value.starts_with(quote) && (value.len() < 2 || !value.ends_with(quote)) {
+                problems.push(problem(format!(
+                    "the value of {key} has no closing {quote}"
+                )));
+            }
+        }
+        if let Some(why) = unknown_var(key) {
+            problems.push(problem(why));
+        }
+    }
+    problems
+}
+
+/// Why `name` looks like a misspelt setting, if it does: an unknown name
+/// with a prefix only hermes uses, or one very close to a known name.
+pub fn unknown_var(name: &str) -> Option<String> {
+    if KNOWN_VARS.contains(&name) {
+        return None;
+    }
+    let owned = OWNED_PREFIXES.iter().any(|p| name.starts_with(p));
+    let close = did_you_mean(name, KNOWN_VARS.iter().copied());
+    match close {
+        Some(known) if owned || strsim::levenshtein(name, known) <= 2 => {
+            Some(format!("unknown variable {name} (did you mean {known}?)"))
+        }
+        None if owned => Some(format!(
+            "unknown variable {name}; hermes reads {}",
+            KNOWN_VARS
+                .iter()
+                .filter(|v| v.starts_with("HERMES_"))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn problems(toml_text: &str) -> Vec<String> {
+        let table: toml::Table = toml_text.parse().unwrap();
+        check_file(&table, Path::new("config.toml"))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn typos_in_config_toml_get_a_suggestion() {
+        let p = problems("[providr]\nmodel = \"x\"\n");
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].contains("[providr]") && p[0].contains("did you mean 'provider'"),
+            "{p:?}"
+        );
+
+        let p = problems("[provider]\nbase_ulr = \"http://x/v1\"\n");
+        assert!(p[0].contains("did you mean 'base_url'"), "{p:?}");
+
+        let p = problems("[agent]\nmax_iteration = 3\n");
+        assert!(p[0].contains("did you mean 'max_iterations'"), "{p:?}");
+
+        let p = problems("[agent]\ntoolsets = [\"file\", \"fiel\"]\n");
+        assert!(
+            p[0].contains("'fiel'") && p[0].contains("did you mean 'file'"),
+            "{p:?}"
+        );
+
+        let p = problems("model = \"x\"\n");
+        assert!(p[0].contains("top-level key 'model'"), "{p:?}");
+
+        assert!(problems("[provider]\nbase_url = \"ftp://x\"\n")[0].contains("http://"));
+        assert!(problems("[agent]\nmax_iterations = 0\n")[0].contains("at least 1"));
+    }
+
+    #[test]
+    fn a_valid_file_and_the_gateway_section_pass() {
+        let ok = "[provider]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\napi_key = \"k\"\n\
+                  [agent]\nmax_iterations = 5\ntoolsets = \"file, todo\"\nworkdir = \"/tmp\"\n\
+                  [gateway]\nbusy_mode = \"queue\"\n[gateway.telegram]\nx = 1\n";
+        assert_eq!(problems(ok), Vec::<String>::new());
+    }
+
+    #[test]
+    fn malformed_dotenv_lines_are_reported_with_their_number() {
+        let text = "# ok\nHERMES_MODEL=m\nnot a line\n=x\nA=\"open\nHERMES_MODLE=x\nTELEGRAM_BOT_TOKNE=1\nMY_OWN_THING=1\n";
+        let p: Vec<String> = check_dotenv(text, Path::new(".env"))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert!(p[0].contains(".env:3"), "{p:?}");
+        assert!(p[1].contains(".env:4"), "{p:?}");
+        assert!(p[2].contains("closing \""), "{p:?}");
+        assert!(p[3].contains("did you mean HERMES_MODEL"), "{p:?}");
+        assert!(p[4].contains("did you mean TELEGRAM_BOT_TOKEN"), "{p:?}");
+    }
+
+    /// A key the loader reads but this table does not list would be
+    /// refused as a typo: the loader's source is scanned for every
+    /// `("section", "key")` pair and every `"HERMES_…"` name it reads.
+    #[test]
+    fn every_key_and_variable_the_loader_reads_is_in_the_tables() {
+        let src = include_str!("../config.rs");
+        let mut pairs = 0;
+        for chunk in src.split("(\"").skip(1) {
+            let Some((section, rest)) = chunk.split_once("\", \"") else {
+                continue;
+            };
+            let key: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !rest[key.len()..].starts_with('"') {
+                continue;
+            }
+            let Some(s) = SECTIONS.iter().find(|s| s.name == section) else {
+                continue;
+            };
+            pairs += 1;
+            if let Keys::These(keys) = s.keys {
+                assert!(
+                    keys.iter().any(|k| k.name == key),
+                    "[{section}] {key} is read by the loader but missing from SECTIONS"
+                );
+            }
+        }
+        assert!(pairs >= 10, "the scan found the loader's keys ({pairs})");
+        for chunk in src.split("\"HERMES_").skip(1) {
+            let name: String = chunk
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            if chunk[name.len()..].starts_with('"') && !name.is_empty() {
+                let var = format!("HERMES_{name}");
+                assert!(
+                    KNOWN_VARS.contains(&var.as_str()),
+                    "{var} missing from KNOWN_VARS"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn did_you_mean_only_suggests_close_names() {
+        assert_eq!(
+            did_you_mean("fiel", TOOLSET_NAMES.iter().copied()),
+            Some("file")
+        );
+        assert_eq!(did_you_mean("xyzzy", TOOLSET_NAMES.iter().copied()), None);
+    }
+}

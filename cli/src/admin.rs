@@ -1,12 +1,12 @@
-//! `hermes doctor`, `hermes config show`, `hermes sessions …`.
+//! `hermes doctor`, `hermes config`, `hermes models`.
 
-use hermes_core::WindowSource;
-use hermes_runtime::config::{Settings, mask};
-use hermes_runtime::context;
-use hermes_runtime::store::SessionRecord;
+use hermes_core::ModelErrorKind;
+use hermes_runtime::client::ClientError;
+use hermes_runtime::config::{ConfigError, Settings, mask, unknown_var};
 use hermes_runtime::tools::SandboxStatus;
 
 use crate::app::{CliError, client, open_store, runtime};
+use crate::term::term;
 
 /// Prints the effective configuration with origins; secrets masked (SPEC E2).
 pub fn config_show(settings: &Settings) {
@@ -16,7 +16,17 @@ pub fn config_show(settings: &Settings) {
             .get(k)
             .map_or_else(|| "default".to_owned(), ToString::to_string)
     };
+    let file = settings.home.join("config.toml");
     println!("HERMES_HOME      {}", settings.home.display());
+    println!(
+        "config.toml      {}{}",
+        file.display(),
+        if file.exists() {
+            ""
+        } else {
+            "  (not created yet: `hermes setup` writes one)"
+        }
+    );
     println!("provider         {}", settings.provider.provider_name);
     println!(
         "base_url         {}  ({})",
@@ -44,10 +54,11 @@ pub fn config_show(settings: &Settings) {
     );
     println!(
         "toolsets         {}",
-        settings
-            .toolsets
-            .as_ref()
-            .map_or_else(|| "all".to_owned(), |t| t.join(","))
+        match &settings.toolsets {
+            None => "all".to_owned(),
+            Some(t) if t.is_empty() => "none".to_owned(),
+            Some(t) => t.join(","),
+        }
     );
     println!("workdir          {}", settings.workdir.display());
     println!(
@@ -65,21 +76,64 @@ pub fn config_show(settings: &Settings) {
     println!("database         {}", settings.state_db().display());
 }
 
+/// `hermes doctor` when the configuration does not even load: every
+/// problem, then exit 2.
+pub fn doctor_config_error(error: &ConfigError) -> i32 {
+    let style = term().out_style();
+    let problems: Vec<String> = match error {
+        ConfigError::Several(all) => all.iter().map(ToString::to_string).collect(),
+        one => vec![one.to_string()],
+    };
+    for p in &problems {
+        println!("{} configuration: {p}", style.red("✗"));
+    }
+    println!(
+        "    → fix the lines above (or move the file aside and run `hermes setup`)\n{} configuration problem(s).",
+        problems.len()
+    );
+    2
+}
+
+/// What a failed `GET /models` means and what to do about it.
+fn provider_fix(settings: &Settings, e: &ClientError) -> &'static str {
+    match e {
+        ClientError::Model(m) => match m.kind {
+            ModelErrorKind::Status(401 | 403) if settings.provider.api_key.is_none() => {
+                "the provider wants an API key: set HERMES_API_KEY (or --api-key), or run `hermes setup`"
+            }
+            ModelErrorKind::Status(401 | 403) => {
+                "the provider refused the API key: check it (`hermes config show` says where it comes from) or run `hermes setup`"
+            }
+            ModelErrorKind::Status(404) => {
+                "nothing answers at that path: the base URL usually ends in /v1"
+            }
+            ModelErrorKind::Status(_) => {
+                "the provider answered with an error; see its message above"
+            }
+            _ => {
+                "start the server (e.g. `ollama serve`), or run `hermes setup` / set --base-url to a provider you can reach"
+            }
+        },
+        _ => "fix the base URL (`hermes setup` writes a working one)",
+    }
+}
+
 /// Checks everything and says how to fix what is wrong. Exit 0 when all is well.
 pub fn doctor(settings: &Settings) -> i32 {
+    let style = term().out_style();
     let mut problems = 0;
     let mut check = |ok: bool, what: String, fix: &str| {
         if ok {
-            println!("✓ {what}");
+            println!("{} {what}", style.green("✓"));
         } else {
             problems += 1;
-            println!("✗ {what}\n    → {fix}");
+            println!("{} {what}\n    → {fix}", style.red("✗"));
         }
     };
     check(
         true,
         format!(
-            "configuration loads (provider {}, model {}, key {})",
+            "configuration valid (provider {}, model {}, key {})",
             settings.provider.provider_name,
             settings.provider.model,
             settings
@@ -90,8 +144,29 @@ pub fn doctor(settings: &Settings) -> i32 {
         ),
         "",
     );
-    match client(settings, &settings.provider.model).and_then(|c| c.list_models().map_err(runtime))
-    {
+    if !settings.home.join("config.toml").exists() {
+        println!(
+            "· no {} yet (optional; `hermes setup` writes one)",
+            settings.home.join("config.toml").display()
+        );
+    }
+    for (name, _) in settings.env.iter() {
+        if let Some(why) = unknown_var(name) {
+            println!("{} environment: {why}", style.yellow("!"));
+        }
+    }
+    let listed = client(settings, &settings.provider.model)
+        .map_err(|e| {
+            (
+                e.message().to_owned(),
+                "fix the base URL (`hermes setup` writes a working one)",
+            )
+        })
+        .and_then(|c| {
+            c.list_models()
+                .map_err(|e| (e.to_string(), provider_fix(settings, &e)))
+        });
+    match listed {
         Ok(models) => {
             check(
                 true,
@@ -102,41 +177,30 @@ pub fn doctor(settings: &Settings) -> i32 {
                 ),
                 "",
             );
+            let offered = models.iter().any(|m| m == &settings.provider.model);
+            let fix = format!(
+                "pick one with --model, HERMES_MODEL or `hermes setup`; the provider offers: {}",
+                preview(&models)
+            );
             check(
-                models.is_empty() || models.iter().any(|m| m == &settings.provider.model),
+                models.is_empty() || offered,
                 format!(
                     "model '{}' offered by the provider",
                     settings.provider.model
                 ),
-                "pick one the provider lists (GET /models) with --model or HERMES_MODEL",
+                &fix,
             );
-            if let Ok(c) = client(settings, &settings.provider.model) {
-                let w = context::resolve(settings, &c, &settings.provider.model);
-                let line = format!(
-                    "context window {} tokens (from {}: {})",
-                    w.tokens, w.source, w.detail
-                );
-                if w.source == WindowSource::Default {
-                    // Not a failure: compaction works with the default, it
-                    // only starts earlier (or later) than it should.
-                    println!(
-                        "! {line}\n    → the provider does not say how big the model's context window is; \
-                         set [provider] context_length (or HERMES_CONTEXT_LENGTH) to the server's setting"
-                    );
-                } else {
-                    check(true, line, "");
-                }
-            }
         }
-        Err(e) => check(
-            false,
-            format!(
-                "provider reachable at {}: {}",
-                settings.provider.base_url,
-                e.message()
-            ),
-            "start the server, or set --base-url/HERMES_BASE_URL (and an API key) to a provider you can reach",
-        ),
+        Err((message, fix)) => {
+            check(
+                false,
+                format!(
+                    "provider reachable at {}: {message}",
+                    settings.provider.base_url
+                ),
+                fix,
+            );
+        }
     }
     match open_store(settings).and_then(|s| s.list_sessions(1_000_000).map_err(runtime)) {
         Ok(list) => check(
@@ -177,7 +241,12 @@ pub fn doctor(settings: &Settings) -> i32 {
     for name in ["SOUL.md", "MEMORY.md", "USER.md"] {
         let path = settings.home.join(name);
         match std::fs::metadata(&path) {
-            Ok(m) => println!("✓ {} ({} bytes)", path.display(), m.len()),
+            Ok(m) => println!(
+                "{} {} ({} bytes)",
+                style.green("✓"),
+                path.display(),
+                m.len()
+            ),
             Err(_) => println!("· {} not present (optional)", path.display()),
         }
     }
@@ -186,7 +255,7 @@ pub fn doctor(settings: &Settings) -> i32 {
         .map(|n| settings.workdir.join(n))
         .find(|p| p.is_file());
     match project {
-        Some(p) => println!("✓ project instructions {}", p.display()),
+        Some(p) => println!("{} project instructions {}", style.green("✓"), p.display()),
         None => println!(
             "· no HERMES.md or AGENTS.md in {} (optional)",
             settings.workdir.display()
@@ -201,94 +270,44 @@ pub fn doctor(settings: &Settings) -> i32 {
     }
 }
 
-fn describe(s: &SessionRecord) -> String {
-    format!(
-        "{}  {:>4} msgs  {:<9}  {}{}",
-        s.id,
-        s.message_count,
-        s.status.to_string(),
-        s.model.as_deref().unwrap_or("-"),
-        s.title
-            .as_deref()
-            .map(|t| format!("  {t}"))
-            .unwrap_or_default()
-    )
+/// Up to ten names, and how many more.
+fn preview(models: &[String]) -> String {
+    let mut shown: Vec<&str> = models.iter().take(10).map(String::as_str).collect();
+    if models.len() > 10 {
+        shown.push("…");
+    }
+    shown.join(", ")
 }
 
-/// `hermes sessions list`.
-pub fn sessions_list(settings: &Settings, limit: usize) -> Result<i32, CliError> {
-    let store = open_store(settings)?;
-    let list = store.list_sessions(limit).map_err(runtime)?;
-    if list.is_empty() {
-        eprintln!("No sessions yet. Start one with `hermes chat`.");
+/// The models, one a line, the current one marked.
+pub fn model_table(models: &[String], current: &str) -> String {
+    if models.is_empty() {
+        return "The provider lists no models.".to_owned();
     }
-    for s in &list {
-        println!("{}", describe(s));
-    }
-    Ok(0)
-}
-
-/// `hermes sessions search QUERY`.
-pub fn sessions_search(settings: &Settings, query: &str, limit: usize) -> Result<i32, CliError> {
-    let store = open_store(settings)?;
-    let hits = store.search(query, limit).map_err(runtime)?;
-    if hits.is_empty() {
-        eprintln!("No matches.");
-    }
-    for h in &hits {
-        println!("{} #{} {}: {}", h.session_id, h.seq, h.role, h.snippet);
-    }
-    Ok(0)
-}
-
-/// `hermes sessions export ID`: every stored message of the session (the
-/// originals, also those a compaction replaced in the model's view) and
-/// every compaction, as JSON lines.
-pub fn sessions_export(settings: &Settings, id: &str) -> Result<i32, CliError> {
-    use std::io::Write;
-    let store = open_store(settings)?;
-    let Some(session) = store.session(id).map_err(runtime)? else {
-        return Err(CliError::Config(format!(
-            "no session '{id}'; `hermes sessions list` shows the stored ones"
-        )));
-    };
-    let messages = store.load_transcript(id).map_err(runtime)?;
-    let compactions = store.compactions(id).map_err(runtime)?;
-    let mut out = std::io::stdout().lock();
-    let mut lines = vec![serde_json::json!({
-        "type": "session",
-        "id": session.id,
-        "model": session.model,
-        "platform": session.platform,
-        "created_at_ms": session.created_at_ms,
-        "system_prompt": session.system_prompt,
-    })];
-    for (seq, entry) in messages.iter().enumerate() {
-        let mut line = serde_json::to_value(&entry.message).map_err(runtime)?;
-        line["type"] = "message".into();
-        line["seq"] = seq.into();
-        line["timestamp_ms"] = entry.meta.timestamp_ms.into();
-        lines.push(line);
-    }
-    for c in &compactions {
-        lines.push(serde_json::json!({
-            "type": "compaction",
-            "head_end": c.head_end,
-            "tail_start": c.tail_start,
-            "end_seq": c.end_seq,
-            "summary": c.summary,
-            "tokens_before": c.tokens_before,
-            "tokens_after": c.tokens_after,
-            "created_at_ms": c.created_at_ms,
-        }));
-    }
-    for line in lines {
-        if let Err(e) = writeln!(out, "{line}") {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                return Ok(0);
+    let style = term().out_style();
+    models
+        .iter()
+        .map(|m| {
+            if m == current {
+                format!("{} {}", style.green("*"), style.bold(m))
+            } else {
+                format!("  {m}")
             }
-            return Err(runtime(format!("cannot write the export: {e}")));
-        }
-    }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `hermes models`.
+pub fn models(settings: &Settings) -> Result<i32, CliError> {
+    let c = client(settings, &settings.provider.model)?;
+    let models = c.list_models().map_err(|e| {
+        CliError::Runtime(format!(
+            "cannot list the models of {}: {e}\n  {}",
+            settings.provider.base_url,
+            provider_fix(settings, &e)
+        ))
+    })?;
+    println!("{}", model_table(&models, &settings.provider.model));
     Ok(0)
 }

@@ -3,13 +3,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Agent, ContextConfig, ToolRegistry};
+use hermes_core::{Agent, ModelError, ModelErrorKind, ToolRegistry};
 use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
-use hermes_runtime::config::{self, Environment, Overrides, Settings};
-use hermes_runtime::context::{self, WindowInfo, Windows};
-use hermes_runtime::store::{Store, SystemClock};
+use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
+use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
 use hermes_runtime::tools::TodoState;
 
 use crate::args::ProviderArgs;
@@ -47,6 +46,11 @@ pub fn runtime(e: impl std::fmt::Display) -> CliError {
 
 /// Loads settings from flags, the environment and `$HERMES_HOME`.
 pub fn load_settings(args: &ProviderArgs) -> Result<Settings, CliError> {
+    load_config(args).map_err(|e| CliError::Config(e.to_string()))
+}
+
+/// Like [`load_settings`], keeping the configuration error's detail.
+pub fn load_config(args: &ProviderArgs) -> Result<Settings, config::ConfigError> {
     let overrides = Overrides {
         base_url: args.base_url.clone(),
         api_key: args.api_key.clone(),
@@ -60,7 +64,6 @@ pub fn load_settings(args: &ProviderArgs) -> Result<Settings, CliError> {
             .then_some(hermes_runtime::tools::SandboxMode::Off),
     };
     config::load(&overrides, &Environment::from_process())
-        .map_err(|e| CliError::Config(e.to_string()))
 }
 
 /// Opens `$HERMES_HOME/state.db`, creating it (mode 0600) if needed.
@@ -97,10 +100,6 @@ pub struct Workbench {
     pub tools: Arc<ToolRegistry>,
     /// The session's task list (survives tool rebuilds such as `/model`).
     pub todo: Arc<TodoState>,
-    /// The context window of each model used, resolved once (SPEC X1).
-    pub windows: Windows,
-    /// The current model's context configuration.
-    pub context: ContextConfig,
 }
 
 impl Workbench {
@@ -113,9 +112,6 @@ impl Workbench {
         );
         let model = settings.provider.model.clone();
         let client = Arc::new(client(&settings, &model)?);
-        let windows = Windows::new();
-        let window = windows.get(&settings, &client, &model);
-        let context = context::context_config(&settings, window, &client);
         let mut bench = Workbench {
             settings,
             bridge,
@@ -124,8 +120,6 @@ impl Workbench {
             client: client.clone(),
             tools: Arc::new(ToolRegistry::new()),
             todo: Arc::new(TodoState::new()),
-            windows,
-            context,
         };
         bench.tools = bench.build_tools(client)?;
         Ok(bench)
@@ -137,7 +131,6 @@ impl Workbench {
             Some(self.bridge.clone()),
             model,
             Some(self.todo.clone()),
-            Some(self.context.clone()),
         )
         .map(Arc::new)
         .map_err(|e| CliError::Config(e.to_string()))
@@ -153,8 +146,6 @@ impl Workbench {
     /// Switches the model (`/model NAME`).
     pub fn set_model(&mut self, model: &str) -> Result<(), CliError> {
         let client = Arc::new(self.client.with_model(model));
-        let window = self.windows.get(&self.settings, &client, model);
-        self.context = context::context_config(&self.settings, window, &client);
         self.tools = self.build_tools(client.clone())?;
         self.client = client;
         self.model = model.to_owned();
@@ -173,13 +164,7 @@ impl Workbench {
             self.client.clone(),
             self.tools.clone(),
             system_prompt,
-            Some(self.context.clone()),
         )
-    }
-
-    /// The current model's window and where it came from.
-    pub fn window(&self) -> Option<WindowInfo> {
-        self.windows.info(self.client.base_url(), &self.model)
     }
 
     /// Locks the store (a poisoned lock only means another thread panicked
@@ -191,13 +176,54 @@ impl Workbench {
     }
 }
 
-/// A hint appended to provider failures.
-pub fn provider_hint(settings: &Settings) -> String {
-    format!(
-        "(provider: {} at {}; change it with --base-url/--api-key/--model, HERMES_BASE_URL/HERMES_API_KEY/HERMES_MODEL \
-         or {}; `hermes doctor` checks the setup)",
-        settings.provider.provider_name,
-        settings.provider.base_url,
-        settings.home.join("config.toml").display()
-    )
+/// What to do about a failed provider call, for the line under the error.
+pub fn provider_hint(settings: &Settings, error: &ModelError) -> String {
+    let p = &settings.provider;
+    let nothing_configured = matches!(
+        settings.origins.get("base_url"),
+        None | Some(Origin::Default)
+    );
+    match error.kind {
+        ModelErrorKind::Status(401 | 403) if p.api_key.is_none() => format!(
+            "{} at {} wants an API key and none is set: set HERMES_API_KEY (or --api-key), or run `hermes setup`",
+            p.provider_name, p.base_url
+        ),
+        ModelErrorKind::Status(401 | 403) => format!(
+            "the key from {} was refused: check it, or run `hermes setup`",
+            settings
+                .origins
+                .get("api_key")
+                .map_or_else(|| "the configuration".to_owned(), ToString::to_string)
+        ),
+        ModelErrorKind::Transport | ModelErrorKind::Timeout if nothing_configured => format!(
+            "nothing is configured yet and no local server answers at {}: run `hermes setup` to choose a provider \
+             (Ollama, llama.cpp, LM Studio, OpenRouter, OpenAI or any OpenAI-compatible URL)",
+            p.base_url
+        ),
+        _ => {
+            let file = settings.home.join("config.toml");
+            let file = if file.exists() {
+                format!(", {}", file.display())
+            } else {
+                String::new()
+            };
+            format!(
+                "provider: {} at {}; change it with --base-url/--api-key/--model, HERMES_BASE_URL/HERMES_API_KEY/HERMES_MODEL{file} \
+                 or `hermes setup`; `hermes doctor` checks the setup",
+                p.provider_name, p.base_url
+            )
+        }
+    }
+}
+
+/// The session `id` names (an exact id or a unique prefix), or a usage error.
+pub fn find_session(store: &Store, id: &str) -> Result<SessionRecord, CliError> {
+    match store.find_session(id) {
+        Ok(Some(s)) => Ok(s),
+        Ok(None) => Err(CliError::Config(format!(
+            "no session '{id}'; `hermes sessions list` shows the stored ones"
+        ))),
+        Err(e @ StoreError::AmbiguousId { .. }) => Err(CliError::Config(e.to_string())),
+        Err(e) => Err(runtime(e)),
+    }
 }

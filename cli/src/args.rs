@@ -2,15 +2,30 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Examples:
+  hermes                          interactive chat (/help lists commands)
+  hermes -z \"explain this error\"  one-shot: print the answer and exit
+  git diff | hermes -z \"review\"   the piped text follows the prompt
+  hermes -c                       continue the latest session of this directory
+  hermes setup                    choose a provider and a model
+
+Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error, 130 interrupted.";
 
 /// Hermes: an AI agent that uses tools, in your terminal or behind chat platforms.
 #[derive(Debug, Parser)]
-#[command(name = "hermes", version, about, propagate_version = true)]
+#[command(
+    name = "hermes",
+    version,
+    about,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
-    /// One-shot: answer PROMPT, print only the answer, and exit (same as `hermes chat -q`).
-    #[arg(short = 'z', value_name = "PROMPT", global = false)]
-    pub oneshot: Option<String>,
+    #[command(flatten)]
+    pub chat: ChatArgs,
 
     #[command(flatten)]
     pub provider: ProviderArgs,
@@ -21,74 +36,118 @@ pub struct Cli {
 
 /// Provider and agent settings; they override the environment and config files.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Provider and agent")]
 pub struct ProviderArgs {
     /// OpenAI-compatible base URL, e.g. https://openrouter.ai/api/v1 [env: HERMES_BASE_URL]
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// API key for the provider [env: HERMES_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY]
-    #[arg(long, global = true, value_name = "KEY", hide_env_values = true)]
+    #[arg(long, value_name = "KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Model name as the provider spells it [env: HERMES_MODEL]
-    #[arg(long, global = true, value_name = "NAME")]
+    /// Model name as the provider spells it (`hermes models` lists them) [env: HERMES_MODEL]
+    #[arg(long, short = 'm', value_name = "NAME")]
     pub model: Option<String>,
     /// Most model calls one turn may make (default 90)
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
-    /// Comma-separated toolsets to enable: file, terminal, web, memory, todo, delegate (default: all)
-    #[arg(long, global = true, value_name = "LIST", value_delimiter = ',')]
+    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, delegate; `none` for no tools (default: all)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Run terminal commands without the sandbox (Landlock): they can then read and write
     /// anything you can [config: [agent] sandbox = "off"]
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_sandbox: bool,
     /// Let the file tools reach paths outside the working directory ($HERMES_HOME's secrets
     /// stay refused) [config: [agent] allow_outside_workdir = true]
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub allow_outside_workdir: bool,
+}
+
+/// How a conversation is run and shown.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Chat")]
+pub struct ChatArgs {
+    /// One-shot: answer PROMPT, print only the answer, and exit; `-` reads the prompt from stdin,
+    /// and piped stdin is appended to PROMPT
+    #[arg(short = 'z', long = "query", short_alias = 'q', value_name = "PROMPT")]
+    pub query: Option<String>,
+    /// Continue the latest session started in this directory
+    #[arg(long = "continue", short = 'c')]
+    pub continue_latest: bool,
+    /// Resume the session with this id (or a unique prefix of it)
+    #[arg(
+        long,
+        short = 'r',
+        value_name = "ID",
+        conflicts_with = "continue_latest"
+    )]
+    pub resume: Option<String>,
+    /// With -z: print one JSON object (answer, usage, session id, stop reason) instead of the answer
+    #[arg(long, requires = "query")]
+    pub json: bool,
+    /// No markdown rendering or colour (also when stdout is not a terminal, or NO_COLOR is set)
+    #[arg(long)]
+    pub plain: bool,
     /// Silence progress, tool activity and warnings on stderr
-    #[arg(long, short = 'Q', global = true)]
+    #[arg(long, short = 'Q')]
     pub quiet: bool,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Chat with the agent: interactive, or one-shot with -q
-    Chat(ChatArgs),
-    /// List and inspect stored sessions
+    /// Chat with the agent: interactive, or one-shot with -z (the default command)
+    Chat(ChatCommand),
+    /// Choose a provider and a model, test the connection, write config.toml
+    Setup,
+    /// List the models the provider offers
+    Models(ProviderArgs),
+    /// List, show, export, rename, delete and search stored sessions
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
     },
     /// Check configuration, provider, database and prompt files, and say how to fix problems
-    Doctor,
-    /// Show configuration
+    Doctor(ProviderArgs),
+    /// Show the effective configuration (the default) or where it lives
     Config {
         #[command(subcommand)]
-        command: ConfigCommand,
+        command: Option<ConfigCommand>,
     },
     /// Run the chat-platform gateway (Telegram, WeCom)
     Gateway {
         #[command(subcommand)]
         command: GatewayCommand,
     },
+    /// Print a shell completion script: `hermes completions bash > ~/.local/share/bash-completion/completions/hermes`
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `hermes man | man -l -`
+    Man,
 }
 
-/// `hermes chat` options.
+/// `hermes chat`.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ChatArgs {
-    /// One-shot: answer PROMPT, print only the answer to stdout, and exit
-    #[arg(short = 'q', long = "query", value_name = "PROMPT")]
-    pub query: Option<String>,
-    /// Resume the session with this id
-    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
-    pub resume: Option<String>,
-    /// Continue the most recent session
-    #[arg(long = "continue", short = 'c')]
-    pub continue_latest: bool,
+pub struct ChatCommand {
+    #[command(flatten)]
+    pub chat: ChatArgs,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Markdown, for reading and sharing
+    #[default]
+    Md,
+    /// JSON: the session and its messages
+    Json,
 }
 
 /// `hermes sessions` subcommands.
@@ -97,20 +156,46 @@ pub enum SessionsCommand {
     /// List sessions, newest first
     List {
         /// How many to show
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, short = 'n', default_value_t = 20)]
         limit: usize,
     },
-    /// Print every stored message and compaction of a session as JSON lines
-    Export {
-        /// The session id (see `hermes sessions list`)
+    /// Show a session's conversation
+    Show {
+        /// Session id or a unique prefix of it
         id: String,
+    },
+    /// Export a session as markdown or JSON (to stdout, or to a file)
+    Export {
+        /// Session id or a unique prefix of it
+        id: String,
+        /// Output format
+        #[arg(long, short = 'f', value_enum, default_value_t = ExportFormat::Md)]
+        format: ExportFormat,
+        /// Write to this file instead of stdout
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Give a session a title
+    Rename {
+        /// Session id or a unique prefix of it
+        id: String,
+        /// The new title
+        #[arg(required = true, num_args = 1..)]
+        title: Vec<String>,
+    },
+    /// Delete sessions and their messages
+    Delete {
+        /// Session ids or unique prefixes
+        #[arg(required = true, num_args = 1..)]
+        ids: Vec<String>,
     },
     /// Search past messages (full text)
     Search {
         /// Words to look for
-        query: String,
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
         /// How many hits to show
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, short = 'n', default_value_t = 20)]
         limit: usize,
     },
 }
@@ -119,7 +204,9 @@ pub enum SessionsCommand {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Print the effective configuration and where each value comes from (secrets masked)
-    Show,
+    Show(ProviderArgs),
+    /// Print the path of config.toml
+    Path,
 }
 
 /// `hermes gateway` subcommands.
@@ -127,8 +214,10 @@ pub enum ConfigCommand {
 pub enum GatewayCommand {
     /// Start every enabled platform adapter and serve until SIGINT/SIGTERM
     Run {
-        /// Validate the configuration and exit
+        /// Validate the configuration (tokens, allow-lists, the provider) and exit
         #[arg(long)]
         check: bool,
+        #[command(flatten)]
+        provider: ProviderArgs,
     },
 }

@@ -1,156 +1,194 @@
 //! What the user sees while a turn runs, and incremental persistence.
 //!
-//! The answer streams to stdout (interactive mode) or is printed whole at the
-//! end (one-shot); progress, tool activity and warnings go to stderr, so a
-//! one-shot answer can be piped cleanly.
+//! The answer streams to stdout (interactive mode, rendered as markdown on a
+//! terminal) or is printed whole at the end (one-shot); the spinner, tool
+//! activity and warnings go to stderr — all through [`crate::term`], so they
+//! never overwrite one another and a one-shot answer can be piped cleanly.
 
-use std::io::{IsTerminal, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, Message};
 use hermes_runtime::persist::TurnWriter;
+use unicode_width::UnicodeWidthStr;
 
-/// Shows a spinner on stderr while waiting for the model's first token.
-pub struct Spinner {
-    waiting: Arc<AtomicBool>,
-    done: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Spinner {
-    /// Starts the spinner thread (idle until [`Spinner::wait`]); a no-op when
-    /// stderr is not a terminal.
-    pub fn start(enabled: bool) -> Self {
-        let waiting = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let handle = (enabled && std::io::stderr().is_terminal()).then(|| {
-            let (w, d) = (waiting.clone(), done.clone());
-            std::thread::spawn(move || {
-                const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-                let mut i = 0;
-                let mut shown = false;
-                while !d.load(Ordering::Acquire) {
-                    if w.load(Ordering::Acquire) {
-                        eprint!("\r{} thinking…", FRAMES[i % FRAMES.len()]);
-                        shown = true;
-                        i += 1;
-                    } else if shown {
-                        eprint!("\r\x1b[2K");
-                        shown = false;
-                    }
-                    std::thread::sleep(Duration::from_millis(80));
-                }
-                if shown {
-                    eprint!("\r\x1b[2K");
-                }
-            })
-        });
-        Spinner {
-            waiting,
-            done,
-            handle,
-        }
-    }
-
-    /// Shows the spinner.
-    pub fn wait(&self) {
-        self.waiting.store(true, Ordering::Release);
-    }
-
-    /// Hides it (and clears its line) before anything else is printed.
-    pub fn clear(&self) {
-        if self.waiting.swap(false, Ordering::AcqRel) && self.handle.is_some() {
-            // Give the spinner thread no chance to redraw over our output.
-            eprint!("\r\x1b[2K");
-        }
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
+use crate::markdown::Markdown;
+use crate::term::{term, width};
 
 /// Renders events and persists the ledger as it grows (through
 /// [`TurnWriter`]: a tool call is stored together with all its results), so
 /// a killed process loses nothing that was shown. After a failed write the
 /// run is interrupted; the error is reported when the turn ends.
 pub struct TurnObserver<'a> {
-    /// Stream answer text to stdout as it arrives.
-    pub stream_text: bool,
-    /// Print tool activity and warnings to stderr.
+    /// Streams answer text to stdout through this renderer; `None` keeps
+    /// the answer for the end (one-shot).
+    pub stream: Option<Markdown>,
+    /// Print tool activity on stderr.
     pub verbose: bool,
+    /// Show the spinner (a terminal, and not `--quiet`).
+    pub spinner: bool,
     /// Stores the run's entries as they are appended.
     pub writer: TurnWriter<'a>,
-    /// The spinner to clear before printing.
-    pub spinner: &'a Spinner,
     /// The run's interrupt flag, set when persisting fails.
     pub interrupt: &'a InterruptFlag,
-    /// Whether streamed text has been printed since the last newline.
-    pub mid_line: bool,
+    /// When the running tool started.
+    tool_started: Option<Instant>,
+    /// Whether any model call reported token usage.
+    pub usage_reported: bool,
 }
 
-impl TurnObserver<'_> {
-    fn end_line(&mut self) {
-        if self.mid_line {
-            println!();
-            self.mid_line = false;
+impl<'a> TurnObserver<'a> {
+    /// An observer for one turn.
+    pub fn new(
+        stream: Option<Markdown>,
+        verbose: bool,
+        spinner: bool,
+        writer: TurnWriter<'a>,
+        interrupt: &'a InterruptFlag,
+    ) -> Self {
+        TurnObserver {
+            stream,
+            verbose,
+            spinner,
+            writer,
+            interrupt,
+            tool_started: None,
+            usage_reported: false,
+        }
+    }
+
+    /// Ends the streamed text (rendering its last line) and the spinner.
+    pub fn finish(&mut self) {
+        term().spinner_stop();
+        if let Some(md) = &mut self.stream {
+            term().out(&md.finish());
+        }
+        term().end_line();
+    }
+
+    fn spin(&self, label: &str) {
+        if self.spinner {
+            term().spinner_start(label);
         }
     }
 }
 
-/// A short, one-line rendering of tool arguments.
-pub fn summarize_args(args: &str, max: usize) -> String {
-    let one_line: String = args
+/// A short, one-line rendering of `text`, at most `max` columns.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if one_line.chars().count() <= max {
-        one_line
+    let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
+    if UnicodeWidthStr::width(flat.as_str()) <= max {
+        return flat;
+    }
+    let mut out = String::new();
+    let mut cols = 0;
+    for c in flat.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if cols + w + 1 > max {
+            break;
+        }
+        out.push(c);
+        cols += w;
+    }
+    out.push('…');
+    out
+}
+
+/// The argument worth showing for a tool call: the path, command, query or
+/// URL when the arguments have one, else the compact JSON.
+pub fn call_summary(arguments: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(arguments).ok();
+    if let Some(obj) = parsed.as_ref().and_then(|v| v.as_object()) {
+        for key in [
+            "command", "path", "file", "pattern", "query", "url", "action", "task", "goal",
+        ] {
+            if let Some(v) = obj.get(key).and_then(|v| v.as_str()) {
+                return v.to_owned();
+            }
+        }
+    }
+    arguments.to_owned()
+}
+
+/// "12 ms", "1.4 s", "2 min 3 s".
+pub fn duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", d.as_secs_f64())
     } else {
-        let cut: String = one_line.chars().take(max).collect();
-        format!("{cut}…")
+        format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// A short account of a tool's result: its first line, or its size.
+fn result_summary(result: &str, is_error: bool) -> String {
+    let lines = result.lines().filter(|l| !l.trim().is_empty()).count();
+    let first = result.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if is_error || lines <= 1 {
+        first.to_owned()
+    } else {
+        format!("{lines} lines")
     }
 }
 
 impl AgentObserver for TurnObserver<'_> {
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         match event {
-            AgentEvent::ModelCall { .. } => self.spinner.wait(),
+            AgentEvent::ModelCall { .. } => self.spin("thinking…"),
             AgentEvent::TextDelta(text) => {
-                self.spinner.clear();
-                if self.stream_text {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(text.as_bytes());
-                    let _ = out.flush();
-                    self.mid_line = !text.ends_with('\n');
+                if let Some(md) = &mut self.stream {
+                    term().spinner_stop();
+                    term().out(&md.push(text));
                 }
             }
             AgentEvent::ToolStarted { call } => {
-                self.spinner.clear();
-                self.end_line();
-                if self.verbose {
-                    eprintln!(
-                        "  ⚙ {}({})",
-                        call.function.name,
-                        summarize_args(&call.function.arguments, 80)
-                    );
+                if let Some(md) = &mut self.stream {
+                    term().out(&md.finish());
                 }
+                term().spinner_stop();
+                term().end_line();
+                self.tool_started = Some(Instant::now());
+                self.spin(&format!("running {}…", call.function.name));
             }
             AgentEvent::ToolFinished {
                 call,
                 result,
-                is_error: true,
-            } if self.verbose => {
-                let first = result.lines().next().unwrap_or("");
-                eprintln!("  ✗ {}: {}", call.function.name, summarize_args(first, 100));
+                is_error,
+            } => {
+                term().spinner_stop();
+                let took = self.tool_started.take().map(|t| t.elapsed());
+                if self.verbose {
+                    let style = term().err_style();
+                    let mark = if *is_error {
+                        style.red("✗")
+                    } else {
+                        style.green("✓")
+                    };
+                    let cols = width();
+                    let name = &call.function.name;
+                    let arg = one_line(&call_summary(&call.function.arguments), cols / 3);
+                    let took = took.map(duration).unwrap_or_default();
+                    let used =
+                        6 + name.len() + UnicodeWidthStr::width(arg.as_str()) + took.len() + 6;
+                    let summary = one_line(
+                        &result_summary(result, *is_error),
+                        cols.saturating_sub(used).max(10),
+                    );
+                    let summary = if *is_error {
+                        style.red(&summary)
+                    } else {
+                        style.dim(&summary)
+                    };
+                    term().line(&format!(
+                        "  {mark} {} {arg} {} {summary}",
+                        style.cyan(name),
+                        style.dim(&format!("· {took} ·"))
+                    ));
+                }
             }
             AgentEvent::Compacted(compaction) => {
                 self.spinner.clear();
@@ -164,8 +202,11 @@ impl AgentObserver for TurnObserver<'_> {
                 self.writer.compacted(compaction);
             }
             AgentEvent::Appended(entry) => {
+                if entry.meta.usage.is_some() {
+                    self.usage_reported = true;
+                }
                 if matches!(entry.message, Message::Assistant { .. }) {
-                    self.spinner.clear();
+                    term().spinner_stop();
                 }
                 if !self.writer.append(entry) {
                     // The transcript can no longer follow the run: stop it
@@ -178,8 +219,20 @@ impl AgentObserver for TurnObserver<'_> {
     }
 }
 
-impl Drop for TurnObserver<'_> {
-    fn drop(&mut self) {
-        self.end_line();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_are_short_and_pick_the_telling_argument() {
+        assert_eq!(call_summary(r#"{"path":"notes.txt","x":1}"#), "notes.txt");
+        assert_eq!(call_summary(r#"{"command":"ls -la"}"#), "ls -la");
+        assert_eq!(call_summary("not json"), "not json");
+        assert_eq!(one_line("a\nb\tc", 80), "a b c");
+        assert_eq!(one_line("abcdefghij", 5), "abcd…");
+        assert_eq!(result_summary("one\ntwo\nthree\n", false), "3 lines");
+        assert_eq!(result_summary("error: boom\nmore", true), "error: boom");
+        assert_eq!(duration(Duration::from_millis(12)), "12 ms");
+        assert_eq!(duration(Duration::from_millis(1400)), "1.4 s");
     }
 }

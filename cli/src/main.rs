@@ -8,97 +8,127 @@ mod app;
 mod args;
 mod chat;
 mod display;
+mod log;
+mod markdown;
+mod sessions;
+mod setup;
+mod term;
 
-use std::io::IsTerminal;
-
-use clap::Parser;
+use clap::{CommandFactory, Parser};
+use hermes_runtime::config::{self, Environment};
 
 use crate::app::{CliError, Workbench, load_settings};
-use crate::args::{ChatArgs, Cli, Command, ConfigCommand, GatewayCommand, SessionsCommand};
+use crate::args::{ChatArgs, Cli, Command, ConfigCommand, GatewayCommand, ProviderArgs};
 
 fn main() {
     // Before any secret is read: no other process of the user (a terminal
     // command included) may read this one's memory or environment.
     hermes_runtime::tools::forbid_inspection();
     let cli = Cli::parse();
-    init_logging(cli.provider.quiet);
+    log::init(cli.chat.quiet);
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hermes: {}", e.message());
+            let style = term::term().err_style();
+            term::term().line(&format!("hermes: {}: {}", style.red("error"), e.message()));
             e.exit_code()
         }
     };
     std::process::exit(code);
 }
 
-/// Logs to stderr; level from `RUST_LOG` (default: warnings); colours only on a terminal.
-fn init_logging(quiet: bool) {
-    let default = if quiet { "error" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .without_time()
-        .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
-}
-
 fn run(cli: Cli) -> Result<i32, CliError> {
-    let quiet = cli.provider.quiet;
-    let command = match (cli.oneshot, cli.command) {
-        (Some(_), Some(_)) => {
-            return Err(CliError::Config(
-                "-z PROMPT cannot be combined with a subcommand; use `hermes chat -q PROMPT`"
-                    .into(),
-            ));
-        }
-        (Some(prompt), None) => Command::Chat(ChatArgs {
-            query: Some(prompt),
-            ..ChatArgs::default()
-        }),
-        (None, Some(c)) => c,
-        (None, None) => Command::Chat(ChatArgs::default()),
-    };
-    let settings = load_settings(&cli.provider)?;
+    let command = cli.command.unwrap_or(Command::Chat(args::ChatCommand {
+        chat: cli.chat,
+        provider: cli.provider,
+    }));
     match command {
-        Command::Chat(args) => {
-            let bench = Workbench::new(settings)?;
-            match &args.query {
-                Some(q) if q.trim().is_empty() => Err(CliError::Config(
-                    "the prompt given to -q/-z is empty".into(),
-                )),
-                Some(q) => chat::oneshot(bench, &args, q, quiet),
-                None => chat::interactive(bench, &args, quiet),
-            }
+        Command::Chat(c) => chat(&c.chat, &c.provider),
+        Command::Setup => setup::run(&Environment::from_process()),
+        Command::Models(p) => admin::models(&load_settings(&p)?),
+        Command::Sessions { command } => {
+            sessions::run(&load_settings(&ProviderArgs::default())?, command)
         }
-        Command::Sessions { command } => match command {
-            SessionsCommand::List { limit } => admin::sessions_list(&settings, limit),
-            SessionsCommand::Export { id } => admin::sessions_export(&settings, &id),
-            SessionsCommand::Search { query, limit } => {
-                admin::sessions_search(&settings, &query, limit)
+        Command::Doctor(p) => Ok(match app::load_config(&p) {
+            Ok(settings) => admin::doctor(&settings),
+            Err(e) => admin::doctor_config_error(&e),
+        }),
+        Command::Config { command } => match command {
+            None => {
+                admin::config_show(&load_settings(&ProviderArgs::default())?);
+                Ok(0)
+            }
+            Some(ConfigCommand::Show(p)) => {
+                admin::config_show(&load_settings(&p)?);
+                Ok(0)
+            }
+            Some(ConfigCommand::Path) => {
+                let home = config::hermes_home(&Environment::from_process())
+                    .map_err(|e| CliError::Config(e.to_string()))?;
+                println!("{}", home.join("config.toml").display());
+                Ok(0)
             }
         },
-        Command::Doctor => Ok(admin::doctor(&settings)),
-        Command::Config {
-            command: ConfigCommand::Show,
-        } => {
-            admin::config_show(&settings);
+        Command::Gateway {
+            command: GatewayCommand::Run { check, provider },
+        } => gateway(&load_settings(&provider)?, check),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "hermes", &mut std::io::stdout());
             Ok(0)
         }
-        Command::Gateway {
-            command: GatewayCommand::Run { check },
-        } => gateway(&settings, check),
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .map_err(|e| app::runtime(format!("cannot write the manual page: {e}")))?;
+            Ok(0)
+        }
     }
 }
 
-fn gateway(settings: &hermes_runtime::config::Settings, check: bool) -> Result<i32, CliError> {
-    hermes_gateway::app::run_gateway(settings, check)
+fn chat(args: &ChatArgs, provider: &ProviderArgs) -> Result<i32, CliError> {
+    // Read piped stdin before anything else can block on it.
+    let prompt = args
+        .query
+        .as_deref()
+        .map(chat::oneshot::prompt_from)
+        .transpose()?;
+    let bench = Workbench::new(load_settings(provider)?)?;
+    match prompt {
+        Some(p) => chat::oneshot::oneshot(bench, args, &p),
+        None => chat::repl::interactive(bench, args),
+    }
+}
+
+fn gateway(settings: &config::Settings, check: bool) -> Result<i32, CliError> {
+    if check {
+        return gateway_check(settings);
+    }
+    hermes_gateway::app::run_gateway(settings, false)
         .map(|()| 0)
         .map_err(|e| match e.exit_code() {
             2 => CliError::Config(e.to_string()),
             _ => CliError::Runtime(e.to_string()),
         })
+}
+
+/// `gateway run --check`: the gateway's own checks, then the provider.
+fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
+    hermes_gateway::app::run_gateway(settings, true).map_err(|e| match e.exit_code() {
+        2 => CliError::Config(e.to_string()),
+        _ => CliError::Runtime(e.to_string()),
+    })?;
+    let listed = app::client(settings, &settings.provider.model)?.list_models();
+    match listed {
+        Ok(models) => {
+            println!(
+                "provider reachable at {} ({} models)",
+                settings.provider.base_url,
+                models.len()
+            );
+            Ok(0)
+        }
+        Err(e) => Err(CliError::Runtime(format!(
+            "the provider is not reachable: {e} (`hermes doctor` says more)"
+        ))),
+    }
 }

@@ -123,7 +123,6 @@ pub fn provider_tokens(body: &[u8]) -> u64 {
     body.len() as u64 / 3
 }
 
-#[derive(Default)]
 struct State {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
@@ -132,6 +131,32 @@ struct State {
     window: Option<Window>,
     refused: Vec<u64>,
     counts: Vec<u64>,
+    /// What `GET /models` lists.
+    models: Vec<String>,
+    /// Whether answers report token usage (some local servers do not).
+    usage: bool,
+    /// The `Authorization` header of each request, `None` when absent.
+    auth: Vec<Option<String>>,
+    /// An error status `GET /models` answers with instead of the list.
+    models_status: Option<u16>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            script: VecDeque::new(),
+            requests: Vec::new(),
+            violations: Vec::new(),
+            responder: None,
+            window: None,
+            refused: Vec::new(),
+            counts: Vec::new(),
+            models: vec!["fake-model".to_owned()],
+            usage: true,
+            auth: Vec::new(),
+            models_status: None,
+        }
+    }
 }
 
 /// A scripted provider on `127.0.0.1`. Dropping it stops the server.
@@ -215,6 +240,27 @@ impl FakeProvider {
         lock(&self.state).violations.clone()
     }
 
+    /// Sets what `GET /models` lists (default: `fake-model`).
+    pub fn set_models(&self, ids: &[&str]) {
+        lock(&self.state).models = ids.iter().map(|s| (*s).to_owned()).collect();
+    }
+
+    /// Makes `GET /models` fail with `status` (a provider refusing the key).
+    pub fn fail_models(&self, status: u16) {
+        lock(&self.state).models_status = Some(status);
+    }
+
+    /// Whether answers carry a `usage` object (default: yes).
+    pub fn set_usage(&self, on: bool) {
+        lock(&self.state).usage = on;
+    }
+
+    /// The `Authorization` header of every request so far (models listings included).
+    pub fn auth_headers(&self) -> Vec<Option<String>> {
+        lock(&self.state).auth.clone()
+    }
+
+
     /// The provider's token count of every chat request, in order.
     pub fn counts(&self) -> Vec<u64> {
         lock(&self.state).counts.clone()
@@ -241,6 +287,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     reader.read_line(&mut request_line)?;
     let mut content_length = 0usize;
     let mut has_json_type = false;
+    let mut auth = None;
     loop {
         let mut line = String::new();
         reader.read_line(&mut line)?;
@@ -253,6 +300,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             if k == "content-length" {
                 content_length = v.trim().parse().unwrap_or(0);
             }
+            if k == "authorization" {
+                auth = Some(v.trim().to_owned());
+            }
             if k == "content-type" && v.contains("application/json") {
                 has_json_type = true;
             }
@@ -263,19 +313,33 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
 
-    let window = lock(state).window;
+    let (window, models, models_status) = {
+        let mut st = lock(state);
+        st.auth.push(auth);
+        (st.window, st.models.clone(), st.models_status)
+    };
     if method == "GET" && path.ends_with("/models") {
-        let mut entry = json!({"id": "fake-model", "object": "model"});
-        match window {
-            Some(w) if w.advertise == Advertise::ModelsContextLength => {
-                entry["context_length"] = w.tokens.into();
-            }
-            Some(w) if w.advertise == Advertise::ModelsMaxModelLen => {
-                entry["max_model_len"] = w.tokens.into();
-            }
-            _ => {}
+        if let Some(code) = models_status {
+            let body = json!({"error": {"message": "Invalid API key provided", "code": code}});
+            return respond_json(&mut out, code, &body);
         }
-        let body = json!({"object": "list", "data": [entry]});
+        let data: Vec<Value> = models
+            .iter()
+            .map(|id| {
+                let mut entry = json!({"id": id, "object": "model"});
+                match window {
+                    Some(w) if w.advertise == Advertise::ModelsContextLength => {
+                        entry["context_length"] = w.tokens.into();
+                    }
+                    Some(w) if w.advertise == Advertise::ModelsMaxModelLen => {
+                        entry["max_model_len"] = w.tokens.into();
+                    }
+                    _ => {}
+                }
+                entry
+            })
+            .collect();
+        let body = json!({"object": "list", "data": data});
         return respond_json(&mut out, 200, &body);
     }
     if let Some(w) = window {
@@ -319,7 +383,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let count = provider_tokens(&body);
-    let (reply, responder) = {
+    let (reply, responder, usage) = {
         let mut st = lock(state);
         st.requests.push(request.clone());
         st.counts.push(count);
@@ -330,8 +394,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             drop(st);
             return refuse(&mut out, w, count, stream);
         }
-        (st.script.pop_front(), st.responder.clone())
+        (st.script.pop_front(), st.responder.clone(), st.usage)
     };
+    let count = usage.then_some(count);
     let reply = reply.unwrap_or_else(|| match responder {
         Some(r) => r(&request),
         None => Reply::text("(script exhausted)"),
@@ -466,14 +531,15 @@ fn answer(
     pieces: &[String],
     delay: Duration,
     calls: Option<&[(String, String, String)]>,
-    prompt_tokens: u64,
+    prompt_tokens: Option<u64>,
 ) -> std::io::Result<()> {
     let finish = if calls.is_some() {
         "tool_calls"
     } else {
         "stop"
     };
-    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": 7, "total_tokens": prompt_tokens + 7});
+    // `None`: this provider reports no usage (some local servers do not).
+    let usage = prompt_tokens.map(|p| json!({"prompt_tokens": p, "completion_tokens": 7, "total_tokens": p + 7}));
     if !stream {
         for _ in pieces {
             thread::sleep(delay);
@@ -483,11 +549,13 @@ fn answer(
             message["content"] = Value::Null;
             message["tool_calls"] = tool_calls_json(c);
         }
-        let body = json!({
+        let mut body = json!({
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake-model",
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
-            "usage": usage,
         });
+        if let Some(u) = usage {
+            body["usage"] = u;
+        }
         return respond_json(out, 200, &body);
     }
     write!(
@@ -518,9 +586,11 @@ fn answer(
         ))?;
     }
     send(chunk(json!({}), json!(finish)))?;
-    send(
-        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model", "choices": [], "usage": usage}),
-    )?;
+    if let Some(u) = usage {
+        send(
+            json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model", "choices": [], "usage": u}),
+        )?;
+    }
     write!(out, "data: [DONE]\n\n")?;
     out.flush()
 }

@@ -1,0 +1,528 @@
+//! `hermes chat`: one conversation over a stored session, driven one-shot
+//! ([`oneshot`]) or interactively ([`repl`]), with slash commands
+//! ([`commands`]).
+
+pub mod commands;
+pub mod oneshot;
+pub mod repl;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use hermes_core::{InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason, Usage};
+use hermes_runtime::persist::TurnWriter;
+use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus};
+
+use crate::app::{CliError, Workbench, find_session, provider_hint, runtime};
+use crate::args::ChatArgs;
+use crate::display::TurnObserver;
+use crate::markdown::Markdown;
+use crate::term::{TypeAhead, restore_terminal, term, width};
+
+/// The session the process is in, for the goodbye line printed when a
+/// second Ctrl-C exits from the signal handler.
+static CURRENT_SESSION: Mutex<Option<String>> = Mutex::new(None);
+
+fn set_current_session(id: Option<&str>) {
+    *CURRENT_SESSION
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = id.map(str::to_owned);
+}
+
+/// Routes Ctrl-C while a turn runs (the line editor handles it at the
+/// prompt): the first press interrupts the turn (SPEC L11), a second one
+/// within two seconds exits with status 130.
+struct CtrlC {
+    running: AtomicBool,
+    flag: InterruptFlag,
+    last: Mutex<Option<Instant>>,
+}
+
+static CTRL_C: OnceLock<Arc<CtrlC>> = OnceLock::new();
+
+fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
+    CTRL_C
+        .get_or_init(|| {
+            let state = Arc::new(CtrlC {
+                running: AtomicBool::new(false),
+                flag: flag.clone(),
+                last: Mutex::new(None),
+            });
+            let s = state.clone();
+            let installed = ctrlc::set_handler(move || {
+                let exit = |s: &CtrlC| {
+                    restore_terminal();
+                    term().spinner_stop();
+                    let current = CURRENT_SESSION
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    term().line("");
+                    if let Some(id) = current {
+                        term().line(&goodbye(&id));
+                    }
+                    let _ = s;
+                    std::process::exit(130);
+                };
+                if !s.running.load(Ordering::Acquire) {
+                    exit(&s);
+                }
+                let mut last = s.last.lock().unwrap_or_else(PoisonError::into_inner);
+                if last.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
+                    exit(&s);
+                }
+                *last = Some(Instant::now());
+                s.flag.interrupt();
+                term().line(
+                    &term()
+                        .err_style()
+                        .dim("(interrupting — press Ctrl-C again to quit)"),
+                );
+            });
+            if let Err(e) = installed {
+                tracing::warn!("cannot install the Ctrl-C handler: {e}");
+            }
+            state
+        })
+        .clone()
+}
+
+/// The line printed when leaving a session: its id and how to come back.
+pub fn goodbye(id: &str) -> String {
+    let style = term().err_style();
+    format!(
+        "Session {} saved. Resume it with {} (latest in this directory) or {}.",
+        style.bold(id),
+        style.cyan("hermes -c"),
+        style.cyan(&format!("hermes -r {id}"))
+    )
+}
+
+/// What a turn ended with.
+pub struct TurnResult {
+    /// The final (possibly partial) answer.
+    pub final_text: String,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// Tokens this turn used, when the provider reported them.
+    pub usage: Option<Usage>,
+    /// The turn produced no answer at all and was taken back out of the
+    /// session (so a resumed session never holds two user messages in a
+    /// row, and a failed first turn leaves no empty session).
+    pub rolled_back: bool,
+}
+
+/// How the conversation is shown.
+#[derive(Clone, Copy, Debug)]
+pub struct View {
+    /// Silence progress and notices.
+    pub quiet: bool,
+    /// Render markdown and colour on stdout.
+    pub styled: bool,
+}
+
+impl View {
+    /// From the command-line options and the terminal.
+    pub fn new(args: &ChatArgs) -> Self {
+        View {
+            quiet: args.quiet,
+            styled: !args.plain && term().caps.out_ansi,
+        }
+    }
+}
+
+/// One conversation: the session, its history and its counters.
+pub struct Chat {
+    bench: Workbench,
+    session: Option<SessionRecord>,
+    history: Vec<LedgerEntry>,
+    system_prompt: Option<String>,
+    tokens: Usage,
+    usage_reported: bool,
+    turns: u32,
+    budget_left: Option<u32>,
+    interrupt: InterruptFlag,
+    view: View,
+    /// A user message found unanswered at the end of a resumed session; it
+    /// was taken out of the transcript and is offered again.
+    pub unanswered: Option<String>,
+}
+
+impl Chat {
+    /// Opens the conversation `args` asks for (new, `--resume ID` or `--continue`).
+    pub fn open(bench: Workbench, args: &ChatArgs) -> Result<Self, CliError> {
+        let mut chat = Chat {
+            bench,
+            session: None,
+            history: Vec::new(),
+            system_prompt: None,
+            tokens: Usage::default(),
+            usage_reported: false,
+            turns: 0,
+            budget_left: None,
+            interrupt: InterruptFlag::new(),
+            view: View::new(args),
+            unanswered: None,
+        };
+        let record = if let Some(id) = &args.resume {
+            Some(find_session(&chat.bench.store(), id)?)
+        } else if args.continue_latest {
+            Some(chat.latest_here()?)
+        } else {
+            None
+        };
+        if let Some(record) = record {
+            chat.attach(record)?;
+        }
+        Ok(chat)
+    }
+
+    /// The latest terminal session of the working directory (gateway
+    /// sessions of chat users are not the CLI's to continue).
+    fn latest_here(&self) -> Result<SessionRecord, CliError> {
+        let dir = self.bench.settings.workdir.display().to_string();
+        let store = self.bench.store();
+        if let Some(found) = store.latest_session_in("cli", &dir).map_err(runtime)? {
+            return Ok(found);
+        }
+        let elsewhere = store.latest_session_on("cli").map_err(runtime)?;
+        Err(CliError::Config(match elsewhere {
+            Some(s) => format!(
+                "no session to continue in {dir}; the latest one is {} (in {}): `hermes -r {}` resumes it",
+                s.id,
+                s.workdir.as_deref().unwrap_or("an unknown directory"),
+                s.id
+            ),
+            None => "there is no session to continue yet; start one with `hermes`".into(),
+        }))
+    }
+
+    /// Makes `record` the current session: its transcript and its stored
+    /// system prompt, byte for byte (SPEC L6).
+    fn attach(&mut self, record: SessionRecord) -> Result<(), CliError> {
+        // The session's own model (it may have been switched with /model),
+        // unless --model/HERMES_MODEL/… chose one for this invocation.
+        let model_from_defaults = matches!(
+            self.bench.settings.origins.get("model"),
+            None | Some(hermes_runtime::config::Origin::Default)
+        );
+        if let Some(model) = record.model.as_deref()
+            && model_from_defaults
+            && model != self.bench.model
+        {
+            self.bench.set_model(model)?;
+        }
+        let mut history = self
+            .bench
+            .store()
+            .load_transcript(&record.id)
+            .map_err(runtime)?;
+        // A user message with nothing after it (a process killed while the
+        // model was thinking) would make the next turn send two user
+        // messages in a row; it is taken out and offered again instead.
+        if let Some(LedgerEntry {
+            message: Message::User { content },
+            ..
+        }) = history.last()
+        {
+            self.unanswered = Some(content.clone());
+            self.bench
+                .store()
+                .undo_last_turn(&record.id)
+                .map_err(runtime)?;
+            history.pop();
+        }
+        self.history = history;
+        self.system_prompt = match &record.system_prompt {
+            Some(p) => Some(p.clone()),
+            None => {
+                // A session stored without a prompt gets one now, kept from here on.
+                let p = self.bench.assemble_prompt();
+                self.bench
+                    .store()
+                    .set_system_prompt(&record.id, &p)
+                    .map_err(runtime)?;
+                Some(p)
+            }
+        };
+        if record.status != SessionStatus::Active {
+            self.bench
+                .store()
+                .set_status(&record.id, SessionStatus::Active)
+                .map_err(runtime)?;
+        }
+        set_current_session(Some(&record.id));
+        self.session = Some(record);
+        Ok(())
+    }
+
+    /// The current session, created (with its prompt assembled once) on
+    /// first use; `true` when it was created now.
+    fn ensure_session(&mut self, first_message: &str) -> Result<(String, String, bool), CliError> {
+        if let (Some(s), Some(p)) = (&self.session, &self.system_prompt) {
+            return Ok((s.id.clone(), p.clone(), false));
+        }
+        let prompt = self.bench.assemble_prompt();
+        let workdir = self.bench.settings.workdir.display().to_string();
+        let mut store = self.bench.store();
+        let mut record = store
+            .create_session(&NewSession {
+                platform: Some("cli"),
+                model: Some(&self.bench.model),
+                system_prompt: Some(&prompt),
+                workdir: Some(&workdir),
+                ..NewSession::default()
+            })
+            .map_err(runtime)?;
+        let title = title_from(first_message);
+        store.set_title(&record.id, Some(&title)).map_err(runtime)?;
+        drop(store);
+        record.title = Some(title);
+        let id = record.id.clone();
+        set_current_session(Some(&id));
+        self.session = Some(record);
+        self.system_prompt = Some(prompt.clone());
+        Ok((id, prompt, true))
+    }
+
+    /// Runs one user turn; `interactive` streams the answer to stdout.
+    pub fn turn(&mut self, text: &str, interactive: bool) -> Result<TurnResult, CliError> {
+        let (session_id, prompt, created) = self.ensure_session(text)?;
+        let agent = self
+            .bench
+            .agent(&prompt)
+            .with_interrupt(self.interrupt.clone());
+        let budget = IterationBudget::new(self.bench.settings.max_iterations);
+        let guard = ctrl_c(&self.interrupt);
+        let stream = interactive.then(|| Markdown::new(self.view.styled, width()));
+        let spinner = !self.view.quiet && term().caps.err_tty;
+        let history = std::mem::take(&mut self.history);
+        let before = history.len();
+        let held = interactive.then(TypeAhead::hold);
+        guard.running.store(true, Ordering::Release);
+        let mut observer = TurnObserver::new(
+            stream,
+            !self.view.quiet,
+            spinner,
+            TurnWriter::new(&self.bench.store, &session_id),
+            &self.interrupt,
+        );
+        let outcome = agent.run(text, history, &budget, &mut observer);
+        observer.finish();
+        guard.running.store(false, Ordering::Release);
+        drop(held);
+        let persist_error = observer.writer.failure().map(ToString::to_string);
+        let usage_reported = observer.usage_reported;
+        drop(observer);
+        self.interrupt.clear();
+        self.turns += 1;
+        self.budget_left = Some(budget.remaining());
+        if let Some(e) = persist_error {
+            self.history = outcome.messages;
+            return Err(CliError::Runtime(format!(
+                "the answer could not be saved to the session database: {e}"
+            )));
+        }
+        let answered = outcome.messages[outcome.first_new..]
+            .iter()
+            .any(|e| !matches!(e.message, Message::User { .. }));
+        let mut rolled_back = false;
+        if answered {
+            self.history = outcome.messages;
+        } else {
+            // Nothing but the user message: take it back out.
+            let mut messages = outcome.messages;
+            messages.truncate(before);
+            self.history = messages;
+            rolled_back = true;
+            let mut store = self.bench.store();
+            if created {
+                store.delete_session(&session_id).map_err(runtime)?;
+                drop(store);
+                self.session = None;
+                self.system_prompt = None;
+                set_current_session(None);
+            } else {
+                store.undo_last_turn(&session_id).map_err(runtime)?;
+            }
+        }
+        if usage_reported {
+            self.usage_reported = true;
+            self.tokens.add(&outcome.usage);
+        }
+        Ok(TurnResult {
+            final_text: outcome.final_text,
+            stop: outcome.stop,
+            usage: usage_reported.then_some(outcome.usage),
+            rolled_back,
+        })
+    }
+
+    /// Explains a non-completed stop on stderr; returns the exit code it deserves.
+    pub fn report_stop(&self, result: &TurnResult) -> i32 {
+        let style = term().err_style();
+        let code = match &result.stop {
+            StopReason::Completed => 0,
+            StopReason::Interrupted => 130,
+            _ => 1,
+        };
+        let unsaved = if result.rolled_back {
+            " Nothing was saved; press ↑ to get your message back."
+        } else {
+            ""
+        };
+        match &result.stop {
+            StopReason::Completed => {}
+            StopReason::Interrupted if !self.view.quiet => {
+                let kept = if result.rolled_back {
+                    "Interrupted before an answer."
+                } else {
+                    "Interrupted; the partial answer is kept."
+                };
+                term().line(&style.yellow(kept));
+            }
+            StopReason::Interrupted => {}
+            StopReason::ModelError(e) => term().line(&format!(
+                "hermes: {}: {e}{unsaved}\n  {}",
+                style.red("error"),
+                provider_hint(&self.bench.settings, e)
+            )),
+            other => {
+                if let Some(n) = other.notice(self.bench.settings.max_iterations) {
+                    term().line(&format!("hermes: {n}"));
+                }
+            }
+        }
+        code
+    }
+
+    /// The current session id, if one was created.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|s| s.id.as_str())
+    }
+
+    /// The current session.
+    pub fn session(&self) -> Option<&SessionRecord> {
+        self.session.as_ref()
+    }
+
+    /// The conversation so far.
+    pub fn history(&self) -> &[LedgerEntry] {
+        &self.history
+    }
+
+    /// The workbench (settings, store, model).
+    pub fn bench(&self) -> &Workbench {
+        &self.bench
+    }
+
+    /// The workbench, to change the model or the tools.
+    pub fn bench_mut(&mut self) -> &mut Workbench {
+        &mut self.bench
+    }
+
+    /// Marks the current session ended (leaving, or `/new`).
+    pub fn close(&mut self) -> Result<(), CliError> {
+        if let Some(id) = self.session_id().map(str::to_owned) {
+            self.bench
+                .store()
+                .set_status(&id, SessionStatus::Ended)
+                .map_err(runtime)?;
+        }
+        Ok(())
+    }
+
+    /// `/new`: the next message starts a new session, with a fresh budget.
+    pub fn new_session(&mut self) -> Result<(), CliError> {
+        self.close()?;
+        // Fresh tools too: per-session tool state (the todo list) must not
+        // carry over into the new conversation.
+        self.bench.reset_tools()?;
+        self.session = None;
+        self.system_prompt = None;
+        self.history.clear();
+        self.tokens = Usage::default();
+        self.usage_reported = false;
+        self.turns = 0;
+        self.budget_left = None;
+        set_current_session(None);
+        Ok(())
+    }
+
+    /// `/undo`: drops the last user turn; returns its text.
+    pub fn undo(&mut self) -> Result<Option<String>, CliError> {
+        let Some(id) = self.session_id().map(str::to_owned) else {
+            return Ok(None);
+        };
+        let last_user = self.history.iter().rev().find_map(|e| match &e.message {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        });
+        let removed = self.bench.store().undo_last_turn(&id).map_err(runtime)?;
+        self.history = self.bench.store().load_transcript(&id).map_err(runtime)?;
+        Ok(last_user.filter(|_| removed > 0))
+    }
+
+    /// `/status`.
+    pub fn status(&self) -> String {
+        let settings = &self.bench.settings;
+        let tokens = if self.usage_reported {
+            format!(
+                "{} prompt + {} completion = {}",
+                self.tokens.prompt_tokens, self.tokens.completion_tokens, self.tokens.total_tokens
+            )
+        } else if self.turns == 0 {
+            "none yet".to_owned()
+        } else {
+            "not reported by the provider".to_owned()
+        };
+        let session = match &self.session {
+            Some(s) => format!("{} ({})", s.id, s.title.as_deref().unwrap_or("untitled")),
+            None => "(none yet: the next message starts one)".to_owned(),
+        };
+        format!(
+            "model: {} ({} at {})\nsession: {session}\nmessages: {}\nbudget: {}\ntokens: {tokens}",
+            self.bench.model,
+            settings.provider.provider_name,
+            settings.provider.base_url,
+            self.history.len(),
+            self.budget_left.map_or_else(
+                || format!("{} model calls per turn", settings.max_iterations),
+                |b| format!(
+                    "{b} of {} model calls left after the last turn",
+                    settings.max_iterations
+                )
+            ),
+        )
+    }
+}
+
+/// A session title from its first message: the first line, cut at a word
+/// boundary near 60 characters.
+pub fn title_from(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= 60 {
+        return line.to_owned();
+    }
+    let cut: String = line.chars().take(60).collect();
+    let at_word = cut.rfind(' ').filter(|i| *i > 30).unwrap_or(cut.len());
+    format!("{}…", cut[..at_word].trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_come_from_the_first_line() {
+        assert_eq!(title_from("\n  Fix the build \nplease"), "Fix the build");
+        let long = "word ".repeat(30);
+        let t = title_from(&long);
+        assert!(t.ends_with('…') && t.chars().count() <= 61, "{t}");
+    }
+}

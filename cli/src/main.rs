@@ -117,6 +117,11 @@ fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
         2 => CliError::Config(e.to_string()),
         _ => CliError::Runtime(e.to_string()),
     })?;
+    let env = |name: &str| settings.var(name).map(str::to_owned);
+    let problems = hermes_gateway::telegram::check_env(&env);
+    if !problems.is_empty() {
+        return Err(CliError::Config(problems.join("\n")));
+    }
     let listed = app::client(settings, &settings.provider.model)?.list_models();
     match listed {
         Ok(models) => {

@@ -145,7 +145,12 @@ fn list(settings: &Settings, limit: usize) -> Result<i32, CliError> {
         .unwrap_or(3)
         .clamp(3, 30);
     let fixed = id_w + when_w + 5 + 9 + dir_w + 10;
-    let title_w = width().saturating_sub(fixed).clamp(12, 60);
+    // Fitted to a terminal; a pipe (grep, a file) gets whole titles.
+    let title_w = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        width().saturating_sub(fixed).clamp(12, 60)
+    } else {
+        60
+    };
     println!(
         "{}",
         style.bold(&format!(

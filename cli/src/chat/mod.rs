@@ -35,6 +35,10 @@ fn set_current_session(id: Option<&str>) {
 /// within two seconds exits with status 130.
 struct CtrlC {
     running: AtomicBool,
+    /// The interactive loop is waiting for input. A line editor in raw
+    /// mode reads Ctrl-C as a key; without one (`TERM=dumb`) it arrives
+    /// here, where it must not end the program either.
+    at_prompt: AtomicBool,
     flag: InterruptFlag,
     last: Mutex<Option<Instant>>,
 }
@@ -46,6 +50,7 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
         .get_or_init(|| {
             let state = Arc::new(CtrlC {
                 running: AtomicBool::new(false),
+                at_prompt: AtomicBool::new(false),
                 flag: flag.clone(),
                 last: Mutex::new(None),
             });
@@ -65,6 +70,10 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
                     let _ = s;
                     std::process::exit(130);
                 };
+                if s.at_prompt.load(Ordering::Acquire) {
+                    term().line(&term().err_style().dim("(Ctrl-D or /exit to quit)"));
+                    return;
+                }
                 if !s.running.load(Ordering::Acquire) {
                     exit(&s);
                 }
@@ -175,6 +184,7 @@ impl Chat {
         if let Some(record) = record {
             chat.attach(record)?;
         }
+        ctrl_c(&chat.interrupt);
         Ok(chat)
     }
 
@@ -324,9 +334,18 @@ impl Chat {
                 "the answer could not be saved to the session database: {e}"
             )));
         }
+        // An answer is text, a tool call or a tool result; an empty
+        // assistant entry (interrupted before the first token) is none.
         let answered = outcome.messages[outcome.first_new..]
             .iter()
-            .any(|e| !matches!(e.message, Message::User { .. }));
+            .any(|e| match &e.message {
+                Message::User { .. } => false,
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                } => !tool_calls.is_empty() || content.as_deref().is_some_and(|c| !c.is_empty()),
+                Message::Tool { .. } => true,
+            });
         let mut rolled_back = false;
         if answered {
             self.history = outcome.messages;
@@ -395,6 +414,13 @@ impl Chat {
             }
         }
         code
+    }
+
+    /// Tells the Ctrl-C handler whether the loop is waiting for input.
+    pub fn at_prompt(&self, waiting: bool) {
+        ctrl_c(&self.interrupt)
+            .at_prompt
+            .store(waiting, Ordering::Release);
     }
 
     /// The current session id, if one was created.

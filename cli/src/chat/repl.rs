@@ -97,7 +97,6 @@ impl ConditionalEventHandler for CtrlCAtPrompt {
 /// `hermes chat` without `-z`: the interactive loop.
 pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     let history_path = bench.settings.home.join(".cli_history");
-    let mut chat = Chat::open(bench, args)?;
     let config = Config::builder()
         .completion_type(CompletionType::List)
         .auto_add_history(false)
@@ -120,15 +119,21 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         })),
     );
     let _ = editor.load_history(&history_path);
+    // After the editor: it installs a SIGINT handler of its own when it is
+    // created, and ours (set up by `open`) must be the one that runs while
+    // a turn streams.
+    let mut chat = Chat::open(bench, args)?;
     if !args.quiet {
         greet(&chat);
     }
     let prompt = if term().caps.in_tty { "› " } else { "" };
     loop {
+        chat.at_prompt(true);
         let read = match chat.unanswered.take() {
             Some(text) => editor.readline_with_initial(prompt, (&text, "")),
             None => editor.readline(prompt),
         };
+        chat.at_prompt(false);
         let line = match read {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => {

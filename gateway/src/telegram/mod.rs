@@ -23,6 +23,7 @@
 //! [`TelegramConfig::empty_poll_pause`] between polls instead of spinning.
 
 mod api;
+mod check;
 pub mod format;
 mod inbound;
 mod offsets;
@@ -40,6 +41,7 @@ use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
 use api::{Api, CallError, PLATFORM};
+pub use check::check_env;
 pub use inbound::{BotIdentity, GroupPolicy};
 use inbound::{Recent, Update, translate};
 pub use offsets::{MemoryOffsets, OffsetStore};

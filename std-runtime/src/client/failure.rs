@@ -84,6 +84,16 @@ pub(super) fn transport_failure(err: &ureq::Error, url: &str, opts: &ClientOptio
             true,
             format!("no data from {url} for {:?}: {io}", opts.idle_read_timeout),
         ),
+        // rustls reports a peer that does not speak TLS (a plain HTTP
+        // server answering the hello with "HTTP/1.1 400") as invalid data;
+        // the same server would answer the same way again.
+        E::Io(io) if io.kind() == Io::InvalidData && url.starts_with("https://") => (
+            ModelErrorKind::Transport,
+            false,
+            format!(
+                "{url} did not answer in TLS — the server does not seem to speak HTTPS; if it is a plain HTTP server, use http:// in the base URL"
+            ),
+        ),
         E::Io(io) => (
             ModelErrorKind::Transport,
             true,

@@ -1,0 +1,352 @@
+//! The interactive loop in a real pseudo-terminal: what the screen shows
+//! (through a terminal emulator) and what the keys do.
+
+use std::time::Duration;
+
+use hermes_tests::{FakeProvider, Reply};
+
+use crate::support::*;
+
+/// A terminal with line editing but no colour: `NO_COLOR` keeps the
+/// program's own output plain, so the screen reads as text.
+const PLAIN: &str = "xterm-256color";
+/// A terminal where the program may use colour and styles.
+const STYLED: &str = "xterm";
+
+fn chat(env: &Env, url: &str, term: &str) -> Pty {
+    let mut cmd = env.cmd(url);
+    if term == PLAIN {
+        cmd.env("NO_COLOR", "1");
+    }
+    cmd.arg("chat");
+    Pty::spawn(cmd, term)
+}
+
+fn slow(words: &[&str], ms: u64) -> Reply {
+    Reply::SlowText {
+        pieces: words.iter().map(|w| (*w).to_owned()).collect(),
+        delay: Duration::from_millis(ms),
+    }
+}
+
+#[test]
+fn streamed_answers_keep_every_character_with_the_spinner_running() {
+    let env = Env::new();
+    let answers = [
+        "slow answer number one, complete",
+        "the second one arrives in pieces",
+        "and a third, to be sure",
+    ];
+    let provider = FakeProvider::start(
+        answers
+            .iter()
+            .map(|a| {
+                // The first piece comes after the spinner has had time to draw.
+                let pieces: Vec<&str> = a.split_inclusive(' ').collect();
+                slow(&pieces, 250)
+            })
+            .collect(),
+    )
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), STYLED);
+    p.expect("/help lists commands");
+    for (i, a) in answers.iter().enumerate() {
+        p.send_line(&format!("question {i}"));
+        let last_word = a.rsplit(' ').next().unwrap();
+        p.expect(last_word);
+        p.expect("› ");
+        let screen = p.screen();
+        assert!(
+            screen.contains(a),
+            "turn {i}: the screen shows the whole answer:\n{screen}"
+        );
+        assert!(
+            !screen.contains("thinking"),
+            "the spinner is gone:\n{screen}"
+        );
+    }
+    p.ctrl('d');
+    p.eof();
+}
+
+#[test]
+fn markdown_is_rendered_on_a_terminal_and_code_stays_copyable() {
+    let env = Env::new();
+    let text = "Use **bold** and `code`:\n```sh\ncargo test --workspace\n```\nDone.";
+    let provider = FakeProvider::start(vec![Reply::text(text), Reply::text(text)]).unwrap();
+    let mut p = chat(&env, &provider.base_url(), STYLED);
+    p.expect("/help lists commands");
+    p.send_line("show me");
+    p.expect("Done.");
+    p.expect("› ");
+    let screen = p.screen();
+    assert!(screen.contains("Use bold and code:"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l == "cargo test --workspace"),
+        "the code line is verbatim, nothing around it:\n{screen}"
+    );
+    assert!(p.raw.contains("\x1b[1mbold"), "bold is styled");
+    p.ctrl('d');
+    p.eof();
+
+    // --plain (or NO_COLOR) shows the markdown as written.
+    let mut cmd = env.cmd(&provider.base_url());
+    cmd.args(["chat", "--plain"]);
+    let mut p = Pty::spawn(cmd, STYLED);
+    p.expect("/help lists commands");
+    p.send_line("again");
+    p.expect("Done.");
+    assert!(p.raw.contains("Use **bold** and `code`:"), "{:?}", p.raw);
+    p.ctrl('d');
+    p.eof();
+}
+
+#[test]
+fn type_ahead_is_not_echoed_into_the_answer_and_waits_on_the_next_prompt() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        slow(&["one ", "two ", "three ", "four ", "five ", "six"], 200),
+        Reply::text("got the type-ahead"),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("count");
+    p.expect("two ");
+    p.send("typed ahead");
+    p.expect("six");
+    p.expect("› ");
+    p.drain(Duration::from_millis(300));
+    let screen = p.screen();
+    let answer_line = screen.lines().find(|l| l.contains("one two")).unwrap();
+    assert_eq!(
+        answer_line.trim_end(),
+        "one two three four five six",
+        "{screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.trim_end() == "› typed ahead"),
+        "the typed text is on the new prompt:\n{screen}"
+    );
+    p.send("\r");
+    p.expect("got the type-ahead");
+    assert_eq!(
+        provider.requests()[1]["messages"][3]["content"],
+        "typed ahead"
+    );
+    p.ctrl('d');
+    p.eof();
+}
+
+#[test]
+fn ctrl_c_clears_the_line_hints_at_an_empty_prompt_and_exit_says_how_to_resume() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![Reply::text("hello back")]).unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send("some half-typed text");
+    p.expect("half-typed text");
+    p.ctrl('c');
+    // Still running, on a fresh prompt; an empty-prompt Ctrl-C only hints.
+    p.expect("› ");
+    p.ctrl('c');
+    p.expect("(Ctrl-D or /exit to quit)");
+    p.send_line("hello");
+    p.expect("hello back");
+    assert_eq!(provider.requests().len(), 1);
+    assert_eq!(
+        provider.requests()[0]["messages"][1]["content"],
+        "hello",
+        "the cleared text was not sent"
+    );
+    p.ctrl('d');
+    p.expect("Resume it with hermes -c");
+    p.eof();
+    let id = env.session_ids().pop().unwrap();
+    assert!(
+        p.raw.contains(&format!("Session {id} saved")),
+        "{:?}",
+        p.raw
+    );
+    assert!(p.raw.contains(&format!("hermes -r {id}")), "{:?}", p.raw);
+    let status = p.p.process.wait().unwrap();
+    assert!(
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 0)),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_interrupts_a_turn_and_keeps_the_partial_answer() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::text("Hello from the fake provider."),
+        Reply::SlowText {
+            pieces: (0..40).map(|i| format!("chunk{i} ")).collect(),
+            delay: Duration::from_millis(150),
+        },
+        Reply::text("After the interrupt."),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("hello");
+    p.expect("Hello from the fake provider.");
+    p.send_line("tell me a long story");
+    p.expect("chunk2 ");
+    p.ctrl('c');
+    p.expect("Interrupted; the partial answer is kept.");
+    assert!(
+        !p.raw.contains("hermes: Interrupted"),
+        "not worded as an error"
+    );
+    p.send_line("/status");
+    p.expect("session: 2");
+    p.send_line("and now?");
+    p.expect("After the interrupt.");
+    p.send_line("/exit");
+    p.eof();
+
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    let third = &reqs[2]["messages"];
+    let partial = third[4]["content"].as_str().unwrap();
+    assert_eq!(third[4]["role"], "assistant");
+    assert!(partial.starts_with("chunk0 chunk1 chunk2"), "{partial}");
+    assert!(
+        !partial.contains("chunk39"),
+        "the stream was cut: {partial}"
+    );
+    assert_eq!(third[5]["content"], "and now?");
+}
+
+#[test]
+fn alt_enter_and_ctrl_j_add_lines_to_one_message() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![Reply::text("three lines received")]).unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("/help");
+    p.expect("Alt-Enter, Ctrl-J   new line");
+    p.send("line one");
+    p.send("\x1b\r");
+    p.send("line two");
+    p.send("\n");
+    p.send("line three\r");
+    p.expect("three lines received");
+    assert_eq!(
+        provider.requests()[0]["messages"][1]["content"],
+        "line one\nline two\nline three"
+    );
+    p.ctrl('d');
+    p.eof();
+}
+
+#[test]
+fn tab_completes_slash_commands_and_typos_get_a_suggestion() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![]).unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send("/sta\t");
+    p.expect("/status");
+    p.send("\r");
+    p.expect("model: fake-model");
+    p.send_line("/stauts");
+    p.expect("Did you mean /status?");
+    p.send_line("/exit");
+    p.eof();
+    assert!(
+        provider.requests().is_empty(),
+        "commands never reach the model"
+    );
+}
+
+#[test]
+fn status_has_no_fake_token_counts_and_new_starts_a_fresh_budget() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::tool("c1", "todo", r#"{"action":"list"}"#),
+        Reply::text("done"),
+    ])
+    .unwrap();
+    provider.set_usage(false);
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("do it");
+    p.expect("done");
+    p.send_line("/status");
+    p.expect("tokens: not reported by the provider");
+    assert!(p.raw.contains("88 of 90 model calls left"), "{:?}", p.raw);
+    p.send_line("/new");
+    p.expect("Started a new session.");
+    p.send_line("/status");
+    p.expect("budget: 90 model calls per turn");
+    p.expect("tokens: none yet");
+    p.send_line("/exit");
+    p.eof();
+}
+
+#[test]
+fn model_names_are_checked_against_the_provider_and_a_resume_keeps_the_switch() {
+    let env = Env::new();
+    let provider =
+        FakeProvider::start(vec![Reply::text("as other"), Reply::text("still other")]).unwrap();
+    provider.set_models(&["fake-model", "other-model"]);
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("/model othr-model");
+    p.expect("Did you mean other-model?");
+    p.send_line("/model not-listed --force");
+    p.expect("Model set to not-listed.");
+    p.send_line("/model other-model");
+    p.expect("Model set to other-model.");
+    p.send_line("hello");
+    p.expect("as other");
+    p.send_line("/exit");
+    p.eof();
+
+    let o = env
+        .cmd(&provider.base_url())
+        .env_remove("HERMES_MODEL")
+        .args(["-c", "-z", "again"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let reqs = provider.requests();
+    assert_eq!(reqs[0]["model"], "other-model");
+    assert_eq!(
+        reqs[1]["model"], "other-model",
+        "resumed on the session's model"
+    );
+}
+
+#[test]
+fn resuming_shows_a_recap_of_the_conversation() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::text("The capital is Paris."),
+        Reply::text("ok"),
+    ])
+    .unwrap();
+    let o = env.run(
+        &provider.base_url(),
+        &["-z", "What is the capital of France?"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut cmd = env.cmd(&provider.base_url());
+    cmd.env("NO_COLOR", "1").args(["-c"]);
+    let mut p = Pty::spawn(cmd, PLAIN);
+    p.expect("Resumed “What is the capital of France?”");
+    p.expect("2 messages");
+    p.expect("you: What is the capital of France?");
+    p.expect("hermes: The capital is Paris.");
+    p.send_line("thanks");
+    p.expect("ok");
+    p.ctrl('d');
+    p.eof();
+    assert_eq!(
+        roles(&provider.requests()[1]),
+        ["system", "user", "assistant", "user"]
+    );
+}

@@ -1,0 +1,11 @@
+//! The real `hermes` binary against a scripted loopback provider: process
+//! tests (arguments, stdin, exit codes, files) and PTY tests (what a person
+//! at a terminal sees and types).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod config;
+mod extras;
+mod interactive;
+mod oneshot;
+mod sessions;
+mod support;

@@ -171,9 +171,10 @@ pub fn doctor(settings: &Settings) -> i32 {
             check(
                 true,
                 format!(
-                    "provider reachable at {} ({} models)",
+                    "provider reachable at {} ({} models: {})",
                     settings.provider.base_url,
-                    models.len()
+                    models.len(),
+                    preview(&models)
                 ),
                 "",
             );

@@ -157,6 +157,11 @@ fn config_alone_shows_the_configuration_masking_secrets() {
             "says config.toml is not there yet: {out}"
         );
     }
+    let o = env.run(&provider.base_url(), &["config", "path"]);
+    assert_eq!(
+        stdout(&o).trim(),
+        env.home.path().join("config.toml").display().to_string()
+    );
 }
 
 #[test]
@@ -166,7 +171,12 @@ fn doctor_reports_the_provider_and_the_fix_for_each_failure() {
     provider.set_models(&["fake-model", "other-model"]);
     let o = env.run(&provider.base_url(), &["doctor"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stdout(&o).contains("provider reachable"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("provider reachable at")
+            && stdout(&o).contains("(2 models: fake-model, other-model)"),
+        "{}",
+        stdout(&o)
+    );
 
     let o = env.run(&provider.base_url(), &["doctor", "-m", "nope"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));

@@ -254,6 +254,8 @@ fn tab_completes_slash_commands_and_typos_get_a_suggestion() {
     p.expect("model: fake-model");
     p.send_line("/stauts");
     p.expect("Did you mean /status?");
+    p.send_line("/models");
+    p.expect("* fake-model");
     p.send_line("/exit");
     p.eof();
     assert!(
@@ -278,6 +280,8 @@ fn status_has_no_fake_token_counts_and_new_starts_a_fresh_budget() {
     p.send_line("/status");
     p.expect("tokens: not reported by the provider");
     assert!(p.raw.contains("88 of 90 model calls left"), "{:?}", p.raw);
+    p.send_line("/title Budget check");
+    p.expect("Session renamed to “Budget check”.");
     p.send_line("/new");
     p.expect("Started a new session.");
     p.send_line("/status");
@@ -348,5 +352,30 @@ fn resuming_shows_a_recap_of_the_conversation() {
     assert_eq!(
         roles(&provider.requests()[1]),
         ["system", "user", "assistant", "user"]
+    );
+}
+
+#[test]
+fn ctrl_c_interrupts_a_one_shot_with_exit_130() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![slow(&["never ", "finished"], 3000)]).unwrap();
+    let mut cmd = env.cmd(&provider.base_url());
+    cmd.env("NO_COLOR", "1").args(["-z", "a long story"]);
+    let mut p = Pty::spawn(cmd, PLAIN);
+    let started = std::time::Instant::now();
+    while provider.requests().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the request never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.ctrl('c');
+    p.expect("Interrupted");
+    p.eof();
+    let status = p.p.process.wait().unwrap();
+    assert!(
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        "{status:?}"
     );
 }

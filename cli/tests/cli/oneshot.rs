@@ -267,3 +267,19 @@ fn database_is_created_private() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[test]
+fn chat_reads_piped_lines_as_messages_and_commands() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![Reply::text("first"), Reply::text("second")]).unwrap();
+    let o = env.run_with_stdin(&provider.base_url(), &["chat"], "one\ntwo\n/status\n");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("first\n") && out.contains("second\n"), "{out}");
+    assert!(out.contains("messages: 4"), "{out}");
+    assert!(
+        stderr(&o).contains("Resume it with hermes -c"),
+        "{}",
+        stderr(&o)
+    );
+}

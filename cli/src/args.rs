@@ -1,4 +1,6 @@
-//! The command line, as clap sees it.
+// The command line, as clap sees it. Also read by `build.rs` (through
+// `include!`) to generate the completions and the man page, so it holds
+// only the definition: no inner attributes, nothing but clap and std.
 
 use std::path::PathBuf;
 
@@ -125,7 +127,7 @@ pub enum Command {
     /// Print a shell completion script: `hermes completions bash > ~/.local/share/bash-completion/completions/hermes`
     Completions {
         /// The shell
-        shell: clap_complete::Shell,
+        shell: Shell,
     },
     /// Print the manual page (roff): `hermes man | man -l -`
     Man,
@@ -138,6 +140,17 @@ pub struct ChatCommand {
     pub chat: ChatArgs,
     #[command(flatten)]
     pub provider: ProviderArgs,
+}
+
+/// Shells `hermes completions` has a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    /// Bash
+    Bash,
+    /// Zsh
+    Zsh,
+    /// Fish
+    Fish,
 }
 
 /// Export formats.

@@ -14,7 +14,7 @@ mod sessions;
 mod setup;
 mod term;
 
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use hermes_runtime::config::{self, Environment};
 
 use crate::app::{CliError, Workbench, load_settings};
@@ -72,14 +72,21 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Gateway {
             command: GatewayCommand::Run { check, provider },
         } => gateway(&load_settings(&provider)?, check),
+        // Generated from the clap definition by build.rs: the binary carries
+        // the text, not the generators.
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "hermes", &mut std::io::stdout());
+            print!(
+                "{}",
+                match shell {
+                    args::Shell::Bash => include_str!(concat!(env!("OUT_DIR"), "/hermes.bash")),
+                    args::Shell::Zsh => include_str!(concat!(env!("OUT_DIR"), "/_hermes")),
+                    args::Shell::Fish => include_str!(concat!(env!("OUT_DIR"), "/hermes.fish")),
+                }
+            );
             Ok(0)
         }
         Command::Man => {
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut std::io::stdout())
-                .map_err(|e| app::runtime(format!("cannot write the manual page: {e}")))?;
+            print!("{}", include_str!(concat!(env!("OUT_DIR"), "/hermes.1")));
             Ok(0)
         }
     }

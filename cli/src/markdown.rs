@@ -346,7 +346,10 @@ mod tests {
         streamed.push_str(&md.finish());
         // The raw echo is erased before each rendered line.
         assert!(streamed.contains("\r\x1b[J"), "{streamed:?}");
-        assert!(whole.starts_with("Some bold words and struck it here.\n"), "{whole}");
+        assert!(
+            whole.starts_with("Some bold words and struck it here.\n"),
+            "{whole}"
+        );
         assert!(whole.ends_with("end"), "{whole:?}");
     }
 

@@ -373,7 +373,12 @@ impl OpenAiClient {
                 Next::Event(Event::End | Event::Failed(_)) | Next::Stopped | Next::Gone => break,
             }
         }
-        status_failure(head, url, &body)
+        let key_sent = self
+            .opts
+            .api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        status_failure(head, url, &body, key_sent)
     }
 
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {

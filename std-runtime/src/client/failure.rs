@@ -185,8 +185,9 @@ pub(super) fn excerpt(body: &[u8]) -> String {
 }
 
 /// Names a non-2xx answer from its status and (capped) error body: the
-/// provider's own message when the body has one, and what to check.
-pub(super) fn status_failure(head: &Head, url: &str, body: &[u8]) -> Failure {
+/// provider's own message when the body has one, and what to check
+/// (`key_sent`: whether the request carried an API key at all).
+pub(super) fn status_failure(head: &Head, url: &str, body: &[u8], key_sent: bool) -> Failure {
     let detail = decode_error_body(body).unwrap_or_else(|| excerpt(body));
     let status = head.status;
     // Several servers put the limit outside the message (llama.cpp's
@@ -194,6 +195,7 @@ pub(super) fn status_failure(head: &Head, url: &str, body: &[u8]) -> Failure {
     let overflow = hermes_core::context::overflow::classify(&String::from_utf8_lossy(body));
     let retryable = retry::status_is_retryable(status) && overflow.is_none();
     let hint = match status {
+        401 if !key_sent => " — no API key was sent; this provider needs one",
         401 => " — check the API key",
         403 => " — the API key is not allowed to use this model or endpoint",
         404 => " — check the model name and the base URL",

@@ -22,8 +22,7 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error, 130 in
     name = "hermes",
     version,
     about,
-    after_help = AFTER_HELP,
-    args_conflicts_with_subcommands = true
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -66,6 +65,34 @@ pub struct ProviderArgs {
     /// stay refused) [config: [agent] allow_outside_workdir = true]
     #[arg(long)]
     pub allow_outside_workdir: bool,
+}
+
+impl ProviderArgs {
+    /// These settings, with `outer`'s (given before the subcommand, as in
+    /// `hermes --no-sandbox doctor`) filling what these leave unset.
+    pub fn or(self, outer: &ProviderArgs) -> ProviderArgs {
+        ProviderArgs {
+            base_url: self.base_url.or_else(|| outer.base_url.clone()),
+            api_key: self.api_key.or_else(|| outer.api_key.clone()),
+            model: self.model.or_else(|| outer.model.clone()),
+            max_iterations: self.max_iterations.or(outer.max_iterations),
+            toolsets: self.toolsets.or_else(|| outer.toolsets.clone()),
+            cwd: self.cwd.or_else(|| outer.cwd.clone()),
+            no_sandbox: self.no_sandbox || outer.no_sandbox,
+            allow_outside_workdir: self.allow_outside_workdir || outer.allow_outside_workdir,
+        }
+    }
+}
+
+impl ChatArgs {
+    /// Whether any chat option was given.
+    pub fn any(&self) -> bool {
+        self.query.is_some()
+            || self.continue_latest
+            || self.resume.is_some()
+            || self.json
+            || self.plain
+    }
 }
 
 /// How a conversation is run and shown.

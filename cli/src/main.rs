@@ -38,28 +38,37 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<i32, CliError> {
-    let command = cli.command.unwrap_or(Command::Chat(args::ChatCommand {
-        chat: cli.chat,
-        provider: cli.provider,
-    }));
-    match command {
-        Command::Chat(c) => chat(&c.chat, &c.provider),
-        Command::Setup => setup::run(&Environment::from_process()),
-        Command::Models(p) => admin::models(&load_settings(&p)?),
-        Command::Sessions { command } => {
-            sessions::run(&load_settings(&ProviderArgs::default())?, command)
+    let outer = cli.provider;
+    let command = match cli.command {
+        None => Command::Chat(args::ChatCommand {
+            chat: cli.chat,
+            provider: outer.clone(),
+        }),
+        Some(_) if cli.chat.any() => {
+            return Err(CliError::Config(
+                "-z, -c, --resume, --json and --plain go with chat: `hermes -z …` or `hermes chat -z …`, not before another command"
+                    .into(),
+            ));
         }
-        Command::Doctor(p) => Ok(match app::load_config(&p) {
+        Some(c) => c,
+    };
+    let with_outer = |p: ProviderArgs| p.or(&outer);
+    match command {
+        Command::Chat(c) => chat(&c.chat, &with_outer(c.provider)),
+        Command::Setup => setup::run(&Environment::from_process()),
+        Command::Models(p) => admin::models(&load_settings(&with_outer(p))?),
+        Command::Sessions { command } => sessions::run(&load_settings(&outer)?, command),
+        Command::Doctor(p) => Ok(match app::load_config(&with_outer(p)) {
             Ok(settings) => admin::doctor(&settings),
             Err(e) => admin::doctor_config_error(&e),
         }),
         Command::Config { command } => match command {
             None => {
-                admin::config_show(&load_settings(&ProviderArgs::default())?);
+                admin::config_show(&load_settings(&outer)?);
                 Ok(0)
             }
             Some(ConfigCommand::Show(p)) => {
-                admin::config_show(&load_settings(&p)?);
+                admin::config_show(&load_settings(&with_outer(p))?);
                 Ok(0)
             }
             Some(ConfigCommand::Path) => {
@@ -71,7 +80,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         },
         Command::Gateway {
             command: GatewayCommand::Run { check, provider },
-        } => gateway(&load_settings(&provider)?, check),
+        } => gateway(&load_settings(&with_outer(provider))?, check),
         // Generated from the clap definition by build.rs: the binary carries
         // the text, not the generators.
         Command::Completions { shell } => {

@@ -214,6 +214,15 @@ fn subcommand_help_does_not_repeat_the_chat_flags() {
         assert!(!help.contains("--max-iterations"), "{sub}: {help}");
         assert!(!help.contains("--continue"), "{sub}: {help}");
     }
+    // Chat options before another command are a mistake, said as such.
+    let env = Env::new();
+    let o = env
+        .bare()
+        .args(["-c", "sessions", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("go with chat"), "{}", stderr(&o));
     let o = Command::new(HERMES).arg("--help").output().unwrap();
     for flag in [
         "-c, --continue",

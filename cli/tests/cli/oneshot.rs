@@ -186,7 +186,10 @@ fn a_401_without_a_key_says_no_key_is_set() {
         err.contains("none is set") && err.contains("HERMES_API_KEY"),
         "{err}"
     );
-    assert!(!err.contains("check the API key"), "there is none to check: {err}");
+    assert!(
+        !err.contains("check the API key"),
+        "there is none to check: {err}"
+    );
     assert_eq!(provider.requests().len(), 1, "401 is not retried");
 
     // With a key, the hint says where the refused key came from.

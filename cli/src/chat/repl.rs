@@ -127,6 +127,7 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         greet(&chat);
     }
     let prompt = if term().caps.in_tty { "› " } else { "" };
+    let mut code = 0;
     loop {
         chat.at_prompt(true);
         let read = match chat.unanswered.take() {
@@ -137,9 +138,15 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         let line = match read {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => {
-                if !had_text.swap(false, Ordering::AcqRel) {
-                    term().line(&term().err_style().dim("(Ctrl-D or /exit to quit)"));
+                if had_text.swap(false, Ordering::AcqRel) {
+                    continue;
                 }
+                if chat.interrupted_just_now() {
+                    // The second press of "Ctrl-C twice quits".
+                    code = 130;
+                    break;
+                }
+                term().line(&term().err_style().dim("(Ctrl-D or /exit to quit)"));
                 continue;
             }
             Err(ReadlineError::Eof) => break,
@@ -166,7 +173,7 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     if let Some(id) = chat.session_id() {
         term().line(&goodbye(id));
     }
-    Ok(0)
+    Ok(code)
 }
 
 /// The first lines: what is talking to what, or a recap of the resumed session.

@@ -379,3 +379,91 @@ fn ctrl_c_interrupts_a_one_shot_with_exit_130() {
         "{status:?}"
     );
 }
+
+#[test]
+fn repl_undo_retry_and_new() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::text("one"),
+        Reply::text("two"),
+        Reply::text("two again"),
+        Reply::text("fresh"),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("first");
+    p.expect("one");
+    p.send_line("second");
+    p.expect("two");
+    p.send_line("/retry");
+    p.expect("two again");
+    p.send_line("/undo");
+    p.expect("Removed the last turn: second");
+    p.send_line("/new");
+    p.expect("new session");
+    p.send_line("third");
+    p.expect("fresh");
+    p.ctrl('d');
+    p.eof();
+
+    let reqs = provider.requests();
+    assert_eq!(
+        roles(&reqs[2]),
+        ["system", "user", "assistant", "user"],
+        "retry replaced the turn"
+    );
+    assert_eq!(reqs[2]["messages"][3]["content"], "second");
+    assert_eq!(roles(&reqs[3]), ["system", "user"], "/new starts empty");
+    // The first session is ended, the second one too once we left.
+    let list = stdout(&env.bare().args(["sessions", "list"]).output().unwrap());
+    assert_eq!(list.matches("ended").count(), 2, "{list}");
+}
+
+#[test]
+fn history_recalls_earlier_lines_and_pasted_text_keeps_its_lines() {
+    let env = Env::new();
+    let provider =
+        FakeProvider::start(vec![Reply::text("pasted"), Reply::text("recalled")]).unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    // A bracketed paste, as a terminal sends one.
+    p.send("\x1b[200~first line\nsecond line\x1b[201~");
+    p.send("\r");
+    p.expect("pasted");
+    p.expect("› ");
+    p.send("\x1b[A");
+    p.send("\r");
+    p.expect("recalled");
+    p.ctrl('d');
+    p.eof();
+    let reqs = provider.requests();
+    assert_eq!(reqs[0]["messages"][1]["content"], "first line\nsecond line");
+    assert_eq!(reqs[1]["messages"][3]["content"], "first line\nsecond line");
+}
+
+#[test]
+fn ctrl_c_twice_while_the_agent_works_quits_with_the_resume_hint() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::text("first"),
+        slow(&["a ", "b ", "c ", "d ", "e ", "f ", "g ", "h"], 1000),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("hello");
+    p.expect("first");
+    p.send_line("go slowly");
+    p.expect("a ");
+    p.ctrl('c');
+    p.expect("press Ctrl-C again to quit");
+    p.ctrl('c');
+    p.expect("Resume it with hermes -c");
+    p.eof();
+    let status = p.p.process.wait().unwrap();
+    assert!(
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        "{status:?}"
+    );
+}

@@ -27,7 +27,7 @@ fn oneshot_runs_tool_turns_and_prints_only_the_answer() {
     let provider = FakeProvider::start(vec![
         Reply::tool("c1", "read_file", r#"{"path":"notes.txt"}"#),
         Reply::tool("c2", "read_file", r#"{"path":"missing.txt"}"#),
-        Reply::text("The word is mango."),
+        Reply::text("The word is **mango**."),
     ])
     .unwrap();
     let o = env.run(
@@ -35,7 +35,8 @@ fn oneshot_runs_tool_turns_and_prints_only_the_answer() {
         &["chat", "-q", "What does notes.txt say?"],
     );
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
-    assert_eq!(stdout(&o), "The word is mango.\n");
+    // Not a terminal: the markdown as written, nothing added.
+    assert_eq!(stdout(&o), "The word is **mango**.\n");
     // Tool activity: ✓/✗, the telling argument, a duration, a short result.
     let err = stderr(&o);
     let ok_line = err

@@ -1,8 +1,9 @@
 //! `hermes doctor`, `hermes config`, `hermes models`.
 
-use hermes_core::ModelErrorKind;
+use hermes_core::{ModelErrorKind, WindowSource};
 use hermes_runtime::client::ClientError;
 use hermes_runtime::config::{ConfigError, Settings, mask, unknown_var};
+use hermes_runtime::context;
 use hermes_runtime::tools::SandboxStatus;
 
 use crate::app::{CliError, client, open_store, runtime};
@@ -191,6 +192,24 @@ pub fn doctor(settings: &Settings) -> i32 {
                 ),
                 &fix,
             );
+            if let Ok(c) = client(settings, &settings.provider.model) {
+                let w = context::resolve(settings, &c, &settings.provider.model);
+                let line = format!(
+                    "context window {} tokens (from {}: {})",
+                    w.tokens, w.source, w.detail
+                );
+                if w.source == WindowSource::Default {
+                    // Not a failure: compaction works with the default, it
+                    // only starts earlier (or later) than it should.
+                    println!(
+                        "{} {line}\n    → the provider does not say how big the model's context window is; \
+                         set [provider] context_length (or HERMES_CONTEXT_LENGTH) to the server's setting",
+                        style.yellow("!")
+                    );
+                } else {
+                    check(true, line, "");
+                }
+            }
         }
         Err((message, fix)) => {
             check(

@@ -3,11 +3,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Agent, ModelError, ModelErrorKind, ToolRegistry};
+use hermes_core::{Agent, ContextConfig, ModelError, ModelErrorKind, ToolRegistry};
 use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
+use hermes_runtime::context::{self, WindowInfo, Windows};
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
 use hermes_runtime::tools::TodoState;
 
@@ -100,6 +101,10 @@ pub struct Workbench {
     pub tools: Arc<ToolRegistry>,
     /// The session's task list (survives tool rebuilds such as `/model`).
     pub todo: Arc<TodoState>,
+    /// The context window of each model used, resolved once (SPEC X1).
+    pub windows: Windows,
+    /// The current model's context configuration.
+    pub context: ContextConfig,
 }
 
 impl Workbench {
@@ -112,6 +117,9 @@ impl Workbench {
         );
         let model = settings.provider.model.clone();
         let client = Arc::new(client(&settings, &model)?);
+        let windows = Windows::new();
+        let window = windows.get(&settings, &client, &model);
+        let context = context::context_config(&settings, window, &client);
         let mut bench = Workbench {
             settings,
             bridge,
@@ -120,6 +128,8 @@ impl Workbench {
             client: client.clone(),
             tools: Arc::new(ToolRegistry::new()),
             todo: Arc::new(TodoState::new()),
+            windows,
+            context,
         };
         bench.tools = bench.build_tools(client)?;
         Ok(bench)
@@ -131,6 +141,7 @@ impl Workbench {
             Some(self.bridge.clone()),
             model,
             Some(self.todo.clone()),
+            Some(self.context.clone()),
         )
         .map(Arc::new)
         .map_err(|e| CliError::Config(e.to_string()))
@@ -146,6 +157,8 @@ impl Workbench {
     /// Switches the model (`/model NAME`).
     pub fn set_model(&mut self, model: &str) -> Result<(), CliError> {
         let client = Arc::new(self.client.with_model(model));
+        let window = self.windows.get(&self.settings, &client, model);
+        self.context = context::context_config(&self.settings, window, &client);
         self.tools = self.build_tools(client.clone())?;
         self.client = client;
         self.model = model.to_owned();
@@ -164,7 +177,13 @@ impl Workbench {
             self.client.clone(),
             self.tools.clone(),
             system_prompt,
+            Some(self.context.clone()),
         )
+    }
+
+    /// The current model's window and where it came from.
+    pub fn window(&self) -> Option<WindowInfo> {
+        self.windows.info(self.client.base_url(), &self.model)
     }
 
     /// Locks the store (a poisoned lock only means another thread panicked

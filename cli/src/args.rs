@@ -186,8 +186,11 @@ pub enum ExportFormat {
     /// Markdown, for reading and sharing
     #[default]
     Md,
-    /// JSON: the session and its messages
+    /// JSON: the session, its messages and its compactions
     Json,
+    /// JSON lines: the session, then every stored message (also those a
+    /// compaction replaced in the model's view), then every compaction
+    Jsonl,
 }
 
 /// `hermes sessions` subcommands.

@@ -191,13 +191,16 @@ impl AgentObserver for TurnObserver<'_> {
                 }
             }
             AgentEvent::Compacted(compaction) => {
-                self.spinner.clear();
-                self.end_line();
+                if let Some(md) = &mut self.stream {
+                    term().out(&md.finish());
+                }
+                term().spinner_stop();
+                term().end_line();
                 if self.verbose {
-                    eprintln!(
+                    term().line(&term().err_style().dim(&format!(
                         "  ⟳ compacted the conversation to fit the context window: {} messages summarised, ~{} → ~{} tokens",
                         compaction.replaced, compaction.tokens_before, compaction.tokens_after
-                    );
+                    )));
                 }
                 self.writer.compacted(compaction);
             }

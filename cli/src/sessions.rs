@@ -263,6 +263,12 @@ pub fn export(settings: &Settings, id: &str, format: ExportFormat) -> Result<Str
         ExportFormat::Md => export_md(&s, &transcript),
         ExportFormat::Json => {
             let messages: Vec<serde_json::Value> = transcript.iter().map(entry_json).collect();
+            let compactions: Vec<serde_json::Value> = store
+                .compactions(&s.id)
+                .map_err(runtime)?
+                .iter()
+                .map(compaction_json)
+                .collect();
             let doc = json!({
                 "id": s.id,
                 "title": s.title,
@@ -274,11 +280,47 @@ pub fn export(settings: &Settings, id: &str, format: ExportFormat) -> Result<Str
                 "workdir": s.workdir,
                 "system_prompt": s.system_prompt,
                 "messages": messages,
+                "compactions": compactions,
             });
             let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
             text.push('\n');
             text
         }
+        ExportFormat::Jsonl => {
+            let mut lines = vec![json!({
+                "type": "session",
+                "id": s.id,
+                "model": s.model,
+                "platform": s.platform,
+                "created_at_ms": s.created_at_ms,
+                "system_prompt": s.system_prompt,
+            })];
+            for (seq, entry) in transcript.iter().enumerate() {
+                let mut line = serde_json::to_value(&entry.message).map_err(runtime)?;
+                line["type"] = "message".into();
+                line["seq"] = seq.into();
+                line["timestamp_ms"] = entry.meta.timestamp_ms.into();
+                lines.push(line);
+            }
+            for c in &store.compactions(&s.id).map_err(runtime)? {
+                let mut line = compaction_json(c);
+                line["type"] = "compaction".into();
+                lines.push(line);
+            }
+            lines.iter().map(|l| format!("{l}\n")).collect()
+        }
+    })
+}
+
+fn compaction_json(c: &hermes_runtime::store::StoredCompaction) -> serde_json::Value {
+    json!({
+        "head_end": c.head_end,
+        "tail_start": c.tail_start,
+        "end_seq": c.end_seq,
+        "summary": c.summary,
+        "tokens_before": c.tokens_before,
+        "tokens_after": c.tokens_after,
+        "created_at_ms": c.created_at_ms,
     })
 }
 

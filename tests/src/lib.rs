@@ -260,7 +260,6 @@ impl FakeProvider {
         lock(&self.state).auth.clone()
     }
 
-
     /// The provider's token count of every chat request, in order.
     pub fn counts(&self) -> Vec<u64> {
         lock(&self.state).counts.clone()
@@ -539,7 +538,8 @@ fn answer(
         "stop"
     };
     // `None`: this provider reports no usage (some local servers do not).
-    let usage = prompt_tokens.map(|p| json!({"prompt_tokens": p, "completion_tokens": 7, "total_tokens": p + 7}));
+    let usage = prompt_tokens
+        .map(|p| json!({"prompt_tokens": p, "completion_tokens": 7, "total_tokens": p + 7}));
     if !stream {
         for _ in pieces {
             thread::sleep(delay);

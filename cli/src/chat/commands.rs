@@ -44,13 +44,27 @@ pub const COMMANDS: &[SlashCommand] = &[
         "drop the last turn and send the same message again",
     ),
     cmd("title", "TEXT", "rename this session"),
-    cmd("status", "", "model, session, budget, tokens used"),
+    cmd(
+        "compress",
+        "[TOPIC]",
+        "summarise older messages now to free context (focus on TOPIC)",
+    ),
+    cmd(
+        "status",
+        "",
+        "model, session, budget, tokens used, context window",
+    ),
     cmd("help", "", "this list"),
     cmd("exit", "", "leave (also /quit or Ctrl-D)"),
 ];
 
 /// Other spellings.
-const ALIASES: &[(&str, &str)] = &[("quit", "exit"), ("reset", "new"), ("rename", "title")];
+const ALIASES: &[(&str, &str)] = &[
+    ("quit", "exit"),
+    ("reset", "new"),
+    ("rename", "title"),
+    ("compact", "compress"),
+];
 
 /// The `/help` text.
 pub fn help() -> String {
@@ -114,6 +128,10 @@ pub fn handle(chat: &mut Chat, input: &str) -> Result<Action, CliError> {
             say("Started a new session.");
         }
         "status" => say(&chat.status()),
+        "compress" => {
+            let focus = (!arg.is_empty()).then_some(arg);
+            say(&chat.compress(focus)?);
+        }
         "model" => model(chat, arg)?,
         "models" => match chat.bench().client.list_models() {
             Ok(models) => say(&crate::admin::model_table(&models, &chat.bench().model)),

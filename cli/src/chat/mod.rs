@@ -231,11 +231,8 @@ impl Chat {
         {
             self.bench.set_model(model)?;
         }
-        let mut history = self
-            .bench
-            .store()
-            .load_transcript(&record.id)
-            .map_err(runtime)?;
+        // The compacted view the model is given, not every original (SPEC X1).
+        let mut history = self.bench.store().load_view(&record.id).map_err(runtime)?;
         // A user message with nothing after it (a process killed while the
         // model was thinking) would make the next turn send two user
         // messages in a row; it is taken out and offered again instead.
@@ -498,13 +495,79 @@ impl Chat {
         let Some(id) = self.session_id().map(str::to_owned) else {
             return Ok(None);
         };
+        // What the user wrote, without a compaction summary merged before it.
         let last_user = self.history.iter().rev().find_map(|e| match &e.message {
-            Message::User { content } => Some(content.clone()),
+            Message::User { .. } => {
+                hermes_core::context::summary::original_text(e).map(str::to_owned)
+            }
             _ => None,
         });
         let removed = self.bench.store().undo_last_turn(&id).map_err(runtime)?;
-        self.history = self.bench.store().load_transcript(&id).map_err(runtime)?;
+        self.history = self.bench.store().load_view(&id).map_err(runtime)?;
         Ok(last_user.filter(|_| removed > 0))
+    }
+
+    /// `/compress [focus]`: compacts the conversation now (SPEC X1) and
+    /// says what it saved.
+    pub fn compress(&mut self, focus: Option<&str>) -> Result<String, CliError> {
+        let (Some(id), Some(prompt)) = (
+            self.session_id().map(str::to_owned),
+            self.system_prompt.clone(),
+        ) else {
+            return Ok("Nothing to compress yet.".into());
+        };
+        let agent = self.bench.agent(&prompt);
+        let before = self.history.len();
+        let mut history = self.history.clone();
+        match agent.compact(&mut history, focus) {
+            Ok(c) => {
+                self.bench
+                    .store()
+                    .record_compaction(&id, &c)
+                    .map_err(runtime)?;
+                self.history = history;
+                let window = self.bench.context.window.tokens();
+                let pct = |t: u64| (t * 100).checked_div(u64::from(window)).unwrap_or(0);
+                Ok(format!(
+                    "Compressed: {} older messages became one summary, {} kept as they were; context ~{} → ~{} tokens of {window} ({} % → {} %).",
+                    c.replaced,
+                    c.head + c.tail,
+                    c.tokens_before,
+                    c.tokens_after,
+                    pct(c.tokens_before),
+                    pct(c.tokens_after)
+                ))
+            }
+            Err(hermes_core::CompactError::NothingToCompact) => Ok(format!(
+                "Nothing to compress yet ({before} messages in context)."
+            )),
+            Err(e) => Ok(format!(
+                "Could not compress the conversation ({e}); nothing was changed."
+            )),
+        }
+    }
+
+    /// `context: 1234 / 8192 tokens (15 %)` and where the window came from.
+    fn context_status(&self) -> String {
+        let prompt = self
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| self.bench.assemble_prompt());
+        let agent = self.bench.agent(&prompt);
+        let from = self.bench.window().map_or_else(
+            || "unknown".to_owned(),
+            |w| format!("{} ({})", w.source, w.detail),
+        );
+        match agent.context_usage(&self.history) {
+            Some(u) => format!(
+                "context: {} / {} tokens ({} %), {} messages in context\nwindow from: {from}",
+                u.used,
+                u.window,
+                u.percent(),
+                self.history.len()
+            ),
+            None => "context: not managed".into(),
+        }
     }
 
     /// `/status`.
@@ -525,7 +588,7 @@ impl Chat {
             None => "(none yet: the next message starts one)".to_owned(),
         };
         format!(
-            "model: {} ({} at {})\nsession: {session}\nmessages: {}\nbudget: {}\ntokens: {tokens}",
+            "model: {} ({} at {})\nsession: {session}\nmessages: {}\nbudget: {}\ntokens: {tokens}\n{}",
             self.bench.model,
             settings.provider.provider_name,
             settings.provider.base_url,
@@ -537,6 +600,7 @@ impl Chat {
                     settings.max_iterations
                 )
             ),
+            self.context_status(),
         )
     }
 }

@@ -70,6 +70,7 @@ fn stop_name(stop: &StopReason) -> &'static str {
         StopReason::Interrupted => "interrupted",
         StopReason::Truncated => "truncated",
         StopReason::ModelError(_) => "model_error",
+        StopReason::ContextOverflow(_) => "context_overflow",
         StopReason::ToolAborted { .. } => "tool_aborted",
     }
 }
@@ -81,7 +82,7 @@ pub fn oneshot(bench: Workbench, args: &ChatArgs, prompt: &str) -> Result<i32, C
     let mut out = std::io::stdout().lock();
     let written = if args.json {
         let error = match &result.stop {
-            StopReason::ModelError(e) => Some(e.message.clone()),
+            StopReason::ModelError(e) | StopReason::ContextOverflow(e) => Some(e.message.clone()),
             StopReason::ToolAborted { message, .. } => Some(message.clone()),
             _ => None,
         };

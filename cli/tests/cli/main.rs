@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod config;
+mod context;
 mod extras;
 mod interactive;
 mod oneshot;

@@ -1,0 +1,290 @@
+//! Tests of the loader: precedence, origins, validation.
+
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn home_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+fn env(home: &Path, pairs: &[(&str, &str)]) -> Environment {
+    let mut all = vec![("HERMES_HOME".to_owned(), home.display().to_string())];
+    all.extend(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    Environment::from_pairs(all)
+}
+
+fn cwd_overrides() -> Overrides {
+    Overrides {
+        workdir: Some(PathBuf::from("/tmp")),
+        ..Overrides::default()
+    }
+}
+
+#[test]
+fn defaults_to_local_server() {
+    let home = home_with(&[]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.provider.base_url, LOCAL_BASE_URL);
+    assert_eq!(s.provider.model, LOCAL_DEFAULT_MODEL);
+    assert_eq!(s.provider.api_key, None);
+    assert_eq!(s.max_iterations, 90);
+    assert_eq!(s.origins["base_url"], Origin::Default);
+}
+
+#[test]
+fn openrouter_key_selects_openrouter() {
+    let home = home_with(&[]);
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("OPENROUTER_API_KEY", "sk-or-123456789")]),
+    )
+    .unwrap();
+    assert_eq!(s.provider.base_url, OPENROUTER_BASE_URL);
+    assert_eq!(s.provider.provider_name, "openrouter");
+    assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+}
+
+#[test]
+fn a_vendors_key_only_goes_to_that_vendor() {
+    let home = home_with(&[]);
+    let both = [
+        ("OPENAI_API_KEY", "sk-openai-123456789"),
+        ("OPENROUTER_API_KEY", "sk-or-123456789"),
+    ];
+    let s = load(&cwd_overrides(), &env(home.path(), &both)).unwrap();
+    assert_eq!(s.provider.provider_name, "openrouter");
+    assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+
+    let mut custom = both.to_vec();
+    custom.push(("HERMES_BASE_URL", "https://api.openai.com/v1"));
+    let s = load(&cwd_overrides(), &env(home.path(), &custom)).unwrap();
+    assert_eq!(s.provider.api_key.as_deref(), Some("sk-openai-123456789"));
+
+    let only_or = [
+        ("OPENROUTER_API_KEY", "sk-or-123456789"),
+        ("HERMES_BASE_URL", "https://llm.example.com/v1"),
+    ];
+    let s = load(&cwd_overrides(), &env(home.path(), &only_or)).unwrap();
+    assert_eq!(
+        s.provider.api_key, None,
+        "no OpenRouter key to a custom server"
+    );
+}
+
+#[test]
+fn precedence_flag_env_dotenv_file() {
+    let home = home_with(&[
+        (
+            ".env",
+            "HERMES_MODEL=from-dotenv\nHERMES_BASE_URL=http://dotenv/v1\n",
+        ),
+        (
+            "config.toml",
+            "[provider]\nmodel = \"from-file\"\nbase_url = \"http://file/v1\"\napi_key = \"file-key-123456\"\n[agent]\nmax_iterations = 7\ntoolsets = [\"file\"]\n",
+        ),
+    ]);
+    let e = env(home.path(), &[("HERMES_BASE_URL", "http://env/v1")]);
+    let s = load(&cwd_overrides(), &e).unwrap();
+    assert_eq!(s.provider.base_url, "http://env/v1");
+    assert_eq!(s.provider.model, "from-dotenv");
+    assert_eq!(s.provider.api_key.as_deref(), Some("file-key-123456"));
+    assert_eq!(s.max_iterations, 7);
+    assert_eq!(s.toolsets, Some(vec!["file".to_owned()]));
+    assert_eq!(s.origins["model"], Origin::DotEnv("HERMES_MODEL"));
+
+    let flags = Overrides {
+        model: Some("from-flag".into()),
+        max_iterations: Some(3),
+        ..cwd_overrides()
+    };
+    let s = load(&flags, &e).unwrap();
+    assert_eq!(s.provider.model, "from-flag");
+    assert_eq!(s.max_iterations, 3);
+    assert_eq!(s.origins["model"], Origin::Flag);
+}
+
+#[test]
+fn bad_values_name_the_key() {
+    let home = home_with(&[("config.toml", "[agent]\nmax_iterations = \"lots\"\n")]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+    assert!(err.to_string().contains("max_iterations"), "{err}");
+
+    let home = home_with(&[("config.toml", "this is = = not toml")]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+    assert!(err.to_string().contains("config.toml"), "{err}");
+
+    let home = home_with(&[]);
+    let err = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_BASE_URL", "ftp://x")]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("base_url"), "{err}");
+}
+
+#[test]
+fn sandbox_keys_and_their_flags() {
+    let home = home_with(&[]);
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HOME", "/home/ana")]),
+    )
+    .unwrap();
+    assert_eq!(s.sandbox, SandboxMode::On, "on by default");
+    assert!(!s.allow_outside_workdir);
+    assert!(s.env_passthrough.is_empty());
+
+    let home = home_with(&[(
+        "config.toml",
+        "[agent]\nsandbox = \"off\"\nallow_outside_workdir = true\n\
+         env_passthrough = [\"EDITOR\", \"CARGO_*\"]\nsandbox_read = [\"~/.rustup\"]\n\
+         sandbox_write = [\"/srv/cache\"]\n",
+    )]);
+    let e = env(home.path(), &[("HOME", "/home/ana")]);
+    let s = load(&cwd_overrides(), &e).unwrap();
+    assert_eq!(s.sandbox, SandboxMode::Off);
+    assert!(s.allow_outside_workdir);
+    assert_eq!(s.env_passthrough, ["EDITOR", "CARGO_*"]);
+    assert_eq!(s.sandbox_read, [PathBuf::from("/home/ana/.rustup")]);
+    assert_eq!(s.sandbox_write, [PathBuf::from("/srv/cache")]);
+
+    let flags = Overrides {
+        sandbox: Some(SandboxMode::Off),
+        allow_outside_workdir: Some(true),
+        ..cwd_overrides()
+    };
+    let home = home_with(&[]);
+    let s = load(&flags, &env(home.path(), &[])).unwrap();
+    assert_eq!(s.sandbox, SandboxMode::Off);
+    assert!(s.allow_outside_workdir);
+
+    let home = home_with(&[("config.toml", "[agent]\nsandbox = \"maybe\"\n")]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+    assert!(err.to_string().contains("sandbox"), "{err}");
+}
+
+#[test]
+fn context_settings_and_their_bounds() {
+    let home = home_with(&[(
+        "config.toml",
+        "[provider]\ncontext_length = 16384\ncompression_model = \"small-model\"\n[agent]\ncompress_threshold = 60\n",
+    )]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.context_length, Some(16_384));
+    assert_eq!(s.compression_model.as_deref(), Some("small-model"));
+    assert_eq!(s.compress_threshold, 60);
+    assert_eq!(
+        s.origins["context_length"],
+        Origin::ConfigFile("provider.context_length")
+    );
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_CONTEXT_LENGTH", "4096")]),
+    )
+    .unwrap();
+    assert_eq!(s.context_length, Some(4_096));
+    assert_eq!(
+        s.origins["context_length"],
+        Origin::Env("HERMES_CONTEXT_LENGTH")
+    );
+
+    let defaults = load(&cwd_overrides(), &env(home_with(&[]).path(), &[])).unwrap();
+    assert_eq!(
+        (defaults.context_length, defaults.compress_threshold),
+        (None, 70)
+    );
+    for (var, value) in [
+        ("HERMES_CONTEXT_LENGTH", "lots"),
+        ("HERMES_CONTEXT_LENGTH", "100"),
+        ("HERMES_COMPRESS_THRESHOLD", "99"),
+    ] {
+        let err = load(&cwd_overrides(), &env(home.path(), &[(var, value)])).unwrap_err();
+        assert!(
+            err.to_string().contains(if var.contains("THRESHOLD") {
+                "compress_threshold"
+            } else {
+                var
+            }),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn toolsets_accept_spaces_and_none_and_refuse_typos() {
+    let home = home_with(&[]);
+    let flags = Overrides {
+        toolsets: Some(vec!["file".into(), " todo".into()]),
+        ..cwd_overrides()
+    };
+    let s = load(&flags, &env(home.path(), &[])).unwrap();
+    assert_eq!(s.toolsets, Some(vec!["file".to_owned(), "todo".to_owned()]));
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_TOOLSETS", "none")]),
+    )
+    .unwrap();
+    assert_eq!(s.toolsets, Some(vec![]));
+    let err = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_TOOLSETS", "fiel")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("HERMES_TOOLSETS") && err.contains("did you mean 'file'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn typos_in_the_files_stop_loading_and_every_one_is_named() {
+    let home = home_with(&[
+        (
+            "config.toml",
+            "[providr]\nmodel = \"x\"\n[agent]\nmax_iteration = 3\n",
+        ),
+        (".env", "HERMES_MODEL=ok\nthis line is broken\n"),
+    ]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+    assert!(
+        matches!(err, ConfigError::Several(ref v) if v.len() == 3),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains(".env:2"), "{text}");
+    assert!(text.contains("did you mean 'provider'"), "{text}");
+    assert!(text.contains("did you mean 'max_iterations'"), "{text}");
+}
+
+#[test]
+fn dotenv_parsing() {
+    let m =
+        parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC='x'\nD=plain # note\n=bad\nnot a line\n");
+    assert_eq!(m["A"], "1");
+    assert_eq!(m["B"], "two words");
+    assert_eq!(m["C"], "x");
+    assert_eq!(m["D"], "plain");
+    assert_eq!(m.len(), 4);
+}
+
+#[test]
+fn masking_hides_secrets() {
+    assert_eq!(mask("sk-abcdefghijkl1234"), "sk-…1234");
+    assert_eq!(mask("short"), "****");
+    let p = ProviderSettings {
+        base_url: "x".into(),
+        api_key: Some("sk-verysecretvalue99".into()),
+        model: "m".into(),
+        provider_name: "custom".into(),
+    };
+    assert!(!format!("{p:?}").contains("verysecret"));
+}

@@ -183,6 +183,33 @@ pub struct FunctionCall {
     pub arguments: String,
 }
 
+impl FunctionCall {
+    /// Whether the arguments are what the API requires: one JSON object.
+    /// Truncated or malformed JSON, an empty string and non-object values
+    /// (`[1]`, `"x"`) are not.
+    pub fn arguments_are_object(&self) -> bool {
+        is_json_object(&self.arguments)
+    }
+
+    /// The arguments as they may be sent back to the provider: verbatim when
+    /// they are a JSON object, `{}` otherwise (the ledger keeps the original;
+    /// see [`crate::codec::request`]).
+    pub fn arguments_on_wire(&self) -> &str {
+        if self.arguments_are_object() {
+            &self.arguments
+        } else {
+            "{}"
+        }
+    }
+}
+
+/// Whether `text` is exactly one JSON object (surrounding whitespace allowed).
+pub(crate) fn is_json_object(text: &str) -> bool {
+    // A document that starts with `{` and parses whole is an object.
+    text.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+}
+
 /// Why the model stopped producing output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FinishReason {

@@ -170,9 +170,12 @@ impl ToolRegistry {
     }
 
     /// Runs the call `name(arguments)`. Unknown tools and arguments that are
-    /// not valid JSON come back as [`ToolError::Failed`] with a message the
-    /// model can act on (SPEC L8). An empty argument string counts as `{}`,
-    /// since several providers send that for tools without parameters.
+    /// not a JSON object come back as [`ToolError::Failed`] with a message the
+    /// model can act on (SPEC L8). That message also says the arguments are
+    /// shown as `{}` in the conversation: the request encoder never sends
+    /// such arguments back to the provider ([`crate::codec::request`]). An
+    /// empty argument string counts as `{}`, since several providers send
+    /// that for tools without parameters.
     pub fn dispatch(
         &self,
         name: &str,
@@ -196,10 +199,17 @@ impl ToolRegistry {
         } else {
             arguments
         };
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(arguments) {
+        let problem = match serde_json::from_str::<serde::de::IgnoredAny>(arguments) {
+            Err(e) => Some(format!("are not valid JSON ({e})")),
+            Ok(_) if !crate::message::is_json_object(arguments) => {
+                Some("are valid JSON but not an object".into())
+            }
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
             return Err(ToolError::Failed(format!(
-                "Error: the arguments for tool '{name}' are not valid JSON ({e}). \
-                 Call it again with a JSON object matching its schema."
+                "Error: the arguments for tool '{name}' {problem}; they are shown as {{}} in \
+                 this conversation. Call it again with a JSON object matching its schema."
             )));
         }
         tool.call(arguments, ctx)

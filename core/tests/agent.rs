@@ -41,6 +41,8 @@ struct Seen {
     system_prompt: String,
     messages: Vec<Message>,
     tools: Vec<String>,
+    /// The request as the provider client would send it.
+    wire: serde_json::Value,
 }
 
 #[derive(Default)]
@@ -68,10 +70,13 @@ impl Model for ScriptedModel {
         request: &ChatRequest<'_>,
         sink: &mut dyn StreamSink,
     ) -> Result<Completion, ModelError> {
+        let mut body = Vec::new();
+        codec::encode_request(&codec::RequestOptions::new("m"), request, &mut body).unwrap();
         self.seen.lock().unwrap().push(Seen {
             system_prompt: request.system_prompt.to_owned(),
             messages: request.messages.iter().map(|e| e.message.clone()).collect(),
             tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+            wire: serde_json::from_slice(&body).unwrap(),
         });
         let step = self
             .steps
@@ -345,10 +350,68 @@ fn bad_arguments_unknown_tools_and_failures_become_results_the_model_reads() {
         .map(|e| e.message.content().unwrap())
         .collect();
     assert!(results[0].contains("not valid JSON"), "{}", results[0]);
+    assert!(
+        results[0].contains("shown as {} in this conversation"),
+        "the model is told why it sees {{}}: {}",
+        results[0]
+    );
     assert!(results[1].contains("unknown tool 'nope'") && results[1].contains("a, boom"));
     assert_eq!(results[2], "Error: disk on fire");
     assert_eq!(results[3], "a got {}", "empty arguments count as {{}}");
     assert_valid_for_api(&out.messages);
+}
+
+#[test]
+fn wire_after_bad_tool_arguments_sends_an_empty_object_and_the_note() {
+    let model = ScriptedModel::new(vec![
+        calls(vec![call("c1", "a", r#"{"path": "cut mid-str"#)]),
+        text("retried"),
+    ]);
+    let out =
+        agent(model.clone(), ToolRegistry::new().with(echo("a"))).run_conversation("go", vec![]);
+    assert_eq!(out.stop, StopReason::Completed);
+    // The ledger keeps what the model wrote …
+    assert_eq!(
+        out.messages[1].message.tool_calls()[0].function.arguments,
+        r#"{"path": "cut mid-str"#
+    );
+    // … the second request carries `{}` and a result that explains it.
+    let seen = model.seen.lock().unwrap();
+    let wire = &seen[1].wire["messages"];
+    assert_eq!(wire[2]["tool_calls"][0]["function"]["arguments"], "{}");
+    let note = wire[3]["content"].as_str().unwrap();
+    assert!(
+        note.contains("not valid JSON") && note.contains("shown as {}"),
+        "{note}"
+    );
+}
+
+#[test]
+fn wire_after_a_cut_turn_without_text_omits_the_empty_assistant_message() {
+    let model = ScriptedModel::new(vec![
+        Step::Reply {
+            pieces: vec![],
+            calls: vec![],
+            finish: Some(FinishReason::Length),
+        },
+        text("second answer"),
+    ]);
+    let ag = agent(model.clone(), ToolRegistry::new());
+    let first = ag.run_conversation("one", vec![]);
+    assert_eq!(first.stop, StopReason::Truncated);
+    // The ledger records the empty, cut answer …
+    assert_eq!(first.messages[1].message.content(), Some(""));
+    let second = ag.run_conversation("two", first.messages);
+    assert_eq!(second.stop, StopReason::Completed);
+    // … the next request leaves it out: system, "one", "two".
+    let seen = model.seen.lock().unwrap();
+    let roles: Vec<&str> = seen[1].wire["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "user"]);
 }
 
 #[test]

@@ -362,6 +362,146 @@ fn ledger_fields_never_reach_the_wire() {
 }
 
 #[test]
+fn wire_never_carries_tool_arguments_that_are_not_a_json_object() {
+    let bad = [
+        r#"{"path": "src/ma"#, // cut mid-string (a truncated stream)
+        "{not json",
+        "",
+        "   ",
+        "[1, 2]",
+        "\"just a string\"",
+        "null",
+        r#"{"a":1} trailing"#,
+    ];
+    let good = [
+        r#"{"path":"src/main.rs"}"#,
+        "  {}  ",
+        r#"{"nested":{"x":[1]}}"#,
+    ];
+    let calls: Vec<ToolCall> = bad
+        .iter()
+        .chain(good.iter())
+        .enumerate()
+        .map(|(i, args)| ToolCall::new(format!("call_{i}"), "read_file", *args))
+        .collect();
+    let mut entries = vec![
+        LedgerEntry::new(Message::user("go")),
+        LedgerEntry::new(Message::Assistant {
+            content: Some("Reading.".into()),
+            tool_calls: calls.clone(),
+        }),
+    ];
+    for c in &calls {
+        entries.push(LedgerEntry::new(Message::tool(c.id.clone(), "result")));
+    }
+    let bytes = encode(&RequestOptions::new("m"), "sys", &entries, &tools());
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_valid(REQUEST_SCHEMA, &body);
+    let sent = body["messages"][2]["tool_calls"].as_array().unwrap();
+    assert_eq!(sent.len(), calls.len());
+    for (i, call) in sent.iter().enumerate() {
+        let args = call["function"]["arguments"].as_str().unwrap();
+        if i < bad.len() {
+            assert_eq!(args, "{}", "{:?} must go out as {{}}", bad[i]);
+        } else {
+            assert_eq!(
+                args,
+                good[i - bad.len()],
+                "a valid object goes out verbatim"
+            );
+        }
+        // Every argument string on the wire parses as a JSON object.
+        assert!(serde_json::from_str::<Value>(args).unwrap().is_object());
+        assert_eq!(call["id"], format!("call_{i}"));
+        assert_eq!(call["type"], "function");
+        assert_eq!(call["function"]["name"], "read_file");
+    }
+    // The ledger itself keeps what the model produced.
+    assert_eq!(
+        entries[1].message.tool_calls()[0].function.arguments,
+        bad[0]
+    );
+}
+
+#[test]
+fn wire_never_carries_an_empty_assistant_message() {
+    let interrupted = LedgerEntry {
+        message: Message::Assistant {
+            content: Some(String::new()),
+            tool_calls: Vec::new(),
+        },
+        meta: EntryMeta {
+            interrupted: true,
+            ..EntryMeta::default()
+        },
+    };
+    let cut = LedgerEntry {
+        message: Message::Assistant {
+            content: None,
+            tool_calls: Vec::new(),
+        },
+        meta: EntryMeta {
+            finish_reason: Some(FinishReason::Length),
+            ..EntryMeta::default()
+        },
+    };
+    let entries = vec![
+        LedgerEntry::new(Message::user("first")),
+        interrupted,
+        LedgerEntry::new(Message::user("second")),
+        cut,
+        LedgerEntry::new(Message::user("third")),
+        LedgerEntry::new(Message::assistant("an answer")),
+        LedgerEntry::new(Message::user("fourth")),
+    ];
+    for stream in [false, true] {
+        let opts = RequestOptions {
+            stream,
+            ..RequestOptions::new("m")
+        };
+        let body: Value =
+            serde_json::from_slice(&encode(&opts, "sys", &entries, &tools())).unwrap();
+        assert_valid(
+            if stream {
+                REQUEST_STREAMING_SCHEMA
+            } else {
+                REQUEST_SCHEMA
+            },
+            &body,
+        );
+        let roles: Vec<(&str, &str)> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                ("system", "sys"),
+                ("user", "first"),
+                ("user", "second"),
+                ("user", "third"),
+                ("assistant", "an answer"),
+                ("user", "fourth"),
+            ]
+        );
+    }
+    // Nothing but the empty ones is dropped: with no system prompt and only
+    // an empty assistant message after the user, the array is just the user.
+    let only = vec![
+        LedgerEntry::new(Message::user("hi")),
+        LedgerEntry::new(Message::assistant("")),
+        LedgerEntry::new(Message::user("again")),
+    ];
+    let bytes = encode(&RequestOptions::new("m"), "", &only, &[]);
+    assert_eq!(
+        std::str::from_utf8(&bytes).unwrap(),
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"user","content":"again"}],"stream":false}"#
+    );
+}
+
+#[test]
 fn empty_system_prompt_and_no_tools_are_omitted() {
     let entries = vec![LedgerEntry::new(Message::user("hi"))];
     let bytes = encode(&RequestOptions::new("llama3"), "", &entries, &[]);

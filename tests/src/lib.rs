@@ -5,8 +5,10 @@
 //! close`) and checks the protocol rules a real provider enforces on every
 //! request: `POST /…/chat/completions`, a JSON body with `model` and a
 //! `messages` array whose first entry is the system prompt, every tool call
-//! answered by a tool message. A request that breaks a rule gets a 400 with
-//! the reason, and the reason is recorded so the test fails loudly.
+//! answered by a tool message, every tool call's `arguments` a JSON object,
+//! no assistant message without text and without tool calls. A request that
+//! breaks a rule gets a 400 with the reason, and the reason is recorded so
+//! the test fails loudly.
 //!
 //! It can also enforce a context window ([`Window`]) the way real providers
 //! do: every request is counted by the provider's own rule (the bytes of its
@@ -491,7 +493,25 @@ fn check_request(v: &Value) -> Result<(), String> {
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
                 pending.push_back(c["id"].as_str().unwrap_or("").to_owned());
+                let args = c["function"]["arguments"].as_str().unwrap_or("");
+                if !serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object()) {
+                    return Err(format!(
+                        "messages[{i}]: tool call arguments {args:?} are not a JSON object"
+                    ));
+                }
             }
+        }
+        if role == "assistant"
+            && m.get("tool_calls")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            && m.get("content")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            return Err(format!(
+                "messages[{i}]: an assistant message with neither content nor tool calls"
+            ));
         }
         for forbidden in ["reasoning", "usage", "timestamp", "finish_reason"] {
             if m.get(forbidden).is_some() {

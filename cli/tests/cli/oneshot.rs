@@ -291,3 +291,32 @@ fn chat_reads_piped_lines_as_messages_and_commands() {
         stderr(&o)
     );
 }
+
+#[test]
+fn malformed_tool_arguments_never_reach_the_provider() {
+    let env = Env::new();
+    // Arguments cut mid-string, as a truncated stream leaves them.
+    let provider = FakeProvider::start(vec![
+        Reply::tool("c1", "read_file", r#"{"path": "notes"#),
+        Reply::text("I could not read it."),
+    ])
+    .unwrap();
+    let o = env.run(&provider.base_url(), &["chat", "-q", "read notes"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 2);
+    let second = &reqs[1]["messages"];
+    assert_eq!(second[2]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert!(
+        second[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{second}"
+    );
+}

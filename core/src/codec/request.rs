@@ -4,6 +4,24 @@
 //! `Serialize` views; no intermediate `api_messages` vector, no clone of the
 //! history (SPEC L5). Only `entry.message` is visited, so ledger metadata
 //! cannot reach the wire.
+//!
+//! # The wire copy is always a valid request
+//! The ledger keeps what the model produced; the wire view of it never
+//! carries what a provider would refuse:
+//! - **Tool-call arguments that are not a JSON object** (truncated or
+//!   malformed JSON, an empty string, `[1]`) go out as `{}`. The loop answered
+//!   such a call with an error result saying so
+//!   ([`ToolRegistry::dispatch`](crate::ToolRegistry::dispatch)), so the model
+//!   reads `{}` followed by "your arguments were not valid JSON".
+//! - **An empty assistant message** — no text and no tool calls: a turn that
+//!   was interrupted or cut before the model said anything — is left out.
+//!   Omitted rather than given placeholder text, so the model is never shown
+//!   words it did not write; the two user messages around it then follow each
+//!   other, which the chat-completions API accepts (the gateway's inbox makes
+//!   the same shape when a message is replaced).
+//!
+//! Both checks read the borrowed ledger in place (a JSON validation of each
+//! argument string, no allocation), so the body is still built in one pass.
 
 use alloc::vec::Vec;
 
@@ -11,7 +29,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::EncodeError;
-use crate::message::LedgerEntry;
+use crate::message::{LedgerEntry, Message, ToolCall};
 use crate::model::ChatRequest;
 use crate::tool::ToolSpec;
 
@@ -125,17 +143,86 @@ struct Messages<'r> {
 
 impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let system = !self.system_prompt.is_empty();
-        let len = self.entries.len() + usize::from(system);
-        let mut seq = serializer.serialize_seq(Some(len))?;
-        if system {
+        // No length up front: empty assistant messages are skipped, and
+        // counting them first would be a second pass over the history.
+        let mut seq = serializer.serialize_seq(None)?;
+        if !self.system_prompt.is_empty() {
             seq.serialize_element(&SystemMessage(self.system_prompt))?;
         }
         for entry in self.entries {
             // Only the wire half of the entry: `meta` is never visited.
-            seq.serialize_element(&entry.message)?;
+            if on_wire(&entry.message) {
+                seq.serialize_element(&WireMessage(&entry.message))?;
+            }
         }
         seq.end()
+    }
+}
+
+/// Whether `message` goes on the wire: everything but an assistant message
+/// with neither text nor tool calls (see the module docs).
+fn on_wire(message: &Message) -> bool {
+    match message {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => !tool_calls.is_empty() || content.as_deref().is_some_and(|c| !c.is_empty()),
+        Message::User { .. } | Message::Tool { .. } => true,
+    }
+}
+
+/// One message as sent: the derived `Message` encoding, except that tool
+/// calls go through [`WireToolCall`].
+struct WireMessage<'r>(&'r Message);
+
+impl Serialize for WireMessage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Message::Assistant {
+                content,
+                tool_calls,
+            } if !tool_calls.is_empty() => {
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("role", "assistant")?;
+                map.serialize_entry("content", content)?;
+                map.serialize_entry("tool_calls", &WireToolCalls(tool_calls))?;
+                map.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+/// The `tool_calls` array of an assistant message.
+struct WireToolCalls<'r>(&'r [ToolCall]);
+
+impl Serialize for WireToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(WireToolCall))
+    }
+}
+
+/// `{"id":…,"type":"function","function":{"name":…,"arguments":…}}` with the
+/// arguments replaced by `{}` unless they are a JSON object.
+struct WireToolCall<'r>(&'r ToolCall);
+
+impl Serialize for WireToolCall<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Function<'r>(&'r ToolCall);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("name", &self.0.function.name)?;
+                map.serialize_entry("arguments", self.0.function.arguments_on_wire())?;
+                map.end()
+            }
+        }
+        let call = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("id", &call.id)?;
+        map.serialize_entry("type", &call.kind)?;
+        map.serialize_entry("function", &Function(call))?;
+        map.end()
     }
 }
 

@@ -202,7 +202,8 @@ struct State {
 /// - a POST has `Content-Type: application/json`, a `Content-Length` body
 ///   that is valid JSON, a non-empty `model`, a `messages` array whose first
 ///   element has `role: "system"`, and no role outside
-///   system/user/assistant/tool;
+///   system/user/assistant/tool; every tool call's `arguments` is a JSON
+///   object; no assistant message has neither text nor tool calls;
 /// - the `Authorization` header is `Bearer <key>` exactly when a key is
 ///   configured, and absent otherwise.
 pub struct ScriptedServer {
@@ -427,6 +428,23 @@ fn check_chat_body(req: &Recorded, problems: &mut Vec<String>) {
         if m["role"] == "tool" && !m["tool_call_id"].is_string() {
             problems.push(format!(
                 "messages[{i}] is a tool result without tool_call_id"
+            ));
+        }
+        let calls = m["tool_calls"].as_array().map_or(&[][..], Vec::as_slice);
+        for c in calls {
+            let args = c["function"]["arguments"].as_str().unwrap_or("");
+            if !serde_json::from_str::<serde_json::Value>(args).is_ok_and(|v| v.is_object()) {
+                problems.push(format!(
+                    "messages[{i}]: tool call arguments {args:?} are not a JSON object"
+                ));
+            }
+        }
+        if m["role"] == "assistant"
+            && calls.is_empty()
+            && m["content"].as_str().is_none_or(str::is_empty)
+        {
+            problems.push(format!(
+                "messages[{i}]: an assistant message with neither content nor tool calls"
             ));
         }
     }

@@ -31,7 +31,7 @@ pub fn config_show(settings: &Settings) {
     println!("provider         {}", settings.provider.provider_name);
     println!(
         "base_url         {}  ({})",
-        settings.provider.base_url,
+        settings.provider.display_url(),
         origin("base_url")
     );
     println!(
@@ -47,6 +47,16 @@ pub fn config_show(settings: &Settings) {
         "model            {}  ({})",
         settings.provider.model,
         origin("model")
+    );
+    println!(
+        "first_byte_timeout {}s  ({})",
+        settings.provider.first_byte_timeout.as_secs(),
+        origin("first_byte_timeout")
+    );
+    println!(
+        "call_timeout     {}s  ({})",
+        settings.provider.call_timeout.as_secs(),
+        origin("call_timeout")
     );
     println!(
         "max_iterations   {}  ({})",
@@ -173,7 +183,7 @@ pub fn doctor(settings: &Settings) -> i32 {
                 true,
                 format!(
                     "provider reachable at {} ({} models: {})",
-                    settings.provider.base_url,
+                    settings.provider.display_url(),
                     models.len(),
                     preview(&models)
                 ),
@@ -216,7 +226,7 @@ pub fn doctor(settings: &Settings) -> i32 {
                 false,
                 format!(
                     "provider reachable at {}: {message}",
-                    settings.provider.base_url
+                    settings.provider.display_url()
                 ),
                 fix,
             );
@@ -324,7 +334,7 @@ pub fn models(settings: &Settings) -> Result<i32, CliError> {
     let models = c.list_models().map_err(|e| {
         CliError::Runtime(format!(
             "cannot list the models of {}: {e}\n  {}",
-            settings.provider.base_url,
+            settings.provider.display_url(),
             provider_fix(settings, &e)
         ))
     })?;

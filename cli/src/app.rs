@@ -205,7 +205,8 @@ pub fn provider_hint(settings: &Settings, error: &ModelError) -> String {
     match error.kind {
         ModelErrorKind::Status(401 | 403) if p.api_key.is_none() => format!(
             "{} at {} wants an API key and none is set: set HERMES_API_KEY (or --api-key), or run `hermes setup`",
-            p.provider_name, p.base_url
+            p.provider_name,
+            p.display_url()
         ),
         ModelErrorKind::Status(401 | 403) => format!(
             "the key from {} was refused: check it, or run `hermes setup`",
@@ -217,7 +218,7 @@ pub fn provider_hint(settings: &Settings, error: &ModelError) -> String {
         ModelErrorKind::Transport | ModelErrorKind::Timeout if nothing_configured => format!(
             "nothing is configured yet and no local server answers at {}: run `hermes setup` to choose a provider \
              (Ollama, llama.cpp, LM Studio, OpenRouter, OpenAI or any OpenAI-compatible URL)",
-            p.base_url
+            p.display_url()
         ),
         _ => {
             let file = settings.home.join("config.toml");
@@ -229,7 +230,8 @@ pub fn provider_hint(settings: &Settings, error: &ModelError) -> String {
             format!(
                 "provider: {} at {}; change it with --base-url/--api-key/--model, HERMES_BASE_URL/HERMES_API_KEY/HERMES_MODEL{file} \
                  or `hermes setup`; `hermes doctor` checks the setup",
-                p.provider_name, p.base_url
+                p.provider_name,
+                p.display_url()
             )
         }
     }

@@ -143,7 +143,7 @@ fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
         Ok(models) => {
             println!(
                 "provider reachable at {} ({} models)",
-                settings.provider.base_url,
+                settings.provider.display_url(),
                 models.len()
             );
             Ok(0)

@@ -356,7 +356,12 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     Ok(CheckSummary {
         platforms: adapters.iter().map(|a| a.platform()).collect(),
         config,
-        provider: format!("{} ({}), model {}", p.provider_name, p.base_url, p.model),
+        provider: format!(
+            "{} ({}), model {}",
+            p.provider_name,
+            p.display_url(),
+            p.model
+        ),
         sandbox: settings.sandbox,
     })
 }

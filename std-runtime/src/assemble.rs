@@ -19,6 +19,8 @@ pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient,
         base_url: p.base_url.clone(),
         api_key: p.api_key.clone(),
         model: model.to_owned(),
+        first_byte_timeout: p.first_byte_timeout,
+        call_timeout: p.call_timeout,
         ..ClientOptions::default()
     })
 }

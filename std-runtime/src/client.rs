@@ -26,12 +26,23 @@
 //!   see the `pump` submodule) the call returns `Ok` with the partial
 //!   completion and the connection is dropped. This also holds while waiting for the response
 //!   headers and during a retry backoff.
-//! - **Timeouts**: `connect_timeout` bounds connecting (DNS + TCP + TLS);
-//!   `idle_read_timeout` bounds *each* wait for bytes — the response head, and
-//!   every read of the body. There is deliberately no overall deadline: a
+//! - **Timeouts: a provider that never answers fails within `call_timeout`**
+//!   (90 s by default), not after every attempt's read timeout.
+//!   `connect_timeout` bounds connecting (DNS + TCP + TLS);
+//!   `first_byte_timeout` (30 s) bounds each attempt's wait for the response
+//!   to begin (its status line), after which the call is retried;
+//!   `call_timeout` bounds the whole call — every attempt and every wait
+//!   between attempts — until the first byte of the answer. From then on only
+//!   `idle_read_timeout` (120 s) applies, to *each* wait for more bytes: a
 //!   long stream that keeps producing is never cut. (A non-streaming call to
 //!   a slow local model sends nothing until it is done: raise
-//!   `idle_read_timeout` for those.)
+//!   `first_byte_timeout` and `call_timeout` for those.)
+//! - **An HTML page is not an answer**: a 2xx response whose body is HTML
+//!   (a web site, a proxy's login page) fails at once with "the provider
+//!   answered with HTML, not JSON — wrong base URL?" instead of a parse
+//!   error; an HTML error page is named the same way.
+//! - **Credentials in the base URL** (`https://user:pass@host/v1`, sent as
+//!   HTTP Basic auth) appear as `***` in every error message and log line.
 //! - **The API key is never logged**: `Debug` of the options and of the
 //!   client redacts it, and the `Authorization` header is marked sensitive.
 //! - **Errors name what failed**: the HTTP status and the provider's own
@@ -55,6 +66,7 @@ pub(crate) mod retry;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
+use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
 use hermes_core::codec::request::{RequestOptions, encode_request};
@@ -64,11 +76,13 @@ use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKi
 use ureq::http::{HeaderName, HeaderValue};
 
 use failure::{
-    AttemptResult, Failure, decode_failure, helper_gone, status_failure, transport_failure,
+    AttemptResult, Failure, decode_failure, helper_gone, html_answer, looks_like_html,
+    status_failure, transport_failure,
 };
-pub use options::ClientOptions;
+pub use options::{ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 use pump::{
-    Event, Exchange, Head, Next, next_event, sleep_unless_stopped, wait_for_end, wait_head,
+    Event, Exchange, Head, Next, Until, next_event_by, sleep_unless_stopped, wait_for_end,
+    wait_head,
 };
 
 /// Cap on a non-streaming body. ureq's own default (10 MB) is too low for a
@@ -97,16 +111,36 @@ pub enum ClientError {
 pub struct OpenAiClient {
     opts: Arc<ClientOptions>,
     agent: ureq::Agent,
-    chat_url: Arc<str>,
-    models_url: Arc<str>,
+    chat: Endpoint,
+    models: Endpoint,
+    /// The `user:password` written into the base URL, if any: scrubbed from
+    /// every message (ureq's own error texts may quote the URL).
+    userinfo: Option<Arc<str>>,
     /// Content type, auth and extra headers, validated once.
     headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+/// A URL to call, and the same URL as messages show it (credentials masked).
+#[derive(Clone, Debug)]
+struct Endpoint {
+    url: Arc<str>,
+    shown: Arc<str>,
+}
+
+impl Endpoint {
+    fn new(url: String) -> Self {
+        let shown = crate::config::redact_url(&url).into_owned();
+        Endpoint {
+            url: url.into(),
+            shown: shown.into(),
+        }
+    }
 }
 
 impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiClient")
-            .field("chat_url", &self.chat_url)
+            .field("chat_url", &self.chat.shown)
             .field("model", &self.opts.model)
             .field("stream", &self.opts.stream)
             .finish_non_exhaustive()
@@ -118,18 +152,22 @@ impl OpenAiClient {
     pub fn new(opts: ClientOptions) -> Result<Self, ClientError> {
         let base = opts.base_url.trim().trim_end_matches('/');
         let lower = base.to_ascii_lowercase();
+        let shown_base = crate::config::redact_url(base);
         if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             return Err(ClientError::Config(format!(
-                "base URL {base:?} must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)"
+                "base URL {shown_base:?} must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)"
             )));
         }
         let chat_url = format!("{base}/chat/completions");
         let models_url = format!("{base}/models");
         if let Err(e) = ureq::http::Uri::try_from(chat_url.as_str()) {
             return Err(ClientError::Config(format!(
-                "base URL {base:?} is not a valid URL: {e}"
+                "base URL {shown_base:?} is not a valid URL: {e}"
             )));
         }
+        let userinfo = crate::config::userinfo_span(base)
+            .map(|(start, end)| Arc::<str>::from(&base[start..end]))
+            .filter(|u| !u.is_empty());
 
         let mut headers = vec![(
             ureq::http::header::CONTENT_TYPE,
@@ -171,8 +209,9 @@ impl OpenAiClient {
             .build();
         Ok(OpenAiClient {
             agent: ureq::Agent::new_with_config(config),
-            chat_url: chat_url.into(),
-            models_url: models_url.into(),
+            chat: Endpoint::new(chat_url),
+            models: Endpoint::new(models_url),
+            userinfo,
             headers: headers.into(),
             opts: Arc::new(opts),
         })
@@ -194,9 +233,10 @@ impl OpenAiClient {
         }
     }
 
-    /// `POST {base_url}/chat/completions`, the full URL.
+    /// `POST {base_url}/chat/completions`, the full URL as messages show it
+    /// (credentials in the base URL masked).
     pub fn chat_url(&self) -> &str {
-        &self.chat_url
+        &self.chat.shown
     }
 
     /// `GET {base_url}/models`: the model ids the provider offers, in its
@@ -205,9 +245,10 @@ impl OpenAiClient {
     pub fn list_models(&self) -> Result<Vec<String>, ClientError> {
         // A NullSink never stops the call, so `None` cannot happen; it is
         // reported rather than unwrapped all the same.
+        let deadline = Instant::now() + self.opts.call_timeout;
         let body = self
-            .with_retries(&mut hermes_core::NullSink, |client, sink| {
-                client.fetch(&client.models_url, None, sink)
+            .with_retries(&mut hermes_core::NullSink, deadline, |client, sink| {
+                client.fetch(&client.models, None, sink, deadline)
             })?
             .flatten()
             .ok_or_else(|| {
@@ -222,23 +263,29 @@ impl OpenAiClient {
             id: String,
         }
         let listing: Listing = serde_json::from_slice(&body).map_err(|e| {
+            if looks_like_html(&body) {
+                return html_answer(&self.models.shown, 200, &body).error;
+            }
             ModelError::new(
                 ModelErrorKind::Protocol,
-                format!(
+                self.scrubbed(format!(
                     "malformed model list from {}: {e} (expected {{\"data\":[{{\"id\":…}}]}})",
-                    self.models_url
-                ),
+                    self.models.shown
+                )),
             )
         })?;
         Ok(listing.data.into_iter().map(|e| e.id).collect())
     }
 
-    /// Runs `attempt` until it succeeds, fails for good, or the attempts are
-    /// spent, sleeping (interruptibly) in between. `Ok(None)`: the sink
-    /// stopped the call during a backoff.
+    /// Runs `attempt` until it succeeds, fails for good, the attempts are
+    /// spent or the call's `deadline` would pass before the next one could
+    /// start, sleeping (interruptibly) in between. `Ok(None)`: the sink
+    /// stopped the call during a backoff. Every error message leaves here
+    /// scrubbed of the base URL's credentials.
     fn with_retries<T>(
         &self,
         sink: &mut dyn StreamSink,
+        deadline: Instant,
         mut attempt: impl FnMut(&Self, &mut dyn StreamSink) -> AttemptResult<T>,
     ) -> Result<Option<T>, ModelError> {
         let max = self.opts.max_attempts.max(1);
@@ -253,6 +300,7 @@ impl OpenAiClient {
                 retryable,
                 retry_after,
             } = failure;
+            error.message = self.scrubbed(std::mem::take(&mut error.message));
             if !retryable || n >= max {
                 if retryable && n > 1 {
                     error
@@ -267,6 +315,16 @@ impl OpenAiClient {
                 self.opts.backoff_base,
                 self.opts.max_retry_after,
             );
+            if Instant::now() + delay >= deadline {
+                // No time for another attempt: stop now rather than sleep
+                // into the deadline (a long Retry-After, or the deadline hit).
+                error.message.push_str(&format!(
+                    " (gave up after {n} attempt{}: the call timeout of {:?} leaves no time for another)",
+                    if n == 1 { "" } else { "s" },
+                    self.opts.call_timeout
+                ));
+                return Err(error);
+            }
             tracing::warn!(
                 attempt = n,
                 max_attempts = max,
@@ -281,35 +339,51 @@ impl OpenAiClient {
         }
     }
 
+    /// The message with the base URL's credentials (if any) masked.
+    fn scrubbed(&self, message: String) -> String {
+        match &self.userinfo {
+            Some(secret) if message.contains(&**secret) => message.replace(&**secret, "***"),
+            _ => message,
+        }
+    }
+
     /// One exchange whose body is read whole (non-streaming chat, models).
     /// `Ok(None)` when the sink stopped it.
     fn fetch(
         &self,
-        url: &Arc<str>,
+        endpoint: &Endpoint,
         body: Option<Vec<u8>>,
         sink: &mut dyn StreamSink,
+        deadline: Instant,
     ) -> AttemptResult<Option<Vec<u8>>> {
-        let rx = self.start(url, body)?;
-        let Some(head) = wait_head(&rx, sink, url, &self.opts)? else {
+        let url = &*endpoint.shown;
+        let rx = self.start(endpoint, body)?;
+        let until = Until::first_byte(&self.opts, deadline);
+        let Some(head) = wait_head(&rx, sink, url, &self.opts, until)? else {
             return Ok(None);
         };
         if !(200..300).contains(&head.status) {
-            return Err(self.status_failure(&rx, sink, url, &head));
+            return Err(self.status_failure(&rx, sink, url, &head, deadline));
         }
-        self.read_body(&rx, sink, url)
+        self.read_body(&rx, sink, url, deadline)
     }
 
-    /// Reads a response body whole, up to [`MAX_BODY_BYTES`]. `Ok(None)`
-    /// when the sink stopped it.
+    /// Reads a response body whole, up to [`MAX_BODY_BYTES`]; its first byte
+    /// must arrive by the call's `deadline`. `Ok(None)` when the sink stopped
+    /// it.
     fn read_body(
         &self,
         rx: &Receiver<Event>,
         sink: &mut dyn StreamSink,
         url: &str,
+        deadline: Instant,
     ) -> AttemptResult<Option<Vec<u8>>> {
         let mut bytes = Vec::new();
+        let mut until = Some(deadline);
         loop {
-            match next_event(rx, sink) {
+            let next = next_event_by(rx, sink, until);
+            until = None;
+            match next {
                 Next::Event(Event::Data(chunk)) => {
                     if bytes.len() + chunk.len() > MAX_BODY_BYTES {
                         return Err(Failure::fatal(ModelError::new(
@@ -329,15 +403,18 @@ impl OpenAiClient {
                 Next::Event(Event::Head { .. }) => {}
                 Next::Stopped => return Ok(None),
                 Next::Gone => return Err(helper_gone(url)),
+                Next::TimedOut => {
+                    return Err(failure::no_answer(url, &self.opts, true));
+                }
             }
         }
     }
 
     /// Starts the exchange on the helper thread.
-    fn start(&self, url: &Arc<str>, body: Option<Vec<u8>>) -> AttemptResult<Receiver<Event>> {
+    fn start(&self, endpoint: &Endpoint, body: Option<Vec<u8>>) -> AttemptResult<Receiver<Event>> {
         pump::start(Exchange {
             agent: self.agent.clone(),
-            url: url.clone(),
+            url: endpoint.url.clone(),
             body,
             headers: self.headers.clone(),
         })
@@ -356,10 +433,11 @@ impl OpenAiClient {
         sink: &mut dyn StreamSink,
         url: &str,
         head: &Head,
+        deadline: Instant,
     ) -> Failure {
         let mut body = Vec::new();
         loop {
-            match next_event(rx, sink) {
+            match next_event_by(rx, sink, Some(deadline)) {
                 Next::Event(Event::Data(chunk)) => {
                     let room = MAX_ERROR_BODY_BYTES.saturating_sub(body.len());
                     body.extend_from_slice(&chunk[..chunk.len().min(room)]);
@@ -370,7 +448,10 @@ impl OpenAiClient {
                 Next::Event(Event::Head { .. }) => {}
                 // A broken error body still leaves the status to report; an
                 // interrupt here is reported by the retry loop's next check.
-                Next::Event(Event::End | Event::Failed(_)) | Next::Stopped | Next::Gone => break,
+                Next::Event(Event::End | Event::Failed(_))
+                | Next::Stopped
+                | Next::Gone
+                | Next::TimedOut => break,
             }
         }
         let key_sent = self
@@ -406,23 +487,26 @@ impl OpenAiClient {
         body: Vec<u8>,
         request: &ChatRequest<'_>,
         sink: &mut dyn StreamSink,
+        deadline: Instant,
     ) -> AttemptResult<Completion> {
-        let url = &self.chat_url;
-        let rx = self.start(url, Some(body))?;
-        let Some(head) = wait_head(&rx, sink, url, &self.opts)? else {
+        let url = &*self.chat.shown;
+        let rx = self.start(&self.chat, Some(body))?;
+        let until = Until::first_byte(&self.opts, deadline);
+        let Some(head) = wait_head(&rx, sink, url, &self.opts, until)? else {
             return Ok(Completion::default());
         };
         if !(200..300).contains(&head.status) {
-            return Err(self.status_failure(&rx, sink, url, &head));
+            return Err(self.status_failure(&rx, sink, url, &head, deadline));
         }
-        let is_json = head.content_type.as_deref().is_some_and(|ct| {
-            ct.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        });
-        if is_json {
-            // The server ignored `stream: true` and sent one body.
-            return self.whole_body(&rx, sink, url);
+        let content_type = head
+            .content_type
+            .as_deref()
+            .map(|ct| ct.trim_start().to_ascii_lowercase())
+            .unwrap_or_default();
+        if content_type.starts_with("application/json") || content_type.starts_with("text/html") {
+            // The server ignored `stream: true` and sent one body (or a web
+            // page, which `whole_body` names).
+            return self.whole_body(&rx, sink, url, head.status, deadline);
         }
 
         let mut tracker = Tracker {
@@ -430,8 +514,20 @@ impl OpenAiClient {
             shown: false,
         };
         let mut decoder = SseDecoder::new();
+        // The first byte of the answer is due by the call's deadline; after
+        // that only the idle read timeout applies.
+        let mut until = Some(deadline);
+        let mut first = true;
         loop {
-            match next_event(&rx, &mut tracker) {
+            let next = next_event_by(&rx, &mut tracker, until);
+            until = None;
+            if let Next::Event(Event::Data(chunk)) = &next
+                && std::mem::take(&mut first)
+                && looks_like_html(chunk)
+            {
+                return Err(html_answer(url, head.status, chunk));
+            }
+            match next {
                 Next::Event(Event::Data(chunk)) => match decoder.feed(&chunk, &mut tracker) {
                     Ok(SseStatus::NeedMore) => {}
                     Ok(SseStatus::Done) => {
@@ -456,7 +552,7 @@ impl OpenAiClient {
                         Err(DecodeError::Truncated { events: 0, .. }) if !tracker.shown => {
                             tracing::warn!(url = %url, "the stream ended before its first event; asking again without streaming");
                             let plain = self.encode(request, false).map_err(Failure::fatal)?;
-                            self.plain_attempt(plain, &mut *tracker.inner)
+                            self.plain_attempt(plain, &mut *tracker.inner, deadline)
                         }
                         other => other
                             .map_err(|e| decode_failure(e, partial.content, tracker.shown, url)),
@@ -481,21 +577,28 @@ impl OpenAiClient {
                     failure.error.partial_text = decoder.partial().content;
                     return Err(failure);
                 }
+                Next::TimedOut => return Err(failure::no_answer(url, &self.opts, true)),
             }
         }
     }
 
     /// One non-streaming chat attempt.
-    fn plain_attempt(&self, body: Vec<u8>, sink: &mut dyn StreamSink) -> AttemptResult<Completion> {
-        let url = &self.chat_url;
-        let rx = self.start(url, Some(body))?;
-        let Some(head) = wait_head(&rx, sink, url, &self.opts)? else {
+    fn plain_attempt(
+        &self,
+        body: Vec<u8>,
+        sink: &mut dyn StreamSink,
+        deadline: Instant,
+    ) -> AttemptResult<Completion> {
+        let url = &*self.chat.shown;
+        let rx = self.start(&self.chat, Some(body))?;
+        let until = Until::first_byte(&self.opts, deadline);
+        let Some(head) = wait_head(&rx, sink, url, &self.opts, until)? else {
             return Ok(Completion::default());
         };
         if !(200..300).contains(&head.status) {
-            return Err(self.status_failure(&rx, sink, url, &head));
+            return Err(self.status_failure(&rx, sink, url, &head, deadline));
         }
-        self.whole_body(&rx, sink, url)
+        self.whole_body(&rx, sink, url, head.status, deadline)
     }
 
     /// Reads a whole JSON completion body and shows its text to the sink.
@@ -504,10 +607,15 @@ impl OpenAiClient {
         rx: &Receiver<Event>,
         sink: &mut dyn StreamSink,
         url: &str,
+        status: u16,
+        deadline: Instant,
     ) -> AttemptResult<Completion> {
-        let Some(bytes) = self.read_body(rx, sink, url)? else {
+        let Some(bytes) = self.read_body(rx, sink, url, deadline)? else {
             return Ok(Completion::default());
         };
+        if looks_like_html(&bytes) {
+            return Err(html_answer(url, status, &bytes));
+        }
         let completion =
             decode_response(&bytes).map_err(|e| decode_failure(e, None, false, url))?;
         // Show the answer once, like a stream would have, so front-ends that
@@ -530,12 +638,13 @@ impl Model for OpenAiClient {
         sink: &mut dyn StreamSink,
     ) -> Result<Completion, ModelError> {
         let body = self.encode(request, self.opts.stream)?;
-        let completion = self.with_retries(sink, |client, sink| {
+        let deadline = Instant::now() + self.opts.call_timeout;
+        let completion = self.with_retries(sink, deadline, |client, sink| {
             // Each attempt owns its copy: the helper thread takes it.
             if client.opts.stream {
-                client.stream_attempt(body.clone(), request, sink)
+                client.stream_attempt(body.clone(), request, sink, deadline)
             } else {
-                client.plain_attempt(body.clone(), sink)
+                client.plain_attempt(body.clone(), sink, deadline)
             }
         })?;
         // Stopped during a backoff: nothing was received, nothing is lost.

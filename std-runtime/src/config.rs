@@ -17,6 +17,9 @@ mod validate;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 
 use crate::tools::SandboxMode;
 
@@ -130,15 +133,32 @@ pub struct ProviderSettings {
     pub model: String,
     /// A short provider label: `openrouter`, `openai`, `local` or `custom`.
     pub provider_name: String,
+    /// How long one attempt waits for the response to begin
+    /// (`HERMES_FIRST_BYTE_TIMEOUT`, `[provider] first_byte_timeout_secs`;
+    /// default 30 s). See [`crate::client::ClientOptions::first_byte_timeout`].
+    pub first_byte_timeout: Duration,
+    /// How long a call may take, retries included, until its answer starts
+    /// (`HERMES_CALL_TIMEOUT`, `[provider] call_timeout_secs`; default 90 s).
+    /// See [`crate::client::ClientOptions::call_timeout`].
+    pub call_timeout: Duration,
+}
+
+impl ProviderSettings {
+    /// The base URL for display, credentials masked ([`redact_url`]).
+    pub fn display_url(&self) -> std::borrow::Cow<'_, str> {
+        redact_url(&self.base_url)
+    }
 }
 
 impl fmt::Debug for ProviderSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProviderSettings")
-            .field("base_url", &self.base_url)
+            .field("base_url", &self.display_url())
             .field("api_key", &self.api_key.as_deref().map(mask))
             .field("model", &self.model)
             .field("provider_name", &self.provider_name)
+            .field("first_byte_timeout", &self.first_byte_timeout)
+            .field("call_timeout", &self.call_timeout)
             .finish()
     }
 }
@@ -265,6 +285,25 @@ pub fn mask(secret: &str) -> String {
     let head: String = chars.iter().take(3).collect();
     let tail: String = chars.iter().skip(chars.len() - 4).collect();
     format!("{head}…{tail}")
+}
+
+/// `url` for display: credentials written into it (`https://user:pass@host/…`)
+/// are replaced by `***`, so logs, errors and `config show` never carry
+/// them. Everything else is kept, so the URL stays recognisable.
+pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some((start, end)) = userinfo_span(url) else {
+        return std::borrow::Cow::Borrowed(url);
+    };
+    std::borrow::Cow::Owned(format!("{}***{}", &url[..start], &url[end..]))
+}
+
+/// The byte range of the `user:password` part of `url`, if it has one.
+pub fn userinfo_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let at = rest[..authority_len].rfind('@')?;
+    Some((start, start + at))
 }
 
 /// Parses a `.env` file: `KEY=value` lines, `#` comments, optional `export`,
@@ -397,6 +436,19 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         origins.insert("api_key", o);
         k
     });
+
+    let (first_byte_timeout, origin) = resolver.seconds(
+        "HERMES_FIRST_BYTE_TIMEOUT",
+        ("provider", "first_byte_timeout_secs"),
+        DEFAULT_FIRST_BYTE_TIMEOUT,
+    )?;
+    origins.insert("first_byte_timeout", origin);
+    let (call_timeout, origin) = resolver.seconds(
+        "HERMES_CALL_TIMEOUT",
+        ("provider", "call_timeout_secs"),
+        DEFAULT_CALL_TIMEOUT,
+    )?;
+    origins.insert("call_timeout", origin);
 
     let (max_iterations, it_origin) = match overrides.max_iterations {
         Some(n) => (n, Origin::Flag),
@@ -557,6 +609,8 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
             api_key,
             model,
             provider_name,
+            first_byte_timeout,
+            call_timeout,
         },
         max_iterations,
         context_length,

@@ -220,10 +220,13 @@ pub fn ollama_show_window(show: &Value) -> Option<(u32, &'static str)> {
 /// endpoints knows the window.
 pub fn probe_provider(client: &OpenAiClient, model: &str, provider: &str) -> Option<(u32, String)> {
     let base = client.base_url();
+    // What is reported (doctor, /status) names the URLs with any
+    // credentials in them masked.
+    let shown = crate::config::redact_url(base);
     match client.fetch_json(&format!("{base}/models"), None, PROBE_TIMEOUT) {
         Ok(listing) => {
             if let Some((n, key)) = models_entry_window(&listing, model) {
-                return Some((n, format!("GET {base}/models {key}")));
+                return Some((n, format!("GET {shown}/models {key}")));
             }
         }
         // A server that does not answer at all is not asked three more ways.
@@ -239,24 +242,25 @@ pub fn probe_provider(client: &OpenAiClient, model: &str, provider: &str) -> Opt
         return None;
     }
     let root = client.server_root();
+    let shown = crate::config::redact_url(root);
     if let Ok(props) = client.fetch_json(&format!("{root}/props"), None, PROBE_TIMEOUT)
         && let Some(n) = props_window(&props)
     {
         return Some((
             n,
-            format!("GET {root}/props default_generation_settings.n_ctx"),
+            format!("GET {shown}/props default_generation_settings.n_ctx"),
         ));
     }
     if let Ok(ps) = client.fetch_json(&format!("{root}/api/ps"), None, PROBE_TIMEOUT)
         && let Some(n) = ollama_ps_window(&ps, model)
     {
-        return Some((n, format!("GET {root}/api/ps context_length")));
+        return Some((n, format!("GET {shown}/api/ps context_length")));
     }
     let body = serde_json::json!({ "model": model });
     if let Ok(show) = client.fetch_json(&format!("{root}/api/show"), Some(&body), PROBE_TIMEOUT)
         && let Some((n, what)) = ollama_show_window(&show)
     {
-        return Some((n, format!("{root}: {what}")));
+        return Some((n, format!("{shown}: {what}")));
     }
     None
 }

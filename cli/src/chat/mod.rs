@@ -591,7 +591,7 @@ impl Chat {
             "model: {} ({} at {})\nsession: {session}\nmessages: {}\nbudget: {}\ntokens: {tokens}\n{}",
             self.bench.model,
             settings.provider.provider_name,
-            settings.provider.base_url,
+            settings.provider.display_url(),
             self.history.len(),
             self.budget_left.map_or_else(
                 || format!("{} model calls per turn", settings.max_iterations),

@@ -184,7 +184,7 @@ fn greet(chat: &Chat) {
         term().line(&format!(
             "Hermes · {} at {} · /help lists commands · Alt-Enter adds a line · Ctrl-D quits",
             style.bold(&bench.model),
-            bench.settings.provider.base_url
+            bench.settings.provider.display_url()
         ));
         return;
     };

@@ -269,3 +269,61 @@ fn log_lines_are_short_and_plain_without_a_terminal() {
         "no key=value, no colour: {line}"
     );
 }
+
+#[test]
+fn credentials_in_the_base_url_are_masked_in_config_show_doctor_and_logs() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::Status(500, "upstream hiccup".into()),
+        Reply::text("hello through the proxy"),
+    ])
+    .unwrap();
+    let url = provider
+        .base_url()
+        .replace("http://", "http://proxyuser:hunter2pass@");
+    let masked = provider.base_url().replace("http://", "http://***@");
+    let leaks = |text: &str| text.contains("hunter2pass") || text.contains("proxyuser");
+
+    let o = env.run(&url, &["config", "show"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!leaks(&stdout(&o)), "{}", stdout(&o));
+    assert!(stdout(&o).contains(&masked), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("call_timeout     90s"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A retried call logs a warning naming the URL: masked.
+    let o = env
+        .cmd(&url)
+        .env("RUST_LOG", "warn")
+        .args(["-z", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "hello through the proxy\n");
+    assert!(stderr(&o).contains("retrying"), "{}", stderr(&o));
+    assert!(!leaks(&stderr(&o)), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&masked), "{}", stderr(&o));
+
+    let o = env.run(&url, &["doctor"]);
+    assert!(!leaks(&stdout(&o)), "{}", stdout(&o));
+    assert!(stdout(&o).contains(&masked), "{}", stdout(&o));
+
+    // An unreachable provider's error, with the hint that names the URL.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("http://proxyuser:hunter2pass@127.0.0.1:{port}/v1");
+    let o = env.run(&dead, &["-z", "hi"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!leaks(&stderr(&o)), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("http://***@127.0.0.1:{port}")),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -41,6 +41,57 @@ impl Failure {
 
 pub(super) type AttemptResult<T> = Result<T, Failure>;
 
+/// The provider did not start answering in time: within the attempt's
+/// first-byte timeout (worth another attempt) or by the call's deadline
+/// (the retry loop gives up, since no time is left).
+pub(super) fn no_answer(url: &str, opts: &ClientOptions, call_deadline: bool) -> Failure {
+    let message = if call_deadline {
+        format!(
+            "no answer from {url} within the call timeout of {:?} — the provider is stalled or overloaded (raise call_timeout_secs for slow models)",
+            opts.call_timeout
+        )
+    } else {
+        format!(
+            "no response from {url} within {:?} (first-byte timeout) — the provider is stalled or overloaded",
+            opts.first_byte_timeout
+        )
+    };
+    Failure::retryable(ModelError::new(ModelErrorKind::Timeout, message))
+}
+
+/// Whether `body` is an HTML page rather than JSON or an event stream: its
+/// first non-blank byte is `<` (`<!DOCTYPE html>`, `<html>`, `<?xml …>`).
+pub(super) fn looks_like_html(body: &[u8]) -> bool {
+    body.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'<')
+}
+
+/// A 2xx answer that is an HTML page: almost always a base URL pointing at a
+/// web site or a proxy's login page instead of the API. Never retried.
+pub(super) fn html_answer(url: &str, status: u16, body: &[u8]) -> Failure {
+    let mut message = format!(
+        "the provider answered with HTML, not JSON — wrong base URL? ({url} sent HTTP {status} with an HTML page"
+    );
+    if let Some(title) = html_title(body) {
+        message.push_str(&format!(" titled {title:?}"));
+    }
+    message
+        .push_str("; the base URL should end at the API version, e.g. https://api.openai.com/v1)");
+    Failure::fatal(ModelError::new(ModelErrorKind::Protocol, message))
+}
+
+/// The text of the page's `<title>`, if it has a short one.
+fn html_title(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(&body[..body.len().min(64 * 1024)]);
+    let lower = text.to_ascii_lowercase();
+    let start = lower.find("<title")?;
+    let open_end = start + lower[start..].find('>')? + 1;
+    let close = open_end + lower[open_end..].find("</title")?;
+    let title = text[open_end..close].trim();
+    (!title.is_empty()).then(|| title.chars().take(120).collect())
+}
+
 pub(super) fn helper_gone(url: &str) -> Failure {
     Failure::retryable(ModelError::new(
         ModelErrorKind::Transport,
@@ -188,7 +239,15 @@ pub(super) fn excerpt(body: &[u8]) -> String {
 /// provider's own message when the body has one, and what to check
 /// (`key_sent`: whether the request carried an API key at all).
 pub(super) fn status_failure(head: &Head, url: &str, body: &[u8], key_sent: bool) -> Failure {
-    let detail = decode_error_body(body).unwrap_or_else(|| excerpt(body));
+    let html = decode_error_body(body).is_none() && looks_like_html(body);
+    let detail = match decode_error_body(body) {
+        Some(d) => d,
+        None if html => match html_title(body) {
+            Some(title) => format!("an HTML page titled {title:?}"),
+            None => "an HTML page".to_owned(),
+        },
+        None => excerpt(body),
+    };
     let status = head.status;
     // Several servers put the limit outside the message (llama.cpp's
     // `n_ctx`), so the whole body is read.
@@ -212,6 +271,9 @@ pub(super) fn status_failure(head: &Head, url: &str, body: &[u8], key_sent: bool
         message.push_str(&detail);
     }
     message.push_str(hint);
+    if html {
+        message.push_str(" (the provider answered with HTML, not JSON — wrong base URL?)");
+    }
     let kind = match overflow {
         Some(o) => ModelErrorKind::ContextOverflow { window: o.window },
         None => ModelErrorKind::Status(status),

@@ -16,9 +16,10 @@ impl OpenAiClient {
     /// The provider's base URL without a trailing `/`, e.g.
     /// `http://127.0.0.1:8080/v1`.
     pub fn base_url(&self) -> &str {
-        self.chat_url
+        self.chat
+            .url
             .strip_suffix("/chat/completions")
-            .unwrap_or(&self.chat_url)
+            .unwrap_or(&self.chat.url)
     }
 
     /// The server's root: the base URL without a final `/v1` (where
@@ -47,6 +48,8 @@ impl OpenAiClient {
             .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
             .build();
         let agent = ureq::Agent::new_with_config(config);
+        // Messages name the URL with any credentials in it masked.
+        let shown = crate::config::redact_url(url);
         let failed =
             |what: String| ClientError::Model(ModelError::new(ModelErrorKind::Transport, what));
         let response = match body {
@@ -65,12 +68,12 @@ impl OpenAiClient {
                 req.call()
             }
         }
-        .map_err(|e| failed(format!("request to {url} failed: {e}")))?;
+        .map_err(|e| failed(self.scrubbed(format!("request to {shown} failed: {e}"))))?;
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             return Err(ClientError::Model(ModelError::new(
                 ModelErrorKind::Status(status),
-                format!("HTTP {status} from {url}"),
+                format!("HTTP {status} from {shown}"),
             )));
         }
         let bytes = response
@@ -78,11 +81,11 @@ impl OpenAiClient {
             .with_config()
             .limit(MAX_BODY_BYTES as u64)
             .read_to_vec()
-            .map_err(|e| failed(format!("reading the answer of {url} failed: {e}")))?;
+            .map_err(|e| failed(format!("reading the answer of {shown} failed: {e}")))?;
         serde_json::from_slice(&bytes).map_err(|e| {
             ClientError::Model(ModelError::new(
                 ModelErrorKind::Protocol,
-                format!("the answer of {url} is not JSON: {e}"),
+                format!("the answer of {shown} is not JSON: {e}"),
             ))
         })
     }

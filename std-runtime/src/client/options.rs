@@ -23,9 +23,20 @@ pub struct ClientOptions {
     pub temperature: Option<f32>,
     /// Bound on establishing a connection (DNS, TCP, TLS).
     pub connect_timeout: Duration,
-    /// Bound on each wait for bytes from the server (the response head and
-    /// every body read). Not a deadline for the whole answer.
+    /// Bound on each wait for bytes from the server once the response has
+    /// begun (every body read). Not a deadline for the whole answer.
     pub idle_read_timeout: Duration,
+    /// Bound on waiting for the response to begin (its status line), per
+    /// attempt: a server that accepted the connection but never answers is
+    /// given up on after this, and the call retried. For a non-streaming call
+    /// the response begins only when the whole answer is ready; raise this
+    /// (and `call_timeout`) for slow models without streaming.
+    pub first_byte_timeout: Duration,
+    /// Bound on one call, across all its attempts and the waits between them,
+    /// until its answer starts (the first byte of a successful response's
+    /// body). Once an answer is arriving only `idle_read_timeout` applies, so
+    /// a long, healthy stream is never cut.
+    pub call_timeout: Duration,
     /// Attempts per call, including the first (0 counts as 1).
     pub max_attempts: u32,
     /// First backoff step; doubled per attempt, jittered.
@@ -36,6 +47,13 @@ pub struct ClientOptions {
     /// `X-Title`, an organisation header, …). Values are not logged.
     pub extra_headers: Vec<(String, String)>,
 }
+
+/// The default [`ClientOptions::first_byte_timeout`].
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default [`ClientOptions::call_timeout`]: a provider that never answers
+/// fails the call within this.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl Default for ClientOptions {
     /// A local Ollama server, streaming, three attempts.
@@ -49,6 +67,8 @@ impl Default for ClientOptions {
             temperature: None,
             connect_timeout: Duration::from_secs(10),
             idle_read_timeout: Duration::from_secs(120),
+            first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
             max_attempts: 3,
             backoff_base: Duration::from_millis(500),
             max_retry_after: Duration::from_secs(60),
@@ -60,7 +80,7 @@ impl Default for ClientOptions {
 impl fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientOptions")
-            .field("base_url", &self.base_url)
+            .field("base_url", &crate::config::redact_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("stream", &self.stream)
@@ -68,6 +88,8 @@ impl fmt::Debug for ClientOptions {
             .field("temperature", &self.temperature)
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_read_timeout", &self.idle_read_timeout)
+            .field("first_byte_timeout", &self.first_byte_timeout)
+            .field("call_timeout", &self.call_timeout)
             .field("max_attempts", &self.max_attempts)
             .field("backoff_base", &self.backoff_base)
             .field("max_retry_after", &self.max_retry_after)

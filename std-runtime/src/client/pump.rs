@@ -23,7 +23,7 @@ use hermes_core::{Flow, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 
 use super::ClientOptions;
-use super::failure::{AttemptResult, helper_gone, transport_failure};
+use super::failure::{AttemptResult, helper_gone, no_answer, transport_failure};
 
 /// How often a waiting caller offers the sink a chance to stop.
 pub(crate) const TICK: Duration = Duration::from_millis(50);
@@ -163,12 +163,28 @@ pub(crate) enum Next {
     Stopped,
     /// The helper thread vanished without a final event (it panicked).
     Gone,
+    /// The deadline given to [`next_event_by`] passed first.
+    TimedOut,
 }
 
-/// Waits for the next event, offering the sink a chance to stop every tick.
-pub(crate) fn next_event(rx: &Receiver<Event>, sink: &mut dyn StreamSink) -> Next {
+/// Waits for the next event, offering the sink a chance to stop every tick,
+/// and gives up at `until` if one is given. Giving up does not stop the
+/// helper thread (a blocked read cannot be cancelled); dropping the receiver
+/// makes it exit at its next event.
+pub(crate) fn next_event_by(
+    rx: &Receiver<Event>,
+    sink: &mut dyn StreamSink,
+    until: Option<Instant>,
+) -> Next {
     loop {
-        match rx.recv_timeout(TICK) {
+        let wait = match until {
+            None => TICK,
+            Some(until) => match until.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left.min(TICK),
+                _ => return Next::TimedOut,
+            },
+        };
+        match rx.recv_timeout(wait) {
             Ok(event) => return Next::Event(event),
             Err(RecvTimeoutError::Timeout) => {
                 if sink.on_progress() == Flow::Stop {
@@ -194,14 +210,17 @@ pub(crate) fn wait_for_end(rx: &Receiver<Event>) {
     }
 }
 
-/// Waits for the response head. `Ok(None)`: the sink stopped the call.
+/// Waits for the response head until `until` (the attempt's first-byte
+/// deadline, or the call's, whichever comes first). `Ok(None)`: the sink
+/// stopped the call.
 pub(crate) fn wait_head(
     rx: &Receiver<Event>,
     sink: &mut dyn StreamSink,
     url: &str,
     opts: &ClientOptions,
+    until: Until,
 ) -> AttemptResult<Option<Head>> {
-    match next_event(rx, sink) {
+    match next_event_by(rx, sink, Some(until.at)) {
         Next::Event(Event::Head {
             status,
             content_type,
@@ -216,6 +235,33 @@ pub(crate) fn wait_head(
         Next::Event(Event::Failed(e)) => Err(transport_failure(&e, url, opts)),
         Next::Event(Event::Data(_) | Event::End) | Next::Gone => Err(helper_gone(url)),
         Next::Stopped => Ok(None),
+        Next::TimedOut => Err(no_answer(url, opts, until.call_deadline)),
+    }
+}
+
+/// When an attempt stops waiting, and whether that is the call's deadline
+/// (no further attempt) or only this attempt's first-byte deadline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Until {
+    pub(crate) at: Instant,
+    pub(crate) call_deadline: bool,
+}
+
+impl Until {
+    /// The earlier of `now + first_byte` and `call_deadline`.
+    pub(crate) fn first_byte(opts: &ClientOptions, call_deadline: Instant) -> Until {
+        let attempt = Instant::now() + opts.first_byte_timeout;
+        if attempt < call_deadline {
+            Until {
+                at: attempt,
+                call_deadline: false,
+            }
+        } else {
+            Until {
+                at: call_deadline,
+                call_deadline: true,
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use super::{ConfigError, Environment, Origin, split_list};
 
@@ -60,6 +61,43 @@ impl Resolver<'_> {
                 .map(Some)
                 .map_err(|_| self.type_error(section, key, "a positive whole number")),
             Some(_) => Err(self.type_error(section, key, "a whole number")),
+        }
+    }
+
+    /// A duration in whole seconds (at least 1) from variable `var`, else
+    /// `[section] key`, else `default`.
+    pub(super) fn seconds(
+        &self,
+        var: &'static str,
+        (section, key): (&'static str, &'static str),
+        default: Duration,
+    ) -> Result<(Duration, Origin), ConfigError> {
+        let found = match self.var(var) {
+            Some((v, origin)) => Some((
+                v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid {
+                    key: var.into(),
+                    message: format!("'{v}' is not a whole number of seconds"),
+                })?,
+                origin,
+                var,
+            )),
+            None => self.toml_int(section, key)?.map(|n| {
+                let origin = match key {
+                    "first_byte_timeout_secs" => {
+                        Origin::ConfigFile("provider.first_byte_timeout_secs")
+                    }
+                    _ => Origin::ConfigFile("provider.call_timeout_secs"),
+                };
+                (u64::from(n), origin, key)
+            }),
+        };
+        match found {
+            None => Ok((default, Origin::Default)),
+            Some((0, _, name)) => Err(ConfigError::Invalid {
+                key: name.into(),
+                message: "must be at least 1 second".into(),
+            }),
+            Some((n, origin, _)) => Ok((Duration::from_secs(n), origin)),
         }
     }
 

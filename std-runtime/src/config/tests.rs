@@ -281,10 +281,82 @@ fn masking_hides_secrets() {
     assert_eq!(mask("sk-abcdefghijkl1234"), "sk-…1234");
     assert_eq!(mask("short"), "****");
     let p = ProviderSettings {
-        base_url: "x".into(),
+        base_url: "https://proxyuser:hunter2pass@llm.example/v1".into(),
         api_key: Some("sk-verysecretvalue99".into()),
         model: "m".into(),
         provider_name: "custom".into(),
+        first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
+        call_timeout: DEFAULT_CALL_TIMEOUT,
     };
-    assert!(!format!("{p:?}").contains("verysecret"));
+    let shown = format!("{p:?}");
+    assert!(!shown.contains("verysecret"), "{shown}");
+    assert!(
+        !shown.contains("hunter2pass") && !shown.contains("proxyuser"),
+        "{shown}"
+    );
+    assert!(shown.contains("https://***@llm.example/v1"), "{shown}");
+}
+
+#[test]
+fn credentials_in_urls_are_masked_for_display() {
+    for (url, shown) in [
+        ("https://u:p@host/v1", "https://***@host/v1"),
+        (
+            "http://token@127.0.0.1:8080/v1",
+            "http://***@127.0.0.1:8080/v1",
+        ),
+        ("https://u:p%40x@host", "https://***@host"),
+        ("https://host/v1?next=a@b", "https://host/v1?next=a@b"),
+        ("https://host/user@v1", "https://host/user@v1"),
+        ("http://127.0.0.1:11434/v1", "http://127.0.0.1:11434/v1"),
+        ("not a url", "not a url"),
+    ] {
+        assert_eq!(redact_url(url), shown, "{url}");
+    }
+}
+
+#[test]
+fn provider_timeouts_default_and_come_from_env_or_file() {
+    let home = home_with(&[]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.provider.first_byte_timeout, Duration::from_secs(30));
+    assert_eq!(s.provider.call_timeout, Duration::from_secs(90));
+    assert_eq!(s.origins["call_timeout"], Origin::Default);
+
+    let home = home_with(&[(
+        "config.toml",
+        "[provider]\nfirst_byte_timeout_secs = 45\ncall_timeout_secs = 300\n",
+    )]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.provider.first_byte_timeout, Duration::from_secs(45));
+    assert_eq!(s.provider.call_timeout, Duration::from_secs(300));
+    assert_eq!(
+        s.origins["call_timeout"],
+        Origin::ConfigFile("provider.call_timeout_secs")
+    );
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_CALL_TIMEOUT", "600")]),
+    )
+    .unwrap();
+    assert_eq!(s.provider.call_timeout, Duration::from_secs(600));
+    assert_eq!(
+        s.origins["call_timeout"],
+        Origin::Env("HERMES_CALL_TIMEOUT")
+    );
+
+    for bad in ["0", "soon", "-5"] {
+        let err = load(
+            &cwd_overrides(),
+            &env(home.path(), &[("HERMES_FIRST_BYTE_TIMEOUT", bad)]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("HERMES_FIRST_BYTE_TIMEOUT"),
+            "{err}"
+        );
+    }
+    let home = home_with(&[("config.toml", "[provider]\ncall_timeout_secs = 0\n")]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+    assert!(err.to_string().contains("call_timeout_secs"), "{err}");
 }

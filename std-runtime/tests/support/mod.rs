@@ -185,6 +185,9 @@ pub struct Rules {
     /// `Some(key)`: `Authorization: Bearer key` is required. `None`: no
     /// `Authorization` header may be sent.
     pub api_key: Option<String>,
+    /// `Some(b64)`: `Authorization: Basic b64` is required instead (the
+    /// client was given a base URL with `user:password@`).
+    pub basic_auth: Option<String>,
 }
 
 #[derive(Default)]
@@ -246,6 +249,7 @@ impl ScriptedServer {
             Rules {
                 prefix: "/v1".into(),
                 api_key: api_key.map(str::to_owned),
+                basic_auth: None,
             },
             script,
         )
@@ -383,6 +387,12 @@ fn check_rules(req: &Recorded, rules: &Rules) -> Vec<String> {
         )),
     }
     let auth = req.header("authorization");
+    if let Some(b64) = &rules.basic_auth {
+        if auth != Some(format!("Basic {b64}").as_str()) {
+            problems.push("missing or wrong Basic Authorization header".into());
+        }
+        return problems;
+    }
     match (&rules.api_key, auth) {
         (Some(key), Some(v)) if v == format!("Bearer {key}") => {}
         (Some(_), Some(v)) => {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::event::MessageEvent;
+use crate::split::LengthUnit;
 
 /// The one callback every adapter delivers inbound events to. It returns
 /// quickly: the runner queues the work.
@@ -53,6 +54,26 @@ pub enum AdapterError {
         /// The platform.
         platform: &'static str,
     },
+    /// The platform (or this adapter) cannot do that, e.g. send files.
+    #[error("{platform}: {what} not supported")]
+    Unsupported {
+        /// The platform.
+        platform: &'static str,
+        /// What was asked for.
+        what: &'static str,
+    },
+}
+
+/// A file to send to a chat: the part of a reply too long for messages
+/// ([`crate::overflow`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutgoingFile {
+    /// The file name the user sees (`reply.md`).
+    pub file_name: String,
+    /// The bytes.
+    pub content: Vec<u8>,
+    /// A short text shown with the file where the platform has captions.
+    pub caption: String,
 }
 
 /// A chat platform. Implementations translate; they make no decisions about
@@ -83,6 +104,31 @@ pub trait PlatformAdapter: Send + Sync {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError>;
+
+    /// How [`PlatformAdapter::max_message_len`] is counted.
+    fn length_unit(&self) -> LengthUnit {
+        LengthUnit::Chars
+    }
+
+    /// Whether [`PlatformAdapter::send_file`] works here.
+    fn can_send_files(&self) -> bool {
+        false
+    }
+
+    /// Sends `file` to `chat_id` as a document. Adapters of platforms that
+    /// take files override this (and [`PlatformAdapter::can_send_files`]);
+    /// the default says they cannot.
+    async fn send_file(
+        &self,
+        _chat_id: &str,
+        _file: &OutgoingFile,
+        _reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        Err(AdapterError::Unsupported {
+            platform: self.platform(),
+            what: "sending files",
+        })
+    }
 
     /// Shows a "typing…" indicator where the platform has one.
     async fn typing(&self, _chat_id: &str) {}

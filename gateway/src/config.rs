@@ -112,6 +112,14 @@ pub struct GatewayConfig {
     /// In queue mode, how many messages may wait per session; more are
     /// refused with a notice rather than silently piling up.
     pub max_queued: usize,
+    /// The most platform messages one reply may take. A longer reply sends
+    /// its beginning in `max_reply_messages - 1` messages and the rest as a
+    /// file, or — where the platform takes no files — a notice that it was
+    /// cut (see [`crate::overflow`]).
+    pub max_reply_messages: usize,
+    /// How long an accepted message's id is remembered in the store, so a
+    /// platform's redelivery after a restart is recognised (SPEC X5).
+    pub dedup_retention: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -129,6 +137,8 @@ impl Default for GatewayConfig {
             dedup_window: Duration::from_secs(600),
             dedup_capacity: 4096,
             max_queued: 16,
+            max_reply_messages: 10,
+            dedup_retention: Duration::from_secs(48 * 3600),
         }
     }
 }
@@ -149,6 +159,8 @@ const KNOWN_KEYS: &[&str] = &[
     "dedup_window_secs",
     "dedup_capacity",
     "max_queued",
+    "max_reply_messages",
+    "dedup_retention_hours",
 ];
 
 impl GatewayConfig {
@@ -286,6 +298,12 @@ impl GatewayConfig {
         }
         if let Some((key, v)) = pick("GATEWAY_MAX_QUEUED", "max_queued") {
             cfg.max_queued = v.count(&key, 1, 10_000)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_MAX_REPLY_MESSAGES", "max_reply_messages") {
+            cfg.max_reply_messages = v.count(&key, 2, 1000)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_DEDUP_RETENTION_HOURS", "dedup_retention_hours") {
+            cfg.dedup_retention = Duration::from_secs(v.count(&key, 1, 24 * 365)? as u64 * 3600);
         }
         Ok(cfg)
     }
@@ -494,5 +512,25 @@ mod tests {
         assert_eq!(e.key, "gateway");
         // Adapter sub-tables are left to the adapters.
         assert!(parse("[gateway.telegram]\nanything = 1", &[]).is_ok());
+    }
+
+    #[test]
+    fn reply_length_and_dedup_retention() {
+        let cfg = parse("", &[]).unwrap();
+        assert_eq!(cfg.max_reply_messages, 10);
+        assert_eq!(cfg.dedup_retention, Duration::from_secs(48 * 3600));
+        let cfg = parse(
+            "[gateway]\nmax_reply_messages = 3\ndedup_retention_hours = 2",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(cfg.max_reply_messages, 3);
+        assert_eq!(cfg.dedup_retention, Duration::from_secs(7200));
+        let cfg = parse("", &[("GATEWAY_MAX_REPLY_MESSAGES", "25")]).unwrap();
+        assert_eq!(cfg.max_reply_messages, 25);
+        let e = parse("[gateway]\nmax_reply_messages = 1", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.max_reply_messages");
+        let e = parse("", &[("GATEWAY_DEDUP_RETENTION_HOURS", "0")]).unwrap_err();
+        assert_eq!(e.key, "GATEWAY_DEDUP_RETENTION_HOURS");
     }
 }

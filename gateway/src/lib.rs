@@ -17,6 +17,7 @@ pub mod dedup;
 pub mod event;
 pub mod inbox;
 pub mod lock;
+pub mod overflow;
 pub mod runner;
 pub mod session;
 pub mod split;

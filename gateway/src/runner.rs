@@ -64,13 +64,14 @@ use hermes_runtime::store::{Store, StoreError};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore};
 
-use crate::adapter::{EventHandler, PlatformAdapter};
+use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::cache::{AgentCache, CacheStats};
 use crate::command::Command;
 use crate::config::GatewayConfig;
 use crate::dedup::Dedup;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::{Inbox, InboxError};
+use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
 mod commands;
@@ -554,6 +555,8 @@ impl Inner {
         }
     }
 
+    /// Sends a reply, at most [`GatewayConfig::max_reply_messages`]
+    /// platform messages of it ([`crate::overflow`]).
     async fn send(&self, platform: &str, chat_id: &str, text: &str, reply_to: Option<&str>) {
         if text.is_empty() {
             return;
@@ -563,8 +566,66 @@ impl Inner {
             return;
         };
         let reply_to = reply_to.filter(|r| !r.is_empty());
-        if let Err(e) = adapter.send(chat_id, text, reply_to).await {
+        if let Err(e) = self.deliver(&**adapter, chat_id, text, reply_to).await {
             tracing::error!(platform, chat_id, error = %e, "sending a reply failed");
         }
+    }
+
+    async fn deliver(
+        &self,
+        adapter: &dyn PlatformAdapter,
+        chat_id: &str,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let max = self.config.max_reply_messages;
+        let files = adapter.can_send_files();
+        // The note ending the beginning of a long reply; the cut notice is
+        // reserved at its longest (every character left out).
+        let note = if files {
+            overflow::file_note(max)
+        } else {
+            overflow::cut_notice(max, text.chars().count())
+        };
+        let head_messages = if files { max - 1 } else { max };
+        let (head, rest) = match overflow::plan(
+            text,
+            adapter.max_message_len(),
+            adapter.length_unit(),
+            max,
+            head_messages,
+            &note,
+        ) {
+            Delivery::Whole => return adapter.send(chat_id, text, reply_to).await,
+            Delivery::Overflow { head, rest } => (head, rest),
+        };
+        let rest_chars = rest.chars().count();
+        tracing::info!(
+            platform = adapter.platform(),
+            chat_id,
+            rest_chars,
+            "reply longer than {max} messages"
+        );
+        if !files {
+            let note = overflow::cut_notice(max, rest_chars);
+            return adapter
+                .send(chat_id, &overflow::with_note(&head, &note), reply_to)
+                .await;
+        }
+        adapter
+            .send(chat_id, &overflow::with_note(&head, &note), reply_to)
+            .await?;
+        let file = OutgoingFile {
+            file_name: overflow::REPLY_FILE_NAME.to_owned(),
+            content: rest.into_bytes(),
+            caption: overflow::REPLY_FILE_CAPTION.to_owned(),
+        };
+        if let Err(e) = adapter.send_file(chat_id, &file, None).await {
+            tracing::warn!(platform = adapter.platform(), chat_id, error = %e, "sending the rest of a long reply as a file failed");
+            adapter
+                .send(chat_id, &overflow::cut_notice(max, rest_chars), None)
+                .await?;
+        }
+        Ok(())
     }
 }

@@ -115,7 +115,7 @@ fn best_cut(window: &str) -> usize {
 
 /// Tracks ``` fences through `body`: returns the opening line of the fence
 /// still open at its end, if any.
-fn fence_state_after(mut open: Option<String>, body: &str) -> Option<String> {
+pub(crate) fn fence_state_after(mut open: Option<String>, body: &str) -> Option<String> {
     for line in body.lines() {
         let trimmed = line.trim_start();
         if trimmed.starts_with("```") {

@@ -18,9 +18,10 @@ use hermes_core::{
     StreamSink, ToolRegistry,
 };
 
-use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
 use crate::runner::{AgentFactory, FactoryError};
+use crate::split::{LengthUnit, split_message};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -37,6 +38,8 @@ pub struct Sent {
     pub reply_to: Option<String>,
     /// When it was sent (for latency measurements).
     pub at: Instant,
+    /// The file, when this was a document (`text` is then its caption).
+    pub file: Option<OutgoingFile>,
 }
 
 /// A platform adapter living inside the test: events are injected by the
@@ -48,6 +51,11 @@ pub struct TestAdapter {
     changed: Condvar,
     next_id: AtomicU64,
     disconnected: AtomicBool,
+    /// Message length limit (characters); longer texts are split, one
+    /// [`Sent`] per piece, as a real platform would show them.
+    limit: AtomicUsize,
+    /// Whether the platform takes files.
+    files: AtomicBool,
 }
 
 impl std::fmt::Debug for TestAdapter {
@@ -69,7 +77,19 @@ impl TestAdapter {
             changed: Condvar::new(),
             next_id: AtomicU64::new(1),
             disconnected: AtomicBool::new(false),
+            limit: AtomicUsize::new(4096),
+            files: AtomicBool::new(false),
         })
+    }
+
+    /// Sets the message length limit (characters).
+    pub fn set_max_message_len(&self, limit: usize) {
+        self.limit.store(limit.max(1), Ordering::Relaxed);
+    }
+
+    /// Makes the platform take files (or not).
+    pub fn set_files(&self, on: bool) {
+        self.files.store(on, Ordering::Relaxed);
     }
 
     /// Delivers `event` to the runner's handler, as a platform would.
@@ -156,7 +176,11 @@ impl PlatformAdapter for TestAdapter {
     }
 
     fn max_message_len(&self) -> usize {
-        4096
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    fn can_send_files(&self) -> bool {
+        self.files.load(Ordering::Relaxed)
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
@@ -176,11 +200,40 @@ impl PlatformAdapter for TestAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
+        let pieces = split_message(text, self.max_message_len(), LengthUnit::Chars);
+        let mut sent = lock(&self.sent);
+        for (i, piece) in pieces.into_iter().enumerate() {
+            sent.push(Sent {
+                chat_id: chat_id.to_owned(),
+                text: piece,
+                reply_to: reply_to.filter(|_| i == 0).map(str::to_owned),
+                at: Instant::now(),
+                file: None,
+            });
+        }
+        drop(sent);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    async fn send_file(
+        &self,
+        chat_id: &str,
+        file: &OutgoingFile,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        if !self.can_send_files() {
+            return Err(AdapterError::Unsupported {
+                platform: self.platform,
+                what: "sending files",
+            });
+        }
         lock(&self.sent).push(Sent {
             chat_id: chat_id.to_owned(),
-            text: text.to_owned(),
+            text: file.caption.clone(),
             reply_to: reply_to.map(str::to_owned),
             at: Instant::now(),
+            file: Some(file.clone()),
         });
         self.changed.notify_all();
         Ok(())

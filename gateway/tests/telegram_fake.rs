@@ -2,218 +2,28 @@
 //! behaviours the npm emulator cannot show (offset acknowledgement and
 //! persistence, long-poll holds, 429/400/5xx/401/409 answers).
 //!
-//! The fake speaks plain HTTP/1.1 with keep-alive, like the real API behind
-//! its TLS: `POST /bot{token}/{method}` with a JSON body, a JSON envelope
-//! back. Its `getUpdates` follows Telegram's documented rules: updates below
-//! `offset` are forgotten, and with nothing pending the request is held for
-//! `timeout` seconds (unless the test turns holding off, as the emulator).
+//! The fake (`telegram_support`) speaks the Bot API's HTTP as the real one
+//! does; see its module docs.
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::VecDeque;
+mod telegram_support;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_gateway::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use hermes_gateway::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::telegram::{
     MemoryOffsets, OffsetStore, RetryPolicy, StoreOffsets, TelegramAdapter, TelegramConfig,
 };
 use hermes_gateway::testing::{collector, recv_within};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, mpsc};
+use telegram_support::{Fake, TOKEN};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
-const TOKEN: &str = "123456:SECRET-token_value";
-const BOT_ID: i64 = 4242;
 const WAIT: Duration = Duration::from_secs(20);
-
-#[derive(Debug, Clone)]
-struct Request {
-    method: String,
-    body: Value,
-    at: Instant,
-}
-
-#[derive(Default)]
-struct State {
-    pending: Vec<Value>,
-    requests: Vec<Request>,
-    /// Canned answers, used (once each) for the first request of that method.
-    script: VecDeque<(String, u16, Value)>,
-    hold_polls: bool,
-    next_message_id: i64,
-}
-
-#[derive(Clone)]
-struct Fake {
-    base: String,
-    state: Arc<Mutex<State>>,
-    notify: Arc<Notify>,
-}
-
-impl Fake {
-    async fn start(hold_polls: bool) -> Fake {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(Mutex::new(State {
-            hold_polls,
-            next_message_id: 1000,
-            ..State::default()
-        }));
-        let fake = Fake {
-            base,
-            state,
-            notify: Arc::new(Notify::new()),
-        };
-        let f = fake.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                let f = f.clone();
-                tokio::spawn(async move { f.serve(sock).await });
-            }
-        });
-        fake
-    }
-
-    fn push_update(&self, update: Value) {
-        self.state.lock().unwrap().pending.push(update);
-        self.notify.notify_waiters();
-    }
-
-    fn script(&self, method: &str, status: u16, body: Value) {
-        self.state
-            .lock()
-            .unwrap()
-            .script
-            .push_back((method.to_owned(), status, body));
-    }
-
-    fn requests(&self, method: &str) -> Vec<Request> {
-        self.state
-            .lock()
-            .unwrap()
-            .requests
-            .iter()
-            .filter(|r| r.method == method)
-            .cloned()
-            .collect()
-    }
-
-    async fn serve(&self, sock: TcpStream) {
-        let mut reader = BufReader::new(sock);
-        loop {
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
-                return;
-            }
-            let mut content_length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-                    return;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':')
-                    && k.eq_ignore_ascii_case("content-length")
-                {
-                    content_length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; content_length];
-            if reader.read_exact(&mut body).await.is_err() {
-                return;
-            }
-            let path = request_line
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or("")
-                .to_owned();
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let (status, answer) = self.answer(&path, body).await;
-            let text = answer.to_string();
-            let head = format!(
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
-                text.len()
-            );
-            let sock = reader.get_mut();
-            if sock.write_all(head.as_bytes()).await.is_err()
-                || sock.write_all(text.as_bytes()).await.is_err()
-            {
-                return;
-            }
-        }
-    }
-
-    async fn answer(&self, path: &str, body: Value) -> (u16, Value) {
-        let Some(method) = path
-            .strip_prefix(&format!("/bot{TOKEN}/"))
-            .map(str::to_owned)
-        else {
-            return (
-                404,
-                json!({"ok": false, "error_code": 404, "description": "Not Found"}),
-            );
-        };
-        let scripted = {
-            let mut st = self.state.lock().unwrap();
-            st.requests.push(Request {
-                method: method.clone(),
-                body: body.clone(),
-                at: Instant::now(),
-            });
-            let pos = st.script.iter().position(|(m, _, _)| *m == method);
-            pos.and_then(|p| st.script.remove(p))
-        };
-        if let Some((_, status, answer)) = scripted {
-            return (status, answer);
-        }
-        let ok = |result: Value| (200, json!({"ok": true, "result": result}));
-        match method.as_str() {
-            "getMe" => ok(
-                json!({"id": BOT_ID, "is_bot": true, "first_name": "Fake", "username": "fake_bot"}),
-            ),
-            "getUpdates" => {
-                let timeout =
-                    Duration::from_secs(body.get("timeout").and_then(Value::as_u64).unwrap_or(0));
-                let deadline = tokio::time::Instant::now() + timeout;
-                loop {
-                    let notified = self.notify.notified();
-                    {
-                        let mut st = self.state.lock().unwrap();
-                        if let Some(offset) = body.get("offset").and_then(Value::as_i64) {
-                            st.pending
-                                .retain(|u| u["update_id"].as_i64().unwrap() >= offset);
-                        }
-                        if !st.pending.is_empty() || !st.hold_polls {
-                            return ok(Value::Array(st.pending.clone()));
-                        }
-                    }
-                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                        return ok(json!([]));
-                    }
-                }
-            }
-            "sendMessage" => {
-                let mut st = self.state.lock().unwrap();
-                st.next_message_id += 1;
-                ok(
-                    json!({"message_id": st.next_message_id, "chat": {"id": body["chat_id"], "type": "private"},
-                          "text": body["text"]}),
-                )
-            }
-            "sendChatAction" => ok(json!(true)),
-            _ => (
-                404,
-                json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}),
-            ),
-        }
-    }
-}
 
 fn dm(update_id: i64, message_id: i64, text: &str) -> Value {
     json!({"update_id": update_id, "message": {
@@ -329,13 +139,7 @@ async fn unacknowledged_updates_are_redelivered_after_a_restart_and_handled_ones
     // While the gateway is down, two more arrive. The fake still holds 1..=3
     // only if the offset was never sent; the restarted adapter must start at 4
     // from the SQLite store, not from scratch.
-    {
-        let mut st = fake.state.lock().unwrap();
-        st.pending.clear();
-        for i in 1..=5 {
-            st.pending.push(dm(i, 100 + i, &format!("m{i}")));
-        }
-    }
+    fake.replace_pending((1..=5).map(|i| dm(i, 100 + i, &format!("m{i}"))).collect());
     let polls_before = fake.requests("getUpdates").len();
     let second = TelegramAdapter::new(config(&fake), store()).unwrap();
     let (handler, mut rx) = collector();
@@ -414,6 +218,47 @@ async fn rate_limit_429_waits_retry_after_then_sends() {
         "retry_after honoured"
     );
     assert_eq!(sends[0].body, sends[1].body, "the same message is resent");
+}
+
+#[tokio::test]
+async fn a_file_goes_as_send_document_multipart_and_5xx_is_retried() {
+    let fake = Fake::start(true).await;
+    fake.script(
+        "sendDocument",
+        502,
+        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    );
+    let adapter = TelegramAdapter::new(config(&fake), Arc::new(MemoryOffsets::new())).unwrap();
+    assert!(adapter.can_send_files());
+    let content = "# The rest\n\nüñíçødé ✓ and \"quotes\" and\r\nCRLF\n".repeat(50);
+    let file = OutgoingFile {
+        file_name: "reply.md".into(),
+        content: content.clone().into_bytes(),
+        caption: "The rest of the reply above.".into(),
+    };
+    adapter.send_file("7", &file, Some("12")).await.unwrap();
+    let sends = fake.requests("sendDocument");
+    assert_eq!(sends.len(), 2, "the 502 was retried");
+    let body = &sends[1].body;
+    assert_eq!(body["chat_id"], "7");
+    assert_eq!(body["caption"], "The rest of the reply above.");
+    assert_eq!(body["document"]["filename"], "reply.md");
+    assert_eq!(body["document"]["content"].as_str().unwrap(), content);
+    assert!(
+        body["document"]["content_type"]
+            .as_str()
+            .unwrap()
+            .starts_with("text/markdown")
+    );
+    let reply: Value = serde_json::from_str(body["reply_parameters"].as_str().unwrap()).unwrap();
+    assert_eq!(reply["message_id"], 12);
+    assert!(fake.requests("sendMessage").is_empty());
+
+    let err = adapter
+        .send_file("not-a-chat", &file, None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not a Telegram chat id"), "{err}");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ mod wecom_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
+use hermes_gateway::adapter::{AdapterError, OutgoingFile, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent, MessageType};
 use hermes_gateway::testing::{collector, recv_within};
 use hermes_gateway::wecom::{WecomAdapter, WecomConfig, WecomState};
@@ -268,6 +268,51 @@ async fn proactive_send_uses_a_fresh_req_id_and_chatid() {
     assert_eq!(a.frame["body"]["markdown"]["content"], "news");
     assert_ne!(a.req_id, b.req_id);
     assert!(a.req_id.starts_with("aibot_send_msg"));
+    adapter.disconnect().await;
+    fake.assert_clean();
+}
+
+#[tokio::test]
+async fn a_file_is_uploaded_in_chunks_and_sent_as_a_file_message() {
+    let (fake, adapter, _rx) = connected(Behaviour::default(), |c| c).await;
+    assert!(adapter.can_send_files());
+    // 1.2 MiB: three chunks, the last one short; bytes of every value.
+    let content: Vec<u8> = (0..1_250_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let file = OutgoingFile {
+        file_name: "reply.md".into(),
+        content: content.clone(),
+        caption: "ignored: WeCom files have no caption".into(),
+    };
+    adapter.send_file("alice", &file, None).await.unwrap();
+    assert_eq!(
+        fake.files(),
+        vec![("alice".to_owned(), "reply.md".to_owned(), content)]
+    );
+    let cmds: Vec<String> = fake
+        .received()
+        .into_iter()
+        .map(|r| r.cmd)
+        .filter(|c| c != "aibot_subscribe" && c != "ping")
+        .collect();
+    assert_eq!(
+        cmds,
+        [
+            "aibot_upload_media_init",
+            "aibot_upload_media_chunk",
+            "aibot_upload_media_chunk",
+            "aibot_upload_media_chunk",
+            "aibot_upload_media_finish",
+            "aibot_send_msg",
+        ]
+    );
+    // WeCom refuses files under 5 bytes: a clear error, nothing sent.
+    let tiny = OutgoingFile {
+        content: b"abc".to_vec(),
+        ..file
+    };
+    let err = adapter.send_file("alice", &tiny, None).await.unwrap_err();
+    assert!(matches!(err, AdapterError::Rejected { .. }), "{err}");
+    assert_eq!(fake.files().len(), 1);
     adapter.disconnect().await;
     fake.assert_clean();
 }

@@ -148,18 +148,25 @@ impl Api {
         }
     }
 
-    /// One attempt of `method`, with a whole-request `timeout`.
+    /// One attempt of `method` with a JSON body, with a whole-request `timeout`.
     pub(crate) async fn call_once(
         &self,
         method: &str,
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, CallError> {
+        self.exchange(method, timeout, |req| req.json(body)).await
+    }
+
+    /// One attempt of `method`, its body set by `body` (JSON or multipart).
+    async fn exchange(
+        &self,
+        method: &str,
+        timeout: Duration,
+        body: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<Value, CallError> {
         let url = format!("{}/bot{}/{}", self.base, self.token, method);
-        let resp = self
-            .client
-            .post(url)
-            .json(body)
+        let resp = body(self.client.post(url))
             .timeout(timeout)
             .send()
             .await
@@ -223,9 +230,32 @@ impl Api {
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, CallError> {
+        self.with_retries(method, || self.call_once(method, body, timeout))
+            .await
+    }
+
+    /// `method` with a `multipart/form-data` body (`sendDocument`), retried
+    /// like [`Api::call`]; `form` builds the body afresh for each attempt.
+    pub(crate) async fn call_multipart(
+        &self,
+        method: &str,
+        form: impl Fn() -> reqwest::multipart::Form,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        self.with_retries(method, || {
+            self.exchange(method, timeout, |req| req.multipart(form()))
+        })
+        .await
+    }
+
+    async fn with_retries<F, Fut>(&self, method: &str, mut attempt: F) -> Result<Value, CallError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Value, CallError>>,
+    {
         let mut failures = 0u32;
         loop {
-            match self.call_once(method, body, timeout).await {
+            match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(CallError::Api {
                     status: 429,

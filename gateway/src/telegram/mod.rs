@@ -10,7 +10,9 @@
 //!
 //! Outbound: `sendMessage`, split at 4096 UTF-16 code units, formatted as
 //! Telegram HTML converted from the reply's Markdown ([`format`]); a chunk
-//! Telegram refuses with 400 is resent as plain text, never dropped.
+//! Telegram refuses with 400 is resent as plain text, never dropped. Files
+//! (the rest of a reply too long for messages, [`crate::overflow`]) go as
+//! `sendDocument` with a `multipart/form-data` body.
 //!
 //! Faults: 429 waits out `retry_after`; 5xx and network errors are retried
 //! with backoff (bounded per send, unbounded but capped in the poll loop so
@@ -36,7 +38,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
@@ -49,6 +51,9 @@ pub use store_offsets::{OFFSET_KEY, StoreOffsets};
 
 /// Telegram's limit for one message, in UTF-16 code units.
 pub const MAX_MESSAGE_UTF16: usize = 4096;
+
+/// Telegram's limit for a document caption, in characters.
+const MAX_CAPTION_CHARS: usize = 1024;
 
 /// The public Bot API endpoint.
 pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
@@ -496,6 +501,64 @@ impl PlatformAdapter for TelegramAdapter {
 
     fn max_message_len(&self) -> usize {
         MAX_MESSAGE_UTF16
+    }
+
+    fn length_unit(&self) -> LengthUnit {
+        LengthUnit::Utf16
+    }
+
+    fn can_send_files(&self) -> bool {
+        true
+    }
+
+    /// `sendDocument`: the file as a multipart upload, with its caption
+    /// (plain text, cut to Telegram's 1024 characters).
+    async fn send_file(
+        &self,
+        chat_id: &str,
+        file: &OutgoingFile,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let chat: i64 = chat_id.trim().parse().map_err(|_| AdapterError::Rejected {
+            platform: PLATFORM,
+            message: format!("not a Telegram chat id: {chat_id:?}"),
+        })?;
+        let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
+        let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
+        let caption: String = file.caption.chars().take(MAX_CAPTION_CHARS).collect();
+        let form = || {
+            let document = reqwest::multipart::Part::bytes(file.content.clone())
+                .file_name(file.file_name.clone());
+            let document = match document.mime_str("text/markdown; charset=utf-8") {
+                Ok(part) => part,
+                // The literal above always parses; were it not to, the
+                // upload still works without a type.
+                Err(_) => reqwest::multipart::Part::bytes(file.content.clone())
+                    .file_name(file.file_name.clone()),
+            };
+            let mut form = reqwest::multipart::Form::new()
+                .text("chat_id", chat.to_string())
+                .part("document", document);
+            if !caption.is_empty() {
+                form = form.text("caption", caption.clone());
+            }
+            if let Some(t) = thread {
+                form = form.text("message_thread_id", t.to_string());
+            }
+            if let Some(r) = reply {
+                form = form.text(
+                    "reply_parameters",
+                    json!({ "message_id": r, "allow_sending_without_reply": true }).to_string(),
+                );
+            }
+            form
+        };
+        self.inner
+            .api
+            .call_multipart("sendDocument", form, Duration::from_secs(120))
+            .await
+            .map(|_| ())
+            .map_err(CallError::into_adapter_error)
     }
 
     /// Checks the token with `getMe` (which also gives the username for

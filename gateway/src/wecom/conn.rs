@@ -281,7 +281,7 @@ async fn connect_once(
                     }
                 };
                 match parsed {
-                    Inbound::Ack { req_id, errcode, errmsg } => {
+                    Inbound::Ack { req_id, errcode, errmsg, body } => {
                         if req_id == sub_req {
                             if errcode != 0 {
                                 break End::AuthFailed(format!(
@@ -301,7 +301,7 @@ async fn connect_once(
                                 tracing::warn!("wecom: ping refused: errcode={errcode}, errmsg={errmsg}");
                             }
                         } else if let Some(tx) = lock(&inner.pending).remove(&req_id) {
-                            let _ = tx.send(Ack { errcode, errmsg });
+                            let _ = tx.send(Ack { errcode, errmsg, body });
                         } else {
                             tracing::debug!(%req_id, "wecom: ack for nothing we wait for");
                         }

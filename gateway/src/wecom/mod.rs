@@ -5,7 +5,10 @@
 //! authenticates with `aibot_subscribe`, keeps it alive with `ping` frames and
 //! receives user messages as `aibot_msg_callback` frames. Replies reuse the
 //! callback's `req_id` (`aibot_respond_msg`); anything else is sent
-//! proactively (`aibot_send_msg`).
+//! proactively (`aibot_send_msg`). Files (the rest of a reply too long for
+//! messages, [`crate::overflow`]) are uploaded in 512 KiB base64 chunks over
+//! the same socket (`aibot_upload_media_init` / `_chunk` / `_finish`, as
+//! WeCom's SDKs do) and sent as a `file` message.
 //!
 //! Guarantees:
 //! - Every frame that expects an answer waits for its ack (matched by
@@ -35,7 +38,7 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::split::{LengthUnit, split_message};
 use bounded::BoundedMap;
 
@@ -202,6 +205,7 @@ struct ReplyTarget {
 struct Ack {
     errcode: i64,
     errmsg: String,
+    body: serde_json::Value,
 }
 
 /// State shared by the adapter handle and the connection task.
@@ -369,6 +373,16 @@ impl Inner {
     /// Sends one frame and waits for its ack. Frames sharing a `req_id` wait
     /// for each other.
     async fn request(&self, req_id: &str, cmd: &str, frame: String) -> Result<(), AdapterError> {
+        self.request_for_body(req_id, cmd, frame).await.map(|_| ())
+    }
+
+    /// [`Inner::request`], returning the ack's body.
+    async fn request_for_body(
+        &self,
+        req_id: &str,
+        cmd: &str,
+        frame: String,
+    ) -> Result<serde_json::Value, AdapterError> {
         let req_lock = lock(&self.req_locks)
             .entry(req_id.to_owned())
             .or_default()
@@ -390,7 +404,7 @@ impl Inner {
         req_id: &str,
         cmd: &str,
         frame: String,
-    ) -> Result<(), AdapterError> {
+    ) -> Result<serde_json::Value, AdapterError> {
         let (tx, rx) = oneshot::channel();
         let out = lock(&self.out).clone();
         let Some(out) = out else {
@@ -402,8 +416,12 @@ impl Inner {
             return Err(AdapterError::NotConnected { platform: PLATFORM });
         }
         match tokio::time::timeout(self.config.ack_timeout, rx).await {
-            Ok(Ok(Ack { errcode: 0, .. })) => Ok(()),
-            Ok(Ok(Ack { errcode, errmsg })) => Err(AdapterError::Rejected {
+            Ok(Ok(Ack {
+                errcode: 0, body, ..
+            })) => Ok(body),
+            Ok(Ok(Ack {
+                errcode, errmsg, ..
+            })) => Err(AdapterError::Rejected {
                 platform: PLATFORM,
                 message: format!("{cmd} refused: errcode={errcode}, errmsg={errmsg}"),
             }),
@@ -427,7 +445,60 @@ impl Inner {
         let frame = wire::send_markdown(&req_id, chat_id, piece);
         self.request(&req_id, wire::CMD_SEND, frame).await
     }
+
+    /// Uploads `content` as a temporary file (`aibot_upload_media_init`, a
+    /// `…_chunk` per 512 KiB, `…_finish`) and returns its `media_id`.
+    async fn upload(&self, file_name: &str, content: &[u8]) -> Result<String, AdapterError> {
+        use base64::Engine as _;
+        use md5::Digest as _;
+        let rejected = |message: String| AdapterError::Rejected {
+            platform: PLATFORM,
+            message,
+        };
+        if content.len() < MIN_FILE_BYTES || content.len() > MAX_FILE_BYTES {
+            return Err(rejected(format!(
+                "a file of {} bytes cannot be sent (WeCom takes {MIN_FILE_BYTES} bytes to {} MiB)",
+                content.len(),
+                MAX_FILE_BYTES >> 20
+            )));
+        }
+        let chunks: Vec<&[u8]> = content.chunks(wire::UPLOAD_CHUNK_BYTES).collect();
+        let md5_hex: String = md5::Md5::digest(content)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let field = |body: &serde_json::Value, name: &str, cmd: &str| {
+            body.get(name)
+                .and_then(serde_json::Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| rejected(format!("the {cmd} ack carries no {name}")))
+        };
+        let req_id = self.ids.next(wire::CMD_UPLOAD_INIT);
+        let frame = wire::upload_init(&req_id, file_name, content.len(), chunks.len(), &md5_hex);
+        let body = self
+            .request_for_body(&req_id, wire::CMD_UPLOAD_INIT, frame)
+            .await?;
+        let upload_id = field(&body, "upload_id", wire::CMD_UPLOAD_INIT)?;
+        for (index, chunk) in chunks.iter().enumerate() {
+            let req_id = self.ids.next(wire::CMD_UPLOAD_CHUNK);
+            let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+            let frame = wire::upload_chunk(&req_id, &upload_id, index, &data);
+            self.request(&req_id, wire::CMD_UPLOAD_CHUNK, frame).await?;
+        }
+        let req_id = self.ids.next(wire::CMD_UPLOAD_FINISH);
+        let frame = wire::upload_finish(&req_id, &upload_id);
+        let body = self
+            .request_for_body(&req_id, wire::CMD_UPLOAD_FINISH, frame)
+            .await?;
+        field(&body, "media_id", wire::CMD_UPLOAD_FINISH)
+    }
 }
+
+/// WeCom refuses files smaller than this.
+const MIN_FILE_BYTES: usize = 5;
+/// WeCom's limit for a file message.
+const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
 
 #[async_trait]
 impl PlatformAdapter for WecomAdapter {
@@ -437,6 +508,26 @@ impl PlatformAdapter for WecomAdapter {
 
     fn max_message_len(&self) -> usize {
         MAX_MESSAGE_CHARS
+    }
+
+    fn can_send_files(&self) -> bool {
+        true
+    }
+
+    /// Uploads the file over the WebSocket (the upload commands of the
+    /// AI-bot protocol) and sends it with `aibot_send_msg` as a `file`
+    /// message. WeCom file messages have no caption; the runner's note in
+    /// the message before says what the file is.
+    async fn send_file(
+        &self,
+        chat_id: &str,
+        file: &OutgoingFile,
+        _reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let media_id = self.inner.upload(&file.file_name, &file.content).await?;
+        let req_id = self.inner.ids.next(wire::CMD_SEND);
+        let frame = wire::send_file(&req_id, chat_id, &media_id);
+        self.inner.request(&req_id, wire::CMD_SEND, frame).await
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {

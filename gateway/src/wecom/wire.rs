@@ -23,6 +23,17 @@ pub const CMD_RESPOND: &str = "aibot_respond_msg";
 pub const CMD_RESPOND_WELCOME: &str = "aibot_respond_welcome_msg";
 /// Client → server: proactive message (fresh `req_id`, `chatid` in the body).
 pub const CMD_SEND: &str = "aibot_send_msg";
+/// Client → server: announce a file upload (name, size, chunk count, MD5);
+/// the ack's body carries the `upload_id`.
+pub const CMD_UPLOAD_INIT: &str = "aibot_upload_media_init";
+/// Client → server: one base64 chunk (at most [`UPLOAD_CHUNK_BYTES`] raw bytes).
+pub const CMD_UPLOAD_CHUNK: &str = "aibot_upload_media_chunk";
+/// Client → server: finish an upload; the ack's body carries the `media_id`.
+pub const CMD_UPLOAD_FINISH: &str = "aibot_upload_media_finish";
+/// The largest raw chunk of an upload.
+pub const UPLOAD_CHUNK_BYTES: usize = 512 * 1024;
+/// The most chunks one upload may have.
+pub const UPLOAD_MAX_CHUNKS: usize = 100;
 /// Server → client: a user message.
 pub const CMD_MSG_CALLBACK: &str = "aibot_msg_callback";
 /// Server → client: an event (`enter_chat`, `disconnected_event`, …).
@@ -49,7 +60,7 @@ pub enum WireError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Inbound {
-    /// An acknowledgement (subscribe, ping, reply, send): no `cmd`.
+    /// An acknowledgement (subscribe, ping, reply, send, upload): no `cmd`.
     Ack {
         /// The request it answers.
         req_id: String,
@@ -57,6 +68,9 @@ pub enum Inbound {
         errcode: i64,
         /// The server's message.
         errmsg: String,
+        /// What the answer carries (an upload's `upload_id` or `media_id`);
+        /// `Null` when it has no body.
+        body: Value,
     },
     /// A user message (`aibot_msg_callback`).
     Message {
@@ -225,6 +239,7 @@ pub fn parse_frame(text: &str) -> Result<Inbound, WireError> {
             // judge; treating it as success would hide a protocol change.
             errcode: raw.errcode.unwrap_or(-1),
             errmsg: raw.errmsg.unwrap_or_default(),
+            body: raw.body.unwrap_or(Value::Null),
         });
     };
     match cmd.as_str() {
@@ -429,6 +444,63 @@ pub fn send_markdown(req_id: &str, chat_id: &str, content: &str) -> String {
     )
 }
 
+/// `aibot_upload_media_init` for a file of `total_size` bytes in
+/// `total_chunks` chunks with the MD5 `md5_hex`.
+pub fn upload_init(
+    req_id: &str,
+    file_name: &str,
+    total_size: usize,
+    total_chunks: usize,
+    md5_hex: &str,
+) -> String {
+    frame(
+        CMD_UPLOAD_INIT,
+        req_id,
+        Some(json!({
+            "type": "file",
+            "filename": file_name,
+            "total_size": total_size,
+            "total_chunks": total_chunks,
+            "md5": md5_hex,
+        })),
+    )
+}
+
+/// `aibot_upload_media_chunk`: chunk `index` (0-based), base64-encoded.
+pub fn upload_chunk(req_id: &str, upload_id: &str, index: usize, base64_data: &str) -> String {
+    frame(
+        CMD_UPLOAD_CHUNK,
+        req_id,
+        Some(json!({
+            "upload_id": upload_id,
+            "chunk_index": index,
+            "base64_data": base64_data,
+        })),
+    )
+}
+
+/// `aibot_upload_media_finish`.
+pub fn upload_finish(req_id: &str, upload_id: &str) -> String {
+    frame(
+        CMD_UPLOAD_FINISH,
+        req_id,
+        Some(json!({ "upload_id": upload_id })),
+    )
+}
+
+/// `aibot_send_msg`: the uploaded file `media_id` to `chat_id`.
+pub fn send_file(req_id: &str, chat_id: &str, media_id: &str) -> String {
+    frame(
+        CMD_SEND,
+        req_id,
+        Some(json!({
+            "chatid": chat_id,
+            "msgtype": "file",
+            "file": { "media_id": media_id },
+        })),
+    )
+}
+
 /// `aibot_respond_welcome_msg` with a text body, reusing the event's `req_id`.
 pub fn welcome_text(req_id: &str, content: &str) -> String {
     frame(
@@ -457,7 +529,8 @@ mod tests {
             Inbound::Ack {
                 req_id: "aibot_subscribe_1".into(),
                 errcode: 0,
-                errmsg: "ok".into()
+                errmsg: "ok".into(),
+                body: Value::Null,
             }
         );
     }

@@ -29,11 +29,18 @@
 //!   repeated), body `{chatid, msgtype: markdown, markdown: {content}}`;
 //! - `aibot_respond_welcome_msg` reuses an event's `req_id`, body
 //!   `{msgtype: text, text: {content}}`;
+//! - file uploads as WeCom's SDKs make them: `aibot_upload_media_init`
+//!   (`type`, `filename`, `total_size`, `total_chunks` ≤ 100, 32-hex `md5`;
+//!   acked with a fresh `upload_id`), one `aibot_upload_media_chunk` per
+//!   chunk (`upload_id`, `chunk_index`, `base64_data` of at most 512 KiB),
+//!   `aibot_upload_media_finish` (every chunk there, size and MD5 matching;
+//!   acked with a `media_id`), then `aibot_send_msg` with
+//!   `{chatid, msgtype: file, file: {media_id}}` naming a finished upload;
 //! - no frame for a `req_id` arrives while an earlier frame for the same
 //!   `req_id` is still unacked.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -102,7 +109,23 @@ struct Shared {
     /// req_ids with a frame awaiting its ack.
     in_flight: Mutex<HashSet<String>>,
     max_in_flight: Mutex<usize>,
+    /// Uploads in progress, by upload_id.
+    uploads: Mutex<HashMap<String, Upload>>,
+    /// Finished uploads, by media_id: (file name, bytes).
+    media: Mutex<HashMap<String, (String, Vec<u8>)>>,
+    /// Files sent with aibot_send_msg: (chat id, file name, bytes).
+    files: Mutex<Vec<(String, String, Vec<u8>)>>,
+    next_upload: Mutex<u64>,
     changed: Notify,
+}
+
+/// An upload announced by `aibot_upload_media_init`.
+struct Upload {
+    filename: String,
+    total_size: u64,
+    total_chunks: u64,
+    md5: String,
+    chunks: BTreeMap<u64, Vec<u8>>,
 }
 
 /// The running fake; dropped with the test's runtime.
@@ -154,6 +177,11 @@ impl FakeWecom {
             .into_iter()
             .filter(|r| r.cmd == cmd)
             .collect()
+    }
+
+    /// Files sent so far: (chat id, file name, bytes).
+    pub fn files(&self) -> Vec<(String, String, Vec<u8>)> {
+        self.shared.files.lock().unwrap().clone()
     }
 
     pub fn max_in_flight(&self) -> usize {
@@ -267,6 +295,128 @@ fn ack(req_id: &str, errcode: i64, errmsg: &str) -> Message {
     Message::text(
         json!({"headers": {"req_id": req_id}, "errcode": errcode, "errmsg": errmsg}).to_string(),
     )
+}
+
+fn ack_body(req_id: &str, body: Value) -> Message {
+    Message::text(
+        json!({"headers": {"req_id": req_id}, "errcode": 0, "errmsg": "ok", "body": body})
+            .to_string(),
+    )
+}
+
+/// Handles the three upload commands; returns the ack.
+fn upload_step(
+    s: &Shared,
+    cmd: &str,
+    body: &Value,
+    req_id: &str,
+    problems: &mut Vec<String>,
+) -> Message {
+    use base64::Engine as _;
+    use md5::Digest as _;
+    let refuse = |problems: &mut Vec<String>, p: String| {
+        problems.push(p);
+        ack(req_id, 40001, "invalid upload")
+    };
+    match cmd {
+        "aibot_upload_media_init" => {
+            let (Some(kind), Some(filename), Some(total_size), Some(total_chunks), Some(md5)) = (
+                body["type"].as_str(),
+                body["filename"].as_str(),
+                body["total_size"].as_u64(),
+                body["total_chunks"].as_u64(),
+                body["md5"].as_str(),
+            ) else {
+                return refuse(
+                    problems,
+                    format!(
+                        "upload init needs type, filename, total_size, total_chunks, md5: {body}"
+                    ),
+                );
+            };
+            if !["file", "image", "voice", "video"].contains(&kind)
+                || filename.is_empty()
+                || total_size < 5
+                || !(1..=100).contains(&total_chunks)
+                || total_chunks != total_size.div_ceil(512 * 1024)
+                || md5.len() != 32
+                || !md5.bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                return refuse(problems, format!("bad upload init: {body}"));
+            }
+            let upload_id = {
+                let mut n = s.next_upload.lock().unwrap();
+                *n += 1;
+                format!("upload-{n}")
+            };
+            s.uploads.lock().unwrap().insert(
+                upload_id.clone(),
+                Upload {
+                    filename: filename.to_owned(),
+                    total_size,
+                    total_chunks,
+                    md5: md5.to_owned(),
+                    chunks: BTreeMap::new(),
+                },
+            );
+            ack_body(req_id, json!({"upload_id": upload_id}))
+        }
+        "aibot_upload_media_chunk" => {
+            let mut uploads = s.uploads.lock().unwrap();
+            let Some(upload) = body["upload_id"]
+                .as_str()
+                .and_then(|id| uploads.get_mut(id))
+            else {
+                return refuse(problems, format!("chunk for an unknown upload: {body}"));
+            };
+            let (Some(index), Some(data)) =
+                (body["chunk_index"].as_u64(), body["base64_data"].as_str())
+            else {
+                return refuse(
+                    problems,
+                    format!("chunk needs chunk_index and base64_data: {body}"),
+                );
+            };
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else {
+                return refuse(problems, format!("chunk {index} is not base64"));
+            };
+            if index >= upload.total_chunks
+                || bytes.len() > 512 * 1024
+                || upload.chunks.insert(index, bytes).is_some()
+            {
+                return refuse(problems, format!("bad or repeated chunk {index}"));
+            }
+            ack(req_id, 0, "ok")
+        }
+        _ => {
+            let Some(upload_id) = body["upload_id"].as_str() else {
+                return refuse(problems, format!("finish needs upload_id: {body}"));
+            };
+            let Some(upload) = s.uploads.lock().unwrap().remove(upload_id) else {
+                return refuse(problems, format!("finish of an unknown upload {upload_id}"));
+            };
+            let bytes: Vec<u8> = upload.chunks.values().flatten().copied().collect();
+            let md5: String = md5::Md5::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            if upload.chunks.len() as u64 != upload.total_chunks
+                || bytes.len() as u64 != upload.total_size
+                || md5 != upload.md5
+            {
+                return refuse(
+                    problems,
+                    format!("upload {upload_id} incomplete or its MD5 differs"),
+                );
+            }
+            let media_id = format!("media-{upload_id}");
+            s.media
+                .lock()
+                .unwrap()
+                .insert(media_id.clone(), (upload.filename, bytes));
+            ack_body(req_id, json!({"media_id": media_id}))
+        }
+    }
 }
 
 fn markdown_content<'a>(body: &'a Value, problems: &mut Vec<String>) -> Option<&'a str> {
@@ -398,7 +548,19 @@ async fn serve(
                         if reused {
                             problems.push(format!("send_msg must use a fresh req_id, got {req_id}"));
                         }
-                        markdown_content(body, &mut problems);
+                        if body["msgtype"] == "file" {
+                            let media = body["file"]["media_id"].as_str().and_then(|id| s.media.lock().unwrap().get(id).cloned());
+                            match media {
+                                Some((name, bytes)) => s.files.lock().unwrap().push((
+                                    body["chatid"].as_str().unwrap_or("").to_owned(),
+                                    name,
+                                    bytes,
+                                )),
+                                None => problems.push(format!("file message with an unknown media_id: {body}")),
+                            }
+                        } else {
+                            markdown_content(body, &mut problems);
+                        }
                         delayed = true;
                         if behaviour.ack_replies {
                             reply = Some(ack(&req_id, 0, "ok"));
@@ -414,6 +576,10 @@ async fn serve(
                         }
                         delayed = true;
                         reply = Some(ack(&req_id, 0, "ok"));
+                    }
+                    "aibot_upload_media_init" | "aibot_upload_media_chunk" | "aibot_upload_media_finish" => {
+                        delayed = true;
+                        reply = Some(upload_step(&s, &cmd, &frame["body"], &req_id, &mut problems));
                     }
                     other => problems.push(format!("unknown cmd {other}")),
                 }

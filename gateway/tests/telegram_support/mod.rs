@@ -1,0 +1,313 @@
+//! A loopback fake of the Telegram Bot API, shared by the adapter tests and
+//! the kill -9 soak test.
+//!
+//! It speaks plain HTTP/1.1 with keep-alive, like the real API behind its
+//! TLS: `POST /bot{token}/{method}` with a JSON (or, for `sendDocument`,
+//! `multipart/form-data`) body, a JSON envelope back. Its `getUpdates`
+//! follows Telegram's documented rules: updates below `offset` are
+//! forgotten, and with nothing pending the request is held for `timeout`
+//! seconds (unless the test turns holding off, as the npm emulator does).
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// The token the fake accepts (`/bot{TOKEN}/…`).
+pub const TOKEN: &str = "123456:SECRET-token_value";
+/// The bot's user id (`getMe`).
+pub const BOT_ID: i64 = 4242;
+
+/// One request the fake received.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The Bot API method.
+    pub method: String,
+    /// The JSON body; a `multipart/form-data` body as an object of its
+    /// fields, files as `{"filename": …, "content": …}`.
+    pub body: Value,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    pending: Vec<Value>,
+    requests: Vec<Request>,
+    /// Canned answers, used (once each) for the first request of that method.
+    script: VecDeque<(String, u16, Value)>,
+    hold_polls: bool,
+    next_message_id: i64,
+}
+
+/// The fake Bot API; clones share the server.
+#[derive(Clone)]
+pub struct Fake {
+    /// `http://127.0.0.1:PORT`, the `TELEGRAM_API_URL`.
+    pub base: String,
+    state: Arc<Mutex<State>>,
+    notify: Arc<Notify>,
+}
+
+impl Fake {
+    /// Starts the fake on a free port; `hold_polls` makes an empty
+    /// `getUpdates` wait its `timeout` as Telegram does.
+    pub async fn start(hold_polls: bool) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(State {
+            hold_polls,
+            next_message_id: 1000,
+            ..State::default()
+        }));
+        let fake = Fake {
+            base,
+            state,
+            notify: Arc::new(Notify::new()),
+        };
+        let f = fake.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let f = f.clone();
+                tokio::spawn(async move { f.serve(sock).await });
+            }
+        });
+        fake
+    }
+
+    /// Queues an update for `getUpdates`.
+    pub fn push_update(&self, update: Value) {
+        self.state.lock().unwrap().pending.push(update);
+        self.notify.notify_waiters();
+    }
+
+    /// Replaces every pending update with `updates`.
+    pub fn replace_pending(&self, updates: Vec<Value>) {
+        self.state.lock().unwrap().pending = updates;
+        self.notify.notify_waiters();
+    }
+
+    /// The next request of `method` gets this answer (once).
+    pub fn script(&self, method: &str, status: u16, body: Value) {
+        self.state
+            .lock()
+            .unwrap()
+            .script
+            .push_back((method.to_owned(), status, body));
+    }
+
+    /// The requests of `method` so far.
+    pub fn requests(&self, method: &str) -> Vec<Request> {
+        self.state
+            .lock()
+            .unwrap()
+            .requests
+            .iter()
+            .filter(|r| r.method == method)
+            .cloned()
+            .collect()
+    }
+
+    async fn serve(&self, sock: TcpStream) {
+        let mut reader = BufReader::new(sock);
+        loop {
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let mut content_length = 0usize;
+            let mut content_type = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    content_length = v.trim().parse().unwrap_or(0);
+                }
+                if let Some((k, v)) = line.split_once(':')
+                    && k.eq_ignore_ascii_case("content-type")
+                {
+                    content_type = v.trim().to_owned();
+                }
+            }
+            let mut body = vec![0; content_length];
+            if reader.read_exact(&mut body).await.is_err() {
+                return;
+            }
+            let path = request_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .to_owned();
+            let body: Value = match multipart_boundary(&content_type) {
+                Some(boundary) => parse_multipart(&body, &boundary),
+                None => serde_json::from_slice(&body).unwrap_or(Value::Null),
+            };
+            let (status, answer) = self.answer(&path, body).await;
+            let text = answer.to_string();
+            let head = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
+                text.len()
+            );
+            let sock = reader.get_mut();
+            if sock.write_all(head.as_bytes()).await.is_err()
+                || sock.write_all(text.as_bytes()).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    async fn answer(&self, path: &str, body: Value) -> (u16, Value) {
+        let Some(method) = path
+            .strip_prefix(&format!("/bot{TOKEN}/"))
+            .map(str::to_owned)
+        else {
+            return (
+                404,
+                json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+            );
+        };
+        let scripted = {
+            let mut st = self.state.lock().unwrap();
+            st.requests.push(Request {
+                method: method.clone(),
+                body: body.clone(),
+                at: Instant::now(),
+            });
+            let pos = st.script.iter().position(|(m, _, _)| *m == method);
+            pos.and_then(|p| st.script.remove(p))
+        };
+        if let Some((_, status, answer)) = scripted {
+            return (status, answer);
+        }
+        let ok = |result: Value| (200, json!({"ok": true, "result": result}));
+        match method.as_str() {
+            "getMe" => ok(
+                json!({"id": BOT_ID, "is_bot": true, "first_name": "Fake", "username": "fake_bot"}),
+            ),
+            "getUpdates" => {
+                let timeout =
+                    Duration::from_secs(body.get("timeout").and_then(Value::as_u64).unwrap_or(0));
+                let deadline = tokio::time::Instant::now() + timeout;
+                loop {
+                    let notified = self.notify.notified();
+                    {
+                        let mut st = self.state.lock().unwrap();
+                        if let Some(offset) = body.get("offset").and_then(Value::as_i64) {
+                            st.pending
+                                .retain(|u| u["update_id"].as_i64().unwrap() >= offset);
+                        }
+                        if !st.pending.is_empty() || !st.hold_polls {
+                            return ok(Value::Array(st.pending.clone()));
+                        }
+                    }
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return ok(json!([]));
+                    }
+                }
+            }
+            "sendMessage" => {
+                let mut st = self.state.lock().unwrap();
+                st.next_message_id += 1;
+                ok(
+                    json!({"message_id": st.next_message_id, "chat": {"id": body["chat_id"], "type": "private"},
+                          "text": body["text"]}),
+                )
+            }
+            "sendDocument" => {
+                let mut st = self.state.lock().unwrap();
+                st.next_message_id += 1;
+                if body["document"]["filename"].as_str().is_none() {
+                    return (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: there is no document in the request"}),
+                    );
+                }
+                ok(
+                    json!({"message_id": st.next_message_id, "chat": {"id": body["chat_id"], "type": "private"},
+                          "document": {"file_name": body["document"]["filename"]}, "caption": body["caption"]}),
+                )
+            }
+            "sendChatAction" => ok(json!(true)),
+            _ => (
+                404,
+                json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}),
+            ),
+        }
+    }
+}
+
+/// The `boundary` of a `multipart/form-data` content type.
+fn multipart_boundary(content_type: &str) -> Option<String> {
+    let (kind, params) = content_type.split_once(';')?;
+    if !kind.trim().eq_ignore_ascii_case("multipart/form-data") {
+        return None;
+    }
+    params.split(';').find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("boundary")
+            .then(|| v.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// The fields of a `multipart/form-data` body: text fields as strings, file
+/// parts as `{"filename", "content_type", "content"}` (content as UTF-8 text,
+/// which is what the gateway uploads). Malformed bodies give what parsed.
+fn parse_multipart(body: &[u8], boundary: &str) -> Value {
+    let text = String::from_utf8_lossy(body);
+    let delimiter = format!("--{boundary}");
+    let mut fields = Map::new();
+    for part in text.split(delimiter.as_str()).skip(1) {
+        if part.starts_with("--") {
+            break;
+        }
+        let part = part.strip_prefix("\r\n").unwrap_or(part);
+        let Some((head, content)) = part.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let content = content.strip_suffix("\r\n").unwrap_or(content);
+        let mut name = None;
+        let mut filename = None;
+        let mut content_type = None;
+        for line in head.split("\r\n") {
+            let lower = line.to_ascii_lowercase();
+            if lower.starts_with("content-disposition:") {
+                for param in line.split(';') {
+                    if let Some((k, v)) = param.split_once('=') {
+                        let v = v.trim().trim_matches('"').to_owned();
+                        match k.trim() {
+                            "name" => name = Some(v),
+                            "filename" => filename = Some(v),
+                            _ => {}
+                        }
+                    }
+                }
+            } else if lower.starts_with("content-type:") {
+                content_type = line.split_once(':').map(|(_, v)| v.trim().to_owned());
+            }
+        }
+        let Some(name) = name else { continue };
+        let value = match filename {
+            Some(filename) => json!({
+                "filename": filename, "content_type": content_type, "content": content,
+            }),
+            None => json!(content),
+        };
+        fields.insert(name, value);
+    }
+    Value::Object(fields)
+}

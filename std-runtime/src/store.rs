@@ -66,6 +66,8 @@ pub use compaction::StoredCompaction;
 pub use search::SearchHit;
 pub use sessions::{NewSession, SessionRecord, SessionStatus};
 
+pub use kv::KvWrite;
+
 use std::fmt;
 use std::fs;
 use std::io;

@@ -1,8 +1,86 @@
-//! Small adapter state (offsets, the gateway inbox) as key-value rows.
+//! The key-value table: small adapter and gateway state (the Telegram update
+//! offset, the gateway's inbox and the ids of messages it accepted), each
+//! write one transaction.
+//!
+//! [`Store::kv_commit`] applies several writes atomically, with
+//! [`KvWrite::Claim`] as the test-and-set that makes intake exactly-once:
+//! "remember this message id and queue the message" either both happen or,
+//! when the id was already remembered, neither does.
+//! [`Store::append_messages_with_kv`] moves state into a transcript in the
+//! same way (the inbox entries leave as the messages enter).
 
 use rusqlite::OptionalExtension;
 
-use super::{Store, StoreError, WriteTx};
+use super::{Store, StoreError, WriteTx, to_i64};
+
+/// One change in a [`Store::kv_commit`] batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvWrite<'a> {
+    /// Inserts `key` only if it is absent. If it is present the whole batch
+    /// is abandoned and the commit returns `Ok(false)`.
+    Claim {
+        /// The key.
+        key: &'a str,
+        /// Its value.
+        value: &'a str,
+    },
+    /// Inserts or replaces `key`.
+    Set {
+        /// The key.
+        key: &'a str,
+        /// Its value.
+        value: &'a str,
+    },
+    /// Deletes `key` (absent is fine).
+    Delete(&'a str),
+}
+
+/// Applies `writes` inside the open transaction; `false` when a claim failed
+/// (the caller then drops the transaction, rolling everything back).
+pub(super) fn apply(
+    conn: &rusqlite::Connection,
+    writes: &[KvWrite<'_>],
+) -> Result<bool, StoreError> {
+    for write in writes {
+        match *write {
+            KvWrite::Claim { key, value } => {
+                let inserted = conn
+                    .prepare_cached(
+                        "INSERT INTO kv (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+                    )?
+                    .execute([key, value])?;
+                if inserted == 0 {
+                    return Ok(false);
+                }
+            }
+            KvWrite::Set { key, value } => {
+                conn.prepare_cached(
+                    "INSERT INTO kv (key, value) VALUES (?1, ?2) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                )?
+                .execute([key, value])?;
+            }
+            KvWrite::Delete(key) => {
+                conn.prepare_cached("DELETE FROM kv WHERE key = ?1")?
+                    .execute([key])?;
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The smallest string above every string starting with `prefix` (for an
+/// index range scan), or `None` when there is none (an empty prefix).
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        if let Some(next) = char::from_u32(u32::from(last) + 1) {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
 
 impl Store {
     /// Reads a small adapter-state value (e.g. the Telegram update offset).
@@ -50,5 +128,42 @@ impl Store {
             }
         }
         Ok(tx.commit()?)
+    }
+
+    /// Applies `writes` in order, in ONE transaction. `Ok(false)` — and
+    /// nothing written — when a [`KvWrite::Claim`] found its key present;
+    /// `Ok(true)` once everything is durable.
+    pub fn kv_commit(&mut self, writes: &[KvWrite<'_>]) -> Result<bool, StoreError> {
+        let tx = WriteTx::begin(&self.conn)?;
+        if !apply(&tx, writes)? {
+            return Ok(false);
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Deletes the keys starting with `prefix` whose value is a whole number
+    /// below `below` (values written as millisecond timestamps); other values
+    /// are left alone. Returns how many were deleted.
+    pub fn kv_prune_below(&mut self, prefix: &str, below: u64) -> Result<usize, StoreError> {
+        let below = to_i64("prune bound", below)?;
+        let deleted = match prefix_end(prefix) {
+            Some(end) => self
+                .conn
+                .prepare_cached(
+                    "DELETE FROM kv WHERE key >= ?1 AND key < ?2 \
+                     AND value <> '' AND value NOT GLOB '*[^0-9]*' \
+                     AND CAST(value AS INTEGER) < ?3",
+                )?
+                .execute(rusqlite::params![prefix, end, below])?,
+            None => self
+                .conn
+                .prepare_cached(
+                    "DELETE FROM kv WHERE value <> '' AND value NOT GLOB '*[^0-9]*' \
+                     AND CAST(value AS INTEGER) < ?1",
+                )?
+                .execute([below])?,
+        };
+        Ok(deleted)
     }
 }

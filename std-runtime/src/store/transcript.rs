@@ -5,7 +5,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
 
 use super::sessions::{session_exists, touch};
-use super::{Store, StoreError, WriteTx, to_i64, tool_calls};
+use super::{KvWrite, Store, StoreError, WriteTx, to_i64, tool_calls};
 
 /// One message of a session, numbered after its last one; see
 /// [`insert_entries`].
@@ -76,6 +76,31 @@ impl Store {
         insert_entries(&tx, id, entries)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// Appends `entries` to the session's transcript (as
+    /// [`Store::append_messages`]) and applies `writes`, in ONE transaction:
+    /// a crash leaves either both or neither. `Ok(false)` — nothing written —
+    /// when a claim failed.
+    pub fn append_messages_with_kv(
+        &mut self,
+        id: &str,
+        entries: &[LedgerEntry],
+        writes: &[KvWrite<'_>],
+    ) -> Result<bool, StoreError> {
+        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
+        let tx = WriteTx::begin(&self.conn)?;
+        if !touch(&tx, id, now)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        if !entries.is_empty() {
+            insert_entries(&tx, id, entries)?;
+        }
+        if !super::kv::apply(&tx, writes)? {
+            return Ok(false);
+        }
+        tx.commit()?;
+        Ok(true)
     }
 
     /// `/undo`: deletes the last user message and everything after it;

@@ -1,4 +1,4 @@
-//! Durable acceptance of user messages (SPEC E3).
+//! Durable acceptance of user messages, exactly once (SPEC E3, X5).
 //!
 //! An adapter treats a message as delivered as soon as the handler returns
 //! (Telegram then advances its stored update offset, so the platform never
@@ -12,19 +12,31 @@
 //! messages before every reply to them), so the model would later read a
 //! conversation in the wrong order. Instead, accepted messages are written
 //! to this *inbox* — one small value in the store's key-value table — and
-//! moved into the transcript, in arrival order, when their turn begins (or
-//! when they are stored without running: `/new`, shutdown). A message that
-//! a newer one replaced (interrupt mode) or that `/stop` dropped stays here
-//! and is moved, ahead of the next message, by the next turn of its session:
-//! it was accepted, so it is kept, just not answered on its own (the model
-//! sees two consecutive user messages, which is valid).
+//! moved into the transcript, in arrival order, when their turn begins. A
+//! message that a newer one replaced (interrupt mode) or that `/stop` dropped
+//! is marked *unanswered* and stays here; the next turn of its session moves
+//! it, ahead of its own message: it was accepted, so it is kept, just not
+//! answered on its own (the model sees two consecutive user messages, which
+//! is valid).
 //!
-//! # Crashes
-//! At start-up, before crash recovery, whatever the inbox still holds is
-//! appended to its session's transcript ([`crate::runner`]). Moving a
-//! message is two writes (transcript, then inbox); a crash between them
-//! leaves the message in both, so recovery skips an entry whose text and
-//! timestamp are already a user message of the transcript.
+//! # Exactly once
+//! - **Accepted once.** Accepting writes, in ONE transaction, the message
+//!   and a *seen* key for its identity (platform, chat, message id). A
+//!   platform that delivers it again — Telegram after a kill between this
+//!   write and its offset save, a webhook retry — finds the key, and the
+//!   message is dropped, across restarts. Seen keys are pruned after
+//!   `[gateway] dedup_retention_hours` (48 h; Telegram keeps undelivered
+//!   updates for 24 h).
+//! - **Transcribed once.** A turn's start moves its messages into the
+//!   transcript, deletes them here and records the turn as running
+//!   ([`TurnMarker`]), in one transaction
+//!   ([`Store::append_messages_with_kv`]).
+//! - **Answered once.** At start-up ([`crate::runner`]) messages still here
+//!   were accepted but their turn never began (no side effects yet): they
+//!   are queued again and answered. A turn marker still present belongs to a
+//!   turn killed midway: it is not resumed (G11) — its tools may already have
+//!   acted — but its session is suspended and its user gets one notice. A
+//!   turn's marker is removed once its reply was handed to the adapter.
 //!
 //! The inbox uses its own SQLite connection to the same database file, so
 //! accepting a message never waits for the runner's store mutex (a turn may
@@ -34,20 +46,72 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use hermes_core::{LedgerEntry, Message};
-use hermes_runtime::store::{Store, StoreError};
+use hermes_runtime::store::{KvWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ChatType, SessionSource};
+use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
 
 /// The prefix of the key-value keys holding the inbox: one key per message
 /// (`gateway.inbox.00000000000000000042`), so accepting or transcribing a
 /// message writes only that message, however many are waiting.
 pub const INBOX_KV_PREFIX: &str = "gateway.inbox.";
 
+/// The prefix of the keys remembering accepted message ids (the value is
+/// the acceptance time in ms, for pruning).
+pub const SEEN_KV_PREFIX: &str = "gateway.seen.";
+
+/// The prefix of the keys marking running turns, one per session key.
+pub const TURN_KV_PREFIX: &str = "gateway.turn.";
+
 /// The key of the message with arrival number `id` (zero-padded: key order
 /// is arrival order).
-fn kv_key(id: u64) -> String {
+pub fn kv_key(id: u64) -> String {
     format!("{INBOX_KV_PREFIX}{id:020}")
+}
+
+/// The key remembering that message `message_id` of `chat_id` on `platform`
+/// was accepted; `None` for a message without an id (which cannot be
+/// recognised again). The parts are JSON-quoted, so no id can make two
+/// identities share a key.
+pub fn seen_key(platform: &str, chat_id: &str, message_id: &str) -> Option<String> {
+    if message_id.is_empty() {
+        return None;
+    }
+    let parts = serde_json::to_string(&[platform, chat_id, message_id]).ok()?;
+    Some(format!("{SEEN_KV_PREFIX}{parts}"))
+}
+
+/// The key of the running-turn marker of `session_key`.
+pub fn turn_key(session_key: &str) -> String {
+    format!("{TURN_KV_PREFIX}{session_key}")
+}
+
+/// A turn in progress, recorded when its messages enter the transcript and
+/// removed once its reply was sent. Found at start-up, it means the turn was
+/// killed midway.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnMarker {
+    /// The session key.
+    pub key: String,
+    /// The session the turn ran in.
+    pub session_id: String,
+    /// Where to tell the user.
+    pub platform: String,
+    /// The chat.
+    pub chat_id: String,
+    /// The message the turn answered (the notice replies to it).
+    pub message_id: String,
+    /// When the turn started.
+    pub at_ms: u64,
+}
+
+/// Whether [`Inbox::accept`] took the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accepted {
+    /// New: it is durable and held.
+    New,
+    /// Accepted before (a redelivery, possibly across a restart): dropped.
+    Duplicate,
 }
 
 /// One accepted, not yet transcribed, user message.
@@ -70,12 +134,34 @@ pub struct Pending {
     pub text: String,
     /// When it was accepted (the transcript entry's timestamp).
     pub at_ms: u64,
+    /// The platform's message id (a reply's target; empty if none). Absent
+    /// in inboxes written before it was recorded.
+    #[serde(default)]
+    pub message_id: String,
+    /// `false` once a newer message replaced it or `/stop` dropped it: it is
+    /// transcribed ahead of its session's next message, not answered alone.
+    #[serde(default = "yes")]
+    pub answer: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Pending {
     /// The transcript entry for this message.
     pub fn entry(&self) -> LedgerEntry {
         LedgerEntry::at(Message::user(self.text.as_str()), self.at_ms)
+    }
+
+    /// The event to run again after a restart.
+    pub fn event(&self) -> MessageEvent {
+        MessageEvent {
+            message_id: self.message_id.clone(),
+            text: self.text.clone(),
+            source: self.source(),
+            message_type: MessageType::Text,
+        }
     }
 
     /// The source, as far as the inbox remembers it (enough to create a
@@ -161,38 +247,103 @@ impl Inbox {
             .collect()
     }
 
-    /// Forgets what a previous process left (after it was transcribed).
-    pub fn clear_left_over(&mut self) -> Result<(), StoreError> {
-        self.entries.clear();
-        let Some(db) = &mut self.db else {
-            return Ok(());
-        };
-        let keys: Vec<String> = db
-            .kv_scan(INBOX_KV_PREFIX)?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        db.kv_delete(&keys)
+    /// Holds messages that are already durable (what a previous process
+    /// left), so their turns find them.
+    pub fn restore(&mut self, left: Vec<Pending>) {
+        self.entries.extend(left);
     }
 
-    /// Accepts `pending`. On `Err` it is still held in memory (and will be
-    /// transcribed when its turn comes); only its durability failed.
-    pub fn push(&mut self, pending: Pending) -> Result<(), StoreError> {
+    /// Accepts `pending` unless its identity (`seen`, from [`seen_key`]) was
+    /// accepted before: the message and its identity are written in one
+    /// transaction. On `Err` the message is still held in memory (and will
+    /// be transcribed when its turn comes); only its durability failed.
+    pub fn accept(&mut self, pending: Pending, seen: Option<&str>) -> Result<Accepted, StoreError> {
         let written = match &mut self.db {
-            None => Ok(()),
+            None => Ok(true),
             Some(db) => match serde_json::to_string(&pending) {
-                Ok(value) => db.kv_set(&kv_key(pending.id), &value),
+                Ok(value) => {
+                    let key = kv_key(pending.id);
+                    let at = pending.at_ms.to_string();
+                    let mut writes = Vec::with_capacity(2);
+                    if let Some(seen) = seen {
+                        writes.push(KvWrite::Claim {
+                            key: seen,
+                            value: &at,
+                        });
+                    }
+                    writes.push(KvWrite::Set {
+                        key: &key,
+                        value: &value,
+                    });
+                    db.kv_commit(&writes)
+                }
                 Err(e) => {
                     // Plain strings and integers always serialise; were it
                     // ever to fail, the message is still held in memory.
                     tracing::error!(error = %e, "could not serialise an inbox entry");
-                    Ok(())
+                    Ok(true)
                 }
             },
         };
-        self.entries.push_back(pending);
-        written
+        match written {
+            Ok(false) => Ok(Accepted::Duplicate),
+            Ok(true) => {
+                self.entries.push_back(pending);
+                Ok(Accepted::New)
+            }
+            Err(e) => {
+                self.entries.push_back(pending);
+                Err(e)
+            }
+        }
+    }
+
+    /// Remembers `seen` (a command's identity) unless it was seen before:
+    /// `Ok(false)` for a repeat. Commands are not queued here; this makes
+    /// them run at most once, across restarts.
+    pub fn claim(&mut self, seen: &str, now_ms: u64) -> Result<bool, StoreError> {
+        let Some(db) = &mut self.db else {
+            return Ok(true);
+        };
+        db.kv_commit(&[KvWrite::Claim {
+            key: seen,
+            value: &now_ms.to_string(),
+        }])
+    }
+
+    /// Forgets seen keys older than `before_ms`; returns how many.
+    pub fn prune_seen(&mut self, before_ms: u64) -> Result<usize, StoreError> {
+        match &mut self.db {
+            None => Ok(0),
+            Some(db) => db.kv_prune_below(SEEN_KV_PREFIX, before_ms),
+        }
+    }
+
+    /// Marks these messages as not to be answered on their own (replaced,
+    /// or dropped by `/stop`), durably.
+    pub fn mark_unanswered(&mut self, ids: &[u64]) -> Result<(), StoreError> {
+        let mut changed = Vec::new();
+        for p in self.entries.iter_mut().filter(|p| ids.contains(&p.id)) {
+            if p.answer {
+                p.answer = false;
+                changed.push(p.clone());
+            }
+        }
+        let Some(db) = &mut self.db else {
+            return Ok(());
+        };
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<(String, String)> = changed
+            .iter()
+            .filter_map(|p| Some((kv_key(p.id), serde_json::to_string(p).ok()?)))
+            .collect();
+        let writes: Vec<KvWrite<'_>> = rows
+            .iter()
+            .map(|(key, value)| KvWrite::Set { key, value })
+            .collect();
+        db.kv_commit(&writes).map(|_| ())
     }
 
     /// The waiting messages of `key` that arrived before or with `upto`, in
@@ -210,8 +361,19 @@ impl Inbox {
         self.entries.iter().cloned().collect()
     }
 
-    /// Removes the messages with these ids (they are transcribed, or were
-    /// refused).
+    /// Forgets these messages in memory only: a transaction on another
+    /// connection already deleted them (the start of their turn).
+    pub fn forget(&mut self, ids: &[u64]) {
+        self.entries.retain(|p| !ids.contains(&p.id));
+    }
+
+    /// The highest arrival number held (0 when empty).
+    pub fn max_id(&self) -> u64 {
+        self.entries.iter().map(|p| p.id).max().unwrap_or(0)
+    }
+
+    /// Removes the messages with these ids (refused, or found already
+    /// transcribed), durably.
     pub fn remove(&mut self, ids: &[u64]) -> Result<(), StoreError> {
         let before = self.entries.len();
         self.entries.retain(|p| !ids.contains(&p.id));
@@ -237,9 +399,10 @@ impl Inbox {
     }
 }
 
-/// Whether `pending` is already in `transcript` (a crash between the
-/// transcript append and the inbox update): a user message with the same
-/// text accepted in the same millisecond.
+/// Whether `pending` is already in `transcript`: a user message with the
+/// same text accepted in the same millisecond. Moving a message into the
+/// transcript is one transaction now; inboxes left by versions that made it
+/// two writes can hold a message already transcribed.
 pub fn already_transcribed(transcript: &[LedgerEntry], pending: &Pending) -> bool {
     transcript.iter().rev().any(|e| {
         matches!(e.message, Message::User { .. })
@@ -263,7 +426,13 @@ mod tests {
             user_id: "u".into(),
             text: text.into(),
             at_ms: 1000 + id,
+            message_id: format!("m{id}"),
+            answer: true,
         }
+    }
+
+    fn seen(p: &Pending) -> Option<String> {
+        seen_key(&p.platform, &p.chat_id, &p.message_id)
     }
 
     #[test]
@@ -273,29 +442,108 @@ mod tests {
         let mut inbox = Inbox::open(&path).unwrap();
         // Ids past 9 check that key order is numeric order (zero padding).
         for id in 0..12 {
-            inbox.push(pending(id, &format!("m{id}"))).unwrap();
+            let p = pending(id, &format!("m{id}"));
+            let key = seen(&p);
+            assert_eq!(inbox.accept(p, key.as_deref()).unwrap(), Accepted::New);
         }
         inbox.remove(&[1, 10]).unwrap();
+        inbox.mark_unanswered(&[3]).unwrap();
         drop(inbox);
 
         let reopened = Inbox::open(&path).unwrap();
-        let left: Vec<u64> = reopened
-            .load_left_over()
-            .unwrap()
-            .iter()
-            .map(|p| p.id)
-            .collect();
-        assert_eq!(left, [0, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
+        let left = reopened.load_left_over().unwrap();
+        let ids: Vec<u64> = left.iter().map(|p| p.id).collect();
+        assert_eq!(ids, [0, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
+        assert!(!left[2].answer, "the mark is durable");
+        assert!(left.iter().filter(|p| p.id != 3).all(|p| p.answer));
+        assert_eq!(left[0].event().message_id, "m0");
+    }
 
-        let mut reopened = reopened;
-        reopened.clear_left_over().unwrap();
-        assert!(
-            Inbox::open(&path)
-                .unwrap()
-                .load_left_over()
-                .unwrap()
-                .is_empty()
+    #[test]
+    fn dedup_survives_a_restart_a_redelivered_message_is_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut first = Inbox::open(&path).unwrap();
+        let p = pending(1, "hello");
+        let key = seen(&p);
+        assert_eq!(
+            first.accept(p.clone(), key.as_deref()).unwrap(),
+            Accepted::New
         );
+        drop(first); // a kill: nothing else was written
+
+        // The platform delivers it again (new arrival number, same identity).
+        let mut second = Inbox::open(&path).unwrap();
+        let again = Pending { id: 7, ..p };
+        assert_eq!(
+            second.accept(again, key.as_deref()).unwrap(),
+            Accepted::Duplicate
+        );
+        let left = second.load_left_over().unwrap();
+        assert_eq!(left.len(), 1, "stored once: {left:?}");
+        assert_eq!(left[0].id, 1);
+        assert!(second.is_empty(), "a duplicate is not held");
+
+        // Same id in another chat or on another platform is another message.
+        assert_ne!(seen_key("test", "2", "m1"), key);
+        assert_ne!(seen_key("other", "1", "m1"), key);
+        // No id, no identity.
+        assert_eq!(seen_key("test", "1", ""), None);
+        // Separators inside ids cannot make two identities collide.
+        assert_ne!(seen_key("a", "b\",\"c", "d"), seen_key("a", "b", "c\",\"d"));
+    }
+
+    #[test]
+    fn seen_ids_are_pruned_after_the_retention_and_commands_are_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut inbox = Inbox::open(&path).unwrap();
+        let old = pending(1, "old"); // accepted at 1001
+        let new = Pending {
+            at_ms: 9_000,
+            ..pending(2, "new")
+        };
+        for p in [old.clone(), new.clone()] {
+            let key = seen(&p);
+            inbox.accept(p, key.as_deref()).unwrap();
+        }
+        let cmd = seen_key("test", "1", "c1").unwrap();
+        assert!(inbox.claim(&cmd, 9_500).unwrap());
+        assert!(!inbox.claim(&cmd, 9_600).unwrap(), "a command runs once");
+        assert_eq!(inbox.prune_seen(5_000).unwrap(), 1);
+        // The old identity is forgotten, the new one is not.
+        let again = Pending {
+            id: 10,
+            ..old.clone()
+        };
+        assert_eq!(
+            inbox.accept(again, seen(&old).as_deref()).unwrap(),
+            Accepted::New
+        );
+        let again = Pending {
+            id: 11,
+            ..new.clone()
+        };
+        assert_eq!(
+            inbox.accept(again, seen(&new).as_deref()).unwrap(),
+            Accepted::Duplicate
+        );
+    }
+
+    #[test]
+    fn an_inbox_written_before_message_ids_were_recorded_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        Store::open(&path)
+            .unwrap()
+            .kv_set(
+                &kv_key(4),
+                r#"{"id":4,"key":"k","platform":"telegram","chat_id":"1","dm":true,"user_id":"1","text":"hi","at_ms":5}"#,
+            )
+            .unwrap();
+        let left = Inbox::open(&path).unwrap().load_left_over().unwrap();
+        assert_eq!(left[0].message_id, "");
+        assert!(left[0].answer);
     }
 
     #[test]

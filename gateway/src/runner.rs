@@ -54,7 +54,7 @@
 //! **Invariant:** nothing here branches on a platform name; adapters are
 //! looked up by the name they report.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use hermes_core::{Agent, Clock, InterruptFlag};
 use hermes_runtime::store::{Store, StoreError};
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::cache::{AgentCache, CacheStats};
@@ -83,12 +83,12 @@ mod turn;
 
 pub use lifecycle::{last_daily_boundary, system_utc_offset};
 
-/// How long crash recovery looks back (SPEC G11).
-pub const CRASH_WINDOW: Duration = Duration::from_secs(120);
 /// The "interrupting" notice is sent at most this often per session (G6).
 pub const NOTICE_INTERVAL: Duration = Duration::from_secs(30);
 /// Graceful stop finishes within this (SPEC G3 / issue 5).
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long start-up waits for one restart notice to be sent.
+const NOTICE_SEND_TIMEOUT: Duration = Duration::from_secs(15);
 /// An unknown user is told "no" at most this often.
 const REFUSAL_INTERVAL: Duration = Duration::from_secs(600);
 
@@ -98,8 +98,11 @@ pub fn refusal_text(user_id: &str) -> String {
         "Sorry, you are not allowed to use this bot. Ask its operator to add your user id ({user_id}) to the allow-list."
     )
 }
-/// Sent once when a session had to be suspended by crash recovery.
-pub const CRASH_NOTICE: &str = "(The gateway restarted while your last message was being handled; starting a new conversation.)";
+/// Sent once, at start-up, for a turn the previous process was killed in the
+/// middle of (as a reply to the message it was answering). The turn is not
+/// resumed (G11): its session is suspended and the next message starts a
+/// new conversation.
+pub const RESTART_NOTICE: &str = "⚠️ The gateway restarted before it finished answering this message, so the answer is missing or incomplete. Please send it again if you still need it (a new conversation starts).";
 /// Sent when a message arrives for a busy session in interrupt mode.
 pub const INTERRUPT_NOTICE: &str = "⏳ Interrupting the current reply to answer your new message…";
 /// Sent when a message arrives for a busy session in queue mode.
@@ -238,6 +241,10 @@ struct Inner {
     /// Arrival numbers of accepted messages (and the position of commands
     /// among them).
     next_pending: AtomicU64,
+    /// Open once start-up has told the users of interrupted turns (or
+    /// shutdown began): workers wait for it, so messages left by a previous
+    /// process are answered after the adapters connected.
+    gate: watch::Sender<bool>,
 }
 
 /// Routing state. Held only for short, non-blocking sections, and never
@@ -246,8 +253,6 @@ struct State {
     dedup: Dedup,
     sessions: HashMap<String, Slot>,
     cache: AgentCache,
-    /// Session keys suspended by crash recovery that still owe the user a notice.
-    suspended_keys: HashSet<String>,
     /// When each busy session last got the interrupting/queued notice.
     last_notice: HashMap<String, u64>,
     /// When each unknown user was last refused.
@@ -338,7 +343,6 @@ impl GatewayRunner {
                 config.agent_cache_size,
                 duration_ms(config.agent_cache_idle),
             ),
-            suspended_keys: HashSet::new(),
             last_notice: HashMap::new(),
             last_refusal: HashMap::new(),
             active_workers: 0,
@@ -360,35 +364,35 @@ impl GatewayRunner {
                 idle: Notify::new(),
                 inbox: Mutex::new(Inbox::volatile()),
                 next_pending: AtomicU64::new(1),
+                gate: watch::Sender::new(false),
             }),
         }
     }
 
-    /// Starts serving: crash recovery (G11), then connects every adapter with
-    /// the one handler (G3). Must be called inside the tokio runtime the
-    /// runner should use. An adapter that fails to connect is logged and
-    /// skipped (E4); if none connects, start fails.
+    /// Starts serving. Must be called inside the tokio runtime the runner
+    /// should use.
+    ///
+    /// 1. Recovery ([`crate::inbox`], G11, X5): sessions of turns killed
+    ///    midway are suspended; messages accepted but never started are
+    ///    queued again (their workers wait for step 3).
+    /// 2. Every adapter connects with the one handler (G3). One that fails
+    ///    is logged and skipped (E4); if none connects, start fails (and the
+    ///    queued messages stay in the inbox for the next start).
+    /// 3. The user of each interrupted turn gets [`RESTART_NOTICE`], then the
+    ///    queued messages run.
     pub async fn start(&self) -> Result<(), StartError> {
         if self.inner.handle.set(Handle::current()).is_err() {
             return Err(StartError::AlreadyStarted);
         }
         let inner = Arc::clone(&self.inner);
-        let suspended = tokio::task::spawn_blocking(move || {
-            // Messages a previous process accepted but never transcribed go
-            // into their transcripts first (E3), so the sessions they touch
-            // take part in crash recovery like any other.
-            inner.recover_inbox()?;
-            Ok::<_, StartError>(inner.recover_crashed()?)
-        })
-        .await
-        .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
-        if !suspended.is_empty() {
-            tracing::warn!(
-                count = suspended.len(),
-                "suspended sessions left running by an unclean stop"
-            );
+        let recovered = tokio::task::spawn_blocking(move || inner.recover())
+            .await
+            .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
+        for p in recovered.to_answer {
+            let state = lock(&self.inner.state);
+            self.inner
+                .push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
         }
-        lock(&self.inner.state).suspended_keys.extend(suspended);
 
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {
@@ -417,6 +421,26 @@ impl GatewayRunner {
                 failures.join("; ")
             }));
         }
+        for marker in recovered.interrupted {
+            let send = self.inner.send(
+                &marker.platform,
+                &marker.chat_id,
+                RESTART_NOTICE,
+                Some(&marker.message_id),
+            );
+            if tokio::time::timeout(NOTICE_SEND_TIMEOUT, send)
+                .await
+                .is_err()
+            {
+                tracing::warn!(platform = %marker.platform, "the restart notice could not be sent in time");
+            }
+            let inner = Arc::clone(&self.inner);
+            let key = marker.key.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || inner.forget_turn(&key)).await {
+                tracing::error!(error = %e, "clearing a turn marker panicked");
+            }
+        }
+        self.inner.gate.send_replace(true);
         Ok(())
     }
 
@@ -428,14 +452,17 @@ impl GatewayRunner {
 
     /// Graceful stop, within [`SHUTDOWN_TIMEOUT`]: start no new turns,
     /// interrupt running ones (their partial output is persisted and sent),
-    /// store messages still waiting — or arriving until the workers have
-    /// drained — without running them (E3), then refuse further events,
-    /// disconnect every adapter, and record a clean shutdown if every turn
-    /// finished.
+    /// keep messages still waiting — or arriving until the workers have
+    /// drained — in the inbox for the next start (E3, X5), then refuse
+    /// further events, disconnect every adapter, and record a clean shutdown
+    /// if every turn finished.
     pub async fn shutdown(&self) -> ShutdownReport {
         let started = Instant::now();
         let inner = &self.inner;
         inner.stopping.store(true, Ordering::SeqCst);
+        // Workers still waiting for start-up to finish go through their
+        // queues now, without running anything.
+        inner.gate.send_replace(true);
         {
             let state = lock(&inner.state);
             for slot in state.sessions.values() {
@@ -477,14 +504,8 @@ impl GatewayRunner {
         }
         let marked_clean = if all_turns_finished {
             let inner = Arc::clone(inner);
-            let result = tokio::task::spawn_blocking(move || {
-                // Accepted messages that never got a turn (dropped by /stop,
-                // replaced and not followed by another) are transcribed now:
-                // a clean stop leaves the inbox empty.
-                inner.flush_all_pending();
-                inner.store().mark_clean_shutdown()
-            })
-            .await;
+            let result =
+                tokio::task::spawn_blocking(move || inner.store().mark_clean_shutdown()).await;
             match result {
                 Ok(Ok(())) => true,
                 Ok(Err(e)) => {

@@ -82,6 +82,13 @@ impl TestAdapter {
         })
     }
 
+    /// Makes [`TestAdapter::say`] number its messages from `n` on (a
+    /// platform never reuses message ids; a test that restarts a gateway
+    /// on the same store must not either).
+    pub fn set_next_id(&self, n: u64) {
+        self.next_id.store(n, Ordering::Relaxed);
+    }
+
     /// Sets the message length limit (characters).
     pub fn set_max_message_len(&self, limit: usize) {
         self.limit.store(limit.max(1), Ordering::Relaxed);

@@ -26,7 +26,7 @@ use hermes_gateway::config::{BusyMode, GatewayConfig};
 use hermes_gateway::event::{ChatType, SessionSource};
 use hermes_gateway::lock::InstanceLock;
 use hermes_gateway::runner::{
-    AgentFactory, CRASH_NOTICE, FactoryError, GatewayRunner, INTERRUPT_NOTICE, QUEUE_NOTICE,
+    AgentFactory, FactoryError, GatewayRunner, INTERRUPT_NOTICE, QUEUE_NOTICE, RESTART_NOTICE,
     RunnerDeps, refusal_text,
 };
 use hermes_gateway::testing::{
@@ -182,6 +182,33 @@ impl Harness {
 
     fn shutdown(&self) -> hermes_gateway::runner::ShutdownReport {
         self.rt.block_on(self.runner.shutdown())
+    }
+
+    /// A new runner (new process, in effect) on the same store, after this
+    /// one stopped; its adapter numbers messages after this one's.
+    fn restarted(mut self, pace: Pace, tweak: impl FnOnce(&mut GatewayConfig)) -> Harness {
+        let dir = self._dir.take();
+        let store = self.store.clone();
+        let clock = self.clock.clone();
+        drop(self);
+        let h = build(dir, store, clock, pace, tweak, &[]);
+        h.adapter.set_next_id(1000);
+        h
+    }
+
+    /// The messages still in the inbox: (text, to be answered).
+    fn inbox(&self) -> Vec<(String, bool)> {
+        self.store
+            .lock()
+            .unwrap()
+            .kv_scan(hermes_gateway::inbox::INBOX_KV_PREFIX)
+            .unwrap()
+            .into_iter()
+            .map(|(_, v)| {
+                let p: hermes_gateway::inbox::Pending = serde_json::from_str(&v).unwrap();
+                (p.text, p.answer)
+            })
+            .collect()
     }
 }
 
@@ -756,28 +783,34 @@ fn graceful_stop_interrupts_persists_and_disconnects() {
             .texts_to("dm-alice")
             .contains(&"partial reply to: working".to_owned())
     );
-    // The waiting message was stored, not run (E3).
+    // The waiting message was not run; it is kept, durable, for the next
+    // start (E3, X5).
     assert_eq!(h.model.call_count(), 1);
     assert_eq!(
         h.transcript(&dm_key("alice")),
         pairs(&[
             ("user", "working"),
             ("assistant", "partial reply to: working"),
-            ("user", "waiting"),
         ])
     );
-    // A clean stop leaves nothing to recover.
-    let suspended = h
-        .store
-        .lock()
-        .unwrap()
-        .suspend_recent_unclean(120_000)
-        .unwrap();
-    assert!(suspended.is_empty());
+    assert_eq!(h.inbox(), [("waiting".to_owned(), true)]);
+    // A clean stop leaves no interrupted turn.
+    assert!(
+        h.store
+            .lock()
+            .unwrap()
+            .kv_scan(hermes_gateway::inbox::TURN_KV_PREFIX)
+            .unwrap()
+            .is_empty()
+    );
+    // The next start answers it, with no notice.
+    let h = h.restarted(Pace::Instant, |c| c.busy_mode = BusyMode::Queue);
+    assert_eq!(h.wait_texts("dm-alice", 1), ["reply to: waiting"]);
+    assert!(h.inbox().is_empty());
 }
 
 #[test]
-fn messages_arriving_during_shutdown_are_stored_not_run() {
+fn messages_arriving_during_shutdown_are_kept_and_answered_at_the_next_start() {
     let h = harness(Pace::Gated, |_| {});
     h.dm("alice", "working");
     h.wait_model_waiting(1);
@@ -796,15 +829,17 @@ fn messages_arriving_during_shutdown_are_stored_not_run() {
         "{report:?}"
     );
     assert_eq!(h.model.call_count(), 1);
-    // Nothing replaced, nothing lost, nothing run.
+    // Nothing replaced, nothing lost, nothing run: both wait in the inbox.
     assert_eq!(
         h.transcript(&dm_key("alice")),
         pairs(&[
             ("user", "working"),
             ("assistant", "partial reply to: working"),
-            ("user", "late one"),
-            ("user", "late two"),
         ])
+    );
+    assert_eq!(
+        h.inbox(),
+        [("late one".to_owned(), true), ("late two".to_owned(), true)]
     );
     // After the stop the runner itself refuses events (the adapter is
     // disconnected too, so deliver straight to the handler).
@@ -816,8 +851,23 @@ fn messages_arriving_during_shutdown_are_stored_not_run() {
         "late-3",
         "too late",
     ));
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(h.transcript(&dm_key("alice")).len(), 4);
+    assert_eq!(h.inbox().len(), 2, "not accepted after the stop");
+    // The next start answers them, in order: they were kept in queue order
+    // while stopping, so each is answered.
+    let h = h.restarted(Pace::Instant, |_| {});
+    let texts = h.wait_texts("dm-alice", 2);
+    assert_eq!(texts, ["reply to: late one", "reply to: late two"]);
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[
+            ("user", "working"),
+            ("assistant", "partial reply to: working"),
+            ("user", "late one"),
+            ("assistant", "reply to: late one"),
+            ("user", "late two"),
+            ("assistant", "reply to: late two"),
+        ])
+    );
 }
 
 const CHILD_ENV: &str = "HERMES_GATEWAY_TEST_CRASH_CHILD";
@@ -850,7 +900,7 @@ fn crash_child(home: &Path) -> ! {
 }
 
 #[test]
-fn crash_recovery_after_kill_9() {
+fn a_turn_killed_midway_gets_one_restart_notice_and_is_not_resumed() {
     if let Some(home) = std::env::var_os(CHILD_ENV) {
         crash_child(Path::new(&home));
     }
@@ -859,7 +909,7 @@ fn crash_recovery_after_kill_9() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "crash_recovery_after_kill_9",
+            "a_turn_killed_midway_gets_one_restart_notice_and_is_not_resumed",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -914,18 +964,37 @@ fn crash_recovery_after_kill_9() {
         assert_eq!(transcript.len(), 1);
         assert_eq!(transcript[0].message, Message::user("important message"));
     }
+    h.adapter.set_next_id(1000);
+    // X5: instead of silence, one notice, as a reply to the message whose
+    // answer was lost — sent at start-up, before anything else.
+    let sent = h.adapter.wait_until(WAIT, |sent| !sent.is_empty()).unwrap();
+    assert_eq!(sent[0].text, RESTART_NOTICE);
+    assert_eq!(sent[0].chat_id, "dm-alice");
+    assert_eq!(sent[0].reply_to.as_deref(), Some("m1"));
+    // The marker is gone: another restart would not repeat the notice.
+    assert!(
+        h.store
+            .lock()
+            .unwrap()
+            .kv_scan(hermes_gateway::inbox::TURN_KV_PREFIX)
+            .unwrap()
+            .is_empty()
+    );
     h.dm("alice", "hello again");
     let texts = h.wait_text("dm-alice", |t| t == "reply to: hello again");
     assert_eq!(
         texts,
-        vec![CRASH_NOTICE.to_owned(), "reply to: hello again".to_owned()]
+        vec![
+            RESTART_NOTICE.to_owned(),
+            "reply to: hello again".to_owned()
+        ]
     );
     // The fresh session did not resume the half-finished run.
     assert_eq!(user_texts(&h.model.calls()[0]), vec!["hello again"]);
     // The notice is given once.
     h.dm("alice", "and again");
     let texts = h.wait_text("dm-alice", |t| t == "reply to: and again");
-    assert_eq!(texts.iter().filter(|t| *t == CRASH_NOTICE).count(), 1);
+    assert_eq!(texts.iter().filter(|t| *t == RESTART_NOTICE).count(), 1);
     drop(dir);
 }
 
@@ -1008,14 +1077,14 @@ fn stored_user_texts(store: &Store, key: &str) -> Vec<String> {
 }
 
 #[test]
-fn accepted_message_survives_kill_9_before_its_turn_starts() {
+fn a_message_accepted_but_not_started_is_answered_after_a_kill() {
     if let Some(home) = std::env::var_os(ACCEPT_CHILD_ENV) {
         accept_child(Path::new(&home));
     }
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().to_path_buf();
     let mut child = spawn_child_until(
-        "accepted_message_survives_kill_9_before_its_turn_starts",
+        "a_message_accepted_but_not_started_is_answered_after_a_kill",
         ACCEPT_CHILD_ENV,
         &home,
         "GATEWAY-ACCEPT-CHILD-READY",
@@ -1032,13 +1101,32 @@ fn accepted_message_survives_kill_9_before_its_turn_starts() {
         |_| {},
         &[],
     );
+    h.adapter.set_next_id(1000);
+    // b1's turn was killed midway: bob is told, and b1 is not resumed.
+    // b2 and a1 were accepted but never started: they are answered, each
+    // once — a1 in alice's untouched session, b2 in a fresh one for bob
+    // (his old session is suspended, G11).
+    let sent = h
+        .adapter
+        .wait_until(WAIT, |sent| {
+            let texts: Vec<&str> = sent.iter().map(|s| s.text.as_str()).collect();
+            texts.contains(&"reply to: b2") && texts.contains(&"reply to: a1")
+        })
+        .unwrap();
+    let to = |chat: &str| -> Vec<String> {
+        sent.iter()
+            .filter(|s| s.chat_id == chat)
+            .map(|s| s.text.clone())
+            .collect()
+    };
+    assert_eq!(to("dm-bob"), [RESTART_NOTICE, "reply to: b2"]);
+    assert_eq!(to("dm-alice"), ["reply to: a1"]);
+    assert_eq!(sent[0].text, RESTART_NOTICE, "the notice comes first");
+    assert_eq!(h.model.call_count(), 2, "b1 was not run again");
     {
         let store = h.store.lock().unwrap();
-        // E3: both acknowledged messages are in their transcripts, in order,
-        // although neither turn had begun.
-        assert_eq!(stored_user_texts(&store, &dm_key("bob")), vec!["b1", "b2"]);
         assert_eq!(stored_user_texts(&store, &dm_key("alice")), vec!["a1"]);
-        // Nothing is left to restore a second time.
+        // Nothing is left to answer a second time.
         assert_eq!(
             store
                 .kv_scan(hermes_gateway::inbox::INBOX_KV_PREFIX)
@@ -1046,11 +1134,88 @@ fn accepted_message_survives_kill_9_before_its_turn_starts() {
             Vec::<(String, String)>::new()
         );
     }
-    // The sessions were caught mid-work, so crash recovery suspended them:
-    // the next message starts fresh after the notice.
+    assert_eq!(
+        h.transcript(&dm_key("bob")),
+        pairs(&[("user", "b2"), ("assistant", "reply to: b2")])
+    );
+    // alice's session was never suspended: her next message continues it.
     h.dm("alice", "hello again");
-    let texts = h.wait_text("dm-alice", |t| t == "reply to: hello again");
-    assert_eq!(texts[0], CRASH_NOTICE);
+    h.wait_text("dm-alice", |t| t == "reply to: hello again");
+    assert_eq!(
+        h.transcript(&dm_key("alice")),
+        pairs(&[
+            ("user", "a1"),
+            ("assistant", "reply to: a1"),
+            ("user", "hello again"),
+            ("assistant", "reply to: hello again"),
+        ])
+    );
+    drop(h);
+    drop(dir);
+}
+
+#[test]
+fn a_redelivered_update_after_a_kill_is_not_transcribed_twice() {
+    if let Some(home) = std::env::var_os(ACCEPT_CHILD_ENV) {
+        accept_child(Path::new(&home));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_path_buf();
+    // The child accepted b1 (its turn running), b2 and a1 (waiting), and is
+    // killed before a platform like Telegram saved its offset: the platform
+    // delivers all three again to the next process.
+    let mut child = spawn_child_until(
+        "a_redelivered_update_after_a_kill_is_not_transcribed_twice",
+        ACCEPT_CHILD_ENV,
+        &home,
+        "GATEWAY-ACCEPT-CHILD-READY",
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let store = Store::open(&home.join("state.db")).unwrap();
+    let h = build(
+        None,
+        Arc::new(Mutex::new(store)),
+        ManualClock::new(SystemClock.now_ms()),
+        Pace::Instant,
+        |_| {},
+        &[],
+    );
+    h.adapter.set_next_id(1000);
+    for (chat, user, id, text) in [
+        ("dm-bob", "bob", "m1", "b1"),
+        ("dm-bob", "bob", "m2", "b2"),
+        ("dm-alice", "alice", "m3", "a1"),
+    ] {
+        assert!(
+            h.adapter
+                .inject(event("test", ChatType::Dm, chat, user, id, text))
+        );
+    }
+    let sent = h.adapter.wait_until(WAIT, |sent| sent.len() >= 3).unwrap();
+    // A message the gateway knows is recognised, whichever state it was in.
+    h.dm("alice", "fresh");
+    h.wait_text("dm-alice", |t| t == "reply to: fresh");
+    let sent_after: Vec<String> = h.adapter.sent().into_iter().map(|s| s.text).collect();
+    assert_eq!(sent_after.len(), 4, "{sent_after:?}");
+    let texts: Vec<&str> = sent.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(texts.iter().filter(|t| **t == "reply to: b2").count(), 1);
+    assert_eq!(texts.iter().filter(|t| **t == "reply to: a1").count(), 1);
+    assert_eq!(texts.iter().filter(|t| **t == RESTART_NOTICE).count(), 1);
+    let store = h.store.lock().unwrap();
+    // Each message is in exactly one transcript, once.
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for session in store.list_sessions(100).unwrap() {
+        for e in store.load_transcript(&session.id).unwrap() {
+            if let Message::User { content } = e.message {
+                *seen.entry(content).or_default() += 1;
+            }
+        }
+    }
+    for text in ["b1", "b2", "a1", "fresh"] {
+        assert_eq!(seen.get(text), Some(&1), "{text}: {seen:?}");
+    }
+    drop(store);
     drop(h);
     drop(dir);
 }
@@ -1256,14 +1421,13 @@ fn queue_mode_while_stopping_ignores_max_queued() {
         "{:?}",
         h.adapter.texts_to("dm-alice")
     );
+    // All three are kept (none refused) for the next start.
     assert_eq!(
-        h.transcript(&dm_key("alice")),
-        pairs(&[
-            ("user", "working"),
-            ("assistant", "partial reply to: working"),
-            ("user", "late one"),
-            ("user", "late two"),
-            ("user", "late three"),
-        ])
+        h.inbox(),
+        [
+            ("late one".to_owned(), true),
+            ("late two".to_owned(), true),
+            ("late three".to_owned(), true)
+        ]
     );
 }

@@ -128,7 +128,7 @@ impl Inner {
                             &self.factory.default_model(),
                         ))?,
                     };
-                    self.transcribe_into(&mut store, key, &session.id, before)?;
+                    self.transcribe_into(&mut store, key, &session.id, before, None)?;
                 }
                 // The user's chosen model survives a new conversation.
                 let model = store
@@ -139,7 +139,6 @@ impl Inner {
                 drop(store);
                 let mut state = lock(&self.state);
                 state.cache.invalidate(key);
-                state.suspended_keys.remove(key);
                 Ok("Started a new conversation.".into())
             }
             Command::Model(None) => {

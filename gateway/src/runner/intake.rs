@@ -13,14 +13,39 @@ use super::{
 use crate::command::{Command, HELP, parse_command};
 use crate::config::BusyMode;
 use crate::event::{ChatType, MessageEvent};
-use crate::inbox::Pending;
+use crate::inbox::{Accepted, Pending, seen_key};
 use crate::session::session_key;
 
-/// Removes the waiting messages (not commands) of a slot; returns how many.
-pub(super) fn drop_queued_messages(slot: &mut Slot) -> usize {
-    let before = slot.queue.len();
-    slot.queue.retain(|w| !matches!(w, Work::Message(..)));
-    before - slot.queue.len()
+/// How many accepted messages pass between two prunings of old seen keys.
+const PRUNE_EVERY: u64 = 1024;
+
+/// Removes the waiting messages (not commands) of a slot; returns their
+/// inbox ids (they stay in the inbox, marked not to be answered alone).
+pub(super) fn drop_queued_messages(slot: &mut Slot) -> Vec<u64> {
+    let mut dropped = Vec::new();
+    slot.queue.retain(|w| match w {
+        Work::Message(_, id) => {
+            dropped.push(*id);
+            false
+        }
+        Work::Command(..) => true,
+    });
+    dropped
+}
+
+/// Runs `f`, which blocks briefly on SQLite, from an adapter's task: on a
+/// multi-thread runtime under [`tokio::task::block_in_place`] (the worker's
+/// other tasks move to another thread meanwhile instead of stalling);
+/// elsewhere (a plain thread, a blocking-pool thread, a current-thread
+/// runtime, where `block_in_place` is not allowed) it simply runs.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let multi_thread =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
 }
 
 impl Inner {
@@ -69,7 +94,20 @@ impl Inner {
         }
         let key = session_key(source, self.config.group_sessions_per_user);
         let position = self.next_pending.load(Ordering::SeqCst);
-        match parse_command(&event.text) {
+        let command = parse_command(&event.text);
+        if matches!(
+            command,
+            Some(Command::New | Command::Undo | Command::Model(Some(_)))
+        ) {
+            // Commands that change a session run at most once, even when the
+            // platform delivers them again after a restart (X5).
+            drop(state);
+            if !self.first_acceptance(&event, now) {
+                return;
+            }
+            state = lock(&self.state);
+        }
+        match command {
             None => {
                 drop(state);
                 self.accept_message(key, event, now);
@@ -86,21 +124,25 @@ impl Inner {
                 );
             }
             Some(Command::Stop) => {
+                let mut dropped = Vec::new();
                 let text = match state.sessions.get_mut(&key) {
                     Some(slot) => {
-                        let dropped = drop_queued_messages(slot);
+                        dropped = drop_queued_messages(slot);
                         match &slot.turn {
                             Some(turn) => {
                                 turn.interrupt();
                                 "Stopping the current reply.".to_owned()
                             }
-                            None if dropped > 0 => "Dropped the waiting messages.".to_owned(),
+                            None if !dropped.is_empty() => {
+                                "Dropped the waiting messages.".to_owned()
+                            }
                             None => "Nothing is running.".to_owned(),
                         }
                     }
                     None => "Nothing is running.".to_owned(),
                 };
                 drop(state);
+                self.mark_unanswered(&dropped);
                 self.reply_later(&event, text);
             }
             Some(Command::Status) => {
@@ -120,13 +162,15 @@ impl Inner {
             Some(Command::New) => {
                 // The user abandons the conversation: stop what runs for it
                 // and what waits, then reset in order.
+                let mut dropped = Vec::new();
                 if let Some(slot) = state.sessions.get_mut(&key) {
-                    drop_queued_messages(slot);
+                    dropped = drop_queued_messages(slot);
                     if let Some(turn) = &slot.turn {
                         turn.interrupt();
                     }
                 }
                 self.push_work(state, key, Work::Command(Command::New, event, position));
+                self.mark_unanswered(&dropped);
             }
             Some(cmd @ (Command::Model(_) | Command::Undo | Command::Compress(_))) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));
@@ -134,17 +178,12 @@ impl Inner {
         }
     }
 
-    /// Makes a message durable (E3, [`crate::inbox`]) and then queues it,
-    /// before the handler returns.
-    ///
-    /// This blocks briefly on SQLite. Adapters call the handler from their
-    /// tokio tasks, so on a multi-thread runtime the write runs under
-    /// [`tokio::task::block_in_place`]: the worker's other tasks move to
-    /// another thread meanwhile instead of stalling. Elsewhere (a plain
-    /// thread, a blocking-pool thread, a current-thread runtime, where
-    /// `block_in_place` is not allowed) it simply runs.
+    /// Makes a message durable (E3, [`crate::inbox`]) — unless it was
+    /// accepted before, even by an earlier process (X5) — and then queues
+    /// it, before the handler returns. Blocks briefly on SQLite (see
+    /// [`blocking`]).
     pub(super) fn accept_message(self: &Arc<Self>, key: String, event: MessageEvent, now: u64) {
-        let accept = || {
+        blocking(|| {
             let mut inbox = lock(&self.inbox);
             // Taken under the inbox lock, so inbox order is arrival order.
             let id = self.next_pending.fetch_add(1, Ordering::SeqCst);
@@ -158,29 +197,73 @@ impl Inner {
                 user_id: source.user_id.clone(),
                 text: event.text.clone(),
                 at_ms: now,
+                message_id: event.message_id.clone(),
+                answer: true,
             };
-            if let Err(e) = inbox.push(pending) {
+            let seen = seen_key(&source.platform, &source.chat_id, &event.message_id);
+            match inbox.accept(pending, seen.as_deref()) {
+                Ok(Accepted::New) => {}
+                Ok(Accepted::Duplicate) => {
+                    tracing::info!(platform = %source.platform, id = %event.message_id, "message accepted before (redelivered); dropped");
+                    return;
+                }
                 // Still held in memory and transcribed when its turn comes;
                 // only a crash before then would lose it.
-                tracing::error!(key, error = %e, "could not store an accepted message durably");
+                Err(e) => {
+                    tracing::error!(key, error = %e, "could not store an accepted message durably")
+                }
+            }
+            if id.is_multiple_of(PRUNE_EVERY) {
+                let horizon = now.saturating_sub(duration_ms(self.config.dedup_retention));
+                if let Err(e) = inbox.prune_seen(horizon) {
+                    tracing::warn!(error = %e, "could not prune old accepted message ids");
+                }
             }
             let state = lock(&self.state);
-            if !self.enqueue_message(state, key, event, id, now)
-                && let Err(e) = inbox.remove(&[id])
-            {
+            let (queued, replaced) = self.enqueue_message(state, key, event, id, now);
+            if !queued && let Err(e) = inbox.remove(&[id]) {
                 tracing::error!(error = %e, "could not drop a refused message from the inbox");
             }
+            if let Err(e) = inbox.mark_unanswered(&replaced) {
+                tracing::error!(error = %e, "could not mark replaced messages in the inbox");
+            }
+        });
+    }
+
+    /// Records a command's identity; `false` when it was seen before (a
+    /// redelivery, possibly across a restart) and must not run again.
+    fn first_acceptance(&self, event: &MessageEvent, now: u64) -> bool {
+        let source = &event.source;
+        let Some(seen) = seen_key(&source.platform, &source.chat_id, &event.message_id) else {
+            return true;
         };
-        let multi_thread =
-            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-        if multi_thread {
-            tokio::task::block_in_place(accept);
-        } else {
-            accept();
+        match blocking(|| lock(&self.inbox).claim(&seen, now)) {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::info!(platform = %source.platform, id = %event.message_id, "command seen before (redelivered); dropped");
+                false
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not record a command durably; running it");
+                true
+            }
         }
     }
 
-    /// Queues an accepted message; `false` when it was refused (queue full).
+    /// Marks dropped or replaced messages as not to be answered on their own
+    /// (they stay in the inbox for their session's next turn).
+    fn mark_unanswered(&self, ids: &[u64]) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(e) = blocking(|| lock(&self.inbox).mark_unanswered(ids)) {
+            tracing::error!(error = %e, "could not mark dropped messages in the inbox");
+        }
+    }
+
+    /// Queues an accepted message. Returns whether it was queued (`false`:
+    /// refused, the queue is full) and the ids of waiting messages it
+    /// replaced (interrupt mode).
     pub(super) fn enqueue_message(
         self: &Arc<Self>,
         mut state: MutexGuard<'_, State>,
@@ -188,10 +271,10 @@ impl Inner {
         event: MessageEvent,
         id: u64,
         now: u64,
-    ) -> bool {
+    ) -> (bool, Vec<u64>) {
         // While stopping, nothing is replaced or refused: every accepted
-        // message is stored (E3) by the worker, in order, and none runs, so
-        // the queue bound (which limits waiting *turns*) does not apply.
+        // message stays in the inbox for the next start (X5) and none runs,
+        // so the queue bound (which limits waiting *turns*) does not apply.
         let stopping = self.stopping.load(Ordering::SeqCst);
         let busy_mode = if stopping {
             BusyMode::Queue
@@ -201,14 +284,15 @@ impl Inner {
         let max_queued = self.config.max_queued;
         let Some(slot) = state.sessions.get_mut(&key) else {
             self.push_work(state, key, Work::Message(event, id));
-            return true;
+            return (true, Vec::new());
         };
+        let mut replaced = Vec::new();
         let notice = match busy_mode {
             BusyMode::Interrupt => {
                 // One buffered slot: a newer message replaces the waiting one.
                 // The replaced one stays in the inbox: it was accepted, and
                 // the next turn transcribes it ahead of this one.
-                drop_queued_messages(slot);
+                replaced = drop_queued_messages(slot);
                 slot.queue.push_back(Work::Message(event.clone(), id));
                 match &slot.turn {
                     Some(turn) => {
@@ -232,16 +316,18 @@ impl Inner {
                             "Too many messages are waiting ({waiting}); this one was not queued. Send it again later, or /stop."
                         ),
                     );
-                    return false;
+                    return (false, replaced);
                 }
                 slot.queue.push_back(Work::Message(event.clone(), id));
                 slot.turn.is_some().then_some(QUEUE_NOTICE)
             }
         };
-        let Some(text) = notice else { return true };
+        let Some(text) = notice else {
+            return (true, replaced);
+        };
         let last = state.last_notice.get(&key).copied();
         if last.is_some_and(|t| now.saturating_sub(t) < duration_ms(NOTICE_INTERVAL)) {
-            return true;
+            return (true, replaced);
         }
         if state.last_notice.len() > 10_000 {
             let horizon = duration_ms(NOTICE_INTERVAL);
@@ -252,7 +338,7 @@ impl Inner {
         state.last_notice.insert(key, now);
         drop(state);
         self.reply_later(&event, text.to_owned());
-        true
+        (true, replaced)
     }
 
     /// Queues work for `key`, starting the session's worker if it has none.

@@ -3,7 +3,7 @@
 
 use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus, Store, StoreError};
 
-use super::{CRASH_NOTICE, Inner, duration_ms};
+use super::{Inner, duration_ms};
 use crate::event::SessionSource;
 
 const DAY_MS: i64 = 86_400_000;
@@ -53,20 +53,17 @@ impl Inner {
     }
 
     /// The session a message belongs to: the active one, unless it expired
-    /// (G10) or was suspended by crash recovery (G11), in which case a fresh
-    /// one starts and `notices` says why.
+    /// (G10) — a fresh one starts and `notices` says why — or was suspended
+    /// by crash recovery (G11) — a fresh one starts; its user was told at
+    /// start-up.
     pub(super) fn resolve_session(
         &self,
         store: &mut Store,
         key: &str,
         source: &SessionSource,
         now: u64,
-        was_suspended: bool,
         notices: &mut Vec<String>,
     ) -> Result<SessionRecord, StoreError> {
-        if was_suspended {
-            notices.push(CRASH_NOTICE.into());
-        }
         let default_model = self.factory.default_model();
         match store.active_session_for_key(key)? {
             None => store.create_session(&Self::new_session_spec(key, source, &default_model)),

@@ -1,160 +1,192 @@
-//! Crash recovery and the inbox's way into transcripts: what a previous
-//! process left (E3, G11), and what shutdown stores without running.
-
-use std::collections::HashSet;
+//! Start-up after a stop or a crash (E3, G11, X5), and the inbox's way into
+//! transcripts.
+//!
+//! What a previous process left in the store decides what happens:
+//! - a **turn marker** ([`TurnMarker`]) is a turn killed midway: its
+//!   session is suspended (the next message starts fresh; the turn is not
+//!   resumed, its tools may have acted) and its user gets
+//!   [`RESTART_NOTICE`](super::RESTART_NOTICE) once, as a reply to the
+//!   message it was answering;
+//! - a message still in the **inbox** was accepted but its turn never began
+//!   (nothing happened for it yet): it is queued again, in arrival order,
+//!   before any adapter connects, and answered like a new one;
+//! - **seen keys** older than the retention are pruned.
 
 use hermes_core::{LedgerEntry, Message};
-use hermes_runtime::store::{Store, StoreError};
+use hermes_runtime::store::{KvWrite, SessionStatus, Store, StoreError};
 
-use super::{CRASH_WINDOW, Inner, StartError, duration_ms, lock};
-use crate::event::MessageEvent;
-use crate::inbox::{Inbox, Pending, already_transcribed};
+use super::{Inner, StartError, lock};
+use crate::inbox::{
+    Inbox, Pending, TURN_KV_PREFIX, TurnMarker, already_transcribed, kv_key, turn_key,
+};
+
+/// What start-up found.
+pub(super) struct Recovered {
+    /// Turns killed midway: each user is owed a notice.
+    pub(super) interrupted: Vec<TurnMarker>,
+    /// Accepted messages to answer, in arrival order.
+    pub(super) to_answer: Vec<Pending>,
+}
 
 impl Inner {
-    /// Suspends sessions left mid-run by a crash; returns their keys.
-    pub(super) fn recover_crashed(&self) -> Result<Vec<String>, StoreError> {
-        let mut store = self.store();
-        let ids = store.suspend_recent_unclean(duration_ms(CRASH_WINDOW))?;
-        let mut keys = Vec::new();
-        for id in ids {
-            if let Some(key) = store.session(&id)?.and_then(|s| s.session_key) {
-                keys.push(key);
+    /// Reads what a previous process left (see the module docs); opens the
+    /// inbox's connection. Runs before any adapter connects.
+    pub(super) fn recover(&self) -> Result<Recovered, StartError> {
+        let path = self.store().path().to_path_buf();
+        let mut inbox = Inbox::open(&path)?;
+        let horizon = self
+            .now()
+            .saturating_sub(super::duration_ms(self.config.dedup_retention));
+        match inbox.prune_seen(horizon) {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(pruned = n, "forgot old accepted message ids"),
+            Err(e) => tracing::warn!(error = %e, "could not prune old accepted message ids"),
+        }
+        let interrupted = self.suspend_interrupted_turns()?;
+        let mut left = inbox.load_left_over()?;
+        // Inboxes written before a turn's start was one transaction can
+        // hold a message its session already has.
+        let mut stale = Vec::new();
+        {
+            let store = self.store();
+            for p in &left {
+                if let Some(session) = store.active_session_for_key(&p.key)?
+                    && already_transcribed(&store.load_transcript(&session.id)?, p)
+                {
+                    stale.push(p.id);
+                }
             }
         }
-        Ok(keys)
+        if !stale.is_empty() {
+            inbox.remove(&stale)?;
+            left.retain(|p| !stale.contains(&p.id));
+        }
+        let to_answer: Vec<Pending> = left.iter().filter(|p| p.answer).cloned().collect();
+        if !left.is_empty() {
+            tracing::warn!(
+                answering = to_answer.len(),
+                waiting = left.len() - to_answer.len(),
+                "messages accepted by a previous run but never answered"
+            );
+        }
+        // Arrival numbers continue after what is left: a new message must
+        // never take the inbox key of an old one.
+        let next = left.iter().map(|p| p.id).max().unwrap_or(0) + 1;
+        self.next_pending
+            .fetch_max(next, std::sync::atomic::Ordering::SeqCst);
+        inbox.restore(left);
+        let mut slot = lock(&self.inbox);
+        for p in slot.all() {
+            // Accepted before start (cannot happen: adapters connect after
+            // this); keep them rather than drop them.
+            if let Err(e) = inbox.accept(p, None) {
+                tracing::error!(error = %e, "could not store an accepted message durably");
+            }
+        }
+        *slot = inbox;
+        Ok(Recovered {
+            interrupted,
+            to_answer,
+        })
     }
 
-    /// Transcribes `event` (inbox id `id`) without running it (shutdown).
-    pub(super) fn store_only(
-        &self,
-        key: &str,
-        event: &MessageEvent,
-        id: u64,
-    ) -> Result<(), StoreError> {
-        let now = self.now();
-        let mut notices = Vec::new();
-        let was_suspended = lock(&self.state).suspended_keys.remove(key);
+    /// Suspends the session of every turn marker left behind (G11) and
+    /// returns the markers; they are removed once their notice went out
+    /// ([`Inner::forget_turn`]).
+    fn suspend_interrupted_turns(&self) -> Result<Vec<TurnMarker>, StoreError> {
         let mut store = self.store();
-        let session = self.resolve_session(
-            &mut store,
-            key,
-            &event.source,
-            now,
-            was_suspended,
-            &mut notices,
-        )?;
-        let added = self.transcribe_into(&mut store, key, &session.id, id)?;
-        if added.is_empty() {
-            // Not in the inbox (cannot happen while ids are unique; kept so
-            // an accepted message is never silently lost).
-            store.append_messages(
-                &session.id,
-                &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
-            )?;
+        let mut markers = Vec::new();
+        for (key, value) in store.kv_scan(TURN_KV_PREFIX)? {
+            match serde_json::from_str::<TurnMarker>(&value) {
+                Ok(marker) => markers.push(marker),
+                Err(e) => {
+                    tracing::error!(%key, error = %e, "unreadable turn marker dropped");
+                    store.kv_delete(&[&key])?;
+                }
+            }
         }
-        Ok(())
+        for marker in &markers {
+            let active = store
+                .session(&marker.session_id)?
+                .is_some_and(|s| s.status == SessionStatus::Active);
+            if active {
+                store.set_status(&marker.session_id, SessionStatus::Suspended)?;
+            }
+            tracing::warn!(
+                key = %marker.key,
+                session = %marker.session_id,
+                "a turn was killed midway; its session is suspended"
+            );
+        }
+        Ok(markers)
+    }
+
+    /// Removes the marker of the turn of `key` (its reply or notice was
+    /// handed to the adapter).
+    pub(super) fn forget_turn(&self, key: &str) {
+        if let Err(e) = self.store().kv_delete(&[&turn_key(key)]) {
+            tracing::error!(key, error = %e, "could not clear a turn marker; a restart will send a needless notice");
+        }
     }
 
     /// Moves the waiting messages of `key` that arrived up to inbox id
-    /// `upto` into the transcript of `session_id`, in order, in one append;
-    /// returns what was appended. They leave the inbox only once the append
-    /// succeeded (a crash in between is resolved at start-up, see
-    /// [`crate::inbox`]).
+    /// `upto` into the transcript of `session_id`, in order, and — when
+    /// `marker` is given — records the turn as running, all in ONE
+    /// transaction with their removal from the inbox; returns what was
+    /// appended.
     pub(super) fn transcribe_into(
         &self,
         store: &mut Store,
         key: &str,
         session_id: &str,
         upto: u64,
+        marker: Option<&TurnMarker>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let pending = lock(&self.inbox).upto(key, upto);
-        if pending.is_empty() {
+        if pending.is_empty() && marker.is_none() {
             return Ok(Vec::new());
         }
         let entries: Vec<LedgerEntry> = pending.iter().map(Pending::entry).collect();
-        store.append_messages(session_id, &entries)?;
-        let ids: Vec<u64> = pending.iter().map(|p| p.id).collect();
-        if let Err(e) = lock(&self.inbox).remove(&ids) {
-            // They are in the transcript; at worst a crash before the next
-            // inbox write makes start-up check them again (and skip them).
-            tracing::error!(key, error = %e, "could not update the inbox");
+        let inbox_keys: Vec<String> = pending.iter().map(|p| kv_key(p.id)).collect();
+        let marker_key = turn_key(key);
+        let marker_value = marker.and_then(|m| serde_json::to_string(m).ok());
+        let mut writes: Vec<KvWrite<'_>> = inbox_keys
+            .iter()
+            .map(|k| KvWrite::Delete(k.as_str()))
+            .collect();
+        if let Some(value) = &marker_value {
+            writes.push(KvWrite::Set {
+                key: &marker_key,
+                value,
+            });
         }
+        store.append_messages_with_kv(session_id, &entries, &writes)?;
+        let ids: Vec<u64> = pending.iter().map(|p| p.id).collect();
+        lock(&self.inbox).forget(&ids);
         Ok(entries)
     }
 
-    /// Start-up: transcribes what a previous process accepted but never
-    /// transcribed, into the session each message was for.
-    pub(super) fn recover_inbox(&self) -> Result<(), StartError> {
-        let path = self.store().path().to_path_buf();
-        let mut inbox = Inbox::open(&path)?;
-        let left = inbox.load_left_over()?;
-        if !left.is_empty() {
-            let mut store = self.store();
-            let default_model = self.factory.default_model();
-            let mut restored = 0usize;
-            for p in &left {
-                let session = match store.active_session_for_key(&p.key)? {
-                    Some(s) => s,
-                    None => store.create_session(&Self::new_session_spec(
-                        &p.key,
-                        &p.source(),
-                        &default_model,
-                    ))?,
-                };
-                let transcript = store.load_transcript(&session.id)?;
-                if !already_transcribed(&transcript, p) {
-                    store.append_messages(&session.id, &[p.entry()])?;
-                    restored += 1;
-                }
-            }
-            drop(store);
-            inbox.clear_left_over()?;
-            tracing::warn!(
-                restored,
-                "transcribed messages accepted by a previous run but never answered"
-            );
-        }
-        let mut slot = lock(&self.inbox);
-        if !slot.is_empty() {
-            // Accepted before start (cannot happen: adapters connect after
-            // this); keep them rather than drop them.
-            for p in slot.all() {
-                if let Err(e) = inbox.push(p) {
-                    tracing::error!(error = %e, "could not store an accepted message durably");
-                }
-            }
-        }
-        *slot = inbox;
+    /// The user message of a turn whose message was not in the inbox
+    /// (cannot happen while ids are unique; kept so that an accepted message
+    /// is never lost), stored with the turn's marker.
+    pub(super) fn transcribe_missing(
+        &self,
+        store: &mut Store,
+        session_id: &str,
+        text: &str,
+        now: u64,
+        marker: &TurnMarker,
+    ) -> Result<(), StoreError> {
+        let key = turn_key(&marker.key);
+        let value = serde_json::to_string(marker).unwrap_or_default();
+        store.append_messages_with_kv(
+            session_id,
+            &[LedgerEntry::at(Message::user(text), now)],
+            &[KvWrite::Set {
+                key: &key,
+                value: &value,
+            }],
+        )?;
         Ok(())
-    }
-
-    /// Shutdown, after every worker finished: transcribes every message
-    /// still in the inbox (accepted, never run).
-    pub(super) fn flush_all_pending(&self) {
-        let pending = lock(&self.inbox).all();
-        let mut done = HashSet::new();
-        for p in pending {
-            if !done.insert(p.key.clone()) {
-                continue;
-            }
-            let now = self.now();
-            let was_suspended = lock(&self.state).suspended_keys.remove(&p.key);
-            let mut store = self.store();
-            let result = self
-                .resolve_session(
-                    &mut store,
-                    &p.key,
-                    &p.source(),
-                    now,
-                    was_suspended,
-                    &mut Vec::new(),
-                )
-                .and_then(|session| {
-                    self.transcribe_into(&mut store, &p.key, &session.id, u64::MAX)
-                });
-            if let Err(e) = result {
-                tracing::error!(key = %p.key, error = %e, "could not store a waiting message at shutdown; it stays in the inbox for the next start");
-            }
-        }
     }
 }

@@ -4,15 +4,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hermes_core::{
-    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, LedgerEntry, Message,
-    StopReason,
-};
+use hermes_core::{Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, StopReason};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
 
 use super::{FactoryError, Inner, TurnCtl, Work, lock};
 use crate::event::{MessageEvent, SessionSource};
+use crate::inbox::TurnMarker;
 
 /// The observer of one run: re-applies a latched interrupt (see
 /// [`TurnCtl`]) and persists the run as it goes.
@@ -51,6 +49,12 @@ impl Inner {
     /// The one worker of a session: drains its queue in order, then removes
     /// the slot (so idle sessions cost no memory here).
     pub(super) async fn worker(self: Arc<Self>, key: String) {
+        // Messages left by a previous process wait until start-up has
+        // connected the adapters and sent its notices.
+        let mut gate = self.gate.subscribe();
+        if gate.wait_for(|open| *open).await.is_err() {
+            tracing::error!(key, "the runner went away before it started");
+        }
         loop {
             let next = {
                 let mut state = lock(&self.state);
@@ -93,16 +97,9 @@ impl Inner {
         ctl: Arc<TurnCtl>,
     ) {
         if self.stopping.load(Ordering::SeqCst) {
-            // Accepted but not run: keep it (E3) so nothing acknowledged is lost.
-            let inner = Arc::clone(self);
-            let k = key.to_owned();
-            match tokio::task::spawn_blocking(move || inner.store_only(&k, &event, id)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::error!(key, error = %e, "could not store a message received while stopping")
-                }
-                Err(e) => tracing::error!(key, error = %e, "storing a waiting message panicked"),
-            }
+            // Accepted but not run: it stays in the inbox, durable, and the
+            // next start answers it (X5).
+            tracing::debug!(key, id, "stopping: message kept for the next start");
             if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
                 slot.turn = None;
             }
@@ -136,6 +133,12 @@ impl Inner {
         for text in texts {
             self.send(&platform, &chat, &text, Some(&reply_to)).await;
         }
+        // The reply is out: a restart from here on owes nobody a notice.
+        let inner = Arc::clone(self);
+        let k = key.to_owned();
+        if let Err(e) = tokio::task::spawn_blocking(move || inner.forget_turn(&k)).await {
+            tracing::error!(key, error = %e, "clearing a turn marker panicked");
+        }
     }
 
     /// One turn, on the blocking pool. Returns what to send.
@@ -150,31 +153,28 @@ impl Inner {
         let mut texts = Vec::new();
         // 1. Session and history; the user's message (and any accepted
         //    message it replaced) moves from the inbox into the transcript
-        //    before the model is called (E3).
-        let was_suspended = lock(&self.state).suspended_keys.remove(key);
+        //    before the model is called (E3), in the same transaction that
+        //    records the turn as running (X5, see `crate::inbox`).
         let prepared = (|| {
             let mut store = self.store();
-            let session = self.resolve_session(
-                &mut store,
-                key,
-                &event.source,
-                now,
-                was_suspended,
-                &mut texts,
-            )?;
+            let session = self.resolve_session(&mut store, key, &event.source, now, &mut texts)?;
+            let marker = TurnMarker {
+                key: key.to_owned(),
+                session_id: session.id.clone(),
+                platform: event.source.platform.clone(),
+                chat_id: event.source.chat_id.clone(),
+                message_id: event.message_id.clone(),
+                at_ms: now,
+            };
             // The compacted view, not every original (SPEC X1).
             let mut history = store.load_view(&session.id)?;
-            let mut added = self.transcribe_into(&mut store, key, &session.id, id)?;
+            let mut added =
+                self.transcribe_into(&mut store, key, &session.id, id, Some(&marker))?;
             // The agent appends the user message itself (in memory; the
             // observer below does not store it again), so the history it is
             // given ends just before it.
             if added.pop().is_none() {
-                // Not in the inbox (cannot happen while ids are unique;
-                // kept so an accepted message is never lost).
-                store.append_messages(
-                    &session.id,
-                    &[LedgerEntry::at(Message::user(event.text.as_str()), now)],
-                )?;
+                self.transcribe_missing(&mut store, &session.id, &event.text, now, &marker)?;
             }
             history.extend(added);
             Ok::<_, StoreError>((session, history))
@@ -282,7 +282,7 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    use hermes_core::ToolCall;
+    use hermes_core::{LedgerEntry, Message, ToolCall};
     use hermes_runtime::store::Store;
 
     #[test]

@@ -103,6 +103,8 @@ pub fn refusal_text(user_id: &str) -> String {
 /// resumed (G11): its session is suspended and the next message starts a
 /// new conversation.
 pub const RESTART_NOTICE: &str = "⚠️ The gateway restarted before it finished answering this message, so the answer is missing or incomplete. Please send it again if you still need it (a new conversation starts).";
+/// Ends the partial answer of a turn that a graceful stop interrupted.
+pub const STOPPED_NOTICE: &str = "⏹ The gateway was stopped before this answer was finished.";
 /// Sent when a message arrives for a busy session in interrupt mode.
 pub const INTERRUPT_NOTICE: &str = "⏳ Interrupting the current reply to answer your new message…";
 /// Sent when a message arrives for a busy session in queue mode.

@@ -27,7 +27,7 @@ use hermes_gateway::event::{ChatType, SessionSource};
 use hermes_gateway::lock::InstanceLock;
 use hermes_gateway::runner::{
     AgentFactory, FactoryError, GatewayRunner, INTERRUPT_NOTICE, QUEUE_NOTICE, RESTART_NOTICE,
-    RunnerDeps, refusal_text,
+    RunnerDeps, STOPPED_NOTICE, refusal_text,
 };
 use hermes_gateway::testing::{
     ManualClock, Pace, ScriptedModel, Sent, TestAdapter, TestAgentFactory, event,
@@ -778,10 +778,13 @@ fn graceful_stop_interrupts_persists_and_disconnects() {
     assert!(report.all_turns_finished, "{report:?}");
     assert!(report.marked_clean, "{report:?}");
     assert!(h.adapter.is_disconnected());
+    // The partial answer is sent, saying that the stop cut it short.
     assert!(
         h.adapter
             .texts_to("dm-alice")
-            .contains(&"partial reply to: working".to_owned())
+            .contains(&format!("partial reply to: working\n\n{STOPPED_NOTICE}")),
+        "{:?}",
+        h.adapter.texts_to("dm-alice")
     );
     // The waiting message was not run; it is kept, durable, for the next
     // start (E3, X5).

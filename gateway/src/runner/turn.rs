@@ -8,7 +8,7 @@ use hermes_core::{Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudg
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
 
-use super::{FactoryError, Inner, TurnCtl, Work, lock};
+use super::{FactoryError, Inner, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
 
@@ -226,6 +226,11 @@ impl Inner {
         // 4. What the user sees.
         let mut reply = outcome.final_text.clone();
         if let Some(notice) = match &outcome.stop {
+            // Cut short by a graceful stop, not by the user: say so, or the
+            // partial answer would read as the whole one.
+            StopReason::Interrupted if self.stopping.load(Ordering::SeqCst) => {
+                Some(STOPPED_NOTICE.to_owned())
+            }
             StopReason::Completed | StopReason::Interrupted => None,
             other => other.notice(budget.total()),
         } {

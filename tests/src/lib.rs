@@ -285,7 +285,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
     let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
+    if reader.read_line(&mut request_line)? == 0 {
+        // Closed before a request (a client killed after connecting): no
+        // request, so nothing to judge.
+        return Ok(());
+    }
     let mut content_length = 0usize;
     let mut has_json_type = false;
     let mut auth = None;

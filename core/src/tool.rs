@@ -201,7 +201,8 @@ impl ToolRegistry {
         };
         let problem = match serde_json::from_str::<serde::de::IgnoredAny>(arguments) {
             Err(e) => Some(format!("are not valid JSON ({e})")),
-            Ok(_) if !crate::message::is_json_object(arguments) => {
+            // Valid JSON that starts with `{` is an object (no second parse).
+            Ok(_) if !arguments.trim_start().starts_with('{') => {
                 Some("are valid JSON but not an object".into())
             }
             Ok(_) => None,

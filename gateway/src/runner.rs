@@ -1,13 +1,14 @@
 //! The `GatewayRunner`: event → session key → agent → reply (SPEC G3–G7,
-//! G10–G12, E1, E3, E4).
+//! G10–G12, E1, E3, E4, X5).
 //!
 //! # How a message travels
 //! 1. An adapter calls the one handler ([`GatewayRunner::handle_event`]).
 //!    It deduplicates on (platform, chat, message id) (G7), checks the
 //!    allow-list (E1), recognises commands (G12), makes a message durable in
-//!    the inbox ([`crate::inbox`]; the only IO it does, a short SQLite write,
-//!    so that a message the adapter acknowledges survives a kill, E3) and
-//!    puts it into its session's queue.
+//!    the inbox together with its identity ([`crate::inbox`]; the only IO it
+//!    does, a short SQLite write, so that a message the adapter acknowledges
+//!    survives a kill, E3, and a redelivery is recognised, X5) and puts it
+//!    into its session's queue.
 //! 2. Each session with work has exactly one *worker* task, which takes the
 //!    queue in order — so one run per session key (G6) and commands such as
 //!    `/new` or `/model` apply exactly between the messages around them.
@@ -15,10 +16,14 @@
 //!    at most `max_workers` at once across all sessions. It resolves the
 //!    session (expiry G10, crash recovery G11), loads the transcript (G5),
 //!    **moves the user message from the inbox into the transcript before
-//!    calling the model** (E3), takes an agent from the cache (G4), runs
-//!    while appending each step as it happens (an assistant message with
-//!    tool calls together with its results), and the worker sends the reply
-//!    through the adapter.
+//!    calling the model** (E3) while marking the turn as running, takes an
+//!    agent from the cache (G4), runs while appending each step as it
+//!    happens (an assistant message with tool calls together with its
+//!    results), and the worker sends the reply through the adapter (at most
+//!    `max_reply_messages` messages, [`crate::overflow`]) and clears the mark.
+//! 4. At start-up, what a previous process left is settled first
+//!    ([`recovery`]): turns killed midway are told about, accepted messages
+//!    never started are answered.
 //!
 //! # Busy sessions (G6)
 //! A message for a session whose turn is running is buffered. In
@@ -231,7 +236,7 @@ struct Inner {
     state: Mutex<State>,
     workers: Arc<Semaphore>,
     handle: OnceLock<Handle>,
-    /// Shutdown began: waiting messages are stored, not run.
+    /// Shutdown began: waiting messages stay in the inbox, not run.
     stopping: AtomicBool,
     /// Shutdown drained the workers: events are no longer accepted.
     closed: AtomicBool,

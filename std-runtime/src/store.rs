@@ -1,4 +1,6 @@
-//! SQLite persistence of sessions, transcripts and small adapter state.
+//! Persistence of sessions, transcripts, small adapter state and leases,
+//! in SQLite (the embedded default) or PostgreSQL (several gateways sharing
+//! one database, SPEC X8).
 //!
 //! The gateway and the CLI load a session's transcript before every run and
 //! append what the run added afterwards (SPEC G5), so the store — not the
@@ -47,44 +49,71 @@
 //!   migrations; a database from a newer hermes is refused with
 //!   [`StoreError::NewerSchema`] instead of being misread.
 //!
+//! # Backends
+//! [`Store::open`] opens a SQLite file, [`Store::open_url`] a PostgreSQL
+//! database (`postgresql://…`), [`Store::open_target`] whichever the
+//! settings name. The API is the same, and so are the guarantees above,
+//! with these differences:
+//! - PostgreSQL's durability is the server's (`synchronous_commit`, on by
+//!   default: a commit is flushed to the server's WAL before `Ok`).
+//!   [`Store::set_synchronous`] maps `Normal` to `synchronous_commit = off`
+//!   for this connection, which keeps consistency and may lose the last
+//!   commits if the server crashes.
+//! - Full-text search is a `tsvector` column filled in the same
+//!   transaction as the message (so there is nothing to catch up), from
+//!   words cut and folded in Rust exactly as SQLite's `unicode61`
+//!   tokenizer with `remove_diacritics 2` does (see `postgres/fts.rs`):
+//!   the same query finds the same messages on both backends, whatever the
+//!   server's locale.
+//! - Leases ([`Store::lease_acquire`]) lapse by the database server's
+//!   clock, so gateways on several machines need no synchronised clocks;
+//!   on SQLite by the store's clock. Wake-ups between processes
+//!   ([`Store::notify`], [`Store::listen`]) are `LISTEN`/`NOTIFY`;
+//!   SQLite has none (`listen` gives `None`: poll).
+//!
 //! A [`Store`] owns one connection. It is `Send`; callers that share it put it
 //! behind a `Mutex`. Several stores (processes or threads) may open the same
-//! file: WAL lets readers proceed while one writer commits, and writers wait
-//! up to [`BUSY_TIMEOUT`] for each other.
+//! database: with SQLite, WAL lets readers proceed while one writer commits,
+//! and writers wait up to [`BUSY_TIMEOUT`] for each other; with PostgreSQL,
+//! as many as the server allows. The PostgreSQL connection lives on a thread
+//! of its own, so a store may be called from any thread, a tokio worker
+//! included (the synchronous client would panic there).
 
+mod api;
+mod backend;
+mod codec;
 mod compaction;
+mod error;
 mod id;
-mod kv;
-mod migrate;
-mod schema;
-mod search;
-mod sessions;
+mod lease;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod records;
+mod sqlite;
 mod tool_calls;
-mod transcript;
 
-pub use compaction::StoredCompaction;
-pub use search::SearchHit;
-pub use sessions::{NewSession, SessionRecord, SessionStatus};
+pub use backend::{BackendKind, Location};
+pub use error::StoreError;
+pub use lease::{Listener, Notification, NotifySink};
+pub use records::{
+    Fence, KvWrite, LeaseGrant, LeaseRecord, NewSession, PreviousHolder, SearchHit, SessionRecord,
+    SessionStatus, StoredCompaction,
+};
 
-pub use kv::KvWrite;
 
 use std::fmt;
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hermes_core::Clock;
-use rusqlite::Connection;
-use rusqlite::config::DbConfig;
+
+use backend::Backend;
 
 /// How long a write waits for another connection's write to finish before
-/// failing with "database is locked".
+/// failing with "database is locked" (SQLite), and how long a PostgreSQL
+/// statement may wait for a lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Bytes the `-wal` file is truncated to after a checkpoint, if larger.
-const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
 /// How many random session-id suffixes are tried before giving up.
 const ID_ATTEMPTS: usize = 16;
@@ -131,301 +160,191 @@ impl Synchronous {
     }
 }
 
-/// Errors of the store. Each message says what to do about it.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The database file or its directory could not be created. Fix the path
-    /// or permissions; not retryable as is.
-    #[error("cannot create database file {path}: {source}: check the path and its permissions")]
-    Create {
-        /// The database path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// SQLite could not open or configure the file (not a database, read-only
-    /// file system, …). Not retryable as is.
-    #[error(
-        "cannot open database {path}: {source}: check that it is a hermes database and is writable"
-    )]
-    Open {
-        /// The database path.
-        path: PathBuf,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
-    },
-    /// The database was written by a newer hermes. Upgrade hermes; this build
-    /// must not touch it.
-    #[error(
-        "database {path} is from a newer hermes (schema {found} > {supported}): upgrade hermes"
-    )]
-    NewerSchema {
-        /// The database path (`:memory:` for in-memory stores).
-        path: PathBuf,
-        /// The database's `user_version`.
-        found: u32,
-        /// The newest schema this build knows.
-        supported: u32,
-    },
-    /// A migration step failed; the database is left at the previous version
-    /// (each step is one transaction). Report it as a bug with the message.
-    #[error("cannot migrate database {path} to schema {version}: {source}")]
-    Migration {
-        /// The database path.
-        path: PathBuf,
-        /// The version that failed.
-        version: u32,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
-    },
-    /// No session has this id. The caller should create one (or fix the id).
-    #[error("no session with id {0:?}")]
-    SessionNotFound(String),
-    /// An id prefix matches several sessions; the caller should ask for more
-    /// of the id.
-    #[error("{prefix:?} matches several sessions ({}); give more of the id", candidates.join(", "))]
-    AmbiguousId {
-        /// What was given.
-        prefix: String,
-        /// Some of the sessions it matches, newest first.
-        candidates: Vec<String>,
-    },
-    /// A stored row cannot be turned back into a message or session: the
-    /// database was edited outside hermes. Not retryable.
-    #[error(
-        "stored data of session {session_id:?} is unreadable ({what}); was the database edited by hand?"
-    )]
-    Corrupt {
-        /// The session whose data is bad.
-        session_id: String,
-        /// What is wrong, and where.
-        what: String,
-    },
-    /// A number does not fit SQLite's signed 64-bit integers.
-    #[error("{what} = {value} is too large to store (max {max})", max = i64::MAX)]
-    OutOfRange {
-        /// Which field.
-        what: &'static str,
-        /// The value.
-        value: u64,
-    },
-    /// A compaction described a view of the transcript other than the
-    /// stored one (the caller's ledger was out of date). Nothing was
-    /// recorded; the next load gives the stored view.
-    #[error(
-        "the compaction of session {session_id:?} describes {described} entries but its stored view has {stored}; not recorded"
-    )]
-    StaleView {
-        /// The session.
-        session_id: String,
-        /// Entries in the stored view.
-        stored: u64,
-        /// Entries the compaction described.
-        described: u64,
-    },
-    /// Every attempted session id was taken; something generates ids far too
-    /// fast or the random source is broken. Retrying later may work.
-    #[error("could not find a free session id after {ID_ATTEMPTS} attempts")]
-    IdsExhausted,
-    /// Any other SQLite failure (disk full, I/O error, database locked for
-    /// longer than the busy timeout). Often transient; the write did not happen.
-    #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+/// Which database to open: what the settings say (`[store] url` /
+/// `HERMES_DATABASE_URL`, else `$HERMES_HOME/state.db`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreTarget {
+    /// A SQLite file.
+    Sqlite(std::path::PathBuf),
+    /// A PostgreSQL URL (may hold a password).
+    Postgres(String),
+}
+
+impl StoreTarget {
+    /// The URL with its password masked, or the file path.
+    pub fn shown(&self) -> String {
+        match self {
+            StoreTarget::Sqlite(p) => p.display().to_string(),
+            StoreTarget::Postgres(url) => mask_url(url),
+        }
+    }
+
+    /// Which backend it selects.
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            StoreTarget::Sqlite(_) => BackendKind::Sqlite,
+            StoreTarget::Postgres(_) => BackendKind::Postgres,
+        }
+    }
+}
+
+impl fmt::Debug for StoreTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreTarget({})", self.shown())
+    }
+}
+
+/// Whether `url` names a PostgreSQL database (`postgresql://` or
+/// `postgres://`), as opposed to anything else a store setting might hold.
+pub fn is_postgres_url(url: &str) -> bool {
+    let lower = url.trim_start().to_ascii_lowercase();
+    lower.starts_with("postgresql://") || lower.starts_with("postgres://")
+}
+
+/// `url` with the password (userinfo after `:`, or a `password=` query
+/// parameter) replaced by `***`, for messages and logs.
+pub fn mask_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = rest_start..rest_start + at;
+            if let Some(colon) = out[userinfo.clone()].find(':') {
+                out.replace_range(userinfo.start + colon + 1..userinfo.end, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", masked.join("&"));
+    }
+    out
 }
 
 /// The session store. See the module docs for its guarantees.
 pub struct Store {
-    conn: Connection,
-    clock: Arc<dyn Clock>,
-    /// For error messages; `:memory:` for in-memory stores.
-    path: PathBuf,
+    backend: Box<dyn Backend>,
 }
 
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
-            .field("path", &self.path)
+            .field("location", self.backend.location())
             .finish_non_exhaustive()
     }
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path`: creates missing
-    /// parent directories, creates a new file with mode `0600`, switches to
-    /// WAL with `synchronous = NORMAL` (see the module docs), and migrates
-    /// an older schema.
+    /// Opens (creating if needed) the SQLite database at `path`: creates
+    /// missing parent directories, creates a new file with mode `0600`,
+    /// switches to WAL with `synchronous = NORMAL` (see the module docs),
+    /// and migrates an older schema.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        create_private_file(path)?;
-        let conn = Connection::open(path).map_err(|source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Store::init(conn, path.to_path_buf(), true)
-    }
-
-    /// An in-memory database (no WAL, nothing survives the store). For tests
-    /// and benchmarks that do not need a file.
-    pub fn open_in_memory() -> Result<Store, StoreError> {
-        let path = PathBuf::from(":memory:");
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
-            path: path.clone(),
-            source,
-        })?;
-        Store::init(conn, path, false)
-    }
-
-    fn init(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Store, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: path.clone(),
-            source,
-        };
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        // Query-planner stability: plans never depend on bound values. The
-        // bundled SQLite (STAT4) otherwise marks parameters of some hot
-        // statements (the append INSERT, the transcript load) as
-        // "re-prepare when rebound", and rusqlite clears the bindings of
-        // every statement it returns to its cache, so each use re-parsed
-        // and re-planned the statement — more work than the rest of an
-        // append. We never run ANALYZE, so nothing is lost.
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-            .map_err(open_err)?;
-        // Refuse a newer schema before changing anything about the file.
-        let found = migrate::user_version(&conn).map_err(open_err)?;
-        if found > schema::LATEST_VERSION {
-            return Err(StoreError::NewerSchema {
-                path,
-                found,
-                supported: schema::LATEST_VERSION,
-            });
-        }
-        if wal {
-            let mode: String = conn
-                .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-                .map_err(open_err)?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                tracing::warn!(path = %path.display(), %mode, "SQLite refused WAL mode");
-            }
-            // The WAL is reused from the start after each checkpoint, not
-            // shrunk; this caps what a one-off big transaction (a long
-            // transcript replaced) leaves on disk. No cost on the hot path.
-            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
-                .map_err(open_err)?;
-        }
-        conn.pragma_update(None, "synchronous", Synchronous::default().as_pragma())
-            .map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(open_err)?;
-        migrate::migrate(&mut conn, &path)?;
         Ok(Store {
-            conn,
-            clock: Arc::new(SystemClock),
-            path,
+            backend: Box::new(sqlite::Sqlite::open(path)?),
+        })
+    }
+
+    /// An in-memory SQLite database (no WAL, nothing survives the store).
+    /// For tests and benchmarks that do not need a file.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        Ok(Store {
+            backend: Box::new(sqlite::Sqlite::open_in_memory()?),
+        })
+    }
+
+    /// Connects to the PostgreSQL database at `url` (`postgresql://user:pw@host:5432/db`,
+    /// `postgresql:///db?host=/run/postgresql` or `postgresql://%2Frun%2Fpostgresql/db`
+    /// for a unix socket, and the other libpq URL forms) and migrates an
+    /// older schema. [`StoreError::BadUrl`] for anything else, or when this
+    /// build has no PostgreSQL support (cargo feature `postgres`).
+    pub fn open_url(url: &str) -> Result<Store, StoreError> {
+        if !is_postgres_url(url) {
+            return Err(StoreError::BadUrl(format!(
+                "the store URL {} is not a PostgreSQL URL (postgresql://…)",
+                mask_url(url)
+            )));
+        }
+        #[cfg(feature = "postgres")]
+        {
+            Ok(Store {
+                backend: Box::new(postgres::Postgres::connect(url)?),
+            })
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            Err(StoreError::BadUrl(format!(
+                "this hermes was built without PostgreSQL support; cannot open {}",
+                mask_url(url)
+            )))
+        }
+    }
+
+    /// Opens what `target` names.
+    pub fn open_target(target: &StoreTarget) -> Result<Store, StoreError> {
+        match target {
+            StoreTarget::Sqlite(path) => Store::open(path),
+            StoreTarget::Postgres(url) => Store::open_url(url),
+        }
+    }
+
+    /// A second connection to the same database, with the same clock (an
+    /// in-memory database gets a new, empty one). The gateway's inbox
+    /// writes through its own connection this way.
+    pub fn reopen(&self) -> Result<Store, StoreError> {
+        Ok(Store {
+            backend: self.backend.reopen()?,
         })
     }
 
     /// Replaces the clock that stamps `created_at_ms` / `updated_at_ms` and
-    /// names new sessions (default: [`SystemClock`]).
+    /// names new sessions (default: [`SystemClock`]). Leases on PostgreSQL
+    /// keep the server's clock.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.backend.set_clock(clock);
         self
     }
 
     /// Changes the `synchronous` setting of this connection (default
     /// [`Synchronous::Normal`]; [`Synchronous::Full`] for power-loss
     /// durability). Applies to this connection only, not to other stores
-    /// open on the same file.
+    /// open on the same database. On PostgreSQL, `Full` is
+    /// `synchronous_commit = on` (the server's default) and `Normal` is
+    /// `off`.
     pub fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError> {
-        self.conn
-            .pragma_update(None, "synchronous", mode.as_pragma())?;
-        Ok(())
+        self.backend.set_synchronous(mode)
     }
 
-    /// The path this store was opened with (`:memory:` for in-memory stores).
+    /// The path this store was opened with: the file, `:memory:` for an
+    /// in-memory store, the masked URL for PostgreSQL.
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-/// A write transaction (`BEGIN IMMEDIATE`), rolled back on drop unless
-/// committed — like `rusqlite::Transaction`, but its `BEGIN`, `COMMIT` and
-/// `ROLLBACK` are cached statements: rusqlite parses and prepares them anew
-/// on every transaction, which was a tenth of the cost of an append.
-///
-/// IMMEDIATE takes the write lock at the start (waiting up to
-/// [`BUSY_TIMEOUT`]), so a transaction never fails half-way because another
-/// connection wrote first.
-struct WriteTx<'c> {
-    conn: &'c Connection,
-    open: bool,
-}
-
-impl<'c> WriteTx<'c> {
-    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(WriteTx { conn, open: true })
+        self.backend.location().path()
     }
 
-    /// Commits; on `Err` nothing was committed (the drop rolls back
-    /// whatever SQLite did not already roll back).
-    fn commit(mut self) -> rusqlite::Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
-        self.open = false;
-        Ok(())
+    /// Where the data lives.
+    pub fn location(&self) -> &Location {
+        self.backend.location()
     }
-}
 
-impl std::ops::Deref for WriteTx<'_> {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        self.conn
+    /// Which backend this store uses.
+    pub fn kind(&self) -> BackendKind {
+        self.backend.location().kind()
     }
-}
 
-impl Drop for WriteTx<'_> {
-    fn drop(&mut self) {
-        // SQLite itself ends the transaction after some errors (I/O, full
-        // disk); rolling back then would only fail.
-        if self.open && !self.conn.is_autocommit() {
-            let rolled_back = self
-                .conn
-                .prepare_cached("ROLLBACK")
-                .and_then(|mut stmt| stmt.execute([]));
-            if let Err(e) = rolled_back {
-                tracing::warn!(error = %e, "rollback failed");
-            }
-        }
-    }
-}
-
-/// Creates `path` with mode `0600` (and its missing parent directories with
-/// `0700`) unless it already exists, so SQLite never creates it with the
-/// process umask.
-fn create_private_file(path: &Path) -> Result<(), StoreError> {
-    let create_err = |source| StoreError::Create {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let mut builder = fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(parent).map_err(create_err)?;
-    }
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(create_err(e)),
+    /// Whether nothing survives this store (an in-memory database).
+    pub fn is_volatile(&self) -> bool {
+        matches!(self.backend.location(), Location::Memory)
     }
 }
 
@@ -443,139 +362,28 @@ fn from_i64(session_id: &str, what: &str, value: i64) -> Result<u64, StoreError>
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use super::search::fts_query;
-    use super::sessions::insert_session;
-    use super::transcript::{INSERT_SQL, LOAD_SQL};
     use super::*;
-    use hermes_core::{EntryMeta, LedgerEntry, Message, Usage};
 
     #[test]
-    fn session_id_collision_is_retried() {
-        let store = Store::open_in_memory().unwrap();
-        let new = NewSession::default();
-        let first = insert_session(&store.conn, &new, 5, || "same".to_owned()).unwrap();
-        assert_eq!(first, "same");
-        let mut ids = ["same", "same", "other"].into_iter();
-        let second =
-            insert_session(&store.conn, &new, 5, || ids.next().unwrap().to_owned()).unwrap();
-        assert_eq!(second, "other");
-        assert_eq!(ids.next(), None, "each candidate tried once");
-    }
-
-    #[test]
-    fn session_ids_give_up_after_bounded_attempts() {
-        let store = Store::open_in_memory().unwrap();
-        let new = NewSession::default();
-        insert_session(&store.conn, &new, 5, || "taken".to_owned()).unwrap();
-        let mut tries = 0;
-        let err = insert_session(&store.conn, &new, 5, || {
-            tries += 1;
-            "taken".to_owned()
-        })
-        .unwrap_err();
-        assert!(matches!(err, StoreError::IdsExhausted), "{err}");
-        assert_eq!(tries, ID_ATTEMPTS);
-    }
-
-    #[test]
-    fn fts_query_quotes_every_word() {
-        assert_eq!(fts_query("  "), None);
-        assert_eq!(fts_query("* ( ) \" -"), None);
+    fn urls_are_recognised_and_passwords_masked() {
+        assert!(is_postgres_url("postgresql://h/db"));
+        assert!(is_postgres_url("Postgres://h/db"));
+        assert!(!is_postgres_url("/var/lib/hermes/state.db"));
+        assert!(!is_postgres_url("sqlite:///x"));
         assert_eq!(
-            fts_query("a AND b*").as_deref(),
-            Some("\"a\" \"AND\" \"b*\"")
+            mask_url("postgresql://hermes:s3cr%40t@db.example:5432/hermes"),
+            "postgresql://hermes:***@db.example:5432/hermes"
         );
         assert_eq!(
-            fts_query("say \"hi\"").as_deref(),
-            Some("\"say\" \"\"\"hi\"\"\"")
+            mask_url("postgresql://hermes@db/h?password=x&sslmode=require"),
+            "postgresql://hermes@db/h?password=***&sslmode=require"
         );
-    }
-
-    #[test]
-    fn migrations_are_numbered_in_order() {
-        for (i, step) in schema::MIGRATIONS.iter().enumerate() {
-            assert_eq!(step.version as usize, i + 1, "{}", step.what);
-        }
-    }
-
-    #[test]
-    fn hot_statements_are_not_re_prepared_on_reuse() {
-        let mut store = Store::open_in_memory().unwrap();
-        let id = store.create_session(&NewSession::default()).unwrap().id;
-        for i in 0..5 {
-            let entry = LedgerEntry {
-                message: Message::assistant(format!("answer {i}")),
-                meta: EntryMeta {
-                    usage: (i % 2 == 0).then(Usage::default),
-                    interrupted: i % 3 == 0,
-                    timestamp_ms: i,
-                    ..EntryMeta::default()
-                },
-            };
-            store.append_messages(&id, &[entry]).unwrap();
-            assert_eq!(store.load_transcript(&id).unwrap().len() as u64, i + 1);
-            assert_eq!(store.search(&format!("{i}"), 1).unwrap().len(), 1);
-        }
-        for sql in [INSERT_SQL, LOAD_SQL] {
-            let stmt = store.conn.prepare_cached(sql).unwrap();
-            let reprepared = stmt.get_status(rusqlite::StatementStatus::RePrepare);
-            assert_eq!(reprepared, 0, "{sql}");
-        }
-    }
-
-    #[test]
-    fn write_tx_rolls_back_unless_committed() {
-        let store = Store::open_in_memory().unwrap();
-        let put = |tx: &WriteTx<'_>, key: &str| {
-            tx.execute("INSERT INTO kv (key, value) VALUES (?1, 'v')", [key])
-                .unwrap();
-        };
-        {
-            let tx = WriteTx::begin(&store.conn).unwrap();
-            put(&tx, "dropped");
-        }
-        assert!(store.conn.is_autocommit(), "transaction ended by the drop");
-        let tx = WriteTx::begin(&store.conn).unwrap();
-        put(&tx, "kept");
-        tx.commit().unwrap();
-        assert_eq!(store.kv_get("dropped").unwrap(), None);
-        assert_eq!(store.kv_get("kept").unwrap().as_deref(), Some("v"));
-        // A failed COMMIT-less path (error inside) leaves no transaction open.
-        let tx = WriteTx::begin(&store.conn).unwrap();
-        assert!(
-            tx.execute("INSERT INTO kv (key, value) VALUES ('kept', 'again')", [])
-                .is_err()
+        assert_eq!(
+            mask_url("postgresql:///h?host=/run/postgresql"),
+            "postgresql:///h?host=/run/postgresql"
         );
-        drop(tx);
-        assert!(store.conn.is_autocommit());
-        assert!(WriteTx::begin(&store.conn).unwrap().commit().is_ok());
-    }
-
-    #[test]
-    fn connection_settings_are_the_documented_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
-        let pragma = |store: &Store, name: &str| -> i64 {
-            store
-                .conn
-                .pragma_query_value(None, name, |row| row.get(0))
-                .unwrap()
-        };
-        // 1 = NORMAL, 2 = FULL.
-        assert_eq!(pragma(&store, "synchronous"), 1);
-        assert_eq!(pragma(&store, "journal_size_limit"), WAL_SIZE_LIMIT);
-        assert_eq!(pragma(&store, "foreign_keys"), 1);
-        assert!(
-            store
-                .conn
-                .db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)
-                .unwrap()
-        );
-        store.set_synchronous(Synchronous::Full).unwrap();
-        assert_eq!(pragma(&store, "synchronous"), 2);
-        store.set_synchronous(Synchronous::Normal).unwrap();
-        assert_eq!(pragma(&store, "synchronous"), 1);
+        // An `@` in the path is not userinfo.
+        assert_eq!(mask_url("postgresql://h/a:b@c"), "postgresql://h/a:b@c");
     }
 
     #[test]

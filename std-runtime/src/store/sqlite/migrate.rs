@@ -4,7 +4,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use super::{StoreError, schema};
+use super::schema;
+use crate::store::StoreError;
 
 pub(super) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))

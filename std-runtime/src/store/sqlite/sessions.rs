@@ -1,112 +1,20 @@
-//! Session rows: creating, finding, listing and updating sessions, and the
-//! gateway's lifecycle (reset, crash recovery, clean shutdown).
-
-use std::fmt;
+//! Session rows on SQLite: creating, finding, listing and updating sessions,
+//! and the gateway's lifecycle (reset, crash recovery, clean shutdown).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::{ID_ATTEMPTS, Store, StoreError, WriteTx, from_i64, id, to_i64};
-
-/// Lifecycle of a session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionStatus {
-    /// The current conversation of its session key.
-    Active,
-    /// Closed by a reset (`/new`), expiry, or the user; kept for history and search.
-    Ended,
-    /// Was running when the process died (SPEC G11); the next message starts fresh.
-    Suspended,
-}
-
-impl SessionStatus {
-    /// The spelling stored in the database.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SessionStatus::Active => "active",
-            SessionStatus::Ended => "ended",
-            SessionStatus::Suspended => "suspended",
-        }
-    }
-
-    /// Parses the stored spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "active" => Some(SessionStatus::Active),
-            "ended" => Some(SessionStatus::Ended),
-            "suspended" => Some(SessionStatus::Suspended),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for SessionStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A session as stored, with its message count.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionRecord {
-    /// `YYYYMMDD_HHMMSS_xxxxxx` (UTC creation time + random suffix).
-    pub id: String,
-    /// The gateway's session key (SPEC G2); `None` for CLI sessions.
-    pub session_key: Option<String>,
-    /// Platform the session came from (`telegram`, `wecom`, `cli`, …).
-    pub platform: Option<String>,
-    /// Platform chat id.
-    pub chat_id: Option<String>,
-    /// Platform user id.
-    pub user_id: Option<String>,
-    /// Model name in use.
-    pub model: Option<String>,
-    /// The system prompt assembled once for this session (SPEC L6); reused on resume.
-    pub system_prompt: Option<String>,
-    /// Creation time, ms since the Unix epoch.
-    pub created_at_ms: u64,
-    /// Last change to the transcript (creation, append, undo), ms since the
-    /// Unix epoch. Idle expiry (SPEC G10) and crash recovery (G11) read it.
-    pub updated_at_ms: u64,
-    /// Lifecycle state.
-    pub status: SessionStatus,
-    /// Number of stored messages.
-    pub message_count: u64,
-    /// Optional human title.
-    pub title: Option<String>,
-    /// The working directory the session was started in (the CLI's
-    /// `--continue` picks the latest session of the current directory);
-    /// `None` for gateway sessions and sessions stored before schema 4.
-    pub workdir: Option<String>,
-}
-
-/// What a new session starts with. All fields optional.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NewSession<'a> {
-    /// The gateway's session key (SPEC G2).
-    pub session_key: Option<&'a str>,
-    /// Platform name.
-    pub platform: Option<&'a str>,
-    /// Platform chat id.
-    pub chat_id: Option<&'a str>,
-    /// Platform user id.
-    pub user_id: Option<&'a str>,
-    /// Model name.
-    pub model: Option<&'a str>,
-    /// System prompt, if already assembled.
-    pub system_prompt: Option<&'a str>,
-    /// Working directory (CLI sessions).
-    pub workdir: Option<&'a str>,
-}
+use super::{Sqlite, WriteTx, from_i64, to_i64};
+use crate::store::backend::Sessions;
+use crate::store::records::SessionChange;
+use crate::store::{ID_ATTEMPTS, NewSession, SessionRecord, SessionStatus, StoreError, id};
 
 /// Columns of a session row, in the order [`raw_session`] reads them.
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \
      s.source_user_id, s.model, s.system_prompt, s.created_at_ms, s.updated_at_ms, s.status, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title, s.workdir";
 
-impl Store {
-    /// Creates an active session. Its id is unique even among sessions
-    /// created in the same millisecond.
-    pub fn create_session(&mut self, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
+impl Sessions for Sqlite {
+    fn create_session(&mut self, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
         let now = self.clock.now_ms();
         let tx = WriteTx::begin(&self.conn)?;
         let id = insert_session(&tx, new, now, || id::session_id(now, id::random_suffix()))?;
@@ -115,37 +23,32 @@ impl Store {
         Ok(record)
     }
 
-    /// The session with this id, if any.
-    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         fetch_session(&self.conn, id)
     }
 
-    /// The session whose transcript changed most recently (any status), for
-    /// "continue where I left off".
-    pub fn latest_session(&self) -> Result<Option<SessionRecord>, StoreError> {
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let row = stmt.query_row([], raw_session).optional()?;
+    fn latest_session(&self, platform: Option<&str>) -> Result<Option<SessionRecord>, StoreError> {
+        let row = match platform {
+            None => {
+                let sql = format!(
+                    "SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
+                );
+                let mut stmt = self.conn.prepare_cached(&sql)?;
+                stmt.query_row([], raw_session).optional()?
+            }
+            Some(platform) => {
+                let sql = format!(
+                    "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.source_platform = ?1 \
+                     ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
+                );
+                let mut stmt = self.conn.prepare_cached(&sql)?;
+                stmt.query_row([platform], raw_session).optional()?
+            }
+        };
         row.map(RawSession::into_record).transpose()
     }
 
-    /// Like [`latest_session`](Self::latest_session), among the sessions of
-    /// one platform (the CLI continues its own sessions, not a chat user's).
-    pub fn latest_session_on(&self, platform: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.source_platform = ?1 \
-             ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let row = stmt.query_row([platform], raw_session).optional()?;
-        row.map(RawSession::into_record).transpose()
-    }
-
-    /// Like [`latest_session_on`](Self::latest_session_on), among the
-    /// sessions started in `workdir` (the CLI's `--continue`).
-    pub fn latest_session_in(
+    fn latest_session_in(
         &self,
         platform: &str,
         workdir: &str,
@@ -161,10 +64,7 @@ impl Store {
         row.map(RawSession::into_record).transpose()
     }
 
-    /// The session `id_or_prefix` names: the one with exactly that id, else
-    /// the only one whose id starts with it. Several candidates are
-    /// [`StoreError::AmbiguousId`] (naming a few), none is `Ok(None)`.
-    pub fn find_session(&self, id_or_prefix: &str) -> Result<Option<SessionRecord>, StoreError> {
+    fn find_session(&self, id_or_prefix: &str) -> Result<Option<SessionRecord>, StoreError> {
         if let Some(exact) = fetch_session(&self.conn, id_or_prefix)? {
             return Ok(Some(exact));
         }
@@ -183,19 +83,10 @@ impl Store {
         for row in rows {
             found.push(row?.into_record()?);
         }
-        match found.len() {
-            0 => Ok(None),
-            1 => Ok(found.pop()),
-            _ => Err(StoreError::AmbiguousId {
-                prefix: id_or_prefix.to_owned(),
-                candidates: found.into_iter().map(|s| s.id).collect(),
-            }),
-        }
+        one_of(id_or_prefix, found)
     }
 
-    /// Deletes the session with its transcript (and its rows in the search
-    /// index). [`StoreError::SessionNotFound`] when there is none.
-    pub fn delete_session(&mut self, id: &str) -> Result<(), StoreError> {
+    fn delete_session(&mut self, id: &str) -> Result<(), StoreError> {
         let tx = WriteTx::begin(&self.conn)?;
         // Messages go by `ON DELETE CASCADE`; their delete trigger keeps the
         // full-text index and its watermark right (schema V3).
@@ -209,10 +100,7 @@ impl Store {
         Ok(())
     }
 
-    /// The active session of a gateway session key (SPEC G2), if any. Should
-    /// several be active (a crash between two writes of an older version, or
-    /// hand edits), the most recently updated wins.
-    pub fn active_session_for_key(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
+    fn active_session_for_key(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
         let sql = format!(
             "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.session_key = ?1 AND s.status = 'active' \
              ORDER BY s.updated_at_ms DESC, s.rowid DESC LIMIT 1"
@@ -222,62 +110,41 @@ impl Store {
         row.map(RawSession::into_record).transpose()
     }
 
-    /// Stores the session's system prompt (assembled once, SPEC L6).
-    pub fn set_system_prompt(&mut self, id: &str, prompt: &str) -> Result<(), StoreError> {
-        self.update_session_column(
-            id,
-            "UPDATE sessions SET system_prompt = ?2, clean_shutdown = 0 WHERE id = ?1",
-            prompt,
-        )
-    }
-
-    /// Stores the session's model name (`/model`).
-    pub fn set_model(&mut self, id: &str, model: &str) -> Result<(), StoreError> {
-        self.update_session_column(
-            id,
-            "UPDATE sessions SET model = ?2, clean_shutdown = 0 WHERE id = ?1",
-            model,
-        )
-    }
-
-    /// Sets the session's title (`None` clears it).
-    pub fn set_title(&mut self, id: &str, title: Option<&str>) -> Result<(), StoreError> {
-        self.update_session_column(
-            id,
-            "UPDATE sessions SET title = ?2, clean_shutdown = 0 WHERE id = ?1",
-            title,
-        )
-    }
-
-    /// Sets the session's status. Does not change `updated_at_ms`, which
-    /// tracks the transcript only.
-    pub fn set_status(&mut self, id: &str, status: SessionStatus) -> Result<(), StoreError> {
-        self.update_session_column(
-            id,
-            "UPDATE sessions SET status = ?2, clean_shutdown = 0 WHERE id = ?1",
-            status.as_str(),
-        )
-    }
-
-    fn update_session_column(
-        &mut self,
-        id: &str,
-        sql: &str,
-        value: impl rusqlite::ToSql,
-    ) -> Result<(), StoreError> {
-        let changed = self.conn.prepare_cached(sql)?.execute(params![id, value])?;
+    fn update_session(&mut self, id: &str, change: SessionChange<'_>) -> Result<(), StoreError> {
+        let mut stmt;
+        let changed = match change {
+            SessionChange::SystemPrompt(prompt) => {
+                stmt = self.conn.prepare_cached(
+                    "UPDATE sessions SET system_prompt = ?2, clean_shutdown = 0 WHERE id = ?1",
+                )?;
+                stmt.execute(params![id, prompt])?
+            }
+            SessionChange::Model(model) => {
+                stmt = self.conn.prepare_cached(
+                    "UPDATE sessions SET model = ?2, clean_shutdown = 0 WHERE id = ?1",
+                )?;
+                stmt.execute(params![id, model])?
+            }
+            SessionChange::Title(title) => {
+                stmt = self.conn.prepare_cached(
+                    "UPDATE sessions SET title = ?2, clean_shutdown = 0 WHERE id = ?1",
+                )?;
+                stmt.execute(params![id, title])?
+            }
+            SessionChange::Status(status) => {
+                stmt = self.conn.prepare_cached(
+                    "UPDATE sessions SET status = ?2, clean_shutdown = 0 WHERE id = ?1",
+                )?;
+                stmt.execute(params![id, status.as_str()])?
+            }
+        };
         if changed == 0 {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
         Ok(())
     }
-}
 
-impl Store {
-    /// `/new`: ends the active session(s) of `key` and creates a new active
-    /// one, atomically. The new session's key is `key` whatever
-    /// `new.session_key` says.
-    pub fn reset(&mut self, key: &str, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
+    fn reset(&mut self, key: &str, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
         let now = self.clock.now_ms();
         let tx = WriteTx::begin(&self.conn)?;
         tx.prepare_cached(
@@ -295,8 +162,7 @@ impl Store {
         Ok(record)
     }
 
-    /// Up to `limit` sessions, newest (by creation) first.
-    pub fn list_sessions(&self, limit: usize) -> Result<Vec<SessionRecord>, StoreError> {
+    fn list_sessions(&self, limit: usize) -> Result<Vec<SessionRecord>, StoreError> {
         let sql = format!(
             "SELECT {SESSION_COLUMNS} FROM sessions s ORDER BY s.created_at_ms DESC, s.rowid DESC LIMIT ?1"
         );
@@ -309,14 +175,8 @@ impl Store {
         }
         Ok(out)
     }
-}
 
-impl Store {
-    /// Crash recovery (SPEC G11): marks suspended every active session whose
-    /// transcript changed within the last `within_ms` and that was touched by
-    /// a process which did not stop cleanly (see [`Store::mark_clean_shutdown`]).
-    /// Returns their ids. Call once at start-up, before serving messages.
-    pub fn suspend_recent_unclean(&mut self, within_ms: u64) -> Result<Vec<String>, StoreError> {
+    fn suspend_recent_unclean(&mut self, within_ms: u64) -> Result<Vec<String>, StoreError> {
         let since = self.clock.now_ms().saturating_sub(within_ms);
         let since = to_i64("suspend window start", since)?;
         let tx = WriteTx::begin(&self.conn)?;
@@ -337,16 +197,7 @@ impl Store {
         Ok(ids)
     }
 
-    /// Records that the process is stopping cleanly: every session touched
-    /// since the last clean shutdown is marked clean.
-    ///
-    /// Design: each write to a session clears that session's
-    /// `clean_shutdown` flag, and this sets it again. A process that crashes
-    /// therefore leaves the sessions it touched flagged unclean — exactly the
-    /// ones [`Store::suspend_recent_unclean`] must suspend — while another
-    /// process merely opening the database (a CLI listing sessions) changes
-    /// nothing.
-    pub fn mark_clean_shutdown(&mut self) -> Result<(), StoreError> {
+    fn mark_clean_shutdown(&mut self) -> Result<(), StoreError> {
         self.conn
             .prepare_cached("UPDATE sessions SET clean_shutdown = 1 WHERE clean_shutdown = 0")?
             .execute([])?;
@@ -482,5 +333,21 @@ impl RawSession {
             title: self.title,
             workdir: self.workdir,
         })
+    }
+}
+
+/// The one session a prefix names among `found` (newest first, at most a
+/// few), or [`StoreError::AmbiguousId`].
+pub(crate) fn one_of(
+    prefix: &str,
+    mut found: Vec<SessionRecord>,
+) -> Result<Option<SessionRecord>, StoreError> {
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(StoreError::AmbiguousId {
+            prefix: prefix.to_owned(),
+            candidates: found.into_iter().map(|s| s.id).collect(),
+        }),
     }
 }

@@ -1,42 +1,22 @@
-//! Full-text search over message content (see `schema.rs`, V3).
+//! Full-text search over message content on SQLite: FTS5, indexed by
+//! catch-up (see `schema.rs`, V3).
 
 use hermes_core::Role;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Store, StoreError, WriteTx, from_i64};
+use super::{Sqlite, WriteTx, from_i64};
+use crate::store::backend::Search;
+use crate::store::{SearchHit, StoreError};
 
-/// One full-text search result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SearchHit {
-    /// Session holding the message.
-    pub session_id: String,
-    /// Position of the message in its session's transcript.
-    pub seq: u64,
-    /// Role of the message.
-    pub role: Role,
-    /// Excerpt around the match, matched terms in `[` `]`.
-    pub snippet: String,
-}
-
-impl Store {
-    /// Full-text search over message content, best match first.
-    ///
-    /// `query` is user text, not FTS5 syntax: each whitespace-separated word
-    /// is searched as a quoted phrase and all must match, so quotes, `AND`,
-    /// `*`, `NEAR(` or column filters are just words. Words without any
-    /// letter or digit are dropped; a query with none left finds nothing.
-    ///
-    /// Results are exact: the search first indexes every message appended
-    /// since the last search (see [`Store::catch_up_search_index`]), which
-    /// is a short write transaction and may wait for another writer.
-    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+impl Search for Sqlite {
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         let Some(fts_query) = fts_query(query) else {
             return Ok(Vec::new());
         };
         if limit == 0 {
             return Ok(Vec::new());
         }
-        self.catch_up_search_index()?;
+        Search::catch_up_search_index(self)?;
         let mut stmt = self.conn.prepare_cached(
             "SELECT m.session_id, m.seq, m.role, \
              snippet(messages_fts, 0, '[', ']', '…', 16) \
@@ -72,16 +52,11 @@ impl Store {
         Ok(out)
     }
 
-    /// Adds every message not yet in the full-text index to it; returns how
-    /// many were added. [`Store::search`] does this itself; a long-running
-    /// process may also call it when idle so that the first search after a
-    /// busy period does not pay for indexing all of it (≈ 10–15 µs per message).
-    ///
-    /// One `INSERT … SELECT` of the messages above the indexed watermark and
-    /// the watermark bump, in one `IMMEDIATE` transaction (so two processes
-    /// never index a row twice). Checked first without a write lock, so the
-    /// common up-to-date case costs one indexed read.
-    pub fn catch_up_search_index(&self) -> Result<u64, StoreError> {
+    // One `INSERT … SELECT` of the messages above the indexed watermark and
+    // the watermark bump, in one `IMMEDIATE` transaction (so two processes
+    // never index a row twice). Checked first without a write lock, so the
+    // common up-to-date case costs one indexed read.
+    fn catch_up_search_index(&self) -> Result<u64, StoreError> {
         let (indexed, newest) = fts_watermark(&self.conn)?;
         if newest <= indexed {
             return Ok(0);

@@ -1,46 +1,22 @@
-//! The key-value table: small adapter and gateway state (the Telegram update
-//! offset, the gateway's inbox and the ids of messages it accepted), each
-//! write one transaction.
+//! The key-value table on SQLite: small adapter and gateway state (the
+//! Telegram update offset, the gateway's inbox and the ids of messages it
+//! accepted).
 //!
-//! [`Store::kv_commit`] applies several writes atomically, with
+//! [`KeyValue::kv_commit`] applies several writes atomically, with
 //! [`KvWrite::Claim`] as the test-and-set that makes intake exactly-once:
 //! "remember this message id and queue the message" either both happen or,
 //! when the id was already remembered, neither does.
-//! [`Store::append_messages_with_kv`] moves state into a transcript in the
-//! same way (the inbox entries leave as the messages enter).
 
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
 
-use super::{Store, StoreError, WriteTx, to_i64};
-
-/// One change in a [`Store::kv_commit`] batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KvWrite<'a> {
-    /// Inserts `key` only if it is absent. If it is present the whole batch
-    /// is abandoned and the commit returns `Ok(false)`.
-    Claim {
-        /// The key.
-        key: &'a str,
-        /// Its value.
-        value: &'a str,
-    },
-    /// Inserts or replaces `key`.
-    Set {
-        /// The key.
-        key: &'a str,
-        /// Its value.
-        value: &'a str,
-    },
-    /// Deletes `key` (absent is fine).
-    Delete(&'a str),
-}
+use super::lease::check_fence;
+use super::{Sqlite, WriteTx, to_i64};
+use crate::store::backend::KeyValue;
+use crate::store::{Fence, KvWrite, StoreError};
 
 /// Applies `writes` inside the open transaction; `false` when a claim failed
 /// (the caller then drops the transaction, rolling everything back).
-pub(super) fn apply(
-    conn: &rusqlite::Connection,
-    writes: &[KvWrite<'_>],
-) -> Result<bool, StoreError> {
+pub(super) fn apply(conn: &Connection, writes: &[KvWrite<'_>]) -> Result<bool, StoreError> {
     for write in writes {
         match *write {
             KvWrite::Claim { key, value } => {
@@ -71,7 +47,7 @@ pub(super) fn apply(
 
 /// The smallest string above every string starting with `prefix` (for an
 /// index range scan), or `None` when there is none (an empty prefix).
-fn prefix_end(prefix: &str) -> Option<String> {
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
         if let Some(next) = char::from_u32(u32::from(last) + 1) {
@@ -82,9 +58,8 @@ fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
-impl Store {
-    /// Reads a small adapter-state value (e.g. the Telegram update offset).
-    pub fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+impl KeyValue for Sqlite {
+    fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
             .conn
             .prepare_cached("SELECT value FROM kv WHERE key = ?1")?
@@ -92,8 +67,7 @@ impl Store {
             .optional()?)
     }
 
-    /// Writes (inserts or replaces) a small adapter-state value, durably.
-    pub fn kv_set(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+    fn kv_set(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO kv (key, value) VALUES (?1, ?2) \
@@ -103,8 +77,7 @@ impl Store {
         Ok(())
     }
 
-    /// The values whose keys start with `prefix`, in key order.
-    pub fn kv_scan(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+    fn kv_scan(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT key, value FROM kv WHERE substr(key, 1, ?2) = ?1 ORDER BY key",
         )?;
@@ -118,8 +91,7 @@ impl Store {
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
-    /// Deletes these keys (absent ones are ignored), in one transaction.
-    pub fn kv_delete(&mut self, keys: &[&str]) -> Result<(), StoreError> {
+    fn kv_delete(&mut self, keys: &[&str]) -> Result<(), StoreError> {
         let tx = WriteTx::begin(&self.conn)?;
         {
             let mut stmt = self.conn.prepare_cached("DELETE FROM kv WHERE key = ?1")?;
@@ -130,11 +102,15 @@ impl Store {
         Ok(tx.commit()?)
     }
 
-    /// Applies `writes` in order, in ONE transaction. `Ok(false)` — and
-    /// nothing written — when a [`KvWrite::Claim`] found its key present;
-    /// `Ok(true)` once everything is durable.
-    pub fn kv_commit(&mut self, writes: &[KvWrite<'_>]) -> Result<bool, StoreError> {
+    fn kv_commit(
+        &mut self,
+        writes: &[KvWrite<'_>],
+        fence: Option<&Fence>,
+    ) -> Result<bool, StoreError> {
         let tx = WriteTx::begin(&self.conn)?;
+        if let Some(fence) = fence {
+            check_fence(&tx, fence)?;
+        }
         if !apply(&tx, writes)? {
             return Ok(false);
         }
@@ -142,10 +118,7 @@ impl Store {
         Ok(true)
     }
 
-    /// Deletes the keys starting with `prefix` whose value is a whole number
-    /// below `below` (values written as millisecond timestamps); other values
-    /// are left alone. Returns how many were deleted.
-    pub fn kv_prune_below(&mut self, prefix: &str, below: u64) -> Result<usize, StoreError> {
+    fn kv_prune_below(&mut self, prefix: &str, below: u64) -> Result<usize, StoreError> {
         let below = to_i64("prune bound", below)?;
         let deleted = match prefix_end(prefix) {
             Some(end) => self

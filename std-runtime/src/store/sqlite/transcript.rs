@@ -1,11 +1,17 @@
-//! A session's messages: loading, appending, undoing and replacing them.
+//! A session's messages on SQLite: loading, appending, undoing and
+//! replacing them.
 
-use hermes_core::{EntryMeta, FinishReason, LedgerEntry, Message, Role, Usage};
+use hermes_core::{EntryMeta, LedgerEntry, Message, Role, Usage};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
 
+use super::kv::apply as apply_kv;
+use super::lease::check_fence;
 use super::sessions::{session_exists, touch};
-use super::{KvWrite, Store, StoreError, WriteTx, to_i64, tool_calls};
+use super::{Sqlite, WriteTx, to_i64};
+use crate::store::backend::Transcripts;
+use crate::store::codec::{decode_finish_reason, encode};
+use crate::store::{Fence, KvWrite, StoreError, tool_calls};
 
 /// One message of a session, numbered after its last one; see
 /// [`insert_entries`].
@@ -23,9 +29,8 @@ pub(super) const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls
      FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
      WHERE s.id = ?1 ORDER BY m.seq";
 
-impl Store {
-    /// The session's transcript in order, exactly as appended.
-    pub fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+impl Transcripts for Sqlite {
+    fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         // One statement, so the existence check and the rows come from the
         // same snapshot even while another connection writes, without the
         // cost of an explicit BEGIN/COMMIT: the session row LEFT JOINed to
@@ -52,19 +57,25 @@ impl Store {
         Ok(out)
     }
 
-    /// Appends `entries` to the session's transcript in ONE transaction and
-    /// bumps `updated_at_ms`. When this returns `Ok`, every entry is durable;
-    /// on `Err`, none was stored.
-    pub fn append_messages(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+    fn append(
+        &mut self,
+        id: &str,
+        entries: &[LedgerEntry],
+        writes: &[KvWrite<'_>],
+        fence: Option<&Fence>,
+    ) -> Result<bool, StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
-        if entries.is_empty() {
+        if entries.is_empty() && writes.is_empty() && fence.is_none() {
             return if session_exists(&self.conn, id)? {
-                Ok(())
+                Ok(true)
             } else {
                 Err(StoreError::SessionNotFound(id.to_owned()))
             };
         }
         let tx = WriteTx::begin(&self.conn)?;
+        if let Some(fence) = fence {
+            check_fence(&tx, fence)?;
+        }
         // The hot path of every run: the bump proves the session exists
         // (no separate existence check), and each INSERT computes its own
         // sequence number (no separate MAX(seq) query). Deliberately not
@@ -74,39 +85,14 @@ impl Store {
             return Err(StoreError::SessionNotFound(id.to_owned()));
         }
         insert_entries(&tx, id, entries)?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Appends `entries` to the session's transcript (as
-    /// [`Store::append_messages`]) and applies `writes`, in ONE transaction:
-    /// a crash leaves either both or neither. `Ok(false)` — nothing written —
-    /// when a claim failed.
-    pub fn append_messages_with_kv(
-        &mut self,
-        id: &str,
-        entries: &[LedgerEntry],
-        writes: &[KvWrite<'_>],
-    ) -> Result<bool, StoreError> {
-        let now = to_i64("updated_at_ms", self.clock.now_ms())?;
-        let tx = WriteTx::begin(&self.conn)?;
-        if !touch(&tx, id, now)? {
-            return Err(StoreError::SessionNotFound(id.to_owned()));
-        }
-        if !entries.is_empty() {
-            insert_entries(&tx, id, entries)?;
-        }
-        if !super::kv::apply(&tx, writes)? {
+        if !apply_kv(&tx, writes)? {
             return Ok(false);
         }
         tx.commit()?;
         Ok(true)
     }
 
-    /// `/undo`: deletes the last user message and everything after it;
-    /// returns how many messages were deleted (0 when there is no user
-    /// message).
-    pub fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError> {
+    fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
         let tx = WriteTx::begin(&self.conn)?;
         // Bumped first to learn whether the session exists; dropping `tx`
@@ -133,13 +119,7 @@ impl Store {
         Ok(deleted)
     }
 
-    /// A wholesale rewrite (imports, repairs): replaces the whole transcript
-    /// with `entries` in one transaction (sequence numbers restart at 0),
-    /// drops the session's compactions and bumps `updated_at_ms`. On `Err`
-    /// the old transcript is untouched. Not how `/compress` works: that
-    /// keeps every original and records a compaction beside them
-    /// ([`Store::record_compaction`]).
-    pub fn replace_transcript(
+    fn replace_transcript(
         &mut self,
         id: &str,
         entries: &[LedgerEntry],
@@ -163,43 +143,27 @@ impl Store {
 /// its last message (from 0 for an empty transcript). Each row's `seq` is a
 /// subquery on the `(session_id, seq)` index, which is cheaper than a
 /// separate statement and sees the rows inserted before it.
-fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
+pub(super) fn insert_entries(
+    conn: &Connection,
+    id: &str,
+    entries: &[LedgerEntry],
+) -> Result<(), StoreError> {
     let mut insert = conn.prepare_cached(INSERT_SQL)?;
     for entry in entries {
-        let tool_calls = match entry.message.tool_calls() {
-            [] => None,
-            calls => Some(
-                serde_json::to_string(calls).map_err(|e| StoreError::Corrupt {
-                    session_id: id.to_owned(),
-                    what: format!("tool calls do not serialize: {e}"),
-                })?,
-            ),
-        };
-        let tool_call_id = match &entry.message {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        };
-        let meta = &entry.meta;
-        let usage = meta.usage.as_ref();
+        let e = encode(id, entry)?;
         insert.execute(params![
             id,
-            entry.message.role().as_str(),
-            entry.message.content(),
-            tool_calls,
-            tool_call_id,
-            meta.reasoning,
-            usage
-                .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
-                .transpose()?,
-            usage
-                .map(|u| to_i64("completion_tokens", u.completion_tokens))
-                .transpose()?,
-            usage
-                .map(|u| to_i64("total_tokens", u.total_tokens))
-                .transpose()?,
-            meta.finish_reason.as_ref().map(FinishReason::as_str),
-            meta.interrupted,
-            to_i64("timestamp_ms", meta.timestamp_ms)?,
+            e.role,
+            e.content,
+            e.tool_calls,
+            e.tool_call_id,
+            e.reasoning,
+            e.prompt_tokens,
+            e.completion_tokens,
+            e.total_tokens,
+            e.finish_reason,
+            e.interrupted,
+            e.timestamp_ms,
         ])?;
     }
     Ok(())
@@ -296,17 +260,4 @@ pub(super) fn decode_message(
             compaction: None,
         },
     })
-}
-
-/// Inverse of [`FinishReason::as_str`]. Unlike [`FinishReason::parse`] it does
-/// not fold the legacy `function_call` into `ToolCalls`, so a stored
-/// `Other("function_call")` comes back unchanged.
-fn decode_finish_reason(s: &str) -> FinishReason {
-    match s {
-        "stop" => FinishReason::Stop,
-        "tool_calls" => FinishReason::ToolCalls,
-        "length" => FinishReason::Length,
-        "content_filter" => FinishReason::ContentFilter,
-        _ => FinishReason::Other(s.to_owned()),
-    }
 }

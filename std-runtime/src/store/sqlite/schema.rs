@@ -46,6 +46,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "the working directory of each session (the CLI continues the latest session of a directory)",
         sql: V5,
     },
+    Migration {
+        version: 6,
+        what: "leases with fencing epochs (bots, sessions)",
+        sql: V6,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -251,4 +256,24 @@ CREATE INDEX compactions_by_session ON compactions (session_id, id);
 const V5: &str = "
 ALTER TABLE sessions ADD COLUMN workdir TEXT;
 CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
+";
+
+/// Version 6: leases (SPEC X8).
+///
+/// One row per lease (`bot:<platform>:<id>`, `session:<key>`): the holder
+/// (`NULL` once released), the epoch every acquisition bumps — the fencing
+/// token writes are checked against —, when it lapses unless renewed, and
+/// the holder's note (a running turn). On SQLite one gateway holds the file
+/// lock, so leases mostly record what runs; the same code serves
+/// PostgreSQL, where several gateways compete for them.
+const V6: &str = "
+CREATE TABLE leases (
+    name           TEXT PRIMARY KEY NOT NULL,
+    owner          TEXT,
+    epoch          INTEGER NOT NULL,
+    expires_at_ms  INTEGER NOT NULL,
+    acquired_at_ms INTEGER NOT NULL,
+    renewed_at_ms  INTEGER NOT NULL,
+    state          TEXT
+);
 ";

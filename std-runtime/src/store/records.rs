@@ -1,0 +1,251 @@
+//! The values the store hands out and takes in, the same for every backend.
+
+use std::fmt;
+
+use hermes_core::{Role, SummaryPlacement};
+
+/// Lifecycle of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SessionStatus {
+    /// The current conversation of its session key.
+    Active,
+    /// Closed by a reset (`/new`), expiry, or the user; kept for history and search.
+    Ended,
+    /// Was running when the process died (SPEC G11); the next message starts fresh.
+    Suspended,
+}
+
+impl SessionStatus {
+    /// The spelling stored in the database.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Active => "active",
+            SessionStatus::Ended => "ended",
+            SessionStatus::Suspended => "suspended",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(SessionStatus::Active),
+            "ended" => Some(SessionStatus::Ended),
+            "suspended" => Some(SessionStatus::Suspended),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SessionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A session as stored, with its message count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// `YYYYMMDD_HHMMSS_xxxxxx` (UTC creation time + random suffix).
+    pub id: String,
+    /// The gateway's session key (SPEC G2); `None` for CLI sessions.
+    pub session_key: Option<String>,
+    /// Platform the session came from (`telegram`, `wecom`, `cli`, …).
+    pub platform: Option<String>,
+    /// Platform chat id.
+    pub chat_id: Option<String>,
+    /// Platform user id.
+    pub user_id: Option<String>,
+    /// Model name in use.
+    pub model: Option<String>,
+    /// The system prompt assembled once for this session (SPEC L6); reused on resume.
+    pub system_prompt: Option<String>,
+    /// Creation time, ms since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Last change to the transcript (creation, append, undo), ms since the
+    /// Unix epoch. Idle expiry (SPEC G10) and crash recovery (G11) read it.
+    pub updated_at_ms: u64,
+    /// Lifecycle state.
+    pub status: SessionStatus,
+    /// Number of stored messages.
+    pub message_count: u64,
+    /// Optional human title.
+    pub title: Option<String>,
+    /// The working directory the session was started in (the CLI's
+    /// `--continue` picks the latest session of the current directory);
+    /// `None` for gateway sessions and sessions stored before schema 4.
+    pub workdir: Option<String>,
+}
+
+/// What a new session starts with. All fields optional.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NewSession<'a> {
+    /// The gateway's session key (SPEC G2).
+    pub session_key: Option<&'a str>,
+    /// Platform name.
+    pub platform: Option<&'a str>,
+    /// Platform chat id.
+    pub chat_id: Option<&'a str>,
+    /// Platform user id.
+    pub user_id: Option<&'a str>,
+    /// Model name.
+    pub model: Option<&'a str>,
+    /// System prompt, if already assembled.
+    pub system_prompt: Option<&'a str>,
+    /// Working directory (CLI sessions).
+    pub workdir: Option<&'a str>,
+}
+
+/// One change to a session row (see [`crate::store::Store::set_model`] and
+/// its siblings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SessionChange<'a> {
+    SystemPrompt(&'a str),
+    Model(&'a str),
+    Title(Option<&'a str>),
+    Status(SessionStatus),
+}
+
+/// One full-text search result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchHit {
+    /// Session holding the message.
+    pub session_id: String,
+    /// Position of the message in its session's transcript.
+    pub seq: u64,
+    /// Role of the message.
+    pub role: Role,
+    /// Excerpt around the match, matched terms in `[` `]`.
+    pub snippet: String,
+}
+
+/// A compaction as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredCompaction {
+    /// Messages with `seq < head_end` are kept at the front.
+    pub head_end: u64,
+    /// Messages with `seq >= tail_start` are kept after the summary.
+    pub tail_start: u64,
+    /// One past the last message when the compaction was made.
+    pub end_seq: u64,
+    /// How the summary sits in the view.
+    pub placement: SummaryPlacement,
+    /// How many entries of the previous view it replaced.
+    pub replaced: u64,
+    /// The summary, framed as the view shows it.
+    pub summary: String,
+    /// Estimated request tokens before.
+    pub tokens_before: u64,
+    /// Estimated request tokens after.
+    pub tokens_after: u64,
+    /// When it was made, ms since the Unix epoch.
+    pub created_at_ms: u64,
+}
+
+/// One change in a [`crate::store::Store::kv_commit`] batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvWrite<'a> {
+    /// Inserts `key` only if it is absent. If it is present the whole batch
+    /// is abandoned and the commit returns `Ok(false)`.
+    Claim {
+        /// The key.
+        key: &'a str,
+        /// Its value.
+        value: &'a str,
+    },
+    /// Inserts or replaces `key`.
+    Set {
+        /// The key.
+        key: &'a str,
+        /// Its value.
+        value: &'a str,
+    },
+    /// Deletes `key` (absent is fine).
+    Delete(&'a str),
+}
+
+/// A write condition: the lease `name` is still held by `owner` under
+/// `epoch` (nobody acquired it since). A write carrying a fence checks it
+/// in its own transaction, so a holder that lost its lease — stopped,
+/// partitioned, presumed dead — cannot write after the next holder
+/// started ([`crate::store::StoreError::Fenced`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fence {
+    /// The lease.
+    pub name: String,
+    /// The holder.
+    pub owner: String,
+    /// The holder's epoch.
+    pub epoch: i64,
+}
+
+/// A lease as stored: who holds it, under which epoch, until when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The lease's name (`bot:telegram:123`, `session:<key>`).
+    pub name: String,
+    /// The holder, `None` once released.
+    pub owner: Option<String>,
+    /// Bumped by every acquisition; the fencing token.
+    pub epoch: i64,
+    /// When it lapses unless renewed, ms since the Unix epoch on the
+    /// database's clock (see [`crate::store::Store::lease_acquire`]).
+    pub expires_at_ms: u64,
+    /// When the current holder acquired it.
+    pub acquired_at_ms: u64,
+    /// When it was last renewed.
+    pub renewed_at_ms: u64,
+    /// The holder's note (a running turn, for instance); `None` when idle.
+    pub state: Option<String>,
+    /// The database's clock when this record was read.
+    pub now_ms: u64,
+}
+
+impl LeaseRecord {
+    /// Held by someone and not lapsed at the time it was read.
+    pub fn is_live(&self) -> bool {
+        self.owner.is_some() && self.expires_at_ms > self.now_ms
+    }
+
+    /// The fence of the current holder, if any.
+    pub fn fence(&self) -> Option<Fence> {
+        Some(Fence {
+            name: self.name.clone(),
+            owner: self.owner.clone()?,
+            epoch: self.epoch,
+        })
+    }
+}
+
+/// What [`crate::store::Store::lease_acquire`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseGrant {
+    /// The lease is ours under a new epoch.
+    Granted {
+        /// Our fence.
+        fence: Fence,
+        /// When it lapses unless renewed (database clock).
+        expires_at_ms: u64,
+        /// The database's clock at the grant.
+        now_ms: u64,
+        /// What the previous holder left, if the lease existed: who, and
+        /// whether it lapsed (`true`) rather than being released, and its
+        /// state (a turn that was running when its holder died).
+        previous: Option<PreviousHolder>,
+    },
+    /// Someone else holds it.
+    Held(LeaseRecord),
+}
+
+/// The holder before a grant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreviousHolder {
+    /// Who held it (`None` when it had been released).
+    pub owner: Option<String>,
+    /// Its epoch.
+    pub epoch: i64,
+    /// The state it left (`None` when released idle).
+    pub state: Option<String>,
+    /// It lapsed while held (its holder died, stopped or was cut off),
+    /// rather than being released.
+    pub lapsed: bool,
+}

@@ -1,0 +1,380 @@
+//! The SQLite backend: one connection to one database file (or memory).
+//!
+//! WAL, `synchronous = NORMAL` by default, FTS5 indexed by catch-up, forward
+//! migrations in `PRAGMA user_version` (see `schema.rs`). Each area's SQL
+//! lives in its own file and implements that area's backend trait.
+
+mod compaction;
+mod kv;
+mod lease;
+mod migrate;
+mod schema;
+mod search;
+mod sessions;
+mod transcript;
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hermes_core::Clock;
+use rusqlite::Connection;
+use rusqlite::config::DbConfig;
+
+use super::backend::{Backend, Location};
+use super::{BUSY_TIMEOUT, StoreError, Synchronous, SystemClock};
+
+/// Bytes the `-wal` file is truncated to after a checkpoint, if larger.
+const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// The SQLite backend of a [`super::Store`].
+pub(super) struct Sqlite {
+    conn: Connection,
+    clock: Arc<dyn Clock>,
+    location: Location,
+}
+
+impl fmt::Debug for Sqlite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sqlite")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sqlite {
+    /// Opens (creating if needed) the database at `path`: creates missing
+    /// parent directories, creates a new file with mode `0600`, switches to
+    /// WAL with `synchronous = NORMAL` (see the module docs), and migrates
+    /// an older schema.
+    pub(super) fn open(path: &Path) -> Result<Sqlite, StoreError> {
+        create_private_file(path)?;
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Sqlite::init(conn, path.to_path_buf(), true)
+    }
+
+    /// An in-memory database (no WAL, nothing survives the store). For tests
+    /// and benchmarks that do not need a file.
+    pub(super) fn open_in_memory() -> Result<Sqlite, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        Sqlite::init(conn, path, false)
+    }
+
+    fn init(mut conn: Connection, path: PathBuf, wal: bool) -> Result<Sqlite, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Query-planner stability: plans never depend on bound values. The
+        // bundled SQLite (STAT4) otherwise marks parameters of some hot
+        // statements (the append INSERT, the transcript load) as
+        // "re-prepare when rebound", and rusqlite clears the bindings of
+        // every statement it returns to its cache, so each use re-parsed
+        // and re-planned the statement — more work than the rest of an
+        // append. We never run ANALYZE, so nothing is lost.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(open_err)?;
+        // Refuse a newer schema before changing anything about the file.
+        let found = migrate::user_version(&conn).map_err(open_err)?;
+        if found > schema::LATEST_VERSION {
+            return Err(StoreError::NewerSchema {
+                path,
+                found,
+                supported: schema::LATEST_VERSION,
+            });
+        }
+        if wal {
+            let mode: String = conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+                .map_err(open_err)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                tracing::warn!(path = %path.display(), %mode, "SQLite refused WAL mode");
+            }
+            // The WAL is reused from the start after each checkpoint, not
+            // shrunk; this caps what a one-off big transaction (a long
+            // transcript replaced) leaves on disk. No cost on the hot path.
+            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+                .map_err(open_err)?;
+        }
+        conn.pragma_update(None, "synchronous", Synchronous::default().as_pragma())
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err)?;
+        migrate::migrate(&mut conn, &path)?;
+        let location = if wal {
+            Location::File(path)
+        } else {
+            Location::Memory
+        };
+        Ok(Sqlite {
+            conn,
+            clock: Arc::new(SystemClock),
+            location,
+        })
+    }
+}
+
+impl Backend for Sqlite {
+    fn location(&self) -> &Location {
+        &self.location
+    }
+
+    fn reopen(&self) -> Result<Box<dyn Backend>, StoreError> {
+        let mut again = match &self.location {
+            Location::File(path) => Sqlite::open(path)?,
+            // Another connection to an in-memory database is another
+            // database: nothing to share.
+            _ => Sqlite::open_in_memory()?,
+        };
+        again.clock = Arc::clone(&self.clock);
+        Ok(Box::new(again))
+    }
+
+    fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.clock = clock;
+    }
+
+    fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "synchronous", mode.as_pragma())?;
+        Ok(())
+    }
+}
+
+/// A write transaction (`BEGIN IMMEDIATE`), rolled back on drop unless
+/// committed — like `rusqlite::Transaction`, but its `BEGIN`, `COMMIT` and
+/// `ROLLBACK` are cached statements: rusqlite parses and prepares them anew
+/// on every transaction, which was a tenth of the cost of an append.
+///
+/// IMMEDIATE takes the write lock at the start (waiting up to
+/// [`BUSY_TIMEOUT`]), so a transaction never fails half-way because another
+/// connection wrote first.
+struct WriteTx<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> WriteTx<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(WriteTx { conn, open: true })
+    }
+
+    /// Commits; on `Err` nothing was committed (the drop rolls back
+    /// whatever SQLite did not already roll back).
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        // SQLite itself ends the transaction after some errors (I/O, full
+        // disk); rolling back then would only fail.
+        if self.open && !self.conn.is_autocommit() {
+            let rolled_back = self
+                .conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut stmt| stmt.execute([]));
+            if let Err(e) = rolled_back {
+                tracing::warn!(error = %e, "rollback failed");
+            }
+        }
+    }
+}
+
+/// Creates `path` with mode `0600` (and its missing parent directories with
+/// `0700`) unless it already exists, so SQLite never creates it with the
+/// process umask.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    let create_err = |source| StoreError::Create {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(parent).map_err(create_err)?;
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(create_err(e)),
+    }
+}
+
+fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
+    super::to_i64(what, value)
+}
+
+fn from_i64(session_id: &str, what: &str, value: i64) -> Result<u64, StoreError> {
+    super::from_i64(session_id, what, value)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::search::fts_query;
+    use super::sessions::insert_session;
+    use super::transcript::{INSERT_SQL, LOAD_SQL};
+    use super::*;
+    use crate::store::backend::{KeyValue, Search, Sessions, Transcripts};
+    use crate::store::{ID_ATTEMPTS, NewSession};
+    use hermes_core::{EntryMeta, LedgerEntry, Message, Usage};
+
+    #[test]
+    fn session_id_collision_is_retried() {
+        let store = Sqlite::open_in_memory().unwrap();
+        let new = NewSession::default();
+        let first = insert_session(&store.conn, &new, 5, || "same".to_owned()).unwrap();
+        assert_eq!(first, "same");
+        let mut ids = ["same", "same", "other"].into_iter();
+        let second =
+            insert_session(&store.conn, &new, 5, || ids.next().unwrap().to_owned()).unwrap();
+        assert_eq!(second, "other");
+        assert_eq!(ids.next(), None, "each candidate tried once");
+    }
+
+    #[test]
+    fn session_ids_give_up_after_bounded_attempts() {
+        let store = Sqlite::open_in_memory().unwrap();
+        let new = NewSession::default();
+        insert_session(&store.conn, &new, 5, || "taken".to_owned()).unwrap();
+        let mut tries = 0;
+        let err = insert_session(&store.conn, &new, 5, || {
+            tries += 1;
+            "taken".to_owned()
+        })
+        .unwrap_err();
+        assert!(matches!(err, StoreError::IdsExhausted), "{err}");
+        assert_eq!(tries, ID_ATTEMPTS);
+    }
+
+    #[test]
+    fn fts_query_quotes_every_word() {
+        assert_eq!(fts_query("  "), None);
+        assert_eq!(fts_query("* ( ) \" -"), None);
+        assert_eq!(
+            fts_query("a AND b*").as_deref(),
+            Some("\"a\" \"AND\" \"b*\"")
+        );
+        assert_eq!(
+            fts_query("say \"hi\"").as_deref(),
+            Some("\"say\" \"\"\"hi\"\"\"")
+        );
+    }
+
+    #[test]
+    fn migrations_are_numbered_in_order() {
+        for (i, step) in schema::MIGRATIONS.iter().enumerate() {
+            assert_eq!(step.version as usize, i + 1, "{}", step.what);
+        }
+    }
+
+    #[test]
+    fn hot_statements_are_not_re_prepared_on_reuse() {
+        let mut store = Sqlite::open_in_memory().unwrap();
+        let id = store.create_session(&NewSession::default()).unwrap().id;
+        for i in 0..5 {
+            let entry = LedgerEntry {
+                message: Message::assistant(format!("answer {i}")),
+                meta: EntryMeta {
+                    usage: (i % 2 == 0).then(Usage::default),
+                    interrupted: i % 3 == 0,
+                    timestamp_ms: i,
+                    ..EntryMeta::default()
+                },
+            };
+            store.append(&id, &[entry], &[], None).unwrap();
+            assert_eq!(store.load_transcript(&id).unwrap().len() as u64, i + 1);
+            assert_eq!(store.search(&format!("{i}"), 1).unwrap().len(), 1);
+        }
+        for sql in [INSERT_SQL, LOAD_SQL] {
+            let stmt = store.conn.prepare_cached(sql).unwrap();
+            let reprepared = stmt.get_status(rusqlite::StatementStatus::RePrepare);
+            assert_eq!(reprepared, 0, "{sql}");
+        }
+    }
+
+    #[test]
+    fn write_tx_rolls_back_unless_committed() {
+        let store = Sqlite::open_in_memory().unwrap();
+        let put = |tx: &WriteTx<'_>, key: &str| {
+            tx.execute("INSERT INTO kv (key, value) VALUES (?1, 'v')", [key])
+                .unwrap();
+        };
+        {
+            let tx = WriteTx::begin(&store.conn).unwrap();
+            put(&tx, "dropped");
+        }
+        assert!(store.conn.is_autocommit(), "transaction ended by the drop");
+        let tx = WriteTx::begin(&store.conn).unwrap();
+        put(&tx, "kept");
+        tx.commit().unwrap();
+        assert_eq!(store.kv_get("dropped").unwrap(), None);
+        assert_eq!(store.kv_get("kept").unwrap().as_deref(), Some("v"));
+        // A failed COMMIT-less path (error inside) leaves no transaction open.
+        let tx = WriteTx::begin(&store.conn).unwrap();
+        assert!(
+            tx.execute("INSERT INTO kv (key, value) VALUES ('kept', 'again')", [])
+                .is_err()
+        );
+        drop(tx);
+        assert!(store.conn.is_autocommit());
+        assert!(WriteTx::begin(&store.conn).unwrap().commit().is_ok());
+    }
+
+    #[test]
+    fn connection_settings_are_the_documented_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Sqlite::open(&dir.path().join("s.db")).unwrap();
+        let pragma = |store: &Sqlite, name: &str| -> i64 {
+            store
+                .conn
+                .pragma_query_value(None, name, |row| row.get(0))
+                .unwrap()
+        };
+        // 1 = NORMAL, 2 = FULL.
+        assert_eq!(pragma(&store, "synchronous"), 1);
+        assert_eq!(pragma(&store, "journal_size_limit"), WAL_SIZE_LIMIT);
+        assert_eq!(pragma(&store, "foreign_keys"), 1);
+        assert!(
+            store
+                .conn
+                .db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG)
+                .unwrap()
+        );
+        store.set_synchronous(Synchronous::Full).unwrap();
+        assert_eq!(pragma(&store, "synchronous"), 2);
+        store.set_synchronous(Synchronous::Normal).unwrap();
+        assert_eq!(pragma(&store, "synchronous"), 1);
+    }
+
+}

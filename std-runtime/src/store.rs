@@ -95,6 +95,9 @@ mod tool_calls;
 pub use backend::{BackendKind, Location};
 pub use error::StoreError;
 pub use lease::{Listener, Notification, NotifySink};
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::search_vector;
 pub use records::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, NewSession, PreviousHolder, SearchHit, SessionRecord,
     SessionStatus, StoredCompaction,
@@ -346,6 +349,19 @@ impl Store {
     pub fn is_volatile(&self) -> bool {
         matches!(self.backend.location(), Location::Memory)
     }
+}
+
+/// The smallest string above every string starting with `prefix` (for an
+/// index range scan), or `None` when there is none (an empty prefix).
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        if let Some(next) = char::from_u32(u32::from(last) + 1) {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {

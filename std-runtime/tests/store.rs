@@ -1,12 +1,20 @@
-//! The SQLite store against real database files in temp dirs.
+//! The store against real databases: each test of `both!` runs on a SQLite
+//! file in a temp dir and on a fresh PostgreSQL database (a private server,
+//! see `backends/mod.rs`); the rest test what only one backend has
+//! (SQLite's migrations from old files, file modes, WAL; PostgreSQL's
+//! schema table and connection errors).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod backends;
+
+use backends::{Db, both};
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hermes_core::{Clock, EntryMeta, FinishReason, LedgerEntry, Message, Role, ToolCall, Usage};
-use hermes_runtime::store::{NewSession, SessionStatus, Store, StoreError};
+use hermes_runtime::store::{BackendKind, NewSession, SessionStatus, Store, StoreError};
 use rusqlite::Connection;
 
 /// A clock the test moves by hand.
@@ -33,10 +41,6 @@ const LATEST_SCHEMA: u32 = 6;
 
 /// 2026-11-30T00:15:03Z
 const T0: u64 = 1_795_997_703_000;
-
-fn open(path: &Path, clock: &Arc<TestClock>) -> Store {
-    Store::open(path).unwrap().with_clock(clock.clone())
-}
 
 fn gateway_session<'a>(key: &'a str) -> NewSession<'a> {
     NewSession {
@@ -153,14 +157,11 @@ fn every_kind() -> Vec<LedgerEntry> {
     ]
 }
 
-#[test]
-fn every_message_kind_and_meta_field_round_trips_through_a_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+fn every_message_kind_and_meta_field_round_trips_through_a_file(db: Db) {
     let clock = TestClock::at(T0);
     let entries = every_kind();
     let id = {
-        let mut store = open(&path, &clock);
+        let mut store = db.open_with(&clock);
         let s = store.create_session(&gateway_session("k")).unwrap();
         // Two appends: sequence numbers continue across calls.
         store.append_messages(&s.id, &entries[..3]).unwrap();
@@ -169,16 +170,15 @@ fn every_message_kind_and_meta_field_round_trips_through_a_file() {
         s.id
     };
     // And after reopening the file.
-    let store = open(&path, &clock);
+    let store = db.open_with(&clock);
     assert_eq!(store.load_transcript(&id).unwrap(), entries);
     let record = store.session(&id).unwrap().unwrap();
     assert_eq!(record.message_count, entries.len() as u64);
 }
 
-#[test]
-fn session_fields_are_stored_and_updated() {
+fn session_fields_are_stored_and_updated(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let mut store = db.open().with_clock(clock.clone());
     let s = store
         .create_session(&gateway_session("agent:main:telegram:dm:42"))
         .unwrap();
@@ -212,9 +212,8 @@ fn session_fields_are_stored_and_updated() {
     assert_eq!(store.session(&s.id).unwrap().unwrap().title, None);
 }
 
-#[test]
-fn unknown_sessions_are_a_typed_error_and_change_nothing() {
-    let mut store = Store::open_in_memory().unwrap();
+fn unknown_sessions_are_a_typed_error_and_change_nothing(db: Db) {
+    let mut store = db.open();
     let missing = "20260101_000000_000000";
     assert!(store.session(missing).unwrap().is_none());
     let errs = [
@@ -237,9 +236,8 @@ fn unknown_sessions_are_a_typed_error_and_change_nothing() {
     assert!(store.search("x", 10).unwrap().is_empty());
 }
 
-#[test]
-fn a_failing_batch_stores_nothing() {
-    let mut store = Store::open_in_memory().unwrap();
+fn a_failing_batch_stores_nothing(db: Db) {
+    let mut store = db.open();
     let s = store.create_session(&NewSession::default()).unwrap();
     store.append_messages(&s.id, &[user("kept", 1)]).unwrap();
     let too_big = LedgerEntry::at(Message::assistant("late"), u64::MAX);
@@ -263,10 +261,9 @@ fn a_failing_batch_stores_nothing() {
     assert_eq!(store.load_transcript(&s.id).unwrap().len(), 2);
 }
 
-#[test]
-fn undo_drops_the_last_user_message_and_everything_after_it() {
+fn undo_drops_the_last_user_message_and_everything_after_it(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let mut store = db.open().with_clock(clock.clone());
     let s = store.create_session(&NewSession::default()).unwrap();
     assert_eq!(store.undo_last_turn(&s.id).unwrap(), 0, "empty transcript");
 
@@ -313,10 +310,9 @@ fn undo_drops_the_last_user_message_and_everything_after_it() {
     assert_eq!(store.load_transcript(&s.id).unwrap().len(), 1);
 }
 
-#[test]
-fn replacing_a_transcript_is_atomic_and_reindexes_search() {
+fn replacing_a_transcript_is_atomic_and_reindexes_search(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let mut store = db.open().with_clock(clock.clone());
     let s = store.create_session(&NewSession::default()).unwrap();
     let long = vec![
         user("tell me about volcanoes", 1),
@@ -354,10 +350,9 @@ fn replacing_a_transcript_is_atomic_and_reindexes_search() {
     ));
 }
 
-#[test]
-fn reset_ends_the_active_session_and_starts_a_new_one() {
+fn reset_ends_the_active_session_and_starts_a_new_one(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let mut store = db.open().with_clock(clock.clone());
     let key = "agent:main:telegram:dm:42";
     let other_key = "agent:main:telegram:dm:43";
     assert!(store.active_session_for_key(key).unwrap().is_none());
@@ -421,10 +416,9 @@ fn reset_ends_the_active_session_and_starts_a_new_one() {
     );
 }
 
-#[test]
-fn latest_session_on_a_platform_ignores_other_platforms() {
+fn latest_session_on_a_platform_ignores_other_platforms(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let mut store = db.open().with_clock(clock.clone());
     let cli = |p| NewSession {
         platform: Some(p),
         ..NewSession::default()
@@ -454,10 +448,9 @@ fn latest_session_on_a_platform_ignores_other_platforms() {
     );
 }
 
-#[test]
-fn listing_is_newest_first_and_latest_is_most_recently_updated() {
+fn listing_is_newest_first_and_latest_is_most_recently_updated(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());
+    let mut store = db.open().with_clock(clock.clone());
     assert!(store.latest_session().unwrap().is_none());
     let mut ids = Vec::new();
     for _ in 0..5 {
@@ -500,10 +493,9 @@ fn listing_is_newest_first_and_latest_is_most_recently_updated() {
     assert_eq!(store.list_sessions(1).unwrap()[0].id, ids[6]);
 }
 
-#[test]
-fn session_ids_are_unique_within_one_millisecond() {
+fn session_ids_are_unique_within_one_millisecond(db: Db) {
     let clock = TestClock::at(T0);
-    let mut store = Store::open_in_memory().unwrap().with_clock(clock);
+    let mut store = db.open().with_clock(clock);
     let mut seen = std::collections::HashSet::new();
     for _ in 0..2_000 {
         let id = store.create_session(&NewSession::default()).unwrap().id;
@@ -520,9 +512,8 @@ fn session_ids_are_unique_within_one_millisecond() {
     }
 }
 
-#[test]
-fn search_treats_user_text_as_words_not_syntax() {
-    let mut store = Store::open_in_memory().unwrap();
+fn search_treats_user_text_as_words_not_syntax(db: Db) {
+    let mut store = db.open();
     let a = store.create_session(&NewSession::default()).unwrap();
     let b = store.create_session(&NewSession::default()).unwrap();
     store
@@ -641,22 +632,8 @@ fn assert_index_matches_messages(path: &Path) {
     .unwrap_or_else(|e| panic!("full-text index differs from the messages: {e}"));
 }
 
-/// FTS5's check of the index's internal consistency only (it may lag behind
-/// the messages between searches).
-fn assert_index_sound(path: &Path) {
-    let conn = Connection::open(path).unwrap();
-    conn.execute(
-        "INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')",
-        [],
-    )
-    .unwrap_or_else(|e| panic!("full-text index is damaged: {e}"));
-}
-
-#[test]
-fn full_text_index_stays_consistent() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fts.db");
-    let mut store = Store::open(&path).unwrap();
+fn full_text_index_stays_consistent(db: Db) {
+    let mut store = db.open();
     let s = store.create_session(&NewSession::default()).unwrap();
     for i in 0..20 {
         store
@@ -682,29 +659,22 @@ fn full_text_index_stays_consistent() {
         }
     }
     drop(store);
-    assert_index_sound(&path);
+    db.assert_index_sound();
 
-    let store = Store::open(&path).unwrap();
-    assert!(store.catch_up_search_index().unwrap() > 0);
+    let store = db.open();
+    let caught_up = store.catch_up_search_index().unwrap();
+    match db.kind {
+        BackendKind::Sqlite => assert!(caught_up > 0),
+        BackendKind::Postgres => assert_eq!(caught_up, 0, "indexed as stored"),
+    }
     assert_eq!(store.catch_up_search_index().unwrap(), 0, "nothing left");
-    drop(store);
-    assert_index_matches_messages(&path);
-    let conn = Connection::open(&path).unwrap();
-    let indexed: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'question'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    db.assert_index_consistent();
+    let indexed = store.search("question", 100).unwrap().len();
     assert_eq!(indexed, 13, "7 of 20 turns were undone");
 }
 
-#[test]
-fn an_appended_message_is_found_by_the_very_next_search() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("next.db");
-    let mut store = Store::open(&path).unwrap();
+fn an_appended_message_is_found_by_the_very_next_search(db: Db) {
+    let mut store = db.open();
     let a = store.create_session(&NewSession::default()).unwrap().id;
     let b = store.create_session(&NewSession::default()).unwrap().id;
     for i in 0..5u64 {
@@ -720,7 +690,7 @@ fn an_appended_message_is_found_by_the_very_next_search() {
         );
     }
     // A message written by another connection is found too.
-    let mut other = Store::open(&path).unwrap();
+    let mut other = db.open();
     other
         .append_messages(&b, &[assistant("a pelican from elsewhere", 9)])
         .unwrap();
@@ -731,14 +701,11 @@ fn an_appended_message_is_found_by_the_very_next_search() {
         (b.as_str(), Role::Assistant)
     );
     drop((store, other));
-    assert_index_matches_messages(&path);
+    db.assert_index_consistent();
 }
 
-#[test]
-fn undone_messages_are_not_found_whether_or_not_they_were_indexed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("undo.db");
-    let mut store = Store::open(&path).unwrap();
+fn undone_messages_are_not_found_whether_or_not_they_were_indexed(db: Db) {
+    let mut store = db.open();
     let s = store.create_session(&NewSession::default()).unwrap().id;
     store
         .append_messages(&s, &[user("keep the heron", 1)])
@@ -771,17 +738,14 @@ fn undone_messages_are_not_found_whether_or_not_they_were_indexed() {
     assert_eq!(hits[0].seq, 1);
     assert_eq!(store.search("heron", 10).unwrap().len(), 1);
     drop(store);
-    assert_index_matches_messages(&path);
+    db.assert_index_consistent();
 }
 
-#[test]
-fn deleting_unindexed_newest_rows_does_not_hide_later_messages() {
+fn deleting_unindexed_newest_rows_does_not_hide_later_messages(db: Db) {
     // Indexed rows deleted below an unindexed one, then the unindexed one
     // deleted: the highest remaining id drops below the indexed watermark,
     // and the next message reuses an id the index already "passed".
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("reuse.db");
-    let mut store = Store::open(&path).unwrap();
+    let mut store = db.open();
     let s1 = store.create_session(&NewSession::default()).unwrap().id;
     let s2 = store.create_session(&NewSession::default()).unwrap().id;
     store.append_messages(&s1, &[user("keep", 1)]).unwrap();
@@ -810,7 +774,7 @@ fn deleting_unindexed_newest_rows_does_not_hide_later_messages() {
         assert_eq!(store.search(word, 10).unwrap().len(), n, "{word}");
     }
     drop(store);
-    assert_index_matches_messages(&path);
+    db.assert_index_consistent();
 }
 
 /// The version-1 schema exactly as hermes 0.1 wrote it (before titles and
@@ -1098,18 +1062,15 @@ fn a_new_database_file_is_private_and_an_existing_one_keeps_its_mode() {
     assert_eq!(mode(&shared), 0o640);
 }
 
-#[test]
-fn a_reader_sees_consistent_snapshots_while_a_writer_appends() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("wal.db");
-    let mut writer = Store::open(&path).unwrap();
+fn a_reader_sees_consistent_snapshots_while_a_writer_appends(db: Db) {
+    let mut writer = db.open();
     let id = writer.create_session(&NewSession::default()).unwrap().id;
     const TURNS: usize = 150;
 
-    let reader_path = path.clone();
+    let target = db.target();
     let reader_id = id.clone();
     let reader = std::thread::spawn(move || {
-        let reader = Store::open(&reader_path).unwrap();
+        let reader = Store::open_target(&target).unwrap();
         let mut last = 0;
         let mut reads = 0;
         loop {
@@ -1145,21 +1106,14 @@ fn a_reader_sees_consistent_snapshots_while_a_writer_appends() {
     assert_eq!(writer.load_transcript(&id).unwrap().len(), TURNS * 2);
 }
 
-#[test]
-fn two_writers_on_one_file_both_land() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("two.db");
-    let id = Store::open(&path)
-        .unwrap()
-        .create_session(&NewSession::default())
-        .unwrap()
-        .id;
+fn two_writers_on_one_file_both_land(db: Db) {
+    let id = db.open().create_session(&NewSession::default()).unwrap().id;
     let threads: Vec<_> = (0..2)
         .map(|w| {
-            let path = path.clone();
+            let target = db.target();
             let id = id.clone();
             std::thread::spawn(move || {
-                let mut store = Store::open(&path).unwrap();
+                let mut store = Store::open_target(&target).unwrap();
                 for i in 0..50 {
                     store
                         .append_messages(&id, &[user(&format!("w{w} m{i}"), i)])
@@ -1171,7 +1125,7 @@ fn two_writers_on_one_file_both_land() {
     for t in threads {
         t.join().unwrap();
     }
-    let transcript = Store::open(&path).unwrap().load_transcript(&id).unwrap();
+    let transcript = db.open().load_transcript(&id).unwrap();
     assert_eq!(transcript.len(), 100);
     for w in 0..2 {
         let mine: Vec<String> = transcript
@@ -1185,15 +1139,12 @@ fn two_writers_on_one_file_both_land() {
     }
 }
 
-#[test]
-fn crash_recovery_suspends_only_recent_sessions_of_an_unclean_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("g11.db");
+fn crash_recovery_suspends_only_recent_sessions_of_an_unclean_process(db: Db) {
     let clock = TestClock::at(T0);
 
     // Process 1: three sessions, then it dies without a clean shutdown.
     let (recent, old, ended) = {
-        let mut store = open(&path, &clock);
+        let mut store = db.open_with(&clock);
         let old = store.create_session(&gateway_session("old")).unwrap().id;
         clock.advance(600_000);
         let recent = store.create_session(&gateway_session("recent")).unwrap().id;
@@ -1209,7 +1160,7 @@ fn crash_recovery_suspends_only_recent_sessions_of_an_unclean_process() {
 
     // Process 2 starts 60 s later.
     clock.advance(60_000);
-    let mut store = open(&path, &clock);
+    let mut store = db.open_with(&clock);
     let suspended = store.suspend_recent_unclean(120_000).unwrap();
     assert_eq!(suspended, vec![recent.clone()]);
     assert_eq!(
@@ -1247,13 +1198,13 @@ fn crash_recovery_suspends_only_recent_sessions_of_an_unclean_process() {
 
     // A CLI opening the database in between changes nothing.
     clock.advance(1_000);
-    let cli = open(&path, &clock);
+    let cli = db.open_with(&clock);
     assert_eq!(cli.list_sessions(10).unwrap().len(), 4);
     drop(cli);
 
     // Process 3: clean predecessor, nothing suspended.
     clock.advance(1_000);
-    let mut store = open(&path, &clock);
+    let mut store = db.open_with(&clock);
     assert!(store.suspend_recent_unclean(120_000).unwrap().is_empty());
     assert_eq!(
         store.session(&fresh).unwrap().unwrap().status,
@@ -1266,16 +1217,13 @@ fn crash_recovery_suspends_only_recent_sessions_of_an_unclean_process() {
         .unwrap();
     drop(store);
     clock.advance(5_000);
-    let mut store = open(&path, &clock);
+    let mut store = db.open_with(&clock);
     assert_eq!(store.suspend_recent_unclean(120_000).unwrap(), vec![fresh]);
 }
 
-#[test]
-fn kv_values_are_set_replaced_and_persist() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("kv.db");
+fn kv_values_are_set_replaced_and_persist(db: Db) {
     {
-        let mut store = Store::open(&path).unwrap();
+        let mut store = db.open();
         assert_eq!(store.kv_get("telegram.offset").unwrap(), None);
         store.kv_set("telegram.offset", "100").unwrap();
         store.kv_set("telegram.offset", "101").unwrap();
@@ -1284,7 +1232,7 @@ fn kv_values_are_set_replaced_and_persist() {
             .unwrap();
         store.kv_set("empty", "").unwrap();
     }
-    let store = Store::open(&path).unwrap();
+    let store = db.open();
     assert_eq!(
         store.kv_get("telegram.offset").unwrap().as_deref(),
         Some("101")
@@ -1296,50 +1244,168 @@ fn kv_values_are_set_replaced_and_persist() {
     assert_eq!(store.kv_get("empty").unwrap().as_deref(), Some(""));
 }
 
-#[test]
-fn hand_edited_rows_are_a_typed_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("edited.db");
+fn hand_edited_rows_are_a_typed_error_not_a_panic(db: Db) {
     let id = {
-        let mut store = Store::open(&path).unwrap();
+        let mut store = db.open();
         let id = store.create_session(&NewSession::default()).unwrap().id;
         store
             .append_messages(&id, &[user("fine", 1), assistant("fine too", 2)])
             .unwrap();
         id
     };
-    let conn = Connection::open(&path).unwrap();
-    conn.execute(
-        "UPDATE messages SET tool_calls = '{broken' WHERE seq = 1",
-        [],
-    )
-    .unwrap();
-    let err = Store::open(&path)
-        .unwrap()
-        .load_transcript(&id)
-        .unwrap_err();
+    db.exec("UPDATE messages SET tool_calls = '{broken' WHERE seq = 1");
+    let err = db.open().load_transcript(&id).unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("message 1"), "{err}");
 
-    conn.execute(
-        "UPDATE messages SET tool_calls = NULL, role = 'system' WHERE seq = 1",
-        [],
-    )
-    .unwrap();
-    let err = Store::open(&path)
-        .unwrap()
-        .load_transcript(&id)
-        .unwrap_err();
+    db.exec("UPDATE messages SET tool_calls = NULL, role = 'system' WHERE seq = 1");
+    let err = db.open().load_transcript(&id).unwrap_err();
     assert!(err.to_string().contains("unknown role"), "{err}");
 
-    conn.execute(
-        "UPDATE messages SET role = 'assistant', timestamp_ms = -5 WHERE seq = 1",
-        [],
-    )
-    .unwrap();
-    let err = Store::open(&path)
-        .unwrap()
-        .load_transcript(&id)
-        .unwrap_err();
+    db.exec("UPDATE messages SET role = 'assistant', timestamp_ms = -5 WHERE seq = 1");
+    let err = db.open().load_transcript(&id).unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+}
+
+both!(
+    every_message_kind_and_meta_field_round_trips_through_a_file,
+    session_fields_are_stored_and_updated,
+    unknown_sessions_are_a_typed_error_and_change_nothing,
+    a_failing_batch_stores_nothing,
+    undo_drops_the_last_user_message_and_everything_after_it,
+    replacing_a_transcript_is_atomic_and_reindexes_search,
+    reset_ends_the_active_session_and_starts_a_new_one,
+    latest_session_on_a_platform_ignores_other_platforms,
+    listing_is_newest_first_and_latest_is_most_recently_updated,
+    session_ids_are_unique_within_one_millisecond,
+    search_treats_user_text_as_words_not_syntax,
+    full_text_index_stays_consistent,
+    an_appended_message_is_found_by_the_very_next_search,
+    undone_messages_are_not_found_whether_or_not_they_were_indexed,
+    deleting_unindexed_newest_rows_does_not_hide_later_messages,
+    a_reader_sees_consistent_snapshots_while_a_writer_appends,
+    two_writers_on_one_file_both_land,
+    crash_recovery_suspends_only_recent_sessions_of_an_unclean_process,
+    kv_values_are_set_replaced_and_persist,
+    hand_edited_rows_are_a_typed_error_not_a_panic,
+    text_with_nul_and_odd_characters_round_trips,
+);
+
+/// PostgreSQL's `text` cannot hold U+0000; a tool that read a binary file
+/// produces it. Everything must come back exactly, on both backends.
+fn text_with_nul_and_odd_characters_round_trips(db: Db) {
+    let mut store = db.open();
+    let odd = "binary\u{0}file \u{FFFF} \u{FFFF}0 end\u{0}";
+    let s = store
+        .create_session(&NewSession {
+            chat_id: Some("chat\u{0}id"),
+            system_prompt: Some(odd),
+            ..NewSession::default()
+        })
+        .unwrap();
+    let entries = vec![
+        user(odd, 1),
+        LedgerEntry::new(Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new("c\u{0}1", "read_file", "{\"p\":\"\\u0000\"}")],
+        }),
+        LedgerEntry::new(Message::tool("c\u{0}1", odd)),
+    ];
+    store.append_messages(&s.id, &entries).unwrap();
+    store.set_title(&s.id, Some(odd)).unwrap();
+    store.kv_set("k", odd).unwrap();
+    drop(store);
+    let store = db.open();
+    assert_eq!(store.load_transcript(&s.id).unwrap(), entries);
+    let record = store.session(&s.id).unwrap().unwrap();
+    assert_eq!(record.system_prompt.as_deref(), Some(odd));
+    assert_eq!(record.title.as_deref(), Some(odd));
+    assert_eq!(record.chat_id.as_deref(), Some("chat\u{0}id"));
+    assert_eq!(store.kv_get("k").unwrap().as_deref(), Some(odd));
+    assert_eq!(store.search("binary", 10).unwrap().len(), 2);
+}
+
+#[test]
+fn postgres_a_database_from_a_newer_hermes_is_refused_untouched() {
+    let db = Db::new(BackendKind::Postgres);
+    drop(db.open());
+    db.psql("UPDATE hermes_schema SET version = 99");
+    let err = Store::open_url(db.url.as_ref().unwrap()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::NewerSchema {
+                found: 99,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("upgrade hermes"), "{err}");
+    assert_eq!(db.psql("SELECT version FROM hermes_schema"), "99");
+}
+
+#[test]
+fn postgres_gateways_starting_together_migrate_once() {
+    let db = Db::new(BackendKind::Postgres);
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let target = db.target();
+            std::thread::spawn(move || {
+                let mut store = Store::open_target(&target).unwrap();
+                store.create_session(&NewSession::default()).unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(db.psql("SELECT version FROM hermes_schema"), "1");
+    assert_eq!(db.open().list_sessions(10).unwrap().len(), 6);
+}
+
+#[test]
+fn postgres_connection_errors_are_clear_and_mask_the_password() {
+    let server = hermes_tests::postgres::server();
+    let url = format!(
+        "postgresql://nobody:s3cret@/hermes_no_such_db?host={}",
+        server.socket_dir.display()
+    );
+    let err = Store::open_url(&url).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Connect { .. }), "{err:?}");
+    assert!(text.contains("nobody:***@"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+    for bad in [
+        "postgresql://h:notaport/db",
+        "mysql://h/db",
+        "/var/lib/state.db",
+    ] {
+        let err = Store::open_url(bad).unwrap_err();
+        assert!(matches!(err, StoreError::BadUrl(_)), "{bad}: {err:?}");
+    }
+}
+
+#[test]
+fn postgres_unix_socket_urls_in_both_spellings_reach_the_server() {
+    let db = Db::new(BackendKind::Postgres);
+    let server = hermes_tests::postgres::server();
+    let name = db.psql("SELECT current_database()");
+    let encoded: String = server.socket_dir.display().to_string().replace('/', "%2F");
+    for url in [
+        format!("postgresql://{encoded}/{name}?user={}", server.user),
+        format!(
+            "postgres:///{name}?host={}&user={}",
+            server.socket_dir.display(),
+            server.user
+        ),
+    ] {
+        let mut store = Store::open_url(&url).unwrap();
+        store.kv_set("reached", &url).unwrap();
+    }
+    assert_eq!(
+        db.psql("SELECT count(*) FROM kv WHERE key = 'reached'"),
+        "1"
+    );
 }

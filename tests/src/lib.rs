@@ -1,5 +1,6 @@
 //! Test support shared by the crates' process-level tests: a scripted,
-//! loopback, OpenAI-compatible provider ([`FakeProvider`]).
+//! loopback, OpenAI-compatible provider ([`FakeProvider`]), and a private
+//! PostgreSQL server ([`postgres`]).
 //!
 //! It speaks just enough HTTP/1.1 (one request per connection, `Connection:
 //! close`) and checks the protocol rules a real provider enforces on every
@@ -20,6 +21,8 @@
 //! window can be advertised where that provider advertises it
 //! ([`Advertise`]). A [`Responder`] answers when the script is empty, for
 //! conversations whose number of calls is not known in advance.
+
+pub mod postgres;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};

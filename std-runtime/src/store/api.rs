@@ -89,7 +89,8 @@ impl Store {
     /// Sets the session's status. Does not change `updated_at_ms`, which
     /// tracks the transcript only.
     pub fn set_status(&mut self, id: &str, status: SessionStatus) -> Result<(), StoreError> {
-        self.backend.update_session(id, SessionChange::Status(status))
+        self.backend
+            .update_session(id, SessionChange::Status(status))
     }
 
     /// `/new`: ends the active session(s) of `key` and creates a new active
@@ -149,7 +150,9 @@ impl Store {
         entries: &[LedgerEntry],
         fence: &Fence,
     ) -> Result<(), StoreError> {
-        self.backend.append(id, entries, &[], Some(fence)).map(|_| ())
+        self.backend
+            .append(id, entries, &[], Some(fence))
+            .map(|_| ())
     }
 
     /// Appends `entries` to the session's transcript (as
@@ -350,14 +353,22 @@ impl Store {
 
     /// Replaces the holder's note; [`StoreError::Fenced`] when the fence no
     /// longer holds.
-    pub fn lease_set_state(&mut self, fence: &Fence, state: Option<&str>) -> Result<(), StoreError> {
+    pub fn lease_set_state(
+        &mut self,
+        fence: &Fence,
+        state: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.backend.lease_set_state(fence, state)
     }
 
     /// Gives the lease up (keeping its epoch, so the next grant is newer),
     /// leaving `state`; `false` when the fence no longer held (nothing
     /// changed).
-    pub fn lease_release(&mut self, fence: &Fence, state: Option<&str>) -> Result<bool, StoreError> {
+    pub fn lease_release(
+        &mut self,
+        fence: &Fence,
+        state: Option<&str>,
+    ) -> Result<bool, StoreError> {
         self.backend.lease_release(fence, state)
     }
 

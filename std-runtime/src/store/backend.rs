@@ -159,8 +159,11 @@ pub(crate) trait KeyValue {
     fn kv_set(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
     fn kv_scan(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
     fn kv_delete(&mut self, keys: &[&str]) -> Result<(), StoreError>;
-    fn kv_commit(&mut self, writes: &[KvWrite<'_>], fence: Option<&Fence>)
-    -> Result<bool, StoreError>;
+    fn kv_commit(
+        &mut self,
+        writes: &[KvWrite<'_>],
+        fence: Option<&Fence>,
+    ) -> Result<bool, StoreError>;
     fn kv_prune_below(&mut self, prefix: &str, below: u64) -> Result<usize, StoreError>;
 }
 

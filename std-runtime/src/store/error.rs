@@ -165,4 +165,3 @@ pub enum StoreError {
     #[error("the database connection's thread has stopped; reopen the store")]
     ConnectionGone,
 }
-

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::lease::check_fence;
 use super::{Sqlite, WriteTx, to_i64};
 use crate::store::backend::KeyValue;
-use crate::store::{Fence, KvWrite, StoreError};
+use crate::store::{Fence, KvWrite, StoreError, prefix_end};
 
 /// Applies `writes` inside the open transaction; `false` when a claim failed
 /// (the caller then drops the transaction, rolling everything back).
@@ -43,19 +43,6 @@ pub(super) fn apply(conn: &Connection, writes: &[KvWrite<'_>]) -> Result<bool, S
         }
     }
     Ok(true)
-}
-
-/// The smallest string above every string starting with `prefix` (for an
-/// index range scan), or `None` when there is none (an empty prefix).
-pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        if let Some(next) = char::from_u32(u32::from(last) + 1) {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
 }
 
 impl KeyValue for Sqlite {

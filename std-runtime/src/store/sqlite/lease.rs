@@ -7,8 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::{Sqlite, WriteTx, from_i64, to_i64};
 use crate::store::backend::Leases;
 use crate::store::lease::{Listener, NotifySink};
-use crate::store::sqlite::kv::prefix_end;
-use crate::store::{Fence, LeaseGrant, LeaseRecord, PreviousHolder, StoreError};
+use crate::store::{Fence, LeaseGrant, LeaseRecord, PreviousHolder, StoreError, prefix_end};
 
 const COLUMNS: &str = "name, owner, epoch, expires_at_ms, acquired_at_ms, renewed_at_ms, state";
 
@@ -61,7 +60,10 @@ fn record(raw: RawLease, now: u64) -> Result<LeaseRecord, StoreError> {
 
 fn fetch(conn: &Connection, name: &str, now: u64) -> Result<Option<LeaseRecord>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM leases WHERE name = ?1");
-    let row = conn.prepare_cached(&sql)?.query_row([name], raw).optional()?;
+    let row = conn
+        .prepare_cached(&sql)?
+        .query_row([name], raw)
+        .optional()?;
     row.map(|r| record(r, now)).transpose()
 }
 

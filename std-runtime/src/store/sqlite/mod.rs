@@ -376,5 +376,4 @@ mod tests {
         store.set_synchronous(Synchronous::Normal).unwrap();
         assert_eq!(pragma(&store, "synchronous"), 1);
     }
-
 }

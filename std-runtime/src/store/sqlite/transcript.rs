@@ -119,11 +119,7 @@ impl Transcripts for Sqlite {
         Ok(deleted)
     }
 
-    fn replace_transcript(
-        &mut self,
-        id: &str,
-        entries: &[LedgerEntry],
-    ) -> Result<(), StoreError> {
+    fn replace_transcript(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
         let tx = WriteTx::begin(&self.conn)?;
         if !touch(&tx, id, now)? {

@@ -1,0 +1,136 @@
+//! The key-value table on PostgreSQL. A claim is `INSERT … ON CONFLICT DO
+//! NOTHING`: of two gateways claiming one key at once, the second waits for
+//! the first to commit and then finds the key (READ COMMITTED), so exactly
+//! one batch wins.
+
+use super::conn::{Statements, prepare};
+use super::transcript::OwnedWrite;
+use super::{Postgres, check_fence, from_db, to_db};
+use crate::store::backend::KeyValue;
+use crate::store::{Fence, KvWrite, StoreError, prefix_end, to_i64};
+
+/// Applies `writes` inside the open transaction; `false` when a claim
+/// failed (the caller drops the transaction, rolling everything back).
+pub(super) fn apply(
+    statements: &mut Statements,
+    tx: &mut postgres::Transaction<'_>,
+    writes: &[OwnedWrite],
+) -> Result<bool, StoreError> {
+    for write in writes {
+        match write {
+            OwnedWrite::Claim(key, value) => {
+                let stmt = prepare(
+                    statements,
+                    tx,
+                    "INSERT INTO kv (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                )?;
+                if tx.execute(&stmt, &[key, value])? == 0 {
+                    return Ok(false);
+                }
+            }
+            OwnedWrite::Set(key, value) => {
+                let stmt = prepare(statements, tx, SET)?;
+                tx.execute(&stmt, &[key, value])?;
+            }
+            OwnedWrite::Delete(key) => {
+                let stmt = prepare(statements, tx, "DELETE FROM kv WHERE key = $1")?;
+                tx.execute(&stmt, &[key])?;
+            }
+        }
+    }
+    Ok(true)
+}
+
+const SET: &str = "INSERT INTO kv (key, value) VALUES ($1, $2) \
+     ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
+impl KeyValue for Postgres {
+    fn kv_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_owned();
+        self.conn.call(move |session| {
+            let stmt = session.statement("SELECT value FROM kv WHERE key = $1")?;
+            Ok(session
+                .client
+                .query_opt(&stmt, &[&key])?
+                .map(|row| row.try_get::<_, String>(0))
+                .transpose()?
+                .map(|v| from_db(&v).into_owned()))
+        })
+    }
+
+    fn kv_set(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        let key = key.to_owned();
+        let value = to_db(value).into_owned();
+        self.conn.call(move |session| {
+            let stmt = session.statement(SET)?;
+            session.client.execute(&stmt, &[&key, &value])?;
+            Ok(())
+        })
+    }
+
+    fn kv_scan(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let from = prefix.to_owned();
+        let to = prefix_end(prefix);
+        self.conn.call(move |session| {
+            let stmt = session.statement(
+                "SELECT key, value FROM kv WHERE key >= $1 AND ($2::TEXT IS NULL OR key < $2) \
+                 ORDER BY key",
+            )?;
+            session
+                .client
+                .query(&stmt, &[&from, &to])?
+                .iter()
+                .map(|row| {
+                    let value: String = row.try_get(1)?;
+                    Ok((row.try_get(0)?, from_db(&value).into_owned()))
+                })
+                .collect()
+        })
+    }
+
+    fn kv_delete(&mut self, keys: &[&str]) -> Result<(), StoreError> {
+        let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        self.conn.call(move |session| {
+            let stmt = session.statement("DELETE FROM kv WHERE key = ANY($1)")?;
+            session.client.execute(&stmt, &[&keys])?;
+            Ok(())
+        })
+    }
+
+    fn kv_commit(
+        &mut self,
+        writes: &[KvWrite<'_>],
+        fence: Option<&Fence>,
+    ) -> Result<bool, StoreError> {
+        let writes = OwnedWrite::all(writes);
+        let fence = fence.cloned();
+        self.conn.call(move |session| {
+            let (statements, client) = session.parts();
+            let mut tx = client.transaction()?;
+            if let Some(fence) = &fence {
+                check_fence(statements, &mut tx, fence)?;
+            }
+            if !apply(statements, &mut tx, &writes)? {
+                return Ok(false);
+            }
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+
+    fn kv_prune_below(&mut self, prefix: &str, below: u64) -> Result<usize, StoreError> {
+        let below = to_i64("prune bound", below)?;
+        let from = prefix.to_owned();
+        let to = prefix_end(prefix);
+        self.conn.call(move |session| {
+            // Whole numbers only (as SQLite's GLOB test), compared as
+            // numerics so no value is too long to cast.
+            let stmt = session.statement(
+                "DELETE FROM kv WHERE key >= $1 AND ($2::TEXT IS NULL OR key < $2) \
+                 AND value ~ '^[0-9]+$' AND value::NUMERIC < $3::BIGINT",
+            )?;
+            let deleted = session.client.execute(&stmt, &[&from, &to, &below])?;
+            Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+        })
+    }
+}

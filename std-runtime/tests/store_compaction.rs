@@ -1,6 +1,11 @@
 //! Compactions in the store (SPEC X1): the originals stay, the view the core
-//! compacted is what loads, and anything that does not match is refused.
+//! compacted is what loads, and anything that does not match is refused —
+//! on both backends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod backends;
+
+use backends::{Db, both};
 
 use std::sync::Arc;
 
@@ -73,12 +78,12 @@ fn exchange(rng: &mut impl Rng, n: usize) -> Vec<LedgerEntry> {
     out
 }
 
-#[test]
-fn the_stored_view_is_the_view_the_core_compacted() {
+fn the_stored_view_is_the_view_the_core_compacted(db: Db) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
     for round in 0..8 {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        // A database per round: searches below count one round's messages.
+        let db = if round == 0 { &db } else { &Db::new(db.kind) };
+        let mut store = db.open();
         let id = store.create_session(&NewSession::default()).unwrap().id;
         let agent = agent(rng.random_range(1_000..4_000));
         let mut view: Vec<LedgerEntry> = Vec::new();
@@ -135,9 +140,8 @@ fn simple_session(store: &mut Store, exchanges: usize) -> (String, Vec<LedgerEnt
     (id, view)
 }
 
-#[test]
-fn a_compaction_of_a_stale_view_is_refused_and_changes_nothing() {
-    let mut store = Store::open_in_memory().unwrap();
+fn a_compaction_of_a_stale_view_is_refused_and_changes_nothing(db: Db) {
+    let mut store = db.open();
     let (id, mut view) = simple_session(&mut store, 10);
     // The caller's ledger misses the last exchange the store holds.
     store
@@ -154,9 +158,8 @@ fn a_compaction_of_a_stale_view_is_refused_and_changes_nothing() {
     ));
 }
 
-#[test]
-fn undo_of_a_turn_that_was_compacted_falls_back_to_the_view_before() {
-    let mut store = Store::open_in_memory().unwrap();
+fn undo_of_a_turn_that_was_compacted_falls_back_to_the_view_before(db: Db) {
+    let mut store = db.open();
     let (id, mut view) = simple_session(&mut store, 10);
     let agent = agent(2_000);
     let first = agent.compact(&mut view, None).unwrap();
@@ -184,9 +187,8 @@ fn undo_of_a_turn_that_was_compacted_falls_back_to_the_view_before() {
     assert_eq!(store.load_view(&id).unwrap().len(), 1);
 }
 
-#[test]
-fn a_summary_before_a_user_message_is_merged_into_it_when_loaded() {
-    let mut store = Store::open_in_memory().unwrap();
+fn a_summary_before_a_user_message_is_merged_into_it_when_loaded(db: Db) {
+    let mut store = db.open();
     let (id, mut view) = simple_session(&mut store, 12);
     let c = agent(2_000).compact(&mut view, None).unwrap();
     assert_eq!(c.placement, SummaryPlacement::BeforeNext);
@@ -213,3 +215,10 @@ fn a_summary_before_a_user_message_is_merged_into_it_when_loaded() {
         assert_ne!(pair[0].message.role(), pair[1].message.role());
     }
 }
+
+both!(
+    the_stored_view_is_the_view_the_core_compacted,
+    a_compaction_of_a_stale_view_is_refused_and_changes_nothing,
+    undo_of_a_turn_that_was_compacted_falls_back_to_the_view_before,
+    a_summary_before_a_user_message_is_merged_into_it_when_loaded,
+);

@@ -14,11 +14,19 @@
 //! A process kill leaves the kernel's page cache intact, so this proves
 //! transactional atomicity and commit-before-acknowledge ordering, not
 //! survival of a power cut (that is what `synchronous = FULL` is for).
+//!
+//! The same rounds run against PostgreSQL (a child killed in the middle of
+//! a transaction leaves nothing of it: the server rolls it back), checked
+//! through the store and the index consistency check of `backends/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod backends;
+
+use backends::Db;
+use hermes_runtime::store::{BackendKind, StoreTarget};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -27,7 +35,6 @@ use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{NewSession, Store};
 use rand::Rng;
 
-const TEST_NAME: &str = "acknowledged_appends_survive_sigkill";
 const CHILD_DB: &str = "HERMES_STORE_DURABILITY_DB";
 const CHILD_SESSION: &str = "HERMES_STORE_DURABILITY_SESSION";
 const CHILD_ROUND: &str = "HERMES_STORE_DURABILITY_ROUND";
@@ -37,18 +44,47 @@ const CHILD_MAX_BATCHES: u32 = 20_000;
 
 #[test]
 fn acknowledged_appends_survive_sigkill() {
-    if let Ok(db) = std::env::var(CHILD_DB) {
-        child(Path::new(&db));
-        return;
+    if !child_mode() {
+        kill_rounds(
+            Db::new(BackendKind::Sqlite),
+            "acknowledged_appends_survive_sigkill",
+        );
     }
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("durable.db");
-    let session = Store::open(&db)
-        .unwrap()
-        .create_session(&NewSession::default())
-        .unwrap()
-        .id;
+#[test]
+fn acknowledged_appends_survive_sigkill_postgres() {
+    if !child_mode() {
+        kill_rounds(
+            Db::new(BackendKind::Postgres),
+            "acknowledged_appends_survive_sigkill_postgres",
+        );
+    }
+}
+
+/// In a child (see the module docs): append until killed. The database is
+/// the parent's, so no test database is created here.
+fn child_mode() -> bool {
+    let Ok(db) = std::env::var(CHILD_DB) else {
+        return false;
+    };
+    let target = if hermes_runtime::store::is_postgres_url(&db) {
+        StoreTarget::Postgres(db)
+    } else {
+        StoreTarget::Sqlite(db.into())
+    };
+    child(&target);
+    true
+}
+
+fn kill_rounds(db: Db, test_name: &str) {
+    let dir = &db.dir;
+    let target = db.target();
+    let target_arg = match &target {
+        StoreTarget::Sqlite(path) => path.display().to_string(),
+        StoreTarget::Postgres(url) => url.clone(),
+    };
+    let session = db.open().create_session(&NewSession::default()).unwrap().id;
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rng();
     // (round, batch) -> batch size, for every acknowledged batch so far.
@@ -58,8 +94,8 @@ fn acknowledged_appends_survive_sigkill() {
     for round in 0..ROUNDS {
         let stderr_path = dir.path().join(format!("child-{round}.stderr"));
         let mut child = Command::new(&exe)
-            .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_DB, &db)
+            .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_DB, &target_arg)
             .env(CHILD_SESSION, &session)
             .env(CHILD_ROUND, round.to_string())
             .stdin(Stdio::null())
@@ -132,10 +168,10 @@ fn acknowledged_appends_survive_sigkill() {
 
 /// Child mode: append batches forever (until killed), acknowledging each
 /// one on stdout only after its transaction committed.
-fn child(db: &Path) {
+fn child(db: &StoreTarget) {
     let session = std::env::var(CHILD_SESSION).unwrap();
     let round: u32 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
-    let mut store = Store::open(db).unwrap();
+    let mut store = Store::open_target(db).unwrap();
     let mut out = std::io::stdout().lock();
     for batch in 0..CHILD_MAX_BATCHES {
         let n = 1 + batch % 3;
@@ -169,7 +205,7 @@ fn child(db: &Path) {
 }
 
 fn verify(
-    db: &Path,
+    db: &Db,
     session: &str,
     acked: &BTreeMap<(u32, u32), u32>,
     kv_acked: Option<(u32, u32)>,
@@ -177,8 +213,8 @@ fn verify(
 ) {
     // A plain SQLite connection first: the file must be a sound database
     // after WAL recovery, independent of our code.
-    {
-        let conn = rusqlite::Connection::open(db).unwrap();
+    if db.kind == BackendKind::Sqlite {
+        let conn = rusqlite::Connection::open(db.path()).unwrap();
         let check: String = conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
@@ -190,19 +226,12 @@ fn verify(
         .unwrap_or_else(|e| panic!("round {round}: FTS index inconsistent: {e}"));
     }
 
-    let store = Store::open(db).unwrap();
+    let store = db.open();
     let transcript = store.load_transcript(session).unwrap();
     // Catching up after the crash makes the index match the messages
     // exactly: nothing lost, nothing indexed twice.
     store.catch_up_search_index().unwrap();
-    {
-        let conn = rusqlite::Connection::open(db).unwrap();
-        conn.execute(
-            "INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)",
-            [],
-        )
-        .unwrap_or_else(|e| panic!("round {round}: FTS index differs from messages: {e}"));
-    }
+    db.assert_index_consistent();
     assert_eq!(
         store.search("durable", usize::MAX).unwrap().len(),
         transcript.len(),

@@ -160,6 +160,10 @@ pub enum StoreError {
     #[cfg(feature = "postgres")]
     #[error("database error: {0}")]
     Postgres(#[from] postgres::Error),
+    /// A notification channel name that cannot be listened on (only
+    /// lower-case letters, digits and `_`). A bug in the caller.
+    #[error("{0:?} is not a notification channel name (lower-case letters, digits, _)")]
+    BadChannel(String),
     /// The connection's worker thread is gone (it panicked). Open the store
     /// again.
     #[error("the database connection's thread has stopped; reopen the store")]

@@ -60,6 +60,7 @@ impl Db {
 }
 
 /// `both!(a, b, …)`: one test per backend for each function `fn a(db: Db)`.
+#[allow(unused_macros)]
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -84,6 +85,7 @@ macro_rules! both {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use both;
 
 impl Db {

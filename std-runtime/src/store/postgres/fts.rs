@@ -170,9 +170,9 @@ pub(super) fn query(text: &str) -> Option<(String, HashSet<String>)> {
     (!terms.is_empty()).then_some((out, terms))
 }
 
-/// An excerpt of `text` around the words in `terms`: the window of
-/// [`SNIPPET_WORDS`] words with the most matches (the first such), matched
-/// words in `[` `]`, `…` where the text goes on.
+/// An excerpt of `text` around the words in `terms`: a window of
+/// [`SNIPPET_WORDS`] words with the most matches, its first match a quarter
+/// in where possible, matched words in `[` `]`, `…` where the text goes on.
 pub(super) fn snippet(text: &str, terms: &HashSet<String>) -> String {
     let all: Vec<Range<usize>> = words(text).collect();
     if all.is_empty() {
@@ -190,6 +190,15 @@ pub(super) fn snippet(text: &str, terms: &HashSet<String>) -> String {
         count = count - usize::from(matched[start - 1]) + usize::from(matched[start + width - 1]);
         if count > best.1 {
             best = (start, count);
+        }
+    }
+    // Context before the first match where the count allows: the match a
+    // quarter into the window rather than at its end.
+    if let Some(hit) = matched[best.0..best.0 + width].iter().position(|m| *m) {
+        let shifted = (best.0 + hit).saturating_sub(width / 4).min(all.len() - width);
+        let count = matched[shifted..shifted + width].iter().filter(|m| **m).count();
+        if count == best.1 {
+            best.0 = shifted;
         }
     }
     let (first, last) = (best.0, best.0 + width - 1);
@@ -227,6 +236,7 @@ pub(super) fn snippet(text: &str, terms: &HashSet<String>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

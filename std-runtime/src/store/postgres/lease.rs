@@ -242,9 +242,7 @@ impl Leases for Postgres {
 
     fn listen(&self, channels: &[&str], sink: NotifySink) -> Result<Option<Listener>, StoreError> {
         if let Some(bad) = channels.iter().find(|c| !valid_channel(c)) {
-            return Err(StoreError::BadUrl(format!(
-                "{bad:?} is not a notification channel name (lower-case letters, digits, _)"
-            )));
+            return Err(StoreError::BadChannel((*bad).to_owned()));
         }
         let channels: Vec<String> = channels.iter().map(|c| (*c).to_owned()).collect();
         let stop = Arc::new(AtomicBool::new(false));

@@ -289,6 +289,7 @@ fn owned_from_db(s: Option<String>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

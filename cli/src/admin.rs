@@ -84,7 +84,14 @@ pub fn config_show(settings: &Settings) {
     if !settings.env_passthrough.is_empty() {
         println!("env_passthrough  {}", settings.env_passthrough.join(","));
     }
-    println!("database         {}", settings.state_db().display());
+    println!(
+        "database         {}{}",
+        settings.store_target().shown(),
+        settings
+            .origins
+            .get("store_url")
+            .map_or_else(String::new, |o| format!("  ({o})"))
+    );
 }
 
 /// `hermes doctor` when the configuration does not even load: every
@@ -232,26 +239,7 @@ pub fn doctor(settings: &Settings) -> i32 {
             );
         }
     }
-    match open_store(settings).and_then(|s| s.list_sessions(1_000_000).map_err(runtime)) {
-        Ok(list) => check(
-            true,
-            format!(
-                "database {} ({} sessions)",
-                settings.state_db().display(),
-                list.len()
-            ),
-            "",
-        ),
-        Err(e) => check(
-            false,
-            format!(
-                "database {}: {}",
-                settings.state_db().display(),
-                e.message()
-            ),
-            "check that HERMES_HOME is writable; move a damaged state.db aside to start fresh",
-        ),
-    }
+    let database_problems = crate::dbcheck::report(settings);
     let terminal_on = settings
         .toolsets
         .as_ref()
@@ -291,6 +279,7 @@ pub fn doctor(settings: &Settings) -> i32 {
             settings.workdir.display()
         ),
     }
+    let problems = problems + database_problems;
     if problems == 0 {
         println!("All checks passed.");
         0

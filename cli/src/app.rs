@@ -67,15 +67,17 @@ pub fn load_config(args: &ProviderArgs) -> Result<Settings, config::ConfigError>
     config::load(&overrides, &Environment::from_process())
 }
 
-/// Opens `$HERMES_HOME/state.db`, creating it (mode 0600) if needed.
+/// Opens the session database: `$HERMES_HOME/state.db` (created, mode 0600,
+/// if needed), or the PostgreSQL database of `HERMES_DATABASE_URL` /
+/// `[store] url`.
 pub fn open_store(settings: &Settings) -> Result<Store, CliError> {
-    let path = settings.state_db();
-    Store::open(&path)
+    let target = settings.store_target();
+    Store::open_target(&target)
         .map(|s| s.with_clock(Arc::new(SystemClock)))
         .map_err(|e| {
             CliError::Runtime(format!(
                 "cannot open the session database {}: {e}",
-                path.display()
+                target.shown()
             ))
         })
 }

@@ -7,6 +7,7 @@ mod admin;
 mod app;
 mod args;
 mod chat;
+mod dbcheck;
 mod display;
 mod log;
 mod markdown;

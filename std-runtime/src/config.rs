@@ -201,6 +201,10 @@ pub struct Settings {
     pub sandbox_read: Vec<PathBuf>,
     /// Extra paths sandboxed commands may write (`[agent] sandbox_write`).
     pub sandbox_write: Vec<PathBuf>,
+    /// The PostgreSQL database to use instead of `$HERMES_HOME/state.db`
+    /// (`HERMES_DATABASE_URL`, `[store] url`; may hold a password — shown
+    /// only through [`crate::store::mask_url`]).
+    pub store_url: Option<String>,
     /// The whole `config.toml` (the gateway reads its `[gateway]` section).
     pub file: toml::Table,
     /// The process environment laid over `$HERMES_HOME/.env`.
@@ -213,6 +217,15 @@ impl Settings {
     /// The path of the session database.
     pub fn state_db(&self) -> PathBuf {
         self.home.join("state.db")
+    }
+
+    /// The database sessions live in: the PostgreSQL URL when one is set,
+    /// else the SQLite file [`Settings::state_db`].
+    pub fn store_target(&self) -> crate::store::StoreTarget {
+        match &self.store_url {
+            Some(url) => crate::store::StoreTarget::Postgres(url.clone()),
+            None => crate::store::StoreTarget::Sqlite(self.state_db()),
+        }
     }
 
     /// A variable from the process environment or, failing that, `.env`.
@@ -539,6 +552,29 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         })?;
     origins.insert("compress_threshold", th_origin);
 
+    let store_url = match resolver.var("HERMES_DATABASE_URL") {
+        Some((v, o)) => Some((v.trim().to_owned(), o)),
+        None => resolver
+            .toml_str("store", "url")?
+            .map(|u| (u.trim().to_owned(), Origin::ConfigFile("store.url"))),
+    }
+    .filter(|(u, _)| !u.is_empty());
+    if let Some((url, origin)) = &store_url {
+        if !crate::store::is_postgres_url(url) {
+            return Err(ConfigError::Invalid {
+                key: format!("store url (from {origin})"),
+                message: format!(
+                    "'{}' must be a PostgreSQL URL (postgresql://user:password@host:5432/db, or \
+                     postgresql:///db?host=/run/postgresql for a unix socket); leave it unset \
+                     for the SQLite file in $HERMES_HOME",
+                    crate::store::mask_url(url)
+                ),
+            });
+        }
+        origins.insert("store_url", *origin);
+    }
+    let store_url = store_url.map(|(u, _)| u);
+
     let toolsets = match &overrides.toolsets {
         Some(t) => Some(toolset_list(t, "--toolsets")?),
         None => match resolver.var("HERMES_TOOLSETS") {
@@ -623,6 +659,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         env_passthrough,
         sandbox_read,
         sandbox_write,
+        store_url,
         file,
         env: Environment(merged),
         origins,

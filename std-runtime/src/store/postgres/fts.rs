@@ -195,8 +195,13 @@ pub(super) fn snippet(text: &str, terms: &HashSet<String>) -> String {
     // Context before the first match where the count allows: the match a
     // quarter into the window rather than at its end.
     if let Some(hit) = matched[best.0..best.0 + width].iter().position(|m| *m) {
-        let shifted = (best.0 + hit).saturating_sub(width / 4).min(all.len() - width);
-        let count = matched[shifted..shifted + width].iter().filter(|m| **m).count();
+        let shifted = (best.0 + hit)
+            .saturating_sub(width / 4)
+            .min(all.len() - width);
+        let count = matched[shifted..shifted + width]
+            .iter()
+            .filter(|m| **m)
+            .count();
         if count == best.1 {
             best.0 = shifted;
         }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod dedup;
 pub mod event;
 pub mod inbox;
+pub mod lease;
 pub mod lock;
 pub mod overflow;
 pub mod runner;

@@ -246,6 +246,7 @@ fn start() -> PgServer {
         ])
         .stdin(Stdio::null());
     as_account(&mut initdb, &account);
+    die_with_parent(&mut initdb);
     let out = initdb.output().unwrap();
     assert!(
         out.status.success(),
@@ -276,22 +277,7 @@ fn start() -> PgServer {
         .stdout(log.try_clone().unwrap())
         .stderr(log);
     as_account(&mut postgres, &account);
-    // SAFETY: only async-signal-safe calls (prctl, getppid) run between
-    // fork and exec. PDEATHSIG is set after the uid change (which would
-    // clear it); it fires when the thread that forked exits, and that
-    // thread waits for the server, so it outlives it.
-    unsafe {
-        postgres.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() == 1 {
-                // The parent died before the prctl: do not outlive it.
-                return Err(std::io::Error::other("test process gone"));
-            }
-            Ok(())
-        });
-    }
+    die_with_parent(&mut postgres);
     let (spawned, started) = mpsc::channel();
     std::thread::Builder::new()
         .name("postgres-keeper".into())
@@ -345,6 +331,27 @@ fn start() -> PgServer {
         std::thread::sleep(Duration::from_millis(20));
     }
     server
+}
+
+/// The child gets SIGQUIT (PostgreSQL's immediate shutdown) when the
+/// thread that spawned it exits — with the test process, even on SIGKILL.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: only async-signal-safe calls (prctl, getppid) run between
+    // fork and exec. PDEATHSIG is set after the uid change (which would
+    // clear it); it fires when the thread that forked exits, and the
+    // server's thread waits for the server, so it outlives it.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() == 1 {
+                // The parent died before the prctl: do not outlive it.
+                return Err(std::io::Error::other("test process gone"));
+            }
+            Ok(())
+        });
+    }
 }
 
 fn rand_u32() -> u32 {

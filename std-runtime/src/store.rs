@@ -103,7 +103,6 @@ pub use records::{
     SessionStatus, StoredCompaction,
 };
 
-
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;

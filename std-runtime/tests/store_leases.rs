@@ -107,7 +107,7 @@ fn a_lease_is_granted_once_lapses_and_fences_its_old_holder(db: Db) {
                 key: "offset",
                 value: "9",
             }],
-            &first,
+            std::slice::from_ref(&first),
         )
         .unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
@@ -256,7 +256,24 @@ fn a_takeover_and_a_writing_holder_never_both_win(db: Db) {
     );
 }
 
+/// Taking a queued item: of two transactions consuming one key, exactly one
+/// goes through — with its transcript append — and the other writes nothing.
+fn a_consumed_key_is_taken_exactly_once(db: Db) {
+    let mut a = db.open();
+    let mut b = db.open();
+    let session = a.create_session(&NewSession::default()).unwrap().id;
+    a.kv_set("gateway.inbox.x", "message").unwrap();
+    let entry = [LedgerEntry::at(Message::user("the message"), 1)];
+    let take = [KvWrite::Consume("gateway.inbox.x")];
+    assert!(a.append_messages_with_kv(&session, &entry, &take).unwrap());
+    assert!(!b.append_messages_with_kv(&session, &entry, &take).unwrap());
+    assert!(!b.kv_commit(&take).unwrap());
+    assert_eq!(b.load_transcript(&session).unwrap(), entry);
+    assert_eq!(b.kv_get("gateway.inbox.x").unwrap(), None);
+}
+
 both!(
+    a_consumed_key_is_taken_exactly_once,
     a_lease_is_granted_once_lapses_and_fences_its_old_holder,
     concurrent_acquisitions_grant_exactly_one,
     a_takeover_and_a_writing_holder_never_both_win,

@@ -138,7 +138,7 @@ impl Store {
     /// bumps `updated_at_ms`. When this returns `Ok`, every entry is durable;
     /// on `Err`, none was stored.
     pub fn append_messages(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError> {
-        self.backend.append(id, entries, &[], None).map(|_| ())
+        self.backend.append(id, entries, &[], &[]).map(|_| ())
     }
 
     /// Like [`Store::append_messages`], only if `fence` still holds (checked
@@ -151,7 +151,7 @@ impl Store {
         fence: &Fence,
     ) -> Result<(), StoreError> {
         self.backend
-            .append(id, entries, &[], Some(fence))
+            .append(id, entries, &[], std::slice::from_ref(fence))
             .map(|_| ())
     }
 
@@ -165,19 +165,19 @@ impl Store {
         entries: &[LedgerEntry],
         writes: &[KvWrite<'_>],
     ) -> Result<bool, StoreError> {
-        self.backend.append(id, entries, writes, None)
+        self.backend.append(id, entries, writes, &[])
     }
 
-    /// [`Store::append_messages_with_kv`] under a fence (see
-    /// [`Store::append_messages_fenced`]).
+    /// [`Store::append_messages_with_kv`] under fences: every one must
+    /// still hold (see [`Store::append_messages_fenced`]).
     pub fn append_messages_with_kv_fenced(
         &mut self,
         id: &str,
         entries: &[LedgerEntry],
         writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
+        fences: &[Fence],
     ) -> Result<bool, StoreError> {
-        self.backend.append(id, entries, writes, fence)
+        self.backend.append(id, entries, writes, fences)
     }
 
     /// `/undo`: deletes the last user message and everything after it;
@@ -290,20 +290,22 @@ impl Store {
     }
 
     /// Applies `writes` in order, in ONE transaction. `Ok(false)` — and
-    /// nothing written — when a [`KvWrite::Claim`] found its key present;
-    /// `Ok(true)` once everything is durable.
+    /// nothing written — when a [`KvWrite::Claim`] found its key present or
+    /// a [`KvWrite::Consume`] found it absent; `Ok(true)` once everything
+    /// is durable.
     pub fn kv_commit(&mut self, writes: &[KvWrite<'_>]) -> Result<bool, StoreError> {
-        self.backend.kv_commit(writes, None)
+        self.backend.kv_commit(writes, &[])
     }
 
-    /// [`Store::kv_commit`], only if `fence` still holds (checked in the same
-    /// transaction; [`StoreError::Fenced`] otherwise, nothing written).
+    /// [`Store::kv_commit`], only if every fence still holds (checked in
+    /// the same transaction; [`StoreError::Fenced`] otherwise, nothing
+    /// written).
     pub fn kv_commit_fenced(
         &mut self,
         writes: &[KvWrite<'_>],
-        fence: &Fence,
+        fences: &[Fence],
     ) -> Result<bool, StoreError> {
-        self.backend.kv_commit(writes, Some(fence))
+        self.backend.kv_commit(writes, fences)
     }
 
     /// Deletes the keys starting with `prefix` whose value is a whole number

@@ -121,15 +121,15 @@ pub(crate) trait Sessions {
 /// Transcripts: the messages of a session.
 pub(crate) trait Transcripts {
     fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
-    /// Appends `entries` and applies `writes` in one transaction, if
-    /// `fence` (when given) still holds; `Ok(false)` when a claim in
-    /// `writes` failed (nothing written).
+    /// Appends `entries` and applies `writes` in one transaction, if every
+    /// fence still holds; `Ok(false)` when a claim or a consume in `writes`
+    /// failed (nothing written).
     fn append(
         &mut self,
         id: &str,
         entries: &[LedgerEntry],
         writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
+        fences: &[Fence],
     ) -> Result<bool, StoreError>;
     fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError>;
     fn replace_transcript(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError>;
@@ -159,11 +159,7 @@ pub(crate) trait KeyValue {
     fn kv_set(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
     fn kv_scan(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
     fn kv_delete(&mut self, keys: &[&str]) -> Result<(), StoreError>;
-    fn kv_commit(
-        &mut self,
-        writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
-    ) -> Result<bool, StoreError>;
+    fn kv_commit(&mut self, writes: &[KvWrite<'_>], fences: &[Fence]) -> Result<bool, StoreError>;
     fn kv_prune_below(&mut self, prefix: &str, below: u64) -> Result<usize, StoreError>;
 }
 

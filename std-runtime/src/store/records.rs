@@ -161,6 +161,10 @@ pub enum KvWrite<'a> {
     },
     /// Deletes `key` (absent is fine).
     Delete(&'a str),
+    /// Deletes `key`, which must be present: if it is absent (another
+    /// process consumed it first) the whole batch is abandoned and the
+    /// commit returns `Ok(false)`. Taking a queued item exactly once.
+    Consume(&'a str),
 }
 
 /// A write condition: the lease `name` is still held by `owner` under

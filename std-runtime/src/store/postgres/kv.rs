@@ -36,6 +36,12 @@ pub(super) fn apply(
                 let stmt = prepare(statements, tx, "DELETE FROM kv WHERE key = $1")?;
                 tx.execute(&stmt, &[key])?;
             }
+            OwnedWrite::Consume(key) => {
+                let stmt = prepare(statements, tx, "DELETE FROM kv WHERE key = $1")?;
+                if tx.execute(&stmt, &[key])? == 0 {
+                    return Ok(false);
+                }
+            }
         }
     }
     Ok(true)
@@ -97,17 +103,13 @@ impl KeyValue for Postgres {
         })
     }
 
-    fn kv_commit(
-        &mut self,
-        writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
-    ) -> Result<bool, StoreError> {
+    fn kv_commit(&mut self, writes: &[KvWrite<'_>], fences: &[Fence]) -> Result<bool, StoreError> {
         let writes = OwnedWrite::all(writes);
-        let fence = fence.cloned();
+        let fences = fences.to_vec();
         self.conn.call(move |session| {
             let (statements, client) = session.parts();
             let mut tx = client.transaction()?;
-            if let Some(fence) = &fence {
+            for fence in &fences {
                 check_fence(statements, &mut tx, fence)?;
             }
             if !apply(statements, &mut tx, &writes)? {

@@ -183,6 +183,7 @@ pub(super) enum OwnedWrite {
     Claim(String, String),
     Set(String, String),
     Delete(String),
+    Consume(String),
 }
 
 impl OwnedWrite {
@@ -197,6 +198,7 @@ impl OwnedWrite {
                     OwnedWrite::Set(key.to_owned(), to_db(value).into_owned())
                 }
                 KvWrite::Delete(key) => OwnedWrite::Delete(key.to_owned()),
+                KvWrite::Consume(key) => OwnedWrite::Consume(key.to_owned()),
             })
             .collect()
     }
@@ -228,17 +230,17 @@ impl Transcripts for Postgres {
         id: &str,
         entries: &[LedgerEntry],
         writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
+        fences: &[Fence],
     ) -> Result<bool, StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
         let batch = Batch::new(id, entries)?;
         let writes = OwnedWrite::all(writes);
-        let fence = fence.cloned();
+        let fences = fences.to_vec();
         let id = id.to_owned();
         self.conn.call(move |session| {
             let (statements, client) = session.parts();
             let mut tx = client.transaction()?;
-            if let Some(fence) = &fence {
+            for fence in &fences {
                 check_fence(statements, &mut tx, fence)?;
             }
             let Some(first) = touch(statements, &mut tx, &id, now, batch.len())? else {

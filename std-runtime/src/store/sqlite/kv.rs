@@ -40,6 +40,14 @@ pub(super) fn apply(conn: &Connection, writes: &[KvWrite<'_>]) -> Result<bool, S
                 conn.prepare_cached("DELETE FROM kv WHERE key = ?1")?
                     .execute([key])?;
             }
+            KvWrite::Consume(key) => {
+                let deleted = conn
+                    .prepare_cached("DELETE FROM kv WHERE key = ?1")?
+                    .execute([key])?;
+                if deleted == 0 {
+                    return Ok(false);
+                }
+            }
         }
     }
     Ok(true)
@@ -89,13 +97,9 @@ impl KeyValue for Sqlite {
         Ok(tx.commit()?)
     }
 
-    fn kv_commit(
-        &mut self,
-        writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
-    ) -> Result<bool, StoreError> {
+    fn kv_commit(&mut self, writes: &[KvWrite<'_>], fences: &[Fence]) -> Result<bool, StoreError> {
         let tx = WriteTx::begin(&self.conn)?;
-        if let Some(fence) = fence {
+        for fence in fences {
             check_fence(&tx, fence)?;
         }
         if !apply(&tx, writes)? {

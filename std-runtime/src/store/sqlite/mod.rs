@@ -312,7 +312,7 @@ mod tests {
                     ..EntryMeta::default()
                 },
             };
-            store.append(&id, &[entry], &[], None).unwrap();
+            store.append(&id, &[entry], &[], &[]).unwrap();
             assert_eq!(store.load_transcript(&id).unwrap().len() as u64, i + 1);
             assert_eq!(store.search(&format!("{i}"), 1).unwrap().len(), 1);
         }

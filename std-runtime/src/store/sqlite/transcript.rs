@@ -62,10 +62,10 @@ impl Transcripts for Sqlite {
         id: &str,
         entries: &[LedgerEntry],
         writes: &[KvWrite<'_>],
-        fence: Option<&Fence>,
+        fences: &[Fence],
     ) -> Result<bool, StoreError> {
         let now = to_i64("updated_at_ms", self.clock.now_ms())?;
-        if entries.is_empty() && writes.is_empty() && fence.is_none() {
+        if entries.is_empty() && writes.is_empty() && fences.is_empty() {
             return if session_exists(&self.conn, id)? {
                 Ok(true)
             } else {
@@ -73,7 +73,7 @@ impl Transcripts for Sqlite {
             };
         }
         let tx = WriteTx::begin(&self.conn)?;
-        if let Some(fence) = fence {
+        for fence in fences {
             check_fence(&tx, fence)?;
         }
         // The hot path of every run: the bump proves the session exists

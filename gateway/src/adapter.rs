@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::event::MessageEvent;
+use crate::lease::Held;
 use crate::split::LengthUnit;
 
 /// The one callback every adapter delivers inbound events to. It returns
@@ -132,4 +133,20 @@ pub trait PlatformAdapter: Send + Sync {
 
     /// Shows a "typing…" indicator where the platform has one.
     async fn typing(&self, _chat_id: &str) {}
+
+    /// Which bot this adapter serves, as a lease name part: gateways sharing
+    /// a database compete for one lease per bot (SPEC X8), so two processes
+    /// never poll one Telegram token or hold one WeCom socket. Adapters of
+    /// platforms with several bots name theirs (the Telegram bot's id); the
+    /// default names the platform.
+    fn bot_id(&self) -> String {
+        "default".to_owned()
+    }
+
+    /// The bot lease the runner holds while this adapter is connected
+    /// (`None` before connecting and after losing it). Adapters check
+    /// [`Held::is_valid`] before every poll and before handing a batch on,
+    /// and fence the state they save with it, so an adapter whose process
+    /// was stopped or cut off stops acting as soon as it runs again.
+    fn set_lease(&self, _lease: Option<Held>) {}
 }

@@ -19,7 +19,7 @@ use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
 use hermes_runtime::context::{self, Windows};
-use hermes_runtime::store::{Store, StoreError, SystemClock};
+use hermes_runtime::store::{BackendKind, Store, StoreError, SystemClock};
 use hermes_runtime::tools::{SandboxMode, TodoState};
 
 use crate::adapter::PlatformAdapter;
@@ -295,8 +295,9 @@ pub fn build_adapters(
     #[cfg(feature = "telegram")]
     {
         use crate::telegram::{MemoryOffsets, OffsetStore, StoreOffsets, TelegramAdapter};
+        let token = env("TELEGRAM_BOT_TOKEN").unwrap_or_default();
         let offsets: Arc<dyn OffsetStore> = match &store {
-            Some(s) => Arc::new(StoreOffsets(Arc::clone(s))),
+            Some(s) => Arc::new(StoreOffsets::for_token(Arc::clone(s), &token)),
             None => Arc::new(MemoryOffsets::default()),
         };
         if let Some(built) = TelegramAdapter::from_env(&env, offsets) {
@@ -383,8 +384,14 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             "nobody is allowed to talk to the bot; every user will be refused (see `hermes gateway run --check`)"
         );
     }
-    let _lock = InstanceLock::acquire(&settings.home)?;
-    let store = Arc::new(Mutex::new(Store::open(&settings.state_db())?));
+    // A SQLite file belongs to one gateway (the home's lock); gateways
+    // sharing a PostgreSQL database coordinate through leases in it (X8).
+    let target = settings.store_target();
+    let _lock = match target.kind() {
+        BackendKind::Sqlite => Some(InstanceLock::acquire(&settings.home)?),
+        BackendKind::Postgres => None,
+    };
+    let store = Arc::new(Mutex::new(Store::open_target(&target)?));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("hermes-gateway")

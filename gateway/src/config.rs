@@ -120,6 +120,10 @@ pub struct GatewayConfig {
     /// How long an accepted message's id is remembered in the store, so a
     /// platform's redelivery after a restart is recognised (SPEC X5).
     pub dedup_retention: Duration,
+    /// A bot or session lease not renewed for this long lapses, and another
+    /// gateway sharing the database takes it over (SPEC X8; PostgreSQL only,
+    /// `lease_ttl_ms`, `GATEWAY_LEASE_TTL_MS`).
+    pub lease_ttl: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -139,6 +143,7 @@ impl Default for GatewayConfig {
             max_queued: 16,
             max_reply_messages: 10,
             dedup_retention: Duration::from_secs(48 * 3600),
+            lease_ttl: Duration::from_secs(10),
         }
     }
 }
@@ -161,6 +166,7 @@ const KNOWN_KEYS: &[&str] = &[
     "max_queued",
     "max_reply_messages",
     "dedup_retention_hours",
+    "lease_ttl_ms",
 ];
 
 impl GatewayConfig {
@@ -304,6 +310,9 @@ impl GatewayConfig {
         }
         if let Some((key, v)) = pick("GATEWAY_DEDUP_RETENTION_HOURS", "dedup_retention_hours") {
             cfg.dedup_retention = Duration::from_secs(v.count(&key, 1, 24 * 365)? as u64 * 3600);
+        }
+        if let Some((key, v)) = pick("GATEWAY_LEASE_TTL_MS", "lease_ttl_ms") {
+            cfg.lease_ttl = Duration::from_millis(v.count(&key, 300, 600_000)? as u64);
         }
         Ok(cfg)
     }
@@ -526,6 +535,11 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.max_reply_messages, 3);
         assert_eq!(cfg.dedup_retention, Duration::from_secs(7200));
+        assert_eq!(cfg.lease_ttl, Duration::from_secs(10));
+        let cfg = parse("[gateway]\nlease_ttl_ms = 1500", &[]).unwrap();
+        assert_eq!(cfg.lease_ttl, Duration::from_millis(1500));
+        let e = parse("[gateway]\nlease_ttl_ms = 10", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.lease_ttl_ms");
         let cfg = parse("", &[("GATEWAY_MAX_REPLY_MESSAGES", "25")]).unwrap();
         assert_eq!(cfg.max_reply_messages, 25);
         let e = parse("[gateway]\nmax_reply_messages = 1", &[]).unwrap_err();

@@ -38,15 +38,25 @@
 //!   acted — but its session is suspended and its user gets one notice. A
 //!   turn's marker is removed once its reply was handed to the adapter.
 //!
-//! The inbox uses its own SQLite connection to the same database file, so
-//! accepting a message never waits for the runner's store mutex (a turn may
-//! hold it), only — briefly — for SQLite's write lock.
+//! The inbox uses its own connection to the same database, so accepting a
+//! message never waits for the runner's store mutex (a turn may hold it),
+//! only — briefly — for the database's write lock.
+//!
+//! # Several gateways on one database (SPEC X8)
+//! Only the holder of a bot's lease accepts that bot's messages: acceptance
+//! carries the lease's fence, so a gateway that lost the lease (stopped,
+//! cut off) and still had a batch in hand writes nothing. Entries are keyed
+//! by platform (`gateway.inbox.telegram.00000000000000000042`); the next
+//! holder of a bot takes over the entries of its platform and numbers new
+//! ones after them. A turn marker whose session lease lapsed belongs to a
+//! turn killed midway: whoever acquires the lease next suspends the session
+//! and owes its user the notice.
 
 use std::collections::VecDeque;
 use std::path::Path;
 
 use hermes_core::{LedgerEntry, Message};
-use hermes_runtime::store::{KvWrite, Store, StoreError};
+use hermes_runtime::store::{Fence, KvWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
@@ -60,13 +70,14 @@ pub const INBOX_KV_PREFIX: &str = "gateway.inbox.";
 /// the acceptance time in ms, for pruning).
 pub const SEEN_KV_PREFIX: &str = "gateway.seen.";
 
+
 /// The prefix of the keys marking running turns, one per session key.
 pub const TURN_KV_PREFIX: &str = "gateway.turn.";
 
-/// The key of the message with arrival number `id` (zero-padded: key order
-/// is arrival order).
-pub fn kv_key(id: u64) -> String {
-    format!("{INBOX_KV_PREFIX}{id:020}")
+/// The key of the message of `platform` with arrival number `id`
+/// (zero-padded: key order is arrival order within a platform).
+pub fn kv_key(platform: &str, id: u64) -> String {
+    format!("{INBOX_KV_PREFIX}{platform}.{id:020}")
 }
 
 /// The key remembering that message `message_id` of `chat_id` on `platform`
@@ -81,13 +92,15 @@ pub fn seen_key(platform: &str, chat_id: &str, message_id: &str) -> Option<Strin
     Some(format!("{SEEN_KV_PREFIX}{parts}"))
 }
 
+
 /// The key of the running-turn marker of `session_key`.
 pub fn turn_key(session_key: &str) -> String {
     format!("{TURN_KV_PREFIX}{session_key}")
 }
 
 /// A turn in progress, recorded when its messages enter the transcript and
-/// removed once its reply was sent. Found at start-up, it means the turn was
+/// removed once its reply was sent. Found by whoever acquires the session's
+/// lease after it lapsed (at start-up, on SQLite), it means the turn was
 /// killed midway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnMarker {
@@ -142,6 +155,9 @@ pub struct Pending {
     /// transcribed ahead of its session's next message, not answered alone.
     #[serde(default = "yes")]
     pub answer: bool,
+    /// Where it is stored (set when accepted or loaded).
+    #[serde(skip)]
+    pub db_key: String,
 }
 
 fn yes() -> bool {
@@ -221,30 +237,61 @@ impl Inbox {
         }
     }
 
-    /// Opens the inbox's own connection to the database at `path` (the
-    /// runner's store), or a volatile inbox for an in-memory store.
+    /// An inbox writing through its own connection to the runner's
+    /// database (`Store::reopen`), or a volatile one for an in-memory
+    /// store.
+    pub fn with_store(store: Store) -> Self {
+        if store.is_volatile() {
+            return Self::volatile();
+        }
+        Inbox {
+            db: Some(store),
+            entries: VecDeque::new(),
+        }
+    }
+
+    /// Opens the inbox's own connection to the SQLite database at `path`,
+    /// or a volatile inbox for an in-memory store.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if path == Path::new(":memory:") || path.as_os_str().is_empty() {
             return Ok(Self::volatile());
         }
-        Ok(Inbox {
-            db: Some(Store::open(path)?),
-            entries: VecDeque::new(),
-        })
+        Ok(Self::with_store(Store::open(path)?))
     }
 
-    /// What a previous process left (read at start-up, before anything is
-    /// accepted), in arrival order.
-    pub fn load_left_over(&self) -> Result<Vec<Pending>, InboxError> {
+    /// What previous holders of `platform`'s bot left (read when its lease
+    /// is acquired, before it accepts anything), in arrival order. Entries
+    /// of older versions (keyed by number alone) are included.
+    pub fn load_left_over(&self, platform: &str) -> Result<Vec<Pending>, InboxError> {
         let Some(db) = &self.db else {
             return Ok(Vec::new());
         };
-        db.kv_scan(INBOX_KV_PREFIX)?
-            .into_iter()
-            .map(|(key, value)| {
-                serde_json::from_str(&value).map_err(|e| InboxError::Corrupt(format!("{key}: {e}")))
-            })
-            .collect()
+        let mut left = Vec::new();
+        for (key, value) in db.kv_scan(INBOX_KV_PREFIX)? {
+            let mut p: Pending = serde_json::from_str(&value)
+                .map_err(|e| InboxError::Corrupt(format!("{key}: {e}")))?;
+            if p.platform == platform {
+                p.db_key = key;
+                left.push(p);
+            }
+        }
+        // Key order is arrival order within one key format; ids order both.
+        left.sort_by_key(|p| p.id);
+        Ok(left)
+    }
+
+    /// Forgets, in memory only, the waiting messages of `platform` (its
+    /// bot's lease was lost: they stay stored for the next holder); returns
+    /// their ids.
+    pub fn forget_platform(&mut self, platform: &str) -> Vec<u64> {
+        let ids: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|p| p.platform == platform)
+            .map(|p| p.id)
+            .collect();
+        self.entries.retain(|p| p.platform != platform);
+        ids
     }
 
     /// Holds messages that are already durable (what a previous process
@@ -255,14 +302,24 @@ impl Inbox {
 
     /// Accepts `pending` unless its identity (`seen`, from [`seen_key`]) was
     /// accepted before: the message and its identity are written in one
-    /// transaction. On `Err` the message is still held in memory (and will
-    /// be transcribed when its turn comes); only its durability failed.
-    pub fn accept(&mut self, pending: Pending, seen: Option<&str>) -> Result<Accepted, StoreError> {
+    /// transaction, under `fences` (the bot's lease). On `Err` the message
+    /// is still held in memory (and will be transcribed when its turn
+    /// comes); only its durability failed — except for
+    /// [`StoreError::Fenced`]: this process no longer serves the bot, and
+    /// the message is not held (the platform will deliver it to the next
+    /// holder).
+    pub fn accept(
+        &mut self,
+        mut pending: Pending,
+        seen: Option<&str>,
+        fences: &[Fence],
+    ) -> Result<Accepted, StoreError> {
+        pending.db_key = kv_key(&pending.platform, pending.id);
         let written = match &mut self.db {
             None => Ok(true),
             Some(db) => match serde_json::to_string(&pending) {
                 Ok(value) => {
-                    let key = kv_key(pending.id);
+                    let key = pending.db_key.clone();
                     let at = pending.at_ms.to_string();
                     let mut writes = Vec::with_capacity(2);
                     if let Some(seen) = seen {
@@ -275,7 +332,7 @@ impl Inbox {
                         key: &key,
                         value: &value,
                     });
-                    db.kv_commit(&writes)
+                    db.kv_commit_fenced(&writes, fences)
                 }
                 Err(e) => {
                     // Plain strings and integers always serialise; were it
@@ -291,6 +348,7 @@ impl Inbox {
                 self.entries.push_back(pending);
                 Ok(Accepted::New)
             }
+            Err(e @ StoreError::Fenced { .. }) => Err(e),
             Err(e) => {
                 self.entries.push_back(pending);
                 Err(e)
@@ -301,14 +359,17 @@ impl Inbox {
     /// Remembers `seen` (a command's identity) unless it was seen before:
     /// `Ok(false)` for a repeat. Commands are not queued here; this makes
     /// them run at most once, across restarts.
-    pub fn claim(&mut self, seen: &str, now_ms: u64) -> Result<bool, StoreError> {
+    pub fn claim(&mut self, seen: &str, now_ms: u64, fences: &[Fence]) -> Result<bool, StoreError> {
         let Some(db) = &mut self.db else {
             return Ok(true);
         };
-        db.kv_commit(&[KvWrite::Claim {
-            key: seen,
-            value: &now_ms.to_string(),
-        }])
+        db.kv_commit_fenced(
+            &[KvWrite::Claim {
+                key: seen,
+                value: &now_ms.to_string(),
+            }],
+            fences,
+        )
     }
 
     /// Forgets seen keys older than `before_ms`; returns how many.
@@ -337,7 +398,7 @@ impl Inbox {
         }
         let rows: Vec<(String, String)> = changed
             .iter()
-            .filter_map(|p| Some((kv_key(p.id), serde_json::to_string(p).ok()?)))
+            .filter_map(|p| Some((p.db_key.clone(), serde_json::to_string(p).ok()?)))
             .collect();
         let writes: Vec<KvWrite<'_>> = rows
             .iter()
@@ -375,17 +436,26 @@ impl Inbox {
     /// Removes the messages with these ids (refused, or found already
     /// transcribed), durably.
     pub fn remove(&mut self, ids: &[u64]) -> Result<(), StoreError> {
-        let before = self.entries.len();
+        let keys: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|p| ids.contains(&p.id))
+            .map(|p| p.db_key.clone())
+            .collect();
         self.entries.retain(|p| !ids.contains(&p.id));
-        if self.entries.len() == before {
+        if keys.is_empty() {
             return Ok(());
         }
         let Some(db) = &mut self.db else {
             return Ok(());
         };
-        let keys: Vec<String> = ids.iter().map(|&id| kv_key(id)).collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         db.kv_delete(&keys)
+    }
+
+    /// Whether nothing is written (an in-memory store).
+    pub fn is_volatile(&self) -> bool {
+        self.db.is_none()
     }
 
     /// Messages waiting.
@@ -428,6 +498,7 @@ mod tests {
             at_ms: 1000 + id,
             message_id: format!("m{id}"),
             answer: true,
+            db_key: String::new(),
         }
     }
 
@@ -444,14 +515,14 @@ mod tests {
         for id in 0..12 {
             let p = pending(id, &format!("m{id}"));
             let key = seen(&p);
-            assert_eq!(inbox.accept(p, key.as_deref()).unwrap(), Accepted::New);
+            assert_eq!(inbox.accept(p, key.as_deref(), &[]).unwrap(), Accepted::New);
         }
         inbox.remove(&[1, 10]).unwrap();
         inbox.mark_unanswered(&[3]).unwrap();
         drop(inbox);
 
         let reopened = Inbox::open(&path).unwrap();
-        let left = reopened.load_left_over().unwrap();
+        let left = reopened.load_left_over("test").unwrap();
         let ids: Vec<u64> = left.iter().map(|p| p.id).collect();
         assert_eq!(ids, [0, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
         assert!(!left[2].answer, "the mark is durable");
@@ -467,7 +538,7 @@ mod tests {
         let p = pending(1, "hello");
         let key = seen(&p);
         assert_eq!(
-            first.accept(p.clone(), key.as_deref()).unwrap(),
+            first.accept(p.clone(), key.as_deref(), &[]).unwrap(),
             Accepted::New
         );
         drop(first); // a kill: nothing else was written
@@ -476,10 +547,10 @@ mod tests {
         let mut second = Inbox::open(&path).unwrap();
         let again = Pending { id: 7, ..p };
         assert_eq!(
-            second.accept(again, key.as_deref()).unwrap(),
+            second.accept(again, key.as_deref(), &[]).unwrap(),
             Accepted::Duplicate
         );
-        let left = second.load_left_over().unwrap();
+        let left = second.load_left_over("test").unwrap();
         assert_eq!(left.len(), 1, "stored once: {left:?}");
         assert_eq!(left[0].id, 1);
         assert!(second.is_empty(), "a duplicate is not held");
@@ -505,11 +576,11 @@ mod tests {
         };
         for p in [old.clone(), new.clone()] {
             let key = seen(&p);
-            inbox.accept(p, key.as_deref()).unwrap();
+            inbox.accept(p, key.as_deref(), &[]).unwrap();
         }
         let cmd = seen_key("test", "1", "c1").unwrap();
-        assert!(inbox.claim(&cmd, 9_500).unwrap());
-        assert!(!inbox.claim(&cmd, 9_600).unwrap(), "a command runs once");
+        assert!(inbox.claim(&cmd, 9_500, &[]).unwrap());
+        assert!(!inbox.claim(&cmd, 9_600, &[]).unwrap(), "a command runs once");
         assert_eq!(inbox.prune_seen(5_000).unwrap(), 1);
         // The old identity is forgotten, the new one is not.
         let again = Pending {
@@ -517,7 +588,7 @@ mod tests {
             ..old.clone()
         };
         assert_eq!(
-            inbox.accept(again, seen(&old).as_deref()).unwrap(),
+            inbox.accept(again, seen(&old).as_deref(), &[]).unwrap(),
             Accepted::New
         );
         let again = Pending {
@@ -525,7 +596,7 @@ mod tests {
             ..new.clone()
         };
         assert_eq!(
-            inbox.accept(again, seen(&new).as_deref()).unwrap(),
+            inbox.accept(again, seen(&new).as_deref(), &[]).unwrap(),
             Accepted::Duplicate
         );
     }
@@ -534,14 +605,18 @@ mod tests {
     fn an_inbox_written_before_message_ids_were_recorded_still_loads() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
+        // Keyed by number alone, as versions before leases wrote it.
         Store::open(&path)
             .unwrap()
             .kv_set(
-                &kv_key(4),
+                &format!("{INBOX_KV_PREFIX}{:020}", 4),
                 r#"{"id":4,"key":"k","platform":"telegram","chat_id":"1","dm":true,"user_id":"1","text":"hi","at_ms":5}"#,
             )
             .unwrap();
-        let left = Inbox::open(&path).unwrap().load_left_over().unwrap();
+        let inbox = Inbox::open(&path).unwrap();
+        assert!(inbox.load_left_over("wecom").unwrap().is_empty());
+        let left = inbox.load_left_over("telegram").unwrap();
+        assert_eq!(left[0].db_key, format!("{INBOX_KV_PREFIX}{:020}", 4));
         assert_eq!(left[0].message_id, "");
         assert!(left[0].answer);
     }
@@ -552,9 +627,9 @@ mod tests {
         let path = dir.path().join("state.db");
         Store::open(&path)
             .unwrap()
-            .kv_set(&kv_key(7), "not json")
+            .kv_set(&kv_key("test", 7), "not json")
             .unwrap();
-        let err = Inbox::open(&path).unwrap().load_left_over().unwrap_err();
+        let err = Inbox::open(&path).unwrap().load_left_over("test").unwrap_err();
         assert!(matches!(err, InboxError::Corrupt(m) if m.contains("gateway.inbox.")));
     }
 }

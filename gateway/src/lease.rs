@@ -106,6 +106,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct HeldInner {
     fence: Fence,
     ttl: Duration,
+    /// `false` when nobody else can take the lease over (SQLite's file
+    /// lock): then only a refused write or renewal ends it.
+    bounded: bool,
     valid_until: Mutex<Instant>,
     lost: AtomicBool,
     changed: watch::Sender<()>,
@@ -127,10 +130,21 @@ impl std::fmt::Debug for Held {
 impl Held {
     /// A lease granted by a call that started at `asked_at`.
     pub fn new(fence: Fence, ttl: Duration, asked_at: Instant) -> Self {
+        Self::build(fence, ttl, asked_at, true)
+    }
+
+    /// A lease nobody else can take over (this process holds SQLite's
+    /// one-gateway lock): valid until lost, whatever the clock says.
+    pub fn unbounded(fence: Fence, ttl: Duration) -> Self {
+        Self::build(fence, ttl, Instant::now(), false)
+    }
+
+    fn build(fence: Fence, ttl: Duration, asked_at: Instant, bounded: bool) -> Self {
         let (changed, _) = watch::channel(());
         Held(Arc::new(HeldInner {
             fence,
             ttl,
+            bounded,
             valid_until: Mutex::new(asked_at + ttl),
             lost: AtomicBool::new(false),
             changed,
@@ -145,7 +159,8 @@ impl Held {
     /// Whether this process may still act for the lease: not lost, and
     /// renewed recently enough by its own clock.
     pub fn is_valid(&self) -> bool {
-        !self.0.lost.load(Ordering::SeqCst) && Instant::now() < *lock(&self.0.valid_until)
+        !self.0.lost.load(Ordering::SeqCst)
+            && (!self.0.bounded || Instant::now() < *lock(&self.0.valid_until))
     }
 
     /// A renewal that started at `asked_at` succeeded.
@@ -156,11 +171,11 @@ impl Held {
         self.0.changed.send_replace(());
     }
 
-    /// The lease is gone (fenced, released, or lapsed by our clock); for
-    /// good: a new acquisition makes a new [`Held`].
+    /// The lease is gone (fenced, released, or lapsed by our clock), or is
+    /// being given up; for good: a new acquisition makes a new [`Held`].
     pub fn lose(&self) {
         if !self.0.lost.swap(true, Ordering::SeqCst) {
-            tracing::warn!(lease = %self.0.fence.name, epoch = self.0.fence.epoch, "lease lost");
+            tracing::debug!(lease = %self.0.fence.name, epoch = self.0.fence.epoch, "lease given up");
         }
         self.0.changed.send_replace(());
     }
@@ -177,6 +192,12 @@ impl Held {
         loop {
             if self.is_lost() {
                 return;
+            }
+            if !self.0.bounded {
+                if changed.changed().await.is_err() {
+                    return;
+                }
+                continue;
             }
             let until = *lock(&self.0.valid_until);
             if Instant::now() >= until {
@@ -245,22 +266,33 @@ pub enum Acquired {
     },
 }
 
-/// Tries to acquire `name` once (blocking: call on the blocking pool).
+/// Tries to acquire `name` once (blocking: call on the blocking pool);
+/// `take_over` when this process alone uses the database (SQLite's lock).
+/// A `bounded` lease is valid only until its time runs out by our own
+/// clock (what must stop at once when we were stopped: polling a bot); an
+/// unbounded one until a renewal is refused (what the database's fences
+/// guard anyway: a turn's writes).
 pub fn try_acquire(
     store: &Mutex<Store>,
     name: &str,
     owner: &str,
     ttl: Duration,
-    state: Option<&str>,
     take_over: bool,
+    bounded: bool,
 ) -> Result<Acquired, StoreError> {
     let asked_at = Instant::now();
-    let grant = lock(store).lease_acquire(name, owner, ttl, state, take_over)?;
+    let grant = lock(store).lease_acquire(name, owner, ttl, None, take_over)?;
     Ok(match grant {
         LeaseGrant::Granted {
             fence, previous, ..
         } => Acquired::Granted {
-            held: Held::new(fence, ttl, asked_at),
+            // Taking over whatever holder is recorded means nobody else can
+            // compete: no deadline of our own.
+            held: if bounded && !take_over {
+                Held::new(fence, ttl, asked_at)
+            } else {
+                Held::unbounded(fence, ttl)
+            },
             previous_state: previous.filter(|p| p.lapsed).and_then(|p| p.state),
         },
         LeaseGrant::Held(record) => Acquired::Busy {

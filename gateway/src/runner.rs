@@ -65,7 +65,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use hermes_core::{Agent, Clock, InterruptFlag};
-use hermes_runtime::store::{Store, StoreError};
+use hermes_runtime::store::{BackendKind, Store, StoreError};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -76,9 +76,11 @@ use crate::config::GatewayConfig;
 use crate::dedup::Dedup;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::{Inbox, InboxError};
+use crate::lease::LeaseTiming;
 use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
+mod cluster;
 mod commands;
 mod context;
 mod intake;
@@ -252,6 +254,8 @@ struct Inner {
     /// shutdown began): workers wait for it, so messages left by a previous
     /// process are answered after the adapters connected.
     gate: watch::Sender<bool>,
+    /// Leases: which bots and sessions this gateway may act for (SPEC X8).
+    cluster: cluster::Cluster,
 }
 
 /// Routing state. Held only for short, non-blocking sections, and never
@@ -355,6 +359,14 @@ impl GatewayRunner {
             active_workers: 0,
         };
         let adapters = adapters.into_iter().map(|a| (a.platform(), a)).collect();
+        // Several gateways can share a PostgreSQL database; a SQLite file
+        // belongs to the one holding the home's lock.
+        let exclusive = lock(&store).kind() == BackendKind::Sqlite;
+        let cluster = cluster::Cluster::new(
+            crate::lease::instance_id(),
+            LeaseTiming::with_ttl(config.lease_ttl),
+            exclusive,
+        );
         GatewayRunner {
             inner: Arc::new(Inner {
                 adapters,
@@ -372,6 +384,7 @@ impl GatewayRunner {
                 inbox: Mutex::new(Inbox::volatile()),
                 next_pending: AtomicU64::new(1),
                 gate: watch::Sender::new(false),
+                cluster,
             }),
         }
     }
@@ -379,27 +392,28 @@ impl GatewayRunner {
     /// Starts serving. Must be called inside the tokio runtime the runner
     /// should use.
     ///
-    /// 1. Recovery ([`crate::inbox`], G11, X5): sessions of turns killed
+    /// For each adapter, the bot's lease (SPEC X8; on SQLite it is this
+    /// process's at once): a gateway that gets it
+    /// 1. takes over ([`crate::inbox`], G11, X5): sessions of turns killed
     ///    midway are suspended; messages accepted but never started are
-    ///    queued again (their workers wait for step 3).
-    /// 2. Every adapter connects with the one handler (G3). One that fails
-    ///    is logged and skipped (E4); if none connects, start fails (and the
-    ///    queued messages stay in the inbox for the next start).
-    /// 3. The user of each interrupted turn gets [`RESTART_NOTICE`], then the
-    ///    queued messages run.
+    ///    queued again (their workers wait for step 3);
+    /// 2. connects the adapter with the one handler (G3);
+    /// 3. gives the user of each interrupted turn [`RESTART_NOTICE`]; then
+    ///    the queued messages run.
+    ///
+    /// A bot whose lease another gateway holds is stood by for, and taken
+    /// over when that lease lapses. An adapter that fails to connect is
+    /// logged and skipped (E4); if none connects or stands by, start fails
+    /// (and the queued messages stay in the inbox for the next start).
     pub async fn start(&self) -> Result<(), StartError> {
         if self.inner.handle.set(Handle::current()).is_err() {
             return Err(StartError::AlreadyStarted);
         }
         let inner = Arc::clone(&self.inner);
-        let recovered = tokio::task::spawn_blocking(move || inner.recover())
+        tokio::task::spawn_blocking(move || inner.prepare())
             .await
-            .map_err(|e| StartError::NoAdapter(format!("crash recovery panicked: {e}")))??;
-        for p in recovered.to_answer {
-            let state = lock(&self.inner.state);
-            self.inner
-                .push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
-        }
+            .map_err(|e| StartError::NoAdapter(format!("start-up panicked: {e}")))??;
+        self.inner.listen();
 
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {
@@ -407,48 +421,47 @@ impl GatewayRunner {
                 inner.handle_event(event);
             }
         });
-        let mut connected = 0;
-        let mut failures = Vec::new();
+        // One task per bot: it takes the bot's lease (or stands by), takes
+        // over what earlier holders left, connects, sends the restart
+        // notices, queues the left-over messages.
+        let mut firsts = Vec::new();
         for adapter in self.inner.adapters.values() {
-            match adapter.connect(Arc::clone(&handler)).await {
-                Ok(()) => {
-                    tracing::info!(platform = adapter.platform(), "adapter connected");
-                    connected += 1;
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let inner = Arc::clone(&self.inner);
+            tokio::spawn(inner.serve_bot(Arc::clone(adapter), Arc::clone(&handler), Some(tx)));
+            firsts.push((adapter.platform(), rx));
+        }
+        let mut serving = 0;
+        let mut failures = Vec::new();
+        for (platform, rx) in firsts {
+            match rx.await {
+                Ok(cluster::FirstAttempt::Connected | cluster::FirstAttempt::Standby) => {
+                    serving += 1
                 }
-                Err(e) => {
-                    tracing::error!(platform = adapter.platform(), error = %e, "adapter failed to connect");
-                    failures.push(e.to_string());
-                }
+                Ok(cluster::FirstAttempt::Failed(e)) => failures.push(e),
+                Err(_) => failures.push(format!("{platform}: its task ended")),
             }
         }
-        if connected == 0 {
+        if serving == 0 {
+            self.inner.cluster.stop.send_replace(true);
             return Err(StartError::NoAdapter(if failures.is_empty() {
                 "no adapter is enabled".into()
             } else {
                 failures.join("; ")
             }));
         }
-        for marker in recovered.interrupted {
-            let send = self.inner.send(
-                &marker.platform,
-                &marker.chat_id,
-                RESTART_NOTICE,
-                Some(&marker.message_id),
-            );
-            if tokio::time::timeout(NOTICE_SEND_TIMEOUT, send)
-                .await
-                .is_err()
-            {
-                tracing::warn!(platform = %marker.platform, "the restart notice could not be sent in time");
-            }
-            let inner = Arc::clone(&self.inner);
-            let key = marker.key.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || inner.forget_turn(&key)).await {
-                tracing::error!(error = %e, "clearing a turn marker panicked");
-            }
-        }
         self.inner.gate.send_replace(true);
         Ok(())
+    }
+
+    /// This gateway's name in lease rows (`host:pid:random`).
+    pub fn instance_id(&self) -> &str {
+        &self.inner.cluster.owner
+    }
+
+    /// Whether this gateway serves `platform`'s bot now (holds its lease).
+    pub fn serves(&self, platform: &str) -> bool {
+        self.inner.bot_lease(platform).is_some()
     }
 
     /// The handler adapters deliver to (also registered by `start`). Returns
@@ -495,6 +508,7 @@ impl GatewayRunner {
             }
         };
         inner.closed.store(true, Ordering::SeqCst);
+        inner.cluster.stop.send_replace(true);
         for adapter in inner.adapters.values() {
             let left = (started + SHUTDOWN_TIMEOUT)
                 .saturating_duration_since(Instant::now())
@@ -508,6 +522,11 @@ impl GatewayRunner {
                     "adapter did not disconnect in time"
                 );
             }
+        }
+        // A standby gateway takes the bots over at once.
+        let releasing = Arc::clone(inner);
+        if let Err(e) = tokio::task::spawn_blocking(move || releasing.release_bots()).await {
+            tracing::error!(error = %e, "releasing the bot leases panicked");
         }
         let marked_clean = if all_turns_finished {
             let inner = Arc::clone(inner);

@@ -113,7 +113,7 @@ async fn unacknowledged_updates_are_redelivered_after_a_restart_and_handled_ones
     let db = dir.path().join("gateway.sqlite");
     let store = || {
         let s = hermes_runtime::store::Store::open(&db).unwrap();
-        Arc::new(StoreOffsets(Arc::new(Mutex::new(s))))
+        Arc::new(StoreOffsets::new(Arc::new(Mutex::new(s))))
     };
 
     for i in 1..=3 {

@@ -8,6 +8,12 @@
 //! After a failed write nothing more is stored (a later entry must not
 //! follow a gap); the caller should interrupt the run.
 //!
+//! A writer may carry fences ([`TurnWriter::fenced`]): every append then
+//! checks, in its own transaction, that this process still holds the
+//! session's lease (SPEC X8), so a turn that another gateway took over
+//! cannot add to the transcript after the takeover; the write fails with
+//! [`StoreError::Fenced`] and the writer stops like after any failure.
+//!
 //! A compaction the run makes (SPEC X1) is recorded beside the originals
 //! ([`TurnWriter::compacted`]); recording one can fail without harm (the
 //! next load gives the uncompacted view, which the next turn compacts
@@ -17,7 +23,7 @@ use std::sync::{Mutex, PoisonError};
 
 use hermes_core::{Compaction, LedgerEntry, Message};
 
-use crate::store::{Store, StoreError};
+use crate::store::{Fence, Store, StoreError};
 
 /// Appends one run's new ledger entries to one session.
 #[derive(Debug)]
@@ -25,6 +31,7 @@ pub struct TurnWriter<'a> {
     store: &'a Mutex<Store>,
     session_id: &'a str,
     skip_first_user: bool,
+    fences: Vec<Fence>,
     seen_first: bool,
     buffered: Vec<LedgerEntry>,
     results_due: usize,
@@ -39,6 +46,7 @@ impl<'a> TurnWriter<'a> {
             store,
             session_id,
             skip_first_user: false,
+            fences: Vec::new(),
             seen_first: false,
             buffered: Vec::new(),
             results_due: 0,
@@ -51,6 +59,12 @@ impl<'a> TurnWriter<'a> {
     /// stored it before the model was called (the gateway's inbox).
     pub fn skipping_stored_user_message(mut self) -> Self {
         self.skip_first_user = true;
+        self
+    }
+
+    /// Makes every append conditional on `fences` (see the module docs).
+    pub fn fenced(mut self, fences: Vec<Fence>) -> Self {
+        self.fences = fences;
         self
     }
 
@@ -82,11 +96,15 @@ impl<'a> TurnWriter<'a> {
             _ => self.buffered.push(entry.clone()),
         }
         let batch = std::mem::take(&mut self.buffered);
-        let written = self
-            .store
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .append_messages(self.session_id, &batch);
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = if self.fences.is_empty() {
+            store.append_messages(self.session_id, &batch)
+        } else {
+            store
+                .append_messages_with_kv_fenced(self.session_id, &batch, &[], &self.fences)
+                .map(|_| ())
+        };
+        drop(store);
         match written {
             Ok(()) => true,
             Err(e) => {

@@ -128,7 +128,8 @@ impl Inner {
                             &self.factory.default_model(),
                         ))?,
                     };
-                    self.transcribe_into(&mut store, key, &session.id, before, None)?;
+                    let fences = self.bot_fences(&source.platform).unwrap_or_default();
+                    self.transcribe_into(&mut store, key, &session.id, before, None, &fences)?;
                 }
                 // The user's chosen model survives a new conversation.
                 let model = store

@@ -14,6 +14,7 @@ use crate::command::{Command, HELP, parse_command};
 use crate::config::BusyMode;
 use crate::event::{ChatType, MessageEvent};
 use crate::inbox::{Accepted, Pending, seen_key};
+use hermes_runtime::store::StoreError;
 use crate::session::session_key;
 
 /// How many accepted messages pass between two prunings of old seen keys.
@@ -199,12 +200,26 @@ impl Inner {
                 at_ms: now,
                 message_id: event.message_id.clone(),
                 answer: true,
+                db_key: String::new(),
+            };
+            // Only the holder of the bot's lease accepts its messages (X8).
+            let Some(fences) = self.bot_fences(&source.platform) else {
+                tracing::warn!(platform = %source.platform, id = %event.message_id, "not serving this bot (any more); message left to the gateway that does");
+                return;
             };
             let seen = seen_key(&source.platform, &source.chat_id, &event.message_id);
-            match inbox.accept(pending, seen.as_deref()) {
+            match inbox.accept(pending, seen.as_deref(), &fences) {
                 Ok(Accepted::New) => {}
                 Ok(Accepted::Duplicate) => {
                     tracing::info!(platform = %source.platform, id = %event.message_id, "message accepted before (redelivered); dropped");
+                    return;
+                }
+                Err(e @ StoreError::Fenced { .. }) => {
+                    // Another gateway holds the bot now: stop serving it.
+                    tracing::warn!(platform = %source.platform, error = %e, "the bot's lease was taken over; message left to its new holder");
+                    if let Some(held) = self.bot_lease(&source.platform) {
+                        held.lose();
+                    }
                     return;
                 }
                 // Still held in memory and transcribed when its turn comes;
@@ -237,10 +252,21 @@ impl Inner {
         let Some(seen) = seen_key(&source.platform, &source.chat_id, &event.message_id) else {
             return true;
         };
-        match blocking(|| lock(&self.inbox).claim(&seen, now)) {
+        let Some(fences) = self.bot_fences(&source.platform) else {
+            tracing::warn!(platform = %source.platform, "not serving this bot (any more); command left to the gateway that does");
+            return false;
+        };
+        match blocking(|| lock(&self.inbox).claim(&seen, now, &fences)) {
             Ok(true) => true,
             Ok(false) => {
                 tracing::info!(platform = %source.platform, id = %event.message_id, "command seen before (redelivered); dropped");
+                false
+            }
+            Err(e @ StoreError::Fenced { .. }) => {
+                tracing::warn!(platform = %source.platform, error = %e, "the bot's lease was taken over; command left to its new holder");
+                if let Some(held) = self.bot_lease(&source.platform) {
+                    held.lose();
+                }
                 false
             }
             Err(e) => {

@@ -8,9 +8,11 @@ use hermes_core::{Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudg
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
 
-use super::{FactoryError, Inner, STOPPED_NOTICE, TurnCtl, Work, lock};
+use super::recovery::Transcribed;
+use super::{FactoryError, Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
+use crate::lease::Held;
 
 /// The observer of one run: re-applies a latched interrupt (see
 /// [`TurnCtl`]) and persists the run as it goes.
@@ -43,6 +45,22 @@ impl AgentObserver for TurnObserver<'_> {
 /// What one turn produced for the user.
 pub(super) struct TurnReply {
     pub(super) texts: Vec<String>,
+    /// Another gateway took the session over mid-turn: its writes were
+    /// refused, and nothing is sent (the new holder answers).
+    pub(super) taken_over: bool,
+    /// A turn of this session that died midway elsewhere, found when this
+    /// one started: its user is owed the restart notice first.
+    pub(super) orphan: Option<TurnMarker>,
+}
+
+impl TurnReply {
+    fn texts(texts: Vec<String>) -> Self {
+        TurnReply {
+            texts,
+            taken_over: false,
+            orphan: None,
+        }
+    }
 }
 
 impl Inner {
@@ -105,8 +123,29 @@ impl Inner {
             }
             return;
         }
-        let permit = Arc::clone(&self.workers).acquire_owned().await;
         let platform = event.source.platform.clone();
+        // X8: at most one turn of a session across all gateways.
+        let Some(lease) = self.acquire_session(key, &platform).await else {
+            tracing::info!(key, id, "turn not run here (stopping, or another gateway serves the bot now)");
+            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
+                slot.turn = None;
+            }
+            return;
+        };
+        // Renewed while the turn runs; should another gateway take it over
+        // (this one was cut off or stopped), the turn stops.
+        let keeper = tokio::spawn(lease.clone().keep(
+            Arc::clone(self.lease_store()),
+            self.cluster.timing,
+        ));
+        let watcher = {
+            let (lease, ctl) = (lease.clone(), Arc::clone(&ctl));
+            tokio::spawn(async move {
+                lease.invalidated().await;
+                ctl.interrupt();
+            })
+        };
+        let permit = Arc::clone(&self.workers).acquire_owned().await;
         let chat = event.source.chat_id.clone();
         let reply_to = event.message_id.clone();
         if let Some(adapter) = self.adapters.get(platform.as_str()).cloned() {
@@ -116,27 +155,55 @@ impl Inner {
         let inner = Arc::clone(self);
         let turn_key = key.to_owned();
         let turn_ctl = Arc::clone(&ctl);
-        let result =
-            tokio::task::spawn_blocking(move || inner.run_turn(&turn_key, &event, id, &turn_ctl))
-                .await;
+        let turn_lease = lease.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            inner.run_turn(&turn_key, &event, id, &turn_ctl, &turn_lease)
+        })
+        .await;
         drop(permit);
+        watcher.abort();
         if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
             slot.turn = None;
         }
-        let texts = match result {
-            Ok(reply) => reply.texts,
+        let reply = match result {
+            Ok(reply) => reply,
             Err(e) => {
                 tracing::error!(key, error = %e, "turn panicked");
-                vec!["Sorry, something went wrong while answering; your message is saved. Please try again.".into()]
+                TurnReply::texts(vec!["Sorry, something went wrong while answering; your message is saved. Please try again.".into()])
             }
         };
-        for text in texts {
-            self.send(&platform, &chat, &text, Some(&reply_to)).await;
+        if let Some(orphan) = &reply.orphan {
+            self.send(
+                &orphan.platform,
+                &orphan.chat_id,
+                RESTART_NOTICE,
+                Some(&orphan.message_id),
+            )
+            .await;
+        }
+        // Sent only while the session is still ours: a gateway that took it
+        // over (this one was stopped or cut off mid-turn) answers instead.
+        let ours = !reply.taken_over && {
+            let inner = Arc::clone(self);
+            let fence = lease.fence().clone();
+            let ttl = self.cluster.timing.ttl;
+            tokio::task::spawn_blocking(move || lock(inner.lease_store()).lease_renew(&fence, ttl))
+                .await
+                .is_ok_and(|r| matches!(r, Ok(Some(_))))
+        };
+        keeper.abort();
+        if ours {
+            for text in reply.texts {
+                self.send(&platform, &chat, &text, Some(&reply_to)).await;
+            }
+        } else {
+            tracing::warn!(key, "another gateway took this session over mid-turn; its reply is not sent from here");
         }
         // The reply is out: a restart from here on owes nobody a notice.
         let inner = Arc::clone(self);
         let k = key.to_owned();
-        if let Err(e) = tokio::task::spawn_blocking(move || inner.forget_turn(&k)).await {
+        let released = tokio::task::spawn_blocking(move || inner.finish_turn(&k, Some(&lease)));
+        if let Err(e) = released.await {
             tracing::error!(key, error = %e, "clearing a turn marker panicked");
         }
     }
@@ -148,14 +215,32 @@ impl Inner {
         event: &MessageEvent,
         id: u64,
         ctl: &TurnCtl,
+        lease: &Held,
     ) -> TurnReply {
         let now = self.now();
         let mut texts = Vec::new();
+        // Every write of the turn carries the session's fence; the start
+        // also the bot's (only its holder starts its turns).
+        let session_fences = vec![lease.fence().clone()];
+        let mut start_fences = session_fences.clone();
+        start_fences.extend(
+            self.bot_fences(&event.source.platform)
+                .unwrap_or_default(),
+        );
+        let mut orphan = None;
         // 1. Session and history; the user's message (and any accepted
         //    message it replaced) moves from the inbox into the transcript
         //    before the model is called (E3), in the same transaction that
         //    records the turn as running (X5, see `crate::inbox`).
         let prepared = (|| {
+            // A marker left by a turn of this session that died midway on a
+            // gateway whose lease lapsed: that turn is not resumed (G11).
+            if let Some(value) = self.store().kv_get(&crate::inbox::turn_key(key))?
+                && let Ok(marker) = serde_json::from_str::<TurnMarker>(&value)
+            {
+                self.suspend_killed_turn(&marker)?;
+                orphan = Some(marker);
+            }
             let mut store = self.store();
             let session = self.resolve_session(&mut store, key, &event.source, now, &mut texts)?;
             let marker = TurnMarker {
@@ -168,25 +253,54 @@ impl Inner {
             };
             // The compacted view, not every original (SPEC X1).
             let mut history = store.load_view(&session.id)?;
-            let mut added =
-                self.transcribe_into(&mut store, key, &session.id, id, Some(&marker))?;
+            let transcribed = self.transcribe_into(
+                &mut store,
+                key,
+                &session.id,
+                id,
+                Some(&marker),
+                &start_fences,
+            )?;
+            let Transcribed::Moved(mut added) = transcribed else {
+                return Ok(None);
+            };
             // The agent appends the user message itself (in memory; the
             // observer below does not store it again), so the history it is
             // given ends just before it.
             if added.pop().is_none() {
-                self.transcribe_missing(&mut store, &session.id, &event.text, now, &marker)?;
+                self.transcribe_missing(
+                    &mut store,
+                    &session.id,
+                    &event.text,
+                    now,
+                    &marker,
+                    &start_fences,
+                )?;
             }
             history.extend(added);
-            Ok::<_, StoreError>((session, history))
+            Ok::<_, StoreError>(Some((session, history)))
         })();
         let (session, history) = match prepared {
-            Ok(p) => p,
+            Ok(Some(p)) => p,
+            Ok(None) | Err(StoreError::Fenced { .. }) => {
+                // Another gateway took the message (or the session) first.
+                tracing::warn!(key, "this turn was taken over by another gateway before it began");
+                return TurnReply {
+                    texts,
+                    taken_over: true,
+                    orphan,
+                };
+            }
             Err(e) => {
                 tracing::error!(key, error = %e, "could not store the user message");
                 texts.push(format!(
                     "Sorry, I could not save your message ({e}). Please send it again."
                 ));
-                return TurnReply { texts };
+                return TurnReply {
+                    texts,
+                    taken_over: false,
+                    orphan,
+                };
             }
         };
         // 2. The agent (G4).
@@ -197,7 +311,11 @@ impl Inner {
                 texts.push(format!(
                     "Sorry, the assistant is unavailable: {e}. Your message is saved."
                 ));
-                return TurnReply { texts };
+                return TurnReply {
+                    texts,
+                    taken_over: false,
+                    orphan,
+                };
             }
         };
         // 3. Run, interruptibly, persisting as the run goes.
@@ -206,10 +324,20 @@ impl Inner {
         let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
-            persist: TurnWriter::new(&self.store, &session.id).skipping_stored_user_message(),
+            persist: TurnWriter::new(&self.store, &session.id)
+                .skipping_stored_user_message()
+                .fenced(session_fences),
         };
         let outcome = agent.run(&event.text, history, &budget, &mut observer);
         let persist = observer.persist;
+        if let Some(StoreError::Fenced { .. }) = persist.failure() {
+            tracing::warn!(key, "another gateway took this session over mid-turn; its late writes were refused");
+            return TurnReply {
+                texts,
+                taken_over: true,
+                orphan,
+            };
+        }
         if let Some(e) = persist.failure() {
             tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
             texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
@@ -240,7 +368,11 @@ impl Inner {
             reply.push_str(&notice);
         }
         texts.push(reply);
-        TurnReply { texts }
+        TurnReply {
+            texts,
+            taken_over: false,
+            orphan,
+        }
     }
 
     /// The cached agent of this session and signature, or a new one (with the

@@ -29,25 +29,27 @@ mod check;
 pub mod format;
 mod inbound;
 mod offsets;
+mod poll;
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
+use crate::lease::Held;
 use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
 use api::{Api, CallError, PLATFORM};
 pub use check::check_env;
 pub use inbound::{BotIdentity, GroupPolicy};
-use inbound::{Recent, Update, translate};
+use inbound::Recent;
 pub use offsets::{MemoryOffsets, OffsetStore};
-pub use store_offsets::{OFFSET_KEY, StoreOffsets};
+pub use poll::{OFFSET_KEY, StoreOffsets};
 
 /// Telegram's limit for one message, in UTF-16 code units.
 pub const MAX_MESSAGE_UTF16: usize = 4096;
@@ -145,6 +147,9 @@ struct Inner {
     offsets: Arc<dyn OffsetStore>,
     bot: Mutex<Option<BotIdentity>>,
     recent: Mutex<Recent>,
+    /// Whether this process may poll the bot (SPEC X8): checked before
+    /// every `getUpdates` and before a batch is handed on.
+    gate: Mutex<poll::Gate>,
 }
 
 struct Running {
@@ -198,6 +203,7 @@ impl TelegramAdapter {
                 api,
                 offsets: offset_store,
                 bot: Mutex::new(None),
+                gate: Mutex::new(poll::Gate::Free),
             }),
             running: tokio::sync::Mutex::new(None),
             status: Arc::new(status),
@@ -339,164 +345,28 @@ fn parse_group_policy(s: &str) -> Result<GroupPolicy, TelegramConfigError> {
     Ok(p)
 }
 
-impl Inner {
-    fn deliver(&self, update: Update, handler: &EventHandler) {
-        let Some(bot) = lock(&self.bot).clone() else {
-            return;
-        };
-        match translate(update, &bot, &self.config.group_policy) {
-            Ok(inb) => {
-                if lock(&self.recent).first_time((inb.chat_id, inb.message_id), inb.thread_id) {
-                    handler(inb.event);
-                } else {
-                    tracing::debug!(
-                        chat = inb.chat_id,
-                        message = inb.message_id,
-                        "telegram: duplicate dropped"
-                    );
-                }
-            }
-            Err(skip) => tracing::debug!(?skip, "telegram: update skipped"),
-        }
-    }
-
-    /// Sleeps `d` unless asked to stop first. `false` means stop.
-    async fn pause(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(d) => true,
-            _ = stop.wait_for(|s| *s) => false,
-        }
-    }
-
-    /// Reads the saved offset on the blocking pool: an [`OffsetStore`] may do
-    /// IO under a lock (the SQLite store behind [`StoreOffsets`] is shared
-    /// with the runner's turns), which must not stall a runtime worker.
-    async fn load_offset(&self) -> Option<i64> {
-        let offsets = Arc::clone(&self.offsets);
-        match tokio::task::spawn_blocking(move || offsets.load()).await {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::error!(error = %e, "telegram: reading the saved offset panicked; starting from the oldest update");
-                None
-            }
-        }
-    }
-
-    /// Saves the offset on the blocking pool (see [`Inner::load_offset`]),
-    /// and waits for it: the next poll acknowledges the batch to Telegram,
-    /// so the save comes first.
-    async fn save_offset(&self, offset: i64) {
-        let offsets = Arc::clone(&self.offsets);
-        if let Err(e) = tokio::task::spawn_blocking(move || offsets.save(offset)).await {
-            tracing::error!(error = %e, "telegram: saving the offset panicked; a restart may repeat updates");
-        }
-    }
-
-    /// The long-poll loop. Returns the fatal error it stopped on, or `None`
-    /// when asked to stop.
-    async fn poll_loop(
-        self: Arc<Self>,
-        handler: EventHandler,
-        mut stop: watch::Receiver<bool>,
-    ) -> Option<AdapterError> {
-        let mut offset = self.load_offset().await;
-        let poll = Duration::from_secs(self.config.poll_timeout_s);
-        let http_timeout = poll + Duration::from_secs(15);
-        let mut failures = 0u32;
-        loop {
-            let mut body = json!({ "timeout": self.config.poll_timeout_s });
-            if let Some(o) = offset {
-                body["offset"] = json!(o);
-            }
-            let started = Instant::now();
-            let result = tokio::select! {
-                r = self.api.call_once("getUpdates", &body, http_timeout) => r,
-                _ = stop.wait_for(|s| *s) => return None,
-            };
-            let wait = match result {
-                Ok(value) => {
-                    failures = 0;
-                    let updates = match value {
-                        Value::Array(a) => a,
-                        other => {
-                            tracing::warn!(kind = ?other, "telegram: getUpdates result is not a list; ignored");
-                            Vec::new()
-                        }
-                    };
-                    let empty = updates.is_empty();
-                    let mut next = offset;
-                    for raw in updates {
-                        let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
-                            tracing::warn!("telegram: update without update_id ignored");
-                            continue;
-                        };
-                        // Already acknowledged: a server that ignores `offset`.
-                        if offset.is_some_and(|o| id < o) {
-                            continue;
-                        }
-                        // The id comes from the server: at i64::MAX, `+ 1`
-                        // would overflow (a panic in debug builds, a negative
-                        // offset — "from the end" — in release). Saturate; a
-                        // repeat of that last update is then dropped by the
-                        // dedup window.
-                        let after = id.saturating_add(1);
-                        next = Some(next.map_or(after, |n: i64| n.max(after)));
-                        match serde_json::from_value::<Update>(raw) {
-                            Ok(update) => self.deliver(update, &handler),
-                            Err(e) => {
-                                tracing::warn!(update_id = id, error = %e, "telegram: unreadable update skipped")
-                            }
-                        }
-                    }
-                    if next != offset {
-                        if let Some(n) = next {
-                            self.save_offset(n).await;
-                        }
-                        offset = next;
-                    }
-                    let early = started.elapsed() < poll / 2 || poll.is_zero();
-                    (empty && early).then_some(self.config.empty_poll_pause)
-                }
-                Err(CallError::Api {
-                    status: 429,
-                    retry_after,
-                    ..
-                }) => {
-                    let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1));
-                    tracing::warn!(
-                        wait_s = wait.as_secs(),
-                        "telegram: getUpdates rate limited (429), waiting"
-                    );
-                    Some(wait)
-                }
-                Err(
-                    e @ CallError::Api {
-                        status: 401 | 404 | 409,
-                        ..
-                    },
-                ) => {
-                    return Some(e.into_adapter_error());
-                }
-                Err(e) => {
-                    failures += 1;
-                    let wait = self.config.retry.backoff(failures);
-                    tracing::warn!(error = ?e, attempt = failures, "telegram: getUpdates failed, retrying");
-                    Some(wait)
-                }
-            };
-            if let Some(d) = wait
-                && !Self::pause(d, &mut stop).await
-            {
-                return None;
-            }
-        }
-    }
-}
-
 #[async_trait]
 impl PlatformAdapter for TelegramAdapter {
     fn platform(&self) -> &'static str {
         PLATFORM
+    }
+
+    /// The bot's numeric id: the part of the token before `:` (public —
+    /// it is the bot's user id — unlike the rest).
+    fn bot_id(&self) -> String {
+        let id = self.inner.config.token.trim().split(':').next().unwrap_or_default();
+        if id.is_empty() {
+            "default".to_owned()
+        } else {
+            id.to_owned()
+        }
+    }
+
+    fn set_lease(&self, lease: Option<Held>) {
+        *lock(&self.inner.gate) = match lease {
+            Some(held) => poll::Gate::Leased(held),
+            None => poll::Gate::Closed,
+        };
     }
 
     fn max_message_len(&self) -> usize {
@@ -659,50 +529,6 @@ impl PlatformAdapter for TelegramAdapter {
             .await
         {
             tracing::debug!(error = ?e, "telegram: typing indicator not shown");
-        }
-    }
-}
-
-mod store_offsets {
-    //! The offset kept in the runtime's SQLite key-value table.
-
-    use std::sync::{Arc, Mutex};
-
-    use hermes_runtime::store::Store;
-
-    use super::OffsetStore;
-
-    /// The key under which the offset is stored.
-    pub const OFFSET_KEY: &str = "telegram.offset";
-
-    /// [`OffsetStore`] backed by [`Store::kv_get`] / [`Store::kv_set`] under
-    /// [`OFFSET_KEY`].
-    #[derive(Debug, Clone)]
-    pub struct StoreOffsets(pub Arc<Mutex<Store>>);
-
-    impl OffsetStore for StoreOffsets {
-        fn load(&self) -> Option<i64> {
-            let store = self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match store.kv_get(OFFSET_KEY) {
-                Ok(v) => v.and_then(|s| s.trim().parse().ok()),
-                Err(e) => {
-                    tracing::error!(error = %e, "telegram: cannot read the saved offset; starting from the oldest update");
-                    None
-                }
-            }
-        }
-
-        fn save(&self, offset: i64) {
-            let mut store = self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Err(e) = store.kv_set(OFFSET_KEY, &offset.to_string()) {
-                tracing::error!(error = %e, "telegram: cannot save the offset; a restart may repeat updates");
-            }
         }
     }
 }

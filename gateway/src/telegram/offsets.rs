@@ -15,6 +15,14 @@ pub trait OffsetStore: Send + Sync {
     /// Records `offset`. Failures are the store's to report (log); the adapter
     /// keeps polling with the in-memory offset either way.
     fn save(&self, offset: i64);
+
+    /// Records `offset` only if `fence` (the bot's lease) still holds;
+    /// `false` when it does not (another process serves the bot now). The
+    /// default, for stores with no leases, just saves.
+    fn save_fenced(&self, offset: i64, _fence: &hermes_runtime::store::Fence) -> bool {
+        self.save(offset);
+        true
+    }
 }
 
 /// An offset kept in memory only: survives a reconnect of the same adapter

@@ -1,0 +1,309 @@
+//! The long-poll loop, where the `getUpdates` offset is kept, and the lease
+//! gate that says whether this process may poll at all (SPEC X8).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_runtime::store::{Fence, KvWrite, Store, StoreError};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::api::CallError;
+use super::inbound::{Update, translate};
+use super::{Inner, OffsetStore, lock};
+use crate::adapter::{AdapterError, EventHandler};
+use crate::lease::Held;
+
+/// Whether the adapter may poll: no lease system at all (an adapter used on
+/// its own), a lease (valid while [`Held::is_valid`]), or none any more.
+#[derive(Clone, Debug)]
+pub(super) enum Gate {
+    Free,
+    Leased(Held),
+    Closed,
+}
+
+impl Gate {
+    fn is_open(&self) -> bool {
+        match self {
+            Gate::Free => true,
+            Gate::Leased(held) => held.is_valid(),
+            Gate::Closed => false,
+        }
+    }
+
+    fn lease(&self) -> Option<Held> {
+        match self {
+            Gate::Leased(held) => Some(held.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Inner {
+    fn deliver(&self, update: Update, handler: &EventHandler) {
+        let Some(bot) = lock(&self.bot).clone() else {
+            return;
+        };
+        match translate(update, &bot, &self.config.group_policy) {
+            Ok(inb) => {
+                if lock(&self.recent).first_time((inb.chat_id, inb.message_id), inb.thread_id) {
+                    handler(inb.event);
+                } else {
+                    tracing::debug!(
+                        chat = inb.chat_id,
+                        message = inb.message_id,
+                        "telegram: duplicate dropped"
+                    );
+                }
+            }
+            Err(skip) => tracing::debug!(?skip, "telegram: update skipped"),
+        }
+    }
+
+    /// Sleeps `d` unless asked to stop first. `false` means stop.
+    async fn pause(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => true,
+            _ = stop.wait_for(|s| *s) => false,
+        }
+    }
+
+    /// Reads the saved offset on the blocking pool: an [`OffsetStore`] may do
+    /// IO under a lock (the SQLite store behind [`StoreOffsets`] is shared
+    /// with the runner's turns), which must not stall a runtime worker.
+    async fn load_offset(&self) -> Option<i64> {
+        let offsets = Arc::clone(&self.offsets);
+        match tokio::task::spawn_blocking(move || offsets.load()).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: reading the saved offset panicked; starting from the oldest update");
+                None
+            }
+        }
+    }
+
+    /// Saves the offset on the blocking pool (see [`Inner::load_offset`]),
+    /// and waits for it: the next poll acknowledges the batch to Telegram,
+    /// so the save comes first. Under a lease the save carries its fence: a
+    /// gateway that lost the bot cannot move its successor's offset back.
+    async fn save_offset(&self, offset: i64) {
+        let offsets = Arc::clone(&self.offsets);
+        let lease = lock(&self.gate).lease();
+        let saved = tokio::task::spawn_blocking(move || match &lease {
+            Some(held) => {
+                let fenced = offsets.save_fenced(offset, held.fence());
+                if !fenced {
+                    held.lose();
+                }
+            }
+            None => offsets.save(offset),
+        });
+        if let Err(e) = saved.await {
+            tracing::error!(error = %e, "telegram: saving the offset panicked; a restart may repeat updates");
+        }
+    }
+
+    /// Whether this process may poll the bot now (its lease, when it has
+    /// one, is valid by its own clock).
+    fn may_poll(&self) -> bool {
+        lock(&self.gate).is_open()
+    }
+
+    /// The long-poll loop. Returns the fatal error it stopped on, or `None`
+    /// when asked to stop.
+    pub(super) async fn poll_loop(
+        self: Arc<Self>,
+        handler: EventHandler,
+        mut stop: watch::Receiver<bool>,
+    ) -> Option<AdapterError> {
+        let mut offset = self.load_offset().await;
+        let poll = Duration::from_secs(self.config.poll_timeout_s);
+        let http_timeout = poll + Duration::from_secs(15);
+        let mut failures = 0u32;
+        loop {
+            // First of all, every time — also right after waking from a
+            // SIGSTOP that outlasted the lease: is the bot still ours?
+            if !self.may_poll() {
+                tracing::info!("telegram: the bot's lease is gone; polling stopped");
+                return None;
+            }
+            let mut body = json!({ "timeout": self.config.poll_timeout_s });
+            if let Some(o) = offset {
+                body["offset"] = json!(o);
+            }
+            let started = Instant::now();
+            let result = tokio::select! {
+                r = self.api.call_once("getUpdates", &body, http_timeout) => r,
+                _ = stop.wait_for(|s| *s) => return None,
+            };
+            // A response that arrives after the lease ran out (the process
+            // was stopped meanwhile) is another gateway's business now: not
+            // handed on, offset not saved.
+            if !self.may_poll() {
+                tracing::info!("telegram: the bot's lease ran out during the poll; its answer is left to the next holder");
+                return None;
+            }
+            let wait = match result {
+                Ok(value) => {
+                    failures = 0;
+                    let updates = match value {
+                        Value::Array(a) => a,
+                        other => {
+                            tracing::warn!(kind = ?other, "telegram: getUpdates result is not a list; ignored");
+                            Vec::new()
+                        }
+                    };
+                    let empty = updates.is_empty();
+                    let mut next = offset;
+                    for raw in updates {
+                        let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
+                            tracing::warn!("telegram: update without update_id ignored");
+                            continue;
+                        };
+                        // Already acknowledged: a server that ignores `offset`.
+                        if offset.is_some_and(|o| id < o) {
+                            continue;
+                        }
+                        // The id comes from the server: at i64::MAX, `+ 1`
+                        // would overflow (a panic in debug builds, a negative
+                        // offset — "from the end" — in release). Saturate; a
+                        // repeat of that last update is then dropped by the
+                        // dedup window.
+                        let after = id.saturating_add(1);
+                        next = Some(next.map_or(after, |n: i64| n.max(after)));
+                        match serde_json::from_value::<Update>(raw) {
+                            Ok(update) => self.deliver(update, &handler),
+                            Err(e) => {
+                                tracing::warn!(update_id = id, error = %e, "telegram: unreadable update skipped")
+                            }
+                        }
+                    }
+                    if next != offset {
+                        if let Some(n) = next {
+                            self.save_offset(n).await;
+                        }
+                        offset = next;
+                    }
+                    let early = started.elapsed() < poll / 2 || poll.is_zero();
+                    (empty && early).then_some(self.config.empty_poll_pause)
+                }
+                Err(CallError::Api {
+                    status: 429,
+                    retry_after,
+                    ..
+                }) => {
+                    let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1));
+                    tracing::warn!(
+                        wait_s = wait.as_secs(),
+                        "telegram: getUpdates rate limited (429), waiting"
+                    );
+                    Some(wait)
+                }
+                Err(
+                    e @ CallError::Api {
+                        status: 401 | 404 | 409,
+                        ..
+                    },
+                ) => {
+                    return Some(e.into_adapter_error());
+                }
+                Err(e) => {
+                    failures += 1;
+                    let wait = self.config.retry.backoff(failures);
+                    tracing::warn!(error = ?e, attempt = failures, "telegram: getUpdates failed, retrying");
+                    Some(wait)
+                }
+            };
+            if let Some(d) = wait
+                && !Self::pause(d, &mut stop).await
+            {
+                return None;
+            }
+        }
+    }
+}
+
+
+/// The key under which the offset of a token is stored, when the bot's id
+/// is unknown (and where versions before per-bot keys stored it).
+pub const OFFSET_KEY: &str = "telegram.offset";
+
+/// [`OffsetStore`] backed by the store's key-value table: under
+/// `telegram.offset.<bot id>` (several bots may share a database), falling
+/// back to [`OFFSET_KEY`] when that is all there is.
+#[derive(Debug, Clone)]
+pub struct StoreOffsets {
+    store: Arc<Mutex<Store>>,
+    key: String,
+}
+
+impl StoreOffsets {
+    /// Offsets under [`OFFSET_KEY`].
+    pub fn new(store: Arc<Mutex<Store>>) -> Self {
+        StoreOffsets {
+            store,
+            key: OFFSET_KEY.to_owned(),
+        }
+    }
+
+    /// Offsets of the bot whose token is `token` (its id is the part before
+    /// the `:`; the secret part is not used).
+    pub fn for_token(store: Arc<Mutex<Store>>, token: &str) -> Self {
+        let id = token.trim().split(':').next().unwrap_or_default();
+        StoreOffsets {
+            store,
+            key: if id.is_empty() {
+                OFFSET_KEY.to_owned()
+            } else {
+                format!("{OFFSET_KEY}.{id}")
+            },
+        }
+    }
+}
+
+impl OffsetStore for StoreOffsets {
+    fn load(&self) -> Option<i64> {
+        let store = lock(&self.store);
+        let value = store.kv_get(&self.key).and_then(|v| match v {
+            Some(v) => Ok(Some(v)),
+            None if self.key != OFFSET_KEY => store.kv_get(OFFSET_KEY),
+            None => Ok(None),
+        });
+        match value {
+            Ok(v) => v.and_then(|s| s.trim().parse().ok()),
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: cannot read the saved offset; starting from the oldest update");
+                None
+            }
+        }
+    }
+
+    fn save(&self, offset: i64) {
+        if let Err(e) = lock(&self.store).kv_set(&self.key, &offset.to_string()) {
+            tracing::error!(error = %e, "telegram: cannot save the offset; a restart may repeat updates");
+        }
+    }
+
+    fn save_fenced(&self, offset: i64, fence: &Fence) -> bool {
+        let value = offset.to_string();
+        let written = lock(&self.store).kv_commit_fenced(
+            &[KvWrite::Set {
+                key: &self.key,
+                value: &value,
+            }],
+            std::slice::from_ref(fence),
+        );
+        match written {
+            Ok(_) => true,
+            Err(e @ StoreError::Fenced { .. }) => {
+                tracing::warn!(error = %e, "telegram: the bot's lease was taken over; offset left to its new holder");
+                false
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: cannot save the offset; a restart may repeat updates");
+                true
+            }
+        }
+    }
+}

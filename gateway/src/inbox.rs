@@ -70,7 +70,6 @@ pub const INBOX_KV_PREFIX: &str = "gateway.inbox.";
 /// the acceptance time in ms, for pruning).
 pub const SEEN_KV_PREFIX: &str = "gateway.seen.";
 
-
 /// The prefix of the keys marking running turns, one per session key.
 pub const TURN_KV_PREFIX: &str = "gateway.turn.";
 
@@ -91,7 +90,6 @@ pub fn seen_key(platform: &str, chat_id: &str, message_id: &str) -> Option<Strin
     let parts = serde_json::to_string(&[platform, chat_id, message_id]).ok()?;
     Some(format!("{SEEN_KV_PREFIX}{parts}"))
 }
-
 
 /// The key of the running-turn marker of `session_key`.
 pub fn turn_key(session_key: &str) -> String {
@@ -580,7 +578,10 @@ mod tests {
         }
         let cmd = seen_key("test", "1", "c1").unwrap();
         assert!(inbox.claim(&cmd, 9_500, &[]).unwrap());
-        assert!(!inbox.claim(&cmd, 9_600, &[]).unwrap(), "a command runs once");
+        assert!(
+            !inbox.claim(&cmd, 9_600, &[]).unwrap(),
+            "a command runs once"
+        );
         assert_eq!(inbox.prune_seen(5_000).unwrap(), 1);
         // The old identity is forgotten, the new one is not.
         let again = Pending {
@@ -629,7 +630,10 @@ mod tests {
             .unwrap()
             .kv_set(&kv_key("test", 7), "not json")
             .unwrap();
-        let err = Inbox::open(&path).unwrap().load_left_over("test").unwrap_err();
+        let err = Inbox::open(&path)
+            .unwrap()
+            .load_left_over("test")
+            .unwrap_err();
         assert!(matches!(err, InboxError::Corrupt(m) if m.contains("gateway.inbox.")));
     }
 }

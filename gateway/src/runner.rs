@@ -410,10 +410,13 @@ impl GatewayRunner {
             return Err(StartError::AlreadyStarted);
         }
         let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || inner.prepare())
-            .await
-            .map_err(|e| StartError::NoAdapter(format!("start-up panicked: {e}")))??;
-        self.inner.listen();
+        tokio::task::spawn_blocking(move || {
+            inner.prepare()?;
+            inner.listen();
+            Ok::<_, StartError>(())
+        })
+        .await
+        .map_err(|e| StartError::NoAdapter(format!("start-up panicked: {e}")))??;
 
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {

@@ -148,7 +148,10 @@ impl Inner {
                     if let Some(key) = n.payload.strip_prefix("session:") {
                         let state = lock(&inner.state);
                         if let Some(turn) = state.sessions.get(key).and_then(|s| s.turn.as_ref()) {
-                            tracing::info!(key, "another gateway needs this session: interrupting its turn");
+                            tracing::info!(
+                                key,
+                                "another gateway needs this session: interrupting its turn"
+                            );
                             turn.interrupt();
                         }
                     }
@@ -158,7 +161,8 @@ impl Inner {
                 _ => inner.cluster.released.notify_waiters(),
             }
         });
-        let listening = lock(self.lease_store()).listen(&[INTERRUPT_CHANNEL, RELEASED_CHANNEL], sink);
+        let listening =
+            lock(self.lease_store()).listen(&[INTERRUPT_CHANNEL, RELEASED_CHANNEL], sink);
         match listening {
             Ok(listener) => *lock(&self.cluster.listener) = listener,
             Err(e) => {
@@ -239,7 +243,8 @@ impl Inner {
             adapter.set_lease(Some(held.clone()));
             let keeper = tokio::spawn(held.clone().keep(Arc::clone(self.lease_store()), timing));
             let inner = Arc::clone(&self);
-            let taken = tokio::task::spawn_blocking(move || inner.take_over_platform(platform)).await;
+            let taken =
+                tokio::task::spawn_blocking(move || inner.take_over_platform(platform)).await;
             let taken = match taken {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
@@ -351,7 +356,10 @@ impl Inner {
                 RESTART_NOTICE,
                 Some(&marker.message_id),
             );
-            if tokio::time::timeout(NOTICE_SEND_TIMEOUT, send).await.is_err() {
+            if tokio::time::timeout(NOTICE_SEND_TIMEOUT, send)
+                .await
+                .is_err()
+            {
                 tracing::warn!(platform = %marker.platform, "the restart notice could not be sent in time");
             }
             let inner = Arc::clone(self);
@@ -372,9 +380,7 @@ impl Inner {
         let mut state = lock(&self.state);
         for slot in state.sessions.values_mut() {
             slot.queue.retain(|w| match w {
-                Work::Message(event, id) => {
-                    event.source.platform != platform && !ids.contains(id)
-                }
+                Work::Message(event, id) => event.source.platform != platform && !ids.contains(id),
                 Work::Command(..) => true,
             });
         }
@@ -478,7 +484,10 @@ impl Inner {
     /// G11: the session of a turn killed midway is suspended (the next
     /// message starts fresh; the turn is not resumed, its tools may have
     /// acted).
-    pub(super) fn suspend_killed_turn(&self, marker: &TurnMarker) -> Result<(), hermes_runtime::store::StoreError> {
+    pub(super) fn suspend_killed_turn(
+        &self,
+        marker: &TurnMarker,
+    ) -> Result<(), hermes_runtime::store::StoreError> {
         let mut store = self.store();
         let active = store
             .session(&marker.session_id)?
@@ -523,7 +532,11 @@ impl Inner {
     /// Acquires the session lease of `key` for a turn, waiting while another
     /// gateway runs one (asking it to stop). `None` when this gateway must
     /// not run it after all: shutdown began, or it no longer serves the bot.
-    pub(super) async fn acquire_session(self: &Arc<Self>, key: &str, platform: &str) -> Option<Held> {
+    pub(super) async fn acquire_session(
+        self: &Arc<Self>,
+        key: &str,
+        platform: &str,
+    ) -> Option<Held> {
         let name = session_lease(key);
         let mut asked = false;
         loop {
@@ -560,7 +573,9 @@ impl Inner {
                         .await;
                     }
                 }
-                Ok(Err(e)) => tracing::warn!(key, error = %e, "cannot acquire the session's lease; retrying"),
+                Ok(Err(e)) => {
+                    tracing::warn!(key, error = %e, "cannot acquire the session's lease; retrying")
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "acquiring a session lease panicked");
                     return None;
@@ -589,6 +604,8 @@ fn release(store: &Arc<Mutex<Store>>, fence: &Fence) {
             }
         }
         Ok(false) => {}
-        Err(e) => tracing::warn!(lease = %fence.name, error = %e, "could not release a lease; it lapses instead"),
+        Err(e) => {
+            tracing::warn!(lease = %fence.name, error = %e, "could not release a lease; it lapses instead")
+        }
     }
 }

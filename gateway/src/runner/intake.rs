@@ -14,8 +14,8 @@ use crate::command::{Command, HELP, parse_command};
 use crate::config::BusyMode;
 use crate::event::{ChatType, MessageEvent};
 use crate::inbox::{Accepted, Pending, seen_key};
-use hermes_runtime::store::StoreError;
 use crate::session::session_key;
+use hermes_runtime::store::StoreError;
 
 /// How many accepted messages pass between two prunings of old seen keys.
 const PRUNE_EVERY: u64 = 1024;

@@ -126,7 +126,11 @@ impl Inner {
         let platform = event.source.platform.clone();
         // X8: at most one turn of a session across all gateways.
         let Some(lease) = self.acquire_session(key, &platform).await else {
-            tracing::info!(key, id, "turn not run here (stopping, or another gateway serves the bot now)");
+            tracing::info!(
+                key,
+                id,
+                "turn not run here (stopping, or another gateway serves the bot now)"
+            );
             if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
                 slot.turn = None;
             }
@@ -134,10 +138,11 @@ impl Inner {
         };
         // Renewed while the turn runs; should another gateway take it over
         // (this one was cut off or stopped), the turn stops.
-        let keeper = tokio::spawn(lease.clone().keep(
-            Arc::clone(self.lease_store()),
-            self.cluster.timing,
-        ));
+        let keeper = tokio::spawn(
+            lease
+                .clone()
+                .keep(Arc::clone(self.lease_store()), self.cluster.timing),
+        );
         let watcher = {
             let (lease, ctl) = (lease.clone(), Arc::clone(&ctl));
             tokio::spawn(async move {
@@ -146,6 +151,33 @@ impl Inner {
             })
         };
         let permit = Arc::clone(&self.workers).acquire_owned().await;
+        // Waiting for a worker can take long — long enough for this process
+        // to be stopped and the bot taken over meanwhile. Look again: the
+        // bot must still be ours, and the session's lease too (one round
+        // trip), before anything of the turn happens.
+        let still_ours = self.bot_fences(&platform).is_some() && {
+            let inner = Arc::clone(self);
+            let fence = lease.fence().clone();
+            let ttl = self.cluster.timing.ttl;
+            tokio::task::spawn_blocking(move || lock(inner.lease_store()).lease_renew(&fence, ttl))
+                .await
+                .is_ok_and(|r| matches!(r, Ok(Some(_))))
+        };
+        if !still_ours {
+            tracing::warn!(
+                key,
+                id,
+                "the bot or the session was taken over while the turn waited; not run here"
+            );
+            drop(permit);
+            watcher.abort();
+            keeper.abort();
+            lease.lose();
+            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
+                slot.turn = None;
+            }
+            return;
+        }
         let chat = event.source.chat_id.clone();
         let reply_to = event.message_id.clone();
         if let Some(adapter) = self.adapters.get(platform.as_str()).cloned() {
@@ -172,7 +204,7 @@ impl Inner {
                 TurnReply::texts(vec!["Sorry, something went wrong while answering; your message is saved. Please try again.".into()])
             }
         };
-        if let Some(orphan) = &reply.orphan {
+        if let Some(orphan) = reply.orphan.as_ref().filter(|_| !reply.taken_over) {
             self.send(
                 &orphan.platform,
                 &orphan.chat_id,
@@ -197,7 +229,10 @@ impl Inner {
                 self.send(&platform, &chat, &text, Some(&reply_to)).await;
             }
         } else {
-            tracing::warn!(key, "another gateway took this session over mid-turn; its reply is not sent from here");
+            tracing::warn!(
+                key,
+                "another gateway took this session over mid-turn; its reply is not sent from here"
+            );
         }
         // The reply is out: a restart from here on owes nobody a notice.
         let inner = Arc::clone(self);
@@ -223,10 +258,7 @@ impl Inner {
         // also the bot's (only its holder starts its turns).
         let session_fences = vec![lease.fence().clone()];
         let mut start_fences = session_fences.clone();
-        start_fences.extend(
-            self.bot_fences(&event.source.platform)
-                .unwrap_or_default(),
-        );
+        start_fences.extend(self.bot_fences(&event.source.platform).unwrap_or_default());
         let mut orphan = None;
         // 1. Session and history; the user's message (and any accepted
         //    message it replaced) moves from the inbox into the transcript
@@ -235,7 +267,10 @@ impl Inner {
         let prepared = (|| {
             // A marker left by a turn of this session that died midway on a
             // gateway whose lease lapsed: that turn is not resumed (G11).
-            if let Some(value) = self.store().kv_get(&crate::inbox::turn_key(key))?
+            // (Read first: the store's guard must be gone before the
+            // suspension takes it again.)
+            let left = self.store().kv_get(&crate::inbox::turn_key(key))?;
+            if let Some(value) = left
                 && let Ok(marker) = serde_json::from_str::<TurnMarker>(&value)
             {
                 self.suspend_killed_turn(&marker)?;
@@ -284,7 +319,10 @@ impl Inner {
             Ok(Some(p)) => p,
             Ok(None) | Err(StoreError::Fenced { .. }) => {
                 // Another gateway took the message (or the session) first.
-                tracing::warn!(key, "this turn was taken over by another gateway before it began");
+                tracing::warn!(
+                    key,
+                    "this turn was taken over by another gateway before it began"
+                );
                 return TurnReply {
                     texts,
                     taken_over: true,
@@ -331,7 +369,10 @@ impl Inner {
         let outcome = agent.run(&event.text, history, &budget, &mut observer);
         let persist = observer.persist;
         if let Some(StoreError::Fenced { .. }) = persist.failure() {
-            tracing::warn!(key, "another gateway took this session over mid-turn; its late writes were refused");
+            tracing::warn!(
+                key,
+                "another gateway took this session over mid-turn; its late writes were refused"
+            );
             return TurnReply {
                 texts,
                 taken_over: true,

@@ -46,8 +46,8 @@ use crate::split::{LengthUnit, split_message};
 pub use api::RetryPolicy;
 use api::{Api, CallError, PLATFORM};
 pub use check::check_env;
-pub use inbound::{BotIdentity, GroupPolicy};
 use inbound::Recent;
+pub use inbound::{BotIdentity, GroupPolicy};
 pub use offsets::{MemoryOffsets, OffsetStore};
 pub use poll::{OFFSET_KEY, StoreOffsets};
 
@@ -354,7 +354,14 @@ impl PlatformAdapter for TelegramAdapter {
     /// The bot's numeric id: the part of the token before `:` (public —
     /// it is the bot's user id — unlike the rest).
     fn bot_id(&self) -> String {
-        let id = self.inner.config.token.trim().split(':').next().unwrap_or_default();
+        let id = self
+            .inner
+            .config
+            .token
+            .trim()
+            .split(':')
+            .next()
+            .unwrap_or_default();
         if id.is_empty() {
             "default".to_owned()
         } else {

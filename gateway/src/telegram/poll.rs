@@ -141,7 +141,9 @@ impl Inner {
             // was stopped meanwhile) is another gateway's business now: not
             // handed on, offset not saved.
             if !self.may_poll() {
-                tracing::info!("telegram: the bot's lease ran out during the poll; its answer is left to the next holder");
+                tracing::info!(
+                    "telegram: the bot's lease ran out during the poll; its answer is left to the next holder"
+                );
                 return None;
             }
             let wait = match result {
@@ -223,7 +225,6 @@ impl Inner {
         }
     }
 }
-
 
 /// The key under which the offset of a token is stored, when the bot's id
 /// is unknown (and where versions before per-bot keys stored it).

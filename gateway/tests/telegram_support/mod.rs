@@ -7,6 +7,13 @@
 //! follows Telegram's documented rules: updates below `offset` are
 //! forgotten, and with nothing pending the request is held for `timeout`
 //! seconds (unless the test turns holding off, as the npm emulator does).
+//!
+//! Like Telegram, it lets one poller at a time wait: a `getUpdates` that
+//! arrives while another is held ends that one with `409 Conflict:
+//! terminated by other getUpdates request`. The fake can listen on several
+//! ports ("doors", [`Fake::open_door`]) sharing one bot, so a test can tell
+//! which of several gateways sent each request ([`Request::door`], and the
+//! poll log [`Fake::polls`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::VecDeque;
@@ -33,6 +40,23 @@ pub struct Request {
     pub body: Value,
     /// When it arrived.
     pub at: Instant,
+    /// Which port it came through (0 for [`Fake::base`]).
+    pub door: usize,
+}
+
+/// How one `getUpdates` went.
+#[derive(Debug, Clone)]
+pub struct Poll {
+    /// The port it came through.
+    pub door: usize,
+    /// When it arrived.
+    pub at: Instant,
+    /// When it was answered.
+    pub answered: Instant,
+    /// Updates it returned (none for a 409).
+    pub updates: Vec<i64>,
+    /// Ended by a newer poll (409 Conflict).
+    pub conflict: bool,
 }
 
 #[derive(Default)]
@@ -43,6 +67,10 @@ struct State {
     script: VecDeque<(String, u16, Value)>,
     hold_polls: bool,
     next_message_id: i64,
+    /// Bumped by every `getUpdates`; a held poll whose number is no longer
+    /// the latest was terminated by a newer one.
+    poll_generation: u64,
+    polls: Vec<Poll>,
 }
 
 /// The fake Bot API; clones share the server.
@@ -52,6 +80,7 @@ pub struct Fake {
     pub base: String,
     state: Arc<Mutex<State>>,
     notify: Arc<Notify>,
+    doors: Arc<Mutex<Vec<String>>>,
 }
 
 impl Fake {
@@ -66,18 +95,54 @@ impl Fake {
             ..State::default()
         }));
         let fake = Fake {
-            base,
+            base: base.clone(),
             state,
             notify: Arc::new(Notify::new()),
+            doors: Arc::new(Mutex::new(vec![base])),
         };
-        let f = fake.clone();
+        fake.accept_on(listener, 0);
+        fake
+    }
+
+    /// Listens on one more port, for the same bot; returns its base URL.
+    /// Requests through it carry its number ([`Request::door`]).
+    pub async fn open_door(&self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let door = {
+            let mut doors = self.doors.lock().unwrap();
+            doors.push(base.clone());
+            doors.len() - 1
+        };
+        self.accept_on(listener, door);
+        base
+    }
+
+    fn accept_on(&self, listener: TcpListener, door: usize) {
+        let f = self.clone();
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
                 let f = f.clone();
-                tokio::spawn(async move { f.serve(sock).await });
+                tokio::spawn(async move { f.serve(sock, door).await });
             }
         });
-        fake
+    }
+
+    /// Every `getUpdates` so far, in arrival order.
+    pub fn polls(&self) -> Vec<Poll> {
+        let mut polls = self.state.lock().unwrap().polls.clone();
+        polls.sort_by_key(|p| p.at);
+        polls
+    }
+
+    /// Delivers these updates again (as after a lost acknowledgement).
+    pub fn redeliver(&self, updates: Vec<Value>) {
+        let mut st = self.state.lock().unwrap();
+        st.pending.extend(updates);
+        st.pending
+            .sort_by_key(|u| u["update_id"].as_i64().unwrap_or_default());
+        drop(st);
+        self.notify.notify_waiters();
     }
 
     /// Queues an update for `getUpdates`.
@@ -113,7 +178,7 @@ impl Fake {
             .collect()
     }
 
-    async fn serve(&self, sock: TcpStream) {
+    async fn serve(&self, sock: TcpStream, door: usize) {
         let mut reader = BufReader::new(sock);
         loop {
             let mut request_line = String::new();
@@ -155,7 +220,7 @@ impl Fake {
                 Some(boundary) => parse_multipart(&body, &boundary),
                 None => serde_json::from_slice(&body).unwrap_or(Value::Null),
             };
-            let (status, answer) = self.answer(&path, body).await;
+            let (status, answer) = self.answer(&path, body, door).await;
             let text = answer.to_string();
             let head = format!(
                 "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
@@ -170,7 +235,7 @@ impl Fake {
         }
     }
 
-    async fn answer(&self, path: &str, body: Value) -> (u16, Value) {
+    async fn answer(&self, path: &str, body: Value, door: usize) -> (u16, Value) {
         let Some(method) = path
             .strip_prefix(&format!("/bot{TOKEN}/"))
             .map(str::to_owned)
@@ -186,6 +251,7 @@ impl Fake {
                 method: method.clone(),
                 body: body.clone(),
                 at: Instant::now(),
+                door,
             });
             let pos = st.script.iter().position(|(m, _, _)| *m == method);
             pos.and_then(|p| st.script.remove(p))
@@ -202,19 +268,51 @@ impl Fake {
                 let timeout =
                     Duration::from_secs(body.get("timeout").and_then(Value::as_u64).unwrap_or(0));
                 let deadline = tokio::time::Instant::now() + timeout;
+                let arrived = Instant::now();
+                let generation = {
+                    let mut st = self.state.lock().unwrap();
+                    st.poll_generation += 1;
+                    st.poll_generation
+                };
+                // A newer poll terminates a held one (below).
+                self.notify.notify_waiters();
+                let log = |st: &mut State, updates: &[Value], conflict: bool| {
+                    st.polls.push(Poll {
+                        door,
+                        at: arrived,
+                        answered: Instant::now(),
+                        updates: updates
+                            .iter()
+                            .filter_map(|u| u["update_id"].as_i64())
+                            .collect(),
+                        conflict,
+                    });
+                };
                 loop {
                     let notified = self.notify.notified();
                     {
                         let mut st = self.state.lock().unwrap();
+                        if st.poll_generation != generation {
+                            log(&mut st, &[], true);
+                            return (
+                                409,
+                                json!({"ok": false, "error_code": 409, "description":
+                                    "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}),
+                            );
+                        }
                         if let Some(offset) = body.get("offset").and_then(Value::as_i64) {
                             st.pending
                                 .retain(|u| u["update_id"].as_i64().unwrap() >= offset);
                         }
                         if !st.pending.is_empty() || !st.hold_polls {
-                            return ok(Value::Array(st.pending.clone()));
+                            let updates = st.pending.clone();
+                            log(&mut st, &updates, false);
+                            return ok(Value::Array(updates));
                         }
                     }
                     if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        let mut st = self.state.lock().unwrap();
+                        log(&mut st, &[], false);
                         return ok(json!([]));
                     }
                 }

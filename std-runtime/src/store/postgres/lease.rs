@@ -246,22 +246,38 @@ impl Leases for Postgres {
         }
         let channels: Vec<String> = channels.iter().map(|c| (*c).to_owned()).collect();
         let stop = Arc::new(AtomicBool::new(false));
-        // The first connection is made here, so a wrong URL or a refused
-        // login is the caller's error, not a log line.
-        let client =
-            connect_listening(&self.config, &channels).map_err(|source| StoreError::Connect {
-                url: self.location.to_string(),
-                source,
-            })?;
         let config = self.config.clone();
         let (thread_channels, thread_stop) = (channels.clone(), Arc::clone(&stop));
+        // The first connection is made on the listener's own thread (the
+        // sync client must not run on the caller's, which may be a tokio
+        // worker), but reported here: a wrong URL or a refused login is the
+        // caller's error, not a log line.
+        let (connected, first) = std::sync::mpsc::channel();
         thread::Builder::new()
             .name("hermes-listen".into())
-            .spawn(move || listen_loop(client, &config, &thread_channels, &thread_stop, &sink))
+            .spawn(move || match connect_listening(&config, &thread_channels) {
+                Ok(client) => {
+                    let _ = connected.send(Ok(()));
+                    listen_loop(client, &config, &thread_channels, &thread_stop, &sink);
+                }
+                Err(e) => {
+                    let _ = connected.send(Err(e));
+                }
+            })
             .map_err(|e| {
                 tracing::error!(error = %e, "cannot start the listener thread");
                 StoreError::ConnectionGone
             })?;
+        match first.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => {
+                return Err(StoreError::Connect {
+                    url: self.location.to_string(),
+                    source,
+                });
+            }
+            Err(_) => return Err(StoreError::ConnectionGone),
+        }
         Ok(Some(Listener { stop, channels }))
     }
 }

@@ -6,7 +6,7 @@ use hermes_runtime::config::{ConfigError, Settings, mask, unknown_var};
 use hermes_runtime::context;
 use hermes_runtime::tools::SandboxStatus;
 
-use crate::app::{CliError, client, open_store, runtime};
+use crate::app::{CliError, client};
 use crate::term::term;
 
 /// Prints the effective configuration with origins; secrets masked (SPEC E2).

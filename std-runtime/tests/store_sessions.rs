@@ -1,6 +1,11 @@
 //! Session management the CLI offers (`sessions show/delete/rename`, id
-//! prefixes, `--continue` per directory) against real database files.
+//! prefixes, `--continue` per directory) against real databases, on both
+//! backends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod backends;
+
+use backends::{Db, both};
 
 use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{NewSession, Store, StoreError};
@@ -13,15 +18,13 @@ fn cli_in(dir: &str) -> NewSession<'_> {
     }
 }
 
-fn store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("state.db")).unwrap();
-    (dir, store)
+fn store(db: Db) -> (Db, Store) {
+    let store = db.open();
+    (db, store)
 }
 
-#[test]
-fn a_session_is_found_by_its_id_or_a_unique_prefix() {
-    let (_dir, mut store) = store();
+fn a_session_is_found_by_its_id_or_a_unique_prefix(db: Db) {
+    let (_db, mut store) = store(db);
     let a = store.create_session(&cli_in("/a")).unwrap();
     let b = store.create_session(&cli_in("/b")).unwrap();
     assert_eq!(store.find_session(&a.id).unwrap().unwrap().id, a.id);
@@ -49,9 +52,8 @@ fn a_session_is_found_by_its_id_or_a_unique_prefix() {
     assert_eq!(store.find_session("2%").unwrap(), None);
 }
 
-#[test]
-fn continue_finds_the_latest_session_of_a_directory() {
-    let (_dir, mut store) = store();
+fn continue_finds_the_latest_session_of_a_directory(db: Db) {
+    let (_db, mut store) = store(db);
     let here = store.create_session(&cli_in("/project")).unwrap();
     let elsewhere = store.create_session(&cli_in("/other")).unwrap();
     store
@@ -67,9 +69,8 @@ fn continue_finds_the_latest_session_of_a_directory() {
     );
 }
 
-#[test]
-fn deleting_a_session_removes_its_messages_and_search_hits() {
-    let (_dir, mut store) = store();
+fn deleting_a_session_removes_its_messages_and_search_hits(db: Db) {
+    let (_db, mut store) = store(db);
     let gone = store.create_session(&cli_in("/a")).unwrap();
     let kept = store.create_session(&cli_in("/a")).unwrap();
     for (id, text) in [(&gone.id, "pineapple gone"), (&kept.id, "pineapple kept")] {
@@ -96,3 +97,9 @@ fn deleting_a_session_removes_its_messages_and_search_hits() {
     ));
     assert_eq!(store.load_transcript(&kept.id).unwrap().len(), 1);
 }
+
+both!(
+    a_session_is_found_by_its_id_or_a_unique_prefix,
+    continue_finds_the_latest_session_of_a_directory,
+    deleting_a_session_removes_its_messages_and_search_hits,
+);

@@ -98,6 +98,10 @@ pub const SECTIONS: &[Section] = &[
         ]),
     },
     Section {
+        name: "store",
+        keys: Keys::These(&[key("url", Kind::Str)]),
+    },
+    Section {
         name: "gateway",
         keys: Keys::CheckedElsewhere,
     },
@@ -117,6 +121,7 @@ pub const KNOWN_VARS: &[&str] = &[
     "HERMES_COMPRESS_THRESHOLD",
     "HERMES_FIRST_BYTE_TIMEOUT",
     "HERMES_CALL_TIMEOUT",
+    "HERMES_DATABASE_URL",
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
     "OPENROUTER_API_KEY",
@@ -135,6 +140,7 @@ pub const KNOWN_VARS: &[&str] = &[
     "GATEWAY_MAX_QUEUED",
     "GATEWAY_MAX_REPLY_MESSAGES",
     "GATEWAY_DEDUP_RETENTION_HOURS",
+    "GATEWAY_LEASE_TTL_MS",
     "TELEGRAM_BOT_TOKEN",
     "TELEGRAM_ALLOWED_USERS",
     "TELEGRAM_API_URL",

@@ -253,3 +253,19 @@ pub struct PreviousHolder {
     /// rather than being released.
     pub lapsed: bool,
 }
+
+/// The one session a prefix names among `found` (newest first, at most a
+/// few), or [`StoreError::AmbiguousId`].
+pub(crate) fn one_of(
+    prefix: &str,
+    mut found: Vec<SessionRecord>,
+) -> Result<Option<SessionRecord>, super::StoreError> {
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(super::StoreError::AmbiguousId {
+            prefix: prefix.to_owned(),
+            candidates: found.into_iter().map(|s| s.id).collect(),
+        }),
+    }
+}

@@ -53,7 +53,7 @@ INSERT INTO hermes_schema (id, version) VALUES (0, 0) ON CONFLICT (id) DO NOTHIN
 /// The advisory lock key migrations hold (`hermes` in ASCII).
 pub(super) const MIGRATION_LOCK: i64 = 0x6865_726d_6573;
 
-/// Version 1: everything SQLite's versions 1–5 built.
+/// Version 1: everything SQLite's versions 1–6 built.
 const V1: &str = "
 CREATE FUNCTION hermes_now_ms() RETURNS BIGINT LANGUAGE sql VOLATILE AS
     $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT $$;
@@ -73,10 +73,12 @@ CREATE TABLE sessions (
                     CHECK (status IN ('active', 'ended', 'suspended')),
     clean_shutdown  BOOLEAN NOT NULL DEFAULT false,
     title           TEXT,
+    workdir         TEXT,
     next_seq        BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX sessions_by_key ON sessions (session_key, status);
 CREATE INDEX sessions_by_created ON sessions (created_at_ms);
+CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
 
 CREATE TABLE messages (
     id                BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

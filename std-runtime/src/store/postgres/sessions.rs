@@ -15,13 +15,14 @@ macro_rules! session_columns {
     () => {
         "s.id, s.session_key, s.source_platform, s.source_chat_id, s.source_user_id, s.model, \
          s.system_prompt, s.created_at_ms, s.updated_at_ms, s.status, \
-         (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title"
+         (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title, s.workdir"
     };
 }
 
 const INSERT: &str = "INSERT INTO sessions (id, session_key, source_platform, source_chat_id, \
-     source_user_id, model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 'active', false) ON CONFLICT (id) DO NOTHING";
+     source_user_id, model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown, \
+     workdir) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 'active', false, $9) \
+     ON CONFLICT (id) DO NOTHING";
 
 const BY_ID: &str = concat!(
     "SELECT ",
@@ -55,6 +56,7 @@ pub(super) fn record(row: &Row) -> Result<SessionRecord, StoreError> {
         system_prompt: text(6)?,
         status,
         title: text(11)?,
+        workdir: text(12)?,
         id,
     })
 }
@@ -82,6 +84,7 @@ fn insert(
                 &new.model,
                 &new.system_prompt,
                 &now,
+                &new.workdir,
             ],
         )?;
         if inserted > 0 {
@@ -100,6 +103,7 @@ struct OwnedNew {
     user_id: Option<String>,
     model: Option<String>,
     system_prompt: Option<String>,
+    workdir: Option<String>,
 }
 
 impl OwnedNew {
@@ -112,6 +116,7 @@ impl OwnedNew {
             user_id: own(new.user_id),
             model: own(new.model),
             system_prompt: own(new.system_prompt),
+            workdir: own(new.workdir),
         }
     }
 }
@@ -161,6 +166,68 @@ impl Sessions for Postgres {
                 .query_opt(&stmt, &[&platform])?
                 .map(|row| record(&row))
                 .transpose()
+        })
+    }
+
+    fn latest_session_in(
+        &self,
+        platform: &str,
+        workdir: &str,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let platform = super::to_db(platform).into_owned();
+        let workdir = super::to_db(workdir).into_owned();
+        self.conn.call(move |session| {
+            let stmt = session.statement(concat!(
+                "SELECT ",
+                session_columns!(),
+                " FROM sessions s WHERE s.source_platform = $1 AND s.workdir = $2 \
+                 ORDER BY s.updated_at_ms DESC, s.ordinal DESC LIMIT 1"
+            ))?;
+            session
+                .client
+                .query_opt(&stmt, &[&platform, &workdir])?
+                .map(|row| record(&row))
+                .transpose()
+        })
+    }
+
+    fn find_session(&self, id_or_prefix: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let given = id_or_prefix.to_owned();
+        let found = self.conn.call(move |session| {
+            let exact = session.statement(BY_ID)?;
+            if let Some(row) = session.client.query_opt(&exact, &[&given])? {
+                return Ok(vec![record(&row)?]);
+            }
+            if given.is_empty() {
+                return Ok(Vec::new());
+            }
+            // `starts_with`, not LIKE: an id prefix may hold `_`.
+            let stmt = session.statement(concat!(
+                "SELECT ",
+                session_columns!(),
+                " FROM sessions s WHERE starts_with(s.id, $1) \
+                 ORDER BY s.created_at_ms DESC, s.ordinal DESC LIMIT 6"
+            ))?;
+            session
+                .client
+                .query(&stmt, &[&given])?
+                .iter()
+                .map(record)
+                .collect()
+        })?;
+        crate::store::records::one_of(id_or_prefix, found)
+    }
+
+    fn delete_session(&mut self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.conn.call(move |session| {
+            // Messages and compactions go by `ON DELETE CASCADE`, their
+            // search vectors with them.
+            let stmt = session.statement("DELETE FROM sessions WHERE id = $1")?;
+            if session.client.execute(&stmt, &[&id])? == 0 {
+                return Err(StoreError::SessionNotFound(id));
+            }
+            Ok(())
         })
     }
 

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{Sqlite, WriteTx, from_i64, to_i64};
 use crate::store::backend::Sessions;
-use crate::store::records::SessionChange;
+use crate::store::records::{SessionChange, one_of};
 use crate::store::{ID_ATTEMPTS, NewSession, SessionRecord, SessionStatus, StoreError, id};
 
 /// Columns of a session row, in the order [`raw_session`] reads them.
@@ -333,21 +333,5 @@ impl RawSession {
             title: self.title,
             workdir: self.workdir,
         })
-    }
-}
-
-/// The one session a prefix names among `found` (newest first, at most a
-/// few), or [`StoreError::AmbiguousId`].
-pub(crate) fn one_of(
-    prefix: &str,
-    mut found: Vec<SessionRecord>,
-) -> Result<Option<SessionRecord>, StoreError> {
-    match found.len() {
-        0 => Ok(None),
-        1 => Ok(found.pop()),
-        _ => Err(StoreError::AmbiguousId {
-            prefix: prefix.to_owned(),
-            candidates: found.into_iter().map(|s| s.id).collect(),
-        }),
     }
 }

@@ -248,6 +248,47 @@ impl Held {
     }
 }
 
+/// What an adapter checks before acting for its bot: no lease system at
+/// all (an adapter used on its own: always open), the lease the runner
+/// holds (open while [`Held::is_valid`]), or none any more (closed).
+#[derive(Debug, Default)]
+pub struct LeaseGate(Mutex<GateState>);
+
+#[derive(Debug, Default)]
+enum GateState {
+    #[default]
+    Free,
+    Leased(Held),
+    Closed,
+}
+
+impl LeaseGate {
+    /// What [`crate::adapter::PlatformAdapter::set_lease`] was given.
+    pub fn set(&self, lease: Option<Held>) {
+        *lock(&self.0) = match lease {
+            Some(held) => GateState::Leased(held),
+            None => GateState::Closed,
+        };
+    }
+
+    /// Whether the adapter may act for its bot now.
+    pub fn is_open(&self) -> bool {
+        match &*lock(&self.0) {
+            GateState::Free => true,
+            GateState::Leased(held) => held.is_valid(),
+            GateState::Closed => false,
+        }
+    }
+
+    /// The lease, when there is one (its fence goes with saved state).
+    pub fn lease(&self) -> Option<Held> {
+        match &*lock(&self.0) {
+            GateState::Leased(held) => Some(held.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// What an attempt to acquire found.
 #[derive(Debug)]
 pub enum Acquired {

@@ -40,7 +40,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
-use crate::lease::Held;
+use crate::lease::{Held, LeaseGate};
 use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
@@ -149,7 +149,7 @@ struct Inner {
     recent: Mutex<Recent>,
     /// Whether this process may poll the bot (SPEC X8): checked before
     /// every `getUpdates` and before a batch is handed on.
-    gate: Mutex<poll::Gate>,
+    gate: LeaseGate,
 }
 
 struct Running {
@@ -203,7 +203,7 @@ impl TelegramAdapter {
                 api,
                 offsets: offset_store,
                 bot: Mutex::new(None),
-                gate: Mutex::new(poll::Gate::Free),
+                gate: LeaseGate::default(),
             }),
             running: tokio::sync::Mutex::new(None),
             status: Arc::new(status),
@@ -370,10 +370,7 @@ impl PlatformAdapter for TelegramAdapter {
     }
 
     fn set_lease(&self, lease: Option<Held>) {
-        *lock(&self.inner.gate) = match lease {
-            Some(held) => poll::Gate::Leased(held),
-            None => poll::Gate::Closed,
-        };
+        self.inner.gate.set(lease);
     }
 
     fn max_message_len(&self) -> usize {

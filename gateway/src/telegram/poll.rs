@@ -12,33 +12,6 @@ use super::api::CallError;
 use super::inbound::{Update, translate};
 use super::{Inner, OffsetStore, lock};
 use crate::adapter::{AdapterError, EventHandler};
-use crate::lease::Held;
-
-/// Whether the adapter may poll: no lease system at all (an adapter used on
-/// its own), a lease (valid while [`Held::is_valid`]), or none any more.
-#[derive(Clone, Debug)]
-pub(super) enum Gate {
-    Free,
-    Leased(Held),
-    Closed,
-}
-
-impl Gate {
-    fn is_open(&self) -> bool {
-        match self {
-            Gate::Free => true,
-            Gate::Leased(held) => held.is_valid(),
-            Gate::Closed => false,
-        }
-    }
-
-    fn lease(&self) -> Option<Held> {
-        match self {
-            Gate::Leased(held) => Some(held.clone()),
-            _ => None,
-        }
-    }
-}
 
 impl Inner {
     fn deliver(&self, update: Update, handler: &EventHandler) {
@@ -89,7 +62,7 @@ impl Inner {
     /// gateway that lost the bot cannot move its successor's offset back.
     async fn save_offset(&self, offset: i64) {
         let offsets = Arc::clone(&self.offsets);
-        let lease = lock(&self.gate).lease();
+        let lease = self.gate.lease();
         let saved = tokio::task::spawn_blocking(move || match &lease {
             Some(held) => {
                 let fenced = offsets.save_fenced(offset, held.fence());
@@ -107,7 +80,7 @@ impl Inner {
     /// Whether this process may poll the bot now (its lease, when it has
     /// one, is valid by its own clock).
     fn may_poll(&self) -> bool {
-        lock(&self.gate).is_open()
+        self.gate.is_open()
     }
 
     /// The long-poll loop. Returns the fatal error it stopped on, or `None`

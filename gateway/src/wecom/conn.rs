@@ -52,13 +52,23 @@ impl Session {
     fn deliver_due(&mut self) {
         let now = self.now();
         for ev in self.merger.poll(now) {
-            (self.handler)(ev);
+            self.deliver(ev);
         }
     }
 
     fn deliver_all(&mut self) {
         for ev in self.merger.flush() {
+            self.deliver(ev);
+        }
+    }
+
+    /// Hands `ev` on, unless the bot's lease is gone: another gateway holds
+    /// the bot's socket now, and WeCom delivers there.
+    fn deliver(&self, ev: crate::event::MessageEvent) {
+        if self.inner.gate.is_open() {
             (self.handler)(ev);
+        } else {
+            tracing::info!(id = %ev.message_id, "wecom: the bot's lease is gone; frame left to the gateway that holds it");
         }
     }
 

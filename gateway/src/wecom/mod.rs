@@ -211,6 +211,9 @@ struct Ack {
 /// State shared by the adapter handle and the connection task.
 struct Inner {
     config: WecomConfig,
+    /// Whether this process holds the bot's socket (SPEC X8): frames read
+    /// after the lease is gone (a process woken from SIGSTOP) are dropped.
+    gate: crate::lease::LeaseGate,
     state: Mutex<WecomState>,
     /// The live connection's outgoing queue; `None` while not subscribed.
     out: Mutex<Option<mpsc::UnboundedSender<String>>>,
@@ -269,6 +272,7 @@ impl WecomAdapter {
         Self {
             inner: Arc::new(Inner {
                 config,
+                gate: crate::lease::LeaseGate::default(),
                 state: Mutex::new(WecomState::Idle),
                 out: Mutex::new(None),
                 pending: Mutex::new(HashMap::new()),
@@ -504,6 +508,15 @@ const MAX_FILE_BYTES: usize = 20 * 1024 * 1024;
 impl PlatformAdapter for WecomAdapter {
     fn platform(&self) -> &'static str {
         PLATFORM
+    }
+
+    /// The bot's id (`WECOM_BOT_ID`; not a secret).
+    fn bot_id(&self) -> String {
+        self.inner.config.bot_id.clone()
+    }
+
+    fn set_lease(&self, lease: Option<crate::lease::Held>) {
+        self.inner.gate.set(lease);
     }
 
     fn max_message_len(&self) -> usize {

@@ -40,6 +40,7 @@ use async_trait::async_trait;
 use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
 use crate::dedup::Dedup;
 use crate::event::{ChatType, MessageEvent, SessionSource};
+use crate::lease::LeaseGate;
 use crate::split::{LengthUnit, split_message};
 pub use api::{ApiError, Media, MessageFormat, QyApi};
 pub use config::{WecomCallbackConfig, WecomCallbackConfigError};
@@ -72,6 +73,8 @@ pub struct WecomCallbackAdapter {
 
 struct Inner {
     config: WecomCallbackConfig,
+    /// Whether this process serves the app's callbacks (SPEC X8).
+    gate: LeaseGate,
     endpoint: Endpoint,
     api: QyApi,
     server: tokio::sync::Mutex<Option<Server>>,
@@ -127,6 +130,7 @@ impl WecomCallbackAdapter {
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
+                gate: LeaseGate::default(),
                 endpoint,
                 api,
                 server: tokio::sync::Mutex::new(None),
@@ -207,6 +211,16 @@ impl Handler for Callbacks {
             }
             Err(e) => return Self::refused("callback", &e, peer),
         };
+        // Another gateway serves this app now (this one lost its lease, or
+        // was stopped and has just woken): not accepted here, so WeCom
+        // retries it — towards the gateway that serves it.
+        if !self.inner.gate.is_open() {
+            tracing::info!(msg_id = %message.msg_id, "wecom_callback: not serving this app (lease gone); 503");
+            return Reply {
+                status: 503,
+                body: "not serving".to_owned(),
+            };
+        }
         // WeCom retries a callback it got no answer to in time; the retry
         // carries the same MsgId (G7).
         if !lock(&self.seen).first_sighting(PLATFORM, &message.user_id, &message.msg_id, now_ms) {
@@ -239,6 +253,18 @@ impl Handler for Callbacks {
 impl PlatformAdapter for WecomCallbackAdapter {
     fn platform(&self) -> &'static str {
         PLATFORM
+    }
+
+    /// The app: corp id and agent id (public identifiers, not secrets).
+    fn bot_id(&self) -> String {
+        format!(
+            "{}:{}",
+            self.inner.config.corp_id, self.inner.config.agent_id
+        )
+    }
+
+    fn set_lease(&self, lease: Option<crate::lease::Held>) {
+        self.inner.gate.set(lease);
     }
 
     fn max_message_len(&self) -> usize {

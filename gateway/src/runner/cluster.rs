@@ -262,12 +262,7 @@ impl Inner {
                 }
             };
             match adapter.connect(Arc::clone(&handler)).await {
-                Ok(()) => {
-                    tracing::info!(platform, "adapter connected");
-                    if let Some(tx) = first.take() {
-                        let _ = tx.send(FirstAttempt::Connected);
-                    }
-                }
+                Ok(()) => tracing::info!(platform, "adapter connected"),
                 Err(e) => {
                     tracing::error!(platform, error = %e, "adapter failed to connect");
                     let message = e.to_string();
@@ -285,7 +280,11 @@ impl Inner {
                     continue;
                 }
             }
+            // Start-up is done when the users of killed turns were told.
             self.answer_taken_over(taken).await;
+            if let Some(tx) = first.take() {
+                let _ = tx.send(FirstAttempt::Connected);
+            }
             loop {
                 tokio::select! {
                     _ = held.invalidated() => break,

@@ -5,6 +5,7 @@
 
 mod config;
 mod context;
+mod database;
 mod extras;
 mod interactive;
 mod oneshot;

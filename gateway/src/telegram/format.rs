@@ -38,7 +38,9 @@ pub fn markdown_to_html(md: &str) -> String {
         let newline = if i > 0 { "\n" } else { "" };
         let trimmed = line.trim_start();
         if let Some(body) = code.as_mut() {
-            if trimmed.starts_with("```") {
+            // The splitter reads fences the same way (`split::is_fence_line`),
+            // so a piece it closed renders closed.
+            if crate::split::is_fence_line(line) {
                 push_pre(&mut out, &lang, &body.join("\n"));
                 code = None;
             } else {

@@ -413,7 +413,10 @@ mod tests {
             );
             let last = i + 1 == rendered.len();
             if !last || !open_after(false, text) {
-                assert!(!open_after(false, p), "piece {i} leaves a fence open: {p:?}");
+                assert!(
+                    !open_after(false, p),
+                    "piece {i} leaves a fence open: {p:?}"
+                );
             }
         }
         assert_eq!(rendered, split_message(text, limit, unit));

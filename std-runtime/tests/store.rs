@@ -264,6 +264,30 @@ fn a_failing_batch_stores_nothing() {
 }
 
 #[test]
+fn provider_token_counts_beyond_sqlite_range_do_not_fail_the_append() {
+    let mut store = Store::open_in_memory().unwrap();
+    let s = store.create_session(&NewSession::default()).unwrap();
+    let mut answer = assistant("the answer", 1);
+    answer.meta.usage = Some(Usage {
+        prompt_tokens: u64::MAX,
+        completion_tokens: 7,
+        total_tokens: u64::MAX,
+    });
+    store.append_messages(&s.id, &[answer]).unwrap();
+    let stored = store.load_transcript(&s.id).unwrap();
+    assert_eq!(stored[0].message.content(), Some("the answer"));
+    let max = i64::MAX.unsigned_abs();
+    assert_eq!(
+        stored[0].meta.usage,
+        Some(Usage {
+            prompt_tokens: max,
+            completion_tokens: 7,
+            total_tokens: max,
+        })
+    );
+}
+
+#[test]
 fn undo_drops_the_last_user_message_and_everything_after_it() {
     let clock = TestClock::at(T0);
     let mut store = Store::open_in_memory().unwrap().with_clock(clock.clone());

@@ -188,15 +188,9 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             tool_calls,
             tool_call_id,
             meta.reasoning,
-            usage
-                .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
-                .transpose()?,
-            usage
-                .map(|u| to_i64("completion_tokens", u.completion_tokens))
-                .transpose()?,
-            usage
-                .map(|u| to_i64("total_tokens", u.total_tokens))
-                .transpose()?,
+            usage.map(|u| saturating_i64(u.prompt_tokens)),
+            usage.map(|u| saturating_i64(u.completion_tokens)),
+            usage.map(|u| saturating_i64(u.total_tokens)),
             meta.finish_reason.as_ref().map(FinishReason::as_str),
             meta.interrupted,
             to_i64("timestamp_ms", meta.timestamp_ms)?,
@@ -301,6 +295,13 @@ pub(super) fn decode_message(
 /// Inverse of [`FinishReason::as_str`]. Unlike [`FinishReason::parse`] it does
 /// not fold the legacy `function_call` into `ToolCalls`, so a stored
 /// `Other("function_call")` comes back unchanged.
+/// Token counts are whatever the provider sent: one beyond what SQLite
+/// holds is stored as the largest it holds rather than failing the append
+/// (and losing the answer with it).
+fn saturating_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
 fn decode_finish_reason(s: &str) -> FinishReason {
     match s {
         "stop" => FinishReason::Stop,

@@ -12,6 +12,10 @@
 //! message (SPEC L6). It is passed beside the ledger on every call and the type
 //! system keeps it out of the stored transcript.
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;

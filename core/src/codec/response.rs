@@ -1,5 +1,9 @@
 //! Non-streaming bodies: a `chat.completion` object, or a provider error.
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;

@@ -38,6 +38,10 @@
 //! that chunk and of the fed bytes is dropped, and [`SseStatus::Stopped`] is
 //! returned. The accumulated text is then exactly the text the sink was shown.
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec;
@@ -140,7 +144,10 @@ impl fmt::Debug for SseDecoder {
             .field("events", &self.events)
             .field("content_len", &self.content.len())
             .field("tool_calls", &self.tools.len())
-            .field("pending_bytes", &(self.line.len() + self.data.len()))
+            .field(
+                "pending_bytes",
+                &self.line.len().saturating_add(self.data.len()),
+            )
             .finish()
     }
 }
@@ -241,7 +248,7 @@ impl SseDecoder {
             State::Done | State::Stopped => return Ok(()),
             State::Failed(e) => return Err(e.clone()),
         }
-        let pending_bytes = self.line.len() + self.data.len();
+        let pending_bytes = self.line.len().saturating_add(self.data.len());
         // The last line may lack its line end; the last event its blank line.
         // Whatever arrives here was never shown to a sink: a `NullSink`
         // cannot stop, and the text lands in the completion anyway.
@@ -333,7 +340,7 @@ impl SseDecoder {
         }
         while !bytes.is_empty() {
             let Some(pos) = fast::find_line_end(bytes) else {
-                if self.line.len() + bytes.len() > self.max_event_bytes {
+                if self.line.len().saturating_add(bytes.len()) > self.max_event_bytes {
                     return Err(self.too_large());
                 }
                 self.line.extend_from_slice(bytes);
@@ -359,7 +366,7 @@ impl SseDecoder {
                 }
                 self.process_line(head, sink)?
             } else {
-                if self.line.len() + head.len() > self.max_event_bytes {
+                if self.line.len().saturating_add(head.len()) > self.max_event_bytes {
                     return Err(self.too_large());
                 }
                 self.line.extend_from_slice(head);
@@ -400,7 +407,7 @@ impl SseDecoder {
         if self.raw_body {
             // `data` holds the lines so far, each with its `\n`: this is the
             // length of the body's lines joined, capped like an event.
-            if self.data.len() + line.len() > self.max_event_bytes {
+            if self.data.len().saturating_add(line.len()) > self.max_event_bytes {
                 return Err(self.too_large());
             }
             self.data.extend_from_slice(line);
@@ -433,7 +440,7 @@ impl SseDecoder {
                         self.data.push(b'\n');
                     }
                 }
-                if self.data.len() + value.len() > self.max_event_bytes {
+                if self.data.len().saturating_add(value.len()) > self.max_event_bytes {
                     return Err(self.too_large());
                 }
                 self.data.extend_from_slice(value);
@@ -496,7 +503,7 @@ impl SseDecoder {
         // Nearly every chunk carries one content delta and nothing else.
         let start = self.content.len();
         if fast::content_chunk(data, &mut self.content).is_some() {
-            self.events += 1;
+            self.events = self.events.saturating_add(1);
             let flow = match self.content.get(start..) {
                 Some(text) if !text.is_empty() => sink.on_text(text),
                 _ => sink.on_progress(),
@@ -516,7 +523,7 @@ impl SseDecoder {
         if chunk.error.is_some() {
             return Err(provider_error(data));
         }
-        self.events += 1;
+        self.events = self.events.saturating_add(1);
         let mut shown = false;
         if let Some(FirstChoice(Some(choice))) = chunk.choices {
             if let Some(delta) = choice.delta {

@@ -253,7 +253,7 @@ impl Api {
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) if e.retryable() => {
-                    failures += 1;
+                    failures = failures.saturating_add(1);
                     if failures >= self.retry.max_attempts.max(1) {
                         return Err(e);
                     }

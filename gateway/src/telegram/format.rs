@@ -14,6 +14,9 @@
 //! (markers are removed, escapes decode back), so a chunk already cut to 4096
 //! UTF-16 units stays within Telegram's limit after conversion.
 
+// Only byte offsets within one string here, no number from Telegram.
+#![allow(clippy::arithmetic_side_effects)]
+
 /// Escapes text for Telegram HTML (text nodes and attribute values).
 pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -170,7 +170,8 @@ pub(crate) fn translate(
     if text.starts_with('/') {
         let end = text.find(char::is_whitespace).unwrap_or(text.len());
         if let Some(at) = text[..end].find('@') {
-            let target = &text[at + 1..end];
+            // `@` is one byte: the name follows it.
+            let target = text[at..end].strip_prefix('@').unwrap_or_default();
             let ours = bot
                 .username
                 .as_deref()
@@ -280,7 +281,7 @@ fn mentions(msg: &Message, text: &str, bot: &BotIdentity) -> bool {
     let needle = format!("@{}", name.to_lowercase());
     let hay = text.to_lowercase();
     hay.match_indices(&needle).any(|(i, _)| {
-        let next = hay[i + needle.len()..].chars().next();
+        let next = hay[i..][needle.len()..].chars().next();
         !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
     })
 }

@@ -24,6 +24,11 @@
 //! answer empty polls at once; the loop then pauses
 //! [`TelegramConfig::empty_poll_pause`] between polls instead of spinning.
 
+// Numbers in this module tree come from Telegram (ids, offsets, error
+// codes, retry_after): arithmetic on them must be checked or saturating,
+// never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 mod api;
 mod check;
 pub mod format;
@@ -401,7 +406,8 @@ impl Inner {
     ) -> Option<AdapterError> {
         let mut offset = self.load_offset().await;
         let poll = Duration::from_secs(self.config.poll_timeout_s);
-        let http_timeout = poll + Duration::from_secs(15);
+        // A configured timeout is not bounded by the type: saturate.
+        let http_timeout = poll.saturating_add(Duration::from_secs(15));
         let mut failures = 0u32;
         loop {
             let mut body = json!({ "timeout": self.config.poll_timeout_s });
@@ -432,7 +438,7 @@ impl Inner {
                         }
                         offset = batch.next;
                     }
-                    let early = started.elapsed() < poll / 2 || poll.is_zero();
+                    let early = started.elapsed().saturating_mul(2) < poll || poll.is_zero();
                     (empty && early).then_some(self.config.empty_poll_pause)
                 }
                 Err(CallError::Api {

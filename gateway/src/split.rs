@@ -399,26 +399,10 @@ mod tests {
         }
     }
 
-    /// Every piece fits, the bodies rebuild the text, fences are balanced.
+    /// Every piece fits, the bodies rebuild the text, fences are balanced
+    /// (the checks of the `split_message` fuzz target).
     fn check(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
-        let pieces = split_pieces(text, limit, unit);
-        let bodies: String = pieces.iter().map(|p| p.body).collect();
-        assert_eq!(bodies, text);
-        let rendered: Vec<String> = pieces.iter().map(Piece::render).collect();
-        for (i, p) in rendered.iter().enumerate() {
-            assert!(
-                unit.measure(p) <= limit.max(MIN_LIMIT),
-                "piece {i} has {} units: {p:?}",
-                unit.measure(p)
-            );
-            let last = i + 1 == rendered.len();
-            if !last || !open_after(false, text) {
-                assert!(
-                    !open_after(false, p),
-                    "piece {i} leaves a fence open: {p:?}"
-                );
-            }
-        }
+        let rendered = crate::fuzz_entry::split_message_with(text, limit, unit);
         assert_eq!(rendered, split_message(text, limit, unit));
         rendered
     }

@@ -59,7 +59,7 @@ mod migrate;
 mod schema;
 mod search;
 mod sessions;
-mod tool_calls;
+pub(crate) mod tool_calls;
 mod transcript;
 
 pub use compaction::StoredCompaction;

@@ -242,7 +242,7 @@ impl SseDecoder {
 
     /// [`Self::finish`] without consuming the decoder, so the caller can still
     /// take the partial completion after an error.
-    fn finish_in_place(&mut self) -> Result<(), DecodeError> {
+    pub(crate) fn finish_in_place(&mut self) -> Result<(), DecodeError> {
         match &self.state {
             State::Streaming => {}
             State::Done | State::Stopped => return Ok(()),
@@ -514,7 +514,7 @@ impl SseDecoder {
     }
 
     /// The general path: any chunk serde can read.
-    fn apply_chunk_serde(
+    pub(crate) fn apply_chunk_serde(
         &mut self,
         data: &[u8],
         sink: &mut dyn StreamSink,

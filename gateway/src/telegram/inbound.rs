@@ -43,13 +43,13 @@ pub struct BotIdentity {
     pub username: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Update {
     #[serde(default)]
     pub message: Option<Message>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct User {
     pub id: i64,
     #[serde(default)]
@@ -62,7 +62,7 @@ pub(crate) struct User {
     pub username: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Chat {
     pub id: i64,
     #[serde(rename = "type")]
@@ -71,7 +71,7 @@ pub(crate) struct Chat {
     pub is_forum: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Entity {
     #[serde(rename = "type")]
     pub kind: String,
@@ -79,19 +79,19 @@ pub(crate) struct Entity {
     pub user: Option<User>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Document {
     #[serde(default)]
     pub file_name: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Sticker {
     #[serde(default)]
     pub emoji: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Message {
     pub message_id: i64,
     #[serde(default)]

@@ -47,10 +47,12 @@ use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
+pub(crate) use api::read_answer;
 use api::{Api, CallError, PLATFORM};
 pub use check::check_env;
+use inbound::Recent;
 pub use inbound::{BotIdentity, GroupPolicy};
-use inbound::{Recent, Update, translate};
+pub(crate) use inbound::{Update, translate};
 pub use offsets::{MemoryOffsets, OffsetStore};
 pub use store_offsets::{OFFSET_KEY, StoreOffsets};
 

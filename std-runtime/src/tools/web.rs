@@ -36,7 +36,7 @@ pub struct WebFetchTool {
 }
 
 #[derive(Deserialize)]
-struct FetchArgs {
+pub(super) struct FetchArgs {
     url: String,
     #[serde(default)]
     max_bytes: Option<usize>,
@@ -304,7 +304,7 @@ pub fn html_to_text(html: &str) -> String {
 }
 
 /// [`html_to_text`], and how many bytes the tag scans looked at.
-fn reduce(html: &str) -> (String, usize) {
+pub(crate) fn reduce(html: &str) -> (String, usize) {
     let lower = html.to_ascii_lowercase();
     let mut tags = TagEnds::new(html);
     let mut out = String::with_capacity(html.len() / 2);

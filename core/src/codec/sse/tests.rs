@@ -9,30 +9,10 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// The fast path must agree with the serde path whenever it accepts.
+/// The fast path must agree with the serde path whenever it accepts (the
+/// same check the `sse_fast_path` fuzz target makes).
 fn check_fast_path(data: &[u8]) -> bool {
-    let mut out = String::from("pre");
-    match fast::content_chunk(data, &mut out) {
-        Some(()) => {
-            let mut slow = SseDecoder::new();
-            let status = slow.apply_chunk_serde(data, &mut NullSink);
-            assert!(
-                status.is_ok(),
-                "fast path accepted what serde rejects: {}",
-                String::from_utf8_lossy(data)
-            );
-            assert_eq!(slow.content, out.get(3..).unwrap());
-            assert!(slow.reasoning.is_empty());
-            assert!(slow.tools.is_empty());
-            assert_eq!(slow.finish_reason, None);
-            assert_eq!(slow.usage, None);
-            true
-        }
-        None => {
-            assert_eq!(out, "pre", "a declined chunk left text behind");
-            false
-        }
-    }
+    crate::fuzz_entry::sse_fast_path(data)
 }
 
 #[test]

@@ -255,64 +255,17 @@ impl FinishReason {
 }
 
 /// Token counts reported by the provider.
-///
-/// Usage is advisory, so a count that is not a non-negative integer
-/// (negative, fractional, `null`, a string) reads as 0 instead of failing
-/// the whole answer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens in the prompt (system prompt + messages + tools).
-    #[serde(default, deserialize_with = "lenient_count")]
+    #[serde(default)]
     pub prompt_tokens: u64,
     /// Tokens the model generated.
-    #[serde(default, deserialize_with = "lenient_count")]
+    #[serde(default)]
     pub completion_tokens: u64,
     /// The provider's total (usually the sum of the two).
-    #[serde(default, deserialize_with = "lenient_count")]
+    #[serde(default)]
     pub total_tokens: u64,
-}
-
-/// A token count as a provider may send it (see [`Usage`]).
-fn lenient_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    use serde::de::{self, IgnoredAny, MapAccess, SeqAccess};
-    struct Count;
-    impl<'de> de::Visitor<'de> for Count {
-        type Value = u64;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a token count")
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-            Ok(v)
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-            Ok(u64::try_from(v).unwrap_or(0))
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
-            // `as` saturates; NaN and negatives are "no count".
-            Ok(if v > 0.0 { v as u64 } else { 0 })
-        }
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<u64, E> {
-            Ok(0)
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
-            Ok(v.trim().parse().unwrap_or(0))
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
-            Ok(0)
-        }
-        fn visit_none<E: de::Error>(self) -> Result<u64, E> {
-            Ok(0)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
-            Ok(0)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-            Ok(0)
-        }
-    }
-    deserializer.deserialize_any(Count)
 }
 
 impl Usage {
@@ -443,27 +396,5 @@ mod tests {
                 total_tokens: u64::MAX,
             }
         );
-    }
-
-    #[test]
-    fn malformed_usage_counts_read_as_zero_instead_of_failing_the_answer() {
-        let usage: Usage = serde_json::from_str(
-            r#"{"prompt_tokens":-3,"completion_tokens":null,"total_tokens":12.7,"extra":1}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            usage,
-            Usage {
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                total_tokens: 12,
-            }
-        );
-        let usage: Usage = serde_json::from_str(
-            r#"{"prompt_tokens":"7","completion_tokens":[1],"total_tokens":{}}"#,
-        )
-        .unwrap();
-        assert_eq!(usage.prompt_tokens, 7);
-        assert_eq!(usage.completion_tokens + usage.total_tokens, 0);
     }
 }

@@ -136,7 +136,7 @@ impl Piece<'_> {
 /// [`split_message`] before rendering: what each piece adds to its slice.
 ///
 /// Guarantees (checked by the `split_message` fuzz target and its proptest,
-/// through [`crate::fuzz_entry::split_message`]): every rendered piece fits
+/// through `crate::fuzz_entry::split_message`): every rendered piece fits
 /// `limit.max(MIN_LIMIT)` (and `limit` itself, when the text has no
 /// ```` ``` ```` and `limit` holds any character); the bodies concatenate to
 /// `text`; every rendered piece has its fences closed, except the last one

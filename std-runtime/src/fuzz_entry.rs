@@ -37,6 +37,11 @@ pub fn retry_after(data: &[u8]) {
     }
     if let Some(at) = parse_http_date(value) {
         let canonical = imf_fixdate(at);
+        // A leap second on the last day of 9999 lands in year 10000, which
+        // the parser (rightly) does not read: nothing to read back.
+        if canonical.contains(" 10000 ") {
+            return;
+        }
         assert_eq!(
             parse_http_date(&canonical),
             Some(at),

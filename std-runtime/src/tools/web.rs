@@ -320,6 +320,20 @@ pub(crate) fn reduce(html: &str) -> (String, usize) {
             continue;
         }
         if rest.starts_with('<') {
+            // Only `<name`, `</name`, `<!…` and `<?…` can open a tag; any
+            // other `<` is text, decided before scanning for its `>` (a `>`
+            // found and then rejected would be scanned for again from the
+            // next `<`: quadratic on `<<<<…>`).
+            let after = &lower[i + 1..];
+            let could_open = after
+                .trim_start_matches('/')
+                .starts_with(|c: char| c.is_ascii_alphanumeric())
+                || after.starts_with(['!', '?']);
+            if !could_open {
+                out.push_str("&lt;");
+                i += 1;
+                continue;
+            }
             let Some(end) = tags.find(i) else {
                 out.push_str("&lt;");
                 i += 1;
@@ -590,6 +604,10 @@ mod tests {
             "a<b".repeat(7_000),
             "<a x=\"".repeat(3_000) + ">",
             "<'\"".repeat(7_000),
+            // Found by fuzzing: a `>` that is found but does not end a tag.
+            "<".repeat(20_000) + ">",
+            "</".repeat(10_000) + ">",
+            "< a".repeat(7_000) + ">",
         ] {
             let (_, steps) = reduce(&page);
             assert!(

@@ -472,17 +472,23 @@ impl<'a> TagEnds<'a> {
     /// Index of the `>` closing the tag that starts at `start`.
     fn find(&mut self, start: usize) -> Option<usize> {
         let from = start.saturating_add(1);
+        let tail = self.bytes.get(from..).unwrap_or(&[]);
+        // Until a scan has failed there is nothing to look up.
+        let check_dead = !self.dead.is_empty();
         let mut state = 0u8;
-        for (k, &b) in self.bytes.iter().enumerate().skip(from) {
-            self.steps = self.steps.saturating_add(1);
-            if self.is_dead(k, state) {
+        let mut looked = tail.len();
+        for (offset, &b) in tail.iter().enumerate() {
+            if check_dead && self.is_dead(from + offset, state) {
+                looked = offset + 1;
                 break;
             }
             if state == 0 && b == b'>' {
-                return Some(k);
+                self.steps = self.steps.saturating_add(offset + 1);
+                return Some(from + offset);
             }
             state = Self::step(state, b);
         }
+        self.steps = self.steps.saturating_add(looked);
         // No end: remember every state this scan passed through.
         if self.dead.is_empty() {
             self.dead = vec![0; self.bytes.len()];

@@ -5,9 +5,10 @@
 //! when one of the parser's promises breaks; the fuzzer, the proptests and
 //! the committed crash inputs all drive these same functions.
 //!
-//! The WeCom callback adapter (XML + message crypto) gets its entry here,
-//! `wecom_callback`, next to [`wecom_frame`]; its fuzz target is
-//! `fuzz/fuzz_targets/wecom_callback.rs`.
+//! The WeCom callback adapter (XML + message crypto) has its own entries in
+//! `wecom_callback::endpoint` (they must never panic); they are re-exported
+//! here as [`wecom_callback_body`], [`wecom_decrypt`] and
+//! [`wecom_message_xml`] so every target calls into this module.
 
 use crate::command::{Command, parse_command};
 use crate::split::{LengthUnit, MIN_LIMIT, Piece, is_fence_line, split_pieces};
@@ -93,6 +94,12 @@ pub fn command(data: &[u8]) {
     }
     assert_eq!(parse_command(&format!(" \t{text}")), parsed);
 }
+
+#[cfg(feature = "wecom_callback")]
+pub use crate::wecom_callback::{
+    fuzz_callback_body as wecom_callback_body, fuzz_decrypt as wecom_decrypt,
+    fuzz_message_xml as wecom_message_xml,
+};
 
 #[cfg(feature = "telegram")]
 pub use telegram::{telegram_format, telegram_updates};

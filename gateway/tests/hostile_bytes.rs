@@ -48,8 +48,12 @@ fn committed_fuzz_inputs_still_pass() {
         replay("wecom_frame", fuzz_entry::wecom_frame);
         replay("wecom_merge", fuzz_entry::wecom_merge);
     }
-    // The WeCom callback adapter (XML + crypto) replays its inputs here:
-    // replay("wecom_callback", fuzz_entry::wecom_callback);
+    #[cfg(feature = "wecom_callback")]
+    {
+        replay("wecom_callback_body", fuzz_entry::wecom_callback_body);
+        replay("wecom_decrypt", fuzz_entry::wecom_decrypt);
+        replay("wecom_message_xml", fuzz_entry::wecom_message_xml);
+    }
 }
 
 /// Reply text: words, fences (with and without language tags, indented,

@@ -136,7 +136,10 @@ fn malformed(e: quick_xml::DeError) -> XmlError {
     // quick-xml's messages can quote input; keep them short for the log.
     let mut s = e.to_string();
     if s.len() > 200 {
-        let end = (0..=200).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        let end = (0..=200)
+            .rev()
+            .find(|&i| s.is_char_boundary(i))
+            .unwrap_or(0);
         s.truncate(end);
     }
     XmlError::Malformed(s)

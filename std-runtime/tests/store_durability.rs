@@ -11,6 +11,12 @@
 //! in the middle of the full-text index catching up; after each round the
 //! index, once caught up, must match the messages exactly.
 //!
+//! The child may be another build of this same test: with
+//! `HERMES_STORE_DURABILITY_CHILD="qemu-aarch64-static -L /usr/aarch64-linux-gnu
+//! target/aarch64-unknown-linux-gnu/release/deps/store_durability-…"` the
+//! appends run cross-built under qemu-user while this process checks the file
+//! with the host's SQLite (`.ci/cross` does this for each board target).
+//!
 //! A process kill leaves the kernel's page cache intact, so this proves
 //! transactional atomicity and commit-before-acknowledge ordering, not
 //! survival of a power cut (that is what `synchronous = FULL` is for).
@@ -31,6 +37,8 @@ const TEST_NAME: &str = "acknowledged_appends_survive_sigkill";
 const CHILD_DB: &str = "HERMES_STORE_DURABILITY_DB";
 const CHILD_SESSION: &str = "HERMES_STORE_DURABILITY_SESSION";
 const CHILD_ROUND: &str = "HERMES_STORE_DURABILITY_ROUND";
+/// A command line that runs the child instead of this executable.
+const CHILD_COMMAND: &str = "HERMES_STORE_DURABILITY_CHILD";
 const ROUNDS: u32 = 20;
 /// The child stops by itself after this many batches if nobody kills it.
 const CHILD_MAX_BATCHES: u32 = 20_000;
@@ -49,7 +57,13 @@ fn acknowledged_appends_survive_sigkill() {
         .create_session(&NewSession::default())
         .unwrap()
         .id;
-    let exe = std::env::current_exe().unwrap();
+    let child_command: Vec<String> = match std::env::var(CHILD_COMMAND) {
+        Ok(line) => line.split_whitespace().map(str::to_owned).collect(),
+        Err(_) => vec![std::env::current_exe().unwrap().display().to_string()],
+    };
+    let (program, program_args) = child_command
+        .split_first()
+        .unwrap_or_else(|| panic!("{CHILD_COMMAND} is empty"));
     let mut rng = rand::rng();
     // (round, batch) -> batch size, for every acknowledged batch so far.
     let mut acked: BTreeMap<(u32, u32), u32> = BTreeMap::new();
@@ -57,7 +71,8 @@ fn acknowledged_appends_survive_sigkill() {
 
     for round in 0..ROUNDS {
         let stderr_path = dir.path().join(format!("child-{round}.stderr"));
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(program)
+            .args(program_args)
             .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_DB, &db)
             .env(CHILD_SESSION, &session)

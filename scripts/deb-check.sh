@@ -13,10 +13,12 @@
 # 3. `systemd-analyze verify --root=SCRATCH` on the installed unit.
 # 4. Starts the service's own command lines (ExecStartPre, ExecStart, read
 #    from the installed unit) with the unit's environment and EnvironmentFile,
-#    as the unit's user id, against a loopback Telegram stub: the gateway must
-#    pass its check, poll getUpdates, and stop cleanly on SIGTERM. Foreign
+#    as the unit's user id: unconfigured, the check must refuse and say why;
+#    with a bot token for a loopback Telegram stub, the gateway must pass its
+#    check, poll getUpdates, and stop cleanly on SIGTERM. Foreign
 #    architectures run under qemu-user. (PID 1 here is not systemd, so this
 #    is the unit's commands and credentials, not systemd's sandboxing.)
+# 5. `dpkg --purge`: the program and the conffiles go, the sessions stay.
 set -euo pipefail
 deb=$(realpath "$1")
 fail() { echo "deb-check: $deb: $*" >&2; exit 1; }
@@ -125,20 +127,17 @@ stub_pid=$!
 for _ in $(seq 100); do [ -s "$root/stub.port" ] && break; sleep 0.1; done
 [ -s "$root/stub.port" ] || fail "the Telegram stub did not start: $(cat "$root/stub.err")"
 port=$(cat "$root/stub.port")
-cat >>"$root/etc/hermes/gateway.env" <<EOF
-TELEGRAM_BOT_TOKEN=123456:deb-check
-TELEGRAM_API_URL=http://127.0.0.1:$port
-TELEGRAM_ALLOWED_USERS=42
-EOF
 
 # The unit's environment: Environment=, then EnvironmentFile= (read as root).
-service_env=(env -i PATH=/usr/bin:/bin "$(key Environment)")
-while IFS= read -r line; do
-  case $line in '' | '#'*) continue ;; esac
-  service_env+=("$line")
-done <"$root$(key EnvironmentFile)"
-# The installed paths, seen from outside the scratch root.
-service_env=("${service_env[@]//=\/var\/lib\/hermes/=$root/var/lib/hermes}")
+unit_env() {
+  service_env=(env -i PATH=/usr/bin:/bin "$(key Environment)")
+  while IFS= read -r line; do
+    case $line in '' | '#'*) continue ;; esac
+    service_env+=("$line")
+  done <"$root$(key EnvironmentFile)"
+  # The installed paths, seen from outside the scratch root.
+  service_env=("${service_env[@]//=\/var\/lib\/hermes/=$root/var/lib/hermes}")
+}
 as_service() {
   setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "${service_env[@]}" "$@"
 }
@@ -149,6 +148,21 @@ cmdline() {
   echo "$c"
 }
 cd "$root/var/lib/hermes" # WorkingDirectory=
+
+# As installed (nothing configured), the service refuses to start and says why.
+unit_env
+# shellcheck disable=SC2046
+if check_out=$(as_service "${runner[@]}" $(cmdline ExecStartPre) 2>&1); then
+  fail "ExecStartPre accepted an unconfigured gateway: $check_out"
+fi
+grep -q "no platform is enabled" <<<"$check_out" || fail "unhelpful refusal: $check_out"
+
+cat >>"$root/etc/hermes/gateway.env" <<EOF
+TELEGRAM_BOT_TOKEN=123456:deb-check
+TELEGRAM_API_URL=http://127.0.0.1:$port
+TELEGRAM_ALLOWED_USERS=42
+EOF
+unit_env
 # shellcheck disable=SC2046 # the unit's command line, split like systemd does for these simple ones
 check_out=$(as_service "${runner[@]}" $(cmdline ExecStartPre) 2>&1) ||
   fail "ExecStartPre failed: $check_out"
@@ -175,4 +189,11 @@ wait "$gateway_pid" && rc=0 || rc=$?
 gateway_pid=
 [ "$rc" = 0 ] || fail "the gateway exited with $rc on SIGTERM: $(cat "$root/gateway.log")"
 
-echo "deb-check: $(basename "$deb"): installed, verified, started and stopped ($arch${runner:+, under ${runner[0]}})"
+# --- 5. removal keeps the users' sessions ----------------------------------------
+dpkg --root="$root" --force-script-chrootless --purge hermes >>"$root/dpkg.log" 2>&1 ||
+  { cat "$root/dpkg.log" >&2; fail "dpkg --purge failed"; }
+[ ! -e "$root/usr/bin/hermes" ] || fail "purge left /usr/bin/hermes"
+[ ! -e "$root/etc/hermes/gateway.env" ] || fail "purge left the secrets file"
+[ -f "$root/var/lib/hermes/state.db" ] || fail "purge deleted the sessions in /var/lib/hermes"
+
+echo "deb-check: $(basename "$deb"): installed, verified, refused unconfigured, started, stopped, purged ($arch${runner:+, under ${runner[0]}})"

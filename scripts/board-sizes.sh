@@ -9,7 +9,8 @@
 #
 # Output lines (fields separated by tabs):
 #   hermes   <target>  bytes=<stripped file size>  glibc=<newest GLIBC_ symbol version needed>
-#   rss      <target>  kib=<max resident set size>  (rss mode)
+#   rss      <target>  kib=<max resident set size>  exit=<status>  (rss mode; under
+#            qemu-user this is qemu's RSS: guest memory + qemu + its translation cache)
 #   firmware <target>  flash=<text+data bytes>  ram=<data+bss bytes>  (static; stack comes on top)
 # Reads existing build outputs only; build them first (.ci/cross does).
 set -euo pipefail
@@ -70,7 +71,8 @@ if [ "$mode" = rss ]; then
       # shellcheck disable=SC2046 # the runner is a command line
       HERMES_HOME=$home/h HERMES_BASE_URL=$(cat "$home/url") HERMES_MODEL=fake \
         /usr/bin/time -v $(runner "$t") "$f" -Q -z "do 20 things" --toolsets todo \
-        2>&1 >/dev/null | awk -v t="$t" '/Maximum resident/ { printf "rss\t%s\tkib=%d\n", t, $NF }'
+        2>&1 >/dev/null | awk -v t="$t" '/Maximum resident/ { kib = $NF } /Exit status/ { status = $NF }
+          END { printf "rss\t%s\tkib=%d\texit=%s\n", t, kib, status; exit status != 0 }'
     done
   done
 fi

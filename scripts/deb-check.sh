@@ -70,6 +70,8 @@ IFS=: read -r _ _ uid gid _ home shell <<<"$user"
 [ "$shell" = /usr/sbin/nologin ] || fail "hermes shell is $shell"
 grep -q "^hermes:x:$gid:" "$root/etc/group" || fail "no hermes group $gid"
 [ "$(mode /var/lib/hermes)" = "750 $uid $gid" ] || fail "/var/lib/hermes: $(mode /var/lib/hermes)"
+[ "$(mode /var/lib/hermes/workspace)" = "750 $uid $gid" ] ||
+  fail "/var/lib/hermes/workspace: $(mode /var/lib/hermes/workspace)"
 [ "$(readlink "$root/var/lib/hermes/config.toml")" = ../../../etc/hermes/config.toml ] ||
   fail "/var/lib/hermes/config.toml is not the link to /etc/hermes/config.toml"
 conffiles=$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Conffiles}' hermes)
@@ -147,7 +149,8 @@ cmdline() {
   c=${c/#\/usr\/bin\/hermes/$root/usr/bin/hermes}
   echo "$c"
 }
-cd "$root/var/lib/hermes" # WorkingDirectory=
+[ "$(key WorkingDirectory)" = /var/lib/hermes/workspace ] || fail "unexpected WorkingDirectory"
+cd "$root/var/lib/hermes/workspace" # WorkingDirectory=
 
 # As installed (nothing configured), the service refuses to start and says why.
 unit_env

@@ -139,6 +139,12 @@ unit_env() {
   done <"$root$(key EnvironmentFile)"
   # The installed paths, seen from outside the scratch root.
   service_env=("${service_env[@]//=\/var\/lib\/hermes/=$root/var/lib/hermes}")
+  # qemu-user does not emulate Landlock, and the gateway refuses to serve an
+  # unconfined terminal: under emulation the terminal is left out (natively
+  # the default toolsets run, sandbox included).
+  if [ ${#runner[@]} -gt 0 ]; then
+    service_env+=(HERMES_TOOLSETS=file,web,memory,todo,delegate)
+  fi
 }
 as_service() {
   setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "${service_env[@]}" "$@"

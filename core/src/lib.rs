@@ -30,6 +30,8 @@ pub mod budget;
 pub mod clock;
 pub mod codec;
 pub mod context;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod interrupt;
 pub mod message;
 pub mod model;

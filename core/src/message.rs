@@ -12,6 +12,10 @@
 //! message (SPEC L6). It is passed beside the ledger on every call and the type
 //! system keeps it out of the stored transcript.
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -265,11 +269,15 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Adds another call's usage to this running total.
+    /// Adds another call's usage to this running total. The counts are
+    /// whatever the provider sent, so the sums saturate instead of
+    /// overflowing.
     pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.total_tokens += other.total_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
     }
 }
 
@@ -358,5 +366,35 @@ impl LedgerEntry {
 impl From<Message> for LedgerEntry {
     fn from(message: Message) -> Self {
         LedgerEntry::new(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn usage_totals_of_provider_counts_saturate_instead_of_overflowing() {
+        // Found by reading the fuzzed paths: `+=` on provider-sent counts
+        // panicked in debug builds and wrapped in release ones.
+        let mut total = Usage {
+            prompt_tokens: u64::MAX - 1,
+            completion_tokens: 5,
+            total_tokens: u64::MAX,
+        };
+        total.add(&Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            total_tokens: 1,
+        });
+        assert_eq!(
+            total,
+            Usage {
+                prompt_tokens: u64::MAX,
+                completion_tokens: 10,
+                total_tokens: u64::MAX,
+            }
+        );
     }
 }

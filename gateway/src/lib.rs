@@ -15,6 +15,8 @@ pub mod command;
 pub mod config;
 pub mod dedup;
 pub mod event;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod inbox;
 pub mod lease;
 pub mod lock;

@@ -573,3 +573,30 @@ async fn update_id_at_i64_max_does_not_overflow() {
         .expect("the adapter still works");
     adapter.disconnect().await;
 }
+
+#[tokio::test]
+async fn a_huge_retry_after_on_get_updates_does_not_stop_polling_for_good() {
+    // Found by reading the poll loop: its 429 wait was the server's number
+    // uncapped, so `retry_after: u64::MAX` stopped polling for good.
+    let fake = Fake::start(true).await;
+    fake.script(
+        "getUpdates",
+        429,
+        json!({"ok": false, "error_code": 429, "description": "Too Many Requests",
+               "parameters": {"retry_after": u64::MAX}}),
+    );
+    fake.push_update(dm(1, 11, "after the wait"));
+    let mut config = config(&fake);
+    config.retry.max_retry_after = Duration::from_millis(300);
+    let adapter = TelegramAdapter::new(config, Arc::new(MemoryOffsets::new())).unwrap();
+    let (handler, mut rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    assert_eq!(next_event(&mut rx).await.text, "after the wait");
+    let polls = fake.requests("getUpdates");
+    assert!(polls.len() >= 2, "{polls:?}");
+    assert!(
+        polls[1].at.duration_since(polls[0].at) >= Duration::from_millis(300),
+        "the capped wait is still honoured"
+    );
+    adapter.disconnect().await;
+}

@@ -726,3 +726,36 @@ async fn the_secret_never_reaches_the_log() {
     assert!(all.contains("connection lost"), "{all}");
     assert!(!all.contains(SECRET), "the secret was logged:\n{all}");
 }
+
+#[tokio::test]
+async fn an_oversized_frame_ends_the_connection_instead_of_being_buffered() {
+    // Found by reading the connection setup: tungstenite's defaults let a
+    // server send 64 MiB messages, all buffered before parsing.
+    let (fake, adapter, mut rx) = connected(Behaviour::default(), |c| WecomConfig {
+        reconnect_base: Duration::from_millis(50),
+        ..c
+    })
+    .await;
+    fake.push_text("cb-big", "m-big", DM, &"x".repeat(2 * 1024 * 1024));
+    fake.wait_until("a second connection's subscribe", |r| {
+        r.iter().any(|f| f.conn == 1 && f.cmd == "aibot_subscribe")
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while adapter.state() != WecomState::Connected {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            adapter.state()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fake.push_text("cb-small", "m-small", DM, "a normal message");
+    let ev = next_event(&mut rx).await;
+    assert_eq!(
+        ev.text, "a normal message",
+        "the oversized one was not delivered"
+    );
+    adapter.disconnect().await;
+    fake.assert_clean();
+}

@@ -76,8 +76,8 @@ use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKi
 use ureq::http::{HeaderName, HeaderValue};
 
 use failure::{
-    AttemptResult, Failure, decode_failure, helper_gone, html_answer, looks_like_html,
-    status_failure, transport_failure,
+    AttemptResult, Failure, body_too_large, decode_failure, helper_gone, html_answer,
+    looks_like_html, status_failure, transport_failure,
 };
 pub use options::{ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 use pump::{
@@ -85,8 +85,10 @@ use pump::{
     wait_head,
 };
 
-/// Cap on a non-streaming body. ureq's own default (10 MB) is too low for a
-/// long answer with big tool arguments; 64 MiB still stops a runaway server.
+/// Cap on a response body, streamed or not. ureq's own default (10 MB) is
+/// too low for a long answer with big tool arguments; 64 MiB still stops a
+/// runaway server (a stream's lines and events have their own, smaller cap
+/// in the decoder; this one bounds the whole answer).
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Cap on an error body kept for the message (only its text matters).
@@ -385,14 +387,8 @@ impl OpenAiClient {
             until = None;
             match next {
                 Next::Event(Event::Data(chunk)) => {
-                    if bytes.len() + chunk.len() > MAX_BODY_BYTES {
-                        return Err(Failure::fatal(ModelError::new(
-                            ModelErrorKind::Protocol,
-                            format!(
-                                "the response from {url} exceeds {} MiB",
-                                MAX_BODY_BYTES >> 20
-                            ),
-                        )));
+                    if chunk.len() > MAX_BODY_BYTES.saturating_sub(bytes.len()) {
+                        return Err(body_too_large(url, MAX_BODY_BYTES));
                     }
                     bytes.extend_from_slice(&chunk);
                 }
@@ -518,6 +514,7 @@ impl OpenAiClient {
         // that only the idle read timeout applies.
         let mut until = Some(deadline);
         let mut first = true;
+        let mut received = 0usize;
         loop {
             let next = next_event_by(&rx, &mut tracker, until);
             until = None;
@@ -528,8 +525,17 @@ impl OpenAiClient {
                 return Err(html_answer(url, head.status, chunk));
             }
             match next {
+                Next::Event(Event::Data(chunk))
+                    if chunk.len() > MAX_BODY_BYTES.saturating_sub(received) =>
+                {
+                    let mut failure = body_too_large(url, MAX_BODY_BYTES);
+                    if tracker.shown {
+                        failure.error.partial_text = decoder.partial().content;
+                    }
+                    return Err(failure);
+                }
                 Next::Event(Event::Data(chunk)) => match decoder.feed(&chunk, &mut tracker) {
-                    Ok(SseStatus::NeedMore) => {}
+                    Ok(SseStatus::NeedMore) => received += chunk.len(),
                     Ok(SseStatus::Done) => {
                         wait_for_end(&rx);
                         return decoder

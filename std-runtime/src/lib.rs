@@ -22,6 +22,8 @@ pub mod bridge;
 pub mod client;
 pub mod config;
 pub mod context;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod persist;
 pub mod prompt;
 pub mod store;

@@ -90,7 +90,7 @@ mod lease;
 mod postgres;
 mod records;
 mod sqlite;
-mod tool_calls;
+pub(crate) mod tool_calls;
 
 pub use backend::{BackendKind, Location};
 pub use error::StoreError;

@@ -289,6 +289,29 @@ fn retry_after_is_capped() {
 }
 
 #[test]
+fn a_runaway_stream_is_cut_off_at_the_body_cap_and_keeps_the_shown_text() {
+    // Found while capping every body read from the network: a stream was
+    // bounded per line and event, but not in total, so a server that keeps
+    // sending (keep-alives, or text) kept the client reading for ever.
+    let keep_alive = format!(": {}\n", "k".repeat(64 * 1024 - 3));
+    let server = ScriptedServer::openai(
+        None,
+        vec![Reply::stream(vec![
+            Step::data(chunk_json(serde_json::json!({"content": "Runaway"}), None)),
+            Step::Repeat(keep_alive, 1100),
+            Step::done(),
+        ])],
+    );
+    let client = OpenAiClient::new(options(server.base_url(), None)).unwrap();
+    let sink = RecordingSink::default();
+    let err = ask_guarded(client, sink.clone()).unwrap_err();
+    assert_eq!(err.kind, ModelErrorKind::Protocol, "{err:?}");
+    assert!(err.message.contains("exceeds 64 MiB"), "{}", err.message);
+    assert_eq!(err.partial_text.as_deref(), Some("Runaway"));
+    assert_eq!(server.request_count(), 1, "not retried");
+}
+
+#[test]
 fn a_stream_dropped_after_text_is_not_retried_and_keeps_the_partial_text() {
     let server = ScriptedServer::openai(
         None,

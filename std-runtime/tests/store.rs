@@ -261,6 +261,29 @@ fn a_failing_batch_stores_nothing(db: Db) {
     assert_eq!(store.load_transcript(&s.id).unwrap().len(), 2);
 }
 
+fn provider_token_counts_beyond_the_database_range_do_not_fail_the_append(db: Db) {
+    let mut store = db.open();
+    let s = store.create_session(&NewSession::default()).unwrap();
+    let mut answer = assistant("the answer", 1);
+    answer.meta.usage = Some(Usage {
+        prompt_tokens: u64::MAX,
+        completion_tokens: 7,
+        total_tokens: u64::MAX,
+    });
+    store.append_messages(&s.id, &[answer]).unwrap();
+    let stored = store.load_transcript(&s.id).unwrap();
+    assert_eq!(stored[0].message.content(), Some("the answer"));
+    let max = i64::MAX.unsigned_abs();
+    assert_eq!(
+        stored[0].meta.usage,
+        Some(Usage {
+            prompt_tokens: max,
+            completion_tokens: 7,
+            total_tokens: max,
+        })
+    );
+}
+
 fn undo_drops_the_last_user_message_and_everything_after_it(db: Db) {
     let clock = TestClock::at(T0);
     let mut store = db.open().with_clock(clock.clone());
@@ -1272,6 +1295,7 @@ both!(
     session_fields_are_stored_and_updated,
     unknown_sessions_are_a_typed_error_and_change_nothing,
     a_failing_batch_stores_nothing,
+    provider_token_counts_beyond_the_database_range_do_not_fail_the_append,
     undo_drops_the_last_user_message_and_everything_after_it,
     replacing_a_transcript_is_atomic_and_reindexes_search,
     reset_ends_the_active_session_and_starts_a_new_one,

@@ -23,7 +23,7 @@ const MAX_DEPTH: u32 = 100;
 
 /// Appends the content of a content-only chunk to `out`. `Some(())` when the
 /// chunk was handled (the appended text may be empty), `None` to decline.
-pub(super) fn content_chunk(data: &[u8], out: &mut String) -> Option<()> {
+pub(crate) fn content_chunk(data: &[u8], out: &mut String) -> Option<()> {
     let start = out.len();
     let result = core::str::from_utf8(data).ok().and_then(|s| {
         let mut cur = Cursor { s, b: data, i: 0 };

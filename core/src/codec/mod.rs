@@ -28,7 +28,7 @@ use alloc::string::String;
 
 use crate::model::Completion;
 
-mod fast;
+pub(crate) mod fast;
 pub mod request;
 pub mod response;
 pub mod sse;

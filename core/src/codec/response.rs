@@ -1,5 +1,9 @@
 //! Non-streaming bodies: a `chat.completion` object, or a provider error.
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -30,7 +34,14 @@ pub fn decode_response(body: &[u8]) -> Result<Completion, DecodeError> {
         .and_then(|c| c.into_iter().next())
         .ok_or(DecodeError::NoChoices)?;
     let message = choice.message.unwrap_or_default();
-    let content = message.content.or(message.refusal).map(Cow::into_owned);
+    // Empty text is no text, as in a stream: the same body then gives the
+    // same completion whether it arrived as JSON or where a stream was
+    // expected (found by the `response_body` fuzz target).
+    let content = message
+        .content
+        .filter(|c| !c.is_empty())
+        .or(message.refusal.filter(|r| !r.is_empty()))
+        .map(Cow::into_owned);
     let reasoning = message
         .reasoning_content
         .or(message.reasoning)

@@ -38,6 +38,10 @@
 //! that chunk and of the fed bytes is dropped, and [`SseStatus::Stopped`] is
 //! returned. The accumulated text is then exactly the text the sink was shown.
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec;
@@ -140,7 +144,10 @@ impl fmt::Debug for SseDecoder {
             .field("events", &self.events)
             .field("content_len", &self.content.len())
             .field("tool_calls", &self.tools.len())
-            .field("pending_bytes", &(self.line.len() + self.data.len()))
+            .field(
+                "pending_bytes",
+                &self.line.len().saturating_add(self.data.len()),
+            )
             .finish()
     }
 }
@@ -158,7 +165,11 @@ impl SseDecoder {
     }
 
     /// A decoder that fails with [`DecodeError::TooLarge`] when one line or
-    /// one event exceeds `max_event_bytes`.
+    /// one event exceeds `max_event_bytes`: a line is measured as received
+    /// (field name included, line end excluded), an event as its `data:`
+    /// values joined with `\n`, a plain JSON body as its lines joined with
+    /// `\n`. Like everything else, this does not depend on how the bytes
+    /// were split between feeds.
     pub fn with_max_event_bytes(max_event_bytes: usize) -> Self {
         SseDecoder {
             line: Vec::new(),
@@ -231,13 +242,13 @@ impl SseDecoder {
 
     /// [`Self::finish`] without consuming the decoder, so the caller can still
     /// take the partial completion after an error.
-    fn finish_in_place(&mut self) -> Result<(), DecodeError> {
+    pub(crate) fn finish_in_place(&mut self) -> Result<(), DecodeError> {
         match &self.state {
             State::Streaming => {}
             State::Done | State::Stopped => return Ok(()),
             State::Failed(e) => return Err(e.clone()),
         }
-        let pending_bytes = self.line.len() + self.data.len();
+        let pending_bytes = self.line.len().saturating_add(self.data.len());
         // The last line may lack its line end; the last event its blank line.
         // Whatever arrives here was never shown to a sink: a `NullSink`
         // cannot stop, and the text lands in the completion anyway.
@@ -329,7 +340,7 @@ impl SseDecoder {
         }
         while !bytes.is_empty() {
             let Some(pos) = fast::find_line_end(bytes) else {
-                if self.line.len() + bytes.len() > self.max_event_bytes {
+                if self.line.len().saturating_add(bytes.len()) > self.max_event_bytes {
                     return Err(self.too_large());
                 }
                 self.line.extend_from_slice(bytes);
@@ -348,9 +359,14 @@ impl SseDecoder {
             }
             bytes = rest;
             let status = if self.line.is_empty() {
+                // The same cap as a line carried over from an earlier feed:
+                // the result must not depend on where the bytes were split.
+                if head.len() > self.max_event_bytes {
+                    return Err(self.too_large());
+                }
                 self.process_line(head, sink)?
             } else {
-                if self.line.len() + head.len() > self.max_event_bytes {
+                if self.line.len().saturating_add(head.len()) > self.max_event_bytes {
                     return Err(self.too_large());
                 }
                 self.line.extend_from_slice(head);
@@ -389,7 +405,9 @@ impl SseDecoder {
             line
         };
         if self.raw_body {
-            if self.data.len() + line.len() >= self.max_event_bytes {
+            // `data` holds the lines so far, each with its `\n`: this is the
+            // length of the body's lines joined, capped like an event.
+            if self.data.len().saturating_add(line.len()) > self.max_event_bytes {
                 return Err(self.too_large());
             }
             self.data.extend_from_slice(line);
@@ -422,7 +440,7 @@ impl SseDecoder {
                         self.data.push(b'\n');
                     }
                 }
-                if self.data.len() + value.len() > self.max_event_bytes {
+                if self.data.len().saturating_add(value.len()) > self.max_event_bytes {
                     return Err(self.too_large());
                 }
                 self.data.extend_from_slice(value);
@@ -485,7 +503,7 @@ impl SseDecoder {
         // Nearly every chunk carries one content delta and nothing else.
         let start = self.content.len();
         if fast::content_chunk(data, &mut self.content).is_some() {
-            self.events += 1;
+            self.events = self.events.saturating_add(1);
             let flow = match self.content.get(start..) {
                 Some(text) if !text.is_empty() => sink.on_text(text),
                 _ => sink.on_progress(),
@@ -496,7 +514,7 @@ impl SseDecoder {
     }
 
     /// The general path: any chunk serde can read.
-    fn apply_chunk_serde(
+    pub(crate) fn apply_chunk_serde(
         &mut self,
         data: &[u8],
         sink: &mut dyn StreamSink,
@@ -505,7 +523,7 @@ impl SseDecoder {
         if chunk.error.is_some() {
             return Err(provider_error(data));
         }
-        self.events += 1;
+        self.events = self.events.saturating_add(1);
         let mut shown = false;
         if let Some(FirstChoice(Some(choice))) = chunk.choices {
             if let Some(delta) = choice.delta {
@@ -800,199 +818,4 @@ struct FunctionDelta<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use alloc::string::ToString;
-    use alloc::vec::Vec;
-
-    use proptest::prelude::*;
-
-    use super::*;
-
-    /// The fast path must agree with the serde path whenever it accepts.
-    fn check_fast_path(data: &[u8]) -> bool {
-        let mut out = String::from("pre");
-        match fast::content_chunk(data, &mut out) {
-            Some(()) => {
-                let mut slow = SseDecoder::new();
-                let status = slow.apply_chunk_serde(data, &mut NullSink);
-                assert!(
-                    status.is_ok(),
-                    "fast path accepted what serde rejects: {}",
-                    String::from_utf8_lossy(data)
-                );
-                assert_eq!(slow.content, out.get(3..).unwrap());
-                assert!(slow.reasoning.is_empty());
-                assert!(slow.tools.is_empty());
-                assert_eq!(slow.finish_reason, None);
-                assert_eq!(slow.usage, None);
-                true
-            }
-            None => {
-                assert_eq!(out, "pre", "a declined chunk left text behind");
-                false
-            }
-        }
-    }
-
-    #[test]
-    fn fast_path_takes_typical_content_chunks() {
-        let typical = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"h\u00e9llo \ud83d\ude80 \"x\"\n"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
-        assert!(check_fast_path(typical));
-        let mut out = String::new();
-        fast::content_chunk(typical, &mut out).unwrap();
-        assert_eq!(out, "h\u{e9}llo \u{1F680} \"x\"\n");
-        // DeepSeek's content chunks carry a null reasoning field.
-        assert!(check_fast_path(
-            br#"{"choices":[{"index":0,"delta":{"content":"a","reasoning_content":null}}]}"#
-        ));
-        for declined in [
-            &br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}"#[..],
-            br#"{"choices":[{"delta":{"content":"a"}}],"usage":{"total_tokens":1}}"#,
-            br#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
-            br#"{"choices":[{"delta":{"reasoning":"r"}}]}"#,
-            br#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
-            br#"{"choices":[{"delta":{"\u0063ontent":"a"}}]}"#,
-            br#"{"error":{"message":"x"}}"#,
-            br#"{"choices":[{"delta":{"content":"a"}}]} x"#,
-            br#"{"choices":[{"delta":{"content":"a"}}],}"#,
-            br#"{"n":01,"choices":[]}"#,
-            b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
-        ] {
-            assert!(
-                !check_fast_path(declined),
-                "{}",
-                String::from_utf8_lossy(declined)
-            );
-        }
-    }
-
-    #[test]
-    fn fast_path_nesting_is_bounded() {
-        let deep = "[".repeat(100_000);
-        let doc = ["{\"x\":", &deep, "}"].concat();
-        assert!(!check_fast_path(doc.as_bytes()));
-    }
-
-    fn fields(options: &'static [&'static str]) -> impl Strategy<Value = String> {
-        proptest::sample::subsequence(options.to_vec(), 0..=options.len())
-            .prop_shuffle()
-            .prop_map(|parts| ["{", &parts.join(","), "}"].concat())
-    }
-
-    fn chunk() -> impl Strategy<Value = String> {
-        let text = "([a-z\u{e9}\u{4e16}\u{1F680} ]|\\\\[nt\"/\\\\bfr]|\\\\u00e9|\\\\ud83d\\\\ude80|\\\\ud800|\\\\x){0,8}";
-        let delta = (
-            fields(&[
-                "\"role\":\"assistant\"",
-                "\"content\":null",
-                "\"refusal\":null",
-                "\"refusal\":\"no\"",
-                "\"reasoning_content\":null",
-                "\"reasoning\":\"r\"",
-                "\"tool_calls\":null",
-                "\"tool_calls\":[]",
-                "\"content\":7",
-            ]),
-            text,
-            any::<bool>(),
-        )
-            .prop_map(|(obj, text, with_content)| {
-                if with_content {
-                    let inner = obj.trim_start_matches('{').trim_end_matches('}');
-                    let sep = if inner.is_empty() { "" } else { "," };
-                    ["{\"content\":\"", &text, "\"", sep, inner, "}"].concat()
-                } else {
-                    obj
-                }
-            });
-        let choice = (
-            fields(&[
-                "\"index\":0",
-                "\"logprobs\":null",
-                "\"finish_reason\":null",
-                "\"finish_reason\":\"stop\"",
-                "\"delta\":null",
-            ]),
-            delta,
-        )
-            .prop_map(|(obj, delta)| {
-                let inner = obj.trim_start_matches('{').trim_end_matches('}');
-                let sep = if inner.is_empty() { "" } else { "," };
-                ["{\"delta\":", &delta, sep, inner, "}"].concat()
-            });
-        (
-            fields(&[
-                "\"id\":\"chatcmpl-1\"",
-                "\"created\":1732000000",
-                "\"x\":[1,{\"a\":null},-0.5e3,true,false,\"\\u00e9\"]",
-                "\"usage\":null",
-                "\"usage\":{\"prompt_tokens\":1}",
-                "\"error\":null",
-                "\"choices\":[]",
-            ]),
-            choice,
-            0..3u8,
-        )
-            .prop_map(|(obj, choice, how)| {
-                let inner = obj.trim_start_matches('{').trim_end_matches('}');
-                let sep = if inner.is_empty() { "" } else { "," };
-                let choices = match how {
-                    0 => ["[", &choice, "]"].concat(),
-                    1 => [
-                        "[",
-                        &choice,
-                        ",{\"index\":1,\"delta\":{\"content\":\"z\"}}]",
-                    ]
-                    .concat(),
-                    _ => "null".to_string(),
-                };
-                ["{\"choices\":", &choices, sep, inner, "}"].concat()
-            })
-    }
-
-    #[test]
-    fn generated_chunks_exercise_both_paths() {
-        use proptest::strategy::ValueTree;
-        let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let strategy = chunk();
-        let mut accepted = 0;
-        for _ in 0..1000 {
-            let doc = strategy.new_tree(&mut runner).unwrap().current();
-            if check_fast_path(doc.as_bytes()) {
-                accepted += 1;
-            }
-        }
-        assert!(
-            (20..980).contains(&accepted),
-            "fast path took {accepted} of 1000"
-        );
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
-
-        #[test]
-        fn fast_path_agrees_with_serde(doc in chunk()) {
-            check_fast_path(doc.as_bytes());
-        }
-
-        #[test]
-        fn fast_path_agrees_with_serde_on_damaged_input(
-            doc in chunk(),
-            at in any::<proptest::sample::Index>(),
-            byte in any::<u8>(),
-            cut in any::<bool>(),
-        ) {
-            let mut bytes: Vec<u8> = doc.into_bytes();
-            let i = at.index(bytes.len());
-            if cut {
-                bytes.truncate(i);
-            } else {
-                bytes[i] = byte;
-            }
-            check_fast_path(&bytes);
-        }
-    }
-}
+mod tests;

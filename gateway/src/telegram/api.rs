@@ -10,6 +10,12 @@ use crate::adapter::AdapterError;
 
 pub(crate) const PLATFORM: &str = "telegram";
 
+/// The largest answer body read from the Bot API. A full `getUpdates`
+/// batch (100 updates of 4096-character texts with replies and entities)
+/// stays far below it; a broken or hostile server cannot make the adapter
+/// buffer more.
+pub(crate) const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
 /// Retry settings for 5xx answers and network errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -172,52 +178,21 @@ impl Api {
             .await
             .map_err(|e| CallError::Network(self.redact(&e.without_url().to_string())))?;
         let status = resp.status().as_u16();
-        let bytes = resp
-            .bytes()
+        let bytes = read_capped(resp, MAX_ANSWER_BYTES)
             .await
-            .map_err(|e| CallError::Network(self.redact(&e.without_url().to_string())))?;
-        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-        match parsed {
-            Some(v) if (200..300).contains(&status) && v.get("ok") == Some(&Value::Bool(true)) => {
-                Ok(v.get("result").cloned().unwrap_or(Value::Null))
-            }
-            Some(v) => {
-                let description = v
-                    .get("description")
-                    .or_else(|| v.get("message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("no description")
-                    .to_owned();
-                let code = v
-                    .get("error_code")
-                    .and_then(Value::as_u64)
-                    .and_then(|c| u16::try_from(c).ok());
-                // An `ok: false` answer with HTTP 200 still carries its real code.
-                let status = if (200..300).contains(&status) {
-                    code.unwrap_or(500)
-                } else {
-                    status
-                };
-                let retry_after = v.pointer("/parameters/retry_after").and_then(Value::as_u64);
-                Err(CallError::Api {
-                    status,
-                    description: self.redact(&description),
-                    retry_after,
-                })
-            }
-            None => {
-                let snippet: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
-                Err(CallError::Api {
-                    status: if (200..300).contains(&status) {
-                        502
-                    } else {
-                        status
-                    },
-                    description: self.redact(&format!("non-JSON answer: {snippet}")),
-                    retry_after: None,
-                })
-            }
-        }
+            .map_err(|e| CallError::Network(self.redact(&e)))?;
+        read_answer(status, &bytes).map_err(|e| match e {
+            CallError::Api {
+                status,
+                description,
+                retry_after,
+            } => CallError::Api {
+                status,
+                description: self.redact(&description),
+                retry_after,
+            },
+            CallError::Network(m) => CallError::Network(self.redact(&m)),
+        })
     }
 
     /// `method` with the shared fault handling: 429 is waited out (not
@@ -278,7 +253,7 @@ impl Api {
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) if e.retryable() => {
-                    failures += 1;
+                    failures = failures.saturating_add(1);
                     if failures >= self.retry.max_attempts.max(1) {
                         return Err(e);
                     }
@@ -289,5 +264,130 @@ impl Api {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Reads a response body, failing once it exceeds `cap` bytes instead of
+/// buffering whatever the server sends.
+async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| e.without_url().to_string())?
+    {
+        if chunk.len() > cap.saturating_sub(body.len()) {
+            return Err(format!("the answer is larger than {cap} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Interprets one Bot API answer: the `result` of an `ok: true` envelope,
+/// else the error it describes. Pure, for the fuzz target
+/// (`crate::fuzz_entry::telegram_updates`); the caller redacts the token.
+pub(crate) fn read_answer(status: u16, bytes: &[u8]) -> Result<Value, CallError> {
+    let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
+    let success = (200..300).contains(&status);
+    match parsed {
+        Some(v) if success && v.get("ok") == Some(&Value::Bool(true)) => {
+            Ok(v.get("result").cloned().unwrap_or(Value::Null))
+        }
+        Some(v) => {
+            let description = v
+                .get("description")
+                .or_else(|| v.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("no description")
+                .to_owned();
+            let code = v
+                .get("error_code")
+                .and_then(Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok());
+            // An `ok: false` answer with HTTP 200 still carries its real code.
+            let status = if success { code.unwrap_or(500) } else { status };
+            let retry_after = v.pointer("/parameters/retry_after").and_then(Value::as_u64);
+            Err(CallError::Api {
+                status,
+                description,
+                retry_after,
+            })
+        }
+        None => {
+            let snippet: String = String::from_utf8_lossy(bytes).chars().take(200).collect();
+            Err(CallError::Api {
+                status: if success { 502 } else { status },
+                description: format!("non-JSON answer: {snippet}"),
+                retry_after: None,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn an_endless_answer_body_is_cut_off_at_the_cap() {
+        // Found by reading `call_once`: it read the whole body, whatever
+        // its size, so a broken server could make the adapter buffer
+        // without bound.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 4096];
+            let _ = sock.read(&mut head).await;
+            let _ = sock
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .await;
+            let chunk = [b' '; 64 * 1024];
+            let mut sent = 0usize;
+            let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
+            // Until the client hangs up.
+            while sock.write_all(&framed).await.is_ok() {
+                sent += chunk.len();
+            }
+            sent
+        });
+        let api = Api::new(&base, "123:abc", RetryPolicy::default()).unwrap();
+        let err = api
+            .call_once("getMe", &serde_json::json!({}), Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        match err {
+            CallError::Network(m) => assert!(m.contains("larger than"), "{m}"),
+            other => panic!("unexpected {other:?}"),
+        }
+        drop(api);
+        let sent = server.await.unwrap();
+        assert!(sent >= MAX_ANSWER_BYTES, "{sent}");
+        // The client stopped reading soon after the cap (socket buffers aside).
+        assert!(sent < MAX_ANSWER_BYTES + 16 * 1024 * 1024, "{sent}");
+    }
+
+    #[test]
+    fn answers_are_read_without_the_network() {
+        let ok = read_answer(200, br#"{"ok":true,"result":[1]}"#).unwrap();
+        assert_eq!(ok, serde_json::json!([1]));
+        match read_answer(
+            200,
+            br#"{"ok":false,"error_code":429,"parameters":{"retry_after":3}}"#,
+        ) {
+            Err(CallError::Api {
+                status: 429,
+                retry_after: Some(3),
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_answer(200, b"<html>"),
+            Err(CallError::Api { status: 502, .. })
+        ));
     }
 }

@@ -14,6 +14,9 @@
 //! (markers are removed, escapes decode back), so a chunk already cut to 4096
 //! UTF-16 units stays within Telegram's limit after conversion.
 
+// Only byte offsets within one string here, no number from Telegram.
+#![allow(clippy::arithmetic_side_effects)]
+
 /// Escapes text for Telegram HTML (text nodes and attribute values).
 pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -38,7 +41,9 @@ pub fn markdown_to_html(md: &str) -> String {
         let newline = if i > 0 { "\n" } else { "" };
         let trimmed = line.trim_start();
         if let Some(body) = code.as_mut() {
-            if trimmed.starts_with("```") {
+            // The splitter reads fences the same way (`split::is_fence_line`),
+            // so a piece it closed renders closed.
+            if crate::split::is_fence_line(line) {
                 push_pre(&mut out, &lang, &body.join("\n"));
                 code = None;
             } else {

@@ -43,13 +43,13 @@ pub struct BotIdentity {
     pub username: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Update {
     #[serde(default)]
     pub message: Option<Message>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct User {
     pub id: i64,
     #[serde(default)]
@@ -62,7 +62,7 @@ pub(crate) struct User {
     pub username: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Chat {
     pub id: i64,
     #[serde(rename = "type")]
@@ -71,7 +71,7 @@ pub(crate) struct Chat {
     pub is_forum: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Entity {
     #[serde(rename = "type")]
     pub kind: String,
@@ -79,19 +79,19 @@ pub(crate) struct Entity {
     pub user: Option<User>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Document {
     #[serde(default)]
     pub file_name: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Sticker {
     #[serde(default)]
     pub emoji: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Message {
     pub message_id: i64,
     #[serde(default)]
@@ -170,7 +170,8 @@ pub(crate) fn translate(
     if text.starts_with('/') {
         let end = text.find(char::is_whitespace).unwrap_or(text.len());
         if let Some(at) = text[..end].find('@') {
-            let target = &text[at + 1..end];
+            // `@` is one byte: the name follows it.
+            let target = text[at..end].strip_prefix('@').unwrap_or_default();
             let ours = bot
                 .username
                 .as_deref()
@@ -280,7 +281,7 @@ fn mentions(msg: &Message, text: &str, bot: &BotIdentity) -> bool {
     let needle = format!("@{}", name.to_lowercase());
     let hay = text.to_lowercase();
     hay.match_indices(&needle).any(|(i, _)| {
-        let next = hay[i + needle.len()..].chars().next();
+        let next = hay[i..][needle.len()..].chars().next();
         !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
     })
 }

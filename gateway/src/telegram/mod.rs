@@ -24,6 +24,11 @@
 //! answer empty polls at once; the loop then pauses
 //! [`TelegramConfig::empty_poll_pause`] between polls instead of spinning.
 
+// Numbers in this module tree come from Telegram (ids, offsets, error
+// codes, retry_after): arithmetic on them must be checked or saturating,
+// never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 mod api;
 mod check;
 pub mod format;
@@ -44,12 +49,15 @@ use crate::lease::{Held, LeaseGate};
 use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
+pub(crate) use api::read_answer;
 use api::{Api, CallError, PLATFORM};
 pub use check::check_env;
 use inbound::Recent;
 pub use inbound::{BotIdentity, GroupPolicy};
 pub use offsets::{MemoryOffsets, OffsetStore};
+pub(crate) use inbound::translate;
 pub use poll::{OFFSET_KEY, StoreOffsets};
+pub(crate) use poll::take_batch;
 
 /// Telegram's limit for one message, in UTF-16 code units.
 pub const MAX_MESSAGE_UTF16: usize = 4096;

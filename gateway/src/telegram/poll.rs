@@ -92,7 +92,8 @@ impl Inner {
     ) -> Option<AdapterError> {
         let mut offset = self.load_offset().await;
         let poll = Duration::from_secs(self.config.poll_timeout_s);
-        let http_timeout = poll + Duration::from_secs(15);
+        // A configured timeout is not bounded by the type: saturate.
+        let http_timeout = poll.saturating_add(Duration::from_secs(15));
         let mut failures = 0u32;
         loop {
             // First of all, every time — also right after waking from a
@@ -122,45 +123,23 @@ impl Inner {
             let wait = match result {
                 Ok(value) => {
                     failures = 0;
-                    let updates = match value {
-                        Value::Array(a) => a,
-                        other => {
-                            tracing::warn!(kind = ?other, "telegram: getUpdates result is not a list; ignored");
-                            Vec::new()
-                        }
-                    };
-                    let empty = updates.is_empty();
-                    let mut next = offset;
-                    for raw in updates {
-                        let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
-                            tracing::warn!("telegram: update without update_id ignored");
-                            continue;
-                        };
-                        // Already acknowledged: a server that ignores `offset`.
-                        if offset.is_some_and(|o| id < o) {
-                            continue;
-                        }
-                        // The id comes from the server: at i64::MAX, `+ 1`
-                        // would overflow (a panic in debug builds, a negative
-                        // offset — "from the end" — in release). Saturate; a
-                        // repeat of that last update is then dropped by the
-                        // dedup window.
-                        let after = id.saturating_add(1);
-                        next = Some(next.map_or(after, |n: i64| n.max(after)));
-                        match serde_json::from_value::<Update>(raw) {
+                    let batch = take_batch(value, offset);
+                    let empty = batch.updates.is_empty();
+                    for (id, update) in batch.updates {
+                        match update {
                             Ok(update) => self.deliver(update, &handler),
                             Err(e) => {
                                 tracing::warn!(update_id = id, error = %e, "telegram: unreadable update skipped")
                             }
                         }
                     }
-                    if next != offset {
-                        if let Some(n) = next {
+                    if batch.next != offset {
+                        if let Some(n) = batch.next {
                             self.save_offset(n).await;
                         }
-                        offset = next;
+                        offset = batch.next;
                     }
-                    let early = started.elapsed() < poll / 2 || poll.is_zero();
+                    let early = started.elapsed().saturating_mul(2) < poll || poll.is_zero();
                     (empty && early).then_some(self.config.empty_poll_pause)
                 }
                 Err(CallError::Api {
@@ -168,7 +147,11 @@ impl Inner {
                     retry_after,
                     ..
                 }) => {
-                    let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1));
+                    // The server's number: polling must resume, so the wait
+                    // is capped like a send's (`retry_after: u64::MAX` once
+                    // stopped polling for good).
+                    let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1))
+                        .min(self.config.retry.max_retry_after);
                     tracing::warn!(
                         wait_s = wait.as_secs(),
                         "telegram: getUpdates rate limited (429), waiting"
@@ -184,7 +167,7 @@ impl Inner {
                     return Some(e.into_adapter_error());
                 }
                 Err(e) => {
-                    failures += 1;
+                    failures = failures.saturating_add(1);
                     let wait = self.config.retry.backoff(failures);
                     tracing::warn!(error = ?e, attempt = failures, "telegram: getUpdates failed, retrying");
                     Some(wait)
@@ -197,6 +180,48 @@ impl Inner {
             }
         }
     }
+}
+
+/// One `getUpdates` result, read: the updates to deliver (with their ids)
+/// and the offset that acknowledges them.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    pub(crate) updates: Vec<(i64, Result<Update, serde_json::Error>)>,
+    /// The next `offset`: one past the highest id seen, never lower than
+    /// the current one.
+    pub(crate) next: Option<i64>,
+}
+
+/// Reads a `getUpdates` result. Pure, for the fuzz target
+/// (`crate::fuzz_entry::telegram_updates`).
+pub(crate) fn take_batch(value: Value, offset: Option<i64>) -> Batch {
+    let raw_updates = match value {
+        Value::Array(a) => a,
+        other => {
+            tracing::warn!(kind = ?other, "telegram: getUpdates result is not a list; ignored");
+            Vec::new()
+        }
+    };
+    let mut next = offset;
+    let mut updates = Vec::with_capacity(raw_updates.len());
+    for raw in raw_updates {
+        let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
+            tracing::warn!("telegram: update without update_id ignored");
+            continue;
+        };
+        // Already acknowledged: a server that ignores `offset`.
+        if offset.is_some_and(|o| id < o) {
+            continue;
+        }
+        // The id comes from the server: at i64::MAX, `+ 1` would overflow
+        // (a panic in debug builds, a negative offset — "from the end" — in
+        // release). Saturate; a repeat of that last update is then dropped
+        // by the dedup window.
+        let after = id.saturating_add(1);
+        next = Some(next.map_or(after, |n: i64| n.max(after)));
+        updates.push((id, serde_json::from_value::<Update>(raw)));
+    }
+    Batch { updates, next }
 }
 
 /// The key under which the offset of a token is stored, when the bot's id

@@ -14,6 +14,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{Connector, connect_async_tls_with_config};
 
 use super::merge::FragmentMerger;
@@ -21,6 +22,13 @@ use super::wire::{self, EventKind, Inbound};
 use super::{Ack, Inner, PLATFORM, WecomState, lock};
 use crate::adapter::{AdapterError, EventHandler};
 use crate::event::{MessageEvent, SessionSource};
+
+/// The largest frame (and message) read from WeCom. Callbacks are small
+/// JSON objects (a user text is at most ~4000 characters); tungstenite's
+/// defaults (16 MiB frames, 64 MiB messages) would let a broken or hostile
+/// server make the adapter buffer far more. A bigger frame ends the
+/// connection with an error, and the adapter reconnects.
+pub(crate) const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
 /// How one connection ended.
 enum End {
@@ -223,7 +231,11 @@ async fn connect_once(
         Ok(c) => c,
         Err(e) => return lost(e),
     };
-    let open = connect_async_tls_with_config(config.ws_url.as_str(), None, true, Some(connector));
+    let limits = WebSocketConfig::default()
+        .max_frame_size(Some(MAX_FRAME_BYTES))
+        .max_message_size(Some(MAX_FRAME_BYTES));
+    let open =
+        connect_async_tls_with_config(config.ws_url.as_str(), Some(limits), true, Some(connector));
     let ws = tokio::select! {
         r = tokio::time::timeout(config.connect_timeout, open) => match r {
             Ok(Ok((ws, _response))) => ws,

@@ -8,6 +8,10 @@
 //! WeCom's official SDK (`wecom-aibot-python-sdk`, `aibot/ws.py` and
 //! `aibot/client.py`).
 
+// Numbers here come from the outside (a provider, a platform, a header):
+// arithmetic on them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -10,6 +10,10 @@
 //! - Neither the corp secret nor the token ever reaches an error or a log
 //!   line: URLs are never shown, WeCom's `errmsg` is scrubbed.
 
+// Numbers here come from WeCom (expires_in, errcode): arithmetic on them
+// must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -325,8 +329,11 @@ impl QyApi {
         loop {
             match attempt().await {
                 Ok(v) => return Ok(v),
-                Err(e) if e.retryable() && failures + 1 < self.config.max_attempts.max(1) => {
-                    failures += 1;
+                Err(e)
+                    if e.retryable()
+                        && failures.saturating_add(1) < self.config.max_attempts.max(1) =>
+                {
+                    failures = failures.saturating_add(1);
                     let wait = self
                         .config
                         .backoff
@@ -390,7 +397,7 @@ impl QyApi {
         // Refresh a little early (a minute, or a quarter of a short life),
         // so a token does not expire between the check and WeCom's.
         let margin_s = (expires_s / 4).min(60);
-        let life_ms = (expires_s - margin_s).saturating_mul(1000);
+        let life_ms = expires_s.saturating_sub(margin_s).saturating_mul(1000);
         tracing::info!(expires_s, "wecom_callback: access token fetched");
         Ok(CachedToken {
             token,

@@ -10,6 +10,9 @@
 //! The `fuzz_*` functions are the entry points for a fuzzer and for the
 //! property tests: they drive the same code with arbitrary bytes.
 
+// The timestamp comes from the request: arithmetic on it must be checked.
+#![warn(clippy::arithmetic_side_effects)]
+
 use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;

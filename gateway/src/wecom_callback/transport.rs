@@ -5,6 +5,9 @@
 //! Every response body is read up to a cap; a longer one is an error, never
 //! buffered whole.
 
+// Body sizes come from the network: arithmetic on them must saturate.
+#![warn(clippy::arithmetic_side_effects)]
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -120,7 +123,7 @@ impl HttpTransport for ReqwestTransport {
         let status = resp.status().as_u16();
         let mut body = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(network)? {
-            if body.len() + chunk.len() > request.max_body {
+            if chunk.len() > request.max_body.saturating_sub(body.len()) {
                 return Err(TransportError::TooLarge(request.max_body));
             }
             body.extend_from_slice(&chunk);

@@ -7,6 +7,10 @@
 //! (`<xml><ToUserName/><FromUserName/><CreateTime/><MsgType/>…</xml>`).
 //! Pure: bytes in, typed values out.
 
+// Numbers here come from WeCom (CreateTime, MsgId, AgentID): arithmetic on
+// them must be checked or saturating, never wrap or panic.
+#![warn(clippy::arithmetic_side_effects)]
+
 use serde::Deserialize;
 
 use crate::event::MessageType;
@@ -132,10 +136,10 @@ fn malformed(e: quick_xml::DeError) -> XmlError {
     // quick-xml's messages can quote input; keep them short for the log.
     let mut s = e.to_string();
     if s.len() > 200 {
-        let mut end = 200;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = (0..=200)
+            .rev()
+            .find(|&i| s.is_char_boundary(i))
+            .unwrap_or(0);
         s.truncate(end);
     }
     XmlError::Malformed(s)

@@ -185,6 +185,15 @@ pub(super) fn transport_failure(err: &ureq::Error, url: &str, opts: &ClientOptio
     }
 }
 
+/// A response past the body cap: a runaway or hostile server. Not retried:
+/// the same request would run away again.
+pub(super) fn body_too_large(url: &str, cap: usize) -> Failure {
+    Failure::fatal(ModelError::new(
+        ModelErrorKind::Protocol,
+        format!("the response from {url} exceeds {} MiB", cap >> 20),
+    ))
+}
+
 /// Names a decoding failure. A broken stream (`Truncated`) and an error the
 /// provider reported mid-stream are retryable unless text was shown; malformed
 /// data is not (the same server would send it again).

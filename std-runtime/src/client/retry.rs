@@ -13,6 +13,9 @@
 //!   the step), also capped, so clients that failed together do not retry in
 //!   lockstep.
 
+// Header values come from the network: no arithmetic on them may wrap.
+#![warn(clippy::arithmetic_side_effects)]
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Whether an HTTP status is worth another attempt.
@@ -61,10 +64,15 @@ pub(crate) fn parse_retry_after(
 
 /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only HTTP
 /// date form servers still send, into seconds since the Unix epoch.
+///
+/// The header comes from the network (or a broken proxy): every field is
+/// parsed into a type that bounds it and the year is held to four digits, so
+/// `Sun, 06 Jan -9223372036854775808 08:49:37 GMT` is "no date", not an
+/// overflow.
 pub(crate) fn parse_http_date(s: &str) -> Option<u64> {
     let mut parts = s.split_ascii_whitespace();
     let _weekday = parts.next()?;
-    let day: u32 = parts.next()?.parse().ok()?;
+    let day: u8 = parts.next()?.parse().ok()?;
     let month = match parts.next()? {
         "Jan" => 1,
         "Feb" => 2,
@@ -80,28 +88,43 @@ pub(crate) fn parse_http_date(s: &str) -> Option<u64> {
         "Dec" => 12,
         _ => return None,
     };
-    let year: i64 = parts.next()?.parse().ok()?;
+    // Four digits, as RFC 9110 writes it: anything else is not a date we
+    // send a client to sleep for.
+    let year: u16 = parts.next()?.parse().ok().filter(|y| *y <= 9999)?;
     let mut hms = parts.next()?.split(':');
-    let h: u64 = hms.next()?.parse().ok()?;
-    let m: u64 = hms.next()?.parse().ok()?;
-    let sec: u64 = hms.next()?.parse().ok()?;
+    let h: u8 = hms.next()?.parse().ok()?;
+    let m: u8 = hms.next()?.parse().ok()?;
+    let sec: u8 = hms.next()?.parse().ok()?;
     if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
-    let days = u64::try_from(days).ok()?;
-    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+    let days = u64::try_from(days_from_civil(year, month, day)).ok()?;
+    days.checked_mul(86_400)?
+        .checked_add(seconds_of_day(h, m, sec))
+}
+
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "at most 255 * 3600 + 255 * 60 + 255"
+)]
+fn seconds_of_day(h: u8, m: u8, s: u8) -> u64 {
+    u64::from(h) * 3600 + u64::from(m) * 60 + u64::from(s)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(m);
+/// `days_from_civil`). The types bound the inputs (year ≤ 65535, month and
+/// day < 256), far inside what `i64` holds.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "every operand is bounded by the u16/u8 argument types"
+)]
+fn days_from_civil(year: u16, month: u8, day: u8) -> i64 {
+    let y = i64::from(year) - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
     let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
 }
@@ -130,6 +153,26 @@ mod tests {
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 PST"), None);
         assert_eq!(parse_http_date("tomorrow"), None);
+        assert_eq!(
+            parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(253_402_300_799)
+        );
+    }
+
+    #[test]
+    fn retry_after_dates_with_absurd_years_do_not_overflow() {
+        // Found by fuzzing: each of these overflowed the day arithmetic (a
+        // panic in debug builds, a wrapped wait in release ones).
+        for date in [
+            "x, 5 Jan 1434858071792 0:0:0 GMT",
+            "Sun, 06 Nov 9223372036854775807 08:49:37 GMT",
+            "Sun, 06 Jan -9223372036854775808 08:49:37 GMT",
+            "Sun, 06 Jan -1 08:49:37 GMT",
+            "Sun, 06 Jan 10000 08:49:37 GMT",
+        ] {
+            assert_eq!(parse_http_date(date), None, "{date}");
+            assert_eq!(parse_retry_after(None, Some(date)), None, "{date}");
+        }
     }
 
     #[test]

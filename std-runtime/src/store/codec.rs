@@ -62,19 +62,20 @@ pub(super) fn encode<'e>(id: &str, entry: &'e LedgerEntry) -> Result<Encoded<'e>
         tool_calls,
         tool_call_id,
         reasoning: meta.reasoning.as_deref(),
-        prompt_tokens: usage
-            .map(|u| to_i64("prompt_tokens", u.prompt_tokens))
-            .transpose()?,
-        completion_tokens: usage
-            .map(|u| to_i64("completion_tokens", u.completion_tokens))
-            .transpose()?,
-        total_tokens: usage
-            .map(|u| to_i64("total_tokens", u.total_tokens))
-            .transpose()?,
+        prompt_tokens: usage.map(|u| saturating_i64(u.prompt_tokens)),
+        completion_tokens: usage.map(|u| saturating_i64(u.completion_tokens)),
+        total_tokens: usage.map(|u| saturating_i64(u.total_tokens)),
         finish_reason: meta.finish_reason.as_ref().map(FinishReason::as_str),
         interrupted: meta.interrupted,
         timestamp_ms: to_i64("timestamp_ms", meta.timestamp_ms)?,
     })
+}
+
+/// Token counts are whatever the provider sent: one beyond what the database
+/// holds is stored as the largest it holds rather than failing the append
+/// (and losing the answer with it).
+fn saturating_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// The stored columns of one message, borrowed from a row.

@@ -54,7 +54,7 @@ impl std::fmt::Debug for DelegateTool {
 }
 
 #[derive(Deserialize)]
-struct DelegateArgs {
+pub(super) struct DelegateArgs {
     goal: String,
     #[serde(default)]
     context: Option<String>,

@@ -75,7 +75,7 @@ pub struct ReadFileTool {
 }
 
 #[derive(Deserialize)]
-struct ReadArgs {
+pub(super) struct ReadArgs {
     path: String,
     #[serde(default)]
     offset: Option<usize>,
@@ -206,7 +206,7 @@ pub struct WriteFileTool {
 }
 
 #[derive(Deserialize)]
-struct WriteArgs {
+pub(super) struct WriteArgs {
     path: String,
     content: String,
 }
@@ -261,7 +261,7 @@ pub struct PatchTool {
 }
 
 #[derive(Deserialize)]
-struct PatchArgs {
+pub(super) struct PatchArgs {
     path: String,
     old_string: String,
     new_string: String,

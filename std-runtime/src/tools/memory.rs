@@ -71,7 +71,7 @@ impl Target {
 }
 
 #[derive(Deserialize)]
-struct MemoryArgs {
+pub(super) struct MemoryArgs {
     action: Action,
     #[serde(default)]
     target: Target,

@@ -33,6 +33,7 @@ use serde::de::DeserializeOwned;
 
 use crate::bridge::AsyncBridge;
 
+pub(crate) mod arguments;
 mod delegate;
 mod fs;
 mod memory;
@@ -40,7 +41,7 @@ pub mod sandbox;
 mod search;
 mod terminal;
 mod todo;
-mod web;
+pub(crate) mod web;
 mod workdir;
 
 pub use delegate::DelegateTool;

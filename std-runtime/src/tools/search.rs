@@ -157,7 +157,7 @@ enum Target {
 }
 
 #[derive(Deserialize)]
-struct SearchArgs {
+pub(super) struct SearchArgs {
     pattern: String,
     #[serde(default)]
     path: Option<String>,

@@ -54,7 +54,7 @@ pub struct TerminalTool {
 }
 
 #[derive(Deserialize)]
-struct TerminalArgs {
+pub(super) struct TerminalArgs {
     command: String,
     #[serde(default)]
     timeout: Option<u64>,

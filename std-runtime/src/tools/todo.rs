@@ -90,7 +90,7 @@ enum Action {
 }
 
 #[derive(Deserialize)]
-struct TodoArgs {
+pub(super) struct TodoArgs {
     action: Action,
     #[serde(default)]
     items: Option<Vec<String>>,

@@ -36,7 +36,7 @@ pub struct WebFetchTool {
 }
 
 #[derive(Deserialize)]
-struct FetchArgs {
+pub(super) struct FetchArgs {
     url: String,
     #[serde(default)]
     max_bytes: Option<usize>,
@@ -300,7 +300,13 @@ const BLOCK_ELEMENTS: &[&str] = &[
 /// entities and collapses whitespace. It is a reader's view, not a parser:
 /// malformed markup degrades to text instead of failing.
 pub fn html_to_text(html: &str) -> String {
+    reduce(html).0
+}
+
+/// [`html_to_text`], and how many bytes the tag scans looked at.
+pub(crate) fn reduce(html: &str) -> (String, usize) {
     let lower = html.to_ascii_lowercase();
+    let mut tags = TagEnds::new(html);
     let mut out = String::with_capacity(html.len() / 2);
     let mut i = 0;
     let mut in_pre = 0usize;
@@ -314,7 +320,21 @@ pub fn html_to_text(html: &str) -> String {
             continue;
         }
         if rest.starts_with('<') {
-            let Some(end) = tag_end(html, i) else {
+            // Only `<name`, `</name`, `<!…` and `<?…` can open a tag; any
+            // other `<` is text, decided before scanning for its `>` (a `>`
+            // found and then rejected would be scanned for again from the
+            // next `<`: quadratic on `<<<<…>`).
+            let after = &lower[i + 1..];
+            let could_open = after
+                .trim_start_matches('/')
+                .starts_with(|c: char| c.is_ascii_alphanumeric())
+                || after.starts_with(['!', '?']);
+            if !could_open {
+                out.push_str("&lt;");
+                i += 1;
+                continue;
+            }
+            let Some(end) = tags.find(i) else {
                 out.push_str("&lt;");
                 i += 1;
                 continue;
@@ -340,7 +360,7 @@ pub fn html_to_text(html: &str) -> String {
             if !closing && SKIPPED_ELEMENTS.contains(&name.as_str()) {
                 let close = format!("</{name}");
                 i = match lower[i..].find(&close) {
-                    Some(p) => tag_end(html, i + p).map_or(html.len(), |e| e + 1),
+                    Some(p) => tags.find(i + p).map_or(html.len(), |e| e + 1),
                     None => html.len(),
                 };
                 continue;
@@ -403,24 +423,90 @@ pub fn html_to_text(html: &str) -> String {
         blank_run = 0;
         text.push_str(line);
     }
-    text.replace('\u{1}', "| ").replace('\u{2}', " ")
+    let text = text.replace('\u{1}', "| ").replace('\u{2}', " ");
+    (text, tags.steps)
 }
 
-/// Index of the `>` closing the tag that starts at `start`, skipping quoted
-/// attribute values.
-fn tag_end(html: &str, start: usize) -> Option<usize> {
-    let bytes = html.as_bytes();
-    let mut quote: Option<u8> = None;
-    for (k, &b) in bytes.iter().enumerate().skip(start + 1) {
-        match quote {
-            Some(q) if b == q => quote = None,
-            Some(_) => {}
-            None if b == b'"' || b == b'\'' => quote = Some(b),
-            None if b == b'>' => return Some(k),
-            None => {}
+/// Finds the `>` closing a tag, skipping quoted attribute values.
+///
+/// A `<` that never closes is text, and the scan for its `>` runs to the
+/// end of the page; done afresh for every `<`, a page of unclosed `<` (or of
+/// unbalanced quotes) would cost quadratic time. The scan is a small
+/// automaton over (position, quote state), so once a scan from some `<`
+/// fails, every state it passed through is known to fail too: those are
+/// remembered and a later scan that reaches one stops at once. Each state
+/// is marked at most once, so all failed scans together are linear.
+struct TagEnds<'a> {
+    bytes: &'a [u8],
+    /// Per byte: bit `q` is set when a scan arriving at this byte in quote
+    /// state `q` (see [`TagEnds::step`]) finds no `>`. Empty until a scan
+    /// first fails.
+    dead: Vec<u8>,
+    /// Bytes looked at by all scans so far (the linear bound is tested).
+    steps: usize,
+}
+
+impl<'a> TagEnds<'a> {
+    fn new(html: &'a str) -> Self {
+        TagEnds {
+            bytes: html.as_bytes(),
+            dead: Vec::new(),
+            steps: 0,
         }
     }
-    None
+
+    /// Quote states: 0 outside quotes, 1 inside `"…"`, 2 inside `'…'`.
+    fn step(state: u8, b: u8) -> u8 {
+        match (state, b) {
+            (0, b'"') => 1,
+            (0, b'\'') => 2,
+            (1, b'"') | (2, b'\'') => 0,
+            (s, _) => s,
+        }
+    }
+
+    fn is_dead(&self, at: usize, state: u8) -> bool {
+        self.dead.get(at).is_some_and(|d| d & (1 << state) != 0)
+    }
+
+    /// Index of the `>` closing the tag that starts at `start`.
+    fn find(&mut self, start: usize) -> Option<usize> {
+        let from = start.saturating_add(1);
+        let tail = self.bytes.get(from..).unwrap_or(&[]);
+        // Until a scan has failed there is nothing to look up.
+        let check_dead = !self.dead.is_empty();
+        let mut state = 0u8;
+        let mut looked = tail.len();
+        for (offset, &b) in tail.iter().enumerate() {
+            if check_dead && self.is_dead(from + offset, state) {
+                looked = offset + 1;
+                break;
+            }
+            if state == 0 && b == b'>' {
+                self.steps = self.steps.saturating_add(offset + 1);
+                return Some(from + offset);
+            }
+            state = Self::step(state, b);
+        }
+        self.steps = self.steps.saturating_add(looked);
+        // No end: remember every state this scan passed through.
+        if self.dead.is_empty() {
+            self.dead = vec![0; self.bytes.len()];
+        }
+        let mut state = 0u8;
+        for (k, &b) in self.bytes.iter().enumerate().skip(from) {
+            let Some(mark) = self.dead.get_mut(k) else {
+                break;
+            };
+            if *mark & (1 << state) != 0 {
+                break;
+            }
+            self.steps = self.steps.saturating_add(1);
+            *mark |= 1 << state;
+            state = Self::step(state, b);
+        }
+        None
+    }
 }
 
 /// Decodes the common named entities and all numeric ones; unknown entities
@@ -431,7 +517,11 @@ fn decode_entities(s: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         rest = &rest[amp..];
-        let semi = rest[..rest.len().min(12)].find(';');
+        // Entities are short; look for the `;` in the first bytes only.
+        // Bytes, not a string slice: the 12th byte may fall inside a
+        // multi-byte character (`&amp;中文`), and `;` is ASCII, so its
+        // index is always a char boundary.
+        let semi = rest.as_bytes().iter().take(12).position(|&b| b == b';');
         let decoded = semi.and_then(|semi| {
             let name = &rest[1..semi];
             let c = if let Some(num) = name.strip_prefix('#') {
@@ -494,4 +584,47 @@ fn named_entity(name: &str) -> Option<char> {
         "szlig" => 'ß',
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entity_before_multibyte_text_does_not_panic() {
+        // Found by fuzzing: the entity search sliced `&amp;中文中文` at byte
+        // 12, inside the fourth character.
+        assert_eq!(html_to_text("<p>R&amp;中文中文</p>"), "R&中文中文");
+        assert_eq!(html_to_text("&中文中文中文"), "&中文中文中文");
+        assert_eq!(html_to_text("é&eacute;é"), "ééé");
+    }
+
+    #[test]
+    fn unclosed_angle_brackets_are_scanned_in_linear_time() {
+        // Every `<` below is text: its `>` never comes (or only inside an
+        // unclosed quote). Scanning to the end afresh for each one was
+        // quadratic: a 1 MiB page took minutes. Each (byte, quote state) is
+        // now marked once and looked at once more, plus one step per `<`.
+        for page in [
+            "<".repeat(20_000),
+            "a<b".repeat(7_000),
+            "<a x=\"".repeat(3_000) + ">",
+            "<'\"".repeat(7_000),
+            // Found by fuzzing: a `>` that is found but does not end a tag.
+            "<".repeat(20_000) + ">",
+            "</".repeat(10_000) + ">",
+            "< a".repeat(7_000) + ">",
+        ] {
+            let (_, steps) = reduce(&page);
+            assert!(
+                steps <= 7 * page.len(),
+                "{steps} steps for {} bytes",
+                page.len()
+            );
+        }
+        assert_eq!(reduce(&"<".repeat(5)).0, "<<<<<");
+        // Closed tags are still found, and a quoted `>` still skipped.
+        let mut tags = TagEnds::new("<a title=\"x>y\">t");
+        assert_eq!(tags.find(0), Some(14));
+    }
 }

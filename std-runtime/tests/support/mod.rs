@@ -31,6 +31,8 @@ pub enum Step {
     Sleep(Duration),
     /// Close the socket abruptly, without the terminating chunk.
     Drop,
+    /// The same raw chunk, `times` times (a runaway server).
+    Repeat(String, usize),
 }
 
 impl Step {
@@ -496,6 +498,14 @@ fn send_reply(w: &mut TcpStream, reply: Reply) -> bool {
                     }
                     Step::Sleep(d) => thread::sleep(d),
                     Step::Drop => return false,
+                    Step::Repeat(data, times) => {
+                        let framed = format!("{:x}\r\n{data}\r\n", data.len());
+                        for _ in 0..times {
+                            if w.write_all(framed.as_bytes()).is_err() {
+                                return false;
+                            }
+                        }
+                    }
                 }
             }
             w.write_all(b"0\r\n\r\n").is_ok()

@@ -1,0 +1,229 @@
+//! The decoder's unit tests: the fast path against serde, and split-independence.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use alloc::string::ToString;
+use alloc::vec::Vec;
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// The fast path must agree with the serde path whenever it accepts (the
+/// same check the `sse_fast_path` fuzz target makes).
+fn check_fast_path(data: &[u8]) -> bool {
+    crate::fuzz_entry::sse_fast_path(data)
+}
+
+#[test]
+fn fast_path_takes_typical_content_chunks() {
+    let typical = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"h\u00e9llo \ud83d\ude80 \"x\"\n"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
+    assert!(check_fast_path(typical));
+    let mut out = String::new();
+    fast::content_chunk(typical, &mut out).unwrap();
+    assert_eq!(out, "h\u{e9}llo \u{1F680} \"x\"\n");
+    // DeepSeek's content chunks carry a null reasoning field.
+    assert!(check_fast_path(
+        br#"{"choices":[{"index":0,"delta":{"content":"a","reasoning_content":null}}]}"#
+    ));
+    for declined in [
+        &br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}"#[..],
+        br#"{"choices":[{"delta":{"content":"a"}}],"usage":{"total_tokens":1}}"#,
+        br#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+        br#"{"choices":[{"delta":{"reasoning":"r"}}]}"#,
+        br#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
+        br#"{"choices":[{"delta":{"\u0063ontent":"a"}}]}"#,
+        br#"{"error":{"message":"x"}}"#,
+        br#"{"choices":[{"delta":{"content":"a"}}]} x"#,
+        br#"{"choices":[{"delta":{"content":"a"}}],}"#,
+        br#"{"n":01,"choices":[]}"#,
+        b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
+    ] {
+        assert!(
+            !check_fast_path(declined),
+            "{}",
+            String::from_utf8_lossy(declined)
+        );
+    }
+}
+
+/// Feeds `bytes` whole and at every split point; the outcomes agree.
+fn outcome(bytes: &[u8], cap: usize, splits: &[usize]) -> Result<Completion, DecodeError> {
+    let mut decoder = SseDecoder::with_max_event_bytes(cap);
+    let mut at = 0;
+    for &split in splits.iter().chain(core::iter::once(&bytes.len())) {
+        match decoder.feed(&bytes[at..split], &mut NullSink) {
+            Ok(SseStatus::NeedMore) => {}
+            Ok(_) => break,
+            Err(e) => return Err(e),
+        }
+        at = split;
+    }
+    decoder.finish()
+}
+
+#[test]
+fn size_cap_does_not_depend_on_how_bytes_are_split() {
+    // Found by fuzzing: a line completed within one feed skipped the line
+    // cap, a carried-over line was measured with its `data: ` prefix,
+    // and the plain-body cap used `>=` where the others used `>`.
+    let done = "data: [DONE]\n\n";
+    let cases: [(String, usize); 4] = [
+        // The line is 16 bytes, its value 10: over a 12-byte cap.
+        (["data: {\"a\":123}\n\n", done].concat(), 12),
+        // Exactly at the cap: accepted.
+        (["data: {\"a\":123}\n\n", done].concat(), 16),
+        // A plain JSON body of exactly the cap.
+        (
+            String::from("{\"choices\":[{\"message\":{\"content\":\"x\"}}]}\n"),
+            41,
+        ),
+        (
+            String::from("{\"choices\":[{\"message\":{\"content\":\"x\"}}]}\n"),
+            40,
+        ),
+    ];
+    for (text, cap) in &cases {
+        let bytes = text.as_bytes();
+        let whole = outcome(bytes, *cap, &[]);
+        for split in 1..bytes.len() {
+            assert_eq!(
+                outcome(bytes, *cap, &[split]),
+                whole,
+                "cap {cap}, split at {split} of {text:?}"
+            );
+        }
+    }
+    assert!(outcome(cases[0].0.as_bytes(), 12, &[]).is_err());
+    assert!(outcome(cases[1].0.as_bytes(), 16, &[]).is_ok());
+    assert!(outcome(cases[2].0.as_bytes(), 41, &[]).is_ok());
+    assert!(outcome(cases[3].0.as_bytes(), 40, &[]).is_err());
+}
+
+#[test]
+fn fast_path_nesting_is_bounded() {
+    let deep = "[".repeat(100_000);
+    let doc = ["{\"x\":", &deep, "}"].concat();
+    assert!(!check_fast_path(doc.as_bytes()));
+}
+
+fn fields(options: &'static [&'static str]) -> impl Strategy<Value = String> {
+    proptest::sample::subsequence(options.to_vec(), 0..=options.len())
+        .prop_shuffle()
+        .prop_map(|parts| ["{", &parts.join(","), "}"].concat())
+}
+
+fn chunk() -> impl Strategy<Value = String> {
+    let text = "([a-z\u{e9}\u{4e16}\u{1F680} ]|\\\\[nt\"/\\\\bfr]|\\\\u00e9|\\\\ud83d\\\\ude80|\\\\ud800|\\\\x){0,8}";
+    let delta = (
+        fields(&[
+            "\"role\":\"assistant\"",
+            "\"content\":null",
+            "\"refusal\":null",
+            "\"refusal\":\"no\"",
+            "\"reasoning_content\":null",
+            "\"reasoning\":\"r\"",
+            "\"tool_calls\":null",
+            "\"tool_calls\":[]",
+            "\"content\":7",
+        ]),
+        text,
+        any::<bool>(),
+    )
+        .prop_map(|(obj, text, with_content)| {
+            if with_content {
+                let inner = obj.trim_start_matches('{').trim_end_matches('}');
+                let sep = if inner.is_empty() { "" } else { "," };
+                ["{\"content\":\"", &text, "\"", sep, inner, "}"].concat()
+            } else {
+                obj
+            }
+        });
+    let choice = (
+        fields(&[
+            "\"index\":0",
+            "\"logprobs\":null",
+            "\"finish_reason\":null",
+            "\"finish_reason\":\"stop\"",
+            "\"delta\":null",
+        ]),
+        delta,
+    )
+        .prop_map(|(obj, delta)| {
+            let inner = obj.trim_start_matches('{').trim_end_matches('}');
+            let sep = if inner.is_empty() { "" } else { "," };
+            ["{\"delta\":", &delta, sep, inner, "}"].concat()
+        });
+    (
+        fields(&[
+            "\"id\":\"chatcmpl-1\"",
+            "\"created\":1732000000",
+            "\"x\":[1,{\"a\":null},-0.5e3,true,false,\"\\u00e9\"]",
+            "\"usage\":null",
+            "\"usage\":{\"prompt_tokens\":1}",
+            "\"error\":null",
+            "\"choices\":[]",
+        ]),
+        choice,
+        0..3u8,
+    )
+        .prop_map(|(obj, choice, how)| {
+            let inner = obj.trim_start_matches('{').trim_end_matches('}');
+            let sep = if inner.is_empty() { "" } else { "," };
+            let choices = match how {
+                0 => ["[", &choice, "]"].concat(),
+                1 => [
+                    "[",
+                    &choice,
+                    ",{\"index\":1,\"delta\":{\"content\":\"z\"}}]",
+                ]
+                .concat(),
+                _ => "null".to_string(),
+            };
+            ["{\"choices\":", &choices, sep, inner, "}"].concat()
+        })
+}
+
+#[test]
+fn generated_chunks_exercise_both_paths() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = chunk();
+    let mut accepted = 0;
+    for _ in 0..1000 {
+        let doc = strategy.new_tree(&mut runner).unwrap().current();
+        if check_fast_path(doc.as_bytes()) {
+            accepted += 1;
+        }
+    }
+    assert!(
+        (20..980).contains(&accepted),
+        "fast path took {accepted} of 1000"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fast_path_agrees_with_serde(doc in chunk()) {
+        check_fast_path(doc.as_bytes());
+    }
+
+    #[test]
+    fn fast_path_agrees_with_serde_on_damaged_input(
+        doc in chunk(),
+        at in any::<proptest::sample::Index>(),
+        byte in any::<u8>(),
+        cut in any::<bool>(),
+    ) {
+        let mut bytes: Vec<u8> = doc.into_bytes();
+        let i = at.index(bytes.len());
+        if cut {
+            bytes.truncate(i);
+        } else {
+            bytes[i] = byte;
+        }
+        check_fast_path(&bytes);
+    }
+}

@@ -1,0 +1,271 @@
+//! Entry points for the fuzz targets in `fuzz/` and for the proptests and
+//! corpus replay in `core/tests/hostile_bytes.rs`. Not API.
+//!
+//! Each function takes untrusted bytes, runs a parser over them and panics
+//! when one of the parser's promises breaks; the fuzzer, the proptests and
+//! the committed crash inputs all drive these same functions, so a property
+//! is written once.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::codec::sse::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseStatus, decode_stream};
+use crate::codec::{DecodeError, StreamError, decode_error_body, decode_response};
+use crate::model::{Completion, Flow, NullSink, StreamSink};
+
+/// What a sink was shown, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Shown {
+    calls: Vec<(u8, String)>,
+    /// Stop after this many calls (`None`: never).
+    stop_after: Option<usize>,
+}
+
+impl Shown {
+    fn record(&mut self, kind: u8, text: &str) -> Flow {
+        self.calls.push((kind, String::from(text)));
+        match self.stop_after {
+            Some(n) if self.calls.len() >= n => Flow::Stop,
+            _ => Flow::Continue,
+        }
+    }
+}
+
+impl StreamSink for Shown {
+    fn on_text(&mut self, text: &str) -> Flow {
+        self.record(b't', text)
+    }
+    fn on_reasoning(&mut self, text: &str) -> Flow {
+        self.record(b'r', text)
+    }
+    fn on_progress(&mut self) -> Flow {
+        self.record(b'p', "")
+    }
+}
+
+/// Everything a decode run produced.
+#[derive(Debug, PartialEq, Eq)]
+struct Run {
+    result: Result<Completion, DecodeError>,
+    /// The completion so far, after the end (or the error).
+    after: Completion,
+    /// The text decoded before the end of the input: exactly what the sink
+    /// was shown (the last line, if it lacks its line end, is decoded at
+    /// the end without a sink).
+    before: Option<String>,
+    shown: Vec<(u8, String)>,
+}
+
+/// Feeds `body` in the pieces `cuts` gives (lengths, cycled), then finishes.
+fn run_decoder(body: &[u8], cap: usize, stop_after: Option<usize>, cuts: &[usize]) -> Run {
+    let mut decoder = SseDecoder::with_max_event_bytes(cap);
+    let mut sink = Shown {
+        calls: Vec::new(),
+        stop_after,
+    };
+    let mut rest = body;
+    let mut k = 0;
+    let mut failed = None;
+    while !rest.is_empty() {
+        let n = cuts
+            .get(k % cuts.len().max(1))
+            .copied()
+            .unwrap_or(rest.len())
+            .clamp(1, rest.len());
+        k += 1;
+        let (piece, tail) = rest.split_at(n);
+        rest = tail;
+        match decoder.feed(piece, &mut sink) {
+            Ok(SseStatus::NeedMore) => {}
+            Ok(SseStatus::Done | SseStatus::Stopped) => break,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let before = decoder.partial().content;
+    let result = match failed {
+        Some(e) => {
+            // The same error again on every later feed.
+            assert_eq!(decoder.feed(b"data: {}\n\n", &mut NullSink), Err(e.clone()));
+            Err(e)
+        }
+        None => decoder.finish_in_place(),
+    };
+    let after = decoder.partial();
+    Run {
+        result: result.map(|()| decoder.partial()),
+        after,
+        before,
+        shown: sink.calls,
+    }
+}
+
+/// Reads in pieces of the lengths `cuts` gives (cycled).
+struct PieceReader<'a> {
+    rest: &'a [u8],
+    cuts: &'a [usize],
+    k: usize,
+}
+
+impl embedded_io::ErrorType for PieceReader<'_> {
+    type Error = core::convert::Infallible;
+}
+
+impl embedded_io::Read for PieceReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        let want = self
+            .cuts
+            .get(self.k % self.cuts.len().max(1))
+            .copied()
+            .unwrap_or(usize::MAX)
+            .max(1);
+        self.k += 1;
+        let n = want.min(buf.len()).min(self.rest.len());
+        let (piece, tail) = self.rest.split_at(n);
+        buf[..n].copy_from_slice(piece);
+        self.rest = tail;
+        Ok(n)
+    }
+}
+
+/// Piece lengths from a seed: mostly short, sometimes long.
+fn cuts_from(seed: &[u8]) -> Vec<usize> {
+    seed.iter()
+        .map(|&b| match b % 4 {
+            0 => usize::from(b / 4) + 1,
+            1 => 1,
+            2 => usize::from(b) * 7 + 1,
+            _ => usize::from(b % 3) + 2,
+        })
+        .collect()
+}
+
+/// The SSE decoder's promise: the completion, the error and what the sink
+/// was shown do not depend on how the bytes were split — whole, one byte
+/// at a time, in pieces, or through [`decode_stream`] — whatever the size
+/// cap, and whether or not the sink stops the stream.
+///
+/// Input: one byte picks the cap, one whether (and when) the sink stops,
+/// eight seed the piece lengths; the rest is the stream.
+pub fn sse_stream(data: &[u8]) {
+    let (params, body) = data.split_at(data.len().min(10));
+    let param = |i: usize| params.get(i).copied().unwrap_or(0);
+    let cap = match param(0) % 4 {
+        0 => 16,
+        1 => 64,
+        2 => 512,
+        _ => DEFAULT_MAX_EVENT_BYTES,
+    };
+    let stop_after = (param(1) % 3 == 0).then_some(usize::from(param(1) / 3) + 1);
+    let cuts = cuts_from(params.get(2..).unwrap_or(&[]));
+
+    let whole = run_decoder(body, cap, stop_after, &[]);
+    assert_eq!(
+        run_decoder(body, cap, stop_after, &[1]),
+        whole,
+        "one byte at a time"
+    );
+    assert_eq!(
+        run_decoder(body, cap, stop_after, &cuts),
+        whole,
+        "in pieces {cuts:?}"
+    );
+
+    // The reader-driven decoder: default cap, a sink that never stops.
+    let mut sink = Shown::default();
+    let mut reader = PieceReader {
+        rest: body,
+        cuts: &cuts,
+        k: 0,
+    };
+    let streamed = decode_stream(&mut reader, &mut sink);
+    let expected = run_decoder(body, DEFAULT_MAX_EVENT_BYTES, None, &[]);
+    assert_eq!(
+        sink.calls, expected.shown,
+        "decode_stream showed other text"
+    );
+    match (streamed, expected.result) {
+        (Ok(got), Ok(want)) => assert_eq!(got, want),
+        (Err(StreamError::Decode { error, partial }), Err(want)) => {
+            assert_eq!(error, want);
+            assert_eq!(partial, expected.after);
+        }
+        (got, want) => panic!("decode_stream gave {got:?}, the decoder {want:?}"),
+    }
+
+    // What the sink was shown is the text decoded while streaming.
+    let shown: String = whole
+        .shown
+        .iter()
+        .filter(|(k, _)| *k == b't')
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert_eq!(whole.before.unwrap_or_default(), shown);
+}
+
+/// The content fast path agrees with the serde path whenever it accepts a
+/// chunk, and leaves nothing behind when it declines. `true` when it
+/// accepted.
+pub fn sse_fast_path(data: &[u8]) -> bool {
+    let mut out = String::from("pre");
+    match crate::codec::fast::content_chunk(data, &mut out) {
+        Some(()) => {
+            let mut slow = SseDecoder::new();
+            let status = slow.apply_chunk_serde(data, &mut NullSink);
+            assert!(
+                status.is_ok(),
+                "fast path accepted what serde rejects: {}",
+                String::from_utf8_lossy(data)
+            );
+            let got = slow.partial();
+            assert_eq!(
+                got.content.as_deref().unwrap_or(""),
+                out.get(3..).unwrap_or("")
+            );
+            assert_eq!(got.reasoning, None);
+            assert!(got.tool_calls.is_empty());
+            assert_eq!(got.finish_reason, None);
+            assert_eq!(got.usage, None);
+            true
+        }
+        None => {
+            assert_eq!(out, "pre", "a declined chunk left text behind");
+            false
+        }
+    }
+}
+
+/// Non-streaming bodies: [`decode_response`] and [`decode_error_body`] never
+/// panic, and a JSON body that reaches the stream decoder (a server that
+/// ignored `stream: true`) decodes to the same completion.
+pub fn response_body(data: &[u8]) {
+    let direct = decode_response(data);
+    let message = decode_error_body(data);
+    if let Some(m) = &message {
+        assert!(!m.is_empty());
+    }
+    if let Err(DecodeError::Provider { message: m }) = &direct
+        && let Some(body_message) = &message
+    {
+        assert_eq!(m, body_message);
+    }
+    if !matches!(data.first(), Some(b'{' | b'[')) {
+        return;
+    }
+    let mut decoder = SseDecoder::new();
+    let streamed = match decoder.feed(data, &mut NullSink) {
+        Ok(_) => decoder.finish(),
+        Err(e) => Err(e),
+    };
+    match (&direct, &streamed) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(
+            core::mem::discriminant(a),
+            core::mem::discriminant(b),
+            "{a:?} vs {b:?}"
+        ),
+        (a, b) => panic!("decode_response gave {a:?}, the stream decoder {b:?}"),
+    }
+}

@@ -60,11 +60,24 @@ impl Default for LeaseTiming {
 }
 
 /// The notification channel on which a gateway asks the holder of a session
-/// lease to interrupt its turn (payload: the lease name).
+/// lease to interrupt its turn (payload: [`interrupt_request`]).
 pub const INTERRUPT_CHANNEL: &str = "hermes_interrupt";
 /// The channel on which a holder says it released a lease (payload: its
 /// name), so waiters need not wait for their next poll.
 pub const RELEASED_CHANNEL: &str = "hermes_released";
+
+/// What a gateway sends on [`INTERRUPT_CHANNEL`] to ask `holder` to
+/// interrupt the turn holding `lease`. Every gateway hears it — the asker
+/// too, whose own turn of that session is waiting — so it names whom it is
+/// for. Instance ids contain no space ([`instance_id`]).
+pub fn interrupt_request(holder: &str, lease: &str) -> String {
+    format!("{holder} {lease}")
+}
+
+/// The holder and lease named by an [`interrupt_request`].
+pub fn parse_interrupt_request(payload: &str) -> Option<(&str, &str)> {
+    payload.split_once(' ')
+}
 
 /// The lease name of a platform bot.
 pub fn bot_lease(platform: &str, bot: &str) -> String {
@@ -80,7 +93,7 @@ pub fn session_lease(session_key: &str) -> String {
 pub fn instance_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
-        .map(|h| h.trim().to_owned())
+        .map(|h| h.trim().replace(char::is_whitespace, "-"))
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned());
     format!("{host}:{}:{:04x}", std::process::id(), rand_u16())
@@ -379,6 +392,15 @@ mod tests {
         assert!(!held.is_valid(), "a lost lease stays lost");
         let ids = (instance_id(), instance_id());
         assert_ne!(ids.0, ids.1);
+        assert!(
+            !ids.0.contains(' '),
+            "interrupt requests split at the first space"
+        );
+        let request = interrupt_request(&ids.0, "session:agent:main:test:group:a b");
+        assert_eq!(
+            parse_interrupt_request(&request),
+            Some((ids.0.as_str(), "session:agent:main:test:group:a b"))
+        );
         assert!(ids.0.contains(&format!(":{}:", std::process::id())));
     }
 }

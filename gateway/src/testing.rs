@@ -56,6 +56,8 @@ pub struct TestAdapter {
     limit: AtomicUsize,
     /// Whether the platform takes files.
     files: AtomicBool,
+    /// Whether the platform refuses connections (its network is down).
+    refuse_connect: AtomicBool,
 }
 
 impl std::fmt::Debug for TestAdapter {
@@ -79,6 +81,7 @@ impl TestAdapter {
             disconnected: AtomicBool::new(false),
             limit: AtomicUsize::new(4096),
             files: AtomicBool::new(false),
+            refuse_connect: AtomicBool::new(false),
         })
     }
 
@@ -97,6 +100,12 @@ impl TestAdapter {
     /// Makes the platform take files (or not).
     pub fn set_files(&self, on: bool) {
         self.files.store(on, Ordering::Relaxed);
+    }
+
+    /// Makes [`PlatformAdapter::connect`] fail (or succeed again), as when
+    /// this host cannot reach the platform.
+    pub fn set_refuse_connect(&self, on: bool) {
+        self.refuse_connect.store(on, Ordering::Relaxed);
     }
 
     /// Delivers `event` to the runner's handler, as a platform would.
@@ -170,6 +179,12 @@ impl TestAdapter {
         }
     }
 
+    /// Whether the runner connected this adapter (and has not disconnected
+    /// it since): what [`TestAdapter::say`] reaches.
+    pub fn is_connected(&self) -> bool {
+        lock(&self.handler).is_some()
+    }
+
     /// Whether the runner disconnected this adapter.
     pub fn is_disconnected(&self) -> bool {
         self.disconnected.load(Ordering::Acquire)
@@ -191,6 +206,12 @@ impl PlatformAdapter for TestAdapter {
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
+        if self.refuse_connect.load(Ordering::Relaxed) {
+            return Err(AdapterError::Network {
+                platform: self.platform,
+                message: "connection refused (the test said so)".into(),
+            });
+        }
         *lock(&self.handler) = Some(handler);
         self.disconnected.store(false, Ordering::Release);
         Ok(())

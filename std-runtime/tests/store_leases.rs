@@ -279,6 +279,72 @@ both!(
     a_takeover_and_a_writing_holder_never_both_win,
 );
 
+/// The listener's wait for notifications timed out once and then never
+/// waited again: its connection's runtime never turned its reactor, so a
+/// notification sent after the listener's first idle interval was never
+/// read (and its thread spun on a core). A gateway heard no interrupt and
+/// no release sent later than its first fifth of a second.
+#[test]
+fn a_notification_sent_long_after_listening_began_is_still_heard() {
+    let db = Db::new(BackendKind::Postgres);
+    let store = db.open();
+    let (tx, rx) = mpsc::channel::<Notification>();
+    let tx = std::sync::Mutex::new(tx);
+    let _listener = store
+        .listen(
+            &["hermes_late"],
+            Arc::new(move |n| {
+                let _ = tx.lock().unwrap().send(n);
+            }),
+        )
+        .unwrap()
+        .expect("PostgreSQL listens");
+    let sender = db.open();
+    for round in 0..3 {
+        // Idle for several of the listener's wait intervals: the scenario,
+        // not a synchronisation.
+        std::thread::sleep(Duration::from_secs(1));
+        sender
+            .notify("hermes_late", &format!("round {round}"))
+            .unwrap();
+        let heard = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(heard.payload, format!("round {round}"));
+    }
+}
+
+/// A listener whose connection the server ended reconnects, tells its sink
+/// (an empty notification: whatever was sent meanwhile is lost, look
+/// again) and hears what is sent afterwards.
+#[test]
+fn a_listener_whose_connection_was_ended_reconnects_and_says_so() {
+    let db = Db::new(BackendKind::Postgres);
+    let store = db.open();
+    let (tx, rx) = mpsc::channel::<Notification>();
+    let tx = std::sync::Mutex::new(tx);
+    let _listener = store
+        .listen(
+            &["hermes_after"],
+            Arc::new(move |n| {
+                let _ = tx.lock().unwrap().send(n);
+            }),
+        )
+        .unwrap()
+        .expect("PostgreSQL listens");
+    let ended = db.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+    );
+    assert_eq!(ended, "1");
+    let reconnected = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (reconnected.channel.as_str(), reconnected.payload.as_str()),
+        ("", "")
+    );
+    db.open().notify("hermes_after", "heard").unwrap();
+    let heard = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(heard.payload, "heard");
+}
+
 #[test]
 fn postgres_notifications_reach_listeners_and_sqlite_has_none() {
     let db = Db::new(BackendKind::Postgres);

@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hermes_runtime::store::{Fence, KvWrite, Listener, Notification, SessionStatus, Store};
 use tokio::sync::{Notify, oneshot, watch};
@@ -47,8 +47,8 @@ use super::{Inner, NOTICE_SEND_TIMEOUT, RESTART_NOTICE, StartError, Work, lock};
 use crate::adapter::{EventHandler, PlatformAdapter};
 use crate::inbox::{Pending, TURN_KV_PREFIX, TurnMarker, already_transcribed, turn_key};
 use crate::lease::{
-    Acquired, Held, INTERRUPT_CHANNEL, LeaseTiming, RELEASED_CHANNEL, bot_lease, session_lease,
-    try_acquire,
+    Acquired, Held, INTERRUPT_CHANNEL, LeaseTiming, RELEASED_CHANNEL, bot_lease, interrupt_request,
+    parse_interrupt_request, session_lease, try_acquire,
 };
 
 /// The runner's part in a group of gateways sharing a database.
@@ -145,7 +145,12 @@ impl Inner {
             let Some(inner) = weak.upgrade() else { return };
             match n.channel.as_str() {
                 INTERRUPT_CHANNEL => {
-                    if let Some(key) = n.payload.strip_prefix("session:") {
+                    // Only the holder named interrupts: the asker has a turn
+                    // of that session waiting too, and hears its own request.
+                    let key = parse_interrupt_request(&n.payload)
+                        .filter(|(holder, _)| *holder == inner.cluster.owner)
+                        .and_then(|(_, lease)| lease.strip_prefix("session:"));
+                    if let Some(key) = key {
                         let state = lock(&inner.state);
                         if let Some(turn) = state.sessions.get(key).and_then(|s| s.turn.as_ref()) {
                             tracing::info!(
@@ -537,7 +542,11 @@ impl Inner {
         platform: &str,
     ) -> Option<Held> {
         let name = session_lease(key);
-        let mut asked = false;
+        // Whom we last asked to interrupt, and when: a notification is not
+        // durable (the holder's listener may have been reconnecting), so the
+        // request is repeated while the lease stays busy — the polling
+        // safety net under the NOTIFY wake-up.
+        let mut asked: Option<(String, Instant)> = None;
         loop {
             if self.stopping.load(std::sync::atomic::Ordering::SeqCst)
                 || self.bot_fences(platform).is_none()
@@ -560,16 +569,27 @@ impl Inner {
             .await;
             match attempt {
                 Ok(Ok(Acquired::Granted { held, .. })) => return Some(held),
+                // Our own (the lease of a killed turn whose user is being
+                // told): it is released soon, nothing to interrupt.
+                Ok(Ok(Acquired::Busy { owner })) if owner == self.cluster.owner => {}
                 Ok(Ok(Acquired::Busy { owner })) => {
-                    if !asked {
-                        asked = true;
-                        tracing::info!(key, holder = %owner, "the session's turn runs on another gateway; asking it to stop");
+                    let due = asked.as_ref().is_none_or(|(whom, when)| {
+                        *whom != owner || when.elapsed() >= self.cluster.timing.renew_every
+                    });
+                    if due {
+                        if asked.is_none() {
+                            tracing::info!(key, holder = %owner, "the session's turn runs on another gateway; asking it to stop");
+                        }
                         let inner = Arc::clone(self);
-                        let lease_name = name.clone();
-                        let _ = tokio::task::spawn_blocking(move || {
-                            lock(inner.lease_store()).notify(INTERRUPT_CHANNEL, &lease_name)
+                        let request = interrupt_request(&owner, &name);
+                        let sent = tokio::task::spawn_blocking(move || {
+                            lock(inner.lease_store()).notify(INTERRUPT_CHANNEL, &request)
                         })
                         .await;
+                        if let Ok(Err(e)) = sent {
+                            tracing::debug!(key, error = %e, "interrupt request not sent; asking again later");
+                        }
+                        asked = Some((owner, Instant::now()));
                     }
                 }
                 Ok(Err(e)) => {

@@ -53,11 +53,11 @@ pub(crate) use api::read_answer;
 use api::{Api, CallError, PLATFORM};
 pub use check::check_env;
 use inbound::Recent;
+pub(crate) use inbound::translate;
 pub use inbound::{BotIdentity, GroupPolicy};
 pub use offsets::{MemoryOffsets, OffsetStore};
-pub(crate) use inbound::translate;
-pub use poll::{OFFSET_KEY, StoreOffsets};
 pub(crate) use poll::take_batch;
+pub use poll::{OFFSET_KEY, StoreOffsets};
 
 /// Telegram's limit for one message, in UTF-16 code units.
 pub const MAX_MESSAGE_UTF16: usize = 4096;

@@ -282,6 +282,10 @@ impl Leases for Postgres {
     }
 }
 
+/// How long the listener waits for a notification before it looks whether
+/// it was told to stop.
+const LISTEN_WAIT: Duration = Duration::from_millis(200);
+
 fn connect_listening(
     config: &Config,
     channels: &[String],
@@ -304,21 +308,25 @@ fn listen_loop(
 ) {
     let mut backoff = Duration::from_millis(200);
     loop {
-        let lost = {
-            let mut notifications = client.notifications();
-            let mut iter = notifications.timeout_iter(Duration::from_millis(200));
-            loop {
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                match iter.next() {
-                    Ok(Some(n)) => sink(Notification {
-                        channel: n.channel().to_owned(),
-                        payload: from_db(n.payload()).into_owned(),
-                    }),
-                    Ok(None) => {}
-                    Err(e) => break e,
-                }
+        let lost = loop {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            // A fresh wait each round: a `TimeoutIter`'s delay is not reset
+            // when it times out, so reusing one returns at once for ever —
+            // the connection's runtime never parks, its reactor never sees
+            // the socket readable, and nothing more is read.
+            let next = client.notifications().timeout_iter(LISTEN_WAIT).next();
+            match next {
+                Ok(Some(n)) => sink(Notification {
+                    channel: n.channel().to_owned(),
+                    payload: from_db(n.payload()).into_owned(),
+                }),
+                // A connection closed without an error message ends the
+                // iteration quietly, again and again: reconnect.
+                Ok(None) if client.is_closed() => break "connection closed".to_owned(),
+                Ok(None) => {}
+                Err(e) => break e.to_string(),
             }
         };
         tracing::warn!(error = %lost, "the database listener lost its connection; reconnecting");

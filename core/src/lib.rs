@@ -54,6 +54,7 @@ pub use message::{
     SummaryPlacement, ToolCall, ToolCallKind, Usage,
 };
 pub use model::{
-    ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, NullSink, StreamSink,
+    ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, NullSink,
+    StreamSink,
 };
 pub use tool::{Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};

@@ -29,11 +29,12 @@ use alloc::string::String;
 use crate::model::Completion;
 
 pub(crate) mod fast;
+mod reasoning;
 pub mod request;
 pub mod response;
 pub mod sse;
 
-pub use request::{RequestOptions, encode_request};
+pub use request::{CacheControl, Reasoning, ReasoningEcho, RequestOptions, encode_request};
 pub use response::{decode_error_body, decode_response};
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseDecoder, SseStatus, decode_stream};
 

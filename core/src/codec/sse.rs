@@ -53,6 +53,7 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 
 use super::fast;
+use super::reasoning;
 use super::response::{decode_error_body, decode_response, provider_error};
 use super::{DecodeError, StreamError};
 use crate::message::{FinishReason, FunctionCall, ToolCall, ToolCallKind, Usage};
@@ -127,6 +128,8 @@ pub struct SseDecoder {
     event: heapless::String<EVENT_NAME_CAP>,
     content: String,
     reasoning: String,
+    /// OpenRouter's `reasoning_details` pieces, joined by index.
+    reasoning_details: reasoning::Details,
     /// Tool calls, sorted by their wire `index`.
     tools: heapless::Vec<ToolSlot, MAX_TOOL_CALLS>,
     finish_reason: Option<FinishReason>,
@@ -181,6 +184,7 @@ impl SseDecoder {
             event: heapless::String::new(),
             content: String::new(),
             reasoning: String::new(),
+            reasoning_details: reasoning::Details::default(),
             tools: heapless::Vec::new(),
             finish_reason: None,
             usage: None,
@@ -225,6 +229,8 @@ impl SseDecoder {
             content: non_empty(&self.content),
             tool_calls: self.tools.iter().map(slot_to_call).collect(),
             reasoning: non_empty(&self.reasoning),
+            reasoning_details: self.reasoning_details.to_json(),
+            model: None,
             finish_reason: self.finish_reason.clone(),
             usage: self.usage,
         }
@@ -282,6 +288,16 @@ impl SseDecoder {
         let body = decode_response(&self.data)?;
         self.content = body.content.unwrap_or_default();
         self.reasoning = body.reasoning.unwrap_or_default();
+        self.reasoning_details = reasoning::Details::default();
+        if let Some(details) = body.reasoning_details.as_deref()
+            && let Ok(serde_json::Value::Array(blocks)) = serde_json::from_str(details)
+        {
+            for block in blocks {
+                if let serde_json::Value::Object(block) = block {
+                    self.reasoning_details.push(block);
+                }
+            }
+        }
         self.finish_reason = body.finish_reason;
         self.usage = body.usage;
         self.tools.clear();
@@ -321,6 +337,8 @@ impl SseDecoder {
             content: (!self.content.is_empty()).then_some(self.content),
             tool_calls,
             reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
+            reasoning_details: self.reasoning_details.to_json(),
+            model: None,
             finish_reason: self.finish_reason,
             usage: self.usage,
         }
@@ -544,6 +562,9 @@ impl SseDecoder {
                             return Ok(Some(SseStatus::Stopped));
                         }
                     }
+                }
+                if let Some(details) = delta.reasoning_details {
+                    self.reasoning_details.merge(details);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.apply_tool_delta(call)?;
@@ -795,6 +816,9 @@ struct Delta<'a> {
     reasoning_content: Option<Text<'a>>,
     #[serde(borrow, default)]
     reasoning: Option<Text<'a>>,
+    /// OpenRouter's structured reasoning pieces (rare: parsed as values).
+    #[serde(default)]
+    reasoning_details: Option<serde_json::Value>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }

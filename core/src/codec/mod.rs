@@ -29,6 +29,7 @@ use alloc::string::String;
 use crate::model::Completion;
 
 pub(crate) mod fast;
+mod frame;
 mod reasoning;
 pub mod request;
 pub mod response;

@@ -28,6 +28,7 @@ use alloc::string::String;
 
 use crate::model::Completion;
 
+pub mod anthropic;
 pub(crate) mod fast;
 mod frame;
 mod reasoning;

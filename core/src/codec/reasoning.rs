@@ -59,10 +59,6 @@ impl Details {
         }
     }
 
-    /// The blocks seen so far, if any.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
-    }
 
     /// The JSON array to store, `None` when there is nothing.
     pub(crate) fn to_json(&self) -> Option<String> {

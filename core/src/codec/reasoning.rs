@@ -59,7 +59,6 @@ impl Details {
         }
     }
 
-
     /// The JSON array to store, `None` when there is nothing.
     pub(crate) fn to_json(&self) -> Option<String> {
         if self.blocks.is_empty() {

@@ -196,7 +196,8 @@ fn on_wire(message: &Message) -> bool {
 /// Whether entry `i` is the last ledger entry of its wire message (a run
 /// of tool results is one message).
 fn ends_wire_message(entries: &[LedgerEntry], i: usize) -> bool {
-    let is_tool = |e: Option<&LedgerEntry>| matches!(e.map(|e| &e.message), Some(Message::Tool { .. }));
+    let is_tool =
+        |e: Option<&LedgerEntry>| matches!(e.map(|e| &e.message), Some(Message::Tool { .. }));
     !(is_tool(entries.get(i)) && is_tool(entries.get(i.saturating_add(1))))
 }
 
@@ -387,7 +388,12 @@ impl Serialize for AssistantBlocks<'_> {
             // encrypted (redacted) reasoning. Anything else is dropped.
             let blocks: Vec<StoredDetail<'_>> = serde_json::from_str(details).unwrap_or_default();
             for block in &blocks {
-                match (block.kind.as_ref(), &block.text, &block.signature, &block.data) {
+                match (
+                    block.kind.as_ref(),
+                    &block.text,
+                    &block.signature,
+                    &block.data,
+                ) {
                     ("reasoning.text", Some(text), Some(signature), _) if !signature.is_empty() => {
                         seq.serialize_element(&ThinkingBlock { text, signature })?
                     }

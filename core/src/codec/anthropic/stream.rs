@@ -30,12 +30,14 @@ use alloc::vec::Vec;
 
 use serde::Deserialize;
 
+use super::super::DecodeError;
 use super::super::frame::{FrameHandler, SseFramer};
 use super::super::reasoning::Details;
 use super::super::response::decode_error_body;
 use super::super::sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseStatus};
-use super::super::DecodeError;
-use super::response::{Block, decode_messages_response, encrypted_detail, stop_reason, text_detail};
+use super::response::{
+    Block, decode_messages_response, encrypted_detail, stop_reason, text_detail,
+};
 use crate::message::{FinishReason, ToolCall, Usage};
 use crate::model::{Completion, Flow, NullSink, StreamSink};
 
@@ -47,9 +49,19 @@ const MAX_BLOCKS: usize = MAX_TOOL_CALLS + 16;
 #[derive(Clone, Debug)]
 enum Slot {
     Text,
-    Thinking { text: String, signature: String },
-    Redacted { data: String },
-    ToolUse { id: String, name: String, input: String, initial: String },
+    Thinking {
+        text: String,
+        signature: String,
+    },
+    Redacted {
+        data: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: String,
+        initial: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +189,11 @@ impl Message {
                     // A call without arguments streams no input pieces; its
                     // start event's `input` (`{}`) is the whole of it.
                     let arguments = if input.is_empty() { initial } else { input };
-                    tool_calls.push(ToolCall::new(id.as_str(), name.as_str(), arguments.as_str()));
+                    tool_calls.push(ToolCall::new(
+                        id.as_str(),
+                        name.as_str(),
+                        arguments.as_str(),
+                    ));
                 }
             }
         }
@@ -199,7 +215,11 @@ impl Message {
             .map(|(_, slot)| slot)
     }
 
-    fn apply(&mut self, data: &[u8], sink: &mut dyn StreamSink) -> Result<Option<SseStatus>, DecodeError> {
+    fn apply(
+        &mut self,
+        data: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
         let event: Event<'_> = serde_json::from_slice(data).map_err(|e| DecodeError::json(&e))?;
         self.events = self.events.saturating_add(1);
         let flow = match event.kind.as_ref() {

@@ -16,17 +16,23 @@ use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::store::SystemClock;
 use crate::tools::{TodoState, ToolEnv, ToolsError, build_registry};
 
-/// The provider client for `settings`, talking to `model` (the primary's
-/// OpenAI-compatible client, for `hermes doctor` and model listings).
+/// The primary's own client on `model`: for `hermes doctor`, model
+/// listings, the context window's provider metadata and the summarizer.
+/// With `api = "anthropic"` it speaks the Anthropic wire (the type is the
+/// shared HTTP client; [`AnthropicClient`] is the same thing as a `Model`).
 pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient, ClientError> {
     let p = &settings.provider;
-    OpenAiClient::new(client_options(
-        p,
-        &p.base_url,
-        p.api_key.as_deref(),
-        model,
-        p.api,
-    ))
+    let opts = client_options(p, &p.base_url, p.api_key.as_deref(), model, p.api);
+    match p.api {
+        Api::OpenAi => OpenAiClient::new(opts),
+        Api::Anthropic => OpenAiClient::with_wire(opts, crate::client::Wire::AnthropicMessages),
+    }
+}
+
+/// The model ids the primary provider offers (`GET {base_url}/models`,
+/// with its API's authentication): proves the URL and the key work.
+pub fn list_models(settings: &Settings) -> Result<Vec<String>, ClientError> {
+    provider_client(settings, &settings.provider.model)?.list_models()
 }
 
 /// The model the loop talks to: the primary on `model`, then each

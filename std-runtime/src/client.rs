@@ -88,7 +88,7 @@ use pump::{
     Event, Exchange, Head, Next, Until, next_event_by, sleep_unless_stopped, wait_for_end,
     wait_head,
 };
-use wire::Wire;
+pub(crate) use wire::Wire;
 
 /// Cap on a response body, streamed or not. ureq's own default (10 MB) is
 /// too low for a long answer with big tool arguments; 64 MiB still stops a

@@ -339,6 +339,19 @@ pub fn price_book(settings: &Settings, store: &Mutex<Store>, now_ms: u64) -> Pri
     PriceList(list)
 }
 
+/// The `/usage` text of stored session `id`: token totals, cache share and
+/// cost. For `hermes sessions show`, the CLI's and the gateway's `/usage`.
+pub fn session_usage_text(
+    settings: &Settings,
+    store: &Mutex<Store>,
+    id: &str,
+    now_ms: u64,
+) -> Result<String, StoreError> {
+    let report =
+        UsageReport::for_session(&store.lock().unwrap_or_else(PoisonError::into_inner), id)?;
+    Ok(report.render(&price_book(settings, store, now_ms)))
+}
+
 fn fetch_openrouter(base_url: &str, key: Option<&str>) -> Vec<(String, Price)> {
     let client = OpenAiClient::new(ClientOptions {
         base_url: base_url.to_owned(),

@@ -99,7 +99,8 @@ fn streams_text_and_usage_with_bearer_auth() {
         Some(Usage {
             prompt_tokens: 11,
             completion_tokens: 7,
-            total_tokens: 18
+            total_tokens: 18,
+            ..Usage::default()
         })
     );
     assert_eq!(sink.text(), "Hello, world");

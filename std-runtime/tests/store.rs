@@ -72,10 +72,17 @@ fn every_kind() -> Vec<LedgerEntry> {
             },
             meta: EntryMeta {
                 reasoning: Some("I should read the file first".into()),
+                reasoning_details: Some(
+                    r#"[{"type":"reasoning.text","text":"I should read the file first","signature":"c2ln","index":0}]"#
+                        .into(),
+                ),
+                model: Some("anthropic/claude-sonnet-4".into()),
                 usage: Some(Usage {
                     prompt_tokens: 120,
                     completion_tokens: 30,
                     total_tokens: 150,
+                    cached_tokens: 100,
+                    cache_write_tokens: 15,
                 }),
                 timestamp_ms: T0 + 1,
                 finish_reason: Some(FinishReason::ToolCalls),
@@ -108,7 +115,11 @@ fn every_kind() -> Vec<LedgerEntry> {
                 timestamp_ms: T0 + 4,
                 finish_reason: Some(FinishReason::Length),
                 interrupted: true,
+<<<<<<< HEAD
                 compaction: None,
+=======
+                ..EntryMeta::default()
+>>>>>>> 1171b71 (CLI and gateway on the fallback chain: the CLI prints a fallback once per turn on stderr, --show-reasoning shows reasoning dimmed on stderr, /status shows the cache share, /usage the turn's and session's tokens and cost; the gateway appends a fallback notice, drops the cached agent on a switch, answers /usage and shows the cache share in /status; codec bench of the decorations and the Anthropic encoder)
             },
         },
         // Empty text is not "no text".
@@ -130,6 +141,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                     prompt_tokens: u64::try_from(i64::MAX).unwrap(),
                     completion_tokens: 0,
                     total_tokens: 1,
+                    ..Usage::default()
                 }),
                 timestamp_ms: T0 + 6,
                 ..EntryMeta::default()
@@ -902,12 +914,17 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
                     usage: Some(Usage {
                         prompt_tokens: 10,
                         completion_tokens: 5,
-                        total_tokens: 15
+                        total_tokens: 15,
+                        ..Usage::default()
                     }),
                     timestamp_ms: 1_735_732_800_001,
                     finish_reason: Some(FinishReason::ToolCalls),
                     interrupted: false,
+<<<<<<< HEAD
                     compaction: None,
+=======
+                    ..EntryMeta::default()
+>>>>>>> 1171b71 (CLI and gateway on the fallback chain: the CLI prints a fallback once per turn on stderr, --show-reasoning shows reasoning dimmed on stderr, /status shows the cache share, /usage the turn's and session's tokens and cost; the gateway appends a fallback notice, drops the cached agent on a switch, answers /usage and shows the cache share in /status; codec bench of the decorations and the Anthropic encoder)
                 },
             },
             LedgerEntry::at(Message::tool("c1", "saved marmalade"), 1_735_732_800_002),

@@ -165,8 +165,7 @@ fn bench_encode(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 out.clear();
-                encode_messages_request(black_box(&messages), black_box(&req), &mut out)
-                    .unwrap();
+                encode_messages_request(black_box(&messages), black_box(&req), &mut out).unwrap();
                 black_box(out.len())
             })
         },

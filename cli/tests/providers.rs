@@ -29,7 +29,8 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn a_oneshot_answered_by_the_fallback_says_so_once_on_stderr() {
     let home = tempfile::tempdir().unwrap();
-    let primary = FakeProvider::start(vec![Reply::Status(402, "Insufficient credits".into())]).unwrap();
+    let primary =
+        FakeProvider::start(vec![Reply::Status(402, "Insufficient credits".into())]).unwrap();
     let fallback = FakeProvider::start(vec![Reply::text("The fallback answered.")]).unwrap();
     let o: Output = cmd(home.path(), &primary.base_url())
         .env("HERMES_FALLBACK_BASE_URL", fallback.base_url())
@@ -38,14 +39,21 @@ fn a_oneshot_answered_by_the_fallback_says_so_once_on_stderr() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "The fallback answered.\n", "only the answer on stdout");
+    assert_eq!(
+        text(&o.stdout),
+        "The fallback answered.\n",
+        "only the answer on stdout"
+    );
     let err = text(&o.stderr);
     assert_eq!(
         err.matches("fallback-model answers this turn").count(),
         1,
         "{err}"
     );
-    assert!(err.contains("primary-model failed (out of credit or quota"), "{err}");
+    assert!(
+        err.contains("primary-model failed (out of credit or quota"),
+        "{err}"
+    );
     assert_eq!(primary.requests().len(), 1, "402 is not retried");
     assert_eq!(fallback.requests().len(), 1);
 }
@@ -55,8 +63,7 @@ fn usage_and_status_report_tokens_cache_share_and_cost() {
     let home = tempfile::tempdir().unwrap();
     let usage = json!({"prompt_tokens": 4000, "completion_tokens": 100, "total_tokens": 4100,
                        "prompt_tokens_details": {"cached_tokens": 3000}});
-    let provider =
-        FakeProvider::start(vec![Reply::text("Hi.").with_usage(usage)]).unwrap();
+    let provider = FakeProvider::start(vec![Reply::text("Hi.").with_usage(usage)]).unwrap();
     std::fs::write(
         home.path().join("config.toml"),
         "[provider]\nprice = { input = 3.0, output = 15.0, cache_read = 0.3 }\n",
@@ -78,10 +85,19 @@ fn usage_and_status_report_tokens_cache_share_and_cost() {
     let o = child.wait_with_output().unwrap();
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
-    assert!(out.contains("last turn: 4000 prompt + 100 completion tokens"), "{out}");
-    assert!(out.contains("75 % of prompt tokens read from the cache (3000 of 4000)"), "{out}");
+    assert!(
+        out.contains("last turn: 4000 prompt + 100 completion tokens"),
+        "{out}"
+    );
+    assert!(
+        out.contains("75 % of prompt tokens read from the cache (3000 of 4000)"),
+        "{out}"
+    );
     // 1000 × 3 + 3000 × 0.3 + 100 × 15, per million.
     assert!(out.contains("cost: $0.0054"), "{out}");
-    assert!(out.contains("tokens used: 4000 prompt + 100 completion"), "{out}");
+    assert!(
+        out.contains("tokens used: 4000 prompt + 100 completion"),
+        "{out}"
+    );
     assert_eq!(out.matches("cache: 75 %").count(), 3, "{out}");
 }

@@ -395,3 +395,16 @@ fn reasoning_details_are_kept_from_bodies_and_streams() {
         json!([{"type": "reasoning.text", "text": "Read it.", "signature": "c2ln", "index": 0}])
     );
 }
+
+#[test]
+fn a_content_chunk_carrying_reasoning_details_keeps_them() {
+    // Regression guard for the content-only fast path: a chunk with text
+    // and reasoning details must not be taken for a plain content chunk.
+    let stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\",\"reasoning_details\":[{\"type\":\"reasoning.encrypted\",\"data\":\"eA==\",\"index\":0}]}}]}\n\ndata: [DONE]\n\n";
+    let mut decoder = SseDecoder::new();
+    decoder.feed(stream.as_bytes(), &mut NullSink).unwrap();
+    let c = decoder.finish().unwrap();
+    assert_eq!(c.content.as_deref(), Some("hi"));
+    let details: Value = serde_json::from_str(c.reasoning_details.as_deref().unwrap()).unwrap();
+    assert_eq!(details[0]["data"], "eA==");
+}

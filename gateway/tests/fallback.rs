@@ -93,9 +93,15 @@ fn a_fallback_is_told_once_the_cached_agent_dropped_and_the_next_turn_is_on_the_
         1,
         "told once: {texts:?}"
     );
-    assert!(texts[0].contains("primary-model was unavailable"), "{texts:?}");
+    assert!(
+        texts[0].contains("primary-model was unavailable"),
+        "{texts:?}"
+    );
     assert!(texts[0].contains("authentication failed"), "{texts:?}");
-    assert!(!runner.is_cached(key), "the agent that fell back is dropped (G4)");
+    assert!(
+        !runner.is_cached(key),
+        "the agent that fell back is dropped (G4)"
+    );
     assert_eq!(runner.cache_stats().invalidated, 1);
 
     adapter.say(ChatType::Dm, "chat1", "alice", "again");
@@ -110,7 +116,10 @@ fn a_fallback_is_told_once_the_cached_agent_dropped_and_the_next_turn_is_on_the_
     let report = &texts[2];
     // fallback: 12 + 7 (FakeProvider's default counts); primary: 1000 + 50.
     assert!(report.contains("1012 prompt + 57 completion"), "{report}");
-    assert!(report.contains("79 % of prompt tokens read from the cache"), "{report}");
+    assert!(
+        report.contains("79 % of prompt tokens read from the cache"),
+        "{report}"
+    );
     assert!(report.contains("primary-model: 1 calls"), "{report}");
     assert!(report.contains("fallback-model: 1 calls"), "{report}");
     // Only the primary has a price: 200 × 1 + 800 × 0.1 + 50 × 2 per million.

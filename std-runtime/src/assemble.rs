@@ -180,3 +180,63 @@ pub fn agent(
         None => agent,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn provider(cache: CacheMode, echo: EchoMode) -> ProviderSettings {
+        ProviderSettings {
+            base_url: "http://127.0.0.1:11434/v1".into(),
+            api_key: None,
+            model: "m".into(),
+            provider_name: "local".into(),
+            api: Api::OpenAi,
+            cache,
+            cache_ttl_1h: false,
+            reasoning_effort: Some("high".into()),
+            reasoning_echo: echo,
+            price: None,
+            fallbacks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_link_gets_its_models_cache_and_reasoning_rules() {
+        let p = provider(CacheMode::Auto, EchoMode::Auto);
+        let or = "https://openrouter.ai/api/v1";
+        let local = "http://127.0.0.1:11434/v1";
+        let o = client_options(&p, or, None, "anthropic/claude-sonnet-4", Api::OpenAi);
+        assert!(o.cache.is_some());
+        assert_eq!(o.reasoning_dialect, ReasoningDialect::OpenRouter);
+        assert_eq!(o.reasoning_echo, ReasoningEcho::ReasoningDetails);
+        let o = client_options(&p, or, None, "openai/gpt-4o", Api::OpenAi);
+        assert!(o.cache.is_none(), "OpenAI caches stable prefixes by itself");
+        let o = client_options(&p, local, None, "claude-sonnet-4-5", Api::Anthropic);
+        assert!(o.cache.is_some());
+        assert_eq!(o.reasoning_effort.as_deref(), Some("high"));
+        for (model, echo) in [
+            ("deepseek-chat", ReasoningEcho::ReasoningContent),
+            ("DeepSeek-V3.2", ReasoningEcho::ReasoningContent),
+            ("kimi-k2-thinking", ReasoningEcho::ReasoningContent),
+            ("kimi-k2-instruct", ReasoningEcho::Off),
+            ("gpt-4o", ReasoningEcho::Off),
+            ("qwen3:8b", ReasoningEcho::Off),
+        ] {
+            let o = client_options(&p, local, None, model, Api::OpenAi);
+            assert_eq!(o.reasoning_echo, echo, "{model}");
+            assert_eq!(o.reasoning_dialect, ReasoningDialect::OpenAi);
+        }
+        let p = provider(CacheMode::Anthropic, EchoMode::Off);
+        let o = client_options(&p, or, None, "openai/gpt-4o", Api::OpenAi);
+        assert!(o.cache.is_some());
+        assert_eq!(o.reasoning_echo, ReasoningEcho::Off);
+        let p = provider(CacheMode::Off, EchoMode::Auto);
+        assert!(
+            client_options(&p, local, None, "claude-x", Api::Anthropic)
+                .cache
+                .is_none()
+        );
+    }
+}

@@ -322,6 +322,7 @@ fn with_history(mut error: ModelError, first: Option<&(String, String)>) -> Mode
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn status(code: u16, message: &str) -> ModelError {
@@ -410,6 +411,174 @@ mod tests {
         for (error, want) in cases {
             assert_eq!(classify(&error), want, "{error:?}");
         }
+    }
+
+    /// A model that streams `shown` text, then fails with `error`, or
+    /// answers `answer`; counts its calls.
+    struct Scripted {
+        shown: &'static str,
+        error: Option<ModelError>,
+        answer: &'static str,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Scripted {
+        fn failing(shown: &'static str, error: ModelError) -> Arc<Self> {
+            Arc::new(Scripted {
+                shown,
+                error: Some(error),
+                answer: "",
+                calls: Default::default(),
+            })
+        }
+        fn answering(answer: &'static str) -> Arc<Self> {
+            Arc::new(Scripted {
+                shown: "",
+                error: None,
+                answer,
+                calls: Default::default(),
+            })
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl Model for Scripted {
+        fn complete(
+            &self,
+            _request: &ChatRequest<'_>,
+            sink: &mut dyn StreamSink,
+        ) -> Result<Completion, ModelError> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if !self.shown.is_empty() {
+                sink.on_text(self.shown);
+            }
+            match &self.error {
+                Some(e) => Err(e.clone()),
+                None => Ok(Completion {
+                    content: Some(self.answer.into()),
+                    ..Completion::default()
+                }),
+            }
+        }
+    }
+
+    fn chain(models: &[Arc<Scripted>]) -> FallbackModel {
+        let mut links = models.iter().enumerate().map(|(i, m)| Link {
+            name: format!("m{i}"),
+            model: m.clone() as Arc<dyn Model>,
+        });
+        let primary = links.next().unwrap();
+        FallbackModel::new(primary, links.collect())
+    }
+
+    #[derive(Default)]
+    struct Told {
+        switches: Vec<String>,
+        stop: bool,
+    }
+
+    impl StreamSink for Told {
+        fn on_text(&mut self, _: &str) -> Flow {
+            Flow::Continue
+        }
+        fn on_fallback(&mut self, f: &Fallback<'_>) -> Flow {
+            self.switches
+                .push(format!("{} -> {}", f.failed, f.answering));
+            if self.stop {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        }
+    }
+
+    fn ask(
+        chain: &FallbackModel,
+        last_is_user: bool,
+        sink: &mut Told,
+    ) -> Result<Completion, ModelError> {
+        let ledger = if last_is_user {
+            vec![hermes_core::LedgerEntry::new(Message::user("q"))]
+        } else {
+            vec![
+                hermes_core::LedgerEntry::new(Message::user("q")),
+                hermes_core::LedgerEntry::new(Message::tool("c", "r")),
+            ]
+        };
+        let request = ChatRequest {
+            system_prompt: "",
+            messages: &ledger,
+            tools: &[],
+        };
+        chain.complete(&request, sink)
+    }
+
+    #[test]
+    fn the_chain_walks_on_stays_for_the_turn_and_reports_every_switch() {
+        let down = || Scripted::failing("", status(503, "HTTP 503"));
+        let (a, b, c) = (down(), down(), Scripted::answering("from m2"));
+        let chain = chain(&[a.clone(), b.clone(), c.clone()]);
+        let mut told = Told::default();
+        let answer = ask(&chain, true, &mut told).unwrap();
+        assert_eq!(answer.content.as_deref(), Some("from m2"));
+        assert_eq!(told.switches, ["m0 -> m1", "m1 -> m2"]);
+        assert_eq!(chain.active_name(), "m2");
+        // The same turn (the ledger ends in a tool result) stays on m2.
+        ask(&chain, false, &mut told).unwrap();
+        assert_eq!((a.calls(), b.calls(), c.calls()), (1, 1, 2));
+        // A new turn starts on the primary again.
+        ask(&chain, true, &mut told).unwrap();
+        assert_eq!(a.calls(), 2);
+    }
+
+    #[test]
+    fn when_every_link_fails_the_error_names_the_first_failure() {
+        let chain = chain(&[
+            Scripted::failing("", status(429, "HTTP 429 slow down")),
+            Scripted::failing("", status(500, "HTTP 500 boom")),
+        ]);
+        let err = ask(&chain, true, &mut Told::default()).unwrap_err();
+        assert_eq!(err.kind, ModelErrorKind::Status(500));
+        assert!(err.message.starts_with("HTTP 500 boom"), "{}", err.message);
+        assert!(
+            err.message
+                .contains("first m0: rate limited: HTTP 429 slow down"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_failure_after_text_was_shown_does_not_fall_back() {
+        let second = Scripted::answering("second answer");
+        let chain = chain(&[
+            Scripted::failing(
+                "Half an ",
+                ModelError::new(ModelErrorKind::Transport, "broke"),
+            ),
+            second.clone(),
+        ]);
+        let mut told = Told::default();
+        assert!(ask(&chain, true, &mut told).is_err());
+        assert!(told.switches.is_empty());
+        assert_eq!(second.calls(), 0);
+    }
+
+    #[test]
+    fn an_interrupt_between_providers_returns_nothing() {
+        let second = Scripted::answering("unused");
+        let chain = chain(&[
+            Scripted::failing("", status(401, "HTTP 401")),
+            second.clone(),
+        ]);
+        let mut told = Told {
+            stop: true,
+            ..Told::default()
+        };
+        assert_eq!(ask(&chain, true, &mut told).unwrap(), Completion::default());
+        assert_eq!(second.calls(), 0);
     }
 
     #[test]

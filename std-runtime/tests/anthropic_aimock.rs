@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes_core::{
-    Agent, AgentEvent, FinishReason, FnObserver, IterationBudget, LedgerEntry, Message,
-    StopReason, Tool, ToolContext, ToolError, ToolRegistry, ToolSpec,
+    Agent, AgentEvent, FinishReason, FnObserver, IterationBudget, LedgerEntry, Message, StopReason,
+    Tool, ToolContext, ToolError, ToolRegistry, ToolSpec,
 };
 use hermes_runtime::client::{AnthropicClient, CacheControl, ClientOptions, OpenAiClient};
 use hermes_runtime::fallback::{FallbackModel, Link};
@@ -45,7 +45,10 @@ fn assert_valid(body: &Value) {
         .iter_errors(body)
         .map(|e| format!("{e} at {}", e.instance_path))
         .collect();
-    assert!(errors.is_empty(), "schema violations: {errors:#?}\nin {body:#}");
+    assert!(
+        errors.is_empty(),
+        "schema violations: {errors:#?}\nin {body:#}"
+    );
 }
 
 fn options(base_url: String, model: &str, stream: bool) -> ClientOptions {
@@ -70,7 +73,10 @@ impl Tool for Clock {
     }
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let v: Value = serde_json::from_str(arguments).unwrap();
-        Ok(format!("12:00 in {}", v["timezone"].as_str().unwrap_or("?")))
+        Ok(format!(
+            "12:00 in {}",
+            v["timezone"].as_str().unwrap_or("?")
+        ))
     }
 }
 
@@ -85,10 +91,7 @@ fn clock() -> ToolRegistry {
 }
 
 /// Runs `text` through an agent on `client`, recording streamed pieces.
-fn run(
-    client: AnthropicClient,
-    text: &'static str,
-) -> (hermes_core::RunOutcome, String, String) {
+fn run(client: AnthropicClient, text: &'static str) -> (hermes_core::RunOutcome, String, String) {
     within(HANG_GUARD, move || {
         let agent = Agent::new(Arc::new(client), Arc::new(clock()), "You are a test agent.");
         let streamed = Arc::new(Mutex::new((String::new(), String::new())));
@@ -115,9 +118,18 @@ fn a_full_agent_run_with_tools_streaming_and_thinking() {
     })
     .unwrap();
     let (outcome, text, reasoning) = run(client, "use the clock tool");
-    assert_eq!(outcome.stop, StopReason::Completed, "{:?}\n{}", outcome.stop, mock.log.lock().unwrap());
+    assert_eq!(
+        outcome.stop,
+        StopReason::Completed,
+        "{:?}\n{}",
+        outcome.stop,
+        mock.log.lock().unwrap()
+    );
     assert_eq!(outcome.final_text, "The clock tool says it is noon.");
-    assert_eq!(text, "The clock tool says it is noon.", "streamed to the sink");
+    assert_eq!(
+        text, "The clock tool says it is noon.",
+        "streamed to the sink"
+    );
     // Reasoning streamed apart from the answer and never became it.
     assert!(reasoning.contains("the clock tool gives it"), "{reasoning}");
     let messages = outcome.new_messages();
@@ -125,7 +137,10 @@ fn a_full_agent_run_with_tools_streaming_and_thinking() {
     let call = &messages[1].message.tool_calls()[0];
     assert_eq!(call.id, "toolu_clock_1");
     assert_eq!(call.function.arguments, r#"{"timezone":"UTC"}"#);
-    assert_eq!(messages[2].message, Message::tool("toolu_clock_1", "12:00 in UTC"));
+    assert_eq!(
+        messages[2].message,
+        Message::tool("toolu_clock_1", "12:00 in UTC")
+    );
     assert!(messages[1].meta.reasoning_details.is_some());
     assert_eq!(messages[3].meta.finish_reason, Some(FinishReason::Stop));
     assert_eq!(messages[3].meta.model.as_deref(), Some("claude-sonnet-4-5"));
@@ -137,7 +152,10 @@ fn a_full_agent_run_with_tools_streaming_and_thinking() {
         assert_eq!(s.path, "/v1/messages");
         assert_eq!(s.header("x-api-key"), Some("sk-ant-aimock-test"));
         assert_eq!(s.header("anthropic-version"), Some("2023-06-01"));
-        assert!(s.header("authorization").is_none(), "no Bearer token to Anthropic");
+        assert!(
+            s.header("authorization").is_none(),
+            "no Bearer token to Anthropic"
+        );
         assert_valid(&s.json());
     }
     let second = seen[1].json();
@@ -148,11 +166,20 @@ fn a_full_agent_run_with_tools_streaming_and_thinking() {
     // The signed thinking block first (aimock's strict mode checks it),
     // then the tool call; the result in a user message of blocks.
     assert_eq!(assistant["content"][0]["type"], "thinking");
-    assert_eq!(assistant["content"][0]["signature"], "aimock-placeholder-signature");
+    assert_eq!(
+        assistant["content"][0]["signature"],
+        "aimock-placeholder-signature"
+    );
     assert_eq!(assistant["content"][1]["type"], "tool_use");
-    assert_eq!(assistant["content"][1]["input"], serde_json::json!({"timezone": "UTC"}));
+    assert_eq!(
+        assistant["content"][1]["input"],
+        serde_json::json!({"timezone": "UTC"})
+    );
     assert_eq!(second["messages"][2]["content"][0]["type"], "tool_result");
-    assert_eq!(second["messages"][2]["content"][0]["tool_use_id"], "toolu_clock_1");
+    assert_eq!(
+        second["messages"][2]["content"][0]["tool_use_id"],
+        "toolu_clock_1"
+    );
     // Breakpoints: the system prompt and the last three messages.
     assert_eq!(second["system"][0]["cache_control"]["type"], "ephemeral");
     assert_eq!(second.to_string().matches("cache_control").count(), 4);
@@ -186,9 +213,12 @@ fn without_the_thinking_echo_strict_aimock_refuses_the_tool_loop() {
 fn non_streaming_text() {
     let mock = Aimock::start(FIXTURES);
     let proxy = RecordingProxy::start(&mock.url);
-    let client =
-        AnthropicClient::new(options(format!("{}/v1", proxy.url()), "claude-haiku-4-5", false))
-            .unwrap();
+    let client = AnthropicClient::new(options(
+        format!("{}/v1", proxy.url()),
+        "claude-haiku-4-5",
+        false,
+    ))
+    .unwrap();
     let (outcome, text, _) = run(client, "hello claude");
     assert_eq!(outcome.final_text, "Hello from the Messages API!");
     assert_eq!(text, "Hello from the Messages API!", "shown once, whole");
@@ -206,9 +236,12 @@ fn non_streaming_text() {
 fn max_tokens_is_a_cut_answer() {
     let mock = Aimock::start(FIXTURES);
     for stream in [true, false] {
-        let client =
-            AnthropicClient::new(options(format!("{}/v1", mock.url), "claude-sonnet-4-5", stream))
-                .unwrap();
+        let client = AnthropicClient::new(options(
+            format!("{}/v1", mock.url),
+            "claude-sonnet-4-5",
+            stream,
+        ))
+        .unwrap();
         let (outcome, _, _) = run(client, "write a long essay");
         assert_eq!(outcome.stop, StopReason::Truncated, "stream={stream}");
         assert_eq!(outcome.final_text, "Once upon a time");
@@ -218,8 +251,8 @@ fn max_tokens_is_a_cut_answer() {
 #[test]
 fn an_overloaded_anthropic_primary_falls_back_to_an_openai_compatible_model() {
     let mock = Aimock::start(FIXTURES);
-    let primary = AnthropicClient::new(options(format!("{}/v1", mock.url), "claude-primary", true))
-        .unwrap();
+    let primary =
+        AnthropicClient::new(options(format!("{}/v1", mock.url), "claude-primary", true)).unwrap();
     let fallback = OpenAiClient::new(ClientOptions {
         base_url: format!("{}/v1", mock.url),
         model: "gpt-4o".into(),
@@ -238,11 +271,16 @@ fn an_overloaded_anthropic_primary_falls_back_to_an_openai_compatible_model() {
         }],
     );
     let outcome = within(HANG_GUARD, move || {
-        Agent::new(Arc::new(chain), Arc::new(clock()), "sys")
-            .run_conversation("overloaded", vec![LedgerEntry::new(Message::user("earlier"))])
+        Agent::new(Arc::new(chain), Arc::new(clock()), "sys").run_conversation(
+            "overloaded",
+            vec![LedgerEntry::new(Message::user("earlier"))],
+        )
     });
     assert_eq!(outcome.final_text, "The fallback answered.");
-    assert_eq!(outcome.new_messages()[1].meta.model.as_deref(), Some("gpt-4o"));
+    assert_eq!(
+        outcome.new_messages()[1].meta.model.as_deref(),
+        Some("gpt-4o")
+    );
     // 529 is retried (3 attempts) before the fallback takes the call.
     let statuses: Vec<u64> = mock
         .messages_requests()

@@ -40,7 +40,10 @@ fn assert_valid(body: &Value) {
         .iter_errors(body)
         .map(|e| format!("{e} at {}", e.instance_path))
         .collect();
-    assert!(errors.is_empty(), "schema violations: {errors:#?}\nin {body:#}");
+    assert!(
+        errors.is_empty(),
+        "schema violations: {errors:#?}\nin {body:#}"
+    );
 }
 
 /// The chain `config.toml` describes: `primary` on aimock, then `gpt-4o`
@@ -79,7 +82,11 @@ struct Answer {
 
 fn ask(model: Arc<FallbackModel>, text: &'static str) -> Answer {
     within(HANG_GUARD, move || {
-        let agent = Agent::new(model, Arc::new(ToolRegistry::new()), "You are a test agent.");
+        let agent = Agent::new(
+            model,
+            Arc::new(ToolRegistry::new()),
+            "You are a test agent.",
+        );
         let switches = Arc::new(Mutex::new(Vec::new()));
         let s = switches.clone();
         let mut observer = FnObserver(move |e: &AgentEvent<'_>| {
@@ -112,7 +119,10 @@ fn journal(mock: &Aimock) -> Vec<(String, u64, String)> {
             (
                 e["body"]["model"].as_str().unwrap().to_owned(),
                 e["response"]["status"].as_u64().unwrap_or(0),
-                e["headers"]["authorization"].as_str().unwrap_or("").to_owned(),
+                e["headers"]["authorization"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
             )
         })
         .collect()
@@ -124,7 +134,12 @@ fn falls_back(primary: &str, status: u64, attempts: usize, reason: &str) {
     let mock = Aimock::start(FIXTURES);
     let (model, _home) = chain(&mock, primary);
     let answer = ask(model, "hello");
-    assert_eq!(answer.stop, StopReason::Completed, "{primary}: {:?}", answer.stop);
+    assert_eq!(
+        answer.stop,
+        StopReason::Completed,
+        "{primary}: {:?}",
+        answer.stop
+    );
     assert_eq!(answer.text, "The fallback answered.", "{primary}");
     assert_eq!(answer.answered_by.as_deref(), Some("gpt-4o"));
     assert_eq!(answer.switches.len(), 1, "{:?}", answer.switches);
@@ -135,7 +150,9 @@ fn falls_back(primary: &str, status: u64, attempts: usize, reason: &str) {
     expected.push(("gpt-4o".to_owned(), 200));
     let seen = journal(&mock);
     assert_eq!(
-        seen.iter().map(|(m, s, _)| (m.clone(), *s)).collect::<Vec<_>>(),
+        seen.iter()
+            .map(|(m, s, _)| (m.clone(), *s))
+            .collect::<Vec<_>>(),
         expected,
         "{primary}"
     );
@@ -152,7 +169,11 @@ fn a_rate_limit_falls_back_after_the_retries() {
 fn a_rate_limit_longer_than_the_client_waits_falls_back_at_once() {
     let started = Instant::now();
     falls_back("primary-429-long", 429, 1, "rate limited");
-    assert!(started.elapsed() < Duration::from_secs(50), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -193,7 +214,11 @@ fn a_bad_request_and_a_context_overflow_do_not_fall_back() {
         }
         assert!(answer.switches.is_empty());
         let seen = journal(&mock);
-        assert_eq!(seen.len(), 1, "{primary}: the fallback was not asked: {seen:?}");
+        assert_eq!(
+            seen.len(),
+            1,
+            "{primary}: the fallback was not asked: {seen:?}"
+        );
     }
 }
 
@@ -231,19 +256,33 @@ fn chaos_chain(mock: &Aimock, header: (&str, &str)) -> Arc<FallbackModel> {
 #[test]
 fn a_timeout_falls_back_after_the_retries() {
     let mock = Aimock::start(FIXTURES);
-    let answer = ask(chaos_chain(&mock, ("x-aimock-chaos-latency", "5000")), "hello");
+    let answer = ask(
+        chaos_chain(&mock, ("x-aimock-chaos-latency", "5000")),
+        "hello",
+    );
     assert_eq!(answer.text, "The fallback answered.");
     assert_eq!(answer.switches.len(), 1);
-    assert!(answer.switches[0].1.starts_with("timed out"), "{:?}", answer.switches);
+    assert!(
+        answer.switches[0].1.starts_with("timed out"),
+        "{:?}",
+        answer.switches
+    );
 }
 
 #[test]
 fn a_dropped_connection_falls_back() {
     let mock = Aimock::start(FIXTURES);
-    let answer = ask(chaos_chain(&mock, ("x-aimock-chaos-disconnect", "1")), "hello");
+    let answer = ask(
+        chaos_chain(&mock, ("x-aimock-chaos-disconnect", "1")),
+        "hello",
+    );
     assert_eq!(answer.text, "The fallback answered.");
     assert_eq!(answer.switches.len(), 1);
-    assert!(answer.switches[0].1.starts_with("unreachable"), "{:?}", answer.switches);
+    assert!(
+        answer.switches[0].1.starts_with("unreachable"),
+        "{:?}",
+        answer.switches
+    );
 }
 
 #[test]

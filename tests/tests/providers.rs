@@ -21,9 +21,8 @@ use hermes_runtime::store::{NewSession, Store};
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::{Value, json};
 
-const STREAMING_SCHEMA: &str = include_str!(
-    "../fixtures/openai-schemas/chat_completion_request_streaming.schema.json"
-);
+const STREAMING_SCHEMA: &str =
+    include_str!("../fixtures/openai-schemas/chat_completion_request_streaming.schema.json");
 
 fn assert_valid(provider: &FakeProvider) {
     let schema: Value = serde_json::from_str(STREAMING_SCHEMA).unwrap();
@@ -33,9 +32,16 @@ fn assert_valid(provider: &FakeProvider) {
             .iter_errors(&body)
             .map(|e| format!("{e} at {}", e.instance_path))
             .collect();
-        assert!(errors.is_empty(), "schema violations: {errors:#?}\nin {body:#}");
+        assert!(
+            errors.is_empty(),
+            "schema violations: {errors:#?}\nin {body:#}"
+        );
     }
-    assert!(provider.violations().is_empty(), "{:?}", provider.violations());
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
 }
 
 /// Settings from a `config.toml` in a fresh home.
@@ -80,7 +86,9 @@ fn turn(
     let t = told.clone();
     let mut observer = FnObserver(move |e: &AgentEvent<'_>| {
         if let AgentEvent::Fallback(f) = e {
-            t.lock().unwrap().push(format!("{} -> {}", f.failed, f.answering));
+            t.lock()
+                .unwrap()
+                .push(format!("{} -> {}", f.failed, f.answering));
         }
     });
     let outcome = agent.run(text, history, &IterationBudget::new(10), &mut observer);
@@ -97,9 +105,11 @@ fn a_turn_that_fell_back_stays_there_and_the_next_turn_is_back_on_the_primary() 
         Reply::text("The primary is back."),
     ])
     .unwrap();
-    let fallback =
-        FakeProvider::start(vec![Reply::tool("call_1", "clock", "{}"), Reply::text("Noon.")])
-            .unwrap();
+    let fallback = FakeProvider::start(vec![
+        Reply::tool("call_1", "clock", "{}"),
+        Reply::text("Noon."),
+    ])
+    .unwrap();
     let (settings, _home) = settings(&format!(
         "[provider]\nbase_url = \"{}\"\nmodel = \"primary-model\"\n\
          [[provider.fallback]]\nbase_url = \"{}\"\nmodel = \"fallback-model\"\n",
@@ -210,9 +220,15 @@ fn the_reasoning_echo_follows_each_providers_rule() {
     for model in ["deepseek-chat", "deepseek-reasoner", "kimi-k2-thinking"] {
         let body = second_request(model, "", reasoned());
         let assistant = &body["messages"][4];
-        assert_eq!(assistant["reasoning_content"], "I need the clock.", "{model}");
+        assert_eq!(
+            assistant["reasoning_content"], "I need the clock.",
+            "{model}"
+        );
         // The earlier turn called no tools: nothing is sent for it.
-        assert!(body["messages"][2].get("reasoning_content").is_none(), "{model}");
+        assert!(
+            body["messages"][2].get("reasoning_content").is_none(),
+            "{model}"
+        );
     }
     // Others never see it (strict servers refuse unknown fields).
     for (model, extra) in [
@@ -221,7 +237,10 @@ fn the_reasoning_echo_follows_each_providers_rule() {
         ("deepseek-chat", "reasoning_echo = \"off\"\n"),
     ] {
         let body = second_request(model, extra, reasoned());
-        assert!(!body.to_string().contains("I need the clock"), "{model}: {body:#}");
+        assert!(
+            !body.to_string().contains("I need the clock"),
+            "{model}: {body:#}"
+        );
     }
     // OpenRouter's reasoning_details go back verbatim (auto on OpenRouter;
     // forced here, the test server being on 127.0.0.1).
@@ -281,7 +300,9 @@ fn cached_tokens_are_stored_per_message_summed_and_priced() {
     let (outcome, _) = turn(&agent, "time?", Vec::new());
     assert_eq!(outcome.usage.cached_tokens, 1000);
     assert_eq!(outcome.usage.prompt_tokens, 2100);
-    store.append_messages(&session.id, outcome.new_messages()).unwrap();
+    store
+        .append_messages(&session.id, outcome.new_messages())
+        .unwrap();
     drop(store);
 
     let store = Store::open(&db).unwrap();
@@ -295,6 +316,9 @@ fn cached_tokens_are_stored_per_message_summed_and_priced() {
     let text = report.render(&PriceList(vec![("m".into(), price, PriceSource::Config)]));
     // 1100 uncached × 2 + 1000 cached × 0.5 + 20 completion × 8, per million.
     assert!(text.contains("cost: $0.0029"), "{text}");
-    assert!(text.contains("47 % of prompt tokens read from the cache"), "{text}");
+    assert!(
+        text.contains("47 % of prompt tokens read from the cache"),
+        "{text}"
+    );
     assert_valid(&provider);
 }

@@ -413,3 +413,201 @@ fn resolve_fallbacks(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::path::PathBuf;
+
+    use super::super::{Environment, Overrides, load};
+    use super::*;
+
+    fn load_with(toml: &str, vars: &[(&str, &str)]) -> Result<super::super::Settings, ConfigError> {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), toml).unwrap();
+        let mut pairs = vec![("HERMES_HOME".to_owned(), home.path().display().to_string())];
+        pairs.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        let overrides = Overrides {
+            workdir: Some(PathBuf::from("/tmp")),
+            ..Overrides::default()
+        };
+        load(&overrides, &Environment::from_pairs(pairs))
+    }
+
+    #[test]
+    fn defaults() {
+        let s = load_with("", &[]).unwrap();
+        let p = &s.provider;
+        assert_eq!(
+            (p.api, p.cache, p.reasoning_echo),
+            (Api::OpenAi, CacheMode::Auto, EchoMode::Auto)
+        );
+        assert!(!p.cache_ttl_1h && p.reasoning_effort.is_none() && p.price.is_none());
+        assert!(p.fallbacks.is_empty());
+    }
+
+    #[test]
+    fn every_provider_key() {
+        let s = load_with(
+            "[provider]\napi = \"anthropic\"\ncache = \"off\"\ncache_ttl = \"1h\"\n\
+             reasoning_effort = \"High\"\nreasoning_echo = \"reasoning_content\"\n\
+             price = { input = 3, output = 15.0, cache_read = 0.3 }\n",
+            &[("ANTHROPIC_API_KEY", "sk-ant-1234567890")],
+        )
+        .unwrap();
+        let p = &s.provider;
+        assert_eq!(p.api, Api::Anthropic);
+        assert_eq!(p.base_url, ANTHROPIC_BASE_URL);
+        assert_eq!(p.model, ANTHROPIC_DEFAULT_MODEL);
+        assert_eq!(p.provider_name, "anthropic");
+        assert_eq!(p.api_key.as_deref(), Some("sk-ant-1234567890"));
+        assert_eq!(p.cache, CacheMode::Off);
+        assert!(p.cache_ttl_1h);
+        assert_eq!(p.reasoning_effort.as_deref(), Some("high"));
+        assert_eq!(p.reasoning_echo, EchoMode::ReasoningContent);
+        assert_eq!(
+            p.price,
+            Some(Price {
+                input: 3.0,
+                output: 15.0,
+                cache_read: Some(0.3),
+                cache_write: None
+            })
+        );
+    }
+
+    #[test]
+    fn an_anthropic_key_alone_selects_the_anthropic_api() {
+        let s = load_with("", &[("ANTHROPIC_API_KEY", "sk-ant-1234567890")]).unwrap();
+        assert_eq!(s.provider.api, Api::Anthropic);
+        assert_eq!(s.provider.base_url, ANTHROPIC_BASE_URL);
+        // With another key around, the usual defaults hold and the
+        // Anthropic key goes nowhere.
+        let s = load_with(
+            "",
+            &[
+                ("ANTHROPIC_API_KEY", "sk-ant-1234567890"),
+                ("OPENROUTER_API_KEY", "sk-or-1234567890"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.provider.api, Api::OpenAi);
+        assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-1234567890"));
+    }
+
+    #[test]
+    fn the_fallback_chain_from_the_file() {
+        let s = load_with(
+            "[provider]\nbase_url = \"https://api.openai.com/v1\"\napi_key = \"sk-primary-123456\"\nmodel = \"gpt-4o\"\n\
+             [[provider.fallback]]\nmodel = \"gpt-4o-mini\"\n\
+             [[provider.fallback]]\nbase_url = \"https://openrouter.ai/api/v1/\"\nmodel = \"anthropic/claude-sonnet-4\"\n\
+             price = { input = 3.0, output = 15.0 }\n\
+             [[provider.fallback]]\nbase_url = \"https://api.anthropic.com/v1\"\nmodel = \"claude-haiku-4-5\"\n\
+             [[provider.fallback]]\nbase_url = \"https://llm.example.com/v1\"\napi_key = \"sk-own-1234567\"\nmodel = \"m\"\napi = \"anthropic\"\n",
+            &[
+                ("OPENROUTER_API_KEY", "sk-or-1234567890"),
+                ("ANTHROPIC_API_KEY", "sk-ant-1234567890"),
+            ],
+        )
+        .unwrap();
+        let f = &s.provider.fallbacks;
+        assert_eq!(f.len(), 4);
+        // Same provider, another model: the primary's key.
+        assert_eq!(f[0].base_url, "https://api.openai.com/v1");
+        assert_eq!(f[0].api_key.as_deref(), Some("sk-primary-123456"));
+        // Another vendor: its own key, never the primary's.
+        assert_eq!(f[1].base_url, "https://openrouter.ai/api/v1");
+        assert_eq!(f[1].provider_name, "openrouter");
+        assert_eq!(f[1].api_key.as_deref(), Some("sk-or-1234567890"));
+        assert_eq!(f[1].price.map(|p| p.output), Some(15.0));
+        assert_eq!(
+            (f[2].api, f[2].api_key.as_deref()),
+            (Api::Anthropic, Some("sk-ant-1234567890"))
+        );
+        assert_eq!(
+            (f[3].api, f[3].api_key.as_deref()),
+            (Api::Anthropic, Some("sk-own-1234567"))
+        );
+        assert!(!format!("{:?}", s.provider).contains("sk-own-1234567"));
+    }
+
+    #[test]
+    fn no_key_goes_to_a_custom_fallback_server() {
+        let s = load_with(
+            "[provider]\nbase_url = \"https://api.openai.com/v1\"\napi_key = \"sk-primary-123456\"\n\
+             [[provider.fallback]]\nbase_url = \"https://llm.example.com/v1\"\nmodel = \"m\"\n",
+            &[("OPENAI_API_KEY", "sk-openai-123456")],
+        )
+        .unwrap();
+        assert_eq!(s.provider.fallbacks[0].api_key, None);
+    }
+
+    #[test]
+    fn the_environment_form_replaces_the_files_list() {
+        let s = load_with(
+            "[[provider.fallback]]\nmodel = \"from-file\"\n",
+            &[
+                ("HERMES_FALLBACK_MODEL", "from-env"),
+                ("HERMES_FALLBACK_BASE_URL", "http://127.0.0.1:9/v1"),
+                ("HERMES_FALLBACK_API_KEY", "sk-fallback-123456"),
+                ("HERMES_REASONING_EFFORT", "low"),
+            ],
+        )
+        .unwrap();
+        let f = &s.provider.fallbacks;
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].model, "from-env");
+        assert_eq!(f[0].base_url, "http://127.0.0.1:9/v1");
+        assert_eq!(f[0].api_key.as_deref(), Some("sk-fallback-123456"));
+        assert_eq!(s.provider.reasoning_effort.as_deref(), Some("low"));
+        assert_eq!(s.origins["fallback"], Origin::Env("HERMES_FALLBACK_MODEL"));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        for (toml, key) in [
+            ("[provider]\napi = \"grpc\"\n", "api"),
+            ("[provider]\ncache = \"yes\"\n", "cache"),
+            ("[provider]\ncache_ttl = \"2h\"\n", "cache_ttl"),
+            (
+                "[provider]\nreasoning_effort = \"lots\"\n",
+                "reasoning_effort",
+            ),
+            (
+                "[provider]\nreasoning_echo = \"always\"\n",
+                "reasoning_echo",
+            ),
+            (
+                "[provider]\nprice = { input = 1.0 }\n",
+                "output is required",
+            ),
+            (
+                "[provider]\nprice = { input = -1.0, output = 1 }\n",
+                "input must be",
+            ),
+            (
+                "[provider]\nprice = { input = 1.0, output = 1, cached = 1 }\n",
+                "unknown key",
+            ),
+            (
+                "[[provider.fallback]]\nbase_url = \"http://x/v1\"\n",
+                "needs a model",
+            ),
+            (
+                "[[provider.fallback]]\nmodel = \"m\"\nbase_url = \"ftp://x\"\n",
+                "base_url",
+            ),
+            (
+                "[[provider.fallback]]\nmodel = \"m\"\nkey = \"x\"\n",
+                "unknown key",
+            ),
+            (
+                "[[provider.fallback]]\nmodel = \"m\"\napi = \"soap\"\n",
+                "api",
+            ),
+        ] {
+            let err = load_with(toml, &[]).unwrap_err().to_string();
+            assert!(err.contains(key), "{toml}: {err}");
+        }
+    }
+}

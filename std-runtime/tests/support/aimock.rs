@@ -160,11 +160,7 @@ impl Aimock {
         };
         entries
             .into_iter()
-            .filter(|e| {
-                e["path"]
-                    .as_str()
-                    .is_some_and(|p| p.ends_with(suffix))
-            })
+            .filter(|e| e["path"].as_str().is_some_and(|p| p.ends_with(suffix)))
             .collect()
     }
 }

@@ -90,7 +90,11 @@ impl Drop for RecordingProxy {
     }
 }
 
-fn forward(client: TcpStream, upstream: SocketAddr, seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
+fn forward(
+    client: TcpStream,
+    upstream: SocketAddr,
+    seen: &Mutex<Vec<Seen>>,
+) -> std::io::Result<()> {
     client.set_nonblocking(false)?;
     client.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut reader = BufReader::new(client.try_clone()?);

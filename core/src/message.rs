@@ -4,9 +4,11 @@
 //! user, assistant and tool roles; it is the only type the request encoder
 //! serializes. [`LedgerEntry`] wraps a `Message` with ledger-only metadata
 //! ([`EntryMeta`]: reasoning text, token usage, timestamps, finish reason).
-//! Because the encoder only ever sees `&entry.message`, ledger fields cannot
-//! reach the wire (SPEC L5) — the guarantee is structural, not a filter that
-//! could be forgotten.
+//! The encoder serializes `&entry.message`; ledger fields reach the wire
+//! (SPEC L5) only through an explicit encoder option for providers that
+//! require the model's reasoning back (`RequestOptions::reasoning_echo`),
+//! and nothing else of the metadata ever does — the guarantee is structural,
+//! not a filter that could be forgotten.
 //!
 //! There is deliberately no `system` role here: the system prompt is not a
 //! message (SPEC L6). It is passed beside the ledger on every call and the type

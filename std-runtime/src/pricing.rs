@@ -418,6 +418,49 @@ mod tests {
     }
 
     #[test]
+    fn openrouter_prices_are_fetched_and_cached_for_a_day() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}/api/v1", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                conn.read_exact(&mut byte).unwrap();
+                head.push(byte[0]);
+            }
+            let body = r#"{"data":[{"id":"anthropic/claude-sonnet-4","pricing":{"prompt":"0.000003","completion":"0.000015","input_cache_read":"0.0000003"}}]}"#;
+            write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        let prices = fetch_openrouter(&base, Some("sk-or-test"));
+        let head = server.join().unwrap();
+        assert!(head.starts_with("GET /api/v1/models "), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("authorization: bearer sk-or-test")
+        );
+        let (id, price) = &prices[0];
+        assert_eq!(id, "anthropic/claude-sonnet-4");
+
+        let mut store = Store::open_in_memory().unwrap();
+        let day = PRICE_CACHE_MS;
+        assert_eq!(cached_price(&store, id, 1000).unwrap(), None);
+        store_price(&mut store, id, price, 1000).unwrap();
+        assert_eq!(
+            cached_price(&store, id, 1000 + day - 1).unwrap(),
+            Some(*price)
+        );
+        assert_eq!(cached_price(&store, id, 1000 + day).unwrap(), None, "stale");
+    }
+
+    #[test]
     fn the_report_says_what_it_knows() {
         let report = UsageReport {
             models: vec![

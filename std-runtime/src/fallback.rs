@@ -18,7 +18,9 @@
 //! **Turns.** Once a call fell back, the rest of the turn stays on the
 //! provider that answered (the primary is not asked again for each tool
 //! step). A call whose ledger ends in a user message opens a new turn, and
-//! starts on the primary again. Every switch is reported to the sink
+//! starts on the primary again (so does a sub-agent's run, which begins
+//! with its task as a user message; the parent's next step then continues
+//! wherever the child's chain stood). Every switch is reported to the sink
 //! ([`StreamSink::on_fallback`]), which the loop turns into
 //! [`AgentEvent::Fallback`](hermes_core::AgentEvent::Fallback): the CLI
 //! prints it, the gateway tells the user and drops the cached agent (G4).

@@ -139,6 +139,7 @@ fn bench_encode(c: &mut Criterion) {
         reasoning_echo: ReasoningEcho::ReasoningContent,
         ..opts
     };
+    out.clear();
     encode_request(&decorated, &req, &mut out).unwrap();
     group.throughput(Throughput::Bytes(out.len() as u64));
     group.bench_function(

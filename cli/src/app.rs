@@ -7,9 +7,9 @@ use hermes_core::{Agent, ContextConfig, Model, ModelError, ModelErrorKind, ToolR
 use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
-use hermes_runtime::fallback::FallbackModel;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
 use hermes_runtime::context::{self, WindowInfo, Windows};
+use hermes_runtime::fallback::FallbackModel;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
 use hermes_runtime::tools::TodoState;
 

@@ -25,13 +25,13 @@ use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 use crate::pricing::Price;
 use crate::tools::SandboxMode;
 
+pub use provider::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
+};
 use resolve::{Resolver, first_of};
 pub use validate::{
     KNOWN_VARS, Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file,
     did_you_mean, suggestion, unknown_var,
-};
-pub use provider::{
-    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
 };
 
 /// The local default: Ollama's OpenAI-compatible endpoint.

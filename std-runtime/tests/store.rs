@@ -115,11 +115,8 @@ fn every_kind() -> Vec<LedgerEntry> {
                 timestamp_ms: T0 + 4,
                 finish_reason: Some(FinishReason::Length),
                 interrupted: true,
-<<<<<<< HEAD
                 compaction: None,
-=======
                 ..EntryMeta::default()
->>>>>>> 1171b71 (CLI and gateway on the fallback chain: the CLI prints a fallback once per turn on stderr, --show-reasoning shows reasoning dimmed on stderr, /status shows the cache share, /usage the turn's and session's tokens and cost; the gateway appends a fallback notice, drops the cached agent on a switch, answers /usage and shows the cache share in /status; codec bench of the decorations and the Anthropic encoder)
             },
         },
         // Empty text is not "no text".
@@ -920,11 +917,8 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
                     timestamp_ms: 1_735_732_800_001,
                     finish_reason: Some(FinishReason::ToolCalls),
                     interrupted: false,
-<<<<<<< HEAD
                     compaction: None,
-=======
                     ..EntryMeta::default()
->>>>>>> 1171b71 (CLI and gateway on the fallback chain: the CLI prints a fallback once per turn on stderr, --show-reasoning shows reasoning dimmed on stderr, /status shows the cache share, /usage the turn's and session's tokens and cost; the gateway appends a fallback notice, drops the cached agent on a switch, answers /usage and shows the cache share in /status; codec bench of the decorations and the Anthropic encoder)
                 },
             },
             LedgerEntry::at(Message::tool("c1", "saved marmalade"), 1_735_732_800_002),

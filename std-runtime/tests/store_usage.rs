@@ -71,3 +71,60 @@ fn session_usage_sums_per_model() {
     };
     assert!(store.session_usage(&empty).unwrap().is_empty());
 }
+
+/// Regression: the compacted view (schema 4's `load_view`) selected the
+/// columns of schema 3 and failed with "Invalid column index" once messages
+/// had cache counts and models; both loads now share one column list.
+#[test]
+fn the_compacted_view_keeps_cache_counts_and_models() {
+    use std::sync::Arc;
+
+    use hermes_core::context::{ContextConfig, ContextWindow, WindowSource};
+    use hermes_core::{
+        Agent, ChatRequest, Completion, FinishReason, Model, ModelError, StreamSink, ToolRegistry,
+    };
+
+    struct Summarizer;
+    impl Model for Summarizer {
+        fn complete(
+            &self,
+            _request: &ChatRequest<'_>,
+            _sink: &mut dyn StreamSink,
+        ) -> Result<Completion, ModelError> {
+            Ok(Completion {
+                content: Some("the summary".into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+
+    let mut store = Store::open_in_memory().unwrap();
+    let id = store.create_session(&NewSession::default()).unwrap().id;
+    let mut view = Vec::new();
+    for n in 0..10 {
+        let mut answer = answer(Some("claude"), 3000, 2500, 0);
+        answer.message = Message::assistant(format!("answer{n} {}", "w ".repeat(200)));
+        let pair = [
+            LedgerEntry::new(Message::user(format!("question{n} {}", "w ".repeat(200)))),
+            answer,
+        ];
+        store.append_messages(&id, &pair).unwrap();
+        view.extend(pair);
+    }
+    let agent = Agent::new(
+        Arc::new(Summarizer),
+        Arc::new(ToolRegistry::new()),
+        "system",
+    )
+    .with_context(ContextConfig::new(Arc::new(ContextWindow::new(
+        2_000,
+        WindowSource::Configured,
+    ))));
+    let compaction = agent.compact(&mut view, None).unwrap();
+    store.record_compaction(&id, &compaction).unwrap();
+    let loaded = store.load_view(&id).unwrap();
+    let last = loaded.last().unwrap();
+    assert_eq!(last.meta.model.as_deref(), Some("claude"));
+    assert_eq!(last.meta.usage.unwrap().cached_tokens, 2500);
+}

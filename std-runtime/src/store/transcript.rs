@@ -15,14 +15,26 @@ pub(super) const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role
      VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
      ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
-/// A session's messages in order; see [`Store::load_transcript`]. The column
-/// order is what [`decode_message`] reads.
-pub(super) const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
-     m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
-     m.reasoning_details \
-     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
-     WHERE s.id = ?1 ORDER BY m.seq";
+/// The columns of a message, `m` being `messages`, in the order
+/// [`decode_message`] reads them; every query that decodes messages selects
+/// exactly these.
+macro_rules! message_columns {
+    () => {
+        "m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
+         m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
+         m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
+         m.reasoning_details"
+    };
+}
+pub(super) use message_columns;
+
+/// A session's messages in order; see [`Store::load_transcript`].
+pub(super) const LOAD_SQL: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
+     WHERE s.id = ?1 ORDER BY m.seq"
+);
 
 impl Store {
     /// The session's transcript in order, exactly as appended.

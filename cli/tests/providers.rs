@@ -96,7 +96,7 @@ fn usage_and_status_report_tokens_cache_share_and_cost() {
     // 1000 × 3 + 3000 × 0.3 + 100 × 15, per million.
     assert!(out.contains("cost: $0.0054"), "{out}");
     assert!(
-        out.contains("tokens used: 4000 prompt + 100 completion"),
+        out.contains("tokens: 4000 prompt + 100 completion = 4100\ncache: 75 %"),
         "{out}"
     );
     assert_eq!(out.matches("cache: 75 %").count(), 3, "{out}");

@@ -31,7 +31,11 @@ fn a_fallback_is_told_once_the_cached_agent_dropped_and_the_next_turn_is_on_the_
         Reply::text("The primary again.").with_usage(usage.clone()),
     ])
     .unwrap();
-    let fallback = FakeProvider::start(vec![Reply::text("The fallback answered.")]).unwrap();
+    let fallback =
+        FakeProvider::start(vec![Reply::text("The fallback answered.").with_usage(
+            json!({"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}),
+        )])
+        .unwrap();
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.toml"),
@@ -114,7 +118,7 @@ fn a_fallback_is_told_once_the_cached_agent_dropped_and_the_next_turn_is_on_the_
     adapter.say(ChatType::Dm, "chat1", "alice", "/usage");
     let texts = replies(3);
     let report = &texts[2];
-    // fallback: 12 + 7 (FakeProvider's default counts); primary: 1000 + 50.
+    // fallback: 12 + 7; primary: 1000 + 50.
     assert!(report.contains("1012 prompt + 57 completion"), "{report}");
     assert!(
         report.contains("79 % of prompt tokens read from the cache"),

@@ -101,3 +101,28 @@ fn usage_and_status_report_tokens_cache_share_and_cost() {
     );
     assert_eq!(out.matches("cache: 75 %").count(), 3, "{out}");
 }
+
+#[test]
+fn config_shows_the_fallback_chain_with_keys_masked() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[provider]\nreasoning_effort = \"low\"\n\
+         [[provider.fallback]]\nbase_url = \"https://llm.example.com/v1\"\n\
+         api_key = \"sk-fallback-secret-123456\"\nmodel = \"backup-model\"\n",
+    )
+    .unwrap();
+    let o = cmd(home.path(), "http://127.0.0.1:9/v1")
+        .arg("config")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(out.contains("fallback 1"), "{out}");
+    assert!(
+        out.contains("backup-model at https://llm.example.com/v1"),
+        "{out}"
+    );
+    assert!(out.contains("reasoning_effort low"), "{out}");
+    assert!(!out.contains("fallback-secret"), "the key is masked: {out}");
+}

@@ -496,11 +496,15 @@ mod tests {
             prompt_tokens: u64::MAX - 1,
             completion_tokens: 5,
             total_tokens: u64::MAX,
+            cached_tokens: u64::MAX,
+            cache_write_tokens: 1,
         };
         total.add(&Usage {
             prompt_tokens: 10,
             completion_tokens: 5,
             total_tokens: 1,
+            cached_tokens: 3,
+            cache_write_tokens: u64::MAX,
         });
         assert_eq!(
             total,
@@ -508,7 +512,10 @@ mod tests {
                 prompt_tokens: u64::MAX,
                 completion_tokens: 10,
                 total_tokens: u64::MAX,
+                cached_tokens: u64::MAX,
+                cache_write_tokens: u64::MAX,
             }
         );
+        assert_eq!(total.cache_hit_percent(), Some(100));
     }
 }

@@ -199,6 +199,8 @@ mod tests {
             reasoning_echo: echo,
             price: None,
             fallbacks: Vec::new(),
+            first_byte_timeout: crate::client::DEFAULT_FIRST_BYTE_TIMEOUT,
+            call_timeout: crate::client::DEFAULT_CALL_TIMEOUT,
         }
     }
 

@@ -81,8 +81,8 @@ use failure::{
     looks_like_html, status_failure, transport_failure,
 };
 pub use options::{
-    CacheControl, ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT, ReasoningDialect,
-    ReasoningEcho,
+    CacheControl, ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT,
+    ReasoningDialect, ReasoningEcho,
 };
 use pump::{
     Event, Exchange, Head, Next, Until, next_event_by, sleep_unless_stopped, wait_for_end,

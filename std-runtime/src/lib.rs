@@ -24,9 +24,9 @@ pub mod bridge;
 pub mod client;
 pub mod config;
 pub mod context;
+pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
-pub mod fallback;
 pub mod persist;
 pub mod pricing;
 pub mod prompt;

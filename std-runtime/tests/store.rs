@@ -281,6 +281,8 @@ fn provider_token_counts_beyond_sqlite_range_do_not_fail_the_append() {
         prompt_tokens: u64::MAX,
         completion_tokens: 7,
         total_tokens: u64::MAX,
+        cached_tokens: u64::MAX,
+        cache_write_tokens: 3,
     });
     store.append_messages(&s.id, &[answer]).unwrap();
     let stored = store.load_transcript(&s.id).unwrap();
@@ -292,6 +294,8 @@ fn provider_token_counts_beyond_sqlite_range_do_not_fail_the_append() {
             prompt_tokens: max,
             completion_tokens: 7,
             total_tokens: max,
+            cached_tokens: max,
+            cache_write_tokens: 3,
         })
     );
 }

@@ -207,12 +207,8 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             meta.finish_reason.as_ref().map(FinishReason::as_str),
             meta.interrupted,
             to_i64("timestamp_ms", meta.timestamp_ms)?,
-            usage
-                .map(|u| to_i64("cached_tokens", u.cached_tokens))
-                .transpose()?,
-            usage
-                .map(|u| to_i64("cache_write_tokens", u.cache_write_tokens))
-                .transpose()?,
+            usage.map(|u| saturating_i64(u.cached_tokens)),
+            usage.map(|u| saturating_i64(u.cache_write_tokens)),
             meta.model,
             meta.reasoning_details,
         ])?;

@@ -587,9 +587,7 @@ fn check_request(v: &Value) -> Result<(), String> {
             && m.get("tool_calls")
                 .and_then(Value::as_array)
                 .is_none_or(Vec::is_empty)
-            && m.get("content")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
+            && !has_text(m.get("content"))
         {
             return Err(format!(
                 "messages[{i}]: an assistant message with neither content nor tool calls"
@@ -602,6 +600,19 @@ fn check_request(v: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether a message's `content` has text: a non-empty string, or content
+/// parts (`[{"type":"text","text":…}]`, as cache breakpoints send it) with
+/// a non-empty text.
+fn has_text(content: Option<&Value>) -> bool {
+    match content {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .any(|p| p["type"] == "text" && p["text"].as_str().is_some_and(|t| !t.is_empty())),
+        _ => false,
+    }
 }
 
 fn respond_json(out: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {

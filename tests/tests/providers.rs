@@ -163,7 +163,13 @@ fn second_request(model: &str, extra: &str, first: Reply) -> Value {
         LedgerEntry::new(hermes_core::Message::assistant("earlier answer")),
     ];
     let (outcome, _) = turn(&agent, "what time is it?", history);
-    assert_eq!(outcome.final_text, "done");
+    assert_eq!(
+        outcome.final_text,
+        "done",
+        "{:?} {:?}",
+        outcome.stop,
+        provider.violations()
+    );
     assert_valid(&provider);
     provider.requests().pop().unwrap()
 }

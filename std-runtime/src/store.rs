@@ -99,8 +99,8 @@ pub use lease::{Listener, Notification, NotifySink};
 #[doc(hidden)]
 pub use postgres::search_vector;
 pub use records::{
-    Fence, KvWrite, LeaseGrant, LeaseRecord, NewSession, PreviousHolder, SearchHit, SessionRecord,
-    SessionStatus, StoredCompaction,
+    Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, PreviousHolder, SearchHit,
+    SessionRecord, SessionStatus, StoredCompaction,
 };
 
 use std::fmt;

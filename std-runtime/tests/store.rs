@@ -37,7 +37,9 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-const LATEST_SCHEMA: u32 = 6;
+const LATEST_SCHEMA: u32 = 7;
+/// The PostgreSQL schema version this build migrates to.
+const LATEST_PG_SCHEMA: u32 = 2;
 
 /// 2026-11-30T00:15:03Z
 const T0: u64 = 1_795_997_703_000;
@@ -76,10 +78,17 @@ fn every_kind() -> Vec<LedgerEntry> {
             },
             meta: EntryMeta {
                 reasoning: Some("I should read the file first".into()),
+                reasoning_details: Some(
+                    r#"[{"type":"reasoning.text","text":"I should read the file first","signature":"c2ln","index":0}]"#
+                        .into(),
+                ),
+                model: Some("anthropic/claude-sonnet-4".into()),
                 usage: Some(Usage {
                     prompt_tokens: 120,
                     completion_tokens: 30,
                     total_tokens: 150,
+                    cached_tokens: 100,
+                    cache_write_tokens: 15,
                 }),
                 timestamp_ms: T0 + 1,
                 finish_reason: Some(FinishReason::ToolCalls),
@@ -113,6 +122,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                 finish_reason: Some(FinishReason::Length),
                 interrupted: true,
                 compaction: None,
+                ..EntryMeta::default()
             },
         },
         // Empty text is not "no text".
@@ -134,6 +144,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                     prompt_tokens: u64::try_from(i64::MAX).unwrap(),
                     completion_tokens: 0,
                     total_tokens: 1,
+                    ..Usage::default()
                 }),
                 timestamp_ms: T0 + 6,
                 ..EntryMeta::default()
@@ -269,6 +280,8 @@ fn provider_token_counts_beyond_the_database_range_do_not_fail_the_append(db: Db
         prompt_tokens: u64::MAX,
         completion_tokens: 7,
         total_tokens: u64::MAX,
+        cached_tokens: u64::MAX,
+        cache_write_tokens: 3,
     });
     store.append_messages(&s.id, &[answer]).unwrap();
     let stored = store.load_transcript(&s.id).unwrap();
@@ -280,6 +293,8 @@ fn provider_token_counts_beyond_the_database_range_do_not_fail_the_append(db: Db
             prompt_tokens: max,
             completion_tokens: 7,
             total_tokens: max,
+            cached_tokens: max,
+            cache_write_tokens: 3,
         })
     );
 }
@@ -865,12 +880,14 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
                     usage: Some(Usage {
                         prompt_tokens: 10,
                         completion_tokens: 5,
-                        total_tokens: 15
+                        total_tokens: 15,
+                        ..Usage::default()
                     }),
                     timestamp_ms: 1_735_732_800_001,
                     finish_reason: Some(FinishReason::ToolCalls),
                     interrupted: false,
                     compaction: None,
+                    ..EntryMeta::default()
                 },
             },
             LedgerEntry::at(Message::tool("c1", "saved marmalade"), 1_735_732_800_002),
@@ -1360,7 +1377,7 @@ fn postgres_a_database_from_a_newer_hermes_is_refused_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 1,
+                supported: LATEST_PG_SCHEMA,
                 ..
             }
         ),
@@ -1385,8 +1402,39 @@ fn postgres_gateways_starting_together_migrate_once() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(db.psql("SELECT version FROM hermes_schema"), "1");
+    assert_eq!(
+        db.psql("SELECT version FROM hermes_schema"),
+        LATEST_PG_SCHEMA.to_string()
+    );
     assert_eq!(db.open().list_sessions(10).unwrap().len(), 6);
+}
+
+/// A database of the first PostgreSQL schema (no cache counts, models or
+/// reasoning details per message) is migrated in place and keeps its data.
+#[test]
+fn postgres_a_version_1_database_is_migrated_and_keeps_its_data() {
+    let db = Db::new(BackendKind::Postgres);
+    let mut store = db.open();
+    let s = store.create_session(&NewSession::default()).unwrap();
+    let old = [user("from version one", 1), assistant("still here", 2)];
+    store.append_messages(&s.id, &old).unwrap();
+    drop(store);
+    db.psql(
+        "ALTER TABLE messages DROP COLUMN cached_tokens, DROP COLUMN cache_write_tokens, \
+         DROP COLUMN model, DROP COLUMN reasoning_details; UPDATE hermes_schema SET version = 1",
+    );
+    let mut store = db.open();
+    assert_eq!(
+        db.psql("SELECT version FROM hermes_schema"),
+        LATEST_PG_SCHEMA.to_string()
+    );
+    assert_eq!(store.load_transcript(&s.id).unwrap(), old);
+    let mut newer = assistant("with a model", 3);
+    newer.meta.model = Some("claude".into());
+    newer.meta.reasoning_details = Some("[]".into());
+    store.append_messages(&s.id, &[newer.clone()]).unwrap();
+    assert_eq!(store.load_transcript(&s.id).unwrap()[2], newer);
+    assert_eq!(store.search("version", 10).unwrap().len(), 1);
 }
 
 #[test]
@@ -1409,6 +1457,43 @@ fn postgres_connection_errors_are_clear_and_mask_the_password() {
         let err = Store::open_url(bad).unwrap_err();
         assert!(matches!(err, StoreError::BadUrl(_)), "{bad}: {err:?}");
     }
+}
+
+/// The URL boxes use to reach a database server elsewhere: user, password,
+/// host and port over TCP. The test server listens on its unix socket only,
+/// so a forwarder on 127.0.0.1 stands in for the network.
+#[test]
+fn postgres_a_tcp_url_with_user_password_host_and_port_reaches_the_server() {
+    use std::net::TcpListener;
+    use std::os::unix::net::UnixStream;
+
+    let db = Db::new(BackendKind::Postgres);
+    let server = hermes_tests::postgres::server();
+    let socket = server.socket_dir.join(".s.PGSQL.5432");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { return };
+            let unix = UnixStream::connect(&socket).unwrap();
+            let (mut tcp_in, mut unix_out) = (tcp.try_clone().unwrap(), unix.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut tcp_in, &mut unix_out));
+            let (mut unix_in, mut tcp_out) = (unix, tcp);
+            std::thread::spawn(move || std::io::copy(&mut unix_in, &mut tcp_out));
+        }
+    });
+    let name = db.psql("SELECT current_database()");
+    let url = format!(
+        "postgresql://{}:s3cret-pw@127.0.0.1:{port}/{name}",
+        server.user
+    );
+    let mut store = Store::open_url(&url).unwrap();
+    let s = store.create_session(&NewSession::default()).unwrap();
+    store
+        .append_messages(&s.id, &[user("over tcp", 1)])
+        .unwrap();
+    assert_eq!(db.open().load_transcript(&s.id).unwrap().len(), 1);
+    assert!(!format!("{store:?}").contains("s3cret-pw"));
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use hermes_core::LedgerEntry;
 use hermes_core::context::Compaction;
 
-use super::records::SessionChange;
+use super::records::{ModelUsage, SessionChange};
 use super::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, Listener, NewSession, NotifySink, SearchHit,
     SessionRecord, SessionStatus, Store, StoreError, StoredCompaction,
@@ -132,6 +132,13 @@ impl Store {
     /// The session's transcript in order, exactly as appended.
     pub fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         self.backend.load_transcript(id)
+    }
+
+    /// The token totals of session `id`, one row per answering model, most
+    /// used first (ties by model name, no model first). Only messages that
+    /// carry counts (assistant messages) count.
+    pub fn session_usage(&self, id: &str) -> Result<Vec<ModelUsage>, StoreError> {
+        self.backend.session_usage(id)
     }
 
     /// Appends `entries` to the session's transcript in ONE transaction and

@@ -20,8 +20,8 @@ use hermes_core::context::Compaction;
 use hermes_core::{Clock, LedgerEntry};
 
 use super::records::{
-    Fence, KvWrite, LeaseGrant, LeaseRecord, NewSession, SearchHit, SessionChange, SessionRecord,
-    StoredCompaction,
+    Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, SearchHit, SessionChange,
+    SessionRecord, StoredCompaction,
 };
 use super::{StoreError, Synchronous};
 
@@ -133,6 +133,8 @@ pub(crate) trait Transcripts {
     ) -> Result<bool, StoreError>;
     fn undo_last_turn(&mut self, id: &str) -> Result<usize, StoreError>;
     fn replace_transcript(&mut self, id: &str, entries: &[LedgerEntry]) -> Result<(), StoreError>;
+    /// Token totals per answering model, most used first.
+    fn session_usage(&self, id: &str) -> Result<Vec<ModelUsage>, StoreError>;
 }
 
 /// Full-text search.

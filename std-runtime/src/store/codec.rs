@@ -1,8 +1,8 @@
 //! A ledger entry as table columns and back — the part both backends share.
 //!
 //! Both store a message as the same columns (role, content, tool-call JSON,
-//! tool-call id, reasoning, three token counts, finish reason, interrupted,
-//! timestamp), so a transcript round-trips exactly on either. SQLite reads
+//! tool-call id, reasoning, five token counts, finish reason, interrupted,
+//! timestamp, answering model, reasoning details), so a transcript round-trips exactly on either. SQLite reads
 //! its columns in place (`sqlite/transcript.rs`, the tuned hot path);
 //! PostgreSQL fills a [`Columns`] and calls [`Columns::into_entry`].
 
@@ -37,6 +37,10 @@ pub(super) struct Encoded<'e> {
     pub finish_reason: Option<&'e str>,
     pub interrupted: bool,
     pub timestamp_ms: i64,
+    pub cached_tokens: Option<i64>,
+    pub cache_write_tokens: Option<i64>,
+    pub model: Option<&'e str>,
+    pub reasoning_details: Option<&'e str>,
 }
 
 /// Encodes `entry` of session `id`.
@@ -68,6 +72,10 @@ pub(super) fn encode<'e>(id: &str, entry: &'e LedgerEntry) -> Result<Encoded<'e>
         finish_reason: meta.finish_reason.as_ref().map(FinishReason::as_str),
         interrupted: meta.interrupted,
         timestamp_ms: to_i64("timestamp_ms", meta.timestamp_ms)?,
+        cached_tokens: usage.map(|u| saturating_i64(u.cached_tokens)),
+        cache_write_tokens: usage.map(|u| saturating_i64(u.cache_write_tokens)),
+        model: meta.model.as_deref(),
+        reasoning_details: meta.reasoning_details.as_deref(),
     })
 }
 
@@ -93,6 +101,10 @@ pub(super) struct Columns<'r> {
     pub finish_reason: Option<&'r str>,
     pub interrupted: bool,
     pub timestamp_ms: i64,
+    pub cached_tokens: Option<i64>,
+    pub cache_write_tokens: Option<i64>,
+    pub model: Option<&'r str>,
+    pub reasoning_details: Option<&'r str>,
 }
 
 impl Columns<'_> {
@@ -139,18 +151,24 @@ impl Columns<'_> {
             count(self.prompt_tokens, "prompt_tokens")?,
             count(self.completion_tokens, "completion_tokens")?,
             count(self.total_tokens, "total_tokens")?,
+            count(self.cached_tokens, "cached_tokens")?,
+            count(self.cache_write_tokens, "cache_write_tokens")?,
         ) {
-            (None, None, None) => None,
-            (p, c, t) => Some(Usage {
+            (None, None, None, None, None) => None,
+            (p, c, t, r, w) => Some(Usage {
                 prompt_tokens: p.unwrap_or(0),
                 completion_tokens: c.unwrap_or(0),
                 total_tokens: t.unwrap_or(0),
+                cached_tokens: r.unwrap_or(0),
+                cache_write_tokens: w.unwrap_or(0),
             }),
         };
         Ok(LedgerEntry {
             message,
             meta: EntryMeta {
                 reasoning: self.reasoning.map(str::to_owned),
+                reasoning_details: self.reasoning_details.map(str::to_owned),
+                model: self.model.map(str::to_owned),
                 usage,
                 timestamp_ms: count(Some(self.timestamp_ms), "timestamp_ms")?.unwrap_or(0),
                 finish_reason: self.finish_reason.map(decode_finish_reason),

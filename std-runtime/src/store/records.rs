@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use hermes_core::{Role, SummaryPlacement};
+use hermes_core::{Role, SummaryPlacement, Usage};
 
 /// Lifecycle of a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -268,4 +268,17 @@ pub(crate) fn one_of(
             candidates: found.into_iter().map(|s| s.id).collect(),
         }),
     }
+}
+
+/// The token usage of one answering model within a session (SPEC X3: prices
+/// need the model, and with a fallback chain one session may have several).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelUsage {
+    /// The configured model name stored with the messages (`None` for
+    /// messages written before models were recorded).
+    pub model: Option<String>,
+    /// Model calls that reported usage.
+    pub calls: u64,
+    /// Their summed counts (saturating).
+    pub usage: Usage,
 }

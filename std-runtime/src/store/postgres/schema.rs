@@ -31,11 +31,18 @@ pub(super) struct Migration {
 }
 
 /// Every step, in order; `MIGRATIONS[i].version == i + 1`.
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    what: "sessions, messages with full-text vectors, compactions, kv and leases",
-    sql: V1,
-}];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        what: "sessions, messages with full-text vectors, compactions, kv and leases",
+        sql: V1,
+    },
+    Migration {
+        version: 2,
+        what: "per-message prompt-cache counts, answering model and reasoning details",
+        sql: V2,
+    },
+];
 
 /// The newest schema this build knows.
 pub(super) const LATEST_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -53,7 +60,7 @@ INSERT INTO hermes_schema (id, version) VALUES (0, 0) ON CONFLICT (id) DO NOTHIN
 /// The advisory lock key migrations hold (`hermes` in ASCII).
 pub(super) const MIGRATION_LOCK: i64 = 0x6865_726d_6573;
 
-/// Version 1: everything SQLite's versions 1–6 built.
+/// Version 1: everything SQLite's versions 1–5 and 7 built.
 const V1: &str = "
 CREATE FUNCTION hermes_now_ms() RETURNS BIGINT LANGUAGE sql VOLATILE AS
     $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT $$;
@@ -130,4 +137,16 @@ CREATE TABLE leases (
     renewed_at_ms  BIGINT NOT NULL,
     state          TEXT
 );
+";
+
+/// Version 2: SQLite's version 6 — what prices and the prompt cache need
+/// per message (SPEC X2, X3): tokens read from and written to the
+/// provider's cache, the configured model that answered, and the provider's
+/// reasoning blocks. All nullable: older rows have none of them.
+const V2: &str = "
+ALTER TABLE messages
+    ADD COLUMN cached_tokens BIGINT,
+    ADD COLUMN cache_write_tokens BIGINT,
+    ADD COLUMN model TEXT,
+    ADD COLUMN reasoning_details TEXT;
 ";

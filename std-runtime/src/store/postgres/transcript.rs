@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use hermes_core::LedgerEntry;
+use hermes_core::{LedgerEntry, Usage};
 use postgres::Row;
 
 use super::conn::{Statements, prepare};
@@ -11,7 +11,7 @@ use super::kv::apply as apply_kv;
 use super::{Postgres, check_fence, from_db, fts, to_db};
 use crate::store::backend::Transcripts;
 use crate::store::codec::{Columns, encode};
-use crate::store::{Fence, KvWrite, StoreError, to_i64};
+use crate::store::{Fence, KvWrite, ModelUsage, StoreError, to_i64};
 
 /// The columns [`decode`] reads, after the session row's id (so a session
 /// without messages gives one row of NULLs, as on SQLite).
@@ -19,7 +19,8 @@ macro_rules! message_columns {
     () => {
         "m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.reasoning, \
          m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-         m.interrupted, m.timestamp_ms"
+         m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
+         m.reasoning_details"
     };
 }
 pub(super) use message_columns;
@@ -39,14 +40,18 @@ const TOUCH: &str = "UPDATE sessions SET updated_at_ms = GREATEST(updated_at_ms,
 /// from `$2`.
 const INSERT: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
      tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-     interrupted, timestamp_ms, search) \
+     interrupted, timestamp_ms, search, cached_tokens, cache_write_tokens, model, \
+     reasoning_details) \
      SELECT $1, $2 + r.ord - 1, r.role, r.content, r.tool_calls, r.tool_call_id, r.reasoning, \
      r.prompt_tokens, r.completion_tokens, r.total_tokens, r.finish_reason, r.interrupted, \
-     r.timestamp_ms, r.search::TSVECTOR \
+     r.timestamp_ms, r.search::TSVECTOR, r.cached_tokens, r.cache_write_tokens, r.model, \
+     r.reasoning_details \
      FROM UNNEST($3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::BIGINT[], \
-     $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOL[], $13::BIGINT[], $14::TEXT[]) \
+     $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOL[], $13::BIGINT[], $14::TEXT[], \
+     $15::BIGINT[], $16::BIGINT[], $17::TEXT[], $18::TEXT[]) \
      WITH ORDINALITY AS r(role, content, tool_calls, tool_call_id, reasoning, prompt_tokens, \
-     completion_tokens, total_tokens, finish_reason, interrupted, timestamp_ms, search, ord)";
+     completion_tokens, total_tokens, finish_reason, interrupted, timestamp_ms, search, \
+     cached_tokens, cache_write_tokens, model, reasoning_details, ord)";
 
 /// Decodes one row of [`message_columns`] starting at column `at`, or
 /// `None` for the LEFT JOIN's row of NULLs.
@@ -64,6 +69,8 @@ pub(super) fn decode(
     let content = text(2)?;
     let tool_call_id = text(4)?;
     let reasoning = text(5)?;
+    let model = text(14)?;
+    let reasoning_details = text(15)?;
     let columns = Columns {
         seq: row.try_get(at)?,
         role,
@@ -77,6 +84,10 @@ pub(super) fn decode(
         finish_reason: row.try_get(at + 9)?,
         interrupted: row.try_get(at + 10)?,
         timestamp_ms: row.try_get(at + 11)?,
+        cached_tokens: row.try_get(at + 12)?,
+        cache_write_tokens: row.try_get(at + 13)?,
+        model: model.as_deref(),
+        reasoning_details: reasoning_details.as_deref(),
     };
     columns.into_entry(session_id).map(Some)
 }
@@ -96,6 +107,10 @@ pub(super) struct Batch {
     interrupted: Vec<bool>,
     timestamp_ms: Vec<i64>,
     search: Vec<String>,
+    cached_tokens: Vec<Option<i64>>,
+    cache_write_tokens: Vec<Option<i64>>,
+    model: Vec<Option<String>>,
+    reasoning_details: Vec<Option<String>>,
 }
 
 impl Batch {
@@ -119,6 +134,10 @@ impl Batch {
             b.finish_reason.push(e.finish_reason.map(str::to_owned));
             b.interrupted.push(e.interrupted);
             b.timestamp_ms.push(e.timestamp_ms);
+            b.cached_tokens.push(e.cached_tokens);
+            b.cache_write_tokens.push(e.cache_write_tokens);
+            b.model.push(owned(e.model));
+            b.reasoning_details.push(owned(e.reasoning_details));
         }
         Ok(b)
     }
@@ -156,11 +175,30 @@ impl Batch {
                 &self.interrupted,
                 &self.timestamp_ms,
                 &self.search,
+                &self.cached_tokens,
+                &self.cache_write_tokens,
+                &self.model,
+                &self.reasoning_details,
             ],
         )?;
         Ok(())
     }
 }
+
+/// Token totals per model: the session row LEFT JOINed to its messages that
+/// carry counts, so an unknown session gives no row and a session without
+/// counts one row counting nothing. Sums are NUMERIC here; they are capped
+/// at what a BIGINT holds (the counts are stored saturated too).
+const USAGE: &str = "SELECT m.model, COUNT(m.seq), \
+     LEAST(COALESCE(SUM(m.prompt_tokens), 0), 9223372036854775807)::BIGINT, \
+     LEAST(COALESCE(SUM(m.completion_tokens), 0), 9223372036854775807)::BIGINT, \
+     LEAST(COALESCE(SUM(m.total_tokens), 0), 9223372036854775807)::BIGINT, \
+     LEAST(COALESCE(SUM(m.cached_tokens), 0), 9223372036854775807)::BIGINT, \
+     LEAST(COALESCE(SUM(m.cache_write_tokens), 0), 9223372036854775807)::BIGINT \
+     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
+     AND (m.prompt_tokens IS NOT NULL OR m.completion_tokens IS NOT NULL) \
+     WHERE s.id = $1 GROUP BY m.model \
+     ORDER BY COUNT(m.seq) DESC, m.model COLLATE \"C\" NULLS FIRST";
 
 /// Locks and touches the session, reserving `count` sequence numbers;
 /// `None` when there is no such session.
@@ -220,6 +258,41 @@ impl Transcripts for Postgres {
                 if let Some(entry) = decode(row, 0, &id)? {
                     out.push(entry);
                 }
+            }
+            Ok(out)
+        })
+    }
+
+    fn session_usage(&self, id: &str) -> Result<Vec<ModelUsage>, StoreError> {
+        let id = id.to_owned();
+        self.conn.call(move |session| {
+            let stmt = session.statement(USAGE)?;
+            let rows = session.client.query(&stmt, &[&id])?;
+            if rows.is_empty() {
+                return Err(StoreError::SessionNotFound(id));
+            }
+            let mut out = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let n = |i: usize| -> Result<u64, StoreError> {
+                    Ok(u64::try_from(row.try_get::<_, i64>(i)?).unwrap_or(0))
+                };
+                let calls = n(1)?;
+                if calls == 0 {
+                    continue;
+                }
+                out.push(ModelUsage {
+                    model: row
+                        .try_get::<_, Option<&str>>(0)?
+                        .map(|m| from_db(m).into_owned()),
+                    calls,
+                    usage: Usage {
+                        prompt_tokens: n(2)?,
+                        completion_tokens: n(3)?,
+                        total_tokens: n(4)?,
+                        cached_tokens: n(5)?,
+                        cache_write_tokens: n(6)?,
+                    },
+                });
             }
             Ok(out)
         })

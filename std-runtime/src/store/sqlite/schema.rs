@@ -48,8 +48,13 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        what: "leases with fencing epochs (bots, sessions)",
+        what: "per-message prompt-cache counts, answering model and reasoning details",
         sql: V6,
+    },
+    Migration {
+        version: 7,
+        what: "leases with fencing epochs (bots, sessions)",
+        sql: V7,
     },
 ];
 
@@ -258,7 +263,20 @@ ALTER TABLE sessions ADD COLUMN workdir TEXT;
 CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
 ";
 
-/// Version 6: leases (SPEC X8).
+/// Version 6: what prices and the prompt cache need per message (SPEC X2,
+/// X3): the tokens read from and written to the provider's cache, the
+/// configured model that produced an assistant message (with a fallback
+/// chain, not always the session's), and the provider's reasoning blocks
+/// (OpenRouter's `reasoning_details` form) that some providers want back
+/// within a tool loop. All nullable: older rows have none of them.
+const V6: &str = "
+ALTER TABLE messages ADD COLUMN cached_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN model TEXT;
+ALTER TABLE messages ADD COLUMN reasoning_details TEXT;
+";
+
+/// Version 7: leases (SPEC X8).
 ///
 /// One row per lease (`bot:<platform>:<id>`, `session:<key>`): the holder
 /// (`NULL` once released), the epoch every acquisition bumps — the fencing
@@ -266,7 +284,7 @@ CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
 /// the holder's note (a running turn). On SQLite one gateway holds the file
 /// lock, so leases mostly record what runs; the same code serves
 /// PostgreSQL, where several gateways compete for them.
-const V6: &str = "
+const V7: &str = "
 CREATE TABLE leases (
     name           TEXT PRIMARY KEY NOT NULL,
     owner          TEXT,

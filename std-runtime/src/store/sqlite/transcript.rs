@@ -11,23 +11,36 @@ use super::sessions::{session_exists, touch};
 use super::{Sqlite, WriteTx, to_i64};
 use crate::store::backend::Transcripts;
 use crate::store::codec::{decode_finish_reason, encode};
-use crate::store::{Fence, KvWrite, StoreError, tool_calls};
+use crate::store::{Fence, KvWrite, ModelUsage, StoreError, tool_calls};
 
 /// One message of a session, numbered after its last one; see
 /// [`insert_entries`].
 pub(super) const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
      tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-     interrupted, timestamp_ms) \
+     interrupted, timestamp_ms, cached_tokens, cache_write_tokens, model, reasoning_details) \
      VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
-     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
-/// A session's messages in order; see [`Store::load_transcript`]. The column
-/// order is what [`decode_message`] reads.
-pub(super) const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
-     m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms \
-     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
-     WHERE s.id = ?1 ORDER BY m.seq";
+/// The columns of a message, `m` being `messages`, in the order
+/// [`decode_message`] reads them; every query that decodes messages selects
+/// exactly these.
+macro_rules! message_columns {
+    () => {
+        "m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
+         m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
+         m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
+         m.reasoning_details"
+    };
+}
+pub(super) use message_columns;
+
+/// A session's messages in order; see [`Transcripts::load_transcript`].
+pub(super) const LOAD_SQL: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
+     WHERE s.id = ?1 ORDER BY m.seq"
+);
 
 impl Transcripts for Sqlite {
     fn load_transcript(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
@@ -133,6 +146,41 @@ impl Transcripts for Sqlite {
         tx.commit()?;
         Ok(())
     }
+
+    fn session_usage(&self, id: &str) -> Result<Vec<ModelUsage>, StoreError> {
+        if !session_exists(&self.conn, id)? {
+            return Err(StoreError::SessionNotFound(id.to_owned()));
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), \
+             SUM(total_tokens), SUM(cached_tokens), SUM(cache_write_tokens) \
+             FROM messages WHERE session_id = ?1 \
+             AND (prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL) \
+             GROUP BY model ORDER BY COUNT(*) DESC, model",
+        )?;
+        let rows = stmt.query_map([id], |row| {
+            // SQLite sums integers into an i64 (an integer overflow is an
+            // error; counts are stored saturated below i64::MAX, so only an
+            // absurd session gets there); NULL is 0.
+            let n = |i: usize| -> rusqlite::Result<u64> {
+                Ok(row
+                    .get::<_, Option<i64>>(i)?
+                    .map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+            };
+            Ok(ModelUsage {
+                model: row.get(0)?,
+                calls: n(1)?,
+                usage: Usage {
+                    prompt_tokens: n(2)?,
+                    completion_tokens: n(3)?,
+                    total_tokens: n(4)?,
+                    cached_tokens: n(5)?,
+                    cache_write_tokens: n(6)?,
+                },
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
 }
 
 /// Appends `entries` to the messages of session `id`, numbering them after
@@ -160,6 +208,10 @@ pub(super) fn insert_entries(
             e.finish_reason,
             e.interrupted,
             e.timestamp_ms,
+            e.cached_tokens,
+            e.cache_write_tokens,
+            e.model,
+            e.reasoning_details,
         ])?;
     }
     Ok(())
@@ -236,18 +288,24 @@ pub(super) fn decode_message(
         count(6, "prompt_tokens")?,
         count(7, "completion_tokens")?,
         count(8, "total_tokens")?,
+        count(12, "cached_tokens")?,
+        count(13, "cache_write_tokens")?,
     ) {
-        (None, None, None) => None,
-        (p, c, t) => Some(Usage {
+        (None, None, None, None, None) => None,
+        (p, c, t, r, w) => Some(Usage {
             prompt_tokens: p.unwrap_or(0),
             completion_tokens: c.unwrap_or(0),
             total_tokens: t.unwrap_or(0),
+            cached_tokens: r.unwrap_or(0),
+            cache_write_tokens: w.unwrap_or(0),
         }),
     };
     Ok(LedgerEntry {
         message,
         meta: EntryMeta {
             reasoning: text(5, "reasoning")?.map(str::to_owned),
+            reasoning_details: text(15, "reasoning_details")?.map(str::to_owned),
+            model: text(14, "model")?.map(str::to_owned),
             usage,
             timestamp_ms: count(11, "timestamp_ms")?
                 .ok_or_else(|| corrupt("timestamp_ms is NULL".into()))?,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_core::Message;
-use hermes_gateway::config::GatewayConfig;
+use hermes_gateway::config::{BusyMode, GatewayConfig};
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory};
@@ -36,8 +36,17 @@ impl Drop for Gateway {
 
 fn gateway(rt: &tokio::runtime::Runtime, url: &str, pace: Pace, ttl: Duration) -> Gateway {
     let mut config = GatewayConfig::default();
-    config.allow.allow_all = true;
     config.lease_ttl = ttl;
+    gateway_with(rt, url, pace, config)
+}
+
+fn gateway_with(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    pace: Pace,
+    mut config: GatewayConfig,
+) -> Gateway {
+    config.allow.allow_all = true;
     let adapter = TestAdapter::new("test");
     let model = ScriptedModel::new(pace);
     let runner = GatewayRunner::new(RunnerDeps {
@@ -91,36 +100,10 @@ fn a_turn_running_on_another_gateway_is_interrupted_there_by_a_notification() {
     assert!(one.runner.serves("test"));
     assert!(!two.runner.serves("test"), "one bot, one gateway");
 
-    // A long turn on gateway one; its model answers only when interrupted.
-    one.adapter
-        .say(ChatType::Dm, "dm-alice", "alice", "long question");
-    assert!(one.model.wait_until(WAIT, |_, waiting| waiting == 1));
-
-    // Gateway one loses the bot (someone takes the lease over, then lets
-    // it go) and cannot reach the platform any more, so gateway two serves
-    // the bot from now on. Gateway one's turn goes on: its session's
-    // lease is still its own, renewed.
-    one.adapter.set_refuse_connect(true);
-    let mut db = Store::open_url(&url).unwrap();
-    let LeaseGrant::Granted { fence, .. } = db
-        .lease_acquire(
-            "bot:test:default",
-            "intruder",
-            Duration::from_secs(600),
-            None,
-            true,
-        )
-        .unwrap()
-    else {
-        panic!("take-over refused");
-    };
-    wait_for("gateway one to stop serving the bot", || {
-        !one.runner.serves("test")
-    });
-    assert!(db.lease_release(&fence, None).unwrap());
-    wait_for("gateway two to take the bot", || {
-        two.runner.serves("test") && two.adapter.is_connected()
-    });
+    // A long turn on gateway one (its model answers only when
+    // interrupted); then the bot moves to gateway two. Gateway one's turn
+    // goes on: its session's lease is still its own, renewed.
+    move_the_bot_mid_turn(&url, &one, &two);
     assert_eq!(one.model.waiting(), 1, "the running turn was not touched");
     assert!(one.adapter.texts_to("dm-alice").is_empty());
 
@@ -176,6 +159,82 @@ fn a_turn_running_on_another_gateway_is_interrupted_there_by_a_notification() {
             "reply to: new question"
         ]
     );
+    rt.block_on(async {
+        two.runner.shutdown().await;
+        one.runner.shutdown().await;
+    });
+}
+
+/// Gateway one runs a gated turn of `dm-alice`, then loses the bot to
+/// gateway two (an intruder takes the lease and lets it go; one cannot
+/// reach the platform any more). Returns once two serves the bot.
+fn move_the_bot_mid_turn(url: &str, one: &Gateway, two: &Gateway) {
+    one.adapter
+        .say(ChatType::Dm, "dm-alice", "alice", "long question");
+    assert!(one.model.wait_until(WAIT, |_, waiting| waiting == 1));
+    one.adapter.set_refuse_connect(true);
+    let mut db = Store::open_url(url).unwrap();
+    let LeaseGrant::Granted { fence, .. } = db
+        .lease_acquire(
+            "bot:test:default",
+            "intruder",
+            Duration::from_secs(600),
+            None,
+            true,
+        )
+        .unwrap()
+    else {
+        panic!("take-over refused");
+    };
+    wait_for("gateway one to stop serving the bot", || {
+        !one.runner.serves("test")
+    });
+    assert!(db.lease_release(&fence, None).unwrap());
+    wait_for("gateway two to take the bot", || {
+        two.runner.serves("test") && two.adapter.is_connected()
+    });
+}
+
+/// In queue mode a message for a session busy on another gateway waits
+/// for that turn to finish, as on one gateway: nobody is interrupted.
+#[test]
+fn in_queue_mode_a_turn_on_another_gateway_is_waited_for_not_interrupted() {
+    trace();
+    let url = hermes_tests::postgres::fresh_database();
+    let rt = runtime();
+    let mut config = GatewayConfig::default();
+    config.lease_ttl = TTL;
+    config.busy_mode = BusyMode::Queue;
+    let one = gateway_with(&rt, &url, Pace::Gated, config.clone());
+    let two = gateway_with(&rt, &url, Pace::Instant, config);
+    two.adapter.set_next_id(1000);
+    move_the_bot_mid_turn(&url, &one, &two);
+
+    two.adapter
+        .say(ChatType::Dm, "dm-alice", "alice", "new question");
+    // Two waits on the session's lease; one's turn is left alone. Nothing
+    // to await for "nothing happens": give it a fair chance to go wrong.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(one.model.waiting(), 1, "the running turn was interrupted");
+    assert_eq!(two.model.call_count(), 0);
+
+    one.model.release(1);
+    two.adapter
+        .wait_until(WAIT, |sent| {
+            sent.iter().any(|s| s.text == "reply to: new question")
+        })
+        .unwrap();
+    assert_eq!(
+        one.adapter.texts_to("dm-alice"),
+        ["reply to: long question"],
+        "gateway one finished its turn in full"
+    );
+    let seen = two.model.calls().last().cloned().unwrap();
+    let users = seen
+        .iter()
+        .filter(|m| matches!(m, Message::User { .. }))
+        .count();
+    assert_eq!(users, 2, "the new turn saw the whole history");
     rt.block_on(async {
         two.runner.shutdown().await;
         one.runner.shutdown().await;

@@ -13,9 +13,12 @@
 //!   session's lease, so at most one turn of a session runs across all
 //!   gateways (G6), and every write of the turn carries that lease's fence.
 //!   A gateway that finds the session lease held elsewhere asks the holder
-//!   to interrupt its turn ([`INTERRUPT_CHANNEL`], `LISTEN`/`NOTIFY`) and
-//!   waits for the release (notified on [`RELEASED_CHANNEL`], polled as a
-//!   safety net: notifications are not durable) or for the lease to lapse.
+//!   to interrupt its turn ([`INTERRUPT_CHANNEL`], `LISTEN`/`NOTIFY`; in
+//!   queue mode it does not ask) and waits for the release (notified on
+//!   [`RELEASED_CHANNEL`]) or for the lease to lapse. Notifications are not
+//!   durable, so both are polled as a safety net: the lease every
+//!   `retry_every`, and the request is repeated every `renew_every` while
+//!   the same holder keeps the lease.
 //! - **Taking over** ([`Inner::take_over_platform`]): the new holder of a
 //!   bot suspends the sessions of turns that were killed midway (their turn
 //!   marker is still there and their session lease lapsed; G11 by lease
@@ -45,6 +48,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::{Inner, NOTICE_SEND_TIMEOUT, RESTART_NOTICE, StartError, Work, lock};
 use crate::adapter::{EventHandler, PlatformAdapter};
+use crate::config::BusyMode;
 use crate::inbox::{Pending, TURN_KV_PREFIX, TurnMarker, already_transcribed, turn_key};
 use crate::lease::{
     Acquired, Held, INTERRUPT_CHANNEL, LeaseTiming, RELEASED_CHANNEL, bot_lease, interrupt_request,
@@ -573,9 +577,12 @@ impl Inner {
                 // told): it is released soon, nothing to interrupt.
                 Ok(Ok(Acquired::Busy { owner })) if owner == self.cluster.owner => {}
                 Ok(Ok(Acquired::Busy { owner })) => {
-                    let due = asked.as_ref().is_none_or(|(whom, when)| {
-                        *whom != owner || when.elapsed() >= self.cluster.timing.renew_every
-                    });
+                    // Queue mode waits for the running turn, here as on one
+                    // gateway; interrupt mode asks it to stop.
+                    let due = self.config.busy_mode == BusyMode::Interrupt
+                        && asked.as_ref().is_none_or(|(whom, when)| {
+                            *whom != owner || when.elapsed() >= self.cluster.timing.renew_every
+                        });
                     if due {
                         if asked.is_none() {
                             tracing::info!(key, holder = %owner, "the session's turn runs on another gateway; asking it to stop");

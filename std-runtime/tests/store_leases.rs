@@ -345,6 +345,43 @@ fn a_listener_whose_connection_was_ended_reconnects_and_says_so() {
     assert_eq!(heard.payload, "heard");
 }
 
+/// On PostgreSQL leases lapse by the database server's clock, never by a
+/// gateway's: a gateway whose clock says 1970 neither grants itself leases
+/// that seem lapsed to the others nor sees theirs as lapsed.
+#[test]
+fn postgres_leases_lapse_by_the_servers_clock_not_the_gateways() {
+    let db = Db::new(BackendKind::Postgres);
+    let stale_clock = Arc::new(hermes_core::NoClock);
+    let mut behind = db.open_with(&stale_clock);
+    let mut on_time = db.open();
+    let fence = granted(
+        behind
+            .lease_acquire("bot:test:clock", "behind", LONG, None, false)
+            .unwrap(),
+    );
+    let LeaseGrant::Held(held) = on_time
+        .lease_acquire("bot:test:clock", "on-time", LONG, None, false)
+        .unwrap()
+    else {
+        panic!("a lease taken with a clock at 1970 looked lapsed");
+    };
+    assert_eq!(held.owner.as_deref(), Some("behind"));
+    assert!(held.is_live());
+    assert!(behind.lease_renew(&fence, LONG).unwrap().is_some());
+    let theirs = granted(
+        on_time
+            .lease_acquire("bot:test:theirs", "on-time", LONG, None, false)
+            .unwrap(),
+    );
+    assert!(matches!(
+        behind
+            .lease_acquire("bot:test:theirs", "behind", LONG, None, false)
+            .unwrap(),
+        LeaseGrant::Held(_)
+    ));
+    assert!(on_time.lease_release(&theirs, None).unwrap());
+}
+
 #[test]
 fn postgres_notifications_reach_listeners_and_sqlite_has_none() {
     let db = Db::new(BackendKind::Postgres);

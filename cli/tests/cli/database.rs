@@ -138,3 +138,45 @@ fn doctor_checks_the_database_and_shows_who_holds_which_lease() {
     assert!(out.contains("✗ database postgresql://"), "{out}");
     assert!(out.contains("check HERMES_DATABASE_URL"), "{out}");
 }
+
+/// `[store] url` in `config.toml` selects the database too — here the
+/// unix-socket spelling with the socket directory percent-encoded as the
+/// host — and `HERMES_DATABASE_URL` wins over it.
+#[test]
+fn the_config_file_names_the_database_and_the_variable_wins() {
+    let env = Env::new();
+    let (from_file, _) = database();
+    let (from_env, _) = database();
+    let server = hermes_tests::postgres::server();
+    let name = from_file
+        .strip_prefix("postgresql:///")
+        .and_then(|r| r.split('?').next())
+        .unwrap();
+    let encoded = server.socket_dir.display().to_string().replace('/', "%2F");
+    env.write_home(
+        "config.toml",
+        &format!(
+            "[store]\nurl = \"postgresql://{}@{encoded}/{name}\"\n",
+            server.user
+        ),
+    );
+    let provider = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")]).unwrap();
+    let o = env
+        .cmd(&provider.base_url())
+        .args(["-z", "kept by the file's database"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!env.home.path().join("state.db").exists());
+    assert_eq!(store(&from_file).list_sessions(10).unwrap().len(), 1);
+
+    let o = env
+        .cmd(&provider.base_url())
+        .env("HERMES_DATABASE_URL", &from_env)
+        .args(["-z", "kept by the variable's database"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(store(&from_file).list_sessions(10).unwrap().len(), 1);
+    assert_eq!(store(&from_env).list_sessions(10).unwrap().len(), 1);
+}

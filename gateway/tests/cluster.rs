@@ -35,8 +35,10 @@ impl Drop for Gateway {
 }
 
 fn gateway(rt: &tokio::runtime::Runtime, url: &str, pace: Pace, ttl: Duration) -> Gateway {
-    let mut config = GatewayConfig::default();
-    config.lease_ttl = ttl;
+    let config = GatewayConfig {
+        lease_ttl: ttl,
+        ..GatewayConfig::default()
+    };
     gateway_with(rt, url, pace, config)
 }
 
@@ -202,9 +204,11 @@ fn in_queue_mode_a_turn_on_another_gateway_is_waited_for_not_interrupted() {
     trace();
     let url = hermes_tests::postgres::fresh_database();
     let rt = runtime();
-    let mut config = GatewayConfig::default();
-    config.lease_ttl = TTL;
-    config.busy_mode = BusyMode::Queue;
+    let config = GatewayConfig {
+        lease_ttl: TTL,
+        busy_mode: BusyMode::Queue,
+        ..GatewayConfig::default()
+    };
     let one = gateway_with(&rt, &url, Pace::Gated, config.clone());
     let two = gateway_with(&rt, &url, Pace::Instant, config);
     two.adapter.set_next_id(1000);

@@ -91,7 +91,9 @@ fn session_usage_saturates_instead_of_failing(db: Db) {
     let mut store = db.open();
     let id = store.create_session(&NewSession::default()).unwrap().id;
     let huge = answer(Some("m"), u64::MAX, u64::MAX, 0);
-    store.append_messages(&id, &[huge.clone()]).unwrap();
+    store
+        .append_messages(&id, std::slice::from_ref(&huge))
+        .unwrap();
     let one = store.session_usage(&id).unwrap();
     let max = u64::try_from(i64::MAX).unwrap();
     assert_eq!(one[0].usage.prompt_tokens, max);

@@ -1,13 +1,17 @@
 //! `gateway_routing`: the gateway's own cost per message.
 //!
 //! 1000 sessions × 10 messages through the in-process test adapter with an
-//! instant model, on a real SQLite store in a temp dir. Reported:
+//! instant model, on a real SQLite store in a temp dir and on a real
+//! PostgreSQL database (the test support's private server on a unix socket,
+//! `hermes_tests::postgres`, started with `fsync = on`). Reported:
 //! - messages per second with every session active at once (rounds of 1000
 //!   concurrent messages, default worker bound);
 //! - per-message routing overhead — inject → reply sent, one message in
 //!   flight at a time, so no queueing is counted — p50/p99, with the store
-//!   at `synchronous = NORMAL` (SQLite CPU work counted, no fsync) and at
-//!   the gateway's default `FULL` (one fsync per commit, the E3 guarantee);
+//!   at `synchronous = NORMAL` (SQLite CPU work counted, no fsync;
+//!   PostgreSQL `synchronous_commit = off`) and at the gateway's default
+//!   `FULL` (one fsync per commit, the E3 guarantee; PostgreSQL's default
+//!   `synchronous_commit = on`, a WAL flush per commit);
 //! - peak RSS of the process (`VmHWM`).
 //!
 //! The instant model returns at once, so everything measured is the
@@ -32,17 +36,48 @@ use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::testing::{EchoModel, TestAdapter, TestAgentFactory, event};
 use hermes_runtime::store::{Store, Synchronous, SystemClock};
 
+/// Which database the gateway runs on.
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
 struct Bench {
     rt: tokio::runtime::Runtime,
     adapter: Arc<TestAdapter>,
     runner: GatewayRunner,
     next_id: u64,
     _dir: tempfile::TempDir,
+    /// The PostgreSQL database, when on PostgreSQL.
+    url: Option<String>,
 }
 
-fn setup(sync: Synchronous) -> Bench {
+impl Bench {
+    /// Another connection to the bench's database.
+    fn open_store(&self) -> Store {
+        match &self.url {
+            Some(url) => Store::open_url(url).unwrap(),
+            None => Store::open(&self._dir.path().join("state.db")).unwrap(),
+        }
+    }
+}
+
+/// A fresh database on the private server, started durable (`fsync` on:
+/// the test support's default is off, tests need no durability), so a
+/// committed turn costs what it costs on a real server.
+fn postgres_database() -> String {
+    hermes_tests::postgres::durable_server();
+    hermes_tests::postgres::fresh_database()
+}
+
+fn setup(backend: Backend, sync: Synchronous) -> Bench {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+    let url = matches!(backend, Backend::Postgres).then(postgres_database);
+    let mut store = match &url {
+        Some(url) => Store::open_url(url).unwrap(),
+        None => Store::open(&dir.path().join("state.db")).unwrap(),
+    };
     store.set_synchronous(sync).unwrap();
     let mut config = GatewayConfig::default();
     config.allow.allow_all = true;
@@ -68,6 +103,7 @@ fn setup(sync: Synchronous) -> Bench {
         runner,
         next_id: 0,
         _dir: dir,
+        url,
     }
 }
 
@@ -128,8 +164,8 @@ fn memory(stage: &str) {
     );
 }
 
-fn scenario(sessions: usize, per_session: usize, sync: Synchronous) {
-    let mut b = setup(sync);
+fn scenario(backend: Backend, sessions: usize, per_session: usize, sync: Synchronous) {
+    let mut b = setup(backend, sync);
     memory("runner started");
     // Throughput: every session active at once, round after round.
     let start = Instant::now();
@@ -150,7 +186,7 @@ fn scenario(sessions: usize, per_session: usize, sync: Synchronous) {
     let total = sessions * per_session;
     queued.sort();
     println!(
-        "gateway_routing/{sync:?}: {total} messages ({sessions} sessions x {per_session}) in {:.2} s = {:.0} messages/s; \
+        "gateway_routing/{backend:?}/{sync:?}: {total} messages ({sessions} sessions x {per_session}) in {:.2} s = {:.0} messages/s; \
          latency under full load p50 {:?} p99 {:?}",
         elapsed.as_secs_f64(),
         total as f64 / elapsed.as_secs_f64(),
@@ -163,7 +199,7 @@ fn scenario(sessions: usize, per_session: usize, sync: Synchronous) {
     let mut lat: Vec<Duration> = (0..n).map(|s| b.roundtrip(s)).collect();
     lat.sort();
     println!(
-        "gateway_routing/{sync:?}: routing overhead (inject -> reply, 1 in flight, {n} msgs, history {} msgs): \
+        "gateway_routing/{backend:?}/{sync:?}: routing overhead (inject -> reply, 1 in flight, {n} msgs, history {} msgs): \
          p50 {:?} p99 {:?} max {:?}; agent cache {:?}",
         per_session * 2,
         percentile(&lat, 0.5),
@@ -174,7 +210,7 @@ fn scenario(sessions: usize, per_session: usize, sync: Synchronous) {
     // The store's share of that path, measured alone on a second
     // connection: look up the session, load its transcript, append the
     // user message, append the reply.
-    let mut store = Store::open(&b._dir.path().join("state.db")).unwrap();
+    let mut store = b.open_store();
     store.set_synchronous(sync).unwrap();
     let mut st: Vec<Duration> = (0..n)
         .map(|s| {
@@ -197,7 +233,7 @@ fn scenario(sessions: usize, per_session: usize, sync: Synchronous) {
         .collect();
     st.sort();
     println!(
-        "gateway_routing/{sync:?}: store share of a turn alone (lookup + load + 2 appends): p50 {:?} p99 {:?}",
+        "gateway_routing/{backend:?}/{sync:?}: store share of a turn alone (lookup + load + 2 appends): p50 {:?} p99 {:?}",
         percentile(&st, 0.5),
         percentile(&st, 0.99),
     );
@@ -207,7 +243,7 @@ fn scenario(sessions: usize, per_session: usize, sync: Synchronous) {
 }
 
 fn criterion_roundtrip(c: &mut Criterion) {
-    let mut b = setup(Synchronous::Normal);
+    let mut b = setup(Backend::Sqlite, Synchronous::Normal);
     // Warm one session so the measured path is the steady state.
     b.roundtrip(0);
     c.bench_function("gateway_routing/roundtrip_normal", |bench| {
@@ -226,10 +262,13 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     if full {
         memory("process start");
-        scenario(1000, 10, Synchronous::Normal);
-        scenario(1000, 10, Synchronous::Full);
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            scenario(backend, 1000, 10, Synchronous::Normal);
+            scenario(backend, 1000, 10, Synchronous::Full);
+        }
     } else {
-        scenario(10, 2, Synchronous::Normal);
+        scenario(Backend::Sqlite, 10, 2, Synchronous::Normal);
+        scenario(Backend::Postgres, 10, 2, Synchronous::Full);
     }
     let mut c = Criterion::default().configure_from_args();
     criterion_roundtrip(&mut c);

@@ -63,10 +63,26 @@ static SERVER_PID: AtomicI32 = AtomicI32::new(0);
 static SERVER_EXITED: AtomicBool = AtomicBool::new(false);
 static SERVER_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
 static NEXT_DB: AtomicU32 = AtomicU32::new(0);
+/// Whether the server is (to be) started with `fsync` on.
+static DURABLE: AtomicBool = AtomicBool::new(false);
 
 /// The server of this test process, started on first use.
 pub fn server() -> &'static PgServer {
     SERVER.get_or_init(start)
+}
+
+/// The server started as a real one would run — `fsync` and full-page
+/// writes on — for measurements; tests need no durability and run without.
+/// Must be called before anything else of this module in the process.
+pub fn durable_server() -> &'static PgServer {
+    DURABLE.store(true, Ordering::SeqCst);
+    let server = server();
+    assert_eq!(
+        psql(server, "postgres", "SHOW fsync"),
+        "on",
+        "the server was started for tests (fsync off) before durable_server"
+    );
+    server
 }
 
 /// Creates an empty database and returns its URL.
@@ -262,17 +278,12 @@ fn start() -> PgServer {
         .arg("-D")
         .arg(&data)
         .args(["-c", "listen_addresses=", "-k"])
-        .arg(&socket_dir)
-        .args([
-            "-c",
-            "fsync=off",
-            "-c",
-            "full_page_writes=off",
-            "-c",
-            "max_connections=300",
-            "-c",
-            "shared_buffers=32MB",
-        ])
+        .arg(&socket_dir);
+    if !DURABLE.load(Ordering::SeqCst) {
+        postgres.args(["-c", "fsync=off", "-c", "full_page_writes=off"]);
+    }
+    postgres
+        .args(["-c", "max_connections=300", "-c", "shared_buffers=32MB"])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);

@@ -10,6 +10,8 @@
 //! - [`assemble`]: the one recipe (client, tools, prompt, agent) the CLI
 //!   and the gateway share.
 //! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
+//! - [`mcp`]: the MCP client: configured servers' tools, kept alive on
+//!   the bridge (SPEC X7).
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
 //! - [`context`]: the model's context window and where it came from (SPEC X1).
@@ -24,6 +26,7 @@ pub mod config;
 pub mod context;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod mcp;
 pub mod persist;
 pub mod prompt;
 pub mod store;

@@ -137,7 +137,7 @@ mod tests {
         }))
         .unwrap();
         let text = render(&result);
-        assert!(text.starts_with("hello\n[image: image/png, 7 bytes"), "{text}");
+        assert!(text.starts_with("hello\n[image: image/png, 8 bytes"), "{text}");
         assert!(text.contains("[resource file:///a.txt]\ninside"), "{text}");
         assert!(text.contains("application/gzip, 6 bytes of binary data"), "{text}");
         assert!(text.contains("[resource link: test://r/1 (r1): first]"), "{text}");

@@ -27,6 +27,7 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::approval::ApprovalGate;
 use super::sandbox::{SandboxMode, child_env, unavailable_reason};
 use super::{Workdir, failed, parse_args};
 
@@ -42,6 +43,8 @@ pub(crate) struct TerminalSettings {
     pub(crate) env_passthrough: Vec<String>,
     pub(crate) extra_read: Vec<PathBuf>,
     pub(crate) extra_write: Vec<PathBuf>,
+    /// Dangerous commands need the user's approval (see [`super::approval`]).
+    pub(crate) approval: ApprovalGate,
 }
 
 /// Runs shell commands.
@@ -252,6 +255,11 @@ impl Tool for TerminalTool {
                  config.toml or --no-sandbox."
             )));
         }
+        // Asked last, so the user is never asked about a command that would
+        // be refused anyway; an approved command runs in the same sandbox.
+        self.settings
+            .approval
+            .check("terminal", &args.command, ctx.interrupt)?;
         let env_home = self.workdir.root().to_path_buf();
         self.run(&args.command, dir, env_home, timeout_s, ctx)
     }

@@ -384,7 +384,9 @@ impl Server {
         };
         let text = match outcome {
             Ok(ServerResult::CallToolResult(result)) => {
-                let text = super::render::render(&result);
+                // A server may echo what it was configured with (its env,
+                // a header): configured secrets never reach the model.
+                let text = redact(&super::render::render(&result), &self.secrets);
                 if result.is_error == Some(true) {
                     return Err(failed(format!("Error from MCP tool {tool} (server '{name}'): {text}")));
                 }

@@ -12,6 +12,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod aimock;
+pub mod mcp_servers;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -181,7 +181,9 @@ impl AsyncBridge {
         match received {
             Ok(Ok(result)) => result,
             Ok(Err(join_error)) => match join_error_to_bridge(join_error) {
-                BridgeError::Panicked(msg) => Err(ToolError::Failed(format!("tool panicked: {msg}"))),
+                BridgeError::Panicked(msg) => {
+                    Err(ToolError::Failed(format!("tool panicked: {msg}")))
+                }
                 _ => Err(ToolError::Failed("[interrupted]".into())),
             },
             Err(e) => {

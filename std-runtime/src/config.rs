@@ -624,15 +624,18 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     };
     let approval_timeout = match resolver.toml_int("agent", "approval_timeout")? {
         None => crate::tools::approval::DEFAULT_APPROVAL_TIMEOUT,
-        Some(0) => return Err(resolver.type_error("agent", "approval_timeout", "at least 1 (seconds)")),
+        Some(0) => {
+            return Err(resolver.type_error("agent", "approval_timeout", "at least 1 (seconds)"));
+        }
         Some(n) => std::time::Duration::from_secs(u64::from(n)),
     };
     let web_search = web_search_settings(&resolver)?;
     let merged_env = Environment(merged);
-    let mcp_servers = crate::mcp::config::parse(&file, &merged_env).map_err(|e| ConfigError::File {
-        path: toml_path.clone(),
-        message: e.to_string(),
-    })?;
+    let mcp_servers =
+        crate::mcp::config::parse(&file, &merged_env).map_err(|e| ConfigError::File {
+            path: toml_path.clone(),
+            message: e.to_string(),
+        })?;
 
     Ok(Settings {
         home,
@@ -694,7 +697,7 @@ fn toml_location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
 fn web_search_settings(r: &Resolver<'_>) -> Result<WebSearchSettings, ConfigError> {
     let backend = match r.toml_str("web", "search_backend")? {
         None => None,
-        Some(v) => SearchBackend::parse(v).map_err(|()| {
+        Some(v) => SearchBackend::parse(v).map_err(|_| {
             r.type_error(
                 "web",
                 "search_backend",

@@ -69,7 +69,9 @@ impl Fx {
     }
 
     fn pid(&self, server: usize) -> u32 {
-        self.mcp.status()[server].pid.expect("a running stdio server has a pid")
+        self.mcp.status()[server]
+            .pid
+            .expect("a running stdio server has a pid")
     }
 }
 
@@ -119,7 +121,10 @@ fn tools_are_offered_with_the_servers_own_schemas() {
         "mcp_everything_get-sum",
         "mcp_everything_trigger-long-running-operation",
     ] {
-        assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
     }
     let sum = fx
         .reg
@@ -129,10 +134,21 @@ fn tools_are_offered_with_the_servers_own_schemas() {
         .unwrap();
     assert_eq!(sum.parameters["type"], "object");
     assert_eq!(sum.parameters["properties"]["a"]["type"], "number");
-    assert!(sum.description.starts_with("[MCP server 'everything']"), "{}", sum.description);
+    assert!(
+        sum.description.starts_with("[MCP server 'everything']"),
+        "{}",
+        sum.description
+    );
     let status = &fx.mcp.status()[0];
     assert_eq!(status.state, ServerState::Running);
-    assert!(status.server_info.as_deref().unwrap_or("").contains("everything"), "{status:?}");
+    assert!(
+        status
+            .server_info
+            .as_deref()
+            .unwrap_or("")
+            .contains("everything"),
+        "{status:?}"
+    );
 }
 
 #[test]
@@ -168,12 +184,19 @@ fn long_outputs_are_capped_with_a_marker() {
     let long = "x".repeat(100_000);
     let out = text(fx.call("mcp_everything_echo", json!({ "message": long })));
     assert!(out.len() <= 4_000, "{} bytes", out.len());
-    assert!(out.contains("[output truncated"), "{}", &out[out.len() - 200..]);
+    assert!(
+        out.contains("[output truncated"),
+        "{}",
+        &out[out.len() - 200..]
+    );
 }
 
 #[test]
 fn progress_keeps_a_long_call_alive_and_silence_times_it_out() {
-    let fx = Fx::new(vec![with_timeouts(mcp_servers::everything("everything"), 2)]);
+    let fx = Fx::new(vec![with_timeouts(
+        mcp_servers::everything("everything"),
+        2,
+    )]);
     let pid = fx.pid(0);
     // 4 s in all, a progress notification every 0.4 s: longer than the
     // 2 s timeout, never silent for that long.
@@ -193,7 +216,10 @@ fn progress_keeps_a_long_call_alive_and_silence_times_it_out() {
     assert!(slow.contains("[mcp.servers.everything] timeout"), "{slow}");
     assert!(started.elapsed() < Duration::from_secs(10));
     // Slow is not dead: the same process answers the next call.
-    assert_eq!(text(fx.call("mcp_everything_echo", json!({"message": "x"}))), "Echo: x");
+    assert_eq!(
+        text(fx.call("mcp_everything_echo", json!({"message": "x"}))),
+        "Echo: x"
+    );
     assert_eq!(fx.pid(0), pid);
     assert_eq!(fx.mcp.status()[0].starts, 1);
 }
@@ -212,8 +238,17 @@ fn the_server_gets_an_explicit_environment_and_its_secrets_stay_out_of_results()
     assert_eq!(env["HERMES_MCP_MARKER"], "on");
     assert_eq!(env["MY_SERVICE_TOKEN"], "***");
     let allowed = [
-        "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "HOME", "USER", "LOGNAME", "TMPDIR",
-        "HERMES_MCP_MARKER", "MY_SERVICE_TOKEN",
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TZ",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "HERMES_MCP_MARKER",
+        "MY_SERVICE_TOKEN",
     ];
     for name in env.keys() {
         assert!(
@@ -281,12 +316,17 @@ fn streamable_http_calls_share_one_session() {
 fn a_server_killed_between_calls_is_restarted_and_the_model_is_told() {
     let fx = Fx::new(vec![mcp_servers::everything("everything")]);
     let first = fx.pid(0);
-    assert_eq!(text(fx.call("mcp_everything_echo", json!({"message": "a"}))), "Echo: a");
+    assert_eq!(
+        text(fx.call("mcp_everything_echo", json!({"message": "a"}))),
+        "Echo: a"
+    );
     signal(first, "-KILL");
     wait_gone(first);
     let out = text(fx.call("mcp_everything_echo", json!({"message": "b"})));
     assert!(
-        out.starts_with("[note: MCP server 'everything' had stopped (killed by signal 9) and was restarted"),
+        out.starts_with(
+            "[note: MCP server 'everything' had stopped (killed by signal 9) and was restarted"
+        ),
         "{out}"
     );
     assert!(out.ends_with("Echo: b"), "{out}");
@@ -305,27 +345,42 @@ fn a_server_that_dies_during_a_call_is_a_clear_error_then_recovers() {
         vec![proxy.display().to_string(), "get-sum".into()],
     );
     let fx = Fx::new(vec![config]);
-    assert_eq!(text(fx.call("mcp_flaky_echo", json!({"message": "up"}))), "Echo: up");
+    assert_eq!(
+        text(fx.call("mcp_flaky_echo", json!({"message": "up"}))),
+        "Echo: up"
+    );
     let crashed = error(fx.call("mcp_flaky_get-sum", json!({"a": 1, "b": 2})));
-    assert!(crashed.contains("MCP server 'flaky' stopped (exited with status 3)"), "{crashed}");
+    assert!(
+        crashed.contains("MCP server 'flaky' stopped (exited with status 3)"),
+        "{crashed}"
+    );
     assert!(crashed.contains("outcome is unknown"), "{crashed}");
     assert!(crashed.contains("restarted on the next call"), "{crashed}");
     assert!(matches!(fx.mcp.status()[0].state, ServerState::Stopped(_)));
     // The next call starts it again; no note: the failure was reported.
-    assert_eq!(text(fx.call("mcp_flaky_echo", json!({"message": "again"}))), "Echo: again");
+    assert_eq!(
+        text(fx.call("mcp_flaky_echo", json!({"message": "again"}))),
+        "Echo: again"
+    );
     assert_eq!(fx.mcp.status()[0].starts, 2);
 }
 
 #[test]
 fn a_hung_server_is_stopped_and_restarted_on_the_next_call() {
-    let fx = Fx::new(vec![with_timeouts(mcp_servers::everything("everything"), 2)]);
+    let fx = Fx::new(vec![with_timeouts(
+        mcp_servers::everything("everything"),
+        2,
+    )]);
     let first = fx.pid(0);
     signal(first, "-STOP");
     let hung = error(fx.call("mcp_everything_echo", json!({"message": "anyone?"})));
     assert!(hung.contains("stopped answering"), "{hung}");
     assert!(hung.contains("restarted on the next call"), "{hung}");
     wait_gone(first);
-    assert_eq!(text(fx.call("mcp_everything_echo", json!({"message": "back"}))), "Echo: back");
+    assert_eq!(
+        text(fx.call("mcp_everything_echo", json!({"message": "back"}))),
+        "Echo: back"
+    );
     assert_ne!(fx.pid(0), first);
 }
 
@@ -340,7 +395,11 @@ fn an_interrupt_cancels_the_call_and_keeps_the_server() {
         json!({"duration": 30, "steps": 30}),
     ));
     assert!(out.contains("interrupted"), "{out}");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     let fresh = InterruptFlag::new();
     let ctx = ToolContext {
         budget: &fx.budget,
@@ -361,7 +420,10 @@ fn servers_that_cannot_start_are_reported_and_offer_no_tools() {
     let mut broken = mcp_servers::stdio(
         "broken",
         "sh",
-        vec!["-c".into(), "echo \"cannot start: $BROKEN_KEY\" >&2; exit 3".into()],
+        vec![
+            "-c".into(),
+            "echo \"cannot start: $BROKEN_KEY\" >&2; exit 3".into(),
+        ],
     );
     if let Transport::Stdio { env, .. } = &mut broken.transport {
         env.insert("BROKEN_KEY".into(), "key-that-is-secret".into());
@@ -370,7 +432,10 @@ fn servers_that_cannot_start_are_reported_and_offer_no_tools() {
     let fx = Fx::new(vec![missing, broken, mcp_servers::everything("ok")]);
     let status = fx.mcp.status();
     match &status[0].state {
-        ServerState::Failed(why) => assert!(why.contains("cannot run '/nonexistent/mcp-server'"), "{why}"),
+        ServerState::Failed(why) => assert!(
+            why.contains("cannot run '/nonexistent/mcp-server'"),
+            "{why}"
+        ),
         other => panic!("{other:?}"),
     }
     match &status[1].state {
@@ -380,7 +445,11 @@ fn servers_that_cannot_start_are_reported_and_offer_no_tools() {
     let stderr = status[1].stderr.join("\n");
     assert!(stderr.contains("cannot start: ***"), "{stderr}");
     assert!(!format!("{status:?}").contains("key-that-is-secret"));
-    assert_eq!(status[2].state, ServerState::Running, "the others still start");
+    assert_eq!(
+        status[2].state,
+        ServerState::Running,
+        "the others still start"
+    );
     let names = fx.names();
     assert!(names.iter().all(|n| n.starts_with("mcp_ok_")), "{names:?}");
 }

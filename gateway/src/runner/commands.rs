@@ -182,9 +182,12 @@ impl Inner {
                 })
             }
             Command::Compress(focus) => self.compress(key, source, focus.as_deref()),
-            Command::Status | Command::Stop | Command::Help | Command::Unknown(_) => {
-                Ok(String::new())
-            }
+            Command::Status
+            | Command::Stop
+            | Command::Help
+            | Command::Approve { .. }
+            | Command::Deny
+            | Command::Unknown(_) => Ok(String::new()),
         }
     }
 }

@@ -148,7 +148,8 @@ impl fmt::Debug for Transport {
 impl fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("ServerConfig");
-        d.field("name", &self.name).field("transport", &self.transport);
+        d.field("name", &self.name)
+            .field("transport", &self.transport);
         d.field("call_timeout", &self.call_timeout)
             .field("max_call_time", &self.max_call_time)
             .field("startup_timeout", &self.startup_timeout)
@@ -193,12 +194,10 @@ pub fn parse(file: &toml::Table, env: &Environment) -> Result<Vec<ServerConfig>,
     let Some(section) = file.get("mcp") else {
         return Ok(Vec::new());
     };
-    let section = section
-        .as_table()
-        .ok_or_else(|| McpConfigError {
-            server: "*".into(),
-            message: "[mcp] must be a table".into(),
-        })?;
+    let section = section.as_table().ok_or_else(|| McpConfigError {
+        server: "*".into(),
+        message: "[mcp] must be a table".into(),
+    })?;
     if let Some(unknown) = section.keys().find(|k| k.as_str() != "servers") {
         return Err(McpConfigError {
             server: "*".into(),
@@ -291,11 +290,12 @@ fn parse_server(
             Some(toml::Value::Table(items)) => items
                 .iter()
                 .map(|(k, v)| {
-                    let v = v.as_str().ok_or_else(|| {
-                        err(name, format!("{key}.{k} must be a string"))
+                    let v = v
+                        .as_str()
+                        .ok_or_else(|| err(name, format!("{key}.{k} must be a string")))?;
+                    let v = expand(v, env).map_err(|var| {
+                        err(name, format!("{key}.{k} uses ${{{var}}}, which is not set"))
                     })?;
-                    let v = expand(v, env)
-                        .map_err(|var| err(name, format!("{key}.{k} uses ${{{var}}}, which is not set")))?;
                     Ok((k.clone(), v))
                 })
                 .collect(),
@@ -335,7 +335,10 @@ fn parse_server(
                 return Err(err(name, "command is empty"));
             }
             if t.contains_key("headers") {
-                return Err(err(name, "headers are for url servers; use env for stdio ones"));
+                return Err(err(
+                    name,
+                    "headers are for url servers; use env for stdio ones",
+                ));
             }
             Transport::Stdio {
                 command,
@@ -346,20 +349,29 @@ fn parse_server(
         }
         (None, Some(url)) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(name, format!("url '{url}' must start with http:// or https://")));
+                return Err(err(
+                    name,
+                    format!("url '{url}' must start with http:// or https://"),
+                ));
             }
             if http::Uri::try_from(url.as_str()).is_err() {
                 return Err(err(name, format!("url '{url}' is not a valid URL")));
             }
             for key in ["args", "env", "cwd"] {
                 if t.contains_key(key) {
-                    return Err(err(name, format!("{key} is for command servers, not url ones")));
+                    return Err(err(
+                        name,
+                        format!("{key} is for command servers, not url ones"),
+                    ));
                 }
             }
             let headers = map("headers")?;
             for (k, v) in &headers {
                 if RESERVED_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
-                    return Err(err(name, format!("headers.{k} is set by the MCP transport itself")));
+                    return Err(err(
+                        name,
+                        format!("headers.{k} is set by the MCP transport itself"),
+                    ));
                 }
                 if http::HeaderName::from_bytes(k.as_bytes()).is_err()
                     || http::HeaderValue::from_str(v).is_err()
@@ -440,7 +452,10 @@ tools = ["search"]
 command = "x"
 enabled = false
 "#,
-            &[("NOTES_TOKEN", "notes-secret-123"), ("REMOTE", "tok-abcdef")],
+            &[
+                ("NOTES_TOKEN", "notes-secret-123"),
+                ("REMOTE", "tok-abcdef"),
+            ],
         )
         .unwrap();
         assert_eq!(servers.len(), 2, "disabled servers are left out");
@@ -461,20 +476,38 @@ enabled = false
         assert_eq!(remote.tools.as_deref(), Some(&["search".to_owned()][..]));
         assert!(remote.secrets().contains(&"tok-abcdef".to_owned()));
         let shown = format!("{servers:?}");
-        assert!(!shown.contains("notes-secret") && !shown.contains("tok-abcdef"), "{shown}");
-        assert!(shown.contains("TOKEN") && shown.contains("Authorization"), "{shown}");
+        assert!(
+            !shown.contains("notes-secret") && !shown.contains("tok-abcdef"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("TOKEN") && shown.contains("Authorization"),
+            "{shown}"
+        );
     }
 
     #[test]
     fn mistakes_name_the_server_and_the_key() {
         let cases = [
             ("[mcp.servers.a]\nargs = []\n", "needs command"),
-            ("[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n", "choose one"),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n",
+                "choose one",
+            ),
             ("[mcp.servers.a]\nurl = \"ftp://h\"\n", "must start with"),
-            ("[mcp.servers.a]\ncommand = \"x\"\nenv = { K = \"${MISSING}\" }\n", "${MISSING}"),
-            ("[mcp.servers.a]\ncommand = \"x\"\ncomand = 1\n", "unknown key 'comand'"),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nenv = { K = \"${MISSING}\" }\n",
+                "${MISSING}",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\ncomand = 1\n",
+                "unknown key 'comand'",
+            ),
             ("[mcp.servers.a]\ncommand = \"x\"\ntimeout = 0\n", "timeout"),
-            ("[mcp.servers.a]\nurl = \"http://h/mcp\"\nheaders = { Accept = \"x\" }\n", "set by the MCP transport"),
+            (
+                "[mcp.servers.a]\nurl = \"http://h/mcp\"\nheaders = { Accept = \"x\" }\n",
+                "set by the MCP transport",
+            ),
             ("[mcp.servers.\"a b\"]\ncommand = \"x\"\n", "server name"),
             ("[mcp]\nserver = 1\n", "unknown key [mcp] server"),
         ];

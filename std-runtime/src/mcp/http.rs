@@ -190,7 +190,9 @@ fn common_headers(
             || name.as_str().eq_ignore_ascii_case(HEADER_SESSION_ID)
             || name.as_str().eq_ignore_ascii_case(HEADER_LAST_EVENT_ID)
         {
-            return Err(StreamableHttpError::ReservedHeaderConflict(name.to_string()));
+            return Err(StreamableHttpError::ReservedHeaderConflict(
+                name.to_string(),
+            ));
         }
         headers.push((name, value));
     }
@@ -228,9 +230,9 @@ fn auth_error(head: &Head) -> HttpResult<()> {
         })?
         .to_owned();
     match head.status {
-        StatusCode::UNAUTHORIZED => Err(StreamableHttpError::AuthRequired(
-            AuthRequiredError::new(challenge),
-        )),
+        StatusCode::UNAUTHORIZED => Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(
+            challenge,
+        ))),
         StatusCode::FORBIDDEN => {
             let scope = scope_of(&challenge);
             Err(StreamableHttpError::InsufficientScope(
@@ -248,12 +250,7 @@ fn scope_of(challenge: &str) -> Option<String> {
     let rest = &challenge[start..];
     match rest.strip_prefix('"') {
         Some(quoted) => quoted.find('"').map(|end| quoted[..end].to_owned()),
-        None => Some(
-            rest.split([',', ' '])
-                .next()
-                .unwrap_or_default()
-                .to_owned(),
-        ),
+        None => Some(rest.split([',', ' ']).next().unwrap_or_default().to_owned()),
     }
 }
 
@@ -549,7 +546,9 @@ impl StreamableHttpClient for UreqHttpClient {
             return Err(StreamableHttpError::SessionExpired);
         }
         let content_type = header_str(&head.headers, &CONTENT_TYPE).map(str::to_owned);
-        let is_json = content_type.as_deref().is_some_and(|ct| media_type_is(ct, JSON));
+        let is_json = content_type
+            .as_deref()
+            .is_some_and(|ct| media_type_is(ct, JSON));
         let status_error = match (status_error(&head), is_json) {
             (Some(e), json) if !json || status == StatusCode::TOO_MANY_REQUESTS => {
                 return Err(e.into());

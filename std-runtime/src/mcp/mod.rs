@@ -269,7 +269,10 @@ impl McpTool {
             schema = serde_json::json!({"type": "object", "properties": {}});
         }
         let description = if info.description.trim().is_empty() {
-            format!("Tool '{}' of the MCP server '{}'.", info.name, server.config.name)
+            format!(
+                "Tool '{}' of the MCP server '{}'.",
+                info.name, server.config.name
+            )
         } else {
             format!("[MCP server '{}'] {}", server.config.name, info.description)
         };

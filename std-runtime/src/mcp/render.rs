@@ -137,11 +137,23 @@ mod tests {
         }))
         .unwrap();
         let text = render(&result);
-        assert!(text.starts_with("hello\n[image: image/png, 8 bytes"), "{text}");
+        assert!(
+            text.starts_with("hello\n[image: image/png, 8 bytes"),
+            "{text}"
+        );
         assert!(text.contains("[resource file:///a.txt]\ninside"), "{text}");
-        assert!(text.contains("application/gzip, 6 bytes of binary data"), "{text}");
-        assert!(text.contains("[resource link: test://r/1 (r1): first]"), "{text}");
-        assert!(text.contains("structured content:\n{\n  \"temperature\": 22\n}"), "{text}");
+        assert!(
+            text.contains("application/gzip, 6 bytes of binary data"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[resource link: test://r/1 (r1): first]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("structured content:\n{\n  \"temperature\": 22\n}"),
+            "{text}"
+        );
         assert!(!text.contains("iVBOR"), "no base64 for the model");
     }
 

@@ -142,7 +142,9 @@ impl Server {
 
     /// Starts the server (if it is not running) and returns its peer, the
     /// connection's generation, and a note when it had to be restarted.
-    pub(crate) async fn connected(&self) -> Result<(Peer<RoleClient>, u64, Option<String>), String> {
+    pub(crate) async fn connected(
+        &self,
+    ) -> Result<(Peer<RoleClient>, u64, Option<String>), String> {
         let mut live = self.live.lock().await;
         let mut note = None;
         if let Some(current) = live.as_ref() {
@@ -239,30 +241,30 @@ impl Server {
             } => {
                 let cwd = cwd.clone().unwrap_or_else(|| self.workdir.clone());
                 let env = stdio::server_env(std::env::vars_os(), env);
-                let (process, stdout, stdin) = stdio::start(
-                    command,
-                    args,
-                    &cwd,
-                    env,
-                    self.secrets.clone(),
-                    self.name(),
-                )
-                .await
-                .map_err(|e| (format!("cannot run '{command}': {e}"), None))?;
-                let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
-                    .with_max_line_length(MAX_LINE);
+                let (process, stdout, stdin) =
+                    stdio::start(command, args, &cwd, env, self.secrets.clone(), self.name())
+                        .await
+                        .map_err(|e| (format!("cannot run '{command}': {e}"), None))?;
+                let transport =
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
+                        .with_max_line_length(MAX_LINE);
                 match handler.serve(transport).await {
                     Ok(service) => (service, Some(process)),
                     Err(e) => {
                         let mut process = process;
                         // Let a crashing server finish writing why.
-                        let _ = tokio::time::timeout(Duration::from_millis(500), process.wait_exit()).await;
+                        let _ =
+                            tokio::time::timeout(Duration::from_millis(500), process.wait_exit())
+                                .await;
                         let how = process
                             .exit_status()
                             .map(|s| format!(" ({})", describe_exit(s)))
                             .unwrap_or_default();
                         return Err((
-                            format!("the MCP handshake failed{how}: {}", redact(&e.to_string(), &self.secrets)),
+                            format!(
+                                "the MCP handshake failed{how}: {}",
+                                redact(&e.to_string(), &self.secrets)
+                            ),
                             Some(process),
                         ));
                     }
@@ -388,7 +390,9 @@ impl Server {
                 // a header): configured secrets never reach the model.
                 let text = redact(&super::render::render(&result), &self.secrets);
                 if result.is_error == Some(true) {
-                    return Err(failed(format!("Error from MCP tool {tool} (server '{name}'): {text}")));
+                    return Err(failed(format!(
+                        "Error from MCP tool {tool} (server '{name}'): {text}"
+                    )));
                 }
                 text
             }
@@ -464,8 +468,10 @@ impl Server {
     ) -> ToolError {
         let name = self.name();
         let why = redact(&error.to_string(), &self.secrets);
-        let ended = self.mark_dead(generation, &format!("its connection failed: {why}")).await;
-        let how = ended.map_or_else(|| format!("connection lost: {why}"), |e| e);
+        let ended = self
+            .mark_dead(generation, &format!("its connection failed: {why}"))
+            .await;
+        let how = ended.unwrap_or_else(|| format!("connection lost: {why}"));
         let outcome = if sent {
             " while running it; the call's outcome is unknown"
         } else {

@@ -161,7 +161,10 @@ pub const DANGERS: &[Danger] = &[
     Danger {
         key: "kill-all",
         description: "killing every process (kill -1, killall5)",
-        patterns: &[r"(^|[;&|(`]|\$\(|\bsudo\s|\bdoas\s|\bexec\s|\bnohup\s|\bxargs\s)\s*(\S*/)?kill\b(\s+-\S+)*\s+-1\b", r"(^|[;&|(`]|\$\(|\bsudo\s|\bdoas\s|\bexec\s|\bnohup\s|\bxargs\s)\s*(\S*/)?killall5\b"],
+        patterns: &[
+            r"(^|[;&|(`]|\$\(|\bsudo\s|\bdoas\s|\bexec\s|\bnohup\s|\bxargs\s)\s*(\S*/)?kill\b(\s+-\S+)*\s+-1\b",
+            r"(^|[;&|(`]|\$\(|\bsudo\s|\bdoas\s|\bexec\s|\bnohup\s|\bxargs\s)\s*(\S*/)?killall5\b",
+        ],
     },
     Danger {
         key: "system-files",
@@ -175,7 +178,9 @@ pub const DANGERS: &[Danger] = &[
     Danger {
         key: "crontab-remove",
         description: "removing the user's crontab (crontab -r)",
-        patterns: &[r"(^|[;&|(`]|\$\(|\bsudo\s|\bdoas\s|\bexec\s|\bnohup\s|\bxargs\s)\s*(\S*/)?crontab\b[^;&|]*\s-r\b"],
+        patterns: &[
+            r"(^|[;&|(`]|\$\(|\bsudo\s|\bdoas\s|\bexec\s|\bnohup\s|\bxargs\s)\s*(\S*/)?crontab\b[^;&|]*\s-r\b",
+        ],
     },
     Danger {
         key: "sql-drop",
@@ -345,7 +350,10 @@ impl ApprovalGate {
         };
         let reasons = request.reasons();
         let Some(approver) = &self.approver else {
-            tracing::warn!(tool, "a dangerous command was denied: nobody can approve it here");
+            tracing::warn!(
+                tool,
+                "a dangerous command was denied: nobody can approve it here"
+            );
             return Err(ToolError::Failed(format!(
                 "Error: this command needs the user's approval ({reasons}), and there is no one \
                  to ask here (hermes runs without a terminal). It was NOT run. Do not try to get \
@@ -430,7 +438,11 @@ mod tests {
             ("psql -c 'truncate table logs'", "sql-drop"),
         ];
         for (command, key) in cases {
-            assert!(keys(command).contains(key), "{command:?} should be {key}, got {:?}", keys(command));
+            assert!(
+                keys(command).contains(key),
+                "{command:?} should be {key}, got {:?}",
+                keys(command)
+            );
         }
     }
 
@@ -457,7 +469,11 @@ mod tests {
             "git rm -r --cached target",
             "echo 'remember to reboot'",
         ] {
-            assert!(keys(command).is_empty(), "{command:?} flagged as {:?}", keys(command));
+            assert!(
+                keys(command).is_empty(),
+                "{command:?} flagged as {:?}",
+                keys(command)
+            );
         }
     }
 
@@ -473,7 +489,10 @@ mod tests {
     #[test]
     fn always_covers_the_same_danger_for_the_session_only() {
         let approver = Arc::new(Scripted(
-            Mutex::new(vec![Decision::Always, Decision::Deny("the user said no".into())]),
+            Mutex::new(vec![
+                Decision::Always,
+                Decision::Deny("the user said no".into()),
+            ]),
             Mutex::new(Vec::new()),
         ));
         let gate = ApprovalGate {
@@ -485,10 +504,15 @@ mod tests {
         gate.check("terminal", "rm -rf a", &flag).unwrap();
         gate.check("terminal", "rm -rf b", &flag).unwrap();
         gate.check("terminal", "ls", &flag).unwrap();
-        let denied = gate.check("terminal", "git push --force", &flag).unwrap_err();
+        let denied = gate
+            .check("terminal", "git push --force", &flag)
+            .unwrap_err();
         assert!(denied.to_string().contains("NOT run"), "{denied}");
         assert!(denied.to_string().contains("the user said no"), "{denied}");
-        assert_eq!(*approver.1.lock().unwrap(), ["rm -rf a", "git push --force"]);
+        assert_eq!(
+            *approver.1.lock().unwrap(),
+            ["rm -rf a", "git push --force"]
+        );
 
         let next_session = ApprovalGate {
             session: Arc::new(SessionApprovals::new()),
@@ -502,8 +526,16 @@ mod tests {
     fn nobody_to_ask_denies_and_off_asks_nobody() {
         let flag = InterruptFlag::new();
         let gate = ApprovalGate::default();
-        let e = gate.check("terminal", "reboot", &flag).unwrap_err().to_string();
-        assert!(e.contains("no one to ask") && e.contains("approvals = \"off\""), "{e}");
-        ApprovalGate::off().check("terminal", "reboot", &flag).unwrap();
+        let e = gate
+            .check("terminal", "reboot", &flag)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no one to ask") && e.contains("approvals = \"off\""),
+            "{e}"
+        );
+        ApprovalGate::off()
+            .check("terminal", "reboot", &flag)
+            .unwrap();
     }
 }

@@ -308,7 +308,9 @@ fn build_wrapped(
                 None if explicit => {
                     return Err(ToolsError::Unavailable {
                         toolset: "mcp".into(),
-                        reason: "no MCP servers were set up".into(),
+                        reason:
+                            "no MCP server is configured (add [mcp.servers.NAME] to config.toml)"
+                                .into(),
                     });
                 }
                 None => {}

@@ -56,16 +56,21 @@ pub enum SearchBackend {
     DuckDuckGo,
 }
 
+/// A `[web] search_backend` value that names no backend.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown search backend '{0}'")]
+pub struct UnknownBackend(pub String);
+
 impl SearchBackend {
     /// Parses `[web] search_backend` (`None` for `auto`).
-    pub fn parse(value: &str) -> Result<Option<SearchBackend>, ()> {
+    pub fn parse(value: &str) -> Result<Option<SearchBackend>, UnknownBackend> {
         match value.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(None),
             "searxng" => Ok(Some(SearchBackend::Searxng)),
             "brave" => Ok(Some(SearchBackend::Brave)),
             "tavily" => Ok(Some(SearchBackend::Tavily)),
             "duckduckgo" | "ddg" => Ok(Some(SearchBackend::DuckDuckGo)),
-            _ => Err(()),
+            _ => Err(UnknownBackend(value.to_owned())),
         }
     }
 
@@ -234,7 +239,12 @@ impl Tool for WebSearchTool {
 }
 
 /// The numbered list the model reads.
-pub fn format_hits(query: &str, backend: SearchBackend, hits: &[SearchHit], count: usize) -> String {
+pub fn format_hits(
+    query: &str,
+    backend: SearchBackend,
+    hits: &[SearchHit],
+    count: usize,
+) -> String {
     if hits.is_empty() {
         return format!(
             "No results for \"{query}\" (via {}). Try other words.",
@@ -336,7 +346,11 @@ impl WebSearchTool {
             SearchBackend::Tavily => parse_tavily(&body),
             SearchBackend::DuckDuckGo => Ok(parse_duckduckgo(&body)),
         }
-        .map_err(|e| failed(format!("Error: {name} answered something that is not a search result: {e}.")))?;
+        .map_err(|e| {
+            failed(format!(
+                "Error: {name} answered something that is not a search result: {e}."
+            ))
+        })?;
         if hits.is_empty()
             && backend == SearchBackend::DuckDuckGo
             && String::from_utf8_lossy(&body).contains("anomaly")
@@ -402,7 +416,11 @@ fn hit(title: &str, url: &str, snippet: &str) -> Option<SearchHit> {
     }
     let title = plain(title, 200);
     Some(SearchHit {
-        title: if title.is_empty() { url.to_owned() } else { title },
+        title: if title.is_empty() {
+            url.to_owned()
+        } else {
+            title
+        },
         url: url.to_owned(),
         snippet: plain(snippet, SNIPPET_CHARS),
     })
@@ -449,7 +467,11 @@ pub fn parse_brave(body: &[u8]) -> Result<Vec<SearchHit>, String> {
             if snippet.is_empty()
                 && let Some(extra) = r.get("extra_snippets").and_then(Value::as_array)
             {
-                snippet = extra.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ");
+                snippet = extra
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ");
             }
             hit(str_of(r, "title"), str_of(r, "url"), &snippet)
         })
@@ -504,13 +526,14 @@ pub fn parse_duckduckgo(body: &[u8]) -> Vec<SearchHit> {
     let mut text = String::new();
     let mut inside = In::Nothing;
     let mut depth = 0usize;
-    let flush = |hits: &mut Vec<SearchHit>, pending: &mut Option<(String, String)>, snippet: &str| {
-        if let Some((url, title)) = pending.take()
-            && let Some(h) = hit(&title, &url, snippet)
-        {
-            hits.push(h);
-        }
-    };
+    let flush =
+        |hits: &mut Vec<SearchHit>, pending: &mut Option<(String, String)>, snippet: &str| {
+            if let Some((url, title)) = pending.take()
+                && let Some(h) = hit(&title, &url, snippet)
+            {
+                hits.push(h);
+            }
+        };
     for token in Tokenizer::new(body).flatten() {
         match token {
             Token::StartTag(tag) => {
@@ -597,7 +620,10 @@ mod tests {
     #[test]
     fn snippets_lose_markup_and_keep_their_words() {
         assert_eq!(
-            plain("The <strong>Rust</strong> &amp; its   <em>book</em>&#x27;s", 100),
+            plain(
+                "The <strong>Rust</strong> &amp; its   <em>book</em>&#x27;s",
+                100
+            ),
             "The Rust & its book's"
         );
         assert_eq!(plain("abcdef", 3), "abc…");
@@ -606,13 +632,17 @@ mod tests {
     #[test]
     fn ddg_links_are_unwrapped_and_ads_dropped() {
         assert_eq!(
-            ddg_target("//duckduckgo.com/l/?uddg=https%3A%2F%2Fwww.rust-lang.org%2F&rut=abc").as_deref(),
+            ddg_target("//duckduckgo.com/l/?uddg=https%3A%2F%2Fwww.rust-lang.org%2F&rut=abc")
+                .as_deref(),
             Some("https://www.rust-lang.org/")
         );
         assert_eq!(
             ddg_target("https://duckduckgo.com/y.js?ad_domain=x.com&u3=1"),
             None
         );
-        assert_eq!(ddg_target("https://example.com/a").as_deref(), Some("https://example.com/a"));
+        assert_eq!(
+            ddg_target("https://example.com/a").as_deref(),
+            Some("https://example.com/a")
+        );
     }
 }

@@ -21,7 +21,10 @@ pub fn dir() -> PathBuf {
 }
 
 fn script(package: &str) -> PathBuf {
-    let path = dir().join("node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
+    let path = dir()
+        .join("node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
     assert!(
         path.is_file(),
         "the MCP test servers are not installed ({} is missing): run \
@@ -53,7 +56,10 @@ pub fn everything(name: &str) -> ServerConfig {
     stdio(
         name,
         "node",
-        vec![script("server-everything").display().to_string(), "stdio".into()],
+        vec![
+            script("server-everything").display().to_string(),
+            "stdio".into(),
+        ],
     )
 }
 

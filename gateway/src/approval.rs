@@ -164,15 +164,16 @@ impl ApprovalHub {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
         lock(&self.waiting).insert(route.key.clone(), (id, tx));
-        let minutes = self.timeout.as_secs().div_ceil(60);
+        let limit = human(self.timeout);
         let reasons = request.reasons();
         self.notify(
             &route,
             format!(
-                "⚠️ Approval needed: I want to run\n\n{}\n\nThis is {reasons}. Reply /approve to run \
-                 it once, /approve always to also allow this kind of command for the rest of this \
-                 conversation, or /deny. No answer within {minutes} min means no.",
-                request.command.trim()
+                "⚠️ Approval needed: I want to run\n\n```\n{}\n```\n\nThis is {reasons}. Reply \
+                 /approve to run it once, /approve always to also allow this kind of command for \
+                 the rest of this conversation, or /deny. No answer within {limit} means no.",
+                // A fence inside the command would end the block early.
+                request.command.trim().replace("```", "'''")
             ),
         );
         let started = Instant::now();
@@ -192,9 +193,9 @@ impl ApprovalHub {
             if started.elapsed() >= self.timeout {
                 self.notify(
                     &route,
-                    format!("⌛ No answer within {minutes} min: the command was not run."),
+                    format!("⌛ No answer within {limit}: the command was not run."),
                 );
-                break Decision::Deny(format!("no answer within {minutes} min"));
+                break Decision::Deny(format!("no answer within {limit}"));
             }
         };
         let mut waiting = lock(&self.waiting);
@@ -202,6 +203,18 @@ impl ApprovalHub {
             waiting.remove(&route.key);
         }
         decision
+    }
+}
+
+/// "45 s", "5 min", "1 h 30 min".
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 if s % 60 == 0 => format!("{} min", s / 60),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        _ if s % 3600 == 0 => format!("{} h", s / 3600),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
 }
 
@@ -297,6 +310,14 @@ mod tests {
             matches!(d, Decision::Deny(ref why) if why.contains("interrupted")),
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human(Duration::from_secs(45)), "45 s");
+        assert_eq!(human(Duration::from_secs(300)), "5 min");
+        assert_eq!(human(Duration::from_secs(90)), "1 min 30 s");
+        assert_eq!(human(Duration::from_secs(5400)), "1 h 30 min");
     }
 
     #[test]

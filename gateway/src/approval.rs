@@ -211,9 +211,9 @@ fn human(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s} s"),
-        60..3600 if s % 60 == 0 => format!("{} min", s / 60),
+        60..3600 if s.is_multiple_of(60) => format!("{} min", s / 60),
         60..3600 => format!("{} min {} s", s / 60, s % 60),
-        _ if s % 3600 == 0 => format!("{} h", s / 3600),
+        _ if s.is_multiple_of(3600) => format!("{} h", s / 3600),
         _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
 }

@@ -75,13 +75,21 @@ impl TerminalTool {
             }
             SandboxMode::Off => "",
         };
+        let approval = match settings.approval.mode {
+            super::approval::ApprovalMode::Ask => {
+                "Dangerous commands (recursive deletes, disk writes, curl | sh, force pushes, \
+                 reboots, ...) run only once the user approves them; if one is denied, do not try \
+                 to reach the same effect another way. "
+            }
+            super::approval::ApprovalMode::Off => "",
+        };
         TerminalTool {
             spec: ToolSpec::new(
                 "terminal",
                 format!(
                     "Run a shell command (sh -c) in the working directory and return its \
                      combined stdout/stderr and exit code. Non-interactive: stdin is empty. \
-                     {confinement}Everything it starts (background jobs too) is killed when it \
+                     {confinement}{approval}Everything it starts (background jobs too) is killed when it \
                      ends or times out; run long jobs in the foreground with a larger timeout. \
                      Long outputs are cut in the middle; pipe through head/tail/grep to focus. \
                      Everything it prints goes into the conversation: never print secrets."

@@ -387,15 +387,8 @@ mod mcp {
         }
     }
 
-    #[test]
-    fn servers_die_with_a_sigkilled_hermes() {
-        let env = Env::new();
-        env.config(&everything_config());
-        let mut cmd = env.cmd("http://127.0.0.1:9/v1");
-        cmd.env("TERM", "dumb").arg("chat");
-        let mut p = spawn_command(cmd, Some(60_000)).unwrap();
-        p.exp_string("/help lists commands").unwrap();
-        let hermes = p.process.child_pid.as_raw() as u32;
+    /// The MCP server process a running hermes started.
+    fn server_of(hermes: u32) -> u32 {
         let servers: Vec<u32> = children_of(hermes)
             .into_iter()
             .filter(|c| {
@@ -405,7 +398,51 @@ mod mcp {
             })
             .collect();
         assert_eq!(servers.len(), 1, "one server process under hermes");
-        let server = servers[0];
+        servers[0]
+    }
+
+    /// Field 5 of /proc/PID/stat: the process group.
+    fn process_group(pid: u32) -> u32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let (_, rest) = stat.rsplit_once(')').unwrap();
+        rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+
+    fn wait_dead(pid: u32, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while alive(pid) {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn servers_have_their_own_group_and_stop_when_hermes_exits() {
+        let env = Env::new();
+        env.config(&everything_config());
+        let mut cmd = env.cmd("http://127.0.0.1:9/v1");
+        cmd.env("TERM", "dumb").arg("chat");
+        let mut p = spawn_command(cmd, Some(60_000)).unwrap();
+        p.exp_string("/help lists commands").unwrap();
+        let hermes = p.process.child_pid.as_raw() as u32;
+        let server = server_of(hermes);
+        assert_eq!(process_group(server), server, "its own process group");
+        assert_ne!(process_group(server), process_group(hermes));
+        p.send_line("/exit").unwrap();
+        p.exp_eof().unwrap();
+        wait_dead(server, "the MCP server outlived hermes's exit");
+    }
+
+    #[test]
+    fn servers_die_with_a_sigkilled_hermes() {
+        let env = Env::new();
+        env.config(&everything_config());
+        let mut cmd = env.cmd("http://127.0.0.1:9/v1");
+        cmd.env("TERM", "dumb").arg("chat");
+        let mut p = spawn_command(cmd, Some(60_000)).unwrap();
+        p.exp_string("/help lists commands").unwrap();
+        let hermes = p.process.child_pid.as_raw() as u32;
+        let server = server_of(hermes);
         let environ = std::fs::read(format!("/proc/{server}/environ")).unwrap();
         assert!(
             !String::from_utf8_lossy(&environ).contains("sk-provider-key"),
@@ -416,11 +453,7 @@ mod mcp {
             .status()
             .unwrap();
         assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while alive(server) {
-            assert!(Instant::now() < deadline, "the MCP server outlived hermes");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_dead(server, "the MCP server outlived a SIGKILLed hermes");
         let _ = p.process.wait();
         assert!(Path::new("/proc/self").exists());
     }

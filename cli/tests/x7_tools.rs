@@ -208,7 +208,7 @@ mod approval {
         assert!(results[0].contains("no one to ask"), "{}", results[0]);
         assert!(results[0].contains("approvals = \"off\""), "{}", results[0]);
         assert!(
-            stderr(&o).contains("needs the user's approval"),
+            stderr(&o).contains("a dangerous command was denied: nobody can approve it here"),
             "{}",
             stderr(&o)
         );

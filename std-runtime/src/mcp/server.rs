@@ -256,6 +256,7 @@ impl Server {
                         let _ =
                             tokio::time::timeout(Duration::from_millis(500), process.wait_exit())
                                 .await;
+                        process.wait_stderr(Duration::from_millis(500)).await;
                         let how = process
                             .exit_status()
                             .map(|s| format!(" ({})", describe_exit(s)))
@@ -332,6 +333,9 @@ impl Server {
         if let Some(process) = old.process.as_mut() {
             // A crash is usually already over; give it a moment to be reaped.
             let _ = tokio::time::timeout(Duration::from_millis(500), process.wait_exit()).await;
+            if process.exit_status().is_some() {
+                process.wait_stderr(Duration::from_millis(500)).await;
+            }
             ended = process.exit_status().map(describe_exit);
             let stderr = lock(&process.stderr).last(STDERR_LINES_SHOWN);
             lock(&self.status).stderr = stderr;

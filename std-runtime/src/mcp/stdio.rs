@@ -84,6 +84,9 @@ pub(crate) struct ServerProcess {
     exit: Arc<Mutex<Option<ExitStatus>>>,
     /// Fires when the process exits.
     exited: Option<oneshot::Receiver<()>>,
+    /// Fires when its stderr reaches end of file (everything it wrote is
+    /// in the tail).
+    stderr_closed: Option<oneshot::Receiver<()>>,
     pub(crate) stderr: Arc<Mutex<StderrTail>>,
 }
 
@@ -102,6 +105,14 @@ impl ServerProcess {
     pub(crate) async fn wait_exit(&mut self) {
         if let Some(rx) = self.exited.take() {
             let _ = rx.await;
+        }
+    }
+
+    /// Waits (at most `limit`) until everything the process wrote to
+    /// stderr is in the tail: after it exited, so the tail explains why.
+    pub(crate) async fn wait_stderr(&mut self, limit: std::time::Duration) {
+        if let Some(rx) = self.stderr_closed.take() {
+            let _ = tokio::time::timeout(limit, rx).await;
         }
     }
 
@@ -249,7 +260,9 @@ pub(crate) async fn start(
     let tail = Arc::new(Mutex::new(StderrTail::default()));
     let sink = tail.clone();
     let name = server_name.to_owned();
+    let (stderr_tx, stderr_closed) = oneshot::channel();
     tokio::spawn(async move {
+        let _closed = stderr_tx;
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let mut line = redact(&line, &secrets);
@@ -276,6 +289,7 @@ pub(crate) async fn start(
             pid,
             exit,
             exited: Some(exited),
+            stderr_closed: Some(stderr_closed),
             stderr: tail,
         },
         stdout,

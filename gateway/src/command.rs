@@ -20,6 +20,8 @@ pub enum Command {
     Compress(Option<String>),
     /// `/status`: what this session is doing.
     Status,
+    /// `/usage`: tokens, cache share and cost of this conversation.
+    Usage,
     /// `/stop`: interrupt the running turn and drop waiting messages.
     Stop,
     /// `/help`: the list of commands.
@@ -43,6 +45,7 @@ pub const HELP: &str = "Commands:\n\
 /undo: remove the last exchange\n\
 /compress [topic]: summarise older messages now to free context (focus on a topic)\n\
 /status: show this session's state\n\
+/usage: tokens, cache share and cost of this conversation\n\
 /stop: stop the current reply and drop waiting messages\n\
 /approve, /approve always, /deny: answer a request to run a dangerous command\n\
 /help: this list";
@@ -81,6 +84,7 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "undo" => Command::Undo,
         "compress" | "compact" => Command::Compress((!arg.is_empty()).then(|| arg.to_owned())),
         "status" => Command::Status,
+        "usage" => Command::Usage,
         "stop" => Command::Stop,
         "help" | "start" => Command::Help,
         "approve" => Command::Approve {
@@ -114,6 +118,7 @@ mod tests {
             Some(Command::Compress(Some("the deployment plan".into())))
         );
         assert_eq!(parse_command("/status"), Some(Command::Status));
+        assert_eq!(parse_command("/usage"), Some(Command::Usage));
         assert_eq!(parse_command("/stop"), Some(Command::Stop));
         assert_eq!(parse_command("/help"), Some(Command::Help));
         assert_eq!(

@@ -168,7 +168,7 @@ pub struct WebSearchTool {
 }
 
 #[derive(Deserialize)]
-struct SearchArgs {
+pub(crate) struct WebSearchArgs {
     query: String,
     #[serde(default)]
     max_results: Option<usize>,
@@ -211,7 +211,7 @@ impl Tool for WebSearchTool {
     }
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
-        let args: SearchArgs = parse_args("web_search", arguments)?;
+        let args: WebSearchArgs = parse_args("web_search", arguments)?;
         let query = args.query.trim();
         if query.is_empty() {
             return Err(failed("Error: 'query' is empty."));

@@ -10,6 +10,7 @@ use hermes_runtime::store::{SessionRecord, StoreError};
 
 use super::recovery::Transcribed;
 use super::{FactoryError, Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
+use crate::approval::Route;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
 use crate::lease::Held;
@@ -380,8 +381,20 @@ impl Inner {
                 };
             }
         };
-        // 3. Run, interruptibly, persisting as the run goes.
+        // 3. Run, interruptibly, persisting as the run goes; approval
+        //    questions of this turn go to this chat.
         ctl.attach(agent.interrupt_flag().clone());
+        let _route = self.approvals.as_ref().map(|hub| {
+            hub.bind(
+                &session.id,
+                Route {
+                    key: key.to_owned(),
+                    platform: event.source.platform.clone(),
+                    chat_id: event.source.chat_id.clone(),
+                    reply_to: event.message_id.clone(),
+                },
+            )
+        });
         let budget = IterationBudget::new(agent.max_iterations());
         let mut observer = TurnObserver {
             ctl,

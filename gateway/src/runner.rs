@@ -465,8 +465,8 @@ impl GatewayRunner {
             }
         });
         // One task per bot: it takes the bot's lease (or stands by), takes
-        // over what earlier holders left, connects, sends the restart
-        // notices, queues the left-over messages.
+        // over what earlier holders left, queues the left-over messages,
+        // connects, sends the restart notices.
         let mut firsts = Vec::new();
         for adapter in self.inner.adapters.values() {
             let (tx, rx) = tokio::sync::oneshot::channel();

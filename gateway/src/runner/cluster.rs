@@ -254,7 +254,7 @@ impl Inner {
             let inner = Arc::clone(&self);
             let taken =
                 tokio::task::spawn_blocking(move || inner.take_over_platform(platform)).await;
-            let taken = match taken {
+            let mut taken = match taken {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
                     tracing::error!(lease = %name, error = %e, "cannot take over the bot's work; giving the lease up");
@@ -270,6 +270,17 @@ impl Inner {
                     return;
                 }
             };
+            // Messages earlier holders accepted join their sessions' queues
+            // before the adapter can deliver new ones: a turn moves every
+            // earlier message of its session into the transcript, so a newer
+            // message must never run first (its turn would take the older
+            // one along, and the older one's own turn would store it again).
+            // Their workers wait for start-up (the first time) or for the
+            // session leases the notices below hold.
+            for p in std::mem::take(&mut taken.to_answer) {
+                let state = lock(&self.state);
+                self.push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
+            }
             match adapter.connect(Arc::clone(&handler)).await {
                 Ok(()) => tracing::info!(platform, "adapter connected"),
                 Err(e) => {
@@ -277,7 +288,7 @@ impl Inner {
                     let message = e.to_string();
                     self.give_up_bot(platform, &adapter, &held, keeper).await;
                     // What was taken over stays stored for the next holder.
-                    lock(&self.inbox).forget_platform(platform);
+                    self.drop_platform_work(platform);
                     if let Some(tx) = first.take() {
                         let _ = tx.send(FirstAttempt::Failed(message));
                         return;

@@ -22,13 +22,25 @@
 //!
 //! Both checks read the borrowed ledger in place (a JSON validation of each
 //! argument string, no allocation), so the body is still built in one pass.
+//!
+//! # Attachments (SPEC X6)
+//! A user message with attachments is sent with its content as parts: the
+//! text (`{"type":"text"}`), then one `{"type":"image_url","image_url":
+//! {"url":…}}` part per image the caller's
+//! [`AttachmentResolver`] lends a URL for. An image it lends none for goes
+//! as its short text reference ([`Attachment::reference`]); a message whose
+//! images all go as references is sent as one plain string, so a model that
+//! cannot see images never receives a parts array. The URLs (data URLs of a
+//! few MB) are borrowed from the resolver and written once, into the body.
 
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::EncodeError;
+use crate::attachment::{Attachment, AttachmentResolver, TextReferences};
 use crate::message::{LedgerEntry, Message, ToolCall};
 use crate::model::ChatRequest;
 use crate::tool::ToolSpec;
@@ -69,9 +81,22 @@ impl<'a> RequestOptions<'a> {
 /// each ledger entry's message), `tools` (omitted when empty), `stream`,
 /// `stream_options` (streaming with usage only), `max_tokens`, `temperature`.
 /// The body is appended to `out`; on error `out` is left as it was.
+/// Attachments travel as their text references; see [`encode_request_with`].
 pub fn encode_request(
     opts: &RequestOptions<'_>,
     req: &ChatRequest<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    encode_request_with(opts, req, &TextReferences, out)
+}
+
+/// [`encode_request`], asking `attachments` how to send each image of a
+/// user message: as an `image_url` part (the URL it lends) or as its text
+/// reference (see the module docs).
+pub fn encode_request_with(
+    opts: &RequestOptions<'_>,
+    req: &ChatRequest<'_>,
+    attachments: &dyn AttachmentResolver,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     if let Some(t) = opts.temperature
@@ -81,7 +106,12 @@ pub fn encode_request(
     }
     // serde_json's `Serializer` over a caller's writer is std-only, so the
     // body is built in one vector and moved (or appended) into `out`.
-    let body = serde_json::to_vec(&Body { opts, req }).map_err(EncodeError::Json)?;
+    let body = serde_json::to_vec(&Body {
+        opts,
+        req,
+        attachments,
+    })
+    .map_err(EncodeError::Json)?;
     if out.is_empty() {
         *out = body;
     } else {
@@ -94,6 +124,7 @@ pub fn encode_request(
 struct Body<'o, 'r> {
     opts: &'o RequestOptions<'o>,
     req: &'o ChatRequest<'r>,
+    attachments: &'o dyn AttachmentResolver,
 }
 
 impl Serialize for Body<'_, '_> {
@@ -105,6 +136,7 @@ impl Serialize for Body<'_, '_> {
             &Messages {
                 system_prompt: self.req.system_prompt,
                 entries: self.req.messages,
+                attachments: self.attachments,
             },
         )?;
         if !self.req.tools.is_empty() {
@@ -139,6 +171,7 @@ impl Serialize for StreamOptions {
 struct Messages<'r> {
     system_prompt: &'r str,
     entries: &'r [LedgerEntry],
+    attachments: &'r dyn AttachmentResolver,
 }
 
 impl Serialize for Messages<'_> {
@@ -152,7 +185,10 @@ impl Serialize for Messages<'_> {
         for entry in self.entries {
             // Only the wire half of the entry: `meta` is never visited.
             if on_wire(&entry.message) {
-                seq.serialize_element(&WireMessage(&entry.message))?;
+                seq.serialize_element(&WireMessage {
+                    message: &entry.message,
+                    attachments: self.attachments,
+                })?;
             }
         }
         seq.end()
@@ -172,12 +208,32 @@ fn on_wire(message: &Message) -> bool {
 }
 
 /// One message as sent: the derived `Message` encoding, except that tool
-/// calls go through [`WireToolCall`].
-struct WireMessage<'r>(&'r Message);
+/// calls go through [`WireToolCall`] and a user message's attachments
+/// through [`UserContent`].
+struct WireMessage<'r> {
+    message: &'r Message,
+    attachments: &'r dyn AttachmentResolver,
+}
 
 impl Serialize for WireMessage<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
+        match self.message {
+            Message::User {
+                content,
+                attachments,
+            } if !attachments.is_empty() => {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("role", "user")?;
+                map.serialize_entry(
+                    "content",
+                    &UserContent {
+                        text: content,
+                        attachments,
+                        resolver: self.attachments,
+                    },
+                )?;
+                map.end()
+            }
             Message::Assistant {
                 content,
                 tool_calls,
@@ -190,6 +246,79 @@ impl Serialize for WireMessage<'_> {
             }
             other => other.serialize(serializer),
         }
+    }
+}
+
+/// The content of a user message with attachments: one string when no image
+/// is sent as an image, otherwise the parts (text first, then each image as
+/// an `image_url` part or its text reference, in order).
+struct UserContent<'r> {
+    text: &'r str,
+    attachments: &'r [Attachment],
+    resolver: &'r dyn AttachmentResolver,
+}
+
+impl Serialize for UserContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let any_image = self
+            .attachments
+            .iter()
+            .any(|a| self.resolver.image_url(a).is_some());
+        if !any_image {
+            // Only messages with attachments come here, and they are few:
+            // joining their references costs one small string.
+            let mut text = String::from(self.text);
+            for attachment in self.attachments {
+                if !text.is_empty() {
+                    text.push_str("\n\n");
+                }
+                text.push_str(&attachment.reference());
+            }
+            return serializer.serialize_str(&text);
+        }
+        let mut seq = serializer.serialize_seq(None)?;
+        if !self.text.is_empty() {
+            seq.serialize_element(&TextPart(self.text))?;
+        }
+        for attachment in self.attachments {
+            match self.resolver.image_url(attachment) {
+                Some(url) => seq.serialize_element(&ImagePart(url))?,
+                None => seq.serialize_element(&TextPart(&attachment.reference()))?,
+            }
+        }
+        seq.end()
+    }
+}
+
+/// `{"type":"text","text":…}`.
+struct TextPart<'r>(&'r str);
+
+impl Serialize for TextPart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("type", "text")?;
+        map.serialize_entry("text", self.0)?;
+        map.end()
+    }
+}
+
+/// `{"type":"image_url","image_url":{"url":…}}`.
+struct ImagePart<'r>(&'r str);
+
+impl Serialize for ImagePart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Url<'r>(&'r str);
+        impl Serialize for Url<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("url", self.0)?;
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("type", "image_url")?;
+        map.serialize_entry("image_url", &Url(self.0))?;
+        map.end()
     }
 }
 

@@ -50,7 +50,7 @@ const COLUMNS: &str = "head_end, tail_start, end_seq, placement, replaced, summa
 /// (same column order as the transcript load, so [`decode_message`] reads it).
 const LOAD_VIEW_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
      m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms \
+     m.interrupted, m.timestamp_ms, m.attachments \
      FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND (m.seq < ?2 OR m.seq >= ?3) \
      WHERE s.id = ?1 ORDER BY m.seq";
 
@@ -286,7 +286,7 @@ impl Store {
             && matches!(out.get(at).map(|e| &e.message), Some(Message::User { .. }));
         if merged {
             let entry = &mut out[at];
-            if let Message::User { content } = &mut entry.message {
+            if let Message::User { content, .. } = &mut entry.message {
                 *content = summary::merged(&c.summary, content);
             }
             entry.meta.compaction = Some(mark);

@@ -46,6 +46,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "the working directory of each session (the CLI continues the latest session of a directory)",
         sql: V5,
     },
+    Migration {
+        version: 6,
+        what: "attachments of user messages (references to files in $HERMES_HOME/media)",
+        sql: V6,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -251,4 +256,12 @@ CREATE INDEX compactions_by_session ON compactions (session_id, id);
 const V5: &str = "
 ALTER TABLE sessions ADD COLUMN workdir TEXT;
 CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
+";
+
+/// Version 6: the attachments of user messages (SPEC X6) — a JSON array of
+/// references (kind, media type, path relative to `$HERMES_HOME/media`,
+/// size, description), NULL for a message without any. The files
+/// themselves never enter the database.
+const V6: &str = "
+ALTER TABLE messages ADD COLUMN attachments TEXT;
 ";

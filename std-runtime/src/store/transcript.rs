@@ -11,15 +11,15 @@ use super::{KvWrite, Store, StoreError, WriteTx, to_i64, tool_calls};
 /// [`insert_entries`].
 pub(super) const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
      tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-     interrupted, timestamp_ms) \
+     interrupted, timestamp_ms, attachments) \
      VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
-     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 
 /// A session's messages in order; see [`Store::load_transcript`]. The column
 /// order is what [`decode_message`] reads.
 pub(super) const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
      m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms \
+     m.interrupted, m.timestamp_ms, m.attachments \
      FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
      WHERE s.id = ?1 ORDER BY m.seq";
 
@@ -179,6 +179,17 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
             _ => None,
         };
+        // Attachments (SPEC X6) are references; the files live in the
+        // runtime's media directory.
+        let attachments = match entry.message.attachments() {
+            [] => None,
+            list => Some(
+                serde_json::to_string(list).map_err(|e| StoreError::Corrupt {
+                    session_id: id.to_owned(),
+                    what: format!("attachments do not serialize: {e}"),
+                })?,
+            ),
+        };
         let meta = &entry.meta;
         let usage = meta.usage.as_ref();
         insert.execute(params![
@@ -194,6 +205,7 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             meta.finish_reason.as_ref().map(FinishReason::as_str),
             meta.interrupted,
             to_i64("timestamp_ms", meta.timestamp_ms)?,
+            attachments,
         ])?;
     }
     Ok(())
@@ -247,6 +259,11 @@ pub(super) fn decode_message(
             content: content
                 .ok_or_else(|| corrupt("user message without content".into()))?
                 .to_owned(),
+            attachments: match text(12, "attachments")? {
+                None => Vec::new(),
+                Some(json) => serde_json::from_str(json)
+                    .map_err(|e| corrupt(format!("attachments are not valid JSON: {e}")))?,
+            },
         },
         Some(Role::Assistant) => Message::Assistant {
             content: content.map(str::to_owned),

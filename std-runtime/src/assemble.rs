@@ -8,21 +8,45 @@ use hermes_core::{Agent, ContextConfig, Model, ToolRegistry, ToolSpec};
 use crate::bridge::AsyncBridge;
 use crate::client::{ClientError, ClientOptions, OpenAiClient};
 use crate::config::Settings;
+use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::store::SystemClock;
 use crate::tools::{TodoState, ToolEnv, ToolsError, build_registry};
 
-/// The provider client for `settings`, talking to `model`.
+/// The provider client for `settings`, talking to `model`. A model that
+/// sees images ([`crate::media::vision::sees_images`]) is sent the current
+/// turn's images from `$HERMES_HOME/media` (SPEC X6).
 pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient, ClientError> {
     let p = &settings.provider;
+    let images = crate::media::vision::sees_images(&settings.media, model)
+        .then(|| MediaDir::in_home(&settings.home));
     OpenAiClient::new(ClientOptions {
         base_url: p.base_url.clone(),
         api_key: p.api_key.clone(),
         model: model.to_owned(),
         first_byte_timeout: p.first_byte_timeout,
         call_timeout: p.call_timeout,
+        images,
         ..ClientOptions::default()
     })
+}
+
+/// The client of `[provider] vision_model`, which describes images for a
+/// chat model that cannot see them (SPEC X6): on the same provider, always
+/// sent images, not streaming. `None` when no vision model is configured.
+pub fn vision_client(settings: &Settings) -> Option<Result<OpenAiClient, ClientError>> {
+    let model = settings.media.vision_model.as_deref()?;
+    let p = &settings.provider;
+    Some(OpenAiClient::new(ClientOptions {
+        base_url: p.base_url.clone(),
+        api_key: p.api_key.clone(),
+        model: model.to_owned(),
+        stream: false,
+        first_byte_timeout: p.first_byte_timeout.max(p.call_timeout),
+        call_timeout: p.call_timeout,
+        images: Some(MediaDir::in_home(&settings.home)),
+        ..ClientOptions::default()
+    }))
 }
 
 /// The tools of one session: the configured toolsets, confined to the

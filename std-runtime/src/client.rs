@@ -69,9 +69,10 @@ use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
-use hermes_core::codec::request::{RequestOptions, encode_request};
+use hermes_core::codec::request::{RequestOptions, encode_request_with};
 use hermes_core::codec::response::decode_response;
 use hermes_core::codec::sse::{SseDecoder, SseStatus};
+use hermes_core::{AttachmentResolver, TextReferences};
 use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 
@@ -467,7 +468,17 @@ impl OpenAiClient {
             include_usage: stream,
         };
         let mut body = Vec::with_capacity(4096);
-        encode_request(&opts, request, &mut body).map_err(|e| {
+        // The images of this turn, read for this request only (SPEC X6).
+        let inline = self
+            .opts
+            .images
+            .as_ref()
+            .map(|dir| crate::media::inline::InlineImages::for_request(dir, request.messages));
+        let attachments: &dyn AttachmentResolver = match &inline {
+            Some(images) => images,
+            None => &TextReferences,
+        };
+        encode_request_with(&opts, request, attachments, &mut body).map_err(|e| {
             ModelError::new(
                 ModelErrorKind::Request,
                 format!("could not build the request: {e}"),

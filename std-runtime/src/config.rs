@@ -9,6 +9,7 @@
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
 //! [`mask`] is what any display uses (SPEC E2).
 
+mod media;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,10 @@ use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 
 use crate::tools::SandboxMode;
 
+pub use media::{
+    DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
+    TranscriptionSettings,
+};
 use resolve::{Resolver, first_of};
 pub use validate::{
     KNOWN_VARS, Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file,
@@ -201,6 +206,9 @@ pub struct Settings {
     pub sandbox_read: Vec<PathBuf>,
     /// Extra paths sandboxed commands may write (`[agent] sandbox_write`).
     pub sandbox_write: Vec<PathBuf>,
+    /// Images and voice (SPEC X6): vision, the describing model,
+    /// transcription.
+    pub media: MediaSettings,
     /// The whole `config.toml` (the gateway reads its `[gateway]` section).
     pub file: toml::Table,
     /// The process environment laid over `$HERMES_HOME/.env`.
@@ -601,6 +609,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .into_iter()
         .map(&expand)
         .collect();
+    let media = media::load(&resolver, &mut origins)?;
 
     Ok(Settings {
         home,
@@ -623,6 +632,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         env_passthrough,
         sandbox_read,
         sandbox_write,
+        media,
         file,
         env: Environment(merged),
         origins,

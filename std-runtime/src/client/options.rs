@@ -46,6 +46,11 @@ pub struct ClientOptions {
     /// Extra headers sent on every request (OpenRouter's `HTTP-Referer`,
     /// `X-Title`, an organisation header, …). Values are not logged.
     pub extra_headers: Vec<(String, String)>,
+    /// Where the files behind image attachments live, for a model that
+    /// accepts images (SPEC X6): the current turn's images are sent from
+    /// there as `image_url` parts ([`crate::media::inline`]). `None`: every
+    /// attachment travels as its text reference.
+    pub images: Option<crate::media::MediaDir>,
 }
 
 /// The default [`ClientOptions::first_byte_timeout`].
@@ -73,6 +78,7 @@ impl Default for ClientOptions {
             backoff_base: Duration::from_millis(500),
             max_retry_after: Duration::from_secs(60),
             extra_headers: Vec::new(),
+            images: None,
         }
     }
 }
@@ -101,6 +107,7 @@ impl fmt::Debug for ClientOptions {
                     .map(|(name, _)| name.as_str())
                     .collect::<Vec<_>>(),
             )
+            .field("images", &self.images.as_ref().map(|d| d.root()))
             .finish()
     }
 }

@@ -268,6 +268,7 @@ pub fn event(
             thread_id: None,
         },
         message_type: MessageType::Text,
+        media: Vec::new(),
     }
 }
 

@@ -14,8 +14,11 @@
 //!   `POST /audio/transcriptions`.
 //! - [`documents::save_document`] writes a file into the working directory:
 //!   name sanitised, never overwriting, never outside.
+//! - [`fetch::download`] fetches a platform's file, bounded, without ever
+//!   naming its URL (which may carry a token) in an error.
 
 pub mod documents;
+pub mod fetch;
 pub mod inline;
 mod multipart;
 pub mod transcribe;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::config::{TranscriptionSettings, redact_url};
 
+use super::fetch::describe;
 use super::multipart::Form;
 
 /// The longest answer read (a transcript is a few KB).
@@ -147,24 +148,4 @@ fn error_message(body: &str) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| body.chars().take(200).collect())
-}
-
-/// A ureq error in a few words, never with the URL (it may carry
-/// credentials).
-fn describe(err: &ureq::Error) -> String {
-    use ureq::Error as E;
-    match err {
-        E::Timeout(_) => "timed out".into(),
-        E::HostNotFound => "host not found".into(),
-        E::ConnectionFailed => "could not connect".into(),
-        E::Io(e) => match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
-            std::io::ErrorKind::ConnectionReset => "connection reset by the server".into(),
-            _ => e.to_string(),
-        },
-        E::BodyExceedsLimit(n) => format!("the answer is larger than {n} bytes"),
-        E::BadUri(_) => "not a valid URL".into(),
-        E::Tls(m) => format!("TLS: {m}"),
-        other => other.to_string(),
-    }
 }

@@ -517,76 +517,11 @@ fn check_transcription(req: &Recorded, problems: &mut Vec<String>) {
     }
 }
 
-/// One part of a `multipart/form-data` body.
-#[derive(Clone, Debug)]
-pub struct FormField {
-    pub name: String,
-    pub file_name: Option<String>,
-    pub content_type: Option<String>,
-    pub data: Vec<u8>,
-}
+pub use hermes_tests::multipart::FormField;
 
 /// The parts of a `multipart/form-data` request (empty when it is not one).
 pub fn multipart_fields(req: &Recorded) -> Vec<FormField> {
-    let Some(boundary) = req
-        .header("content-type")
-        .filter(|ct| ct.starts_with("multipart/form-data"))
-        .and_then(|ct| ct.split_once("boundary="))
-        .map(|(_, b)| b.trim_matches('"').to_owned())
-    else {
-        return Vec::new();
-    };
-    let delimiter = format!("--{boundary}");
-    let body = &req.body;
-    let find = |from: usize, needle: &[u8]| {
-        body.get(from..)?
-            .windows(needle.len())
-            .position(|w| w == needle)
-            .map(|p| p + from)
-    };
-    let mut fields = Vec::new();
-    let mut at = match find(0, delimiter.as_bytes()) {
-        Some(p) => p + delimiter.len(),
-        None => return fields,
-    };
-    loop {
-        if body.get(at..at + 2) == Some(b"--") {
-            break;
-        }
-        let Some(head_end) = find(at, b"\r\n\r\n") else {
-            break;
-        };
-        let head = String::from_utf8_lossy(&body[at..head_end]).into_owned();
-        let Some(next) = find(head_end + 4, format!("\r\n{delimiter}").as_bytes()) else {
-            break;
-        };
-        let data = body[head_end + 4..next].to_vec();
-        let disposition = head
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition:"))
-            .unwrap_or("");
-        let param = |name: &str| {
-            disposition
-                .split(';')
-                .filter_map(|p| p.trim().split_once('='))
-                .find(|(k, _)| k.trim() == name)
-                .map(|(_, v)| v.trim().trim_matches('"').to_owned())
-        };
-        let content_type = head
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Type:"))
-            .map(|v| v.trim().to_owned());
-        if let Some(name) = param("name") {
-            fields.push(FormField {
-                name,
-                file_name: param("filename"),
-                content_type,
-                data,
-            });
-        }
-        at = next + 2 + delimiter.len();
-    }
-    fields
+    hermes_tests::multipart::fields(req.header("content-type").unwrap_or(""), &req.body)
 }
 
 /// Writes one reply. Returns whether the connection may be reused.

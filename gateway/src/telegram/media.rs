@@ -115,13 +115,14 @@ fn tail_within(text: &str, max_units: usize) -> String {
     if units <= max_units {
         return text.to_owned();
     }
-    let mut kept = 0;
+    let mut kept: usize = 0;
     let mut start = text.len();
     for (i, c) in text.char_indices().rev() {
-        if kept + c.len_utf16() > max_units.saturating_sub(2) {
+        let with = kept.saturating_add(c.len_utf16());
+        if with > max_units.saturating_sub(2) {
             break;
         }
-        kept += c.len_utf16();
+        kept = with;
         start = i;
     }
     format!("…{}", &text[start..])
@@ -204,7 +205,7 @@ impl ReplyStream for TelegramReply {
                 ..
             }) => {
                 let wait = Duration::from_secs(retry_after.unwrap_or(1).max(1));
-                self.quiet_until = Some(Instant::now() + wait);
+                self.quiet_until = Instant::now().checked_add(wait);
                 Ok(())
             }
             Err(e) => Err(e.into_adapter_error()),

@@ -10,6 +10,7 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod openai_schema;
 mod telegram_support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -28,6 +29,7 @@ use hermes_runtime::media::data_url;
 use hermes_runtime::store::{Store, SystemClock};
 use hermes_tests::aimock::Aimock;
 use hermes_tests::{FakeProvider, Reply, Responder};
+use openai_schema::assert_valid_requests;
 use serde_json::{Value, json};
 use telegram_support::{Fake, TOKEN};
 
@@ -43,32 +45,6 @@ const PNG: &[u8] = &[
     0x42, 0x60, 0x82,
 ];
 const OGG: &[u8] = b"OggS\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00 a voice note";
-
-const REQUEST_SCHEMA: &str =
-    include_str!("../../tests/fixtures/openai-schemas/chat_completion_request.schema.json");
-const REQUEST_STREAMING_SCHEMA: &str = include_str!(
-    "../../tests/fixtures/openai-schemas/chat_completion_request_streaming.schema.json"
-);
-
-/// Every request is a valid OpenAI chat-completions request.
-fn assert_valid_requests(requests: &[Value]) {
-    let plain: Value = serde_json::from_str(REQUEST_SCHEMA).unwrap();
-    let streaming: Value = serde_json::from_str(REQUEST_STREAMING_SCHEMA).unwrap();
-    let plain = jsonschema::validator_for(&plain).unwrap();
-    let streaming = jsonschema::validator_for(&streaming).unwrap();
-    for (i, request) in requests.iter().enumerate() {
-        let validator = if request["stream"] == json!(true) {
-            &streaming
-        } else {
-            &plain
-        };
-        let errors: Vec<String> = validator
-            .iter_errors(request)
-            .map(|e| format!("{e} at {}", e.instance_path))
-            .collect();
-        assert!(errors.is_empty(), "request {i}: {errors:#?}\n{request:#}");
-    }
-}
 
 struct Gateway {
     fake: Fake,
@@ -866,5 +842,6 @@ async fn with_streaming_off_the_reply_is_sent_once_whole() {
     gw.send(131, json!({"text": "hi"}));
     assert_eq!(gw.replies(1).await[0], "slow answer");
     assert!(gw.fake.requests("editMessageText").is_empty());
+    gw.assert_clean();
     gw.runner.shutdown().await;
 }

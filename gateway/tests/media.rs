@@ -845,3 +845,39 @@ async fn with_streaming_off_the_reply_is_sent_once_whole() {
     gw.assert_clean();
     gw.runner.shutdown().await;
 }
+
+/// A long turn keeps the typing indicator up: `sendChatAction` is sent
+/// again about every 4 s (Telegram shows it for ~5 s), not once, and not in
+/// a burst; it stops with the reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_is_refreshed_every_four_seconds_during_a_long_turn() {
+    let gw = gateway(Setup {
+        responder: Arc::new(|_| Reply::SlowText {
+            pieces: vec!["a".into(), " slow".into(), " answer".into()],
+            delay: Duration::from_millis(3500),
+        }),
+        ..Setup::default()
+    })
+    .await;
+    gw.send(141, json!({"text": "think hard"}));
+    assert_eq!(gw.replies(1).await[0], "a slow answer");
+    let replied = gw.fake.requests("sendMessage")[0].at;
+    let typing = gw.fake.requests("sendChatAction");
+    assert!(typing.len() >= 3, "a ~10 s turn: {typing:?}");
+    for t in &typing {
+        assert_eq!(t.body["action"], "typing");
+        assert_eq!(t.body["chat_id"], USER);
+        assert!(t.at < replied, "typing after the reply: {typing:?}");
+    }
+    for w in typing.windows(2) {
+        assert!(
+            w[1].at.duration_since(w[0].at) >= Duration::from_millis(3500),
+            "refreshed too often: {typing:?}"
+        );
+    }
+    // Nothing more once the reply is out.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(gw.fake.requests("sendChatAction").len(), typing.len());
+    gw.assert_clean();
+    gw.runner.shutdown().await;
+}

@@ -50,10 +50,27 @@ fn settings(
     home: &tempfile::TempDir,
     work: &tempfile::TempDir,
 ) -> Settings {
+    settings_with(provider, home, work, "gpt-4o", "")
+}
+
+/// The same with model `model` and `config.toml` (`{provider}`: the
+/// provider's URL).
+fn settings_with(
+    provider: &FakeProvider,
+    home: &tempfile::TempDir,
+    work: &tempfile::TempDir,
+    model: &str,
+    config_toml: &str,
+) -> Settings {
+    std::fs::write(
+        home.path().join("config.toml"),
+        config_toml.replace("{provider}", &provider.base_url()),
+    )
+    .unwrap();
     let env = Environment::from_pairs([
         ("HERMES_HOME", home.path().display().to_string()),
         ("HERMES_BASE_URL", provider.base_url()),
-        ("HERMES_MODEL", "gpt-4o".to_owned()),
+        ("HERMES_MODEL", model.to_owned()),
         ("HERMES_TOOLSETS", "todo".to_owned()),
     ]);
     hermes_runtime::config::load(
@@ -486,16 +503,28 @@ fn the_fakes_file_encryption_is_wecoms_and_the_adapter_decrypts_it() {
 }
 
 /// The callback mode: an image message names a media id, the turn fetches
-/// it with `media/get`; a media id the API does not know is answered.
+/// it with `media/get` and — `[provider] vision = true` for a model of no
+/// known vision family — sends it as an image part; a media id the API
+/// does not know is answered; a voice note (no WeCom transcript) is
+/// fetched the same way and transcribed, and a transcription service that
+/// fails is answered while the turn runs. Replies come whole: this mode
+/// cannot edit messages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_callback_photo_is_fetched_with_media_get_and_reaches_the_model() {
+async fn a_callback_photo_or_voice_note_is_fetched_with_media_get_and_used() {
     use wecom_callback_support::{AES_KEY, AGENT, CORP, FakeQyApi, SECRET, TOKEN, WeCom};
     const NOW_S: u64 = 1_700_000_000;
     let api = FakeQyApi::start().await;
     let provider = FakeProvider::start_with(vec![], None, Some(answer())).unwrap();
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let settings = settings(&provider, &home, &work);
+    assert!(!hermes_runtime::media::vision::model_sees_images("hermes3"));
+    let settings = settings_with(
+        &provider,
+        &home,
+        &work,
+        "hermes3",
+        "[provider]\nvision = true\n\n[transcription]\nbase_url = \"{provider}\"\n",
+    );
     let adapter = Arc::new(
         WecomCallbackAdapter::new(WecomCallbackConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -531,7 +560,44 @@ async fn a_callback_photo_is_fetched_with_media_get_and_reaches_the_model() {
     );
     assert!(reply.ends_with(ANSWER), "the turn ran: {reply}");
     assert!(!reply.contains("access_token"), "{reply}");
-    assert_eq!(provider.requests().len(), 2);
+
+    // Voice: media/get, then the transcription service.
+    let voice = |media_id: &str, msg_id: &str| {
+        format!(
+            "<xml><ToUserName>{CORP}</ToUserName><FromUserName>{USER}</FromUserName><CreateTime>{NOW_S}</CreateTime><MsgType>voice</MsgType><MediaId>{media_id}</MediaId><Format>amr</Format><MsgId>{msg_id}</MsgId><AgentID>{AGENT}</AgentID></xml>"
+        )
+    };
+    api.add_media("VOICE1", "audio/amr", b"#!AMR\n a voice note");
+    provider.set_transcription(Reply::text("Is the kettle on?"));
+    assert_eq!(wecom.post(&voice("VOICE1", "7003"), NOW_S).await.0, 200);
+    let sent = api.wait_sent(|s| s.len() >= 3).await;
+    assert_eq!(
+        sent[2].content,
+        format!("🎤 “Is the kettle on?”\n\n{ANSWER}")
+    );
+    assert_eq!(
+        last_user_contents(&provider)[2],
+        "Is the kettle on?",
+        "the transcript is the message"
+    );
+    let upload = &provider.transcriptions()[0];
+    assert!(
+        upload
+            .iter()
+            .any(|f| f.name == "file" && f.data == b"#!AMR\n a voice note"),
+        "{upload:?}"
+    );
+    provider.set_transcription(Reply::Status(503, "overloaded".into()));
+    assert_eq!(wecom.post(&voice("VOICE1", "7004"), NOW_S).await.0, 200);
+    let sent = api.wait_sent(|s| s.len() >= 4).await;
+    let reply = &sent[3].content;
+    assert!(
+        reply.starts_with("⚠️ I could not transcribe your voice message:")
+            && reply.ends_with(ANSWER),
+        "{reply}"
+    );
+    assert_eq!(sent.len(), 4, "one message per reply: {sent:?}");
+    assert_eq!(provider.requests().len(), 4);
     assert!(
         provider.violations().is_empty(),
         "{:?}",

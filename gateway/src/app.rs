@@ -360,7 +360,10 @@ fn check_sandbox(settings: &Settings) -> Result<(), GatewayError> {
 pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     let config = GatewayConfig::from_settings(settings)?;
     check_sandbox(settings)?;
-    RuntimeAgentFactory::new(settings, None)?;
+    // The tools are built as `run` builds them: with an async bridge, or an
+    // explicit `web` toolset would be refused here and `run` never start.
+    let bridge = Arc::new(AsyncBridge::new()?);
+    RuntimeAgentFactory::new(settings, Some(bridge))?;
     let adapters = build_adapters(settings, None)?;
     let p = &settings.provider;
     Ok(CheckSummary {

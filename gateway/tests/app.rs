@@ -51,6 +51,21 @@ fn check_accepts_a_valid_configuration_and_warns_about_an_empty_allow_list() {
     run_gateway(&s, true).unwrap();
 }
 
+/// Found packaging the gateway (issue 18): `--check`, and so `run`, built the
+/// tools without the async bridge and refused any explicit toolset list that
+/// named `web` ("no async bridge was provided").
+#[test]
+fn check_accepts_an_explicit_web_toolset() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(
+        dir.path(),
+        "[agent]\ntoolsets = [\"web\", \"memory\", \"todo\"]\n",
+        &[TG, ("TELEGRAM_ALLOWED_USERS", "1")],
+    );
+    check_config(&s).unwrap();
+    run_gateway(&s, true).unwrap();
+}
+
 #[test]
 fn bad_configuration_names_the_key_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,34 +11,41 @@
 //! in the middle of the full-text index catching up; after each round the
 //! index, once caught up, must match the messages exactly.
 //!
+//! The child's code is `examples/store_append_child.rs`. With
+//! `HERMES_STORE_DURABILITY_CHILD="qemu-aarch64-static -L /usr/aarch64-linux-gnu
+//! target/aarch64-unknown-linux-gnu/release/examples/store_append_child"` the
+//! appends run cross-built under qemu-user while this process checks the file
+//! with the host's SQLite (`.ci/cross` does this for each board target).
+//!
 //! A process kill leaves the kernel's page cache intact, so this proves
 //! transactional atomicity and commit-before-acknowledge ordering, not
 //! survival of a power cut (that is what `synchronous = FULL` is for).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{NewSession, Store};
 use rand::Rng;
 
+#[path = "../examples/store_append_child.rs"]
+mod append_child;
+
+use append_child::{CHILD_DB, CHILD_ROUND, CHILD_SESSION};
+
 const TEST_NAME: &str = "acknowledged_appends_survive_sigkill";
-const CHILD_DB: &str = "HERMES_STORE_DURABILITY_DB";
-const CHILD_SESSION: &str = "HERMES_STORE_DURABILITY_SESSION";
-const CHILD_ROUND: &str = "HERMES_STORE_DURABILITY_ROUND";
+/// A command line that runs the child instead of this executable.
+const CHILD_COMMAND: &str = "HERMES_STORE_DURABILITY_CHILD";
 const ROUNDS: u32 = 20;
-/// The child stops by itself after this many batches if nobody kills it.
-const CHILD_MAX_BATCHES: u32 = 20_000;
 
 #[test]
 fn acknowledged_appends_survive_sigkill() {
-    if let Ok(db) = std::env::var(CHILD_DB) {
-        child(Path::new(&db));
+    if std::env::var_os(CHILD_DB).is_some() {
+        append_child::main();
         return;
     }
 
@@ -49,7 +56,18 @@ fn acknowledged_appends_survive_sigkill() {
         .create_session(&NewSession::default())
         .unwrap()
         .id;
-    let exe = std::env::current_exe().unwrap();
+    // By default this test binary is its own child (libtest runs just this
+    // test, which sees the child's environment and appends).
+    let child_command: Vec<String> = match std::env::var(CHILD_COMMAND) {
+        Ok(line) => line.split_whitespace().map(str::to_owned).collect(),
+        Err(_) => [std::env::current_exe().unwrap().display().to_string()]
+            .into_iter()
+            .chain([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"].map(String::from))
+            .collect(),
+    };
+    let (program, program_args) = child_command
+        .split_first()
+        .unwrap_or_else(|| panic!("{CHILD_COMMAND} is empty"));
     let mut rng = rand::rng();
     // (round, batch) -> batch size, for every acknowledged batch so far.
     let mut acked: BTreeMap<(u32, u32), u32> = BTreeMap::new();
@@ -57,8 +75,8 @@ fn acknowledged_appends_survive_sigkill() {
 
     for round in 0..ROUNDS {
         let stderr_path = dir.path().join(format!("child-{round}.stderr"));
-        let mut child = Command::new(&exe)
-            .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+        let mut child = Command::new(program)
+            .args(program_args)
             .env(CHILD_DB, &db)
             .env(CHILD_SESSION, &session)
             .env(CHILD_ROUND, round.to_string())
@@ -128,44 +146,6 @@ fn acknowledged_appends_survive_sigkill() {
         "too few acknowledged batches to prove anything: {}",
         acked.len()
     );
-}
-
-/// Child mode: append batches forever (until killed), acknowledging each
-/// one on stdout only after its transaction committed.
-fn child(db: &Path) {
-    let session = std::env::var(CHILD_SESSION).unwrap();
-    let round: u32 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
-    let mut store = Store::open(db).unwrap();
-    let mut out = std::io::stdout().lock();
-    for batch in 0..CHILD_MAX_BATCHES {
-        let n = 1 + batch % 3;
-        let entries: Vec<LedgerEntry> = (1..=n)
-            .map(|k| {
-                let text = format!("r{round} b{batch} {k}/{n} durable");
-                let message = if k == 1 {
-                    Message::user(text)
-                } else {
-                    Message::assistant(text)
-                };
-                LedgerEntry::at(message, u64::from(batch))
-            })
-            .collect();
-        store.append_messages(&session, &entries).unwrap();
-        writeln!(out, "ACK {round} {batch} {n}").unwrap();
-        out.flush().unwrap();
-        // Searches index what was appended since the last one (a write
-        // transaction of its own), so some kills land in the middle of that.
-        if batch % 7 == 3 {
-            assert!(!store.search("durable", 1).unwrap().is_empty());
-        }
-        if batch % 5 == 4 {
-            store
-                .kv_set("durability.last", &format!("{round} {batch}"))
-                .unwrap();
-            writeln!(out, "KV {round} {batch}").unwrap();
-            out.flush().unwrap();
-        }
-    }
 }
 
 fn verify(

@@ -31,7 +31,11 @@ pub fn system_utc_offset(at_ms: u64) -> i64 {
         if libc::localtime_r(&secs, &mut tm).is_null() {
             return 0;
         }
-        tm.tm_gmtoff
+        // `c_long` is 32 bits on armv7 (found by the cross build): widen it;
+        // on 64-bit targets this is the identity.
+        #[allow(clippy::useless_conversion)]
+        let offset = i64::from(tm.tm_gmtoff);
+        offset
     }
 }
 

@@ -623,9 +623,13 @@ unsafe fn init_main(r: &Raw) -> ! {
             if left <= 0 {
                 break;
             }
+            let wait_ms = left.min(1000);
+            // `time_t` and `c_long` are 32 bits on armv7 (found by the cross
+            // build); `wait_ms` is at most 1000, so the casts are exact.
+            #[allow(clippy::unnecessary_cast)]
             let ts = libc::timespec {
-                tv_sec: left.min(1000) / 1000,
-                tv_nsec: (left.min(1000) % 1000) * 1_000_000,
+                tv_sec: (wait_ms / 1000) as libc::time_t,
+                tv_nsec: ((wait_ms % 1000) * 1_000_000) as libc::c_long,
             };
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let sig = libc::sigtimedwait(&waited, &mut info, &ts);
@@ -649,9 +653,12 @@ unsafe fn monotonic_ms() -> i64 {
     unsafe {
         let mut ts: libc::timespec = std::mem::zeroed();
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-        ts.tv_sec
+        // Widened: both fields are 32 bits on armv7 (identity on 64-bit).
+        #[allow(clippy::useless_conversion)]
+        let ms = i64::from(ts.tv_sec)
             .wrapping_mul(1000)
-            .wrapping_add(ts.tv_nsec / 1_000_000)
+            .wrapping_add(i64::from(ts.tv_nsec) / 1_000_000);
+        ms
     }
 }
 

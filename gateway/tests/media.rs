@@ -1,218 +1,36 @@
-//! Photos, voice notes and files through the whole gateway (SPEC X6), and
-//! replies shown as they are written: the Telegram adapter against the
-//! Bot API fake (`telegram_support`: `getFile`, file downloads,
-//! `editMessageText`, `deleteMessage`, `sendChatAction`), the production
-//! agent factory over the real store, and as the provider the loopback
-//! `FakeProvider` (which checks every request, image parts and
-//! transcription uploads included) or the third-party aimock emulator.
-//! Every recorded chat request is also checked against the published
-//! OpenAI request schema.
+//! Photos, voice notes and files through the whole gateway on Telegram
+//! (SPEC X6): the Bot API fake (`telegram_support`: `getFile`, file
+//! downloads), the production agent factory over the real store, and as the
+//! provider the loopback `FakeProvider` (which checks every request, image
+//! parts and transcription uploads included) or the third-party aimock
+//! emulator. Every recorded chat request is also checked against the
+//! published OpenAI request schema.
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod openai_schema;
+mod telegram_gateway;
 mod telegram_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::LedgerEntry;
 use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::media::{NO_TRANSCRIPTION_NOTICE, NO_VISION_NOTICE};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::telegram::format::markdown_to_html;
-use hermes_gateway::telegram::{MemoryOffsets, RetryPolicy, TelegramAdapter, TelegramConfig};
-use hermes_runtime::config::{Environment, Overrides, Settings};
+use hermes_gateway::telegram::{MemoryOffsets, TelegramAdapter, TelegramConfig};
+use hermes_runtime::config::{Environment, Overrides};
 use hermes_runtime::media::data_url;
 use hermes_runtime::store::{Store, SystemClock};
 use hermes_tests::aimock::Aimock;
-use hermes_tests::{FakeProvider, Reply, Responder};
+use hermes_tests::{Reply, Responder};
 use openai_schema::assert_valid_requests;
 use serde_json::{Value, json};
+use telegram_gateway::{OGG, PNG, Setup, USER, WAIT, gateway, retry};
 use telegram_support::{Fake, TOKEN};
-
-const WAIT: Duration = Duration::from_secs(60);
-const USER: i64 = 7;
-
-/// A real 1×1 PNG.
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
-    0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
-    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
-    0x42, 0x60, 0x82,
-];
-const OGG: &[u8] = b"OggS\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00 a voice note";
-
-struct Gateway {
-    fake: Fake,
-    provider: FakeProvider,
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-    settings: Settings,
-    runner: GatewayRunner,
-    next_update: std::sync::atomic::AtomicI64,
-}
-
-/// What a test changes in the set-up.
-struct Setup {
-    model: &'static str,
-    config_toml: String,
-    stream: bool,
-    toolsets: &'static str,
-    responder: Responder,
-}
-
-impl Default for Setup {
-    fn default() -> Self {
-        Setup {
-            model: "gpt-4o",
-            config_toml: String::new(),
-            stream: false,
-            toolsets: "todo",
-            responder: Arc::new(|_| Reply::text("I read your message.")),
-        }
-    }
-}
-
-fn retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 3,
-        base_delay: Duration::from_millis(50),
-        max_delay: Duration::from_millis(400),
-        max_retry_after: Duration::from_secs(10),
-    }
-}
-
-async fn gateway(setup: Setup) -> Gateway {
-    let fake = Fake::start(true).await;
-    let provider = FakeProvider::start_with(vec![], None, Some(setup.responder)).unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let config_toml = setup
-        .config_toml
-        .replace("{provider}", &provider.base_url());
-    std::fs::write(home.path().join("config.toml"), config_toml).unwrap();
-    let env = Environment::from_pairs([
-        ("HERMES_HOME", home.path().display().to_string()),
-        ("HERMES_BASE_URL", provider.base_url()),
-        ("HERMES_MODEL", setup.model.to_owned()),
-        ("HERMES_TOOLSETS", setup.toolsets.to_owned()),
-    ]);
-    let settings = hermes_runtime::config::load(
-        &Overrides {
-            workdir: Some(work.path().to_path_buf()),
-            ..Overrides::default()
-        },
-        &env,
-    )
-    .unwrap();
-    let factory = RuntimeAgentFactory::new(&settings, None).unwrap();
-    let store = Store::open(&settings.state_db()).unwrap();
-    let mut config = GatewayConfig::from_settings(&settings).unwrap();
-    config.allow.everywhere.insert(USER.to_string());
-    config.stream_replies = setup.stream;
-    let mut tg = TelegramConfig::new(TOKEN);
-    tg.api_url = fake.base.clone();
-    tg.poll_timeout_s = 2;
-    tg.empty_poll_pause = Duration::from_millis(100);
-    tg.retry = retry();
-    let adapter = TelegramAdapter::new(tg, Arc::new(MemoryOffsets::new())).unwrap();
-    let runner = GatewayRunner::new(RunnerDeps {
-        adapters: vec![Arc::new(adapter)],
-        factory: Arc::new(factory),
-        store: Arc::new(std::sync::Mutex::new(store)),
-        clock: Arc::new(SystemClock),
-        config,
-    });
-    runner.start().await.unwrap();
-    Gateway {
-        fake,
-        provider,
-        home,
-        work,
-        settings,
-        runner,
-        next_update: std::sync::atomic::AtomicI64::new(1),
-    }
-}
-
-impl Gateway {
-    /// The user sends `fields` (`text`, `photo`, `voice`, …) as message
-    /// `message_id`.
-    fn send(&self, message_id: i64, fields: Value) {
-        let update_id = self
-            .next_update
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut message = json!({
-            "message_id": message_id, "date": 0,
-            "from": {"id": USER, "is_bot": false, "first_name": "Ann"},
-            "chat": {"id": USER, "type": "private"},
-        });
-        for (k, v) in fields.as_object().unwrap() {
-            message[k] = v.clone();
-        }
-        self.fake
-            .push_update(json!({"update_id": update_id, "message": message}));
-    }
-
-    /// Waits until the bot has sent `n` messages; returns their texts.
-    async fn replies(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let sent = self.fake.requests("sendMessage");
-            if sent.len() >= n {
-                return sent
-                    .iter()
-                    .map(|r| r.body["text"].as_str().unwrap_or("").to_owned())
-                    .collect();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "only {} of {n} replies: {sent:?}",
-                sent.len()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// The user messages of every chat request, last one of each request.
-    fn last_user_contents(&self) -> Vec<Value> {
-        self.provider
-            .requests()
-            .iter()
-            .map(|r| {
-                r["messages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .rev()
-                    .find(|m| m["role"] == "user")
-                    .unwrap()["content"]
-                    .clone()
-            })
-            .collect()
-    }
-
-    /// The stored transcript of the only session.
-    fn transcript(&self) -> Vec<LedgerEntry> {
-        let store = Store::open(&self.settings.state_db()).unwrap();
-        let sessions = store.list_sessions(10).unwrap();
-        assert_eq!(sessions.len(), 1, "{sessions:?}");
-        store.load_transcript(&sessions[0].id).unwrap()
-    }
-
-    fn assert_clean(&self) {
-        assert!(
-            self.provider.violations().is_empty(),
-            "{:?}",
-            self.provider.violations()
-        );
-        assert_valid_requests(&self.provider.requests());
-    }
-}
 
 fn photo(file_id: &str, size: usize, caption: &str) -> Value {
     let mut v = json!({"photo": [
@@ -273,13 +91,6 @@ async fn a_photo_reaches_a_vision_model_as_an_image_part_and_later_turns_as_a_re
     );
     gw.assert_clean();
     gw.runner.shutdown().await;
-}
-
-impl Gateway {
-    fn store_session_id(&self) -> String {
-        let store = Store::open(&self.settings.state_db()).unwrap();
-        store.list_sessions(1).unwrap()[0].id.clone()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -631,253 +442,6 @@ async fn a_failed_download_is_answered_without_the_token() {
         "{reply}"
     );
     assert!(reply.ends_with("I read your message."), "{reply}");
-    gw.assert_clean();
-    gw.runner.shutdown().await;
-}
-
-/// The texts of the bot's previews and edits, in order.
-fn shown_in_order(fake: &Fake) -> Vec<(String, Instant, bool)> {
-    let mut all: Vec<(String, Instant, bool)> = fake
-        .requests("sendMessage")
-        .into_iter()
-        .chain(fake.requests("editMessageText"))
-        .map(|r| {
-            (
-                r.body["text"].as_str().unwrap_or("").to_owned(),
-                r.at,
-                r.body.get("parse_mode").is_some(),
-            )
-        })
-        .collect();
-    all.sort_by_key(|(_, at, _)| *at);
-    all
-}
-
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamed_reply_edits_one_message_in_order_and_ends_whole_and_formatted() {
-    let pieces: Vec<String> = [
-        "**Counting**:",
-        " one",
-        ", two",
-        ", three",
-        ", four",
-        ", five",
-        ", six",
-        ", seven.",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let final_text = pieces.concat();
-    let slow = pieces.clone();
-    let gw = gateway(Setup {
-        stream: true,
-        responder: Arc::new(move |_| Reply::SlowText {
-            pieces: slow.clone(),
-            delay: Duration::from_millis(700),
-        }),
-        ..Setup::default()
-    })
-    .await;
-    gw.send(101, json!({"text": "count to seven"}));
-    let html = markdown_to_html(&final_text);
-    wait_for("the final edit", || {
-        gw.fake
-            .requests("editMessageText")
-            .iter()
-            .any(|r| r.body["text"] == html.as_str())
-    })
-    .await;
-    let sent = gw.fake.requests("sendMessage");
-    assert_eq!(sent.len(), 1, "one message: {sent:?}");
-    assert_eq!(sent[0].body["reply_parameters"]["message_id"], 101);
-    let id = 1001; // the fake's first message id
-    assert!(
-        gw.fake
-            .requests("editMessageText")
-            .iter()
-            .all(|r| r.body["message_id"] == id)
-    );
-    let shown = shown_in_order(&gw.fake);
-    assert!(shown.len() >= 3, "a preview and edits: {shown:?}");
-    // Previews grow in order: each is the start of the next and of the reply.
-    let previews: Vec<&str> = shown[..shown.len() - 1]
-        .iter()
-        .map(|(t, _, _)| t.as_str())
-        .collect();
-    for w in previews.windows(2) {
-        assert!(w[1].starts_with(w[0]), "out of order: {w:?}");
-    }
-    for p in &previews {
-        assert!(
-            final_text.starts_with(p),
-            "{p:?} is not a start of the reply"
-        );
-    }
-    // No faster than the adapter's interval (Telegram's per-chat limit).
-    for w in shown.windows(2) {
-        assert!(
-            w[1].1.duration_since(w[0].1) >= Duration::from_millis(1400) || w[1].2,
-            "edits too close: {shown:?}"
-        );
-    }
-    let (last, _, formatted) = shown.last().unwrap();
-    assert!(*formatted, "the final edit is formatted");
-    assert_eq!(*last, html);
-    assert_eq!(gw.fake.shown(id), Some(html.clone()));
-    // Typing was refreshed during the ~6 s turn.
-    assert!(
-        gw.fake.requests("sendChatAction").len() >= 2,
-        "{:?}",
-        gw.fake.requests("sendChatAction")
-    );
-    gw.assert_clean();
-    gw.runner.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tool_activity_is_one_status_line_replaced_not_appended() {
-    let calls = std::sync::atomic::AtomicUsize::new(0);
-    let gw = gateway(Setup {
-        stream: true,
-        toolsets: "terminal",
-        responder: Arc::new(move |_| {
-            match calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-                0 => Reply::tool("call_1", "terminal", r#"{"command": "sleep 2"}"#),
-                1 => Reply::tool("call_2", "terminal", r#"{"command": "sleep 2"}"#),
-                _ => Reply::SlowText {
-                    pieces: vec!["Slept".into(), " twice.".into()],
-                    delay: Duration::from_millis(1600),
-                },
-            }
-        }),
-        ..Setup::default()
-    })
-    .await;
-    gw.send(111, json!({"text": "sleep a bit"}));
-    wait_for("the final edit", || {
-        gw.fake
-            .requests("editMessageText")
-            .iter()
-            .any(|r| r.body["text"] == "Slept twice.")
-    })
-    .await;
-    let shown = shown_in_order(&gw.fake);
-    assert!(
-        shown
-            .iter()
-            .any(|(t, _, _)| t.contains("⚙️ working: terminal…")),
-        "the tool showed as a status line: {shown:?}"
-    );
-    for (t, _, _) in &shown {
-        assert!(
-            t.matches("⚙️").count() <= 1,
-            "one status line at a time: {t:?}"
-        );
-    }
-    assert_eq!(shown.last().unwrap().0, "Slept twice.", "{shown:?}");
-    gw.assert_clean();
-    gw.runner.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamed_reply_too_long_for_one_message_is_sent_split_as_before() {
-    let pieces: Vec<String> = (0..6)
-        .map(|i| format!("Paragraph {i}: {}\n\n", "lorem ipsum dolor ".repeat(60)))
-        .collect();
-    let whole = pieces.concat();
-    assert!(whole.encode_utf16().count() > 4096);
-    let slow = pieces.clone();
-    let gw = gateway(Setup {
-        stream: true,
-        responder: Arc::new(move |_| Reply::SlowText {
-            pieces: slow.clone(),
-            delay: Duration::from_millis(600),
-        }),
-        ..Setup::default()
-    })
-    .await;
-    gw.send(121, json!({"text": "write a lot"}));
-    wait_for("the preview deleted and the reply sent", || {
-        !gw.fake.requests("deleteMessage").is_empty() && gw.fake.requests("sendMessage").len() >= 3
-    })
-    .await;
-    let deleted = gw.fake.requests("deleteMessage");
-    assert_eq!(deleted[0].body["message_id"], 1001, "the preview goes");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let sent = gw.fake.requests("sendMessage");
-    let after: Vec<&str> = sent
-        .iter()
-        .filter(|r| r.at > deleted[0].at)
-        .map(|r| r.body["text"].as_str().unwrap())
-        .collect();
-    assert!(after.len() >= 2, "{after:?}");
-    let joined: String = after.concat();
-    let plain: String = whole.split_whitespace().collect();
-    let got: String = joined.split_whitespace().collect();
-    assert_eq!(got, plain, "the split messages hold the whole reply");
-    gw.assert_clean();
-    gw.runner.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_streaming_off_the_reply_is_sent_once_whole() {
-    let gw = gateway(Setup {
-        stream: false,
-        responder: Arc::new(|_| Reply::SlowText {
-            pieces: vec!["slow".into(), " answer".into()],
-            delay: Duration::from_millis(1600),
-        }),
-        ..Setup::default()
-    })
-    .await;
-    gw.send(131, json!({"text": "hi"}));
-    assert_eq!(gw.replies(1).await[0], "slow answer");
-    assert!(gw.fake.requests("editMessageText").is_empty());
-    gw.assert_clean();
-    gw.runner.shutdown().await;
-}
-
-/// A long turn keeps the typing indicator up: `sendChatAction` is sent
-/// again about every 4 s (Telegram shows it for ~5 s), not once, and not in
-/// a burst; it stops with the reply.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typing_is_refreshed_every_four_seconds_during_a_long_turn() {
-    let gw = gateway(Setup {
-        responder: Arc::new(|_| Reply::SlowText {
-            pieces: vec!["a".into(), " slow".into(), " answer".into()],
-            delay: Duration::from_millis(3500),
-        }),
-        ..Setup::default()
-    })
-    .await;
-    gw.send(141, json!({"text": "think hard"}));
-    assert_eq!(gw.replies(1).await[0], "a slow answer");
-    let replied = gw.fake.requests("sendMessage")[0].at;
-    let typing = gw.fake.requests("sendChatAction");
-    assert!(typing.len() >= 3, "a ~10 s turn: {typing:?}");
-    for t in &typing {
-        assert_eq!(t.body["action"], "typing");
-        assert_eq!(t.body["chat_id"], USER);
-        assert!(t.at < replied, "typing after the reply: {typing:?}");
-    }
-    for w in typing.windows(2) {
-        assert!(
-            w[1].at.duration_since(w[0].at) >= Duration::from_millis(3500),
-            "refreshed too often: {typing:?}"
-        );
-    }
-    // Nothing more once the reply is out.
-    tokio::time::sleep(Duration::from_millis(4500)).await;
-    assert_eq!(gw.fake.requests("sendChatAction").len(), typing.len());
     gw.assert_clean();
     gw.runner.shutdown().await;
 }

@@ -3,12 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Agent, ContextConfig, ModelError, ModelErrorKind, ToolRegistry};
+use hermes_core::{Agent, ContextConfig, Model, ModelError, ModelErrorKind, ToolRegistry};
 use hermes_runtime::assemble;
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
 use hermes_runtime::context::{self, WindowInfo, Windows};
+use hermes_runtime::fallback::FallbackModel;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
 use hermes_runtime::tools::TodoState;
 
@@ -85,6 +86,12 @@ pub fn client(settings: &Settings, model: &str) -> Result<OpenAiClient, CliError
     assemble::provider_client(settings, model).map_err(|e| CliError::Config(e.to_string()))
 }
 
+/// The model chain for `settings`: the primary on `model`, then the
+/// configured fallbacks (SPEC X2).
+pub fn chain(settings: &Settings, model: &str) -> Result<Arc<FallbackModel>, CliError> {
+    assemble::provider_model(settings, model).map_err(|e| CliError::Config(e.to_string()))
+}
+
 /// Everything one conversation needs; rebuilt when the model changes.
 pub struct Workbench {
     /// Resolved settings.
@@ -95,8 +102,11 @@ pub struct Workbench {
     pub store: Arc<Mutex<Store>>,
     /// The current model name.
     pub model: String,
-    /// The provider client.
+    /// The primary's own client (model listings, the context window).
     pub client: Arc<OpenAiClient>,
+    /// The model chain the agent talks to: the primary, then the fallbacks
+    /// (SPEC X2).
+    pub chain: Arc<FallbackModel>,
     /// The tools.
     pub tools: Arc<ToolRegistry>,
     /// The session's task list (survives tool rebuilds such as `/model`).
@@ -120,22 +130,24 @@ impl Workbench {
         let windows = Windows::new();
         let window = windows.get(&settings, &client, &model);
         let context = context::context_config(&settings, window, &client);
+        let chain = chain(&settings, &model)?;
         let mut bench = Workbench {
             settings,
             bridge,
             store: Arc::new(Mutex::new(store)),
             model,
-            client: client.clone(),
+            client,
+            chain: chain.clone(),
             tools: Arc::new(ToolRegistry::new()),
             todo: Arc::new(TodoState::new()),
             windows,
             context,
         };
-        bench.tools = bench.build_tools(client)?;
+        bench.tools = bench.build_tools(chain)?;
         Ok(bench)
     }
 
-    fn build_tools(&self, model: Arc<OpenAiClient>) -> Result<Arc<ToolRegistry>, CliError> {
+    fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
         assemble::session_tools(
             &self.settings,
             Some(self.bridge.clone()),
@@ -150,7 +162,7 @@ impl Workbench {
     /// Rebuilds the tools (for a new session: no tool state carries over).
     pub fn reset_tools(&mut self) -> Result<(), CliError> {
         self.todo = Arc::new(TodoState::new());
-        self.tools = self.build_tools(self.client.clone())?;
+        self.tools = self.build_tools(self.chain.clone())?;
         Ok(())
     }
 
@@ -159,8 +171,10 @@ impl Workbench {
         let client = Arc::new(self.client.with_model(model));
         let window = self.windows.get(&self.settings, &client, model);
         self.context = context::context_config(&self.settings, window, &client);
-        self.tools = self.build_tools(client.clone())?;
+        let chain = chain(&self.settings, model)?;
+        self.tools = self.build_tools(chain.clone())?;
         self.client = client;
+        self.chain = chain;
         self.model = model.to_owned();
         Ok(())
     }
@@ -174,7 +188,7 @@ impl Workbench {
     pub fn agent(&self, system_prompt: &str) -> Agent {
         assemble::agent(
             &self.settings,
-            self.client.clone(),
+            self.chain.clone(),
             self.tools.clone(),
             system_prompt,
             Some(self.context.clone()),

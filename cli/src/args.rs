@@ -123,6 +123,9 @@ pub struct ChatArgs {
     /// Silence progress, tool activity and warnings on stderr
     #[arg(long, short = 'Q')]
     pub quiet: bool,
+    /// Show the model's reasoning, dimmed, on stderr while it streams
+    #[arg(long)]
+    pub show_reasoning: bool,
 }
 
 /// The subcommands.

@@ -19,6 +19,8 @@ use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
 use hermes_runtime::context::{self, Windows};
+use hermes_runtime::fallback::FallbackModel;
+use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{Store, StoreError, SystemClock};
 use hermes_runtime::tools::{SandboxMode, TodoState};
 
@@ -187,12 +189,21 @@ impl RuntimeAgentFactory {
             ),
         };
         let client = factory.client(&settings.provider.model)?;
-        let tools = factory.registry(Arc::new(client), None, None)?;
+        let tools = factory.registry(client, None, None)?;
         factory.tool_specs = tools.specs().to_vec();
         Ok(factory)
     }
 
-    fn client(&self, model: &str) -> Result<OpenAiClient, GatewayError> {
+    /// The model chain of one agent: the primary on `model`, then the
+    /// fallbacks (SPEC X2). One per agent, since it remembers which link
+    /// the running turn is on.
+    fn client(&self, model: &str) -> Result<Arc<FallbackModel>, GatewayError> {
+        assemble::provider_model(&self.settings, model)
+            .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+
+    /// The primary's own client: where the context window is learned from.
+    fn primary_client(&self, model: &str) -> Result<OpenAiClient, GatewayError> {
         assemble::provider_client(&self.settings, model)
             .map_err(|e| GatewayError::Provider(e.to_string()))
     }
@@ -231,6 +242,10 @@ impl RuntimeAgentFactory {
 }
 
 impl AgentFactory for RuntimeAgentFactory {
+    fn prices(&self, store: &Mutex<Store>, now_ms: u64) -> PriceList {
+        hermes_runtime::pricing::price_book(&self.settings, store, now_ms)
+    }
+
     fn default_model(&self) -> String {
         self.settings.provider.model.clone()
     }
@@ -258,12 +273,16 @@ impl AgentFactory for RuntimeAgentFactory {
         model: &str,
         system_prompt: &str,
     ) -> Result<Agent, FactoryError> {
-        let client = self
+        // The context window and the summarizer follow the primary (the
+        // chain's first link); the agent talks to the whole chain.
+        let primary = self
+            .primary_client(model)
+            .map_err(|e| FactoryError(e.to_string()))?;
+        let window = self.windows.get(&self.settings, &primary, model);
+        let context = context::context_config(&self.settings, window, &primary);
+        let client: Arc<dyn Model> = self
             .client(model)
             .map_err(|e| FactoryError(e.to_string()))?;
-        let window = self.windows.get(&self.settings, &client, model);
-        let context = context::context_config(&self.settings, window, &client);
-        let client: Arc<dyn Model> = Arc::new(client);
         let tools = self
             .registry(
                 Arc::clone(&client),

@@ -20,6 +20,8 @@ pub enum Command {
     Compress(Option<String>),
     /// `/status`: what this session is doing.
     Status,
+    /// `/usage`: tokens, cache share and cost of this conversation.
+    Usage,
     /// `/stop`: interrupt the running turn and drop waiting messages.
     Stop,
     /// `/help`: the list of commands.
@@ -35,6 +37,7 @@ pub const HELP: &str = "Commands:\n\
 /undo: remove the last exchange\n\
 /compress [topic]: summarise older messages now to free context (focus on a topic)\n\
 /status: show this session's state\n\
+/usage: tokens, cache share and cost of this conversation\n\
 /stop: stop the current reply and drop waiting messages\n\
 /help: this list";
 
@@ -72,6 +75,7 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "undo" => Command::Undo,
         "compress" | "compact" => Command::Compress((!arg.is_empty()).then(|| arg.to_owned())),
         "status" => Command::Status,
+        "usage" => Command::Usage,
         "stop" => Command::Stop,
         "help" | "start" => Command::Help,
         _ => Command::Unknown(word.to_owned()),
@@ -101,6 +105,7 @@ mod tests {
             Some(Command::Compress(Some("the deployment plan".into())))
         );
         assert_eq!(parse_command("/status"), Some(Command::Status));
+        assert_eq!(parse_command("/usage"), Some(Command::Usage));
         assert_eq!(parse_command("/stop"), Some(Command::Stop));
         assert_eq!(parse_command("/help"), Some(Command::Help));
         assert_eq!(

@@ -65,6 +65,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use hermes_core::{Agent, Clock, InterruptFlag};
+use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{Store, StoreError};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
@@ -163,6 +164,13 @@ pub trait AgentFactory: Send + Sync {
     /// that they were not processed.
     fn media(&self) -> Option<Arc<MediaServices>> {
         None
+    }
+
+    /// The prices of the models its agents use, for `/usage` (none unless
+    /// overridden). May fetch a price list; never called with the store
+    /// locked.
+    fn prices(&self, _store: &Mutex<Store>, _now_ms: u64) -> PriceList {
+        PriceList::default()
     }
 }
 

@@ -10,6 +10,7 @@
 //! [`mask`] is what any display uses (SPEC E2).
 
 mod media;
+mod provider;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -22,11 +23,15 @@ use std::time::Duration;
 
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 
+use crate::pricing::Price;
 use crate::tools::SandboxMode;
 
 pub use media::{
     DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
     TranscriptionSettings,
+};
+pub use provider::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
 };
 use resolve::{Resolver, first_of};
 pub use validate::{
@@ -128,7 +133,7 @@ impl fmt::Display for Origin {
 }
 
 /// The provider to talk to.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct ProviderSettings {
     /// The OpenAI-compatible base URL (…/v1).
     pub base_url: String,
@@ -136,8 +141,23 @@ pub struct ProviderSettings {
     pub api_key: Option<String>,
     /// The model name as the provider spells it.
     pub model: String,
-    /// A short provider label: `openrouter`, `openai`, `local` or `custom`.
+    /// A short provider label: `openrouter`, `openai`, `anthropic`,
+    /// `local` or `custom`.
     pub provider_name: String,
+    /// The wire format (`[provider] api`).
+    pub api: Api,
+    /// Prompt-cache breakpoints (`[provider] cache`, SPEC X3).
+    pub cache: CacheMode,
+    /// A one-hour cache lifetime instead of five minutes (`cache_ttl = "1h"`).
+    pub cache_ttl_1h: bool,
+    /// `[provider] reasoning_effort` / `HERMES_REASONING_EFFORT`.
+    pub reasoning_effort: Option<String>,
+    /// `[provider] reasoning_echo`.
+    pub reasoning_echo: EchoMode,
+    /// `[provider] price`, dollars per million tokens.
+    pub price: Option<Price>,
+    /// The fallback chain, in order (SPEC X2).
+    pub fallbacks: Vec<FallbackProvider>,
     /// How long one attempt waits for the response to begin
     /// (`HERMES_FIRST_BYTE_TIMEOUT`, `[provider] first_byte_timeout_secs`;
     /// default 30 s). See [`crate::client::ClientOptions::first_byte_timeout`].
@@ -164,6 +184,13 @@ impl fmt::Debug for ProviderSettings {
             .field("provider_name", &self.provider_name)
             .field("first_byte_timeout", &self.first_byte_timeout)
             .field("call_timeout", &self.call_timeout)
+            .field("api", &self.api)
+            .field("cache", &self.cache)
+            .field("cache_ttl_1h", &self.cache_ttl_1h)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("reasoning_echo", &self.reasoning_echo)
+            .field("price", &self.price)
+            .field("fallbacks", &self.fallbacks)
             .finish()
     }
 }
@@ -405,17 +432,21 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         &["HERMES_BASE_URL", "OPENAI_BASE_URL"],
         ("provider", "base_url"),
     )?;
+    let api = provider::resolve_api(&resolver, base_url.is_some())?;
     let (base_url, base_origin) = match base_url {
         Some(found) => found,
+        None if api == Api::Anthropic => (ANTHROPIC_BASE_URL.to_owned(), Origin::Default),
         None if openrouter_key_present => (OPENROUTER_BASE_URL.to_owned(), Origin::Default),
         None => (LOCAL_BASE_URL.to_owned(), Origin::Default),
     };
     validate_url(&base_url, base_origin)?;
-    let provider_name = provider_label(&base_url).to_owned();
+    let provider_name = provider::label(&base_url).to_owned();
     // A vendor's key goes only to that vendor: OPENROUTER_API_KEY is never
     // sent to OpenAI or a custom server, nor OPENAI_API_KEY to OpenRouter.
     let key_vars: &[&'static str] = match provider_name.as_str() {
         "openrouter" => &["HERMES_API_KEY", "OPENROUTER_API_KEY"],
+        "anthropic" => &["HERMES_API_KEY", "ANTHROPIC_API_KEY"],
+        _ if api == Api::Anthropic => &["HERMES_API_KEY", "ANTHROPIC_API_KEY"],
         _ => &["HERMES_API_KEY", "OPENAI_API_KEY"],
     };
     let api_key = first_of(
@@ -433,6 +464,8 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     .unwrap_or_else(|| {
         let m = if provider_name == "openrouter" {
             OPENROUTER_DEFAULT_MODEL
+        } else if api == Api::Anthropic {
+            ANTHROPIC_DEFAULT_MODEL
         } else {
             LOCAL_DEFAULT_MODEL
         };
@@ -444,6 +477,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         origins.insert("api_key", o);
         k
     });
+    let extras = provider::resolve_extras(&resolver, &base_url, api_key.as_deref(), &mut origins)?;
 
     let (first_byte_timeout, origin) = resolver.seconds(
         "HERMES_FIRST_BYTE_TIMEOUT",
@@ -620,6 +654,13 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
             provider_name,
             first_byte_timeout,
             call_timeout,
+            api,
+            cache: extras.cache,
+            cache_ttl_1h: extras.cache_ttl_1h,
+            reasoning_effort: extras.reasoning_effort,
+            reasoning_echo: extras.reasoning_echo,
+            price: extras.price,
+            fallbacks: extras.fallbacks,
         },
         max_iterations,
         context_length,

@@ -9,6 +9,8 @@
 //! - [`tools`]: the built-in tools.
 //! - [`assemble`]: the one recipe (client, tools, prompt, agent) the CLI
 //!   and the gateway share.
+//! - [`fallback`]: the fallback chain, a `Model` over several clients
+//!   (SPEC X2); [`pricing`]: token prices and usage reports.
 //! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
@@ -23,10 +25,12 @@ pub mod bridge;
 pub mod client;
 pub mod config;
 pub mod context;
+pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod media;
 pub mod persist;
+pub mod pricing;
 pub mod prompt;
 pub mod store;
 pub mod tools;

@@ -145,6 +145,10 @@ impl Inner {
                 self.mark_unanswered(&dropped);
                 self.reply_later(&event, text);
             }
+            Some(Command::Usage) => {
+                drop(state);
+                self.usage_later(event, key);
+            }
             Some(Command::Status) => {
                 let (running, waiting) = state.sessions.get(&key).map_or((false, 0), |s| {
                     (

@@ -28,6 +28,9 @@ struct TurnObserver<'a> {
     flag: &'a InterruptFlag,
     persist: TurnWriter<'a>,
     progress: Option<UnboundedSender<StreamEvent>>,
+    /// The first model that failed and why, and the model that answered in
+    /// the end, when a fallback took over (SPEC X2).
+    fallback: Option<(String, String, String)>,
 }
 
 impl TurnObserver<'_> {
@@ -61,6 +64,16 @@ impl AgentObserver for TurnObserver<'_> {
                 self.report(StreamEvent::ToolStarted(call.function.name.clone()));
             }
             AgentEvent::ToolFinished { .. } => self.report(StreamEvent::ToolFinished),
+            AgentEvent::Fallback(f) => match &mut self.fallback {
+                Some((_, _, answering)) => f.answering.clone_into(answering),
+                None => {
+                    self.fallback = Some((
+                        f.failed.to_owned(),
+                        f.reason.to_owned(),
+                        f.answering.to_owned(),
+                    ))
+                }
+            },
             _ => {}
         }
     }
@@ -80,6 +93,17 @@ fn media_stem(platform: &str, message_id: &str, inbox_id: u64) -> String {
     } else {
         format!("{platform}-{message_id}")
     }
+}
+
+/// Told once per turn that fell back: which model answered, and why the
+/// primary did not (the reason is cut short: the log has all of it).
+pub(crate) fn fallback_notice(failed: &str, reason: &str, answering: &str) -> String {
+    let mut short: String = reason.chars().take(160).collect();
+    if reason.chars().count() > 160 {
+        short.push('…');
+    }
+    let reason = short;
+    format!("(Answered by {answering}: {failed} was unavailable — {reason}.)")
 }
 
 impl Inner {
@@ -344,8 +368,10 @@ impl Inner {
             flag: agent.interrupt_flag(),
             persist: TurnWriter::new(&self.store, &session.id).skipping_stored_user_message(),
             progress,
+            fallback: None,
         };
         let outcome = agent.run_message(user, history, &budget, &mut observer);
+        let fallback = observer.fallback.take();
         let TurnObserver {
             persist, progress, ..
         } = observer;
@@ -381,6 +407,15 @@ impl Inner {
                 reply.push_str("\n\n");
             }
             reply.push_str(&notice);
+        }
+        if let Some((failed, reason, answering)) = fallback {
+            // The agent moved off its primary: drop it, so the next turn
+            // starts from a fresh one on the primary (G4, X2).
+            lock(&self.state).cache.invalidate(key);
+            if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
+                reply.push_str("\n\n");
+            }
+            reply.push_str(&fallback_notice(&failed, &reason, &answering));
         }
         if reply.len() == prefix_len {
             // Notices only: no blank paragraph after them.
@@ -447,6 +482,7 @@ mod tests {
             flag: &flag,
             persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
             progress: None,
+            fallback: None,
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
             Message::user("u"),

@@ -287,9 +287,24 @@ fn masking_hides_secrets() {
         provider_name: "custom".into(),
         first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
         call_timeout: DEFAULT_CALL_TIMEOUT,
+        api: Api::OpenAi,
+        cache: CacheMode::Auto,
+        cache_ttl_1h: false,
+        reasoning_effort: None,
+        reasoning_echo: EchoMode::Auto,
+        price: None,
+        fallbacks: vec![FallbackProvider {
+            base_url: "y".into(),
+            api_key: Some("sk-fallbacksecret77".into()),
+            model: "f".into(),
+            api: Api::OpenAi,
+            provider_name: "custom".into(),
+            price: None,
+        }],
     };
     let shown = format!("{p:?}");
     assert!(!shown.contains("verysecret"), "{shown}");
+    assert!(!shown.contains("fallbacksecret"), "{shown}");
     assert!(
         !shown.contains("hunter2pass") && !shown.contains("proxyuser"),
         "{shown}"

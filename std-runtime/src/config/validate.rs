@@ -31,6 +31,9 @@ pub enum Kind {
     ListOf(&'static [&'static str]),
     /// One of these names.
     OneOf(&'static [&'static str]),
+    /// A table or a list of tables (`price = {…}`, `[[provider.fallback]]`),
+    /// whose contents the code that reads it checks and names.
+    Tables,
 }
 
 /// A key of a section.
@@ -83,6 +86,16 @@ pub const SECTIONS: &[Section] = &[
             key("call_timeout_secs", Kind::PositiveInt),
             key("vision", Kind::Bool),
             key("vision_model", Kind::Str),
+            key("api", Kind::OneOf(&["openai", "anthropic"])),
+            key("cache", Kind::OneOf(&["auto", "anthropic", "off"])),
+            key("cache_ttl", Kind::OneOf(&["5m", "1h"])),
+            key("reasoning_effort", Kind::Str),
+            key(
+                "reasoning_echo",
+                Kind::OneOf(&["auto", "off", "reasoning_content", "reasoning_details"]),
+            ),
+            key("price", Kind::Tables),
+            key("fallback", Kind::Tables),
         ]),
     },
     Section {
@@ -134,6 +147,12 @@ pub const KNOWN_VARS: &[&str] = &[
     "HERMES_TRANSCRIPTION_BASE_URL",
     "HERMES_TRANSCRIPTION_API_KEY",
     "HERMES_TRANSCRIPTION_MODEL",
+    "HERMES_REASONING_EFFORT",
+    "HERMES_FALLBACK_MODEL",
+    "HERMES_FALLBACK_BASE_URL",
+    "HERMES_FALLBACK_API_KEY",
+    "HERMES_FALLBACK_API",
+    "ANTHROPIC_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
     "OPENROUTER_API_KEY",
@@ -288,6 +307,8 @@ fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         (Kind::OneOf(names), Value::String(s)) => check_names(std::slice::from_ref(s), names),
         (Kind::OneOf(names), _) => Err(format!("must be one of {}", names.join(", "))),
         (Kind::List | Kind::ListOf(_), _) => Err("must be a list of strings".into()),
+        (Kind::Tables, Value::Table(_) | Value::Array(_)) => Ok(()),
+        (Kind::Tables, _) => Err("must be a table".into()),
     }
 }
 

@@ -48,8 +48,13 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        what: "attachments of user messages (references to files in $HERMES_HOME/media)",
+        what: "per-message prompt-cache counts, answering model and reasoning details",
         sql: V6,
+    },
+    Migration {
+        version: 7,
+        what: "attachments of user messages (references to files in $HERMES_HOME/media)",
+        sql: V7,
     },
 ];
 
@@ -258,10 +263,23 @@ ALTER TABLE sessions ADD COLUMN workdir TEXT;
 CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
 ";
 
-/// Version 6: the attachments of user messages (SPEC X6) — a JSON array of
+/// Version 6: what prices and the prompt cache need per message (SPEC X2,
+/// X3): the tokens read from and written to the provider's cache, the
+/// configured model that produced an assistant message (with a fallback
+/// chain, not always the session's), and the provider's reasoning blocks
+/// (OpenRouter's `reasoning_details` form) that some providers want back
+/// within a tool loop. All nullable: older rows have none of them.
+const V6: &str = "
+ALTER TABLE messages ADD COLUMN cached_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN model TEXT;
+ALTER TABLE messages ADD COLUMN reasoning_details TEXT;
+";
+
+/// Version 7: the attachments of user messages (SPEC X6) — a JSON array of
 /// references (kind, media type, path relative to `$HERMES_HOME/media`,
 /// size, description), NULL for a message without any. The files
 /// themselves never enter the database.
-const V6: &str = "
+const V7: &str = "
 ALTER TABLE messages ADD COLUMN attachments TEXT;
 ";

@@ -105,6 +105,27 @@ pub fn config_show(settings: &Settings) {
     if !settings.env_passthrough.is_empty() {
         println!("env_passthrough  {}", settings.env_passthrough.join(","));
     }
+    println!("approvals        {}", settings.approvals);
+    let search = &settings.web_search;
+    println!(
+        "web search       {}{}",
+        search.effective_backend().name(),
+        search
+            .searxng_url
+            .as_deref()
+            .map_or_else(String::new, |u| format!("  ({u})"))
+    );
+    if !settings.mcp_servers.is_empty() {
+        let names: Vec<&str> = settings
+            .mcp_servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        println!(
+            "mcp servers      {}  (`hermes mcp list` starts them)",
+            names.join(", ")
+        );
+    }
     println!("database         {}", settings.state_db().display());
 }
 

@@ -10,8 +10,9 @@ use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
 use hermes_runtime::context::{self, WindowInfo, Windows};
 use hermes_runtime::fallback::FallbackModel;
+use hermes_runtime::mcp::McpManager;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
-use hermes_runtime::tools::TodoState;
+use hermes_runtime::tools::{Approver, SessionApprovals, TodoState};
 
 use crate::args::ProviderArgs;
 
@@ -115,6 +116,13 @@ pub struct Workbench {
     pub windows: Windows,
     /// The current model's context configuration.
     pub context: ContextConfig,
+    /// The MCP servers, started once for the process.
+    pub mcp: Option<Arc<McpManager>>,
+    /// Asks the user about dangerous commands (`None` without a terminal:
+    /// such commands are denied).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The session's "always" approvals (fresh for `/new`).
+    pub approvals: Arc<SessionApprovals>,
 }
 
 impl Workbench {
@@ -130,6 +138,7 @@ impl Workbench {
         let windows = Windows::new();
         let window = windows.get(&settings, &client, &model);
         let context = context::context_config(&settings, window, &client);
+        let mcp = assemble::mcp_servers(&settings, &bridge);
         let chain = chain(&settings, &model)?;
         let mut bench = Workbench {
             settings,
@@ -142,26 +151,32 @@ impl Workbench {
             todo: Arc::new(TodoState::new()),
             windows,
             context,
+            mcp,
+            approver: crate::approval::terminal_approver(),
+            approvals: Arc::new(SessionApprovals::new()),
         };
         bench.tools = bench.build_tools(chain)?;
         Ok(bench)
     }
 
     fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
-        assemble::session_tools(
-            &self.settings,
-            Some(self.bridge.clone()),
-            model,
-            Some(self.todo.clone()),
-            Some(self.context.clone()),
-        )
-        .map(Arc::new)
-        .map_err(|e| CliError::Config(e.to_string()))
+        let deps = assemble::ToolDeps {
+            bridge: Some(self.bridge.clone()),
+            todo: Some(self.todo.clone()),
+            mcp: self.mcp.clone(),
+            approver: self.approver.clone(),
+            approvals: Some(self.approvals.clone()),
+            context: Some(self.context.clone()),
+        };
+        assemble::session_tools(&self.settings, model, &deps)
+            .map(Arc::new)
+            .map_err(|e| CliError::Config(e.to_string()))
     }
 
     /// Rebuilds the tools (for a new session: no tool state carries over).
     pub fn reset_tools(&mut self) -> Result<(), CliError> {
         self.todo = Arc::new(TodoState::new());
+        self.approvals = Arc::new(SessionApprovals::new());
         self.tools = self.build_tools(self.chain.clone())?;
         Ok(())
     }

@@ -5,11 +5,13 @@
 
 mod admin;
 mod app;
+mod approval;
 mod args;
 mod chat;
 mod display;
 mod log;
 mod markdown;
+mod mcp_cmd;
 mod sessions;
 mod setup;
 mod term;
@@ -18,7 +20,9 @@ use clap::Parser;
 use hermes_runtime::config::{self, Environment};
 
 use crate::app::{CliError, Workbench, load_settings};
-use crate::args::{ChatArgs, Cli, Command, ConfigCommand, GatewayCommand, ProviderArgs};
+use crate::args::{
+    ChatArgs, Cli, Command, ConfigCommand, GatewayCommand, McpCommand, ProviderArgs,
+};
 
 fn main() {
     // Before any secret is read: no other process of the user (a terminal
@@ -98,6 +102,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             print!("{}", include_str!(concat!(env!("OUT_DIR"), "/hermes.1")));
             Ok(0)
         }
+        Command::Mcp {
+            command: McpCommand::List(p),
+        } => mcp_cmd::list(&load_settings(&with_outer(p))?),
     }
 }
 

@@ -71,6 +71,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
+use crate::approval::ApprovalHub;
 use crate::cache::{AgentCache, CacheStats};
 use crate::command::Command;
 use crate::config::GatewayConfig;
@@ -166,6 +167,15 @@ pub trait AgentFactory: Send + Sync {
         None
     }
 
+    /// Where the agents' terminals ask for approval of dangerous commands
+    /// (SPEC X7): the runner sends the questions to the session's chat and
+    /// routes `/approve` and `/deny` to it. `None` (the default): nobody is
+    /// asked; the tools decide alone (they deny such commands unless
+    /// approvals are off).
+    fn approvals(&self) -> Option<Arc<ApprovalHub>> {
+        None
+    }
+
     /// The prices of the models its agents use, for `/usage` (none unless
     /// overridden). May fetch a price list; never called with the store
     /// locked.
@@ -249,6 +259,8 @@ impl std::fmt::Debug for GatewayRunner {
 struct Inner {
     adapters: HashMap<&'static str, Arc<dyn PlatformAdapter>>,
     factory: Arc<dyn AgentFactory>,
+    /// The factory's approval questions, if it asks any.
+    approvals: Option<Arc<ApprovalHub>>,
     store: Arc<Mutex<Store>>,
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
@@ -378,6 +390,7 @@ impl GatewayRunner {
         GatewayRunner {
             inner: Arc::new(Inner {
                 adapters,
+                approvals: factory.approvals(),
                 factory,
                 store,
                 clock,
@@ -421,6 +434,25 @@ impl GatewayRunner {
                 .push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
         }
 
+        if let Some(hub) = &self.inner.approvals {
+            let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+            hub.set_notifier(Box::new(move |route, text| {
+                if let Some(inner) = weak.upgrade() {
+                    let route = route.clone();
+                    let sender = Arc::clone(&inner);
+                    inner.spawn(async move {
+                        sender
+                            .send(
+                                &route.platform,
+                                &route.chat_id,
+                                &text,
+                                Some(&route.reply_to),
+                            )
+                            .await;
+                    });
+                }
+            }));
+        }
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {
             if let Some(inner) = weak.upgrade() {

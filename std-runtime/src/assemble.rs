@@ -12,10 +12,13 @@ use crate::client::{
 };
 use crate::config::{Api, CacheMode, EchoMode, ProviderSettings, Settings};
 use crate::fallback::{FallbackModel, Link};
+use crate::mcp::McpManager;
 use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::store::SystemClock;
-use crate::tools::{TodoState, ToolEnv, ToolsError, build_registry};
+use crate::tools::{
+    ApprovalGate, Approver, SessionApprovals, TodoState, ToolEnv, ToolsError, build_registry,
+};
 
 /// The primary's own client on `model`: for `hermes doctor`, model
 /// listings, the context window's provider metadata and the summarizer.
@@ -153,18 +156,44 @@ pub fn vision_client(settings: &Settings) -> Option<Result<OpenAiClient, ClientE
     }))
 }
 
+/// What one session's tools share with the process and the front-end,
+/// besides the settings.
+#[derive(Clone, Default)]
+pub struct ToolDeps {
+    /// The persistent async runtime (network tools, MCP).
+    pub bridge: Option<Arc<AsyncBridge>>,
+    /// The session's task list, kept outside the registry so it survives
+    /// rebuilds (a cached agent may be dropped at any time, SPEC G4).
+    pub todo: Option<Arc<TodoState>>,
+    /// The process's MCP servers ([`mcp_servers`]).
+    pub mcp: Option<Arc<McpManager>>,
+    /// How the front-end asks the user to approve a dangerous command;
+    /// `None`: nobody can be asked, such commands are denied.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The session's "always" approvals (fresh per session).
+    pub approvals: Option<Arc<SessionApprovals>>,
+    /// The window policy sub-agents (`delegate_task`) compact under (SPEC
+    /// X1); `None`: they do not.
+    pub context: Option<ContextConfig>,
+}
+
+impl std::fmt::Debug for ToolDeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDeps")
+            .field("bridge", &self.bridge.is_some())
+            .field("mcp", &self.mcp)
+            .field("approver", &self.approver.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The tools of one session: the configured toolsets, confined to the
 /// configured working directory; sub-agents (`delegate_task`) run on
-/// `model`, network tools on `bridge`. `todo` is the session's task list,
-/// kept outside the registry so it survives rebuilds (a cached agent may be
-/// dropped at any time, SPEC G4).
-/// `context`, when given, is the window policy sub-agents compact under.
+/// `model`; everything else comes from `deps`.
 pub fn session_tools(
     settings: &Settings,
-    bridge: Option<Arc<AsyncBridge>>,
     model: Arc<dyn Model>,
-    todo: Option<Arc<TodoState>>,
-    context: Option<ContextConfig>,
+    deps: &ToolDeps,
 ) -> Result<ToolRegistry, ToolsError> {
     let mut env = ToolEnv::new(&settings.workdir, &settings.home);
     env.allow_outside_workdir = settings.allow_outside_workdir;
@@ -172,11 +201,39 @@ pub fn session_tools(
     env.env_passthrough = settings.env_passthrough.clone();
     env.sandbox_read = settings.sandbox_read.clone();
     env.sandbox_write = settings.sandbox_write.clone();
-    env.bridge = bridge;
+    env.bridge = deps.bridge.clone();
     env.delegate_model = Some(model);
-    env.todo_state = todo;
-    env.context = context;
+    env.todo_state = deps.todo.clone();
+    env.approval = ApprovalGate {
+        mode: settings.approvals,
+        approver: deps.approver.clone(),
+        session: deps.approvals.clone().unwrap_or_default(),
+    };
+    env.web_search = settings.web_search.clone();
+    env.mcp = deps.mcp.clone();
+    env.context = deps.context.clone();
     build_registry(&env, settings.toolsets.as_deref())
+}
+
+/// The process's MCP servers, started (SPEC X7): `None` when none is
+/// configured or the `mcp` toolset is not enabled. Each server gets its
+/// `startup_timeout`; one that fails is reported (`hermes mcp list`, the
+/// log) and tried again later, and does not stop the others.
+pub fn mcp_servers(settings: &Settings, bridge: &Arc<AsyncBridge>) -> Option<Arc<McpManager>> {
+    let enabled = settings
+        .toolsets
+        .as_ref()
+        .is_none_or(|t| t.iter().any(|n| n == "mcp"));
+    if !enabled || settings.mcp_servers.is_empty() {
+        return None;
+    }
+    let manager = McpManager::new(
+        settings.mcp_servers.clone(),
+        &settings.workdir,
+        bridge.clone(),
+    );
+    manager.start();
+    Some(Arc::new(manager))
 }
 
 /// A fresh system prompt for a new session (SPEC L6): callers store it with

@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 
+use crate::mcp::ServerConfig;
 use crate::pricing::Price;
-use crate::tools::SandboxMode;
+use crate::tools::{ApprovalMode, SandboxMode, SearchBackend, WebSearchSettings};
 
 pub use media::{
     DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
@@ -236,6 +237,17 @@ pub struct Settings {
     /// Images and voice (SPEC X6): vision, the describing model,
     /// transcription.
     pub media: MediaSettings,
+    /// Whether dangerous commands need approval (`[agent] approvals` =
+    /// "ask" | "off").
+    pub approvals: ApprovalMode,
+    /// How long the gateway waits for `/approve` or `/deny`
+    /// (`[agent] approval_timeout`, seconds).
+    pub approval_timeout: std::time::Duration,
+    /// `[web]`: the search backend and its keys (`BRAVE_API_KEY`,
+    /// `TAVILY_API_KEY` from the environment).
+    pub web_search: WebSearchSettings,
+    /// `[mcp.servers.*]`, validated; secrets expanded.
+    pub mcp_servers: Vec<ServerConfig>,
     /// The whole `config.toml` (the gateway reads its `[gateway]` section).
     pub file: toml::Table,
     /// The process environment laid over `$HERMES_HOME/.env`.
@@ -645,6 +657,29 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .collect();
     let media = media::load(&resolver, &mut origins)?;
 
+    let approvals = match resolver.toml_value("agent", "approvals") {
+        None => ApprovalMode::Ask,
+        Some(toml::Value::Boolean(true)) => ApprovalMode::Ask,
+        Some(toml::Value::Boolean(false)) => ApprovalMode::Off,
+        Some(toml::Value::String(v)) => ApprovalMode::parse(v)
+            .ok_or_else(|| resolver.type_error("agent", "approvals", "\"ask\" or \"off\""))?,
+        Some(_) => return Err(resolver.type_error("agent", "approvals", "\"ask\" or \"off\"")),
+    };
+    let approval_timeout = match resolver.toml_int("agent", "approval_timeout")? {
+        None => crate::tools::approval::DEFAULT_APPROVAL_TIMEOUT,
+        Some(0) => {
+            return Err(resolver.type_error("agent", "approval_timeout", "at least 1 (seconds)"));
+        }
+        Some(n) => std::time::Duration::from_secs(u64::from(n)),
+    };
+    let web_search = web_search_settings(&resolver)?;
+    let merged_env = Environment(merged);
+    let mcp_servers =
+        crate::mcp::config::parse(&file, &merged_env).map_err(|e| ConfigError::File {
+            path: toml_path.clone(),
+            message: e.to_string(),
+        })?;
+
     Ok(Settings {
         home,
         provider: ProviderSettings {
@@ -674,8 +709,12 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         sandbox_read,
         sandbox_write,
         media,
+        approvals,
+        approval_timeout,
+        web_search,
+        mcp_servers,
         file,
-        env: Environment(merged),
+        env: merged_env,
         origins,
     })
 }
@@ -701,6 +740,48 @@ fn toml_location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     format!(" (line {line}, column {column})")
+}
+
+/// `[web] search_backend`, `[web] searxng_url` (or `SEARXNG_URL`), and the
+/// API keys from the environment. A backend chosen explicitly must have
+/// what it needs.
+fn web_search_settings(r: &Resolver<'_>) -> Result<WebSearchSettings, ConfigError> {
+    let backend = match r.toml_str("web", "search_backend")? {
+        None => None,
+        Some(v) => SearchBackend::parse(v).map_err(|_| {
+            r.type_error(
+                "web",
+                "search_backend",
+                "one of \"auto\", \"searxng\", \"brave\", \"tavily\", \"duckduckgo\"",
+            )
+        })?,
+    };
+    let searxng_url = match r.toml_str("web", "searxng_url")? {
+        Some(u) => Some(u.to_owned()),
+        None => r.var("SEARXNG_URL").map(|(v, _)| v.to_owned()),
+    };
+    if let Some(url) = &searxng_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(r.type_error("web", "searxng_url", "an http:// or https:// URL"));
+    }
+    let settings = WebSearchSettings {
+        backend,
+        searxng_url,
+        brave_api_key: r.var("BRAVE_API_KEY").map(|(v, _)| v.to_owned()),
+        tavily_api_key: r.var("TAVILY_API_KEY").map(|(v, _)| v.to_owned()),
+        ..WebSearchSettings::default()
+    };
+    if let Some(missing) = settings.missing() {
+        return Err(ConfigError::Invalid {
+            key: "[web] search_backend".into(),
+            message: format!(
+                "\"{}\" needs {missing}",
+                settings.effective_backend().name()
+            ),
+        });
+    }
+    Ok(settings)
 }
 
 /// Splits a comma-separated list, dropping empty items.

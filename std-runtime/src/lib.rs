@@ -12,6 +12,8 @@
 //! - [`fallback`]: the fallback chain, a `Model` over several clients
 //!   (SPEC X2); [`pricing`]: token prices and usage reports.
 //! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
+//! - [`mcp`]: the MCP client: configured servers' tools, kept alive on
+//!   the bridge (SPEC X7).
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
 //! - [`context`]: the model's context window and where it came from (SPEC X1).
@@ -28,6 +30,7 @@ pub mod context;
 pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod mcp;
 pub mod media;
 pub mod persist;
 pub mod pricing;

@@ -238,6 +238,8 @@ impl Inner {
             | Command::Usage
             | Command::Stop
             | Command::Help
+            | Command::Approve { .. }
+            | Command::Deny
             | Command::Unknown(_) => Ok(String::new()),
         }
     }

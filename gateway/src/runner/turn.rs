@@ -16,6 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::progress::{StreamEvent, Streaming, Typing};
 use super::{FactoryError, Inner, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::adapter::Finished;
+use crate::approval::Route;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
 use crate::media::{self, Download};
@@ -360,8 +361,20 @@ impl Inner {
                 return TurnReply { texts };
             }
         };
-        // 5. Run, interruptibly, persisting as the run goes.
+        // 5. Run, interruptibly, persisting as the run goes; approval
+        //    questions of this turn go to this chat.
         ctl.attach(agent.interrupt_flag().clone());
+        let _route = self.approvals.as_ref().map(|hub| {
+            hub.bind(
+                &session.id,
+                Route {
+                    key: key.to_owned(),
+                    platform: event.source.platform.clone(),
+                    chat_id: event.source.chat_id.clone(),
+                    reply_to: event.message_id.clone(),
+                },
+            )
+        });
         let budget = IterationBudget::new(agent.max_iterations());
         let mut observer = TurnObserver {
             ctl,

@@ -69,7 +69,7 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 
 /// Toolset names a configuration may list; `none` enables no tools.
 pub const TOOLSET_NAMES: &[&str] = &[
-    "file", "terminal", "web", "memory", "todo", "delegate", "none",
+    "file", "terminal", "web", "memory", "todo", "delegate", "mcp", "none",
 ];
 
 /// Every section of `config.toml` and its keys.
@@ -110,6 +110,8 @@ pub const SECTIONS: &[Section] = &[
             key("env_passthrough", Kind::List),
             key("sandbox_read", Kind::List),
             key("sandbox_write", Kind::List),
+            key("approvals", Kind::OneOf(&["ask", "off"])),
+            key("approval_timeout", Kind::PositiveInt),
         ]),
     },
     Section {
@@ -121,6 +123,21 @@ pub const SECTIONS: &[Section] = &[
             key("language", Kind::Str),
             key("timeout_secs", Kind::PositiveInt),
         ]),
+    },
+    Section {
+        name: "web",
+        keys: Keys::These(&[
+            key(
+                "search_backend",
+                Kind::OneOf(&["auto", "searxng", "brave", "tavily", "duckduckgo"]),
+            ),
+            key("searxng_url", Kind::Url),
+        ]),
+    },
+    Section {
+        // `[mcp.servers.NAME]` tables; `mcp::config` checks their keys.
+        name: "mcp",
+        keys: Keys::CheckedElsewhere,
     },
     Section {
         name: "gateway",
@@ -194,6 +211,9 @@ pub const KNOWN_VARS: &[&str] = &[
     "WECOM_CALLBACK_PORT",
     "WECOM_CALLBACK_REPLAY_WINDOW_SECS",
     "WECOM_CALLBACK_TOKEN",
+    "BRAVE_API_KEY",
+    "TAVILY_API_KEY",
+    "SEARXNG_URL",
 ];
 
 /// Prefixes that only hermes uses: an unknown variable with one of them in

@@ -13,6 +13,7 @@ use super::search::SearchArgs;
 use super::terminal::TerminalArgs;
 use super::todo::TodoArgs;
 use super::web::FetchArgs;
+use super::web_search::WebSearchArgs;
 
 /// Parses `arguments` the way tool `name` does before it acts; `None` for a
 /// tool this list does not know.
@@ -27,6 +28,7 @@ pub(crate) fn parse(name: &str, arguments: &str) -> Option<Result<(), ToolError>
         "search_files" => as_type::<SearchArgs>(name, arguments),
         "terminal" => as_type::<TerminalArgs>(name, arguments),
         "web_fetch" => as_type::<FetchArgs>(name, arguments),
+        "web_search" => as_type::<WebSearchArgs>(name, arguments),
         "memory" => as_type::<MemoryArgs>(name, arguments),
         "todo" => as_type::<TodoArgs>(name, arguments),
         "delegate_task" => as_type::<DelegateArgs>(name, arguments),

@@ -12,6 +12,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod aimock;
+pub mod mcp_servers;
 pub mod proxy;
 
 use std::collections::VecDeque;

@@ -59,7 +59,7 @@ use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{Fence, KvWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use crate::event::{ChatType, MediaRef, MessageEvent, MessageType, SessionSource};
 
 /// The prefix of the key-value keys holding the inbox: one key per message
 /// (`gateway.inbox.00000000000000000042`), so accepting or transcribing a
@@ -156,6 +156,10 @@ pub struct Pending {
     /// Where it is stored (set when accepted or loaded).
     #[serde(skip)]
     pub db_key: String,
+    /// Photos, voice notes and files of the message (SPEC X6), by their
+    /// platform handles: downloaded when its turn starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<MediaRef>,
 }
 
 fn yes() -> bool {
@@ -163,9 +167,16 @@ fn yes() -> bool {
 }
 
 impl Pending {
-    /// The transcript entry for this message.
+    /// The transcript entry for this message as it was accepted: its text,
+    /// and a note per medium it was sent with (a turn prepares media with
+    /// [`crate::media`] instead; this is for messages no turn answers).
     pub fn entry(&self) -> LedgerEntry {
-        LedgerEntry::at(Message::user(self.text.as_str()), self.at_ms)
+        let message = if self.media.is_empty() {
+            Message::user(self.text.as_str())
+        } else {
+            crate::media::without_services(&self.text, &self.media).message
+        };
+        LedgerEntry::at(message, self.at_ms)
     }
 
     /// The event to run again after a restart.
@@ -174,7 +185,12 @@ impl Pending {
             message_id: self.message_id.clone(),
             text: self.text.clone(),
             source: self.source(),
-            message_type: MessageType::Text,
+            message_type: if self.media.is_empty() {
+                MessageType::Text
+            } else {
+                MessageType::Mixed
+            },
+            media: self.media.clone(),
         }
     }
 
@@ -497,6 +513,7 @@ mod tests {
             message_id: format!("m{id}"),
             answer: true,
             db_key: String::new(),
+            media: Vec::new(),
         }
     }
 

@@ -21,6 +21,7 @@ pub mod fuzz_entry;
 pub mod inbox;
 pub mod lease;
 pub mod lock;
+pub mod media;
 pub mod overflow;
 pub mod runner;
 pub mod session;

@@ -135,7 +135,7 @@ fn a_turn_running_on_another_gateway_is_interrupted_there_by_a_notification() {
     let users: Vec<&str> = seen
         .iter()
         .filter_map(|m| match m {
-            Message::User { content } => Some(content.as_str()),
+            Message::User { content, .. } => Some(content.as_str()),
             _ => None,
         })
         .collect();

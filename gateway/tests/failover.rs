@@ -445,7 +445,9 @@ fn two_gateways_fail_over_without_loss_duplicates_or_overlap() {
     for session in store.list_sessions(usize::MAX).unwrap() {
         for entry in store.load_transcript(&session.id).unwrap() {
             match &entry.message {
-                Message::User { content } => *transcribed.entry(content.clone()).or_default() += 1,
+                Message::User { content, .. } => {
+                    *transcribed.entry(content.clone()).or_default() += 1
+                }
                 Message::Assistant {
                     content: Some(text),
                     ..

@@ -37,9 +37,9 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-const LATEST_SCHEMA: u32 = 7;
+const LATEST_SCHEMA: u32 = 8;
 /// The PostgreSQL schema version this build migrates to.
-const LATEST_PG_SCHEMA: u32 = 2;
+const LATEST_PG_SCHEMA: u32 = 3;
 
 /// 2026-11-30T00:15:03Z
 const T0: u64 = 1_795_997_703_000;

@@ -40,7 +40,9 @@ pub mod request;
 pub mod response;
 pub mod sse;
 
-pub use request::{CacheControl, Reasoning, ReasoningEcho, RequestOptions, encode_request};
+pub use request::{
+    CacheControl, Reasoning, ReasoningEcho, RequestOptions, encode_request, encode_request_with,
+};
 pub use response::{decode_error_body, decode_response};
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseDecoder, SseStatus, decode_stream};
 

@@ -174,7 +174,15 @@ impl Inner {
                         ))?,
                     };
                     let fences = self.bot_fences(&source.platform).unwrap_or_default();
-                    self.transcribe_into(&mut store, key, &session.id, before, None, &fences)?;
+                    self.transcribe_into(
+                        &mut store,
+                        key,
+                        &session.id,
+                        before,
+                        None,
+                        &Default::default(),
+                        &fences,
+                    )?;
                 }
                 // The user's chosen model survives a new conversation.
                 let model = store

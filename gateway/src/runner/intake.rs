@@ -241,6 +241,7 @@ impl Inner {
                 message_id: event.message_id.clone(),
                 answer: true,
                 db_key: String::new(),
+                media: event.media.clone(),
             };
             // Only the holder of the bot's lease accepts its messages (X8).
             let Some(fences) = self.bot_fences(&source.platform) else {

@@ -13,13 +13,14 @@
 //!   before any adapter connects, and answered like a new one;
 //! - **seen keys** older than the retention are pruned.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{Fence, KvWrite, Store, StoreError};
 
 use super::{Inner, StartError, lock};
-use crate::inbox::{Inbox, Pending, TurnMarker, turn_key};
+use crate::inbox::{Inbox, TurnMarker, turn_key};
 
 impl Inner {
     /// Start-up (blocking): the inbox's and the leases' own connections to
@@ -77,13 +78,22 @@ impl Inner {
         session_id: &str,
         upto: u64,
         marker: Option<&TurnMarker>,
+        prepared: &HashMap<u64, Message>,
         fences: &[Fence],
     ) -> Result<Transcribed, StoreError> {
         let pending = lock(&self.inbox).upto(key, upto);
         if pending.is_empty() && marker.is_none() {
             return Ok(Transcribed::Moved(Vec::new()));
         }
-        let entries: Vec<LedgerEntry> = pending.iter().map(Pending::entry).collect();
+        // A message whose media the turn prepared (SPEC X6) is stored as
+        // prepared; the others as accepted.
+        let entries: Vec<LedgerEntry> = pending
+            .iter()
+            .map(|p| match prepared.get(&p.id) {
+                Some(message) => LedgerEntry::at(message.clone(), p.at_ms),
+                None => p.entry(),
+            })
+            .collect();
         let volatile = lock(&self.inbox).is_volatile();
         let inbox_keys: Vec<String> = pending.iter().map(|p| p.db_key.clone()).collect();
         let marker_key = turn_key(key);

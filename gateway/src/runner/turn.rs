@@ -1,29 +1,49 @@
 //! Turns: a session's worker, and one turn on the blocking pool — session,
-//! history, agent, run (persisted as it goes), reply.
+//! media, history, agent, run (persisted as it goes, shown as it goes),
+//! reply.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hermes_core::{Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, StopReason};
+use hermes_core::{
+    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason,
+};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
+use tokio::sync::mpsc::UnboundedSender;
 
+use super::progress::{StreamEvent, Streaming, Typing};
 use super::recovery::Transcribed;
 use super::{FactoryError, Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
+use crate::adapter::Finished;
 use crate::approval::Route;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
 use crate::lease::Held;
+use crate::media::{self, Download};
 
 /// The observer of one run: re-applies a latched interrupt (see
-/// [`TurnCtl`]) and persists the run as it goes.
+/// [`TurnCtl`]), persists the run as it goes and reports its progress to
+/// the reply preview.
 struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
     flag: &'a InterruptFlag,
     persist: TurnWriter<'a>,
+    progress: Option<UnboundedSender<StreamEvent>>,
     /// The first model that failed and why, and the model that answered in
     /// the end, when a fallback took over (SPEC X2).
     fallback: Option<(String, String, String)>,
+}
+
+impl TurnObserver<'_> {
+    fn report(&self, event: StreamEvent) {
+        if let Some(tx) = &self.progress {
+            // The preview is gone only once the turn's reply was handed
+            // over; nothing to do then.
+            let _ = tx.send(event);
+        }
+    }
 }
 
 impl AgentObserver for TurnObserver<'_> {
@@ -41,6 +61,12 @@ impl AgentObserver for TurnObserver<'_> {
             AgentEvent::Compacted(compaction) => {
                 self.persist.compacted(compaction);
             }
+            AgentEvent::ModelCall { .. } => self.report(StreamEvent::ModelCall),
+            AgentEvent::TextDelta(text) => self.report(StreamEvent::Text((*text).to_owned())),
+            AgentEvent::ToolStarted { call } => {
+                self.report(StreamEvent::ToolStarted(call.function.name.clone()));
+            }
+            AgentEvent::ToolFinished { .. } => self.report(StreamEvent::ToolFinished),
             AgentEvent::Fallback(f) => match &mut self.fallback {
                 Some((_, _, answering)) => f.answering.clone_into(answering),
                 None => {
@@ -56,7 +82,8 @@ impl AgentObserver for TurnObserver<'_> {
     }
 }
 
-/// What one turn produced for the user.
+/// What one turn produced for the user: messages to send before the reply
+/// (session notices), then the reply (always the last one).
 pub(super) struct TurnReply {
     pub(super) texts: Vec<String>,
     /// Another gateway took the session over mid-turn: its writes were
@@ -74,6 +101,16 @@ impl TurnReply {
             taken_over: false,
             orphan: None,
         }
+    }
+}
+
+/// Stored media files of a message are named after it, so a message
+/// processed again (after a restart) replaces its own files.
+fn media_stem(platform: &str, message_id: &str, inbox_id: u64) -> String {
+    if message_id.is_empty() {
+        format!("{platform}-inbox{inbox_id}")
+    } else {
+        format!("{platform}-{message_id}")
     }
 }
 
@@ -205,19 +242,44 @@ impl Inner {
         }
         let chat = event.source.chat_id.clone();
         let reply_to = event.message_id.clone();
-        if let Some(adapter) = self.adapters.get(platform.as_str()).cloned() {
-            let chat = chat.clone();
-            self.spawn(async move { adapter.typing(&chat).await });
-        }
+        let adapter = self.adapters.get(platform.as_str()).cloned();
+        // Progress (SPEC X6): typing until the turn ends, and the reply
+        // shown as it is written where the platform can.
+        let typing = adapter
+            .as_ref()
+            .map(|a| Typing::start(Arc::clone(a), chat.clone()));
+        let streaming = match &adapter {
+            Some(a) if self.config.stream_replies => a
+                .begin_reply(
+                    &chat,
+                    Some(&reply_to)
+                        .filter(|r| !r.is_empty())
+                        .map(String::as_str),
+                )
+                .await
+                .map(|stream| Streaming::start(stream, a.stream_interval())),
+            _ => None,
+        };
+        let downloads = self.fetch_media(key, id).await;
         let inner = Arc::clone(self);
         let turn_key = key.to_owned();
         let turn_ctl = Arc::clone(&ctl);
         let turn_lease = lease.clone();
+        let progress = streaming.as_ref().map(Streaming::sender);
         let result = tokio::task::spawn_blocking(move || {
-            inner.run_turn(&turn_key, &event, id, &turn_ctl, &turn_lease)
+            inner.run_turn(
+                &turn_key,
+                &event,
+                id,
+                &turn_ctl,
+                &turn_lease,
+                downloads,
+                progress,
+            )
         })
         .await;
         drop(permit);
+        drop(typing);
         watcher.abort();
         if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
             slot.turn = None;
@@ -250,9 +312,8 @@ impl Inner {
         };
         keeper.abort();
         if ours {
-            for text in reply.texts {
-                self.send(&platform, &chat, &text, Some(&reply_to)).await;
-            }
+            self.deliver_reply(reply.texts, streaming, &platform, &chat, &reply_to)
+                .await;
         } else {
             tracing::warn!(
                 key,
@@ -268,6 +329,41 @@ impl Inner {
         }
     }
 
+    /// Sends a turn's texts: all but the last as messages, the last (the
+    /// reply) as the end of the streamed preview where there is one, else
+    /// as a message.
+    async fn deliver_reply(
+        &self,
+        mut texts: Vec<String>,
+        streaming: Option<Streaming>,
+        platform: &str,
+        chat: &str,
+        reply_to: &str,
+    ) {
+        let reply = texts.pop().unwrap_or_default();
+        for text in texts {
+            self.send(platform, chat, &text, Some(reply_to)).await;
+        }
+        let streamed = match streaming {
+            Some(s) => s.end().await,
+            None => None,
+        };
+        let delivered = match streamed {
+            Some((mut stream, _)) => match stream.finish(&reply).await {
+                Ok(Finished::Delivered) => true,
+                Ok(Finished::NotDelivered) => false,
+                Err(e) => {
+                    tracing::warn!(platform, error = %e, "the streamed reply could not be finished; sending it whole");
+                    false
+                }
+            },
+            None => false,
+        };
+        if !delivered {
+            self.send(platform, chat, &reply, Some(reply_to)).await;
+        }
+    }
+
     /// One turn, on the blocking pool. Returns what to send.
     pub(super) fn run_turn(
         &self,
@@ -276,6 +372,8 @@ impl Inner {
         id: u64,
         ctl: &TurnCtl,
         lease: &Held,
+        mut downloads: HashMap<u64, Vec<Download>>,
+        progress: Option<UnboundedSender<StreamEvent>>,
     ) -> TurnReply {
         let now = self.now();
         let mut texts = Vec::new();
@@ -285,15 +383,11 @@ impl Inner {
         let mut start_fences = session_fences.clone();
         start_fences.extend(self.bot_fences(&event.source.platform).unwrap_or_default());
         let mut orphan = None;
-        // 1. Session and history; the user's message (and any accepted
-        //    message it replaced) moves from the inbox into the transcript
-        //    before the model is called (E3), in the same transaction that
-        //    records the turn as running (X5, see `crate::inbox`).
-        let prepared = (|| {
-            // A marker left by a turn of this session that died midway on a
-            // gateway whose lease lapsed: that turn is not resumed (G11).
-            // (Read first: the store's guard must be gone before the
-            // suspension takes it again.)
+        // 1. The session. A marker left by a turn of this session that died
+        //    midway on a gateway whose lease lapsed: that turn is not
+        //    resumed (G11). (Read first: the store's guard must be gone
+        //    before the suspension takes it again.)
+        let session = (|| {
             let left = self.store().kv_get(&crate::inbox::turn_key(key))?;
             if let Some(value) = left
                 && let Ok(marker) = serde_json::from_str::<TurnMarker>(&value)
@@ -302,7 +396,75 @@ impl Inner {
                 orphan = Some(marker);
             }
             let mut store = self.store();
-            let session = self.resolve_session(&mut store, key, &event.source, now, &mut texts)?;
+            self.resolve_session(&mut store, key, &event.source, now, &mut texts)
+        })();
+        let session = match session {
+            Ok(s) => s,
+            Err(StoreError::Fenced { .. }) => {
+                tracing::warn!(
+                    key,
+                    "this turn was taken over by another gateway before it began"
+                );
+                return TurnReply {
+                    texts,
+                    taken_over: true,
+                    orphan,
+                };
+            }
+            Err(e) => {
+                tracing::error!(key, error = %e, "could not open the session");
+                texts.push(format!(
+                    "Sorry, I could not save your message ({e}). Please send it again."
+                ));
+                return TurnReply {
+                    texts,
+                    taken_over: false,
+                    orphan,
+                };
+            }
+        };
+        // 2. Media (SPEC X6): the user messages of this turn's messages that
+        //    came with photos, voice or files — outside the store lock, as
+        //    transcription and descriptions are calls to other services.
+        let model = session
+            .model
+            .clone()
+            .unwrap_or_else(|| self.factory.default_model());
+        let with_media: Vec<_> = lock(&self.inbox)
+            .upto(key, id)
+            .into_iter()
+            .filter(|p| !p.media.is_empty())
+            .collect();
+        let services = self.factory.media();
+        let mut prepared = HashMap::new();
+        let mut prefix = String::new();
+        let mut answerable = true;
+        for p in with_media {
+            let prep = match &services {
+                Some(services) => services.prepare(
+                    &session.id,
+                    &model,
+                    &media_stem(&p.platform, &p.message_id, p.id),
+                    &p.text,
+                    downloads.remove(&p.id).unwrap_or_default(),
+                ),
+                None => media::without_services(&p.text, &p.media),
+            };
+            prefix.push_str(&prep.reply_prefix());
+            if p.id == id {
+                answerable = prep.answerable;
+            }
+            prepared.insert(p.id, prep.message);
+        }
+        if let (Some(tx), false) = (&progress, prefix.is_empty()) {
+            let _ = tx.send(StreamEvent::Prefix(prefix.clone()));
+        }
+        // 3. History; the user's message (and any accepted message it
+        //    replaced) moves from the inbox into the transcript before the
+        //    model is called (E3), in the same transaction that records the
+        //    turn as running (X5, see `crate::inbox`), under the leases.
+        let stored = (|| {
+            let mut store = self.store();
             let marker = TurnMarker {
                 key: key.to_owned(),
                 session_id: session.id.clone(),
@@ -319,6 +481,7 @@ impl Inner {
                 &session.id,
                 id,
                 Some(&marker),
+                &prepared,
                 &start_fences,
             )?;
             let Transcribed::Moved(mut added) = transcribed else {
@@ -327,21 +490,25 @@ impl Inner {
             // The agent appends the user message itself (in memory; the
             // observer below does not store it again), so the history it is
             // given ends just before it.
-            if added.pop().is_none() {
-                self.transcribe_missing(
-                    &mut store,
-                    &session.id,
-                    &event.text,
-                    now,
-                    &marker,
-                    &start_fences,
-                )?;
-            }
+            let user = match added.pop() {
+                Some(entry) => entry.message,
+                None => {
+                    self.transcribe_missing(
+                        &mut store,
+                        &session.id,
+                        &event.text,
+                        now,
+                        &marker,
+                        &start_fences,
+                    )?;
+                    Message::user(event.text.as_str())
+                }
+            };
             history.extend(added);
-            Ok::<_, StoreError>(Some((session, history)))
+            Ok::<_, StoreError>(Some((history, user)))
         })();
-        let (session, history) = match prepared {
-            Ok(Some(p)) => p,
+        let (history, user) = match stored {
+            Ok(Some(s)) => s,
             Ok(None) | Err(StoreError::Fenced { .. }) => {
                 // Another gateway took the message (or the session) first.
                 tracing::warn!(
@@ -366,13 +533,23 @@ impl Inner {
                 };
             }
         };
-        // 2. The agent (G4).
+        if !answerable {
+            // Nothing the model could read (a voice note, no transcription):
+            // the notice is the answer.
+            texts.push(prefix.trim_end().to_owned());
+            return TurnReply {
+                texts,
+                taken_over: false,
+                orphan,
+            };
+        }
+        // 4. The agent (G4).
         let agent = match self.agent_for(key, &session, &event.source) {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!(key, error = %e, "could not build an agent");
                 texts.push(format!(
-                    "Sorry, the assistant is unavailable: {e}. Your message is saved."
+                    "{prefix}Sorry, the assistant is unavailable: {e}. Your message is saved."
                 ));
                 return TurnReply {
                     texts,
@@ -381,7 +558,7 @@ impl Inner {
                 };
             }
         };
-        // 3. Run, interruptibly, persisting as the run goes; approval
+        // 5. Run, interruptibly, persisting as the run goes; approval
         //    questions of this turn go to this chat.
         ctl.attach(agent.interrupt_flag().clone());
         let _route = self.approvals.as_ref().map(|hub| {
@@ -402,11 +579,16 @@ impl Inner {
             persist: TurnWriter::new(&self.store, &session.id)
                 .skipping_stored_user_message()
                 .fenced(session_fences),
+            progress,
             fallback: None,
         };
-        let outcome = agent.run(&event.text, history, &budget, &mut observer);
+        let outcome = agent.run_message(user, history, &budget, &mut observer);
         let fallback = observer.fallback.take();
-        let persist = observer.persist;
+        let TurnObserver {
+            persist, progress, ..
+        } = observer;
+        // The preview ends with the run; the reply below is final.
+        drop(progress);
         if let Some(StoreError::Fenced { .. }) = persist.failure() {
             tracing::warn!(
                 key,
@@ -431,8 +613,10 @@ impl Inner {
                 "a tool call without all its results was not stored"
             );
         }
-        // 4. What the user sees.
-        let mut reply = outcome.final_text.clone();
+        // 6. What the user sees: notices and transcripts, then the answer.
+        let prefix_len = prefix.len();
+        let mut reply = prefix;
+        reply.push_str(&outcome.final_text);
         if let Some(notice) = match &outcome.stop {
             // Cut short by a graceful stop, not by the user: say so, or the
             // partial answer would read as the whole one.
@@ -442,7 +626,7 @@ impl Inner {
             StopReason::Completed | StopReason::Interrupted => None,
             other => other.notice(budget.total()),
         } {
-            if !reply.is_empty() {
+            if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
                 reply.push_str("\n\n");
             }
             reply.push_str(&notice);
@@ -451,10 +635,14 @@ impl Inner {
             // The agent moved off its primary: drop it, so the next turn
             // starts from a fresh one on the primary (G4, X2).
             lock(&self.state).cache.invalidate(key);
-            if !reply.is_empty() {
+            if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
                 reply.push_str("\n\n");
             }
             reply.push_str(&fallback_notice(&failed, &reason, &answering));
+        }
+        if reply.len() == prefix_len {
+            // Notices only: no blank paragraph after them.
+            reply.truncate(reply.trim_end().len());
         }
         texts.push(reply);
         TurnReply {
@@ -520,6 +708,7 @@ mod tests {
             ctl: &ctl,
             flag: &flag,
             persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
+            progress: None,
             fallback: None,
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(

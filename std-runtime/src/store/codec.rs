@@ -2,7 +2,7 @@
 //!
 //! Both store a message as the same columns (role, content, tool-call JSON,
 //! tool-call id, reasoning, five token counts, finish reason, interrupted,
-//! timestamp, answering model, reasoning details), so a transcript round-trips exactly on either. SQLite reads
+//! timestamp, answering model, reasoning details, attachments), so a transcript round-trips exactly on either. SQLite reads
 //! its columns in place (`sqlite/transcript.rs`, the tuned hot path);
 //! PostgreSQL fills a [`Columns`] and calls [`Columns::into_entry`].
 
@@ -41,6 +41,9 @@ pub(super) struct Encoded<'e> {
     pub cache_write_tokens: Option<i64>,
     pub model: Option<&'e str>,
     pub reasoning_details: Option<&'e str>,
+    /// A user message's attachments (SPEC X6) as a JSON array; `None`
+    /// without any. References only: the files live in the media directory.
+    pub attachments: Option<String>,
 }
 
 /// Encodes `entry` of session `id`.
@@ -57,6 +60,15 @@ pub(super) fn encode<'e>(id: &str, entry: &'e LedgerEntry) -> Result<Encoded<'e>
     let tool_call_id = match &entry.message {
         Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
         _ => None,
+    };
+    let attachments = match entry.message.attachments() {
+        [] => None,
+        list => Some(
+            serde_json::to_string(list).map_err(|e| StoreError::Corrupt {
+                session_id: id.to_owned(),
+                what: format!("attachments do not serialize: {e}"),
+            })?,
+        ),
     };
     let meta = &entry.meta;
     let usage = meta.usage.as_ref();
@@ -76,6 +88,7 @@ pub(super) fn encode<'e>(id: &str, entry: &'e LedgerEntry) -> Result<Encoded<'e>
         cache_write_tokens: usage.map(|u| saturating_i64(u.cache_write_tokens)),
         model: meta.model.as_deref(),
         reasoning_details: meta.reasoning_details.as_deref(),
+        attachments,
     })
 }
 
@@ -105,6 +118,7 @@ pub(super) struct Columns<'r> {
     pub cache_write_tokens: Option<i64>,
     pub model: Option<&'r str>,
     pub reasoning_details: Option<&'r str>,
+    pub attachments: Option<&'r str>,
 }
 
 impl Columns<'_> {
@@ -126,6 +140,11 @@ impl Columns<'_> {
                     .content
                     .ok_or_else(|| corrupt("user message without content".into()))?
                     .to_owned(),
+                attachments: match self.attachments {
+                    None => Vec::new(),
+                    Some(json) => serde_json::from_str(json)
+                        .map_err(|e| corrupt(format!("attachments are not valid JSON: {e}")))?,
+                },
             },
             Some(Role::Assistant) => Message::Assistant {
                 content: self.content.map(str::to_owned),

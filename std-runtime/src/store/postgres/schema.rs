@@ -42,6 +42,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "per-message prompt-cache counts, answering model and reasoning details",
         sql: V2,
     },
+    Migration {
+        version: 3,
+        what: "attachments of user messages (references to files in $HERMES_HOME/media)",
+        sql: V3,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -149,4 +154,12 @@ ALTER TABLE messages
     ADD COLUMN cache_write_tokens BIGINT,
     ADD COLUMN model TEXT,
     ADD COLUMN reasoning_details TEXT;
+";
+
+/// Version 3: SQLite's version 7 — the attachments of user messages (SPEC
+/// X6): a JSON array of references (kind, media type, path relative to
+/// `$HERMES_HOME/media`, size, description), NULL for a message without
+/// any. The files themselves never enter the database.
+const V3: &str = "
+ALTER TABLE messages ADD COLUMN attachments TEXT;
 ";

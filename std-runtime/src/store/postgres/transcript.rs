@@ -20,7 +20,7 @@ macro_rules! message_columns {
         "m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.reasoning, \
          m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
          m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
-         m.reasoning_details"
+         m.reasoning_details, m.attachments"
     };
 }
 pub(super) use message_columns;
@@ -41,17 +41,17 @@ const TOUCH: &str = "UPDATE sessions SET updated_at_ms = GREATEST(updated_at_ms,
 const INSERT: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
      tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
      interrupted, timestamp_ms, search, cached_tokens, cache_write_tokens, model, \
-     reasoning_details) \
+     reasoning_details, attachments) \
      SELECT $1, $2 + r.ord - 1, r.role, r.content, r.tool_calls, r.tool_call_id, r.reasoning, \
      r.prompt_tokens, r.completion_tokens, r.total_tokens, r.finish_reason, r.interrupted, \
      r.timestamp_ms, r.search::TSVECTOR, r.cached_tokens, r.cache_write_tokens, r.model, \
-     r.reasoning_details \
+     r.reasoning_details, r.attachments \
      FROM UNNEST($3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::BIGINT[], \
      $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BOOL[], $13::BIGINT[], $14::TEXT[], \
-     $15::BIGINT[], $16::BIGINT[], $17::TEXT[], $18::TEXT[]) \
+     $15::BIGINT[], $16::BIGINT[], $17::TEXT[], $18::TEXT[], $19::TEXT[]) \
      WITH ORDINALITY AS r(role, content, tool_calls, tool_call_id, reasoning, prompt_tokens, \
      completion_tokens, total_tokens, finish_reason, interrupted, timestamp_ms, search, \
-     cached_tokens, cache_write_tokens, model, reasoning_details, ord)";
+     cached_tokens, cache_write_tokens, model, reasoning_details, attachments, ord)";
 
 /// Decodes one row of [`message_columns`] starting at column `at`, or
 /// `None` for the LEFT JOIN's row of NULLs.
@@ -71,6 +71,7 @@ pub(super) fn decode(
     let reasoning = text(5)?;
     let model = text(14)?;
     let reasoning_details = text(15)?;
+    let attachments = text(16)?;
     let columns = Columns {
         seq: row.try_get(at)?,
         role,
@@ -88,6 +89,7 @@ pub(super) fn decode(
         cache_write_tokens: row.try_get(at + 13)?,
         model: model.as_deref(),
         reasoning_details: reasoning_details.as_deref(),
+        attachments: attachments.as_deref(),
     };
     columns.into_entry(session_id).map(Some)
 }
@@ -111,6 +113,7 @@ pub(super) struct Batch {
     cache_write_tokens: Vec<Option<i64>>,
     model: Vec<Option<String>>,
     reasoning_details: Vec<Option<String>>,
+    attachments: Vec<Option<String>>,
 }
 
 impl Batch {
@@ -138,6 +141,8 @@ impl Batch {
             b.cache_write_tokens.push(e.cache_write_tokens);
             b.model.push(owned(e.model));
             b.reasoning_details.push(owned(e.reasoning_details));
+            b.attachments
+                .push(e.attachments.map(|a| to_db(&a).into_owned()));
         }
         Ok(b)
     }
@@ -179,6 +184,7 @@ impl Batch {
                 &self.cache_write_tokens,
                 &self.model,
                 &self.reasoning_details,
+                &self.attachments,
             ],
         )?;
         Ok(())

@@ -53,8 +53,13 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 7,
-        what: "leases with fencing epochs (bots, sessions)",
+        what: "attachments of user messages (references to files in $HERMES_HOME/media)",
         sql: V7,
+    },
+    Migration {
+        version: 8,
+        what: "leases with fencing epochs (bots, sessions)",
+        sql: V8,
     },
 ];
 
@@ -276,7 +281,15 @@ ALTER TABLE messages ADD COLUMN model TEXT;
 ALTER TABLE messages ADD COLUMN reasoning_details TEXT;
 ";
 
-/// Version 7: leases (SPEC X8).
+/// Version 7: the attachments of user messages (SPEC X6) — a JSON array of
+/// references (kind, media type, path relative to `$HERMES_HOME/media`,
+/// size, description), NULL for a message without any. The files
+/// themselves never enter the database.
+const V7: &str = "
+ALTER TABLE messages ADD COLUMN attachments TEXT;
+";
+
+/// Version 8: leases (SPEC X8).
 ///
 /// One row per lease (`bot:<platform>:<id>`, `session:<key>`): the holder
 /// (`NULL` once released), the epoch every acquisition bumps — the fencing
@@ -284,7 +297,7 @@ ALTER TABLE messages ADD COLUMN reasoning_details TEXT;
 /// the holder's note (a running turn). On SQLite one gateway holds the file
 /// lock, so leases mostly record what runs; the same code serves
 /// PostgreSQL, where several gateways compete for them.
-const V7: &str = "
+const V8: &str = "
 CREATE TABLE leases (
     name           TEXT PRIMARY KEY NOT NULL,
     owner          TEXT,

@@ -94,8 +94,8 @@ pub struct ToolEnv {
     /// Extra paths sandboxed commands may read and write
     /// (`[agent] sandbox_write`).
     pub sandbox_write: Vec<PathBuf>,
-    /// The persistent async runtime for network tools (SPEC L9). Without it
-    /// the `web` toolset is unavailable.
+    /// The persistent async runtime for async tools (SPEC L9). The built-in
+    /// network tools are blocking (the shared HTTP agent) and need none.
     pub bridge: Option<Arc<AsyncBridge>>,
     /// The model sub-agents run on. Without it the `delegate` toolset is
     /// unavailable.
@@ -168,8 +168,7 @@ pub enum ToolsError {
         valid: String,
     },
     /// A toolset was asked for explicitly but the environment lacks what it
-    /// needs (the `web` toolset without an async bridge, `delegate` without a
-    /// model).
+    /// needs (`delegate` without a model).
     #[error("toolset '{toolset}' is unavailable: {reason}")]
     Unavailable {
         /// The toolset.
@@ -188,8 +187,8 @@ pub enum ToolsError {
 }
 
 /// Builds the tools of one session. `enabled_toolsets = None` enables every
-/// toolset the environment can support (`web` needs a bridge, `delegate` a
-/// model; they are left out silently when those are missing). Naming a
+/// toolset the environment can support (`delegate` needs a model; it is
+/// left out silently when that is missing). Naming a
 /// toolset explicitly that cannot work is an error, as is an unknown name.
 pub fn build_registry(
     env: &ToolEnv,
@@ -261,16 +260,7 @@ fn build_wrapped(
                 },
                 cap,
             ))),
-            "web" => match &env.bridge {
-                Some(bridge) => add(Box::new(WebFetchTool::new(bridge.clone(), cap))),
-                None if explicit => {
-                    return Err(ToolsError::Unavailable {
-                        toolset: "web".into(),
-                        reason: "no async bridge was provided".into(),
-                    });
-                }
-                None => {}
-            },
+            "web" => add(Box::new(WebFetchTool::new(cap))),
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
             "todo" => add(Box::new(match &env.todo_state {
                 Some(state) => TodoTool::with_state(state.clone()),

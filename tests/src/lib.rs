@@ -21,6 +21,8 @@
 //! ([`Advertise`]). A [`Responder`] answers when the script is empty, for
 //! conversations whose number of calls is not known in advance.
 
+pub mod http;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

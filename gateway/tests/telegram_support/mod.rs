@@ -43,6 +43,8 @@ struct State {
     script: VecDeque<(String, u16, Value)>,
     hold_polls: bool,
     next_message_id: i64,
+    /// Requests whose client hung up before the answer (a dropped poll).
+    abandoned: usize,
 }
 
 /// The fake Bot API; clones share the server.
@@ -101,6 +103,11 @@ impl Fake {
             .push_back((method.to_owned(), status, body));
     }
 
+    /// How many requests were abandoned by the client before their answer.
+    pub fn abandoned(&self) -> usize {
+        self.state.lock().unwrap().abandoned
+    }
+
     /// The requests of `method` so far.
     pub fn requests(&self, method: &str) -> Vec<Request> {
         self.state
@@ -155,7 +162,15 @@ impl Fake {
                 Some(boundary) => parse_multipart(&body, &boundary),
                 None => serde_json::from_slice(&body).unwrap_or(Value::Null),
             };
-            let (status, answer) = self.answer(&path, body).await;
+            // A client that hangs up while its request is held (a poll the
+            // adapter gave up on) is noticed at once, not at the hold's end.
+            let (status, answer) = tokio::select! {
+                answer = self.answer(&path, body) => answer,
+                _ = reader.fill_buf() => {
+                    self.state.lock().unwrap().abandoned += 1;
+                    return;
+                }
+            };
             let text = answer.to_string();
             let head = format!(
                 "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",

@@ -91,7 +91,7 @@ impl Fx {
 fn registry_holds_every_toolset_it_can_support() {
     let fx = Fx::new();
     let names: Vec<&str> = fx.reg.names().collect();
-    // No bridge and no delegate model: web and delegate are left out.
+    // No delegate model: delegate is left out (web needs no async bridge).
     assert_eq!(
         names,
         [
@@ -100,13 +100,14 @@ fn registry_holds_every_toolset_it_can_support() {
             "patch",
             "search_files",
             "terminal",
+            "web_fetch",
             "memory",
             "todo"
         ]
     );
     for (set, tools) in TOOLSETS {
         for t in *tools {
-            if *set != "web" && *set != "delegate" {
+            if *set != "delegate" {
                 assert!(names.contains(t), "{t} of {set} missing");
             }
         }

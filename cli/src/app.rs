@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 
 use hermes_core::{Agent, ContextConfig, ModelError, ModelErrorKind, ToolRegistry};
 use hermes_runtime::assemble;
-use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
 use hermes_runtime::context::{self, WindowInfo, Windows};
@@ -89,8 +88,6 @@ pub fn client(settings: &Settings, model: &str) -> Result<OpenAiClient, CliError
 pub struct Workbench {
     /// Resolved settings.
     pub settings: Settings,
-    /// The persistent async runtime (SPEC L9), created once per process.
-    pub bridge: Arc<AsyncBridge>,
     /// The session store, shared with the observer that persists as the run goes.
     pub store: Arc<Mutex<Store>>,
     /// The current model name.
@@ -111,10 +108,6 @@ impl Workbench {
     /// Builds the workbench from settings.
     pub fn new(settings: Settings) -> Result<Self, CliError> {
         let store = open_store(&settings)?;
-        let bridge = Arc::new(
-            AsyncBridge::new()
-                .map_err(|e| runtime(format!("cannot start the async runtime: {e}")))?,
-        );
         let model = settings.provider.model.clone();
         let client = Arc::new(client(&settings, &model)?);
         let windows = Windows::new();
@@ -122,7 +115,6 @@ impl Workbench {
         let context = context::context_config(&settings, window, &client);
         let mut bench = Workbench {
             settings,
-            bridge,
             store: Arc::new(Mutex::new(store)),
             model,
             client: client.clone(),
@@ -136,9 +128,12 @@ impl Workbench {
     }
 
     fn build_tools(&self, model: Arc<OpenAiClient>) -> Result<Arc<ToolRegistry>, CliError> {
+        // No built-in tool is async (the network tools are blocking
+        // exchanges on the shared HTTP agent), so the CLI starts no async
+        // runtime: a one-shot runs on one thread.
         assemble::session_tools(
             &self.settings,
-            Some(self.bridge.clone()),
+            None,
             model,
             Some(self.todo.clone()),
             Some(self.context.clone()),

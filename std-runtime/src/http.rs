@@ -36,6 +36,12 @@ pub use tick::{Stopped, TICK, Wake, interruptible};
 /// conversation's model calls and a Telegram poll's renewals.
 const MAX_IDLE_AGE: Duration = Duration::from_secs(50);
 
+/// A connection's input buffer, and the largest response head accepted.
+const INPUT_BUFFER: usize = 32 * 1024;
+
+/// A connection's output buffer.
+const OUTPUT_BUFFER: usize = 16 * 1024;
+
 /// Connecting (DNS, TCP, TLS) unless a request says otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -53,6 +59,13 @@ pub fn agent() -> &'static ureq::Agent {
             .timeout_resolve(Some(DEFAULT_CONNECT_TIMEOUT))
             .timeout_connect(Some(DEFAULT_CONNECT_TIMEOUT))
             .max_idle_age(MAX_IDLE_AGE)
+            // ureq's defaults (128 KiB each way, per connection and per TLS
+            // layer) are zeroed on every new connection and stay resident:
+            // 32 KiB in holds two TLS records, 16 KiB out a request head
+            // with room to spare (bodies stream through it).
+            .input_buffer_size(INPUT_BUFFER)
+            .output_buffer_size(OUTPUT_BUFFER)
+            .max_response_header_size(INPUT_BUFFER)
             .build();
         let connector =
             ureq::unversioned::transport::DefaultConnector::new().chain(tick::TickingConnector);

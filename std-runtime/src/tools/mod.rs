@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use crate::bridge::AsyncBridge;
 
 pub(crate) mod arguments;
+#[cfg(feature = "delegate")]
 mod delegate;
 mod fs;
 mod memory;
@@ -41,9 +42,11 @@ pub mod sandbox;
 mod search;
 mod terminal;
 mod todo;
+#[cfg(feature = "web")]
 pub(crate) mod web;
 mod workdir;
 
+#[cfg(feature = "delegate")]
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
@@ -51,6 +54,7 @@ pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, land
 pub use search::SearchFilesTool;
 pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
+#[cfg(feature = "web")]
 pub use web::{WebFetchTool, html_to_text};
 
 pub(crate) use workdir::{Access, Workdir};
@@ -260,12 +264,14 @@ fn build_wrapped(
                 },
                 cap,
             ))),
+            #[cfg(feature = "web")]
             "web" => add(Box::new(WebFetchTool::new(cap))),
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
             "todo" => add(Box::new(match &env.todo_state {
                 Some(state) => TodoTool::with_state(state.clone()),
                 None => TodoTool::new(),
             })),
+            #[cfg(feature = "delegate")]
             "delegate" => match &env.delegate_model {
                 Some(model) => {
                     let child_toolsets: Vec<String> = toolsets
@@ -287,6 +293,13 @@ fn build_wrapped(
                 }
                 None => {}
             },
+            // Left out of this build (a cargo feature).
+            other if explicit => {
+                return Err(ToolsError::Unavailable {
+                    toolset: other.into(),
+                    reason: format!("this hermes was built without the `{other}` feature"),
+                });
+            }
             _ => {}
         }
     }

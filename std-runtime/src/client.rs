@@ -64,11 +64,11 @@ mod pump;
 pub(crate) mod retry;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
-use hermes_core::codec::request::{RequestOptions, encode_request};
+use hermes_core::codec::request::{RequestEncoder, RequestOptions, encode_request};
 use hermes_core::codec::response::decode_response;
 use hermes_core::codec::sse::{SseDecoder, SseStatus};
 use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
@@ -119,6 +119,10 @@ pub struct OpenAiClient {
     userinfo: Option<Arc<str>>,
     /// Content type, auth and extra headers, validated once.
     headers: Arc<[(HeaderName, HeaderValue)]>,
+    /// Keeps the encoded system prompt and tool schemas between calls (most
+    /// of every request body; see `RequestEncoder`). Shared by clones; a
+    /// call that finds it busy encodes without it.
+    encoder: Arc<Mutex<RequestEncoder>>,
 }
 
 /// A URL to call, and the same URL as messages show it (credentials masked).
@@ -206,6 +210,7 @@ impl OpenAiClient {
             userinfo,
             headers: headers.into(),
             opts: Arc::new(opts),
+            encoder: Arc::default(),
         })
     }
 
@@ -438,8 +443,12 @@ impl OpenAiClient {
             temperature: self.opts.temperature,
             include_usage: stream,
         };
-        let mut body = Vec::with_capacity(4096);
-        encode_request(&opts, request, &mut body).map_err(|e| {
+        let mut body = Vec::new();
+        let encoded = match self.encoder.try_lock() {
+            Ok(mut encoder) => encoder.encode(&opts, request, &mut body),
+            Err(_) => encode_request(&opts, request, &mut body),
+        };
+        encoded.map_err(|e| {
             ModelError::new(
                 ModelErrorKind::Request,
                 format!("could not build the request: {e}"),

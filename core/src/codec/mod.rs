@@ -33,7 +33,7 @@ pub mod request;
 pub mod response;
 pub mod sse;
 
-pub use request::{RequestOptions, encode_request};
+pub use request::{RequestEncoder, RequestOptions, encode_request};
 pub use response::{decode_error_body, decode_response};
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseDecoder, SseStatus, decode_stream};
 

@@ -30,6 +30,13 @@ pub(crate) use crate::http::TICK;
 /// Read granularity: one `read()` of the body at a time.
 const READ_CHUNK: usize = 16 * 1024;
 
+std::thread_local! {
+    /// The read buffer of the thread's last exchange, zeroed once and then
+    /// handed from one exchange to the next: a fresh zeroed buffer per model
+    /// call cost ≈ 17 k instructions (callgrind), a tenth of an iteration.
+    static SPARE_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// What reading an exchange yields, in order: `Data`*, then `End` or
 /// `Failed`.
 #[derive(Debug)]
@@ -65,6 +72,16 @@ impl<'b> Exchange<'b> {
             request: Some(request),
             reader: None,
             buf: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Exchange<'_> {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        if buf.len() == READ_CHUNK {
+            // `try_with`: a thread being torn down keeps no spare.
+            let _ = SPARE_BUF.try_with(|spare| spare.set(buf));
         }
     }
 }
@@ -203,7 +220,11 @@ pub(crate) fn next_event_by<'a>(
         return Next::Event(Event::End);
     };
     if exchange.buf.len() < READ_CHUNK {
-        exchange.buf.resize(READ_CHUNK, 0);
+        exchange.buf = SPARE_BUF
+            .try_with(std::cell::Cell::take)
+            .ok()
+            .filter(|b| b.len() == READ_CHUNK)
+            .unwrap_or_else(|| vec![0; READ_CHUNK]);
     }
     let buf = &mut exchange.buf;
     let (result, cut) = watched(sink, until, || {

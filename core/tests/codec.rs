@@ -6,8 +6,8 @@ use std::string::String;
 use std::vec::Vec;
 
 use hermes_core::codec::{
-    DecodeError, EncodeError, RequestOptions, SseDecoder, SseStatus, StreamError,
-    RequestEncoder, decode_error_body, decode_response, decode_stream, encode_request,
+    DecodeError, EncodeError, RequestEncoder, RequestOptions, SseDecoder, SseStatus, StreamError,
+    decode_error_body, decode_response, decode_stream, encode_request,
 };
 use hermes_core::{
     ChatRequest, CompactionMark, Completion, EntryMeta, FinishReason, Flow, LedgerEntry, Message,

@@ -147,10 +147,7 @@ impl RequestEncoder {
                 _ => {
                     self.system = None;
                     let encoded = json(&SystemMessage(req.system_prompt))?;
-                    &self
-                        .system
-                        .insert((req.system_prompt.into(), encoded))
-                        .1
+                    &self.system.insert((req.system_prompt.into(), encoded)).1
                 }
             };
             body.extend_from_slice(system);

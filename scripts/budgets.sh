@@ -39,11 +39,11 @@ cd "$(dirname "$0")/.."
 SIZE_X86_64_TARGET=6000000
 SIZE_X86_64_LIMIT=8300000      # measured 7,912,176 B (default features); +~5 % for work in flight
 SIZE_AARCH64_TARGET=5500000
-SIZE_AARCH64_LIMIT=7700000     # measured 7,3xx,xxx B; same slack
+SIZE_AARCH64_LIMIT=7700000     # measured 7,299,936 B; same slack
 RSS_ONESHOT_TARGET_KIB=8000
-RSS_ONESHOT_LIMIT_KIB=9500     # measured ~8,700 KiB (5.9 MB of it the binary's mapped pages)
+RSS_ONESHOT_LIMIT_KIB=9500     # measured 8,432-8,856 KiB (5.9 MB of it the binary's mapped pages)
 RSS_IDLE_GATEWAY_TARGET_KIB=10000
-RSS_IDLE_GATEWAY_LIMIT_KIB=10000
+RSS_IDLE_GATEWAY_LIMIT_KIB=10000  # = the target: met (measured 9,036-9,168 KiB)
 CPU_ITERATION_TARGET_US=150    # reported only
 
 check=0

@@ -98,7 +98,8 @@ done
 
 # --- 4. start the service's commands -----------------------------------------
 # A loopback Telegram Bot API stub: getMe answers, getUpdates holds briefly
-# and returns nothing; every method called is logged.
+# and returns nothing; every method called is logged. It also lists one
+# model at /v1/models: `gateway run --check` makes sure the provider answers.
 stub_log=$root/stub.log
 python3 - "$stub_log" >"$root/stub.port" 2>"$root/stub.err" <<'EOF' &
 import http.server, json, sys, time
@@ -108,11 +109,16 @@ class H(http.server.BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         method = self.path.rsplit("/", 1)[-1]
         log.write(method + "\n")
+        if self.path == "/v1/models":
+            self.answer({"object": "list", "data": [{"id": "hermes3", "object": "model"}]})
+            return
         result = {"id": 1, "is_bot": True, "first_name": "hermes", "username": "hermes_bot"} \
             if method == "getMe" else []
         if method == "getUpdates":
             time.sleep(0.2)
-        body = json.dumps({"ok": True, "result": result}).encode()
+        self.answer({"ok": True, "result": result})
+    def answer(self, value):
+        body = json.dumps(value).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -167,9 +173,10 @@ fi
 grep -q "no platform is enabled" <<<"$check_out" || fail "unhelpful refusal: $check_out"
 
 cat >>"$root/etc/hermes/gateway.env" <<EOF
-TELEGRAM_BOT_TOKEN=123456:deb-check
+TELEGRAM_BOT_TOKEN=123456789:AAHdeb-check-token-for-a-loopback-stub
 TELEGRAM_API_URL=http://127.0.0.1:$port
 TELEGRAM_ALLOWED_USERS=42
+HERMES_BASE_URL=http://127.0.0.1:$port/v1
 EOF
 unit_env
 # shellcheck disable=SC2046 # the unit's command line, split like systemd does for these simple ones

@@ -14,7 +14,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use hermes_core::codec::{RequestOptions, SseDecoder, SseStatus, decode_stream, encode_request};
+use hermes_core::codec::anthropic::{MessagesOptions, encode_messages_request};
+use hermes_core::codec::{
+    CacheControl, ReasoningEcho, RequestOptions, SseDecoder, SseStatus, decode_stream,
+    encode_request,
+};
 use hermes_core::{
     ChatRequest, EntryMeta, Flow, LedgerEntry, Message, StreamSink, ToolCall, ToolSpec, Usage,
 };
@@ -47,11 +51,13 @@ fn history() -> Vec<LedgerEntry> {
             prompt_tokens: 1000,
             completion_tokens: 100,
             total_tokens: 1100,
+            ..Usage::default()
         }),
         timestamp_ms: 1_732_000_000_000,
         finish_reason: None,
         interrupted: false,
         compaction: None,
+        ..EntryMeta::default()
     };
     let file =
         "fn main() {\n    println!(\"héllo 世界\");\n    let x = vec![1, 2, 3];\n}\n".repeat(12);
@@ -112,6 +118,7 @@ fn bench_encode(c: &mut Criterion) {
         max_tokens: Some(4096),
         temperature: Some(0.2),
         include_usage: true,
+        ..RequestOptions::new("")
     };
     let mut out = Vec::new();
     encode_request(&opts, &req, &mut out).unwrap();
@@ -124,6 +131,46 @@ fn bench_encode(c: &mut Criterion) {
             black_box(out.len())
         })
     });
+    // The same history for a Claude model (cache breakpoints) whose
+    // provider wants reasoning back in tool turns: the decorations.
+    let decorated = RequestOptions {
+        model: "anthropic/claude-sonnet-4",
+        cache: Some(CacheControl::default()),
+        reasoning_echo: ReasoningEcho::ReasoningContent,
+        ..opts
+    };
+    out.clear();
+    encode_request(&decorated, &req, &mut out).unwrap();
+    group.throughput(Throughput::Bytes(out.len() as u64));
+    group.bench_function(
+        format!("encode_request/100_messages_cache_echo/{}B", out.len()),
+        |b| {
+            b.iter(|| {
+                out.clear();
+                encode_request(black_box(&decorated), black_box(&req), &mut out).unwrap();
+                black_box(out.len())
+            })
+        },
+    );
+    // The Anthropic Messages encoder on the same history.
+    let messages = MessagesOptions {
+        stream: true,
+        cache: Some(CacheControl::default()),
+        ..MessagesOptions::new("claude-sonnet-4-5")
+    };
+    out.clear();
+    encode_messages_request(&messages, &req, &mut out).unwrap();
+    group.throughput(Throughput::Bytes(out.len() as u64));
+    group.bench_function(
+        format!("encode_messages_request/100_messages/{}B", out.len()),
+        |b| {
+            b.iter(|| {
+                out.clear();
+                encode_messages_request(black_box(&messages), black_box(&req), &mut out).unwrap();
+                black_box(out.len())
+            })
+        },
+    );
     group.finish();
 }
 

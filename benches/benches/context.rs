@@ -23,6 +23,7 @@ fn ledger(n: usize) -> Vec<LedgerEntry> {
             prompt_tokens: 1_000 + i as u64 * 50,
             completion_tokens: 80,
             total_tokens: 1_080 + i as u64 * 50,
+            ..Usage::default()
         });
         out.push(LedgerEntry::new(Message::user(format!(
             "question {i}: {}",

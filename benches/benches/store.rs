@@ -36,11 +36,13 @@ fn answer(i: u64) -> LedgerEntry {
                 prompt_tokens: 1200 + i,
                 completion_tokens: 80,
                 total_tokens: 1280 + i,
+                ..Usage::default()
             }),
             timestamp_ms: 1_795_997_703_000 + i,
             finish_reason: Some(FinishReason::Stop),
             interrupted: false,
             compaction: None,
+            ..EntryMeta::default()
         },
     }
 }

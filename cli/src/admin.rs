@@ -48,6 +48,27 @@ pub fn config_show(settings: &Settings) {
         settings.provider.model,
         origin("model")
     );
+    let p = &settings.provider;
+    if p.api != hermes_runtime::config::Api::OpenAi {
+        println!("api              {}", p.api.as_str());
+    }
+    if let Some(effort) = &p.reasoning_effort {
+        println!(
+            "reasoning_effort {effort}  ({})",
+            origin("reasoning_effort")
+        );
+    }
+    for (n, f) in p.fallbacks.iter().enumerate() {
+        println!(
+            "fallback {}       {} at {} (key {}, {})  ({})",
+            n + 1,
+            f.model,
+            f.base_url,
+            f.api_key.as_deref().map_or_else(|| "none".to_owned(), mask),
+            f.api.as_str(),
+            origin("fallback")
+        );
+    }
     println!(
         "first_byte_timeout {}s  ({})",
         settings.provider.first_byte_timeout.as_secs(),
@@ -83,6 +104,27 @@ pub fn config_show(settings: &Settings) {
     );
     if !settings.env_passthrough.is_empty() {
         println!("env_passthrough  {}", settings.env_passthrough.join(","));
+    }
+    println!("approvals        {}", settings.approvals);
+    let search = &settings.web_search;
+    println!(
+        "web search       {}{}",
+        search.effective_backend().name(),
+        search
+            .searxng_url
+            .as_deref()
+            .map_or_else(String::new, |u| format!("  ({u})"))
+    );
+    if !settings.mcp_servers.is_empty() {
+        let names: Vec<&str> = settings
+            .mcp_servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        println!(
+            "mcp servers      {}  (`hermes mcp list` starts them)",
+            names.join(", ")
+        );
     }
     println!("database         {}", settings.state_db().display());
 }

@@ -3,13 +3,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Agent, ContextConfig, ModelError, ModelErrorKind, ToolRegistry};
+use hermes_core::{Agent, ContextConfig, Model, ModelError, ModelErrorKind, ToolRegistry};
 use hermes_runtime::assemble;
+use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
 use hermes_runtime::context::{self, WindowInfo, Windows};
+use hermes_runtime::fallback::FallbackModel;
+use hermes_runtime::mcp::McpManager;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
-use hermes_runtime::tools::TodoState;
+use hermes_runtime::tools::{Approver, SessionApprovals, TodoState};
 
 use crate::args::ProviderArgs;
 
@@ -84,6 +87,12 @@ pub fn client(settings: &Settings, model: &str) -> Result<OpenAiClient, CliError
     assemble::provider_client(settings, model).map_err(|e| CliError::Config(e.to_string()))
 }
 
+/// The model chain for `settings`: the primary on `model`, then the
+/// configured fallbacks (SPEC X2).
+pub fn chain(settings: &Settings, model: &str) -> Result<Arc<FallbackModel>, CliError> {
+    assemble::provider_model(settings, model).map_err(|e| CliError::Config(e.to_string()))
+}
+
 /// Everything one conversation needs; rebuilt when the model changes.
 pub struct Workbench {
     /// Resolved settings.
@@ -92,8 +101,11 @@ pub struct Workbench {
     pub store: Arc<Mutex<Store>>,
     /// The current model name.
     pub model: String,
-    /// The provider client.
+    /// The primary's own client (model listings, the context window).
     pub client: Arc<OpenAiClient>,
+    /// The model chain the agent talks to: the primary, then the fallbacks
+    /// (SPEC X2).
+    pub chain: Arc<FallbackModel>,
     /// The tools.
     pub tools: Arc<ToolRegistry>,
     /// The session's task list (survives tool rebuilds such as `/model`).
@@ -102,6 +114,15 @@ pub struct Workbench {
     pub windows: Windows,
     /// The current model's context configuration.
     pub context: ContextConfig,
+    /// The async runtime MCP servers run on (`None`: none configured).
+    pub bridge: Option<Arc<AsyncBridge>>,
+    /// The MCP servers, started once for the process.
+    pub mcp: Option<Arc<McpManager>>,
+    /// Asks the user about dangerous commands (`None` without a terminal:
+    /// such commands are denied).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The session's "always" approvals (fresh for `/new`).
+    pub approvals: Arc<SessionApprovals>,
 }
 
 impl Workbench {
@@ -113,39 +134,59 @@ impl Workbench {
         let windows = Windows::new();
         let window = windows.get(&settings, &client, &model);
         let context = context::context_config(&settings, window, &client);
+        // No built-in tool is async (the network tools are blocking
+        // exchanges on the shared HTTP agent): the CLI starts an async
+        // runtime only for MCP servers, and a one-shot without them runs on
+        // one thread.
+        let bridge = if assemble::wants_mcp(&settings) {
+            Some(Arc::new(AsyncBridge::new().map_err(|e| {
+                runtime(format!("cannot start the async runtime: {e}"))
+            })?))
+        } else {
+            None
+        };
+        let mcp = bridge
+            .as_ref()
+            .and_then(|b| assemble::mcp_servers(&settings, b));
+        let chain = chain(&settings, &model)?;
         let mut bench = Workbench {
             settings,
             store: Arc::new(Mutex::new(store)),
             model,
-            client: client.clone(),
+            client,
+            chain: chain.clone(),
             tools: Arc::new(ToolRegistry::new()),
             todo: Arc::new(TodoState::new()),
             windows,
             context,
+            bridge,
+            mcp,
+            approver: crate::approval::terminal_approver(),
+            approvals: Arc::new(SessionApprovals::new()),
         };
-        bench.tools = bench.build_tools(client)?;
+        bench.tools = bench.build_tools(chain)?;
         Ok(bench)
     }
 
-    fn build_tools(&self, model: Arc<OpenAiClient>) -> Result<Arc<ToolRegistry>, CliError> {
-        // No built-in tool is async (the network tools are blocking
-        // exchanges on the shared HTTP agent), so the CLI starts no async
-        // runtime: a one-shot runs on one thread.
-        assemble::session_tools(
-            &self.settings,
-            None,
-            model,
-            Some(self.todo.clone()),
-            Some(self.context.clone()),
-        )
-        .map(Arc::new)
-        .map_err(|e| CliError::Config(e.to_string()))
+    fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
+        let deps = assemble::ToolDeps {
+            bridge: self.bridge.clone(),
+            todo: Some(self.todo.clone()),
+            mcp: self.mcp.clone(),
+            approver: self.approver.clone(),
+            approvals: Some(self.approvals.clone()),
+            context: Some(self.context.clone()),
+        };
+        assemble::session_tools(&self.settings, model, &deps)
+            .map(Arc::new)
+            .map_err(|e| CliError::Config(e.to_string()))
     }
 
     /// Rebuilds the tools (for a new session: no tool state carries over).
     pub fn reset_tools(&mut self) -> Result<(), CliError> {
         self.todo = Arc::new(TodoState::new());
-        self.tools = self.build_tools(self.client.clone())?;
+        self.approvals = Arc::new(SessionApprovals::new());
+        self.tools = self.build_tools(self.chain.clone())?;
         Ok(())
     }
 
@@ -154,8 +195,10 @@ impl Workbench {
         let client = Arc::new(self.client.with_model(model));
         let window = self.windows.get(&self.settings, &client, model);
         self.context = context::context_config(&self.settings, window, &client);
-        self.tools = self.build_tools(client.clone())?;
+        let chain = chain(&self.settings, model)?;
+        self.tools = self.build_tools(chain.clone())?;
         self.client = client;
+        self.chain = chain;
         self.model = model.to_owned();
         Ok(())
     }
@@ -169,7 +212,7 @@ impl Workbench {
     pub fn agent(&self, system_prompt: &str) -> Agent {
         assemble::agent(
             &self.settings,
-            self.client.clone(),
+            self.chain.clone(),
             self.tools.clone(),
             system_prompt,
             Some(self.context.clone()),

@@ -51,7 +51,7 @@ pub struct ProviderArgs {
     /// Most model calls one turn may make (default 90)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
-    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, delegate; `none` for no tools (default: all)
+    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, delegate, mcp; `none` for no tools (default: all)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)
@@ -123,6 +123,9 @@ pub struct ChatArgs {
     /// Silence progress, tool activity and warnings on stderr
     #[arg(long, short = 'Q')]
     pub quiet: bool,
+    /// Show the model's reasoning, dimmed, on stderr while it streams
+    #[arg(long)]
+    pub show_reasoning: bool,
 }
 
 /// The subcommands.
@@ -159,6 +162,18 @@ pub enum Command {
     },
     /// Print the manual page (roff): `hermes man | man -l -`
     Man,
+    /// MCP servers configured in config.toml ([mcp.servers.NAME])
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+/// `hermes mcp` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured server once and show its state and tools (exit 1 if one fails)
+    List(ProviderArgs),
 }
 
 /// `hermes chat`.

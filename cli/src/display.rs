@@ -34,6 +34,13 @@ pub struct TurnObserver<'a> {
     tool_started: Option<Instant>,
     /// Whether any model call reported token usage.
     pub usage_reported: bool,
+    /// Show streamed reasoning, dimmed, on stderr (`--show-reasoning`);
+    /// it is never the answer.
+    pub show_reasoning: bool,
+    /// Reasoning text not yet printed (it is printed a line at a time).
+    reasoning_line: String,
+    /// The models a fallback handed this turn to, each told once (SPEC X2).
+    fallbacks: Vec<String>,
 }
 
 impl<'a> TurnObserver<'a> {
@@ -53,11 +60,30 @@ impl<'a> TurnObserver<'a> {
             interrupt,
             tool_started: None,
             usage_reported: false,
+            show_reasoning: false,
+            reasoning_line: String::new(),
+            fallbacks: Vec::new(),
+        }
+    }
+
+    /// Prints the reasoning kept so far (complete lines, or all of it).
+    fn flush_reasoning(&mut self, all: bool) {
+        while let Some(at) = self.reasoning_line.find('\n') {
+            let line: String = self.reasoning_line.drain(..=at).collect();
+            term().line(&term().err_style().dim(line.trim_end()));
+        }
+        if all && !self.reasoning_line.trim().is_empty() {
+            let line = std::mem::take(&mut self.reasoning_line);
+            term().line(&term().err_style().dim(line.trim_end()));
+        }
+        if all {
+            self.reasoning_line.clear();
         }
     }
 
     /// Ends the streamed text (rendering its last line) and the spinner.
     pub fn finish(&mut self) {
+        self.flush_reasoning(true);
         term().spinner_stop();
         if let Some(md) = &mut self.stream {
             term().out(&md.finish());
@@ -139,13 +165,34 @@ impl AgentObserver for TurnObserver<'_> {
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         match event {
             AgentEvent::ModelCall { .. } => self.spin("thinking…"),
+            AgentEvent::ReasoningDelta(text) if self.show_reasoning => {
+                term().spinner_stop();
+                self.reasoning_line.push_str(text);
+                self.flush_reasoning(false);
+            }
+            AgentEvent::Fallback(fallback) => {
+                if let Some(md) = &mut self.stream {
+                    term().out(&md.finish());
+                }
+                term().spinner_stop();
+                term().end_line();
+                if !self.fallbacks.iter().any(|m| m == fallback.answering) {
+                    self.fallbacks.push(fallback.answering.to_owned());
+                    term().line(&term().err_style().yellow(&format!(
+                        "hermes: {} failed ({}); {} answers this turn",
+                        fallback.failed, fallback.reason, fallback.answering
+                    )));
+                }
+            }
             AgentEvent::TextDelta(text) => {
+                self.flush_reasoning(true);
                 if let Some(md) = &mut self.stream {
                     term().spinner_stop();
                     term().out(&md.push(text));
                 }
             }
             AgentEvent::ToolStarted { call } => {
+                self.flush_reasoning(true);
                 if let Some(md) = &mut self.stream {
                     term().out(&md.finish());
                 }

@@ -5,11 +5,13 @@
 
 mod admin;
 mod app;
+mod approval;
 mod args;
 mod chat;
 mod display;
 mod log;
 mod markdown;
+mod mcp_cmd;
 mod sessions;
 mod setup;
 mod term;
@@ -20,7 +22,7 @@ use hermes_runtime::config::{self, Environment};
 use crate::app::{CliError, Workbench, load_settings};
 #[cfg(feature = "gateway")]
 use crate::args::GatewayCommand;
-use crate::args::{ChatArgs, Cli, Command, ConfigCommand, ProviderArgs};
+use crate::args::{ChatArgs, Cli, Command, ConfigCommand, McpCommand, ProviderArgs};
 
 fn main() {
     // Before any secret is read: no other process of the user (a terminal
@@ -101,6 +103,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             print!("{}", include_str!(concat!(env!("OUT_DIR"), "/hermes.1")));
             Ok(0)
         }
+        Command::Mcp {
+            command: McpCommand::List(p),
+        } => mcp_cmd::list(&load_settings(&with_outer(p))?),
     }
 }
 

@@ -251,6 +251,16 @@ fn show(settings: &Settings, id: &str) -> Result<i32, CliError> {
             }
         }
     }
+    // Tokens, cache share and cost (prices from the configuration, or
+    // OpenRouter's list), as `/usage` shows them.
+    let store = std::sync::Mutex::new(store);
+    let now = hermes_core::Clock::now_ms(&hermes_runtime::store::SystemClock);
+    if let Ok(usage) = hermes_runtime::pricing::session_usage_text(settings, &store, &s.id, now) {
+        println!("\n{}", style.cyan("── usage"));
+        for line in usage.lines() {
+            println!("{}", style.dim(line));
+        }
+    }
     Ok(0)
 }
 

@@ -41,7 +41,9 @@ use crate::context::estimate::fresh_from;
 use crate::context::{Compaction, ContextConfig, Urgency};
 use crate::interrupt::InterruptFlag;
 use crate::message::{EntryMeta, FinishReason, LedgerEntry, Message, ToolCall, Usage};
-use crate::model::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
+use crate::model::{
+    ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, StreamSink,
+};
 use crate::tool::{ToolContext, ToolError, ToolRegistry};
 
 mod context;
@@ -152,6 +154,9 @@ pub enum AgentEvent<'a> {
     TextDelta(&'a str),
     /// Streamed reasoning text.
     ReasoningDelta(&'a str),
+    /// The model failed and another model of the fallback chain answers the
+    /// same call instead (SPEC X2).
+    Fallback(Fallback<'a>),
     /// A tool is about to run.
     ToolStarted {
         /// The call being answered.
@@ -392,6 +397,11 @@ impl StreamSink for LoopSink<'_, '_> {
     fn on_progress(&mut self) -> Flow {
         self.flow()
     }
+
+    fn on_fallback(&mut self, fallback: &Fallback<'_>) -> Flow {
+        self.observer.on_event(&AgentEvent::Fallback(*fallback));
+        self.flow()
+    }
 }
 
 impl Run<'_> {
@@ -513,6 +523,8 @@ impl Run<'_> {
             content,
             mut tool_calls,
             reasoning,
+            reasoning_details,
+            model,
             finish_reason,
             usage,
         } = completion;
@@ -544,6 +556,8 @@ impl Run<'_> {
             },
             meta: EntryMeta {
                 reasoning,
+                reasoning_details,
+                model,
                 usage,
                 timestamp_ms: self.now(),
                 finish_reason,

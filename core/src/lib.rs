@@ -4,15 +4,20 @@
 //! shares: the conversation ledger ([`message`]), the shared iteration
 //! wallet ([`budget`]), the interrupt flag ([`interrupt`]), the [`Model`] and
 //! [`Tool`] traits, the synchronous loop ([`Agent::run_conversation`]), the
-//! OpenAI chat wire codec ([`codec`]) used by every transport, and the policy
-//! that keeps a conversation within the model's context window ([`context`]).
+//! wire codecs ([`codec`]: OpenAI chat completions and Anthropic Messages)
+//! used by every transport, and the policy that keeps a conversation within
+//! the model's context window ([`context`]).
 //!
 //! # Invariants
 //! - **No IO, no clock, no std.** The crate is `#![no_std]` + `alloc`; time
 //!   comes from a caller's [`Clock`], bytes from a caller's `embedded-io`
 //!   reader. `core/nostd-check` proves the dependency graph links without std.
-//! - **Ledger fields never reach the wire.** The encoder serializes
-//!   [`Message`] only; [`EntryMeta`] has no serde impl.
+//! - **Ledger fields reach the wire only where a provider requires them.**
+//!   The encoders serialize [`Message`]; of [`EntryMeta`] only the stored
+//!   reasoning is ever read, and only when an explicit encoder option asks
+//!   for it (`RequestOptions::reasoning_echo`, Anthropic thinking) for a
+//!   provider that refuses a tool loop without it. [`EntryMeta`] has no
+//!   serde impl.
 //! - **The system prompt is not a message.** [`Message`] has no system role.
 //! - **Every tool call is answered once, in order**, whatever stops the run.
 //!
@@ -56,6 +61,7 @@ pub use message::{
     SummaryPlacement, ToolCall, ToolCallKind, Usage,
 };
 pub use model::{
-    ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, NullSink, StreamSink,
+    ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, NullSink,
+    StreamSink,
 };
 pub use tool::{Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};

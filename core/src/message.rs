@@ -4,9 +4,11 @@
 //! user, assistant and tool roles; it is the only type the request encoder
 //! serializes. [`LedgerEntry`] wraps a `Message` with ledger-only metadata
 //! ([`EntryMeta`]: reasoning text, token usage, timestamps, finish reason).
-//! Because the encoder only ever sees `&entry.message`, ledger fields cannot
-//! reach the wire (SPEC L5) — the guarantee is structural, not a filter that
-//! could be forgotten.
+//! The encoder serializes `&entry.message`; ledger fields reach the wire
+//! (SPEC L5) only through an explicit encoder option for providers that
+//! require the model's reasoning back (`RequestOptions::reasoning_echo`),
+//! and nothing else of the metadata ever does — the guarantee is structural,
+//! not a filter that could be forgotten.
 //!
 //! There is deliberately no `system` role here: the system prompt is not a
 //! message (SPEC L6). It is passed beside the ledger on every call and the type
@@ -254,18 +256,31 @@ impl FinishReason {
     }
 }
 
-/// Token counts reported by the provider.
+/// Token counts reported by the provider, in one shape whatever the API.
+///
+/// `prompt_tokens` counts every input token, including those read from or
+/// written to the provider's prompt cache; `cached_tokens` and
+/// `cache_write_tokens` say how many of them were. Deserializing reads every
+/// shape providers report: OpenAI's
+/// `prompt_tokens_details.cached_tokens`, OpenRouter's
+/// `prompt_tokens_details.cache_write_tokens`, Anthropic's
+/// `cache_read_input_tokens` / `cache_creation_input_tokens` (native, or
+/// passed through by OpenAI-compatible proxies), DeepSeek's
+/// `prompt_cache_hit_tokens`, and `input_tokens` / `output_tokens`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "UsageWire")]
 pub struct Usage {
-    /// Tokens in the prompt (system prompt + messages + tools).
-    #[serde(default)]
+    /// Tokens in the prompt (system prompt + messages + tools), cached or not.
     pub prompt_tokens: u64,
     /// Tokens the model generated.
-    #[serde(default)]
     pub completion_tokens: u64,
     /// The provider's total (usually the sum of the two).
-    #[serde(default)]
     pub total_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache (SPEC X3).
+    pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache (Anthropic bills
+    /// them above the normal input price).
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -278,6 +293,95 @@ impl Usage {
             .completion_tokens
             .saturating_add(other.completion_tokens);
         self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+    }
+
+    /// The share of prompt tokens read from the cache, in percent (`None`
+    /// when there were no prompt tokens).
+    pub fn cache_hit_percent(&self) -> Option<u64> {
+        if self.prompt_tokens == 0 {
+            return None;
+        }
+        let cached = self.cached_tokens.min(self.prompt_tokens);
+        // `cached <= prompt`: the product fits in u128, the quotient is ≤ 100.
+        let percent = u128::from(cached)
+            .checked_mul(100)
+            .and_then(|p| p.checked_div(u128::from(self.prompt_tokens)))
+            .unwrap_or(100);
+        Some(u64::try_from(percent).unwrap_or(100))
+    }
+}
+
+/// The union of the usage objects providers send, as read off the wire.
+///
+/// Every count is optional (a `null` reads as absent); a count of the wrong
+/// type is a decode error.
+#[derive(Default, Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    total_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+    /// Anthropic (and proxies passing its counts through).
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    /// DeepSeek.
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
+}
+
+#[derive(Default, Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    /// OpenRouter.
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
+}
+
+impl From<UsageWire> for Usage {
+    fn from(w: UsageWire) -> Self {
+        let details = w.prompt_tokens_details.unwrap_or_default();
+        let cached_tokens = details
+            .cached_tokens
+            .or(w.cache_read_input_tokens)
+            .or(w.prompt_cache_hit_tokens)
+            .unwrap_or(0);
+        let cache_write_tokens = details
+            .cache_write_tokens
+            .or(w.cache_creation_input_tokens)
+            .unwrap_or(0);
+        // Anthropic's `input_tokens` leaves out what the cache served or
+        // stored; `prompt_tokens` (OpenAI's) includes it.
+        let prompt_tokens = w.prompt_tokens.unwrap_or_else(|| {
+            w.input_tokens
+                .unwrap_or(0)
+                .saturating_add(w.cache_read_input_tokens.unwrap_or(0))
+                .saturating_add(w.cache_creation_input_tokens.unwrap_or(0))
+        });
+        let completion_tokens = w.completion_tokens.or(w.output_tokens).unwrap_or(0);
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: w
+                .total_tokens
+                .unwrap_or_else(|| prompt_tokens.saturating_add(completion_tokens)),
+            cached_tokens,
+            cache_write_tokens,
+        }
     }
 }
 
@@ -286,7 +390,17 @@ impl Usage {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EntryMeta {
     /// Reasoning ("thinking") text the provider returned beside the answer.
+    /// Never shown as the answer; sent back only where a provider requires
+    /// it, through an explicit encoder option (`RequestOptions::reasoning_echo`).
     pub reasoning: Option<String>,
+    /// The provider's reasoning blocks in OpenRouter's `reasoning_details`
+    /// form (a JSON array: text with its signature, encrypted reasoning),
+    /// kept verbatim because providers that require them back check their
+    /// signatures. Same echo rule as `reasoning`.
+    pub reasoning_details: Option<String>,
+    /// The configured name of the model that produced an assistant message
+    /// (with a fallback chain, not necessarily the primary), for prices.
+    pub model: Option<String>,
     /// Token usage of the call that produced this message.
     pub usage: Option<Usage>,
     /// When the entry was created, in milliseconds since the Unix epoch, as
@@ -382,11 +496,15 @@ mod tests {
             prompt_tokens: u64::MAX - 1,
             completion_tokens: 5,
             total_tokens: u64::MAX,
+            cached_tokens: u64::MAX,
+            cache_write_tokens: 1,
         };
         total.add(&Usage {
             prompt_tokens: 10,
             completion_tokens: 5,
             total_tokens: 1,
+            cached_tokens: 3,
+            cache_write_tokens: u64::MAX,
         });
         assert_eq!(
             total,
@@ -394,7 +512,10 @@ mod tests {
                 prompt_tokens: u64::MAX,
                 completion_tokens: 10,
                 total_tokens: u64::MAX,
+                cached_tokens: u64::MAX,
+                cache_write_tokens: u64::MAX,
             }
         );
+        assert_eq!(total.cache_hit_percent(), Some(100));
     }
 }

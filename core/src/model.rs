@@ -45,6 +45,24 @@ pub trait StreamSink {
     fn on_progress(&mut self) -> Flow {
         Flow::Continue
     }
+
+    /// The model that was asked failed and another one takes over the same
+    /// call (SPEC X2). Ignored unless overridden.
+    fn on_fallback(&mut self, _fallback: &Fallback<'_>) -> Flow {
+        Flow::Continue
+    }
+}
+
+/// A model in a fallback chain failed and the next one runs the same call
+/// (SPEC X2). Front-ends tell the user which model answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fallback<'a> {
+    /// The configured name of the model that failed.
+    pub failed: &'a str,
+    /// Why it failed, in a few words (`rate limited (HTTP 429)`, …).
+    pub reason: &'a str,
+    /// The configured name of the model that answers instead.
+    pub answering: &'a str,
 }
 
 /// A sink that takes everything and never stops: for non-streaming callers.
@@ -66,6 +84,13 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     /// Reasoning text, if the provider returned any.
     pub reasoning: Option<String>,
+    /// Reasoning blocks to keep for providers that want them back, as a JSON
+    /// array in OpenRouter's `reasoning_details` form (see
+    /// [`EntryMeta::reasoning_details`](crate::EntryMeta::reasoning_details)).
+    pub reasoning_details: Option<String>,
+    /// The configured name of the model that answered (set by the client;
+    /// with a fallback chain, the link that answered).
+    pub model: Option<String>,
     /// Why the model stopped; `None` if the stream ended without saying
     /// (for instance because the sink stopped it).
     pub finish_reason: Option<FinishReason>,

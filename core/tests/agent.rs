@@ -112,7 +112,9 @@ impl Model for ScriptedModel {
                         prompt_tokens: 10,
                         completion_tokens: 5,
                         total_tokens: 15,
+                        ..Usage::default()
                     }),
+                    ..Completion::default()
                 })
             }
         }

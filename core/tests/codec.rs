@@ -95,7 +95,11 @@ fn expected_stream_completion() -> Completion {
             prompt_tokens: 1204,
             completion_tokens: 57,
             total_tokens: 1261,
+            // `prompt_tokens_details.cached_tokens` (SPEC X3).
+            cached_tokens: 1024,
+            cache_write_tokens: 0,
         }),
+        ..Completion::default()
     }
 }
 
@@ -191,6 +195,7 @@ fn ledger() -> Vec<LedgerEntry> {
             prompt_tokens: 987_651,
             completion_tokens: 987_652,
             total_tokens: 987_653,
+            ..Usage::default()
         }),
         timestamp_ms: 1_732_000_000_123,
         finish_reason: Some(FinishReason::Length),
@@ -200,6 +205,7 @@ fn ledger() -> Vec<LedgerEntry> {
             replaced: 987_654,
             kept_after: 987_655,
         }),
+        ..EntryMeta::default()
     };
     let assistant_calls = Message::Assistant {
         content: None,
@@ -334,7 +340,8 @@ fn request_non_streaming_matches_schema_and_shape() {
         stream: false,
         max_tokens: Some(1024),
         temperature: Some(0.7),
-        include_usage: true, // ignored without `stream`
+        include_usage: true, // ignored without `stream`,
+        ..RequestOptions::new("")
     };
     let bytes = encode(&opts, "You are Hermes.", &entries, &tools);
     let body: Value = serde_json::from_slice(&bytes).unwrap();
@@ -392,6 +399,7 @@ fn request_streaming_matches_streaming_schema() {
         max_tokens: None,
         temperature: None,
         include_usage: true,
+        ..RequestOptions::new("")
     };
     let body: Value = serde_json::from_slice(&encode(&opts, "sys", &entries, &tools)).unwrap();
     assert_valid(REQUEST_STREAMING_SCHEMA, &body);
@@ -670,8 +678,10 @@ fn response_fixture_is_realistic_and_decodes() {
             usage: Some(Usage {
                 prompt_tokens: 1117,
                 completion_tokens: 46,
-                total_tokens: 1163
+                total_tokens: 1163,
+                ..Usage::default()
             }),
+            ..Completion::default()
         }
     );
 }

@@ -108,6 +108,7 @@ impl Model for WindowModel {
             prompt_tokens: tokens,
             completion_tokens: 40,
             total_tokens: tokens + 40,
+            ..Usage::default()
         });
         if request.system_prompt == SUMMARIZER_PROMPT {
             if self.fail_summaries.load(Ordering::SeqCst) {

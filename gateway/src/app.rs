@@ -19,10 +19,14 @@ use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
 use hermes_runtime::context::{self, Windows};
+use hermes_runtime::fallback::FallbackModel;
+use hermes_runtime::mcp::McpManager;
+use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{Store, StoreError, SystemClock};
-use hermes_runtime::tools::{SandboxMode, TodoState};
+use hermes_runtime::tools::{ApprovalMode, SandboxMode, SessionApprovals, TodoState};
 
 use crate::adapter::PlatformAdapter;
+use crate::approval::ApprovalHub;
 use crate::config::{GatewayConfig, GatewayConfigError};
 use crate::event::SessionSource;
 use crate::lock::{InstanceLock, LockError};
@@ -127,8 +131,14 @@ pub struct RuntimeAgentFactory {
     settings: Settings,
     bridge: Option<Arc<AsyncBridge>>,
     key_hash: u64,
-    /// Per-session todo lists, most recently used last.
-    todo_lists: Mutex<Vec<(String, Arc<TodoState>)>>,
+    /// Per-session tool state — the todo list and the "always" approvals —
+    /// most recently used last.
+    todo_lists: Mutex<Vec<(String, SessionToolState)>>,
+    /// The process's MCP servers: one set for every chat (their state is
+    /// shared; see `hermes_runtime::mcp`).
+    mcp: Option<Arc<McpManager>>,
+    /// Approval questions for dangerous commands (`None` with approvals off).
+    approvals: Option<Arc<ApprovalHub>>,
     /// The tool definitions every session's prompt lists: the toolsets are
     /// fixed for the process, so they are read once, not rebuilt (with a
     /// client and a registry) for each new session.
@@ -145,6 +155,13 @@ impl fmt::Debug for RuntimeAgentFactory {
     }
 }
 
+/// What one session's tools keep between agent builds.
+#[derive(Clone, Debug, Default)]
+struct SessionToolState {
+    todo: Arc<TodoState>,
+    approvals: Arc<SessionApprovals>,
+}
+
 /// FNV-1a: a stable, dependency-free hash, so the signature carries a
 /// fingerprint of the API key and never the key itself (SPEC E2).
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -158,7 +175,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 const TODO_LISTS_KEPT: usize = 1024;
 
 impl RuntimeAgentFactory {
-    /// A factory for `settings`; `bridge` enables the async (`web`) tools.
+    /// A factory for `settings`; `bridge` enables the async tools (`web`,
+    /// and the MCP servers, which are started here).
     /// Validates the provider URL and the toolsets now, so a bad setting is
     /// a start-up error rather than a failure on the first message.
     pub fn new(
@@ -175,56 +193,98 @@ impl RuntimeAgentFactory {
                     .as_bytes(),
             ),
             settings: settings.clone(),
+            mcp: bridge
+                .as_ref()
+                .and_then(|b| assemble::mcp_servers(settings, b)),
             bridge,
             todo_lists: Mutex::default(),
+            approvals: (settings.approvals == ApprovalMode::Ask)
+                .then(|| ApprovalHub::new(settings.approval_timeout)),
             tool_specs: Vec::new(),
             windows: Windows::new(),
         };
         let client = factory.client(&settings.provider.model)?;
-        let tools = factory.registry(Arc::new(client), None, None)?;
+        let tools = factory.registry(client, None, None)?;
         factory.tool_specs = tools.specs().to_vec();
         Ok(factory)
     }
 
-    fn client(&self, model: &str) -> Result<OpenAiClient, GatewayError> {
+    /// The model chain of one agent: the primary on `model`, then the
+    /// fallbacks (SPEC X2). One per agent, since it remembers which link
+    /// the running turn is on.
+    fn client(&self, model: &str) -> Result<Arc<FallbackModel>, GatewayError> {
+        assemble::provider_model(&self.settings, model)
+            .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+
+    /// The primary's own client: where the context window is learned from.
+    fn primary_client(&self, model: &str) -> Result<OpenAiClient, GatewayError> {
         assemble::provider_client(&self.settings, model)
             .map_err(|e| GatewayError::Provider(e.to_string()))
     }
 
+    /// The tools of session `session_id` (`None`: the prompt's list only,
+    /// with nobody to ask for approvals).
     fn registry(
         &self,
         model: Arc<dyn Model>,
-        todo: Option<Arc<TodoState>>,
+        session_id: Option<&str>,
         context: Option<ContextConfig>,
     ) -> Result<hermes_core::ToolRegistry, GatewayError> {
-        assemble::session_tools(&self.settings, self.bridge.clone(), model, todo, context)
+        let state = session_id.map(|id| self.session_state(id));
+        let deps = assemble::ToolDeps {
+            bridge: self.bridge.clone(),
+            todo: state.as_ref().map(|s| Arc::clone(&s.todo)),
+            mcp: self.mcp.clone(),
+            approver: session_id
+                .zip(self.approvals.as_ref())
+                .map(|(id, hub)| hub.approver(id)),
+            approvals: state.map(|s| s.approvals),
+            context,
+        };
+        assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| GatewayError::Provider(e.to_string()))
     }
 
-    /// The todo list of `session_id`, kept here rather than in the cached
-    /// agent so an evicted or rebuilt agent loses nothing (SPEC G4). A new
-    /// session (`/new`, expiry) has a new id and so a fresh list.
+    /// The todo list of `session_id`.
+    #[cfg(test)]
     fn todo_for(&self, session_id: &str) -> Arc<TodoState> {
+        self.session_state(session_id).todo
+    }
+
+    /// The tool state of `session_id` — its todo list and its "always"
+    /// approvals — kept here rather than in the cached agent so an evicted
+    /// or rebuilt agent loses nothing (SPEC G4). A new session (`/new`,
+    /// expiry) has a new id and so fresh state.
+    fn session_state(&self, session_id: &str) -> SessionToolState {
         let mut lists = self
             .todo_lists
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(pos) = lists.iter().position(|(id, _)| id == session_id) {
             let entry = lists.remove(pos);
-            let state = Arc::clone(&entry.1);
+            let state = entry.1.clone();
             lists.push(entry);
             return state;
         }
         if lists.len() >= TODO_LISTS_KEPT {
             lists.remove(0);
         }
-        let state = Arc::new(TodoState::new());
-        lists.push((session_id.to_owned(), Arc::clone(&state)));
+        let state = SessionToolState::default();
+        lists.push((session_id.to_owned(), state.clone()));
         state
     }
 }
 
 impl AgentFactory for RuntimeAgentFactory {
+    fn approvals(&self) -> Option<Arc<ApprovalHub>> {
+        self.approvals.clone()
+    }
+
+    fn prices(&self, store: &Mutex<Store>, now_ms: u64) -> PriceList {
+        hermes_runtime::pricing::price_book(&self.settings, store, now_ms)
+    }
+
     fn default_model(&self) -> String {
         self.settings.provider.model.clone()
     }
@@ -252,18 +312,18 @@ impl AgentFactory for RuntimeAgentFactory {
         model: &str,
         system_prompt: &str,
     ) -> Result<Agent, FactoryError> {
-        let client = self
+        // The context window and the summarizer follow the primary (the
+        // chain's first link); the agent talks to the whole chain.
+        let primary = self
+            .primary_client(model)
+            .map_err(|e| FactoryError(e.to_string()))?;
+        let window = self.windows.get(&self.settings, &primary, model);
+        let context = context::context_config(&self.settings, window, &primary);
+        let client: Arc<dyn Model> = self
             .client(model)
             .map_err(|e| FactoryError(e.to_string()))?;
-        let window = self.windows.get(&self.settings, &client, model);
-        let context = context::context_config(&self.settings, window, &client);
-        let client: Arc<dyn Model> = Arc::new(client);
         let tools = self
-            .registry(
-                Arc::clone(&client),
-                Some(self.todo_for(session_id)),
-                Some(context.clone()),
-            )
+            .registry(Arc::clone(&client), Some(session_id), Some(context.clone()))
             .map_err(|e| FactoryError(e.to_string()))?;
         Ok(assemble::agent(
             &self.settings,

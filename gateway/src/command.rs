@@ -20,10 +20,20 @@ pub enum Command {
     Compress(Option<String>),
     /// `/status`: what this session is doing.
     Status,
+    /// `/usage`: tokens, cache share and cost of this conversation.
+    Usage,
     /// `/stop`: interrupt the running turn and drop waiting messages.
     Stop,
     /// `/help`: the list of commands.
     Help,
+    /// `/approve` (once) or `/approve always` (this kind of command for the
+    /// rest of the conversation): answers a waiting approval question.
+    Approve {
+        /// `/approve always`.
+        always: bool,
+    },
+    /// `/deny`: refuses a waiting approval question.
+    Deny,
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
@@ -35,7 +45,9 @@ pub const HELP: &str = "Commands:\n\
 /undo: remove the last exchange\n\
 /compress [topic]: summarise older messages now to free context (focus on a topic)\n\
 /status: show this session's state\n\
+/usage: tokens, cache share and cost of this conversation\n\
 /stop: stop the current reply and drop waiting messages\n\
+/approve, /approve always, /deny: answer a request to run a dangerous command\n\
 /help: this list";
 
 /// Parses `text` as a command; `None` means it is ordinary text.
@@ -72,8 +84,13 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "undo" => Command::Undo,
         "compress" | "compact" => Command::Compress((!arg.is_empty()).then(|| arg.to_owned())),
         "status" => Command::Status,
+        "usage" => Command::Usage,
         "stop" => Command::Stop,
         "help" | "start" => Command::Help,
+        "approve" => Command::Approve {
+            always: arg.eq_ignore_ascii_case("always"),
+        },
+        "deny" => Command::Deny,
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
@@ -101,8 +118,18 @@ mod tests {
             Some(Command::Compress(Some("the deployment plan".into())))
         );
         assert_eq!(parse_command("/status"), Some(Command::Status));
+        assert_eq!(parse_command("/usage"), Some(Command::Usage));
         assert_eq!(parse_command("/stop"), Some(Command::Stop));
         assert_eq!(parse_command("/help"), Some(Command::Help));
+        assert_eq!(
+            parse_command("/approve"),
+            Some(Command::Approve { always: false })
+        );
+        assert_eq!(
+            parse_command("/approve@hermes_bot ALWAYS"),
+            Some(Command::Approve { always: true })
+        );
+        assert_eq!(parse_command("/deny"), Some(Command::Deny));
         assert_eq!(
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))

@@ -10,6 +10,7 @@
 
 pub mod adapter;
 pub mod app;
+pub mod approval;
 pub mod cache;
 pub mod command;
 pub mod config;

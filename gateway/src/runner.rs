@@ -65,11 +65,13 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use hermes_core::{Agent, Clock, InterruptFlag};
+use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{Store, StoreError};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
+use crate::approval::ApprovalHub;
 use crate::cache::{AgentCache, CacheStats};
 use crate::command::Command;
 use crate::config::GatewayConfig;
@@ -152,6 +154,22 @@ pub trait AgentFactory: Send + Sync {
     fn window_detail(&self, _model: &str) -> Option<String> {
         None
     }
+
+    /// Where the agents' terminals ask for approval of dangerous commands
+    /// (SPEC X7): the runner sends the questions to the session's chat and
+    /// routes `/approve` and `/deny` to it. `None` (the default): nobody is
+    /// asked; the tools decide alone (they deny such commands unless
+    /// approvals are off).
+    fn approvals(&self) -> Option<Arc<ApprovalHub>> {
+        None
+    }
+
+    /// The prices of the models its agents use, for `/usage` (none unless
+    /// overridden). May fetch a price list; never called with the store
+    /// locked.
+    fn prices(&self, _store: &Mutex<Store>, _now_ms: u64) -> PriceList {
+        PriceList::default()
+    }
 }
 
 /// Local-time offset from UTC, in seconds, at a given instant (ms since the
@@ -229,6 +247,8 @@ impl std::fmt::Debug for GatewayRunner {
 struct Inner {
     adapters: HashMap<&'static str, Arc<dyn PlatformAdapter>>,
     factory: Arc<dyn AgentFactory>,
+    /// The factory's approval questions, if it asks any.
+    approvals: Option<Arc<ApprovalHub>>,
     store: Arc<Mutex<Store>>,
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
@@ -358,6 +378,7 @@ impl GatewayRunner {
         GatewayRunner {
             inner: Arc::new(Inner {
                 adapters,
+                approvals: factory.approvals(),
                 factory,
                 store,
                 clock,
@@ -401,6 +422,25 @@ impl GatewayRunner {
                 .push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
         }
 
+        if let Some(hub) = &self.inner.approvals {
+            let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+            hub.set_notifier(Box::new(move |route, text| {
+                if let Some(inner) = weak.upgrade() {
+                    let route = route.clone();
+                    let sender = Arc::clone(&inner);
+                    inner.spawn(async move {
+                        sender
+                            .send(
+                                &route.platform,
+                                &route.chat_id,
+                                &text,
+                                Some(&route.reply_to),
+                            )
+                            .await;
+                    });
+                }
+            }));
+        }
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {
             if let Some(inner) = weak.upgrade() {

@@ -6,37 +6,169 @@ use std::sync::Arc;
 use hermes_core::{Agent, ContextConfig, Model, ToolRegistry, ToolSpec};
 
 use crate::bridge::AsyncBridge;
-use crate::client::{ClientError, ClientOptions, OpenAiClient};
-use crate::config::Settings;
+use crate::client::{
+    AnthropicClient, CacheControl, ClientError, ClientOptions, OpenAiClient, ReasoningDialect,
+    ReasoningEcho,
+};
+use crate::config::{Api, CacheMode, EchoMode, ProviderSettings, Settings};
+use crate::fallback::{FallbackModel, Link};
+use crate::mcp::McpManager;
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::store::SystemClock;
-use crate::tools::{TodoState, ToolEnv, ToolsError, build_registry};
+use crate::tools::{
+    ApprovalGate, Approver, SessionApprovals, TodoState, ToolEnv, ToolsError, build_registry,
+};
 
-/// The provider client for `settings`, talking to `model`.
+/// The primary's own client on `model`: for `hermes doctor`, model
+/// listings, the context window's provider metadata and the summarizer.
+/// With `api = "anthropic"` it speaks the Anthropic wire (the type is the
+/// shared HTTP client; [`AnthropicClient`] is the same thing as a `Model`).
 pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient, ClientError> {
     let p = &settings.provider;
-    OpenAiClient::new(ClientOptions {
-        base_url: p.base_url.clone(),
-        api_key: p.api_key.clone(),
+    let opts = client_options(p, &p.base_url, p.api_key.as_deref(), model, p.api);
+    match p.api {
+        Api::OpenAi => OpenAiClient::new(opts),
+        Api::Anthropic => OpenAiClient::with_wire(opts, crate::client::Wire::AnthropicMessages),
+    }
+}
+
+/// The model ids the primary provider offers (`GET {base_url}/models`,
+/// with its API's authentication): proves the URL and the key work.
+pub fn list_models(settings: &Settings) -> Result<Vec<String>, ClientError> {
+    provider_client(settings, &settings.provider.model)?.list_models()
+}
+
+/// The model the loop talks to: the primary on `model`, then each
+/// configured fallback (SPEC X2). Build one per agent: the chain remembers
+/// which link the current turn runs on.
+pub fn provider_model(settings: &Settings, model: &str) -> Result<Arc<FallbackModel>, ClientError> {
+    let p = &settings.provider;
+    let last = p.fallbacks.len();
+    let mut links = Vec::with_capacity(last + 1);
+    let mut add = |base_url: &str, key: Option<&str>, model: &str, api: Api, n: usize| {
+        let mut opts = client_options(p, base_url, key, model, api);
+        // A later link can take the call: a long rate limit is not waited out.
+        opts.fail_fast_on_long_retry_after = n < last;
+        let client: Arc<dyn Model> = match api {
+            Api::OpenAi => Arc::new(OpenAiClient::new(opts)?),
+            Api::Anthropic => Arc::new(AnthropicClient::new(opts)?),
+        };
+        links.push(Link {
+            name: model.to_owned(),
+            model: client,
+        });
+        Ok::<_, ClientError>(())
+    };
+    add(&p.base_url, p.api_key.as_deref(), model, p.api, 0)?;
+    for (n, f) in p.fallbacks.iter().enumerate() {
+        add(&f.base_url, f.api_key.as_deref(), &f.model, f.api, n + 1)?;
+    }
+    let mut links = links.into_iter();
+    let primary = links
+        .next()
+        .ok_or_else(|| ClientError::Config("no provider".into()))?;
+    Ok(Arc::new(FallbackModel::new(primary, links.collect())))
+}
+
+/// The client options of one link: its address, and the chain's cache and
+/// reasoning settings resolved for its model and provider.
+///
+/// - **Cache breakpoints** (`cache = "auto"`): for the Anthropic API and
+///   for Claude models anywhere (`claude` in the model id, e.g.
+///   `anthropic/claude-sonnet-4` on OpenRouter); other providers cache a
+///   stable prefix by themselves and get nothing extra.
+/// - **Reasoning effort**: OpenRouter's `reasoning` object on OpenRouter,
+///   `reasoning_effort` elsewhere (on the Anthropic API, extended thinking
+///   with a budget that grows with the effort; `none` turns it off).
+/// - **Reasoning echo** (`reasoning_echo = "auto"`): OpenRouter →
+///   `reasoning_details`; DeepSeek and Kimi K2 thinking models →
+///   `reasoning_content`; otherwise off (strict servers reject unknown
+///   message fields).
+pub fn client_options(
+    p: &ProviderSettings,
+    base_url: &str,
+    api_key: Option<&str>,
+    model: &str,
+    api: Api,
+) -> ClientOptions {
+    let id = model.to_ascii_lowercase();
+    let openrouter = base_url.contains("openrouter.ai");
+    let cache = match p.cache {
+        CacheMode::Off => None,
+        CacheMode::Anthropic => Some(()),
+        CacheMode::Auto => (api == Api::Anthropic || id.contains("claude")).then_some(()),
+    }
+    .map(|()| CacheControl {
+        one_hour: p.cache_ttl_1h,
+    });
+    let reasoning_echo = match p.reasoning_echo {
+        EchoMode::Off => ReasoningEcho::Off,
+        EchoMode::ReasoningContent => ReasoningEcho::ReasoningContent,
+        EchoMode::ReasoningDetails => ReasoningEcho::ReasoningDetails,
+        EchoMode::Auto if openrouter => ReasoningEcho::ReasoningDetails,
+        EchoMode::Auto
+            if id.contains("deepseek") || (id.contains("kimi") && id.contains("thinking")) =>
+        {
+            ReasoningEcho::ReasoningContent
+        }
+        EchoMode::Auto => ReasoningEcho::Off,
+    };
+    ClientOptions {
+        base_url: base_url.to_owned(),
+        api_key: api_key.map(str::to_owned),
         model: model.to_owned(),
         first_byte_timeout: p.first_byte_timeout,
         call_timeout: p.call_timeout,
+        cache,
+        reasoning_effort: p.reasoning_effort.clone(),
+        reasoning_dialect: if openrouter {
+            ReasoningDialect::OpenRouter
+        } else {
+            ReasoningDialect::OpenAi
+        },
+        reasoning_echo,
         ..ClientOptions::default()
-    })
+    }
+}
+
+/// What one session's tools share with the process and the front-end,
+/// besides the settings.
+#[derive(Clone, Default)]
+pub struct ToolDeps {
+    /// The persistent async runtime (network tools, MCP).
+    pub bridge: Option<Arc<AsyncBridge>>,
+    /// The session's task list, kept outside the registry so it survives
+    /// rebuilds (a cached agent may be dropped at any time, SPEC G4).
+    pub todo: Option<Arc<TodoState>>,
+    /// The process's MCP servers ([`mcp_servers`]).
+    pub mcp: Option<Arc<McpManager>>,
+    /// How the front-end asks the user to approve a dangerous command;
+    /// `None`: nobody can be asked, such commands are denied.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The session's "always" approvals (fresh per session).
+    pub approvals: Option<Arc<SessionApprovals>>,
+    /// The window policy sub-agents (`delegate_task`) compact under (SPEC
+    /// X1); `None`: they do not.
+    pub context: Option<ContextConfig>,
+}
+
+impl std::fmt::Debug for ToolDeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDeps")
+            .field("bridge", &self.bridge.is_some())
+            .field("mcp", &self.mcp)
+            .field("approver", &self.approver.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The tools of one session: the configured toolsets, confined to the
 /// configured working directory; sub-agents (`delegate_task`) run on
-/// `model`, network tools on `bridge`. `todo` is the session's task list,
-/// kept outside the registry so it survives rebuilds (a cached agent may be
-/// dropped at any time, SPEC G4).
-/// `context`, when given, is the window policy sub-agents compact under.
+/// `model`; everything else comes from `deps`.
 pub fn session_tools(
     settings: &Settings,
-    bridge: Option<Arc<AsyncBridge>>,
     model: Arc<dyn Model>,
-    todo: Option<Arc<TodoState>>,
-    context: Option<ContextConfig>,
+    deps: &ToolDeps,
 ) -> Result<ToolRegistry, ToolsError> {
     let mut env = ToolEnv::new(&settings.workdir, &settings.home);
     env.allow_outside_workdir = settings.allow_outside_workdir;
@@ -44,11 +176,46 @@ pub fn session_tools(
     env.env_passthrough = settings.env_passthrough.clone();
     env.sandbox_read = settings.sandbox_read.clone();
     env.sandbox_write = settings.sandbox_write.clone();
-    env.bridge = bridge;
+    env.bridge = deps.bridge.clone();
     env.delegate_model = Some(model);
-    env.todo_state = todo;
-    env.context = context;
+    env.todo_state = deps.todo.clone();
+    env.approval = ApprovalGate {
+        mode: settings.approvals,
+        approver: deps.approver.clone(),
+        session: deps.approvals.clone().unwrap_or_default(),
+    };
+    env.web_search = settings.web_search.clone();
+    env.mcp = deps.mcp.clone();
+    env.context = deps.context.clone();
     build_registry(&env, settings.toolsets.as_deref())
+}
+
+/// Whether `settings` configure MCP servers and enable the `mcp` toolset:
+/// the only tools that need the async runtime (rmcp is async; the built-in
+/// tools are blocking exchanges on the shared HTTP agent).
+pub fn wants_mcp(settings: &Settings) -> bool {
+    let enabled = settings
+        .toolsets
+        .as_ref()
+        .is_none_or(|t| t.iter().any(|n| n == "mcp"));
+    enabled && !settings.mcp_servers.is_empty()
+}
+
+/// The process's MCP servers, started (SPEC X7): `None` when none is
+/// configured or the `mcp` toolset is not enabled. Each server gets its
+/// `startup_timeout`; one that fails is reported (`hermes mcp list`, the
+/// log) and tried again later, and does not stop the others.
+pub fn mcp_servers(settings: &Settings, bridge: &Arc<AsyncBridge>) -> Option<Arc<McpManager>> {
+    if !wants_mcp(settings) {
+        return None;
+    }
+    let manager = McpManager::new(
+        settings.mcp_servers.clone(),
+        &settings.workdir,
+        bridge.clone(),
+    );
+    manager.start();
+    Some(Arc::new(manager))
 }
 
 /// A fresh system prompt for a new session (SPEC L6): callers store it with
@@ -75,5 +242,67 @@ pub fn agent(
     match context {
         Some(c) => agent.with_context(c),
         None => agent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn provider(cache: CacheMode, echo: EchoMode) -> ProviderSettings {
+        ProviderSettings {
+            base_url: "http://127.0.0.1:11434/v1".into(),
+            api_key: None,
+            model: "m".into(),
+            provider_name: "local".into(),
+            api: Api::OpenAi,
+            cache,
+            cache_ttl_1h: false,
+            reasoning_effort: Some("high".into()),
+            reasoning_echo: echo,
+            price: None,
+            fallbacks: Vec::new(),
+            first_byte_timeout: crate::client::DEFAULT_FIRST_BYTE_TIMEOUT,
+            call_timeout: crate::client::DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    #[test]
+    fn each_link_gets_its_models_cache_and_reasoning_rules() {
+        let p = provider(CacheMode::Auto, EchoMode::Auto);
+        let or = "https://openrouter.ai/api/v1";
+        let local = "http://127.0.0.1:11434/v1";
+        let o = client_options(&p, or, None, "anthropic/claude-sonnet-4", Api::OpenAi);
+        assert!(o.cache.is_some());
+        assert_eq!(o.reasoning_dialect, ReasoningDialect::OpenRouter);
+        assert_eq!(o.reasoning_echo, ReasoningEcho::ReasoningDetails);
+        let o = client_options(&p, or, None, "openai/gpt-4o", Api::OpenAi);
+        assert!(o.cache.is_none(), "OpenAI caches stable prefixes by itself");
+        let o = client_options(&p, local, None, "claude-sonnet-4-5", Api::Anthropic);
+        assert!(o.cache.is_some());
+        assert_eq!(o.reasoning_effort.as_deref(), Some("high"));
+        for (model, echo) in [
+            ("deepseek-chat", ReasoningEcho::ReasoningContent),
+            ("DeepSeek-V3.2", ReasoningEcho::ReasoningContent),
+            ("kimi-k2-thinking", ReasoningEcho::ReasoningContent),
+            ("kimi-k2-instruct", ReasoningEcho::Off),
+            ("gpt-4o", ReasoningEcho::Off),
+            ("qwen3:8b", ReasoningEcho::Off),
+        ] {
+            let o = client_options(&p, local, None, model, Api::OpenAi);
+            assert_eq!(o.reasoning_echo, echo, "{model}");
+            assert_eq!(o.reasoning_dialect, ReasoningDialect::OpenAi);
+        }
+        let p = provider(CacheMode::Anthropic, EchoMode::Off);
+        let o = client_options(&p, or, None, "openai/gpt-4o", Api::OpenAi);
+        assert!(o.cache.is_some());
+        assert_eq!(o.reasoning_echo, ReasoningEcho::Off);
+        let p = provider(CacheMode::Off, EchoMode::Auto);
+        assert!(
+            client_options(&p, local, None, "claude-x", Api::Anthropic)
+                .cache
+                .is_none()
+        );
     }
 }

@@ -39,6 +39,13 @@ use tokio::task::JoinError;
 /// when a tool body blocks a little, without idle threads everywhere.
 const WORKER_THREADS: usize = 2;
 
+/// How often [`AsyncBridge::run_tool_interruptible`] looks at the
+/// interrupt flag: the longest a user waits for an interrupt to register.
+pub const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+/// How long an interrupted body may take to stop cleanly before it is
+/// aborted.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// Why [`AsyncBridge::block_on`] (or the machinery under `run_tool`) did not
 /// produce the future's output. None of these is retryable by the bridge; the
 /// caller decides.
@@ -119,6 +126,78 @@ impl AsyncBridge {
             Err(BridgeError::ShutDown) => Err(ToolError::Failed(
                 "async tool did not finish: the async runtime is shutting down".into(),
             )),
+        }
+    }
+
+    /// [`run_tool`](Self::run_tool) for a body that can stop cleanly when
+    /// the user interrupts (an MCP call tells its server to cancel).
+    ///
+    /// `body` receives a signal that fires once `interrupted()` turns true
+    /// (polled every [`INTERRUPT_POLL`]); from then on the body has
+    /// [`STOP_GRACE`] to finish before it is aborted and the call answers
+    /// "interrupted". `timeout` bounds the whole call as in `run_tool`.
+    pub fn run_tool_interruptible<B, F>(
+        &self,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+        body: B,
+    ) -> Result<String, ToolError>
+    where
+        B: FnOnce(tokio::sync::oneshot::Receiver<()>) -> F,
+        F: Future<Output = Result<String, ToolError>> + Send + 'static,
+    {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        let task = self.handle.spawn(body(stop_rx));
+        let abort = task.abort_handle();
+        let (tx, rx) = mpsc::sync_channel::<Result<Result<String, ToolError>, JoinError>>(1);
+        self.handle.spawn(async move {
+            let _ = tx.send(task.await);
+        });
+        let deadline = std::time::Instant::now() + timeout;
+        let mut stop_tx = Some(stop_tx);
+        let mut stop_deadline = None;
+        let received = wait_outside_runtime(|| {
+            loop {
+                match rx.recv_timeout(INTERRUPT_POLL) {
+                    Ok(r) => return Ok(r),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Err(BridgeError::ShutDown),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Err(BridgeError::TimedOut(timeout));
+                }
+                if stop_deadline.is_some_and(|d| now >= d) {
+                    return Err(BridgeError::ShutDown);
+                }
+                if stop_tx.is_some() && interrupted() {
+                    if let Some(tx) = stop_tx.take() {
+                        let _ = tx.send(());
+                    }
+                    stop_deadline = Some(now + STOP_GRACE);
+                }
+            }
+        });
+        match received {
+            Ok(Ok(result)) => result,
+            Ok(Err(join_error)) => match join_error_to_bridge(join_error) {
+                BridgeError::Panicked(msg) => {
+                    Err(ToolError::Failed(format!("tool panicked: {msg}")))
+                }
+                _ => Err(ToolError::Failed("[interrupted]".into())),
+            },
+            Err(e) => {
+                abort.abort();
+                match e {
+                    BridgeError::TimedOut(d) => Err(ToolError::Failed(format!(
+                        "async tool timed out after {d:?}"
+                    ))),
+                    _ if stop_deadline.is_some() => Err(ToolError::Failed("[interrupted]".into())),
+                    _ => Err(ToolError::Failed(
+                        "async tool did not finish: the async runtime is shutting down".into(),
+                    )),
+                }
+            }
         }
     }
 

@@ -57,32 +57,38 @@
 //!   streamed request that does not fit with `200` and an event stream that
 //!   closes empty, and only the non-streamed request gets the real error.
 
+mod anthropic;
 mod failure;
 mod metadata;
 mod options;
 mod pump;
 pub(crate) mod retry;
+mod wire;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
-use hermes_core::codec::request::{RequestEncoder, RequestOptions, encode_request};
-use hermes_core::codec::response::decode_response;
-use hermes_core::codec::sse::{SseDecoder, SseStatus};
+use hermes_core::codec::request::RequestEncoder;
+use hermes_core::codec::sse::SseStatus;
 use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 
+pub use anthropic::{ANTHROPIC_BASE_URL, AnthropicClient};
 use failure::{
     AttemptResult, Failure, body_too_large, decode_failure, html_answer, looks_like_html,
     status_failure, transport_failure,
 };
-pub use options::{ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+pub use options::{
+    CacheControl, ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT,
+    ReasoningDialect, ReasoningEcho,
+};
 use pump::{
     Event, Exchange, Head, Next, Request, Until, next_event_by, sleep_unless_stopped, wait_for_end,
     wait_head,
 };
+pub(crate) use wire::Wire;
 
 /// Cap on a response body, streamed or not. ureq's own default (10 MB) is
 /// too low for a long answer with big tool arguments; 64 MiB still stops a
@@ -123,6 +129,9 @@ pub struct OpenAiClient {
     /// of every request body; see `RequestEncoder`). Shared by clones; a
     /// call that finds it busy encodes without it.
     encoder: Arc<Mutex<RequestEncoder>>,
+    /// The API it speaks (this type: OpenAI's; [`AnthropicClient`] wraps
+    /// one speaking Anthropic's).
+    wire: Wire,
 }
 
 /// A URL to call, and the same URL as messages show it (credentials masked).
@@ -155,6 +164,11 @@ impl fmt::Debug for OpenAiClient {
 impl OpenAiClient {
     /// Validates the options. Does no IO.
     pub fn new(opts: ClientOptions) -> Result<Self, ClientError> {
+        Self::with_wire(opts, Wire::OpenAiChat)
+    }
+
+    /// [`Self::new`] for either wire format.
+    pub(crate) fn with_wire(opts: ClientOptions, wire: Wire) -> Result<Self, ClientError> {
         let base = opts.base_url.trim().trim_end_matches('/');
         let lower = base.to_ascii_lowercase();
         let shown_base = crate::config::redact_url(base);
@@ -163,7 +177,7 @@ impl OpenAiClient {
                 "base URL {shown_base:?} must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)"
             )));
         }
-        let chat_url = format!("{base}/chat/completions");
+        let chat_url = format!("{base}{}", wire.chat_path());
         let models_url = format!("{base}/models");
         if let Err(e) = ureq::http::Uri::try_from(chat_url.as_str()) {
             return Err(ClientError::Config(format!(
@@ -178,20 +192,12 @@ impl OpenAiClient {
             ureq::http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )];
-        if let Some(key) = opts
+        let key = opts
             .api_key
             .as_deref()
             .map(str::trim)
-            .filter(|k| !k.is_empty())
-        {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ClientError::Config(
-                    "the API key contains characters that cannot be sent in an HTTP header".into(),
-                )
-            })?;
-            value.set_sensitive(true);
-            headers.push((ureq::http::header::AUTHORIZATION, value));
-        }
+            .filter(|k| !k.is_empty());
+        headers.extend(wire.auth_headers(key).map_err(ClientError::Config)?);
         for (name, value) in &opts.extra_headers {
             let header_name = HeaderName::from_bytes(name.trim().as_bytes())
                 .map_err(|_| ClientError::Config(format!("invalid HTTP header name {name:?}")))?;
@@ -211,6 +217,7 @@ impl OpenAiClient {
             headers: headers.into(),
             opts: Arc::new(opts),
             encoder: Arc::default(),
+            wire,
         })
     }
 
@@ -234,6 +241,20 @@ impl OpenAiClient {
     /// (credentials in the base URL masked).
     pub fn chat_url(&self) -> &str {
         &self.chat.shown
+    }
+
+    /// `GET {base_url}/models`, the body as sent (OpenRouter's carries
+    /// prices). Retried like a chat call.
+    pub fn models_body(&self) -> Result<Vec<u8>, ClientError> {
+        let deadline = Instant::now() + self.opts.call_timeout;
+        Ok(self
+            .with_retries(&mut hermes_core::NullSink, deadline, |client, sink| {
+                client.fetch(&client.models, None, sink, deadline)
+            })?
+            .flatten()
+            .ok_or_else(|| {
+                ModelError::new(ModelErrorKind::Transport, "listing models was interrupted")
+            })?)
     }
 
     /// `GET {base_url}/models`: the model ids the provider offers, in its
@@ -298,6 +319,18 @@ impl OpenAiClient {
                 retry_after,
             } = failure;
             error.message = self.scrubbed(std::mem::take(&mut error.message));
+            // A fallback can take the call: do not sit out a long rate limit.
+            if retryable
+                && self.opts.fail_fast_on_long_retry_after
+                && let Some(wait) = retry_after.filter(|w| *w > self.opts.max_retry_after)
+            {
+                error.message.push_str(&format!(
+                    " (the provider asks to wait {} s, longer than the {} s this client waits)",
+                    wait.as_secs(),
+                    self.opts.max_retry_after.as_secs()
+                ));
+                return Err(error);
+            }
             if !retryable || n >= max {
                 if retryable && n > 1 {
                     error
@@ -436,24 +469,25 @@ impl OpenAiClient {
     }
 
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
-        let opts = RequestOptions {
-            model: &self.opts.model,
-            stream,
-            max_tokens: self.opts.max_tokens,
-            temperature: self.opts.temperature,
-            include_usage: stream,
-        };
-        let mut body = Vec::new();
-        let encoded = match self.encoder.try_lock() {
-            Ok(mut encoder) => encoder.encode(&opts, request, &mut body),
-            Err(_) => encode_request(&opts, request, &mut body),
-        };
-        encoded.map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::Request,
-                format!("could not build the request: {e}"),
+        let mut body = Vec::with_capacity(4096);
+        // A call that finds the shared encoder busy (a clone calling at the
+        // same time) encodes without what it keeps.
+        let mut encoder = self.encoder.try_lock().ok();
+        self.wire
+            .encode(
+                &self.opts,
+                stream,
+                request,
+                encoder.as_deref_mut(),
+                &mut body,
             )
-        })?;
+            .map_err(|e| {
+                ModelError::new(
+                    ModelErrorKind::Request,
+                    format!("could not build the request: {e}"),
+                )
+            })?;
+        drop(encoder);
         Ok(body)
     }
 
@@ -490,7 +524,7 @@ impl OpenAiClient {
             inner: sink,
             shown: false,
         };
-        let mut decoder = SseDecoder::new();
+        let mut decoder = self.wire.stream_decoder();
         // The first byte of the answer is due by the call's deadline; after
         // that only the idle read timeout applies.
         let mut until = Some(deadline);
@@ -597,8 +631,10 @@ impl OpenAiClient {
         if looks_like_html(&bytes) {
             return Err(html_answer(url, status, &bytes));
         }
-        let completion =
-            decode_response(&bytes).map_err(|e| decode_failure(e, None, false, url))?;
+        let completion = self
+            .wire
+            .decode_body(&bytes)
+            .map_err(|e| decode_failure(e, None, false, url))?;
         // Show the answer once, like a stream would have, so front-ends that
         // print the sink's text work in both modes. Stopping here changes
         // nothing: the answer is already complete.
@@ -628,7 +664,11 @@ impl Model for OpenAiClient {
             }
         })?;
         // Stopped during a backoff: nothing was received, nothing is lost.
-        Ok(completion.unwrap_or_default())
+        let mut completion = completion.unwrap_or_default();
+        // The configured name, for prices and for the user (a provider's
+        // own `model` field names a snapshot, not what was configured).
+        completion.model = Some(self.opts.model.clone());
+        Ok(completion)
     }
 }
 

@@ -9,6 +9,7 @@
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
 //! [`mask`] is what any display uses (SPEC E2).
 
+mod provider;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -21,8 +22,13 @@ use std::time::Duration;
 
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
 
-use crate::tools::SandboxMode;
+use crate::mcp::ServerConfig;
+use crate::pricing::Price;
+use crate::tools::{ApprovalMode, SandboxMode, SearchBackend, WebSearchSettings};
 
+pub use provider::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
+};
 use resolve::{Resolver, first_of};
 pub use validate::{
     KNOWN_VARS, Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file,
@@ -123,7 +129,7 @@ impl fmt::Display for Origin {
 }
 
 /// The provider to talk to.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct ProviderSettings {
     /// The OpenAI-compatible base URL (…/v1).
     pub base_url: String,
@@ -131,8 +137,23 @@ pub struct ProviderSettings {
     pub api_key: Option<String>,
     /// The model name as the provider spells it.
     pub model: String,
-    /// A short provider label: `openrouter`, `openai`, `local` or `custom`.
+    /// A short provider label: `openrouter`, `openai`, `anthropic`,
+    /// `local` or `custom`.
     pub provider_name: String,
+    /// The wire format (`[provider] api`).
+    pub api: Api,
+    /// Prompt-cache breakpoints (`[provider] cache`, SPEC X3).
+    pub cache: CacheMode,
+    /// A one-hour cache lifetime instead of five minutes (`cache_ttl = "1h"`).
+    pub cache_ttl_1h: bool,
+    /// `[provider] reasoning_effort` / `HERMES_REASONING_EFFORT`.
+    pub reasoning_effort: Option<String>,
+    /// `[provider] reasoning_echo`.
+    pub reasoning_echo: EchoMode,
+    /// `[provider] price`, dollars per million tokens.
+    pub price: Option<Price>,
+    /// The fallback chain, in order (SPEC X2).
+    pub fallbacks: Vec<FallbackProvider>,
     /// How long one attempt waits for the response to begin
     /// (`HERMES_FIRST_BYTE_TIMEOUT`, `[provider] first_byte_timeout_secs`;
     /// default 30 s). See [`crate::client::ClientOptions::first_byte_timeout`].
@@ -159,6 +180,13 @@ impl fmt::Debug for ProviderSettings {
             .field("provider_name", &self.provider_name)
             .field("first_byte_timeout", &self.first_byte_timeout)
             .field("call_timeout", &self.call_timeout)
+            .field("api", &self.api)
+            .field("cache", &self.cache)
+            .field("cache_ttl_1h", &self.cache_ttl_1h)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("reasoning_echo", &self.reasoning_echo)
+            .field("price", &self.price)
+            .field("fallbacks", &self.fallbacks)
             .finish()
     }
 }
@@ -201,6 +229,17 @@ pub struct Settings {
     pub sandbox_read: Vec<PathBuf>,
     /// Extra paths sandboxed commands may write (`[agent] sandbox_write`).
     pub sandbox_write: Vec<PathBuf>,
+    /// Whether dangerous commands need approval (`[agent] approvals` =
+    /// "ask" | "off").
+    pub approvals: ApprovalMode,
+    /// How long the gateway waits for `/approve` or `/deny`
+    /// (`[agent] approval_timeout`, seconds).
+    pub approval_timeout: std::time::Duration,
+    /// `[web]`: the search backend and its keys (`BRAVE_API_KEY`,
+    /// `TAVILY_API_KEY` from the environment).
+    pub web_search: WebSearchSettings,
+    /// `[mcp.servers.*]`, validated; secrets expanded.
+    pub mcp_servers: Vec<ServerConfig>,
     /// The whole `config.toml` (the gateway reads its `[gateway]` section).
     pub file: toml::Table,
     /// The process environment laid over `$HERMES_HOME/.env`.
@@ -397,17 +436,21 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         &["HERMES_BASE_URL", "OPENAI_BASE_URL"],
         ("provider", "base_url"),
     )?;
+    let api = provider::resolve_api(&resolver, base_url.is_some())?;
     let (base_url, base_origin) = match base_url {
         Some(found) => found,
+        None if api == Api::Anthropic => (ANTHROPIC_BASE_URL.to_owned(), Origin::Default),
         None if openrouter_key_present => (OPENROUTER_BASE_URL.to_owned(), Origin::Default),
         None => (LOCAL_BASE_URL.to_owned(), Origin::Default),
     };
     validate_url(&base_url, base_origin)?;
-    let provider_name = provider_label(&base_url).to_owned();
+    let provider_name = provider::label(&base_url).to_owned();
     // A vendor's key goes only to that vendor: OPENROUTER_API_KEY is never
     // sent to OpenAI or a custom server, nor OPENAI_API_KEY to OpenRouter.
     let key_vars: &[&'static str] = match provider_name.as_str() {
         "openrouter" => &["HERMES_API_KEY", "OPENROUTER_API_KEY"],
+        "anthropic" => &["HERMES_API_KEY", "ANTHROPIC_API_KEY"],
+        _ if api == Api::Anthropic => &["HERMES_API_KEY", "ANTHROPIC_API_KEY"],
         _ => &["HERMES_API_KEY", "OPENAI_API_KEY"],
     };
     let api_key = first_of(
@@ -425,6 +468,8 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     .unwrap_or_else(|| {
         let m = if provider_name == "openrouter" {
             OPENROUTER_DEFAULT_MODEL
+        } else if api == Api::Anthropic {
+            ANTHROPIC_DEFAULT_MODEL
         } else {
             LOCAL_DEFAULT_MODEL
         };
@@ -436,6 +481,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         origins.insert("api_key", o);
         k
     });
+    let extras = provider::resolve_extras(&resolver, &base_url, api_key.as_deref(), &mut origins)?;
 
     let (first_byte_timeout, origin) = resolver.seconds(
         "HERMES_FIRST_BYTE_TIMEOUT",
@@ -602,6 +648,29 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .map(&expand)
         .collect();
 
+    let approvals = match resolver.toml_value("agent", "approvals") {
+        None => ApprovalMode::Ask,
+        Some(toml::Value::Boolean(true)) => ApprovalMode::Ask,
+        Some(toml::Value::Boolean(false)) => ApprovalMode::Off,
+        Some(toml::Value::String(v)) => ApprovalMode::parse(v)
+            .ok_or_else(|| resolver.type_error("agent", "approvals", "\"ask\" or \"off\""))?,
+        Some(_) => return Err(resolver.type_error("agent", "approvals", "\"ask\" or \"off\"")),
+    };
+    let approval_timeout = match resolver.toml_int("agent", "approval_timeout")? {
+        None => crate::tools::approval::DEFAULT_APPROVAL_TIMEOUT,
+        Some(0) => {
+            return Err(resolver.type_error("agent", "approval_timeout", "at least 1 (seconds)"));
+        }
+        Some(n) => std::time::Duration::from_secs(u64::from(n)),
+    };
+    let web_search = web_search_settings(&resolver)?;
+    let merged_env = Environment(merged);
+    let mcp_servers =
+        crate::mcp::config::parse(&file, &merged_env).map_err(|e| ConfigError::File {
+            path: toml_path.clone(),
+            message: e.to_string(),
+        })?;
+
     Ok(Settings {
         home,
         provider: ProviderSettings {
@@ -611,6 +680,13 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
             provider_name,
             first_byte_timeout,
             call_timeout,
+            api,
+            cache: extras.cache,
+            cache_ttl_1h: extras.cache_ttl_1h,
+            reasoning_effort: extras.reasoning_effort,
+            reasoning_echo: extras.reasoning_echo,
+            price: extras.price,
+            fallbacks: extras.fallbacks,
         },
         max_iterations,
         context_length,
@@ -623,8 +699,12 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         env_passthrough,
         sandbox_read,
         sandbox_write,
+        approvals,
+        approval_timeout,
+        web_search,
+        mcp_servers,
         file,
-        env: Environment(merged),
+        env: merged_env,
         origins,
     })
 }
@@ -650,6 +730,48 @@ fn toml_location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     format!(" (line {line}, column {column})")
+}
+
+/// `[web] search_backend`, `[web] searxng_url` (or `SEARXNG_URL`), and the
+/// API keys from the environment. A backend chosen explicitly must have
+/// what it needs.
+fn web_search_settings(r: &Resolver<'_>) -> Result<WebSearchSettings, ConfigError> {
+    let backend = match r.toml_str("web", "search_backend")? {
+        None => None,
+        Some(v) => SearchBackend::parse(v).map_err(|_| {
+            r.type_error(
+                "web",
+                "search_backend",
+                "one of \"auto\", \"searxng\", \"brave\", \"tavily\", \"duckduckgo\"",
+            )
+        })?,
+    };
+    let searxng_url = match r.toml_str("web", "searxng_url")? {
+        Some(u) => Some(u.to_owned()),
+        None => r.var("SEARXNG_URL").map(|(v, _)| v.to_owned()),
+    };
+    if let Some(url) = &searxng_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(r.type_error("web", "searxng_url", "an http:// or https:// URL"));
+    }
+    let settings = WebSearchSettings {
+        backend,
+        searxng_url,
+        brave_api_key: r.var("BRAVE_API_KEY").map(|(v, _)| v.to_owned()),
+        tavily_api_key: r.var("TAVILY_API_KEY").map(|(v, _)| v.to_owned()),
+        ..WebSearchSettings::default()
+    };
+    if let Some(missing) = settings.missing() {
+        return Err(ConfigError::Invalid {
+            key: "[web] search_backend".into(),
+            message: format!(
+                "\"{}\" needs {missing}",
+                settings.effective_backend().name()
+            ),
+        });
+    }
+    Ok(settings)
 }
 
 /// Splits a comma-separated list, dropping empty items.

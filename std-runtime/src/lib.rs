@@ -11,7 +11,11 @@
 //! - [`tools`]: the built-in tools.
 //! - [`assemble`]: the one recipe (client, tools, prompt, agent) the CLI
 //!   and the gateway share.
+//! - [`fallback`]: the fallback chain, a `Model` over several clients
+//!   (SPEC X2); [`pricing`]: token prices and usage reports.
 //! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
+//! - [`mcp`]: the MCP client: configured servers' tools, kept alive on
+//!   the bridge (SPEC X7).
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
 //! - [`context`]: the model's context window and where it came from (SPEC X1).
@@ -24,10 +28,13 @@ pub mod bridge;
 pub mod client;
 pub mod config;
 pub mod context;
+pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod http;
+pub mod mcp;
 pub mod persist;
+pub mod pricing;
 pub mod prompt;
 pub mod store;
 pub mod tools;

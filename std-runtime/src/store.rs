@@ -61,10 +61,12 @@ mod search;
 mod sessions;
 pub(crate) mod tool_calls;
 mod transcript;
+mod usage;
 
 pub use compaction::StoredCompaction;
 pub use search::SearchHit;
 pub use sessions::{NewSession, SessionRecord, SessionStatus};
+pub use usage::ModelUsage;
 
 pub use kv::KvWrite;
 

@@ -29,7 +29,7 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-const LATEST_SCHEMA: u32 = 5;
+const LATEST_SCHEMA: u32 = 6;
 
 /// 2026-11-30T00:15:03Z
 const T0: u64 = 1_795_997_703_000;
@@ -72,10 +72,17 @@ fn every_kind() -> Vec<LedgerEntry> {
             },
             meta: EntryMeta {
                 reasoning: Some("I should read the file first".into()),
+                reasoning_details: Some(
+                    r#"[{"type":"reasoning.text","text":"I should read the file first","signature":"c2ln","index":0}]"#
+                        .into(),
+                ),
+                model: Some("anthropic/claude-sonnet-4".into()),
                 usage: Some(Usage {
                     prompt_tokens: 120,
                     completion_tokens: 30,
                     total_tokens: 150,
+                    cached_tokens: 100,
+                    cache_write_tokens: 15,
                 }),
                 timestamp_ms: T0 + 1,
                 finish_reason: Some(FinishReason::ToolCalls),
@@ -109,6 +116,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                 finish_reason: Some(FinishReason::Length),
                 interrupted: true,
                 compaction: None,
+                ..EntryMeta::default()
             },
         },
         // Empty text is not "no text".
@@ -130,6 +138,7 @@ fn every_kind() -> Vec<LedgerEntry> {
                     prompt_tokens: u64::try_from(i64::MAX).unwrap(),
                     completion_tokens: 0,
                     total_tokens: 1,
+                    ..Usage::default()
                 }),
                 timestamp_ms: T0 + 6,
                 ..EntryMeta::default()
@@ -272,6 +281,8 @@ fn provider_token_counts_beyond_sqlite_range_do_not_fail_the_append() {
         prompt_tokens: u64::MAX,
         completion_tokens: 7,
         total_tokens: u64::MAX,
+        cached_tokens: u64::MAX,
+        cache_write_tokens: 3,
     });
     store.append_messages(&s.id, &[answer]).unwrap();
     let stored = store.load_transcript(&s.id).unwrap();
@@ -283,6 +294,8 @@ fn provider_token_counts_beyond_sqlite_range_do_not_fail_the_append() {
             prompt_tokens: max,
             completion_tokens: 7,
             total_tokens: max,
+            cached_tokens: max,
+            cache_write_tokens: 3,
         })
     );
 }
@@ -902,12 +915,14 @@ fn a_version_1_database_is_migrated_and_keeps_its_data() {
                     usage: Some(Usage {
                         prompt_tokens: 10,
                         completion_tokens: 5,
-                        total_tokens: 15
+                        total_tokens: 15,
+                        ..Usage::default()
                     }),
                     timestamp_ms: 1_735_732_800_001,
                     finish_reason: Some(FinishReason::ToolCalls),
                     interrupted: false,
                     compaction: None,
+                    ..EntryMeta::default()
                 },
             },
             LedgerEntry::at(Message::tool("c1", "saved marmalade"), 1_735_732_800_002),

@@ -50,6 +50,18 @@ pub enum Reply {
     },
     /// An HTTP error status with a provider-style error body.
     Status(u16, String),
+    /// `reply` with `extra` fields merged into the assistant message (the
+    /// first delta when streaming) — `reasoning_content`, `reasoning`,
+    /// `reasoning_details` — and, when given, this `usage` object instead
+    /// of the default one.
+    With {
+        /// The answer.
+        reply: Box<Reply>,
+        /// Fields added to the message.
+        extra: Value,
+        /// The usage object to report.
+        usage: Option<Value>,
+    },
 }
 
 impl Reply {
@@ -61,6 +73,31 @@ impl Reply {
     /// A single tool call.
     pub fn tool(id: &str, name: &str, args: &str) -> Self {
         Reply::ToolCalls(vec![(id.into(), name.into(), args.into())])
+    }
+
+    /// This reply with `extra` fields in its message.
+    pub fn with(self, extra: Value) -> Self {
+        Reply::With {
+            reply: Box::new(self),
+            extra,
+            usage: None,
+        }
+    }
+
+    /// This reply reporting `usage`.
+    pub fn with_usage(self, usage: Value) -> Self {
+        match self {
+            Reply::With { reply, extra, .. } => Reply::With {
+                reply,
+                extra,
+                usage: Some(usage),
+            },
+            other => Reply::With {
+                reply: Box::new(other),
+                extra: json!({}),
+                usage: Some(usage),
+            },
+        }
     }
 }
 
@@ -435,15 +472,51 @@ fn serve_request(
         Some(r) => r(&request),
         None => Reply::text("(script exhausted)"),
     });
+    let (reply, extra, usage) = match reply {
+        Reply::With {
+            reply,
+            extra,
+            usage,
+        } => (*reply, extra, usage),
+        other => (other, json!({}), None),
+    };
+    let decoration = Decoration {
+        extra: &extra,
+        usage: usage.as_ref(),
+        prompt_tokens: count,
+    };
     match reply {
         Reply::Status(code, message) => respond_json(
             out,
             code,
             &json!({"error": {"message": message, "code": code}}),
         ),
-        Reply::Text(t) => answer(out, stream, &[t], Duration::ZERO, None, count),
-        Reply::SlowText { pieces, delay } => answer(out, stream, &pieces, delay, None, count),
-        Reply::ToolCalls(calls) => answer(out, stream, &[], Duration::ZERO, Some(&calls), count),
+        Reply::Text(t) => answer(out, stream, &[t], Duration::ZERO, None, &decoration),
+        Reply::SlowText { pieces, delay } => answer(out, stream, &pieces, delay, None, &decoration),
+        Reply::ToolCalls(calls) => {
+            answer(out, stream, &[], Duration::ZERO, Some(&calls), &decoration)
+        }
+        Reply::With { .. } => respond_json(
+            out,
+            500,
+            &json!({"error": {"message": "nested Reply::With in the test script"}}),
+        ),
+    }
+}
+
+/// What an answer reports and adds: a [`Reply::With`]'s fields and usage,
+/// else the provider's own prompt count (`None`: no usage at all).
+struct Decoration<'a> {
+    extra: &'a Value,
+    usage: Option<&'a Value>,
+    prompt_tokens: Option<u64>,
+}
+
+fn merge(target: &mut Value, extra: &Value) {
+    if let (Value::Object(t), Value::Object(e)) = (target, extra) {
+        for (k, v) in e {
+            t.insert(k.clone(), v.clone());
+        }
     }
 }
 
@@ -533,9 +606,7 @@ fn check_request(v: &Value) -> Result<(), String> {
             && m.get("tool_calls")
                 .and_then(Value::as_array)
                 .is_none_or(Vec::is_empty)
-            && m.get("content")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
+            && !has_text(m.get("content"))
         {
             return Err(format!(
                 "messages[{i}]: an assistant message with neither content nor tool calls"
@@ -548,6 +619,19 @@ fn check_request(v: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether a message's `content` has text: a non-empty string, or content
+/// parts (`[{"type":"text","text":…}]`, as cache breakpoints send it) with
+/// a non-empty text.
+fn has_text(content: Option<&Value>) -> bool {
+    match content {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .any(|p| p["type"] == "text" && p["text"].as_str().is_some_and(|t| !t.is_empty())),
+        _ => false,
+    }
 }
 
 fn respond_json(out: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {
@@ -578,16 +662,19 @@ fn answer(
     pieces: &[String],
     delay: Duration,
     calls: Option<&[(String, String, String)]>,
-    prompt_tokens: Option<u64>,
+    decoration: &Decoration<'_>,
 ) -> std::io::Result<()> {
     let finish = if calls.is_some() {
         "tool_calls"
     } else {
         "stop"
     };
-    // `None`: this provider reports no usage (some local servers do not).
-    let usage = prompt_tokens
-        .map(|p| json!({"prompt_tokens": p, "completion_tokens": 7, "total_tokens": p + 7}));
+    // No count: this provider reports no usage (some local servers do not).
+    let usage = decoration.usage.cloned().or_else(|| {
+        decoration
+            .prompt_tokens
+            .map(|p| json!({"prompt_tokens": p, "completion_tokens": 7, "total_tokens": p + 7}))
+    });
     if !stream {
         for _ in pieces {
             thread::sleep(delay);
@@ -597,6 +684,7 @@ fn answer(
             message["content"] = Value::Null;
             message["tool_calls"] = tool_calls_json(c);
         }
+        merge(&mut message, decoration.extra);
         let mut body = json!({
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake-model",
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
@@ -612,10 +700,9 @@ fn answer(
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
     let mut send = |v: Value| events.send(&format!("data: {v}\n\n"));
-    send(chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    ))?;
+    let mut first = json!({"role": "assistant", "content": ""});
+    merge(&mut first, decoration.extra);
+    send(chunk(first, Value::Null))?;
     for p in pieces {
         thread::sleep(delay);
         send(chunk(json!({"content": p}), Value::Null))?;

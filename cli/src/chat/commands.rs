@@ -52,7 +52,12 @@ pub const COMMANDS: &[SlashCommand] = &[
     cmd(
         "status",
         "",
-        "model, session, budget, tokens used, context window",
+        "model, session, budget, tokens used, cache share, context window",
+    ),
+    cmd(
+        "usage",
+        "",
+        "tokens of the last turn and of the session, cost where prices are known",
     ),
     cmd("help", "", "this list"),
     cmd("exit", "", "leave (also /quit or Ctrl-D)"),
@@ -128,6 +133,7 @@ pub fn handle(chat: &mut Chat, input: &str) -> Result<Action, CliError> {
             say("Started a new session.");
         }
         "status" => say(&chat.status()),
+        "usage" => say(&chat.usage()?),
         "compress" => {
             let focus = (!arg.is_empty()).then_some(arg);
             say(&chat.compress(focus)?);

@@ -137,6 +137,8 @@ pub struct View {
     pub quiet: bool,
     /// Render markdown and colour on stdout.
     pub styled: bool,
+    /// Show streamed reasoning, dimmed, on stderr.
+    pub show_reasoning: bool,
 }
 
 impl View {
@@ -145,6 +147,7 @@ impl View {
         View {
             quiet: args.quiet,
             styled: !args.plain && term().caps.out_ansi,
+            show_reasoning: args.show_reasoning && !args.quiet,
         }
     }
 }
@@ -157,6 +160,8 @@ pub struct Chat {
     system_prompt: Option<String>,
     tokens: Usage,
     usage_reported: bool,
+    /// Token counts of the last turn, for `/usage`.
+    last_turn: Option<Usage>,
     turns: u32,
     budget_left: Option<u32>,
     interrupt: InterruptFlag,
@@ -176,6 +181,7 @@ impl Chat {
             system_prompt: None,
             tokens: Usage::default(),
             usage_reported: false,
+            last_turn: None,
             turns: 0,
             budget_left: None,
             interrupt: InterruptFlag::new(),
@@ -323,6 +329,7 @@ impl Chat {
             TurnWriter::new(&self.bench.store, &session_id),
             &self.interrupt,
         );
+        observer.show_reasoning = self.view.show_reasoning;
         let outcome = agent.run(text, history, &budget, &mut observer);
         observer.finish();
         guard.running.store(false, Ordering::Release);
@@ -375,6 +382,7 @@ impl Chat {
             self.usage_reported = true;
             self.tokens.add(&outcome.usage);
         }
+        self.last_turn = usage_reported.then_some(outcome.usage);
         Ok(TurnResult {
             final_text: outcome.final_text,
             stop: outcome.stop,
@@ -484,6 +492,7 @@ impl Chat {
         self.history.clear();
         self.tokens = Usage::default();
         self.usage_reported = false;
+        self.last_turn = None;
         self.turns = 0;
         self.budget_left = None;
         set_current_session(None);
@@ -570,13 +579,39 @@ impl Chat {
         }
     }
 
+    /// `/usage`: the last turn's tokens, then the whole session's (from the
+    /// store, so a resumed session counts its earlier turns), with the
+    /// cache share and the cost where prices are known.
+    pub fn usage(&self) -> Result<String, CliError> {
+        use hermes_runtime::pricing::{cache_line, session_usage_text};
+        let Some(session) = &self.session else {
+            return Ok("No turn yet.".into());
+        };
+        let last = match &self.last_turn {
+            Some(t) => format!(
+                "last turn: {} prompt + {} completion tokens; {}",
+                t.prompt_tokens,
+                t.completion_tokens,
+                cache_line(t)
+            ),
+            None => "last turn: no token counts reported".to_owned(),
+        };
+        let now = hermes_core::Clock::now_ms(&hermes_runtime::store::SystemClock);
+        let report = session_usage_text(&self.bench.settings, &self.bench.store, &session.id, now)
+            .map_err(runtime)?;
+        Ok(format!("{last}\nthis session:\n{report}"))
+    }
+
     /// `/status`.
     pub fn status(&self) -> String {
         let settings = &self.bench.settings;
         let tokens = if self.usage_reported {
             format!(
-                "{} prompt + {} completion = {}",
-                self.tokens.prompt_tokens, self.tokens.completion_tokens, self.tokens.total_tokens
+                "{} prompt + {} completion = {}\n{}",
+                self.tokens.prompt_tokens,
+                self.tokens.completion_tokens,
+                self.tokens.total_tokens,
+                hermes_runtime::pricing::cache_line(&self.tokens)
             )
         } else if self.turns == 0 {
             "none yet".to_owned()

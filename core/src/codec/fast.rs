@@ -12,7 +12,7 @@
 //! grammar, nesting capped below serde_json's limit, no trailing bytes), no
 //! field the serde path reads is duplicated, and every field that would carry
 //! something other than content (`usage`, `error`, `finish_reason`,
-//! `tool_calls`, reasoning, refusal) is absent or `null`. Anything unusual —
+//! `tool_calls`, reasoning and its details, refusal) is absent or `null`. Anything unusual —
 //! escaped keys, surrogate escapes outside the content — declines, and the
 //! serde path decides.
 
@@ -117,7 +117,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn delta(&mut self, out: &mut String) -> Option<()> {
-        let mut seen = [false; 5];
+        let mut seen = [false; 6];
         self.object(|cur, key| {
             let slot = match key {
                 "content" => 0,
@@ -125,6 +125,7 @@ impl<'a> Cursor<'a> {
                 "reasoning_content" => 2,
                 "reasoning" => 3,
                 "tool_calls" => 4,
+                "reasoning_details" => 5,
                 _ => return cur.skip_value(4),
             };
             if core::mem::replace(seen.get_mut(slot)?, true) {

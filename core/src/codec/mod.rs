@@ -1,4 +1,6 @@
-//! The OpenAI chat-completions wire codec, shared by every transport.
+//! The wire codecs, shared by every transport: OpenAI chat completions
+//! (this module's `request`, `response`, `sse`) and Anthropic Messages
+//! ([`anthropic`]), whose streams share one SSE framer.
 //!
 //! The codec turns the loop's borrowed view of a call ([`ChatRequest`]) into
 //! request bytes, and the provider's answer — a plain JSON body or a stream of
@@ -8,8 +10,10 @@
 //!
 //! # Guarantees
 //! - **Only [`Message`]s reach the wire** (SPEC L5): the encoder walks
-//!   `&entry.message` of each ledger entry and never looks at [`EntryMeta`],
-//!   and it serializes straight from the borrows — the history is never cloned.
+//!   `&entry.message` of each ledger entry and reads nothing of
+//!   [`EntryMeta`] but the stored reasoning, and that only when
+//!   [`RequestOptions::reasoning_echo`] asks for it; it serializes straight
+//!   from the borrows — the history is never cloned.
 //! - **The system prompt goes first** on every request (SPEC L6), and is left
 //!   out when it is empty.
 //! - **The stream decoder is split-agnostic**: any byte split (mid-line,
@@ -28,12 +32,17 @@ use alloc::string::String;
 
 use crate::model::Completion;
 
+pub mod anthropic;
 pub(crate) mod fast;
+mod frame;
+mod reasoning;
 pub mod request;
 pub mod response;
 pub mod sse;
 
-pub use request::{RequestEncoder, RequestOptions, encode_request};
+pub use request::{
+    CacheControl, Reasoning, ReasoningEcho, RequestEncoder, RequestOptions, encode_request,
+};
 pub use response::{decode_error_body, decode_response};
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseDecoder, SseStatus, decode_stream};
 

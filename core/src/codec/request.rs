@@ -3,7 +3,28 @@
 //! The body is serialized straight from the borrowed ledger through small
 //! `Serialize` views; no intermediate `api_messages` vector, no clone of the
 //! history (SPEC L5). Only `entry.message` is visited, so ledger metadata
-//! cannot reach the wire.
+//! cannot reach the wire — with one explicit exception, see below.
+//!
+//! # Decorations (SPEC X3, reasoning)
+//! Two per-call options change how some messages are written, without
+//! touching the ledger type: the encoder decorates the borrowed message as
+//! it serializes it.
+//! - **Cache breakpoints** ([`RequestOptions::cache`]): the system prompt and
+//!   the last three messages that can carry one (the last four when there is
+//!   no system prompt) are written with their content as one text part
+//!   marked `cache_control: {"type":"ephemeral"}` — at most four breakpoints,
+//!   Anthropic's limit. A message can carry one when its text is not empty
+//!   (an assistant message that only calls tools cannot). Placement is found
+//!   by walking back from the end, so it costs the same whatever the length
+//!   of the history. (Image parts of user messages, when they come, join the
+//!   same parts array; the marker goes on the last part.)
+//! - **Reasoning echo** ([`RequestOptions::reasoning_echo`]): the one way a
+//!   ledger field reaches the wire. Providers that require the model's
+//!   earlier reasoning back (DeepSeek's thinking mode and Kimi K2 with tool
+//!   calls: `reasoning_content`; OpenRouter: `reasoning_details`) get exactly
+//!   that field, on the assistant messages of turns that called tools, and
+//!   only when the caller asks for it. Everything else in
+//!   [`EntryMeta`](crate::EntryMeta) stays off the wire.
 //!
 //! # The wire copy is always a valid request
 //! The ledger keeps what the model produced; the wire view of it never
@@ -49,6 +70,64 @@ pub struct RequestOptions<'a> {
     /// sent when `stream` is set: providers reject `stream_options` otherwise,
     /// and some local servers reject it outright, hence opt-in.
     pub include_usage: bool,
+    /// Explicit prompt-cache breakpoints (Anthropic models, directly or
+    /// through OpenRouter); `None` sends nothing extra (SPEC X3).
+    pub cache: Option<CacheControl>,
+    /// How much the model should reason, and in which dialect.
+    pub reasoning: Option<Reasoning<'a>>,
+    /// Which stored reasoning to send back, for providers that require it.
+    pub reasoning_echo: ReasoningEcho,
+}
+
+/// A `cache_control` marker: `{"type":"ephemeral"}`, optionally with a one
+/// hour lifetime instead of the default five minutes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheControl {
+    /// `"ttl":"1h"`.
+    pub one_hour: bool,
+}
+
+impl Serialize for CacheControl {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", "ephemeral")?;
+        if self.one_hour {
+            map.serialize_entry("ttl", "1h")?;
+        }
+        map.end()
+    }
+}
+
+/// A reasoning-effort setting (`minimal`, `low`, `medium`, `high`, …) as
+/// each dialect spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reasoning<'a> {
+    /// OpenAI's top-level `"reasoning_effort": "high"` (DeepSeek, Kimi and
+    /// most compatible servers read it too).
+    Effort(&'a str),
+    /// OpenRouter's `"reasoning": {"effort": "high"}`.
+    OpenRouter(&'a str),
+}
+
+/// Which stored reasoning goes back to the provider on assistant messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReasoningEcho {
+    /// Nothing: the default, and what providers that reject unknown fields
+    /// need.
+    #[default]
+    Off,
+    /// `reasoning_content` on every assistant message of a turn (the
+    /// messages between two user messages) in which the model called tools:
+    /// DeepSeek's thinking mode and Kimi K2 thinking refuse a tool loop whose
+    /// reasoning was dropped. A message of such a turn without stored
+    /// reasoning gets an empty one (after a fallback from a model that
+    /// produced none), which those validators accept.
+    ReasoningContent,
+    /// OpenRouter's `reasoning_details`, verbatim, on the assistant messages
+    /// that have them in turns that called tools (OpenRouter passes them to
+    /// the model's provider, which checks their signatures within a tool
+    /// loop and ignores them elsewhere).
+    ReasoningDetails,
 }
 
 impl<'a> RequestOptions<'a> {
@@ -60,6 +139,9 @@ impl<'a> RequestOptions<'a> {
             max_tokens: None,
             temperature: None,
             include_usage: false,
+            cache: None,
+            reasoning: None,
+            reasoning_echo: ReasoningEcho::Off,
         }
     }
 }
@@ -68,7 +150,8 @@ impl<'a> RequestOptions<'a> {
 ///
 /// Field order: `model`, `messages` (system prompt first unless empty, then
 /// each ledger entry's message), `tools` (omitted when empty), `stream`,
-/// `stream_options` (streaming with usage only), `max_tokens`, `temperature`.
+/// `stream_options` (streaming with usage only), `max_tokens`, `temperature`,
+/// then `reasoning_effort` or `reasoning` when set.
 /// The body is appended to `out`; on error `out` is left as it was.
 pub fn encode_request(
     opts: &RequestOptions<'_>,
@@ -123,6 +206,11 @@ impl RequestEncoder {
         req: &ChatRequest<'_>,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
+        // Decorations (cache breakpoints, reasoning echo) change the system
+        // message and the messages around them: nothing kept applies.
+        if opts.cache.is_some() || opts.reasoning_echo != ReasoningEcho::Off {
+            return encode_request(opts, req, out);
+        }
         if let Some(t) = opts.temperature
             && !t.is_finite()
         {
@@ -146,7 +234,10 @@ impl RequestEncoder {
                 Some((prompt, encoded)) if prompt == req.system_prompt => encoded,
                 _ => {
                     self.system = None;
-                    let encoded = json(&SystemMessage(req.system_prompt))?;
+                    let encoded = json(&SystemMessage {
+                        content: req.system_prompt,
+                        cache: None,
+                    })?;
                     &self.system.insert((req.system_prompt.into(), encoded)).1
                 }
             };
@@ -217,7 +308,23 @@ impl Serialize for Tail<'_> {
         if let Some(t) = opts.temperature {
             map.serialize_entry("temperature", &t)?;
         }
+        serialize_reasoning(&mut map, opts.reasoning)?;
         map.end()
+    }
+}
+
+/// `reasoning_effort` or OpenRouter's `reasoning`, as [`Body`] and [`Tail`]
+/// write them.
+fn serialize_reasoning<M: SerializeMap>(
+    map: &mut M,
+    reasoning: Option<Reasoning<'_>>,
+) -> Result<(), M::Error> {
+    match reasoning {
+        Some(Reasoning::Effort(effort)) => map.serialize_entry("reasoning_effort", effort),
+        Some(Reasoning::OpenRouter(effort)) => {
+            map.serialize_entry("reasoning", &EffortObject(effort))
+        }
+        None => Ok(()),
     }
 }
 
@@ -236,6 +343,8 @@ impl Serialize for Body<'_, '_> {
             &Messages {
                 system_prompt: self.req.system_prompt,
                 entries: self.req.messages,
+                cache: self.opts.cache,
+                echo: self.opts.reasoning_echo,
             },
         )?;
         if !self.req.tools.is_empty() {
@@ -251,6 +360,7 @@ impl Serialize for Body<'_, '_> {
         if let Some(t) = self.opts.temperature {
             map.serialize_entry("temperature", &t)?;
         }
+        serialize_reasoning(&mut map, self.opts.reasoning)?;
         map.end()
     }
 }
@@ -266,24 +376,75 @@ impl Serialize for StreamOptions {
     }
 }
 
+/// `{"effort":…}`.
+struct EffortObject<'r>(&'r str);
+
+impl Serialize for EffortObject<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("effort", self.0)?;
+        map.end()
+    }
+}
+
 /// The `messages` array: the system prompt, then each entry's wire message.
 struct Messages<'r> {
     system_prompt: &'r str,
     entries: &'r [LedgerEntry],
+    cache: Option<CacheControl>,
+    echo: ReasoningEcho,
 }
 
 impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // No length up front: empty assistant messages are skipped, and
         // counting them first would be a second pass over the history.
+        let system = !self.system_prompt.is_empty();
+        let breakpoints = match self.cache {
+            Some(_) => Breakpoints::place(self.entries, if system { 3 } else { 4 }),
+            None => Breakpoints::default(),
+        };
         let mut seq = serializer.serialize_seq(None)?;
-        if !self.system_prompt.is_empty() {
-            seq.serialize_element(&SystemMessage(self.system_prompt))?;
+        if system {
+            seq.serialize_element(&SystemMessage {
+                content: self.system_prompt,
+                cache: self.cache,
+            })?;
         }
-        for entry in self.entries {
-            // Only the wire half of the entry: `meta` is never visited.
-            if on_wire(&entry.message) {
+        // Whether the current turn (up to the next user message) called
+        // tools; only computed for the echo that needs it.
+        let mut tool_turn = false;
+        for (i, entry) in self.entries.iter().enumerate() {
+            if self.echo != ReasoningEcho::Off
+                && (i == 0 || matches!(entry.message, Message::User { .. }))
+            {
+                tool_turn = turn_calls_tools(self.entries.get(i..).unwrap_or_default());
+            }
+            if !on_wire(&entry.message) {
+                continue;
+            }
+            let cache = self.cache.filter(|_| breakpoints.contains(i));
+            let reasoning = match (self.echo, &entry.message) {
+                (ReasoningEcho::ReasoningContent, Message::Assistant { .. }) if tool_turn => {
+                    Echo::Content(entry.meta.reasoning.as_deref().unwrap_or(""))
+                }
+                (ReasoningEcho::ReasoningDetails, Message::Assistant { .. }) if tool_turn => entry
+                    .meta
+                    .reasoning_details
+                    .as_deref()
+                    .and_then(|raw| serde_json::from_str(raw).ok())
+                    .map_or(Echo::None, Echo::Details),
+                _ => Echo::None,
+            };
+            if cache.is_none() && matches!(reasoning, Echo::None) {
+                // Only the wire half of the entry: `meta` is never visited.
                 seq.serialize_element(&WireMessage(&entry.message))?;
+            } else {
+                seq.serialize_element(&Decorated {
+                    message: &entry.message,
+                    cache,
+                    reasoning,
+                })?;
             }
         }
         seq.end()
@@ -357,15 +518,163 @@ impl Serialize for WireToolCall<'_> {
     }
 }
 
+/// Whether the turn starting at `entries[0]` (up to, not including, the
+/// next user message) has an assistant message with tool calls.
+fn turn_calls_tools(entries: &[LedgerEntry]) -> bool {
+    entries
+        .iter()
+        .enumerate()
+        .take_while(|(i, e)| *i == 0 || !matches!(e.message, Message::User { .. }))
+        .any(|(_, e)| !e.message.tool_calls().is_empty())
+}
+
+/// The ledger positions that get a cache breakpoint.
+#[derive(Default)]
+struct Breakpoints {
+    at: [usize; 4],
+    len: usize,
+}
+
+impl Breakpoints {
+    /// The last `max` entries whose message can carry a marker, found
+    /// walking back from the end (so the cost does not grow with the history
+    /// when recent messages have text, as they nearly always do).
+    fn place(entries: &[LedgerEntry], max: usize) -> Self {
+        let mut found = Breakpoints::default();
+        for (i, entry) in entries.iter().enumerate().rev() {
+            if found.len >= max.min(found.at.len()) {
+                break;
+            }
+            if entry.message.content().is_some_and(|c| !c.is_empty())
+                && let Some(slot) = found.at.get_mut(found.len)
+            {
+                *slot = i;
+                found.len += 1;
+            }
+        }
+        found
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.at.get(..self.len).is_some_and(|at| at.contains(&i))
+    }
+}
+
+/// What a decorated assistant message carries back of its reasoning.
+#[derive(Clone, Copy)]
+enum Echo<'r> {
+    None,
+    Content(&'r str),
+    Details(&'r serde_json::value::RawValue),
+}
+
+/// A message written with its decorations: content as a marked text part,
+/// and/or the echoed reasoning. The fields and their order are the derived
+/// `Message` encoding's, plus the echo last.
+struct Decorated<'r> {
+    message: &'r Message,
+    cache: Option<CacheControl>,
+    reasoning: Echo<'r>,
+}
+
+impl Serialize for Decorated<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("role", self.message.role().as_str())?;
+        match self.message {
+            Message::User { content } => {
+                map.serialize_entry("content", &Content::new(content, self.cache))?;
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                match content {
+                    Some(text) => {
+                        map.serialize_entry("content", &Content::new(text, self.cache))?
+                    }
+                    None => map.serialize_entry("content", &None::<&str>)?,
+                }
+                if !tool_calls.is_empty() {
+                    map.serialize_entry("tool_calls", &WireToolCalls(tool_calls))?;
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+            } => {
+                map.serialize_entry("tool_call_id", tool_call_id)?;
+                map.serialize_entry("content", &Content::new(content, self.cache))?;
+            }
+        }
+        match self.reasoning {
+            Echo::None => {}
+            Echo::Content(text) => map.serialize_entry("reasoning_content", text)?,
+            Echo::Details(raw) => map.serialize_entry("reasoning_details", raw)?,
+        }
+        map.end()
+    }
+}
+
+/// A message's content: a plain string, or — with a cache marker — one text
+/// part carrying it.
+struct Content<'r> {
+    text: &'r str,
+    cache: Option<CacheControl>,
+}
+
+impl<'r> Content<'r> {
+    fn new(text: &'r str, cache: Option<CacheControl>) -> Self {
+        Content { text, cache }
+    }
+}
+
+impl Serialize for Content<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.cache {
+            None => serializer.serialize_str(self.text),
+            Some(marker) => {
+                let mut seq = serializer.serialize_seq(Some(1))?;
+                seq.serialize_element(&TextPart {
+                    text: self.text,
+                    cache: Some(marker),
+                })?;
+                seq.end()
+            }
+        }
+    }
+}
+
+/// `{"type":"text","text":…[,"cache_control":{…}]}`.
+struct TextPart<'r> {
+    text: &'r str,
+    cache: Option<CacheControl>,
+}
+
+impl Serialize for TextPart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", "text")?;
+        map.serialize_entry("text", self.text)?;
+        if let Some(marker) = &self.cache {
+            map.serialize_entry("cache_control", marker)?;
+        }
+        map.end()
+    }
+}
+
 /// `{"role":"system","content":…}`; not a `Message` because the ledger has no
-/// system role (SPEC L6).
-struct SystemMessage<'r>(&'r str);
+/// system role (SPEC L6). With caching on, the content is one marked part.
+struct SystemMessage<'r> {
+    content: &'r str,
+    cache: Option<CacheControl>,
+}
 
 impl Serialize for SystemMessage<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(2))?;
         map.serialize_entry("role", "system")?;
-        map.serialize_entry("content", self.0)?;
+        map.serialize_entry("content", &Content::new(self.content, self.cache))?;
         map.end()
     }
 }

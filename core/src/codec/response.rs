@@ -47,6 +47,7 @@ pub fn decode_response(body: &[u8]) -> Result<Completion, DecodeError> {
         .or(message.reasoning)
         .filter(|r| !r.is_empty())
         .map(Cow::into_owned);
+    let reasoning_details = super::reasoning::keep_array(message.reasoning_details);
     let tool_calls = message
         .tool_calls
         .unwrap_or_default()
@@ -57,6 +58,8 @@ pub fn decode_response(body: &[u8]) -> Result<Completion, DecodeError> {
         content,
         tool_calls,
         reasoning,
+        reasoning_details,
+        model: None,
         finish_reason: choice.finish_reason.as_deref().map(FinishReason::parse),
         usage: parsed.usage,
     })
@@ -136,6 +139,9 @@ struct ResponseMessage<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     reasoning: Option<Cow<'a, str>>,
+    /// OpenRouter's reasoning blocks, kept verbatim for echoing.
+    #[serde(borrow, default)]
+    reasoning_details: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     tool_calls: Option<Vec<ResponseToolCall>>,
 }

@@ -5,7 +5,8 @@
 //! accumulates the [`Completion`]. [`decode_stream`] drives it from an
 //! `embedded-io` reader.
 //!
-//! # Framing (the SSE spec, plus what real servers do)
+//! # Framing (the SSE spec, plus what real servers do; shared with the
+//! Anthropic decoder through `codec::frame`)
 //! - Lines end in `\n`, `\r\n` or `\r`; a `\r\n` split across two feeds is one
 //!   line end. A UTF-8 byte-order mark before the first line is skipped.
 //! - `data:` lines (one optional space after the colon) of one event are
@@ -53,6 +54,8 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 
 use super::fast;
+use super::frame::{FrameHandler, SseFramer};
+use super::reasoning;
 use super::response::{decode_error_body, decode_response, provider_error};
 use super::{DecodeError, StreamError};
 use crate::message::{FinishReason, FunctionCall, ToolCall, ToolCallKind, Usage};
@@ -65,16 +68,8 @@ pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// How many parallel tool calls one completion may open.
 pub const MAX_TOOL_CALLS: usize = 64;
 
-/// Longest `event:` name kept; only `error` matters, longer names are "other".
-const EVENT_NAME_CAP: usize = 16;
-
 /// Bytes asked of the reader per `read` in [`decode_stream`].
 const READ_CHUNK: usize = 8 * 1024;
-
-/// Largest pending data checked for completeness when a blank line is missing.
-const LENIENT_CHECK_MAX: usize = 1024 * 1024;
-
-const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What [`SseDecoder::feed`] saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,45 +104,34 @@ struct ToolSlot {
 /// The incremental decoder of one streamed completion. See the module docs.
 #[derive(Clone)]
 pub struct SseDecoder {
-    /// An unterminated line carried over from the previous feed.
-    line: Vec<u8>,
-    /// The previous feed ended in `\r`: a `\n` starting the next one belongs to it.
-    skip_lf: bool,
-    /// No line processed yet (a BOM may precede it).
-    at_start: bool,
-    /// The first line opened a plain JSON document instead of SSE fields: a
-    /// server that ignored `stream: true` or answered with an error object.
-    /// Every line then goes to `data`, decoded as one body at the end.
-    raw_body: bool,
-    /// The joined `data:` lines of the pending event.
-    data: Vec<u8>,
-    /// The pending event has at least one `data:` line (possibly empty).
-    has_data: bool,
-    /// The pending event's `event:` name.
-    event: heapless::String<EVENT_NAME_CAP>,
+    frame: SseFramer,
+    chunks: Chunks,
+    state: State,
+}
+
+/// What the chunks decoded so far add up to.
+#[derive(Clone, Default)]
+struct Chunks {
     content: String,
     reasoning: String,
+    /// OpenRouter's `reasoning_details` pieces, joined by index.
+    reasoning_details: reasoning::Details,
     /// Tool calls, sorted by their wire `index`.
     tools: heapless::Vec<ToolSlot, MAX_TOOL_CALLS>,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     /// Chunk events decoded so far.
     events: u64,
-    state: State,
-    max_event_bytes: usize,
 }
 
 impl fmt::Debug for SseDecoder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SseDecoder")
             .field("state", &self.state)
-            .field("events", &self.events)
-            .field("content_len", &self.content.len())
-            .field("tool_calls", &self.tools.len())
-            .field(
-                "pending_bytes",
-                &self.line.len().saturating_add(self.data.len()),
-            )
+            .field("events", &self.chunks.events)
+            .field("content_len", &self.chunks.content.len())
+            .field("tool_calls", &self.chunks.tools.len())
+            .field("pending_bytes", &self.frame.pending_bytes())
             .finish()
     }
 }
@@ -172,21 +156,9 @@ impl SseDecoder {
     /// were split between feeds.
     pub fn with_max_event_bytes(max_event_bytes: usize) -> Self {
         SseDecoder {
-            line: Vec::new(),
-            skip_lf: false,
-            at_start: true,
-            raw_body: false,
-            data: Vec::new(),
-            has_data: false,
-            event: heapless::String::new(),
-            content: String::new(),
-            reasoning: String::new(),
-            tools: heapless::Vec::new(),
-            finish_reason: None,
-            usage: None,
-            events: 0,
+            frame: SseFramer::new(max_event_bytes),
+            chunks: Chunks::default(),
             state: State::Streaming,
-            max_event_bytes,
         }
     }
 
@@ -207,7 +179,7 @@ impl SseDecoder {
             State::Stopped => return Ok(SseStatus::Stopped),
             State::Failed(e) => return Err(e.clone()),
         }
-        let result = self.feed_lines(bytes, sink);
+        let result = self.frame.feed(bytes, &mut self.chunks, sink);
         match &result {
             Ok(SseStatus::NeedMore) => {}
             Ok(SseStatus::Done) => self.state = State::Done,
@@ -222,11 +194,13 @@ impl SseDecoder {
     /// drops them.
     pub fn partial(&self) -> Completion {
         Completion {
-            content: non_empty(&self.content),
-            tool_calls: self.tools.iter().map(slot_to_call).collect(),
-            reasoning: non_empty(&self.reasoning),
-            finish_reason: self.finish_reason.clone(),
-            usage: self.usage,
+            content: non_empty(&self.chunks.content),
+            tool_calls: self.chunks.tools.iter().map(slot_to_call).collect(),
+            reasoning: non_empty(&self.chunks.reasoning),
+            reasoning_details: self.chunks.reasoning_details.to_json(),
+            model: None,
+            finish_reason: self.chunks.finish_reason.clone(),
+            usage: self.chunks.usage,
         }
     }
 
@@ -248,43 +222,41 @@ impl SseDecoder {
             State::Done | State::Stopped => return Ok(()),
             State::Failed(e) => return Err(e.clone()),
         }
-        let pending_bytes = self.line.len().saturating_add(self.data.len());
-        // The last line may lack its line end; the last event its blank line.
-        // Whatever arrives here was never shown to a sink: a `NullSink`
-        // cannot stop, and the text lands in the completion anyway.
-        let mut sink = NullSink;
-        let mut status = None;
-        if !self.line.is_empty() {
-            let line = core::mem::take(&mut self.line);
-            status = self.process_line(&line, &mut sink)?;
+        let finished = self.frame.finish(&mut self.chunks, &mut NullSink)?;
+        if let Some(body) = finished.raw_body {
+            return self.finish_raw_body(&body);
         }
-        if self.raw_body {
-            return self.finish_raw_body();
-        }
-        if status.is_none() && self.has_data && is_complete(&self.data) {
-            status = self.dispatch(&mut sink)?;
-        }
-        if status == Some(SseStatus::Done) {
+        if finished.status == Some(SseStatus::Done) {
             self.state = State::Done;
         }
-        if self.state == State::Done || self.finish_reason.is_some() {
+        if self.state == State::Done || self.chunks.finish_reason.is_some() {
             Ok(())
         } else {
             Err(DecodeError::Truncated {
-                events: self.events,
-                pending_bytes,
+                events: self.chunks.events,
+                pending_bytes: finished.pending_bytes,
             })
         }
     }
 
     /// Decodes a plain JSON body received where a stream was expected.
-    fn finish_raw_body(&mut self) -> Result<(), DecodeError> {
-        let body = decode_response(&self.data)?;
-        self.content = body.content.unwrap_or_default();
-        self.reasoning = body.reasoning.unwrap_or_default();
-        self.finish_reason = body.finish_reason;
-        self.usage = body.usage;
-        self.tools.clear();
+    fn finish_raw_body(&mut self, body: &[u8]) -> Result<(), DecodeError> {
+        let body = decode_response(body)?;
+        self.chunks.content = body.content.unwrap_or_default();
+        self.chunks.reasoning = body.reasoning.unwrap_or_default();
+        self.chunks.reasoning_details = reasoning::Details::default();
+        if let Some(details) = body.reasoning_details.as_deref()
+            && let Ok(serde_json::Value::Array(blocks)) = serde_json::from_str(details)
+        {
+            for block in blocks {
+                if let serde_json::Value::Object(block) = block {
+                    self.chunks.reasoning_details.push(block);
+                }
+            }
+        }
+        self.chunks.finish_reason = body.finish_reason;
+        self.chunks.usage = body.usage;
+        self.chunks.tools.clear();
         for (index, call) in (0u32..).zip(body.tool_calls) {
             let slot = ToolSlot {
                 index,
@@ -292,7 +264,8 @@ impl SseDecoder {
                 name: call.function.name,
                 arguments: call.function.arguments,
             };
-            self.tools
+            self.chunks
+                .tools
                 .push(slot)
                 .map_err(|_| DecodeError::TooManyToolCalls {
                     limit: MAX_TOOL_CALLS,
@@ -302,10 +275,21 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// The general (serde) chunk path alone, for the fast path's
+    /// differential checks.
+    pub(crate) fn apply_chunk_serde(
+        &mut self,
+        data: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
+        self.chunks.apply_chunk_serde(data, sink)
+    }
+
     fn into_completion(self) -> Completion {
         // A call the provider sent without id keeps an empty one; the agent
         // loop names it uniquely for the conversation (SPEC L7).
-        let tool_calls = self
+        let chunks = self.chunks;
+        let tool_calls = chunks
             .tools
             .into_iter()
             .map(|slot| ToolCall {
@@ -318,167 +302,32 @@ impl SseDecoder {
             })
             .collect();
         Completion {
-            content: (!self.content.is_empty()).then_some(self.content),
+            content: (!chunks.content.is_empty()).then_some(chunks.content),
             tool_calls,
-            reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
-            finish_reason: self.finish_reason,
-            usage: self.usage,
+            reasoning: (!chunks.reasoning.is_empty()).then_some(chunks.reasoning),
+            reasoning_details: chunks.reasoning_details.to_json(),
+            model: None,
+            finish_reason: chunks.finish_reason,
+            usage: chunks.usage,
         }
     }
+}
 
-    /// Splits `bytes` into lines and processes them; buffers the tail.
-    fn feed_lines(
+impl FrameHandler for Chunks {
+    fn event(
         &mut self,
-        mut bytes: &[u8],
-        sink: &mut dyn StreamSink,
-    ) -> Result<SseStatus, DecodeError> {
-        if self.skip_lf && !bytes.is_empty() {
-            self.skip_lf = false;
-            if let [b'\n', rest @ ..] = bytes {
-                bytes = rest;
-            }
-        }
-        while !bytes.is_empty() {
-            let Some(pos) = fast::find_line_end(bytes) else {
-                if self.line.len().saturating_add(bytes.len()) > self.max_event_bytes {
-                    return Err(self.too_large());
-                }
-                self.line.extend_from_slice(bytes);
-                return Ok(SseStatus::NeedMore);
-            };
-            let (head, tail) = bytes.split_at_checked(pos).unwrap_or((bytes, &[]));
-            let (rest, cr) = match tail {
-                [b'\r', b'\n', rest @ ..] => (rest, false),
-                [b'\r', rest @ ..] => (rest, true),
-                [_, rest @ ..] => (rest, false),
-                [] => (tail, false),
-            };
-            // A `\r` that ends this feed may be the first half of `\r\n`.
-            if cr && rest.is_empty() {
-                self.skip_lf = true;
-            }
-            bytes = rest;
-            let status = if self.line.is_empty() {
-                // The same cap as a line carried over from an earlier feed:
-                // the result must not depend on where the bytes were split.
-                if head.len() > self.max_event_bytes {
-                    return Err(self.too_large());
-                }
-                self.process_line(head, sink)?
-            } else {
-                if self.line.len().saturating_add(head.len()) > self.max_event_bytes {
-                    return Err(self.too_large());
-                }
-                self.line.extend_from_slice(head);
-                let line = core::mem::take(&mut self.line);
-                let status = self.process_line(&line, sink);
-                // Keep the allocation for the next carried-over line.
-                self.line = line;
-                self.line.clear();
-                status?
-            };
-            if let Some(status) = status {
-                return Ok(status);
-            }
-        }
-        Ok(SseStatus::NeedMore)
-    }
-
-    fn too_large(&self) -> DecodeError {
-        DecodeError::TooLarge {
-            limit: self.max_event_bytes,
-        }
-    }
-
-    /// One complete line, without its line end. `Some(status)` ends the feed.
-    fn process_line(
-        &mut self,
-        line: &[u8],
+        name: &str,
+        data: &[u8],
         sink: &mut dyn StreamSink,
     ) -> Result<Option<SseStatus>, DecodeError> {
-        let line = if self.at_start {
-            self.at_start = false;
-            let line = line.strip_prefix(BOM).unwrap_or(line);
-            self.raw_body = matches!(line.first(), Some(b'{' | b'['));
-            line
-        } else {
-            line
-        };
-        if self.raw_body {
-            // `data` holds the lines so far, each with its `\n`: this is the
-            // length of the body's lines joined, capped like an event.
-            if self.data.len().saturating_add(line.len()) > self.max_event_bytes {
-                return Err(self.too_large());
-            }
-            self.data.extend_from_slice(line);
-            self.data.push(b'\n');
-            return Ok(None);
+        if name == "error" {
+            return Err(error_event(data));
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
-            Some(0) => {
-                // A comment: servers send these as keep-alives.
-                return Ok(stop_if(sink.on_progress()));
-            }
-            Some(colon) => {
-                let (field, value) = line.split_at_checked(colon).unwrap_or((line, &[]));
-                let value = value.get(1..).unwrap_or(&[]);
-                (field, value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None if line.is_empty() => return self.dispatch(sink),
-            None => (line, &[][..]),
-        };
-        match field {
-            b"data" => {
-                if self.has_data {
-                    // No blank line between events (seen in the wild): a
-                    // complete pending value is its own event.
-                    if is_complete(&self.data) {
-                        if let Some(status) = self.dispatch(sink)? {
-                            return Ok(Some(status));
-                        }
-                    } else {
-                        self.data.push(b'\n');
-                    }
-                }
-                if self.data.len().saturating_add(value.len()) > self.max_event_bytes {
-                    return Err(self.too_large());
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
-            }
-            b"event" => {
-                self.event.clear();
-                let name = core::str::from_utf8(value).unwrap_or("");
-                // Too long a name cannot be `error`: leave it empty.
-                if self.event.push_str(name).is_err() {
-                    self.event.clear();
-                }
-            }
-            // `id`, `retry` and unknown fields carry nothing for us.
-            _ => {}
-        }
-        Ok(None)
+        self.handle_data(data, sink)
     }
+}
 
-    /// Dispatches the pending event (at a blank line).
-    fn dispatch(&mut self, sink: &mut dyn StreamSink) -> Result<Option<SseStatus>, DecodeError> {
-        let is_error = self.event.as_str() == "error";
-        self.event.clear();
-        if !self.has_data {
-            return Ok(None);
-        }
-        self.has_data = false;
-        let data = core::mem::take(&mut self.data);
-        let result = if is_error {
-            Err(error_event(&data))
-        } else {
-            self.handle_data(&data, sink)
-        };
-        self.data = data;
-        self.data.clear();
-        result
-    }
-
+impl Chunks {
     fn handle_data(
         &mut self,
         data: &[u8],
@@ -544,6 +393,9 @@ impl SseDecoder {
                             return Ok(Some(SseStatus::Stopped));
                         }
                     }
+                }
+                if let Some(details) = delta.reasoning_details {
+                    self.reasoning_details.merge(details);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.apply_tool_delta(call)?;
@@ -700,19 +552,6 @@ fn slot_to_call(slot: &ToolSlot) -> ToolCall {
     }
 }
 
-/// Whether pending event data is a whole event already (`[DONE]` or one
-/// complete JSON object), for servers that omit the blank line.
-///
-/// Only data ending in `}` and below [`LENIENT_CHECK_MAX`] is parsed, so a
-/// legitimate many-line event does not cost a parse per line.
-fn is_complete(data: &[u8]) -> bool {
-    let trimmed = data.trim_ascii();
-    trimmed == b"[DONE]"
-        || (trimmed.len() <= LENIENT_CHECK_MAX
-            && trimmed.last() == Some(&b'}')
-            && serde_json::from_slice::<IgnoredAny>(trimmed).is_ok())
-}
-
 /// The error carried by an `event: error` event.
 fn error_event(data: &[u8]) -> DecodeError {
     let message = decode_error_body(data)
@@ -795,6 +634,9 @@ struct Delta<'a> {
     reasoning_content: Option<Text<'a>>,
     #[serde(borrow, default)]
     reasoning: Option<Text<'a>>,
+    /// OpenRouter's structured reasoning pieces (rare: parsed as values).
+    #[serde(default)]
+    reasoning_details: Option<serde_json::Value>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use hermes_runtime::pricing::{UsageReport, cache_line};
 use hermes_runtime::store::StoreError;
 
 use super::{Inner, lock};
@@ -45,6 +46,40 @@ impl Inner {
         .await;
     }
 
+    /// `/usage`: the conversation's token totals, cache share and cost
+    /// (prices from the factory: configuration, OpenRouter's listing).
+    pub(super) fn usage_later(self: &Arc<Self>, event: MessageEvent, key: String) {
+        let inner = Arc::clone(self);
+        self.spawn(async move {
+            let i2 = Arc::clone(&inner);
+            let text = tokio::task::spawn_blocking(move || {
+                let Some(session) = i2.store().active_session_for_key(&key)? else {
+                    return Ok::<_, StoreError>("No conversation yet.".to_owned());
+                };
+                let report = UsageReport::for_session(&i2.store(), &session.id)?;
+                let prices = i2.factory.prices(&i2.store, i2.now());
+                Ok(format!(
+                    "Usage of this conversation:\n{}",
+                    report.render(&prices)
+                ))
+            })
+            .await;
+            let text = match text {
+                Ok(Ok(text)) => text,
+                Ok(Err(e)) => format!("Usage: unavailable ({e})"),
+                Err(_) => "Usage: unavailable".to_owned(),
+            };
+            inner
+                .send(
+                    &event.source.platform,
+                    &event.source.chat_id,
+                    &text,
+                    Some(&event.message_id),
+                )
+                .await;
+        });
+    }
+
     pub(super) fn status_later(
         self: &Arc<Self>,
         event: MessageEvent,
@@ -71,12 +106,22 @@ impl Inner {
                         s.id, s.message_count
                     ));
                     let i3 = Arc::clone(&inner);
+                    let i4 = Arc::clone(&inner);
+                    let id = s.id.clone();
                     let k = key.clone();
                     let source = event.source.clone();
                     if let Ok(Some(line)) =
                         tokio::task::spawn_blocking(move || i3.context_line(&k, &s, &source)).await
                     {
                         text.push_str(&line);
+                        text.push('\n');
+                    }
+                    let usage = tokio::task::spawn_blocking(move || {
+                        UsageReport::for_session(&i4.store(), &id).map(|r| r.total())
+                    })
+                    .await;
+                    if let Ok(Ok(total)) = usage {
+                        text.push_str(&cache_line(&total));
                         text.push('\n');
                     }
                 }
@@ -182,9 +227,13 @@ impl Inner {
                 })
             }
             Command::Compress(focus) => self.compress(key, source, focus.as_deref()),
-            Command::Status | Command::Stop | Command::Help | Command::Unknown(_) => {
-                Ok(String::new())
-            }
+            Command::Status
+            | Command::Usage
+            | Command::Stop
+            | Command::Help
+            | Command::Approve { .. }
+            | Command::Deny
+            | Command::Unknown(_) => Ok(String::new()),
         }
     }
 }

@@ -10,6 +10,7 @@ use super::{
     INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, REFUSAL_INTERVAL, Slot, State, Work,
     duration_ms, lock, refusal_text,
 };
+use crate::approval::Verdict;
 use crate::command::{Command, HELP, parse_command};
 use crate::config::BusyMode;
 use crate::event::{ChatType, MessageEvent};
@@ -116,6 +117,41 @@ impl Inner {
                 drop(state);
                 self.reply_later(&event, HELP.to_owned());
             }
+            // Answered at once: the turn that asked is waiting for it, so it
+            // cannot wait in the session's queue behind that turn.
+            Some(Command::Approve { always }) => {
+                drop(state);
+                let verdict = if always {
+                    Verdict::ApproveAlways
+                } else {
+                    Verdict::Approve
+                };
+                let delivered = self
+                    .approvals
+                    .as_ref()
+                    .is_some_and(|hub| hub.answer(&key, verdict));
+                let text = match (delivered, always) {
+                    (false, _) => "Nothing is waiting for your approval.",
+                    (true, false) => "Approved; running it.",
+                    (true, true) => {
+                        "Approved; commands of this kind run unasked for the rest of this conversation."
+                    }
+                };
+                self.reply_later(&event, text.to_owned());
+            }
+            Some(Command::Deny) => {
+                drop(state);
+                let delivered = self
+                    .approvals
+                    .as_ref()
+                    .is_some_and(|hub| hub.answer(&key, Verdict::Deny));
+                let text = if delivered {
+                    "Denied; the command will not run."
+                } else {
+                    "Nothing is waiting for your approval."
+                };
+                self.reply_later(&event, text.to_owned());
+            }
             Some(Command::Unknown(word)) => {
                 drop(state);
                 self.reply_later(
@@ -144,6 +180,10 @@ impl Inner {
                 drop(state);
                 self.mark_unanswered(&dropped);
                 self.reply_later(&event, text);
+            }
+            Some(Command::Usage) => {
+                drop(state);
+                self.usage_later(event, key);
             }
             Some(Command::Status) => {
                 let (running, waiting) = state.sessions.get(&key).map_or((false, 0), |s| {

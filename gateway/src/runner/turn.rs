@@ -9,6 +9,7 @@ use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
 
 use super::{FactoryError, Inner, STOPPED_NOTICE, TurnCtl, Work, lock};
+use crate::approval::Route;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
 
@@ -18,6 +19,9 @@ struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
     flag: &'a InterruptFlag,
     persist: TurnWriter<'a>,
+    /// The first model that failed and why, and the model that answered in
+    /// the end, when a fallback took over (SPEC X2).
+    fallback: Option<(String, String, String)>,
 }
 
 impl AgentObserver for TurnObserver<'_> {
@@ -35,6 +39,16 @@ impl AgentObserver for TurnObserver<'_> {
             AgentEvent::Compacted(compaction) => {
                 self.persist.compacted(compaction);
             }
+            AgentEvent::Fallback(f) => match &mut self.fallback {
+                Some((_, _, answering)) => f.answering.clone_into(answering),
+                None => {
+                    self.fallback = Some((
+                        f.failed.to_owned(),
+                        f.reason.to_owned(),
+                        f.answering.to_owned(),
+                    ))
+                }
+            },
             _ => {}
         }
     }
@@ -43,6 +57,17 @@ impl AgentObserver for TurnObserver<'_> {
 /// What one turn produced for the user.
 pub(super) struct TurnReply {
     pub(super) texts: Vec<String>,
+}
+
+/// Told once per turn that fell back: which model answered, and why the
+/// primary did not (the reason is cut short: the log has all of it).
+pub(crate) fn fallback_notice(failed: &str, reason: &str, answering: &str) -> String {
+    let mut short: String = reason.chars().take(160).collect();
+    if reason.chars().count() > 160 {
+        short.push('…');
+    }
+    let reason = short;
+    format!("(Answered by {answering}: {failed} was unavailable — {reason}.)")
 }
 
 impl Inner {
@@ -200,15 +225,29 @@ impl Inner {
                 return TurnReply { texts };
             }
         };
-        // 3. Run, interruptibly, persisting as the run goes.
+        // 3. Run, interruptibly, persisting as the run goes; approval
+        //    questions of this turn go to this chat.
         ctl.attach(agent.interrupt_flag().clone());
+        let _route = self.approvals.as_ref().map(|hub| {
+            hub.bind(
+                &session.id,
+                Route {
+                    key: key.to_owned(),
+                    platform: event.source.platform.clone(),
+                    chat_id: event.source.chat_id.clone(),
+                    reply_to: event.message_id.clone(),
+                },
+            )
+        });
         let budget = IterationBudget::new(agent.max_iterations());
         let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
             persist: TurnWriter::new(&self.store, &session.id).skipping_stored_user_message(),
+            fallback: None,
         };
         let outcome = agent.run(&event.text, history, &budget, &mut observer);
+        let fallback = observer.fallback.take();
         let persist = observer.persist;
         if let Some(e) = persist.failure() {
             tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
@@ -238,6 +277,15 @@ impl Inner {
                 reply.push_str("\n\n");
             }
             reply.push_str(&notice);
+        }
+        if let Some((failed, reason, answering)) = fallback {
+            // The agent moved off its primary: drop it, so the next turn
+            // starts from a fresh one on the primary (G4, X2).
+            lock(&self.state).cache.invalidate(key);
+            if !reply.is_empty() {
+                reply.push_str("\n\n");
+            }
+            reply.push_str(&fallback_notice(&failed, &reason, &answering));
         }
         texts.push(reply);
         TurnReply { texts }
@@ -299,6 +347,7 @@ mod tests {
             ctl: &ctl,
             flag: &flag,
             persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
+            fallback: None,
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
             Message::user("u"),

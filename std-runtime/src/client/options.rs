@@ -3,6 +3,18 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use hermes_core::codec::{CacheControl, ReasoningEcho};
+
+/// How a reasoning effort is spelled on the OpenAI wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReasoningDialect {
+    /// `"reasoning_effort": "high"` (OpenAI, DeepSeek, Kimi, most servers).
+    #[default]
+    OpenAi,
+    /// `"reasoning": {"effort": "high"}` (OpenRouter).
+    OpenRouter,
+}
+
 /// How to reach one OpenAI-compatible provider.
 #[derive(Clone)]
 pub struct ClientOptions {
@@ -46,6 +58,23 @@ pub struct ClientOptions {
     /// Extra headers sent on every request (OpenRouter's `HTTP-Referer`,
     /// `X-Title`, an organisation header, …). Values are not logged.
     pub extra_headers: Vec<(String, String)>,
+    /// Explicit prompt-cache breakpoints (SPEC X3; Anthropic models); `None`
+    /// for providers that cache a stable prefix by themselves.
+    pub cache: Option<CacheControl>,
+    /// How much the model should reason (`minimal`, `low`, `medium`,
+    /// `high`, …); provider default when `None`. On the Anthropic API it
+    /// turns extended thinking on with a budget that grows with the effort.
+    pub reasoning_effort: Option<String>,
+    /// How the effort is spelled on the OpenAI wire.
+    pub reasoning_dialect: ReasoningDialect,
+    /// Stored reasoning sent back on the OpenAI wire, for providers that
+    /// require it (the Anthropic API gets its signed thinking blocks back
+    /// whenever thinking is on).
+    pub reasoning_echo: ReasoningEcho,
+    /// Fail at once, instead of waiting `max_retry_after`, when a rate
+    /// limit's `Retry-After` is longer than that: set when a fallback can
+    /// take the call (SPEC X2).
+    pub fail_fast_on_long_retry_after: bool,
 }
 
 /// The default [`ClientOptions::first_byte_timeout`].
@@ -73,6 +102,11 @@ impl Default for ClientOptions {
             backoff_base: Duration::from_millis(500),
             max_retry_after: Duration::from_secs(60),
             extra_headers: Vec::new(),
+            cache: None,
+            reasoning_effort: None,
+            reasoning_dialect: ReasoningDialect::OpenAi,
+            reasoning_echo: ReasoningEcho::Off,
+            fail_fast_on_long_retry_after: false,
         }
     }
 }
@@ -100,6 +134,14 @@ impl fmt::Debug for ClientOptions {
                     .iter()
                     .map(|(name, _)| name.as_str())
                     .collect::<Vec<_>>(),
+            )
+            .field("cache", &self.cache)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("reasoning_dialect", &self.reasoning_dialect)
+            .field("reasoning_echo", &self.reasoning_echo)
+            .field(
+                "fail_fast_on_long_retry_after",
+                &self.fail_fast_on_long_retry_after,
             )
             .finish()
     }

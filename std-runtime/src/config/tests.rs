@@ -287,9 +287,24 @@ fn masking_hides_secrets() {
         provider_name: "custom".into(),
         first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
         call_timeout: DEFAULT_CALL_TIMEOUT,
+        api: Api::OpenAi,
+        cache: CacheMode::Auto,
+        cache_ttl_1h: false,
+        reasoning_effort: None,
+        reasoning_echo: EchoMode::Auto,
+        price: None,
+        fallbacks: vec![FallbackProvider {
+            base_url: "y".into(),
+            api_key: Some("sk-fallbacksecret77".into()),
+            model: "f".into(),
+            api: Api::OpenAi,
+            provider_name: "custom".into(),
+            price: None,
+        }],
     };
     let shown = format!("{p:?}");
     assert!(!shown.contains("verysecret"), "{shown}");
+    assert!(!shown.contains("fallbacksecret"), "{shown}");
     assert!(
         !shown.contains("hunter2pass") && !shown.contains("proxyuser"),
         "{shown}"
@@ -359,4 +374,48 @@ fn provider_timeouts_default_and_come_from_env_or_file() {
     let home = home_with(&[("config.toml", "[provider]\ncall_timeout_secs = 0\n")]);
     let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
     assert!(err.to_string().contains("call_timeout_secs"), "{err}");
+}
+
+#[test]
+fn approvals_web_search_and_mcp_keys() {
+    let home = home_with(&[]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.approvals, ApprovalMode::Ask, "asks by default");
+    assert_eq!(s.approval_timeout, std::time::Duration::from_secs(300));
+    assert_eq!(s.web_search.effective_backend(), SearchBackend::DuckDuckGo);
+    assert!(s.mcp_servers.is_empty());
+
+    let home = home_with(&[(
+        "config.toml",
+        "[agent]\napprovals = \"off\"\napproval_timeout = 30\n\
+         [web]\nsearch_backend = \"brave\"\n\
+         [mcp.servers.files]\ncommand = \"mcp-files\"\nenv = { TOKEN = \"${FILES_TOKEN}\" }\n",
+    )]);
+    let e = env(
+        home.path(),
+        &[
+            ("BRAVE_API_KEY", "BSA-123456789"),
+            ("FILES_TOKEN", "files-secret-1"),
+        ],
+    );
+    let s = load(&cwd_overrides(), &e).unwrap();
+    assert_eq!(s.approvals, ApprovalMode::Off);
+    assert_eq!(s.approval_timeout, std::time::Duration::from_secs(30));
+    assert_eq!(s.web_search.effective_backend(), SearchBackend::Brave);
+    assert_eq!(s.mcp_servers[0].name, "files");
+    assert!(!format!("{:?}", s.mcp_servers).contains("files-secret-1"));
+    assert!(!format!("{:?}", s.web_search).contains("BSA-123456789"));
+
+    for (text, want) in [
+        ("[agent]\napprovals = \"sometimes\"\n", "approvals"),
+        ("[agent]\napproval_timeout = 0\n", "approval_timeout"),
+        ("[web]\nsearch_backend = \"bing\"\n", "search_backend"),
+        ("[web]\nsearch_backend = \"tavily\"\n", "TAVILY_API_KEY"),
+        ("[web]\nsearxng_url = \"localhost:8888\"\n", "searxng_url"),
+        ("[mcp.servers.x]\nurl = \"ftp://x\"\n", "[mcp.servers.x]"),
+    ] {
+        let home = home_with(&[("config.toml", text)]);
+        let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+        assert!(err.to_string().contains(want), "{text:?}: {err}");
+    }
 }

@@ -31,6 +31,9 @@ pub enum Kind {
     ListOf(&'static [&'static str]),
     /// One of these names.
     OneOf(&'static [&'static str]),
+    /// A table or a list of tables (`price = {…}`, `[[provider.fallback]]`),
+    /// whose contents the code that reads it checks and names.
+    Tables,
 }
 
 /// A key of a section.
@@ -66,7 +69,7 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 
 /// Toolset names a configuration may list; `none` enables no tools.
 pub const TOOLSET_NAMES: &[&str] = &[
-    "file", "terminal", "web", "memory", "todo", "delegate", "none",
+    "file", "terminal", "web", "memory", "todo", "delegate", "mcp", "none",
 ];
 
 /// Every section of `config.toml` and its keys.
@@ -81,6 +84,16 @@ pub const SECTIONS: &[Section] = &[
             key("compression_model", Kind::Str),
             key("first_byte_timeout_secs", Kind::PositiveInt),
             key("call_timeout_secs", Kind::PositiveInt),
+            key("api", Kind::OneOf(&["openai", "anthropic"])),
+            key("cache", Kind::OneOf(&["auto", "anthropic", "off"])),
+            key("cache_ttl", Kind::OneOf(&["5m", "1h"])),
+            key("reasoning_effort", Kind::Str),
+            key(
+                "reasoning_echo",
+                Kind::OneOf(&["auto", "off", "reasoning_content", "reasoning_details"]),
+            ),
+            key("price", Kind::Tables),
+            key("fallback", Kind::Tables),
         ]),
     },
     Section {
@@ -95,7 +108,24 @@ pub const SECTIONS: &[Section] = &[
             key("env_passthrough", Kind::List),
             key("sandbox_read", Kind::List),
             key("sandbox_write", Kind::List),
+            key("approvals", Kind::OneOf(&["ask", "off"])),
+            key("approval_timeout", Kind::PositiveInt),
         ]),
+    },
+    Section {
+        name: "web",
+        keys: Keys::These(&[
+            key(
+                "search_backend",
+                Kind::OneOf(&["auto", "searxng", "brave", "tavily", "duckduckgo"]),
+            ),
+            key("searxng_url", Kind::Url),
+        ]),
+    },
+    Section {
+        // `[mcp.servers.NAME]` tables; `mcp::config` checks their keys.
+        name: "mcp",
+        keys: Keys::CheckedElsewhere,
     },
     Section {
         name: "gateway",
@@ -117,6 +147,12 @@ pub const KNOWN_VARS: &[&str] = &[
     "HERMES_COMPRESS_THRESHOLD",
     "HERMES_FIRST_BYTE_TIMEOUT",
     "HERMES_CALL_TIMEOUT",
+    "HERMES_REASONING_EFFORT",
+    "HERMES_FALLBACK_MODEL",
+    "HERMES_FALLBACK_BASE_URL",
+    "HERMES_FALLBACK_API_KEY",
+    "HERMES_FALLBACK_API",
+    "ANTHROPIC_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
     "OPENROUTER_API_KEY",
@@ -156,6 +192,9 @@ pub const KNOWN_VARS: &[&str] = &[
     "WECOM_CALLBACK_PORT",
     "WECOM_CALLBACK_REPLAY_WINDOW_SECS",
     "WECOM_CALLBACK_TOKEN",
+    "BRAVE_API_KEY",
+    "TAVILY_API_KEY",
+    "SEARXNG_URL",
 ];
 
 /// Prefixes that only hermes uses: an unknown variable with one of them in
@@ -269,6 +308,8 @@ fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         (Kind::OneOf(names), Value::String(s)) => check_names(std::slice::from_ref(s), names),
         (Kind::OneOf(names), _) => Err(format!("must be one of {}", names.join(", "))),
         (Kind::List | Kind::ListOf(_), _) => Err("must be a list of strings".into()),
+        (Kind::Tables, Value::Table(_) | Value::Array(_)) => Ok(()),
+        (Kind::Tables, _) => Err("must be a table".into()),
     }
 }
 

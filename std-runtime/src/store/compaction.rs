@@ -17,7 +17,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::sessions::touch;
-use super::transcript::decode_message;
+use super::transcript::{decode_message, message_columns};
 use super::{Store, StoreError, WriteTx, from_i64, to_i64};
 
 /// A compaction as stored.
@@ -48,11 +48,12 @@ const COLUMNS: &str = "head_end, tail_start, end_seq, placement, replaced, summa
 
 /// The view's messages: the session row LEFT JOINed to the kept messages
 /// (same column order as the transcript load, so [`decode_message`] reads it).
-const LOAD_VIEW_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
-     m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms \
-     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND (m.seq < ?2 OR m.seq >= ?3) \
-     WHERE s.id = ?1 ORDER BY m.seq";
+const LOAD_VIEW_SQL: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND (m.seq < ?2 OR m.seq >= ?3) \
+     WHERE s.id = ?1 ORDER BY m.seq"
+);
 
 fn placement_str(p: SummaryPlacement) -> &'static str {
     match p {

@@ -46,6 +46,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "the working directory of each session (the CLI continues the latest session of a directory)",
         sql: V5,
     },
+    Migration {
+        version: 6,
+        what: "per-message prompt-cache counts, answering model and reasoning details",
+        sql: V6,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -251,4 +256,17 @@ CREATE INDEX compactions_by_session ON compactions (session_id, id);
 const V5: &str = "
 ALTER TABLE sessions ADD COLUMN workdir TEXT;
 CREATE INDEX sessions_by_workdir ON sessions (source_platform, workdir);
+";
+
+/// Version 6: what prices and the prompt cache need per message (SPEC X2,
+/// X3): the tokens read from and written to the provider's cache, the
+/// configured model that produced an assistant message (with a fallback
+/// chain, not always the session's), and the provider's reasoning blocks
+/// (OpenRouter's `reasoning_details` form) that some providers want back
+/// within a tool loop. All nullable: older rows have none of them.
+const V6: &str = "
+ALTER TABLE messages ADD COLUMN cached_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN model TEXT;
+ALTER TABLE messages ADD COLUMN reasoning_details TEXT;
 ";

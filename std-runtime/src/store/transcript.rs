@@ -11,17 +11,30 @@ use super::{KvWrite, Store, StoreError, WriteTx, to_i64, tool_calls};
 /// [`insert_entries`].
 pub(super) const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
      tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-     interrupted, timestamp_ms) \
+     interrupted, timestamp_ms, cached_tokens, cache_write_tokens, model, reasoning_details) \
      VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
-     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
-/// A session's messages in order; see [`Store::load_transcript`]. The column
-/// order is what [`decode_message`] reads.
-pub(super) const LOAD_SQL: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
-     m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
-     m.interrupted, m.timestamp_ms \
-     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
-     WHERE s.id = ?1 ORDER BY m.seq";
+/// The columns of a message, `m` being `messages`, in the order
+/// [`decode_message`] reads them; every query that decodes messages selects
+/// exactly these.
+macro_rules! message_columns {
+    () => {
+        "m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
+         m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
+         m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
+         m.reasoning_details"
+    };
+}
+pub(super) use message_columns;
+
+/// A session's messages in order; see [`Store::load_transcript`].
+pub(super) const LOAD_SQL: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id \
+     WHERE s.id = ?1 ORDER BY m.seq"
+);
 
 impl Store {
     /// The session's transcript in order, exactly as appended.
@@ -194,6 +207,10 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             meta.finish_reason.as_ref().map(FinishReason::as_str),
             meta.interrupted,
             to_i64("timestamp_ms", meta.timestamp_ms)?,
+            usage.map(|u| saturating_i64(u.cached_tokens)),
+            usage.map(|u| saturating_i64(u.cache_write_tokens)),
+            meta.model,
+            meta.reasoning_details,
         ])?;
     }
     Ok(())
@@ -270,18 +287,24 @@ pub(super) fn decode_message(
         count(6, "prompt_tokens")?,
         count(7, "completion_tokens")?,
         count(8, "total_tokens")?,
+        count(12, "cached_tokens")?,
+        count(13, "cache_write_tokens")?,
     ) {
-        (None, None, None) => None,
-        (p, c, t) => Some(Usage {
+        (None, None, None, None, None) => None,
+        (p, c, t, r, w) => Some(Usage {
             prompt_tokens: p.unwrap_or(0),
             completion_tokens: c.unwrap_or(0),
             total_tokens: t.unwrap_or(0),
+            cached_tokens: r.unwrap_or(0),
+            cache_write_tokens: w.unwrap_or(0),
         }),
     };
     Ok(LedgerEntry {
         message,
         meta: EntryMeta {
             reasoning: text(5, "reasoning")?.map(str::to_owned),
+            reasoning_details: text(15, "reasoning_details")?.map(str::to_owned),
+            model: text(14, "model")?.map(str::to_owned),
             usage,
             timestamp_ms: count(11, "timestamp_ms")?
                 .ok_or_else(|| corrupt("timestamp_ms is NULL".into()))?,

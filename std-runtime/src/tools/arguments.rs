@@ -15,6 +15,7 @@ use super::terminal::TerminalArgs;
 use super::todo::TodoArgs;
 #[cfg(feature = "web")]
 use super::web::FetchArgs;
+use super::web_search::WebSearchArgs;
 
 /// Parses `arguments` the way tool `name` does before it acts; `None` for a
 /// tool this list does not know.
@@ -30,6 +31,7 @@ pub(crate) fn parse(name: &str, arguments: &str) -> Option<Result<(), ToolError>
         "terminal" => as_type::<TerminalArgs>(name, arguments),
         #[cfg(feature = "web")]
         "web_fetch" => as_type::<FetchArgs>(name, arguments),
+        "web_search" => as_type::<WebSearchArgs>(name, arguments),
         "memory" => as_type::<MemoryArgs>(name, arguments),
         "todo" => as_type::<TodoArgs>(name, arguments),
         #[cfg(feature = "delegate")]

@@ -32,7 +32,9 @@ use hermes_core::{Model, Tool, ToolError, ToolRegistry};
 use serde::de::DeserializeOwned;
 
 use crate::bridge::AsyncBridge;
+use crate::mcp::McpManager;
 
+pub mod approval;
 pub(crate) mod arguments;
 #[cfg(feature = "delegate")]
 mod delegate;
@@ -44,8 +46,12 @@ mod terminal;
 mod todo;
 #[cfg(feature = "web")]
 pub(crate) mod web;
+mod web_search;
 mod workdir;
 
+pub use approval::{
+    ApprovalGate, ApprovalMode, ApprovalRequest, Approver, DANGERS, Decision, SessionApprovals,
+};
 #[cfg(feature = "delegate")]
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
@@ -56,6 +62,7 @@ pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
 #[cfg(feature = "web")]
 pub use web::{WebFetchTool, html_to_text};
+pub use web_search::{SearchBackend, WebSearchSettings, WebSearchTool};
 
 pub(crate) use workdir::{Access, Workdir};
 
@@ -69,10 +76,13 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
         &["read_file", "write_file", "patch", "search_files"],
     ),
     ("terminal", &["terminal"]),
-    ("web", &["web_fetch"]),
+    ("web", &["web_fetch", "web_search"]),
     ("memory", &["memory"]),
     ("todo", &["todo"]),
     ("delegate", &["delegate_task"]),
+    // The tools of the configured MCP servers, `mcp_SERVER_TOOL`; which
+    // ones depends on the servers.
+    ("mcp", &[]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -116,6 +126,15 @@ pub struct ToolEnv {
     /// The context window policy sub-agents (`delegate_task`) compact their
     /// own conversation under (SPEC X1); `None`: they do not.
     pub context: Option<hermes_core::ContextConfig>,
+    /// Approval of dangerous terminal commands (`[agent] approvals` and
+    /// the front-end's way of asking). The default asks nobody, so
+    /// dangerous commands are denied until a front-end provides an
+    /// approver or the user turns approvals off.
+    pub approval: ApprovalGate,
+    /// `[web]`: the search backend.
+    pub web_search: WebSearchSettings,
+    /// The process's MCP servers. Without it the `mcp` toolset is empty.
+    pub mcp: Option<Arc<McpManager>>,
 }
 
 impl fmt::Debug for ToolEnv {
@@ -133,6 +152,9 @@ impl fmt::Debug for ToolEnv {
             .field("result_cap_bytes", &self.result_cap_bytes)
             .field("todo_state", &self.todo_state.is_some())
             .field("context", &self.context.is_some())
+            .field("approval", &self.approval)
+            .field("web_search", &self.web_search)
+            .field("mcp", &self.mcp.is_some())
             .finish()
     }
 }
@@ -154,6 +176,9 @@ impl ToolEnv {
             result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
             todo_state: None,
             context: None,
+            approval: ApprovalGate::default(),
+            web_search: WebSearchSettings::default(),
+            mcp: None,
         }
     }
 }
@@ -245,6 +270,7 @@ fn build_wrapped(
 ) -> Result<ToolRegistry, ToolsError> {
     let cap = env.result_cap_bytes.max(MIN_RESULT_CAP);
     let mut reg = ToolRegistry::new();
+    let mut want_mcp = None;
     let mut add = |tool: Box<dyn Tool>| reg.register(wrap(tool));
     for name in toolsets {
         match *name {
@@ -261,12 +287,29 @@ fn build_wrapped(
                     env_passthrough: env.env_passthrough.clone(),
                     extra_read: env.sandbox_read.clone(),
                     extra_write: env.sandbox_write.clone(),
+                    approval: env.approval.clone(),
                 },
                 cap,
             ))),
             #[cfg(feature = "web")]
-            "web" => add(Box::new(WebFetchTool::new(cap))),
+            "web" => {
+                add(Box::new(WebFetchTool::new(cap)));
+                add(Box::new(WebSearchTool::new(env.web_search.clone(), cap)));
+            }
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
+            // Registered after the built-ins, whose names they must not take.
+            "mcp" => match &env.mcp {
+                Some(mcp) => want_mcp = Some(mcp),
+                None if explicit => {
+                    return Err(ToolsError::Unavailable {
+                        toolset: "mcp".into(),
+                        reason:
+                            "no MCP server is configured (add [mcp.servers.NAME] to config.toml)"
+                                .into(),
+                    });
+                }
+                None => {}
+            },
             "todo" => add(Box::new(match &env.todo_state {
                 Some(state) => TodoTool::with_state(state.clone()),
                 None => TodoTool::new(),
@@ -301,6 +344,12 @@ fn build_wrapped(
                 });
             }
             _ => {}
+        }
+    }
+    if let Some(mcp) = want_mcp {
+        let taken: Vec<String> = reg.specs().iter().map(|s| s.name.clone()).collect();
+        for tool in mcp.tools(cap, &taken) {
+            reg.register(wrap(tool));
         }
     }
     Ok(reg)

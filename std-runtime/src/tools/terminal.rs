@@ -27,6 +27,7 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::approval::ApprovalGate;
 use super::sandbox::{SandboxMode, child_env, unavailable_reason};
 use super::{Workdir, failed, parse_args};
 
@@ -42,6 +43,8 @@ pub(crate) struct TerminalSettings {
     pub(crate) env_passthrough: Vec<String>,
     pub(crate) extra_read: Vec<PathBuf>,
     pub(crate) extra_write: Vec<PathBuf>,
+    /// Dangerous commands need the user's approval (see [`super::approval`]).
+    pub(crate) approval: ApprovalGate,
 }
 
 /// Runs shell commands.
@@ -72,13 +75,21 @@ impl TerminalTool {
             }
             SandboxMode::Off => "",
         };
+        let approval = match settings.approval.mode {
+            super::approval::ApprovalMode::Ask => {
+                "Dangerous commands (recursive deletes, disk writes, curl | sh, force pushes, \
+                 reboots, ...) run only once the user approves them; if one is denied, do not try \
+                 to reach the same effect another way. "
+            }
+            super::approval::ApprovalMode::Off => "",
+        };
         TerminalTool {
             spec: ToolSpec::new(
                 "terminal",
                 format!(
                     "Run a shell command (sh -c) in the working directory and return its \
                      combined stdout/stderr and exit code. Non-interactive: stdin is empty. \
-                     {confinement}Everything it starts (background jobs too) is killed when it \
+                     {confinement}{approval}Everything it starts (background jobs too) is killed when it \
                      ends or times out; run long jobs in the foreground with a larger timeout. \
                      Long outputs are cut in the middle; pipe through head/tail/grep to focus. \
                      Everything it prints goes into the conversation: never print secrets."
@@ -252,6 +263,11 @@ impl Tool for TerminalTool {
                  config.toml or --no-sandbox."
             )));
         }
+        // Asked last, so the user is never asked about a command that would
+        // be refused anyway; an approved command runs in the same sandbox.
+        self.settings
+            .approval
+            .check("terminal", &args.command, ctx.interrupt)?;
         let env_home = self.workdir.root().to_path_buf();
         self.run(&args.command, dir, env_home, timeout_s, ctx)
     }

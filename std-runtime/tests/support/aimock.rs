@@ -40,6 +40,12 @@ impl Aimock {
     /// Starts aimock with the fixture file `fixtures/<name>` of the emulator
     /// directory, on a port the OS picks.
     pub fn start(fixture_file: &str) -> Aimock {
+        Self::start_with(fixture_file, &[])
+    }
+
+    /// [`Self::start`] with extra command-line flags (e.g. `--strict`, which
+    /// also makes aimock check Anthropic's extended-thinking rules).
+    pub fn start_with(fixture_file: &str, extra_args: &[&str]) -> Aimock {
         let dir = emulator_dir();
         let cli = dir
             .join("node_modules")
@@ -68,6 +74,7 @@ impl Aimock {
             .args(["--port", "0", "--host", "127.0.0.1", "--log-level", "info"])
             .arg("--fixtures")
             .arg(&fixtures)
+            .args(extra_args)
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -130,6 +137,16 @@ impl Aimock {
 
     /// Chat-completion requests aimock recorded (its request journal).
     pub fn chat_requests(&self) -> Vec<serde_json::Value> {
+        self.journal("/chat/completions")
+    }
+
+    /// Anthropic Messages requests aimock recorded (the body is aimock's
+    /// converted view; the raw one is in a [`super::proxy::RecordingProxy`]).
+    pub fn messages_requests(&self) -> Vec<serde_json::Value> {
+        self.journal("/messages")
+    }
+
+    fn journal(&self, suffix: &str) -> Vec<serde_json::Value> {
         let body = ureq::get(format!("{}/__aimock/journal", self.url))
             .call()
             .expect("aimock journal")
@@ -143,11 +160,7 @@ impl Aimock {
         };
         entries
             .into_iter()
-            .filter(|e| {
-                e["path"]
-                    .as_str()
-                    .is_some_and(|p| p.ends_with("/chat/completions"))
-            })
+            .filter(|e| e["path"].as_str().is_some_and(|p| p.ends_with(suffix)))
             .collect()
     }
 }

@@ -12,6 +12,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod aimock;
+pub mod mcp_servers;
+pub mod proxy;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -453,7 +455,12 @@ fn check_chat_body(req: &Recorded, problems: &mut Vec<String>) {
         }
         if m["role"] == "assistant"
             && calls.is_empty()
-            && m["content"].as_str().is_none_or(str::is_empty)
+            && !(m["content"].as_str().is_some_and(|c| !c.is_empty())
+                || m["content"].as_array().is_some_and(|parts| {
+                    parts.iter().any(|p| {
+                        p["type"] == "text" && p["text"].as_str().is_some_and(|t| !t.is_empty())
+                    })
+                }))
         {
             problems.push(format!(
                 "messages[{i}]: an assistant message with neither content nor tool calls"

@@ -216,7 +216,7 @@ fn show(settings: &Settings, id: &str) -> Result<i32, CliError> {
     }
     for entry in &transcript {
         match &entry.message {
-            Message::User { content } => {
+            Message::User { content, .. } => {
                 println!("\n{}", style.cyan("── you"));
                 println!("{content}");
             }
@@ -374,7 +374,7 @@ fn export_md(s: &SessionRecord, transcript: &[LedgerEntry]) -> String {
     }
     for entry in transcript {
         match &entry.message {
-            Message::User { content } => {
+            Message::User { content, .. } => {
                 let _ = write!(out, "\n## You\n\n{content}\n");
             }
             Message::Assistant {

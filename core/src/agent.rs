@@ -307,6 +307,19 @@ impl Agent {
         budget: &IterationBudget,
         observer: &mut dyn AgentObserver,
     ) -> RunOutcome {
+        self.run_message(Message::user(user_message), history, budget, observer)
+    }
+
+    /// [`Agent::run`] with the user's message given whole: a
+    /// [`Message::User`] with attachments (SPEC X6), as the gateway makes
+    /// of a photo and its caption. Any other role is appended as given.
+    pub fn run_message(
+        &self,
+        user_message: Message,
+        history: Vec<LedgerEntry>,
+        budget: &IterationBudget,
+        observer: &mut dyn AgentObserver,
+    ) -> RunOutcome {
         self.interrupt.clear();
         let fresh = fresh_from(&history);
         let mut run = Run {
@@ -320,10 +333,7 @@ impl Agent {
             fresh,
             compactions: Vec::new(),
         };
-        run.push(LedgerEntry::at(
-            Message::user(user_message),
-            self.clock.now_ms(),
-        ));
+        run.push(LedgerEntry::at(user_message, self.clock.now_ms()));
         let stop = run.drive();
         let first_new = run.first_new;
         let final_text = run

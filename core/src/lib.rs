@@ -31,6 +31,7 @@
 extern crate alloc;
 
 pub mod agent;
+pub mod attachment;
 pub mod budget;
 pub mod clock;
 pub mod codec;
@@ -45,6 +46,9 @@ pub mod tool;
 pub use agent::{
     Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, RunOutcome, SKIPPED_TOOL_RESULT,
     StopReason,
+};
+pub use attachment::{
+    Attachment, AttachmentKind, AttachmentResolver, TextReferences, current_turn_start,
 };
 pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
 pub use clock::{Clock, NoClock};

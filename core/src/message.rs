@@ -24,6 +24,8 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::attachment::Attachment;
+
 /// One chat message as the provider sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
@@ -32,6 +34,11 @@ pub enum Message {
     User {
         /// The user's text.
         content: String,
+        /// Images sent with the text (SPEC X6), by reference: the encoder
+        /// asks an [`AttachmentResolver`](crate::attachment::AttachmentResolver)
+        /// whether to send each as an image part or as a text reference.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// The model's answer: text, tool calls, or both.
     Assistant {
@@ -56,6 +63,15 @@ impl Message {
     pub fn user(content: impl Into<String>) -> Self {
         Message::User {
             content: content.into(),
+            attachments: Vec::new(),
+        }
+    }
+
+    /// A user message with attachments (SPEC X6).
+    pub fn user_with(content: impl Into<String>, attachments: Vec<Attachment>) -> Self {
+        Message::User {
+            content: content.into(),
+            attachments,
         }
     }
 
@@ -87,8 +103,16 @@ impl Message {
     /// The text content, if any.
     pub fn content(&self) -> Option<&str> {
         match self {
-            Message::User { content } | Message::Tool { content, .. } => Some(content),
+            Message::User { content, .. } | Message::Tool { content, .. } => Some(content),
             Message::Assistant { content, .. } => content.as_deref(),
+        }
+    }
+
+    /// The attachments of a user message (empty for other roles).
+    pub fn attachments(&self) -> &[Attachment] {
+        match self {
+            Message::User { attachments, .. } => attachments,
+            _ => &[],
         }
     }
 

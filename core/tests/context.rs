@@ -132,7 +132,7 @@ impl Model for WindowModel {
         }
         let last = request.messages.last().expect("a message");
         let completion = match &last.message {
-            Message::User { content } => {
+            Message::User { content, .. } => {
                 let n = turn_number(content);
                 if n.is_multiple_of(3) {
                     Completion {
@@ -297,7 +297,7 @@ fn thirty_turns_through_a_window_a_third_of_their_size() {
     let users: Vec<u64> = all
         .iter()
         .filter_map(|m| match m {
-            Message::User { content } => Some(turn_number(content)),
+            Message::User { content, .. } => Some(turn_number(content)),
             _ => None,
         })
         .collect();

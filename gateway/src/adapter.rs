@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::event::MessageEvent;
+use crate::event::{MediaRef, MessageEvent};
 use crate::split::LengthUnit;
 
 /// The one callback every adapter delivers inbound events to. It returns
@@ -76,6 +76,53 @@ pub struct OutgoingFile {
     pub caption: String,
 }
 
+/// A file downloaded from a platform ([`PlatformAdapter::fetch_media`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct FetchedMedia {
+    /// The bytes (decrypted, where the platform encrypts them).
+    pub bytes: Vec<u8>,
+    /// The MIME type the platform gave with the download, if any.
+    pub mime_type: Option<String>,
+    /// The file name the platform gave with the download, if any.
+    pub file_name: Option<String>,
+}
+
+impl std::fmt::Debug for FetchedMedia {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchedMedia")
+            .field("bytes", &self.bytes.len())
+            .field("mime_type", &self.mime_type)
+            .field("file_name", &self.file_name)
+            .finish()
+    }
+}
+
+/// How a streamed reply ended ([`ReplyStream::finish`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// The whole reply is in the streamed message: nothing more to send.
+    Delivered,
+    /// The reply does not fit (or the stream broke): the adapter has put
+    /// its preview away, and the runner sends the reply the usual way
+    /// (split, at most `max_reply_messages`, the rest as a file).
+    NotDelivered,
+}
+
+/// A reply shown while it is written (SPEC X6), made by
+/// [`PlatformAdapter::begin_reply`]. The runner calls `update` with the
+/// whole preview each time (the answer so far and a status line), no more
+/// often than [`PlatformAdapter::stream_interval`], in order, then `finish`
+/// once with the final text.
+#[async_trait]
+pub trait ReplyStream: Send {
+    /// Shows `preview` in place of the previous one. An error means the
+    /// platform refused; the runner stops updating and `finish` decides.
+    async fn update(&mut self, preview: &str) -> Result<(), AdapterError>;
+
+    /// Ends the reply with `text`, formatted for the platform.
+    async fn finish(&mut self, text: &str) -> Result<Finished, AdapterError>;
+}
+
 /// A chat platform. Implementations translate; they make no decisions about
 /// sessions, users or the agent.
 #[async_trait]
@@ -130,6 +177,40 @@ pub trait PlatformAdapter: Send + Sync {
         })
     }
 
-    /// Shows a "typing…" indicator where the platform has one.
+    /// Shows a "typing…" indicator where the platform has one. The runner
+    /// repeats it every [`crate::runner::TYPING_INTERVAL`] while a turn
+    /// runs.
     async fn typing(&self, _chat_id: &str) {}
+
+    /// Downloads `media` (at most `max_bytes`, decrypted where the platform
+    /// encrypts it), for the turn that answers its message (SPEC X6). The
+    /// default says the platform gives no files.
+    async fn fetch_media(
+        &self,
+        _media: &MediaRef,
+        _max_bytes: u64,
+    ) -> Result<FetchedMedia, AdapterError> {
+        Err(AdapterError::Unsupported {
+            platform: self.platform(),
+            what: "downloading files",
+        })
+    }
+
+    /// Starts a reply to `reply_to` in `chat_id` that is shown as it is
+    /// written (SPEC X6). The default, `None`, buffers: the runner sends the
+    /// whole reply when the turn ends. Adapters of platforms that can edit
+    /// a message or stream one override this.
+    async fn begin_reply(
+        &self,
+        _chat_id: &str,
+        _reply_to: Option<&str>,
+    ) -> Option<Box<dyn ReplyStream>> {
+        None
+    }
+
+    /// The shortest time between two [`ReplyStream::update`]s (the
+    /// platform's rate limits).
+    fn stream_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
 }

@@ -30,6 +30,7 @@ use crate::approval::ApprovalHub;
 use crate::config::{GatewayConfig, GatewayConfigError};
 use crate::event::SessionSource;
 use crate::lock::{InstanceLock, LockError};
+use crate::media::MediaServices;
 use crate::runner::{
     AgentFactory, FactoryError, GatewayRunner, RunnerDeps, ShutdownReport, StartError,
 };
@@ -145,6 +146,8 @@ pub struct RuntimeAgentFactory {
     tool_specs: Vec<hermes_core::ToolSpec>,
     /// The context window of each model, resolved once (SPEC X1).
     windows: Windows,
+    /// Photos, voice and files (SPEC X6).
+    media: Arc<MediaServices>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -202,6 +205,9 @@ impl RuntimeAgentFactory {
                 .then(|| ApprovalHub::new(settings.approval_timeout)),
             tool_specs: Vec::new(),
             windows: Windows::new(),
+            media: Arc::new(
+                MediaServices::from_settings(settings).map_err(GatewayError::Provider)?,
+            ),
         };
         let client = factory.client(&settings.provider.model)?;
         let tools = factory.registry(client, None, None)?;
@@ -339,6 +345,10 @@ impl AgentFactory for RuntimeAgentFactory {
         self.windows
             .info(base, model)
             .map(|w| format!("{} ({})", w.source, w.detail))
+    }
+
+    fn media(&self) -> Option<Arc<MediaServices>> {
+        Some(Arc::clone(&self.media))
     }
 }
 

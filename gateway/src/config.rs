@@ -120,6 +120,12 @@ pub struct GatewayConfig {
     /// How long an accepted message's id is remembered in the store, so a
     /// platform's redelivery after a restart is recognised (SPEC X5).
     pub dedup_retention: Duration,
+    /// Show replies as they are written (SPEC X6): Telegram edits one
+    /// message, WeCom's AI bot streams; `false` sends each reply whole.
+    pub stream_replies: bool,
+    /// The largest photo, voice note or file downloaded from a platform,
+    /// in bytes (`max_file_mb`).
+    pub max_file_bytes: u64,
 }
 
 impl Default for GatewayConfig {
@@ -139,6 +145,8 @@ impl Default for GatewayConfig {
             max_queued: 16,
             max_reply_messages: 10,
             dedup_retention: Duration::from_secs(48 * 3600),
+            stream_replies: true,
+            max_file_bytes: crate::media::DEFAULT_MAX_FILE_MB * 1024 * 1024,
         }
     }
 }
@@ -161,6 +169,8 @@ const KNOWN_KEYS: &[&str] = &[
     "max_queued",
     "max_reply_messages",
     "dedup_retention_hours",
+    "stream_replies",
+    "max_file_mb",
 ];
 
 impl GatewayConfig {
@@ -304,6 +314,12 @@ impl GatewayConfig {
         }
         if let Some((key, v)) = pick("GATEWAY_DEDUP_RETENTION_HOURS", "dedup_retention_hours") {
             cfg.dedup_retention = Duration::from_secs(v.count(&key, 1, 24 * 365)? as u64 * 3600);
+        }
+        if let Some((key, v)) = pick("GATEWAY_STREAM_REPLIES", "stream_replies") {
+            cfg.stream_replies = v.boolean(&key)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_MAX_FILE_MB", "max_file_mb") {
+            cfg.max_file_bytes = v.count(&key, 1, 2048)? as u64 * 1024 * 1024;
         }
         Ok(cfg)
     }
@@ -532,5 +548,25 @@ mod tests {
         assert_eq!(e.key, "gateway.max_reply_messages");
         let e = parse("", &[("GATEWAY_DEDUP_RETENTION_HOURS", "0")]).unwrap_err();
         assert_eq!(e.key, "GATEWAY_DEDUP_RETENTION_HOURS");
+    }
+
+    #[test]
+    fn streaming_and_file_size() {
+        let cfg = parse("", &[]).unwrap();
+        assert!(cfg.stream_replies, "on by default");
+        assert_eq!(cfg.max_file_bytes, 20 * 1024 * 1024);
+        let cfg = parse("[gateway]\nstream_replies = false\nmax_file_mb = 5", &[]).unwrap();
+        assert!(!cfg.stream_replies);
+        assert_eq!(cfg.max_file_bytes, 5 * 1024 * 1024);
+        let cfg = parse(
+            "[gateway]\nstream_replies = false",
+            &[("GATEWAY_STREAM_REPLIES", "true")],
+        )
+        .unwrap();
+        assert!(cfg.stream_replies);
+        let e = parse("[gateway]\nmax_file_mb = 0", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.max_file_mb");
+        let e = parse("[gateway]\nstream_replys = true", &[]).unwrap_err();
+        assert!(e.to_string().contains("stream_replies"), "{e}");
     }
 }

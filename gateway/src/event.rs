@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// Direct message or group chat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChatType {
@@ -42,8 +44,10 @@ pub struct SessionSource {
     pub thread_id: Option<String>,
 }
 
-/// What kind of content the message carried. Non-text content reaches the
-/// agent as a clear text placeholder in [`MessageEvent::text`].
+/// What kind of content the message carried. Photos, voice notes and
+/// files travel as [`MessageEvent::media`] (SPEC X6); content the gateway
+/// cannot use (a video, a sticker) reaches the agent as a clear text
+/// placeholder in [`MessageEvent::text`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MessageType {
@@ -64,12 +68,89 @@ pub enum MessageType {
 pub struct MessageEvent {
     /// The platform's id for this message (dedup key, reply target).
     pub message_id: String,
-    /// The text for the agent.
+    /// The text for the agent (the caption of a photo or file).
     pub text: String,
     /// Who sent it, where.
     pub source: SessionSource,
     /// What kind of content it was.
     pub message_type: MessageType,
+    /// Photos, voice notes, audio and files sent with it, not yet
+    /// downloaded (SPEC X6): the turn fetches them through the adapter
+    /// ([`crate::adapter::PlatformAdapter::fetch_media`]).
+    pub media: Vec<MediaRef>,
+}
+
+/// What a [`MediaRef`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MediaKind {
+    /// A picture: given to the model (or described for it).
+    Image,
+    /// A voice note: transcribed.
+    Voice,
+    /// An audio file: transcribed.
+    Audio,
+    /// Any other file: saved into the working directory.
+    Document,
+}
+
+impl MediaKind {
+    /// How the user would name it in a sentence ("your photo").
+    pub fn noun(self) -> &'static str {
+        match self {
+            MediaKind::Image => "photo",
+            MediaKind::Voice => "voice message",
+            MediaKind::Audio => "audio file",
+            MediaKind::Document => "file",
+        }
+    }
+}
+
+/// A platform's file, by the handle its adapter downloads it with. Stored
+/// with the accepted message (the inbox), so a message answered after a
+/// restart still has it; the bytes are fetched when its turn starts.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef {
+    /// What it is.
+    pub kind: MediaKind,
+    /// The adapter's handle: Telegram's `file_id`, WeCom's `media_id`, or
+    /// the AI bot's download URL and key. Opaque to the runner; never shown.
+    pub handle: String,
+    /// The file name the platform gave, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// The MIME type the platform gave, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The size the platform announced, if any (checked before downloading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+impl fmt::Debug for MediaRef {
+    /// The handle may carry a download URL and its key: not shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MediaRef")
+            .field("kind", &self.kind)
+            .field("handle", &format_args!("<{} bytes>", self.handle.len()))
+            .field("file_name", &self.file_name)
+            .field("mime_type", &self.mime_type)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl MediaRef {
+    /// A reference of `kind` with `handle` and nothing else known.
+    pub fn new(kind: MediaKind, handle: impl Into<String>) -> Self {
+        MediaRef {
+            kind,
+            handle: handle.into(),
+            file_name: None,
+            mime_type: None,
+            size: None,
+        }
+    }
 }
 
 impl fmt::Display for SessionSource {

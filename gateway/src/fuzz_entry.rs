@@ -411,6 +411,7 @@ mod wecom {
                             text,
                             source: source(key),
                             message_type: MessageType::Text,
+                            media: Vec::new(),
                         },
                     );
                 }

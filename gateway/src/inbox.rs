@@ -49,7 +49,7 @@ use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{KvWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use crate::event::{ChatType, MediaRef, MessageEvent, MessageType, SessionSource};
 
 /// The prefix of the key-value keys holding the inbox: one key per message
 /// (`gateway.inbox.00000000000000000042`), so accepting or transcribing a
@@ -142,6 +142,10 @@ pub struct Pending {
     /// transcribed ahead of its session's next message, not answered alone.
     #[serde(default = "yes")]
     pub answer: bool,
+    /// Photos, voice notes and files of the message (SPEC X6), by their
+    /// platform handles: downloaded when its turn starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<MediaRef>,
 }
 
 fn yes() -> bool {
@@ -149,9 +153,16 @@ fn yes() -> bool {
 }
 
 impl Pending {
-    /// The transcript entry for this message.
+    /// The transcript entry for this message as it was accepted: its text,
+    /// and a note per medium it was sent with (a turn prepares media with
+    /// [`crate::media`] instead; this is for messages no turn answers).
     pub fn entry(&self) -> LedgerEntry {
-        LedgerEntry::at(Message::user(self.text.as_str()), self.at_ms)
+        let message = if self.media.is_empty() {
+            Message::user(self.text.as_str())
+        } else {
+            crate::media::without_services(&self.text, &self.media).message
+        };
+        LedgerEntry::at(message, self.at_ms)
     }
 
     /// The event to run again after a restart.
@@ -160,7 +171,12 @@ impl Pending {
             message_id: self.message_id.clone(),
             text: self.text.clone(),
             source: self.source(),
-            message_type: MessageType::Text,
+            message_type: if self.media.is_empty() {
+                MessageType::Text
+            } else {
+                MessageType::Mixed
+            },
+            media: self.media.clone(),
         }
     }
 
@@ -428,6 +444,7 @@ mod tests {
             at_ms: 1000 + id,
             message_id: format!("m{id}"),
             answer: true,
+            media: Vec::new(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod event;
 pub mod fuzz_entry;
 pub mod inbox;
 pub mod lock;
+pub mod media;
 pub mod overflow;
 pub mod runner;
 pub mod session;

@@ -78,17 +78,22 @@ use crate::config::GatewayConfig;
 use crate::dedup::Dedup;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::{Inbox, InboxError};
+use crate::media::MediaServices;
 use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
 mod commands;
 mod context;
+mod fetch;
 mod intake;
 mod lifecycle;
+mod progress;
 mod recovery;
 mod turn;
 
+pub use fetch::DOWNLOAD_TIMEOUT;
 pub use lifecycle::{last_daily_boundary, system_utc_offset};
+pub use progress::{StreamEvent, TYPING_INTERVAL};
 
 /// The "interrupting" notice is sent at most this often per session (G6).
 pub const NOTICE_INTERVAL: Duration = Duration::from_secs(30);
@@ -152,6 +157,13 @@ pub trait AgentFactory: Send + Sync {
     /// Where the context window of `model` came from, for `/status`
     /// (`provider metadata (GET …/props n_ctx)`); `None` when unknown.
     fn window_detail(&self, _model: &str) -> Option<String> {
+        None
+    }
+
+    /// What turns photos, voice notes and files into the user message
+    /// (SPEC X6); `None`: media are not downloaded, the model reads a note
+    /// that they were not processed.
+    fn media(&self) -> Option<Arc<MediaServices>> {
         None
     }
 

@@ -268,6 +268,7 @@ pub fn event(
             thread_id: None,
         },
         message_type: MessageType::Text,
+        media: Vec::new(),
     }
 }
 
@@ -361,7 +362,7 @@ pub fn last_user_text(messages: &[Message]) -> String {
         .iter()
         .rev()
         .find_map(|m| match m {
-            Message::User { content } => Some(content.clone()),
+            Message::User { content, .. } => Some(content.clone()),
             _ => None,
         })
         .unwrap_or_default()
@@ -449,7 +450,7 @@ impl Model for EchoModel {
             .iter()
             .rev()
             .find_map(|e| match &e.message {
-                Message::User { content } => Some(content.as_str()),
+                Message::User { content, .. } => Some(content.as_str()),
                 _ => None,
             })
             .unwrap_or_default();

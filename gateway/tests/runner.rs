@@ -228,7 +228,7 @@ fn user_texts(messages: &[Message]) -> Vec<String> {
     messages
         .iter()
         .filter_map(|m| match m {
-            Message::User { content } => Some(content.clone()),
+            Message::User { content, .. } => Some(content.clone()),
             _ => None,
         })
         .collect()
@@ -1210,7 +1210,7 @@ fn a_redelivered_update_after_a_kill_is_not_transcribed_twice() {
     let mut seen = std::collections::HashMap::<String, usize>::new();
     for session in store.list_sessions(100).unwrap() {
         for e in store.load_transcript(&session.id).unwrap() {
-            if let Message::User { content } = e.message {
+            if let Message::User { content, .. } = e.message {
                 *seen.entry(content).or_default() += 1;
             }
         }

@@ -327,7 +327,9 @@ fn kill_9_soak_loses_nothing_and_duplicates_nothing() {
         let transcript = store.load_transcript(&session.id).unwrap();
         for (i, entry) in transcript.iter().enumerate() {
             match &entry.message {
-                Message::User { content } => *transcribed.entry(content.clone()).or_default() += 1,
+                Message::User { content, .. } => {
+                    *transcribed.entry(content.clone()).or_default() += 1
+                }
                 Message::Assistant {
                     tool_calls: calls, ..
                 } => {

@@ -35,6 +35,9 @@ struct Gateway {
 async fn gateway(emu: &Emulator, provider: &FakeProvider, config_toml: &str) -> Gateway {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
+    // Streamed replies (SPEC X6, tested in progress.rs) would add a status
+    // message per tool call: these tests read the chat as whole messages.
+    let config_toml = format!("[gateway]\nstream_replies = false\n\n{config_toml}");
     std::fs::write(home.path().join("config.toml"), config_toml).unwrap();
     let env = Environment::from_pairs([
         ("HERMES_HOME", home.path().display().to_string()),

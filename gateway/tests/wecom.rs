@@ -513,7 +513,7 @@ async fn enter_chat_without_welcome_text_sends_nothing() {
 }
 
 #[tokio::test]
-async fn non_text_messages_become_placeholders() {
+async fn images_become_media_and_unknown_content_placeholders() {
     let (fake, adapter, mut rx) = connected(Behaviour::default(), |c| c).await;
     fake.push(serde_json::json!({
         "cmd": "aibot_msg_callback", "headers": {"req_id": "cb-img"},
@@ -523,7 +523,17 @@ async fn non_text_messages_become_placeholders() {
     }));
     let ev = next_event(&mut rx).await;
     assert_eq!(ev.message_type, MessageType::Photo);
-    assert!(ev.text.contains("image"), "{}", ev.text);
+    assert_eq!(ev.text, "");
+    assert_eq!(ev.media.len(), 1);
+    assert_eq!(ev.media[0].kind, hermes_gateway::event::MediaKind::Image);
+    fake.push(serde_json::json!({
+        "cmd": "aibot_msg_callback", "headers": {"req_id": "cb-loc"},
+        "body": {"msgid": "m-loc", "aibotid": "bot-1", "chattype": "single",
+                 "from": {"userid": "bob"}, "msgtype": "location"}
+    }));
+    let ev = next_event(&mut rx).await;
+    assert!(ev.text.contains("location message"), "{}", ev.text);
+    assert!(ev.media.is_empty());
     // A malformed frame is skipped; the connection keeps working.
     fake.push(serde_json::json!({"cmd": "aibot_msg_callback", "headers": {"req_id": "bad"}, "body": {"msgtype": "text"}}));
     fake.push_text("cb-ok", "m-ok", DM, "after the bad one");

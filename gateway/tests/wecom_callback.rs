@@ -359,10 +359,26 @@ async fn media_and_events() {
     );
     assert_eq!(s.wecom.post(&image, NOW_S).await.0, 200);
     let ev = next_event(&mut s.rx).await;
+    // The turn fetches the image (SPEC X6): no placeholder, the media id
+    // as the handle.
+    assert_eq!(
+        (ev.text.as_str(), ev.message_type),
+        ("", MessageType::Photo)
+    );
+    assert_eq!(ev.media.len(), 1);
+    assert_eq!(ev.media[0].kind, hermes_gateway::event::MediaKind::Image);
+    assert_eq!(ev.media[0].handle, "MEDIA1");
+    // Without a media id there is nothing to fetch: a placeholder.
+    let bare = format!(
+        "<xml><ToUserName>{CORP}</ToUserName><FromUserName>alice</FromUserName><CreateTime>{NOW_S}</CreateTime><MsgType>image</MsgType><PicUrl>http://127.0.0.1:9/p.jpg</PicUrl><MsgId>3004</MsgId><AgentID>{AGENT}</AgentID></xml>"
+    );
+    assert_eq!(s.wecom.post(&bare, NOW_S).await.0, 200);
+    let ev = next_event(&mut s.rx).await;
     assert_eq!(
         (ev.text.as_str(), ev.message_type),
         (IMAGE_PLACEHOLDER, MessageType::Photo)
     );
+    assert!(ev.media.is_empty());
 
     s.fake
         .add_media("MEDIA1", "image/jpeg", b"\xff\xd8\xff\xe0 jpeg bytes");

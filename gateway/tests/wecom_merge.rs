@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use hermes_gateway::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use hermes_gateway::event::{
+    ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource,
+};
 use hermes_gateway::wecom::merge::{FragmentMerger, MergeConfig};
 
 fn ms(n: u64) -> Duration {
@@ -29,6 +31,7 @@ fn piece(id: &str, chat: &str, user: &str, text: &str) -> MessageEvent {
             thread_id: None,
         },
         message_type: MessageType::Text,
+        media: Vec::new(),
     }
 }
 
@@ -151,6 +154,24 @@ fn mixed_content_kinds_join_as_mixed() {
     let out = m.poll(ms(700));
     assert_eq!(out[0].message_type, MessageType::Mixed);
     assert_eq!(out[0].text, "look\n[The user sent an image]");
+}
+
+#[test]
+fn a_photo_right_after_its_text_joins_it_with_its_media() {
+    let mut m = merger();
+    m.push(ms(0), piece("m1", "alice", "alice", "what is this?"));
+    let mut img = piece("m2", "alice", "alice", "");
+    img.message_type = MessageType::Photo;
+    img.media = vec![MediaRef::new(
+        MediaKind::Image,
+        r#"{"url":"https://x","aeskey":"k"}"#,
+    )];
+    m.push(ms(100), img);
+    let out = m.poll(ms(700));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].text, "what is this?", "no stray line break");
+    assert_eq!(out[0].media.len(), 1, "the photo is kept");
+    assert_eq!(out[0].message_id, "m2");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use crate::client::{
 use crate::config::{Api, CacheMode, EchoMode, ProviderSettings, Settings};
 use crate::fallback::{FallbackModel, Link};
 use crate::mcp::McpManager;
+use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::store::SystemClock;
 use crate::tools::{
@@ -49,6 +50,12 @@ pub fn provider_model(settings: &Settings, model: &str) -> Result<Arc<FallbackMo
         let mut opts = client_options(p, base_url, key, model, api);
         // A later link can take the call: a long rate limit is not waited out.
         opts.fail_fast_on_long_retry_after = n < last;
+        // A model that sees images is sent the current turn's images from
+        // $HERMES_HOME/media (SPEC X6); the Anthropic wire sends their
+        // references.
+        opts.images = (api == Api::OpenAi
+            && crate::media::vision::sees_images(&settings.media, model))
+        .then(|| MediaDir::in_home(&settings.home));
         let client: Arc<dyn Model> = match api {
             Api::OpenAi => Arc::new(OpenAiClient::new(opts)?),
             Api::Anthropic => Arc::new(AnthropicClient::new(opts)?),
@@ -129,6 +136,24 @@ pub fn client_options(
         reasoning_echo,
         ..ClientOptions::default()
     }
+}
+
+/// The client of `[provider] vision_model`, which describes images for a
+/// chat model that cannot see them (SPEC X6): on the same provider, always
+/// sent images, not streaming. `None` when no vision model is configured.
+pub fn vision_client(settings: &Settings) -> Option<Result<OpenAiClient, ClientError>> {
+    let model = settings.media.vision_model.as_deref()?;
+    let p = &settings.provider;
+    Some(OpenAiClient::new(ClientOptions {
+        base_url: p.base_url.clone(),
+        api_key: p.api_key.clone(),
+        model: model.to_owned(),
+        stream: false,
+        first_byte_timeout: p.first_byte_timeout.max(p.call_timeout),
+        call_timeout: p.call_timeout,
+        images: Some(MediaDir::in_home(&settings.home)),
+        ..ClientOptions::default()
+    }))
 }
 
 /// What one session's tools share with the process and the front-end,

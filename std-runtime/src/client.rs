@@ -72,6 +72,7 @@ use std::time::Instant;
 use hermes_core::codec::DecodeError;
 use hermes_core::codec::request::RequestEncoder;
 use hermes_core::codec::sse::SseStatus;
+use hermes_core::{AttachmentResolver, TextReferences};
 use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 
@@ -470,6 +471,16 @@ impl OpenAiClient {
 
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
         let mut body = Vec::with_capacity(4096);
+        // The images of this turn, read for this request only (SPEC X6).
+        let inline = self
+            .opts
+            .images
+            .as_ref()
+            .map(|dir| crate::media::inline::InlineImages::for_request(dir, request.messages));
+        let attachments: &dyn AttachmentResolver = match &inline {
+            Some(images) => images,
+            None => &TextReferences,
+        };
         // A call that finds the shared encoder busy (a clone calling at the
         // same time) encodes without what it keeps.
         let mut encoder = self.encoder.try_lock().ok();
@@ -478,6 +489,7 @@ impl OpenAiClient {
                 &self.opts,
                 stream,
                 request,
+                attachments,
                 encoder.as_deref_mut(),
                 &mut body,
             )

@@ -9,6 +9,7 @@
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
 //! [`mask`] is what any display uses (SPEC E2).
 
+mod media;
 mod provider;
 mod resolve;
 #[cfg(test)]
@@ -26,6 +27,10 @@ use crate::mcp::ServerConfig;
 use crate::pricing::Price;
 use crate::tools::{ApprovalMode, SandboxMode, SearchBackend, WebSearchSettings};
 
+pub use media::{
+    DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
+    TranscriptionSettings,
+};
 pub use provider::{
     ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
 };
@@ -229,6 +234,9 @@ pub struct Settings {
     pub sandbox_read: Vec<PathBuf>,
     /// Extra paths sandboxed commands may write (`[agent] sandbox_write`).
     pub sandbox_write: Vec<PathBuf>,
+    /// Images and voice (SPEC X6): vision, the describing model,
+    /// transcription.
+    pub media: MediaSettings,
     /// Whether dangerous commands need approval (`[agent] approvals` =
     /// "ask" | "off").
     pub approvals: ApprovalMode,
@@ -647,6 +655,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .into_iter()
         .map(&expand)
         .collect();
+    let media = media::load(&resolver, &mut origins)?;
 
     let approvals = match resolver.toml_value("agent", "approvals") {
         None => ApprovalMode::Ask,
@@ -699,6 +708,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         env_passthrough,
         sandbox_read,
         sandbox_write,
+        media,
         approvals,
         approval_timeout,
         web_search,

@@ -19,6 +19,7 @@
 //! - [`config`]: provider settings and their precedence, shared by the CLI and
 //!   the gateway.
 //! - [`context`]: the model's context window and where it came from (SPEC X1).
+//! - [`media`]: images, voice and documents users send (SPEC X6).
 //!
 //! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
 //! SQLite and tokio; the core never does.
@@ -33,6 +34,7 @@ pub mod fallback;
 pub mod fuzz_entry;
 pub mod http;
 pub mod mcp;
+pub mod media;
 pub mod persist;
 pub mod pricing;
 pub mod prompt;

@@ -29,7 +29,7 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-const LATEST_SCHEMA: u32 = 6;
+const LATEST_SCHEMA: u32 = 7;
 
 /// 2026-11-30T00:15:03Z
 const T0: u64 = 1_795_997_703_000;

@@ -1,5 +1,6 @@
 //! Test support shared by the crates' process-level tests: a scripted,
-//! loopback, OpenAI-compatible provider ([`FakeProvider`]).
+//! loopback, OpenAI-compatible provider ([`FakeProvider`]), and the
+//! launcher of the third-party aimock emulator ([`aimock`]).
 //!
 //! It speaks just enough HTTP/1.1 (keep-alive: JSON answers carry a
 //! `Content-Length`, event streams are chunked; [`FakeProvider::connections`]
@@ -7,7 +8,10 @@
 //! request: `POST /…/chat/completions`, a JSON body with `model` and a
 //! `messages` array whose first entry is the system prompt, every tool call
 //! answered by a tool message, every tool call's `arguments` a JSON object,
-//! no assistant message without text and without tool calls. A request that
+//! no assistant message without text and without tool calls, content parts
+//! only of text and of images as base64 `data:` URLs. It also serves
+//! `POST /…/audio/transcriptions` (a multipart upload with a named `file`
+//! and a `model`, checked) when a transcript is set. A request that
 //! breaks a rule gets a 400 with the reason, and the reason is recorded so
 //! the test fails loudly.
 //!
@@ -22,7 +26,9 @@
 //! ([`Advertise`]). A [`Responder`] answers when the script is empty, for
 //! conversations whose number of calls is not known in advance.
 
+pub mod aimock;
 pub mod http;
+pub mod multipart;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -183,6 +189,10 @@ struct State {
     models_status: Option<u16>,
     /// Connections accepted so far.
     connections: usize,
+    /// What `POST /audio/transcriptions` answers; `None`: 404.
+    transcript: Option<Reply>,
+    /// The uploads of the transcription requests, in order.
+    transcriptions: Vec<Vec<multipart::FormField>>,
 }
 
 impl Default for State {
@@ -200,6 +210,8 @@ impl Default for State {
             auth: Vec::new(),
             models_status: None,
             connections: 0,
+            transcript: None,
+            transcriptions: Vec::new(),
         }
     }
 }
@@ -312,6 +324,17 @@ impl FakeProvider {
         lock(&self.state).connections
     }
 
+    /// Answers `POST /audio/transcriptions` with `reply` (a [`Reply::Text`]
+    /// is the transcript, a [`Reply::Status`] an OpenAI-style error).
+    pub fn set_transcription(&self, reply: Reply) {
+        lock(&self.state).transcript = Some(reply);
+    }
+
+    /// The form fields of every transcription request so far.
+    pub fn transcriptions(&self) -> Vec<Vec<multipart::FormField>> {
+        lock(&self.state).transcriptions.clone()
+    }
+
     /// The provider's token count of every chat request, in order.
     pub fn counts(&self) -> Vec<u64> {
         lock(&self.state).counts.clone()
@@ -358,6 +381,7 @@ fn serve_request(
     }
     let mut content_length = 0usize;
     let mut has_json_type = false;
+    let mut content_type = String::new();
     let mut auth = None;
     loop {
         let mut line = String::new();
@@ -374,8 +398,9 @@ fn serve_request(
             if k == "authorization" {
                 auth = Some(v.trim().to_owned());
             }
-            if k == "content-type" && v.contains("application/json") {
-                has_json_type = true;
+            if k == "content-type" {
+                has_json_type = v.contains("application/json");
+                content_type = v.trim().to_owned();
             }
         }
     }
@@ -426,6 +451,9 @@ fn serve_request(
             });
             return respond_json(out, 200, &body);
         }
+    }
+    if method == "POST" && path.ends_with("/audio/transcriptions") {
+        return transcribe(out, state, &content_type, &body);
     }
     // Other metadata endpoints (llama.cpp's /props, Ollama's /api/…) are
     // probed for the context window; this provider has none, like OpenAI.
@@ -520,6 +548,87 @@ fn merge(target: &mut Value, extra: &Value) {
     }
 }
 
+/// `POST /audio/transcriptions` as OpenAI's: a form with a `file` part
+/// (named, not empty) and a `model` field, else a 400 recorded as a
+/// violation; then the configured answer.
+fn transcribe(
+    out: &mut TcpStream,
+    state: &Mutex<State>,
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
+    let fields = multipart::fields(content_type, body);
+    let file_ok = fields.iter().any(|f| {
+        f.name == "file"
+            && f.file_name.as_deref().is_some_and(|n| !n.is_empty())
+            && !f.data.is_empty()
+    });
+    let model_ok = fields
+        .iter()
+        .any(|f| f.name == "model" && !f.data.is_empty());
+    let mut st = lock(state);
+    if !(file_ok && model_ok) {
+        let v = format!(
+            "transcription request without a named, non-empty `file` part and a `model` field ({} parts)",
+            fields.len()
+        );
+        st.violations.push(v.clone());
+        drop(st);
+        return respond_json(out, 400, &json!({"error": {"message": v}}));
+    }
+    st.transcriptions.push(fields);
+    let reply = st.transcript.clone();
+    drop(st);
+    match reply {
+        Some(Reply::Text(text)) => respond_json(out, 200, &json!({ "text": text })),
+        Some(Reply::Status(code, message)) => respond_json(
+            out,
+            code,
+            &json!({"error": {"message": message, "type": "invalid_request_error"}}),
+        ),
+        _ => respond_json(
+            out,
+            404,
+            &json!({"error": {"message": "no transcription model"}}),
+        ),
+    }
+}
+
+/// The rules for a user message's content parts: text parts carry text,
+/// image parts a base64 `data:` URL of an image (what OpenAI checks).
+fn check_parts(i: usize, parts: &[Value]) -> Result<(), String> {
+    use base64::Engine as _;
+    if parts.is_empty() {
+        return Err(format!("messages[{i}]: an empty content array"));
+    }
+    for part in parts {
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") if part.get("text").is_some_and(Value::is_string) => {}
+            Some("image_url") => {
+                let url = part
+                    .pointer("/image_url/url")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let (head, data) = url
+                    .strip_prefix("data:")
+                    .and_then(|r| r.split_once(";base64,"))
+                    .ok_or_else(|| format!("messages[{i}]: image_url is not a base64 data URL"))?;
+                if !head.starts_with("image/") {
+                    return Err(format!("messages[{i}]: an image data URL of type {head:?}"));
+                }
+                if base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .is_err()
+                {
+                    return Err(format!("messages[{i}]: the image data is not valid base64"));
+                }
+            }
+            other => return Err(format!("messages[{i}]: a content part of type {other:?}")),
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a request of `n` tokens over `w`, as the provider `w` imitates.
 fn refuse(out: &mut TcpStream, w: Window, n: u64, stream: bool) -> std::io::Result<()> {
     let limit = w.tokens;
@@ -578,6 +687,9 @@ fn check_request(v: &Value) -> Result<(), String> {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role == "system" && i > 0 {
             return Err(format!("messages[{i}]: a second system message"));
+        }
+        if let Some(parts) = m.get("content").and_then(Value::as_array) {
+            check_parts(i, parts)?;
         }
         if role == "tool" {
             let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");

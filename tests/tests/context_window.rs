@@ -273,7 +273,7 @@ fn thirty_turns_through_a_window_a_third_of_their_size() {
     let users: Vec<u64> = originals
         .iter()
         .filter_map(|e| match &e.message {
-            Message::User { content } => turn_number(content),
+            Message::User { content, .. } => turn_number(content),
             _ => None,
         })
         .collect();

@@ -243,7 +243,7 @@ impl Chat {
         // model was thinking) would make the next turn send two user
         // messages in a row; it is taken out and offered again instead.
         if let Some(LedgerEntry {
-            message: Message::User { content },
+            message: Message::User { content, .. },
             ..
         }) = history.last()
         {

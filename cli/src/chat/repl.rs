@@ -200,7 +200,7 @@ fn greet(chat: &Chat) {
     ));
     let cols = width().saturating_sub(10);
     let last_user = chat.history().iter().rev().find_map(|e| match &e.message {
-        Message::User { content } => Some(content.as_str()),
+        Message::User { content, .. } => Some(content.as_str()),
         _ => None,
     });
     let last_answer = chat.history().iter().rev().find_map(|e| match &e.message {

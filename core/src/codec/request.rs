@@ -16,8 +16,8 @@
 //!   Anthropic's limit. A message can carry one when its text is not empty
 //!   (an assistant message that only calls tools cannot). Placement is found
 //!   by walking back from the end, so it costs the same whatever the length
-//!   of the history. (Image parts of user messages, when they come, join the
-//!   same parts array; the marker goes on the last part.)
+//!   of the history. (Image parts of user messages join the same parts array;
+//!   the marker goes on the last part.)
 //! - **Reasoning echo** ([`RequestOptions::reasoning_echo`]): the one way a
 //!   ledger field reaches the wire. Providers that require the model's
 //!   earlier reasoning back (DeepSeek's thinking mode and Kimi K2 with tool
@@ -43,6 +43,16 @@
 //!
 //! Both checks read the borrowed ledger in place (a JSON validation of each
 //! argument string, no allocation), so the body is still built in one pass.
+//!
+//! # Attachments (SPEC X6)
+//! A user message with attachments is sent with its content as parts: the
+//! text (`{"type":"text"}`), then one `{"type":"image_url","image_url":
+//! {"url":…}}` part per image the caller's
+//! [`AttachmentResolver`] lends a URL for. An image it lends none for goes
+//! as its short text reference ([`Attachment::reference`]); a message whose
+//! images all go as references is sent as one plain string, so a model that
+//! cannot see images never receives a parts array. The URLs (data URLs of a
+//! few MB) are borrowed from the resolver and written once, into the body.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -51,6 +61,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::EncodeError;
+use crate::attachment::{Attachment, AttachmentResolver, TextReferences};
 use crate::message::{LedgerEntry, Message, ToolCall};
 use crate::model::ChatRequest;
 use crate::tool::ToolSpec;
@@ -153,9 +164,22 @@ impl<'a> RequestOptions<'a> {
 /// `stream_options` (streaming with usage only), `max_tokens`, `temperature`,
 /// then `reasoning_effort` or `reasoning` when set.
 /// The body is appended to `out`; on error `out` is left as it was.
+/// Attachments travel as their text references; see [`encode_request_with`].
 pub fn encode_request(
     opts: &RequestOptions<'_>,
     req: &ChatRequest<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    encode_request_with(opts, req, &TextReferences, out)
+}
+
+/// [`encode_request`], asking `attachments` how to send each image of a
+/// user message: as an `image_url` part (the URL it lends) or as its text
+/// reference (see the module docs).
+pub fn encode_request_with(
+    opts: &RequestOptions<'_>,
+    req: &ChatRequest<'_>,
+    attachments: &dyn AttachmentResolver,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     if let Some(t) = opts.temperature
@@ -165,7 +189,12 @@ pub fn encode_request(
     }
     // serde_json's `Serializer` over a caller's writer is std-only, so the
     // body is built in one vector and moved (or appended) into `out`.
-    let body = serde_json::to_vec(&Body { opts, req }).map_err(EncodeError::Json)?;
+    let body = serde_json::to_vec(&Body {
+        opts,
+        req,
+        attachments,
+    })
+    .map_err(EncodeError::Json)?;
     if out.is_empty() {
         *out = body;
     } else {
@@ -208,7 +237,14 @@ impl RequestEncoder {
     ) -> Result<(), EncodeError> {
         // Decorations (cache breakpoints, reasoning echo) change the system
         // message and the messages around them: nothing kept applies.
-        if opts.cache.is_some() || opts.reasoning_echo != ReasoningEcho::Off {
+        // So do attachments (what they become is the resolver's choice).
+        if opts.cache.is_some()
+            || opts.reasoning_echo != ReasoningEcho::Off
+            || req
+                .messages
+                .iter()
+                .any(|e| !e.message.attachments().is_empty())
+        {
             return encode_request(opts, req, out);
         }
         if let Some(t) = opts.temperature
@@ -286,7 +322,10 @@ impl Serialize for Entries<'_> {
             self.0
                 .iter()
                 .filter(|e| on_wire(&e.message))
-                .map(|e| WireMessage(&e.message)),
+                .map(|e| WireMessage {
+                    message: &e.message,
+                    attachments: &TextReferences,
+                }),
         )
     }
 }
@@ -332,6 +371,7 @@ fn serialize_reasoning<M: SerializeMap>(
 struct Body<'o, 'r> {
     opts: &'o RequestOptions<'o>,
     req: &'o ChatRequest<'r>,
+    attachments: &'o dyn AttachmentResolver,
 }
 
 impl Serialize for Body<'_, '_> {
@@ -343,6 +383,7 @@ impl Serialize for Body<'_, '_> {
             &Messages {
                 system_prompt: self.req.system_prompt,
                 entries: self.req.messages,
+                attachments: self.attachments,
                 cache: self.opts.cache,
                 echo: self.opts.reasoning_echo,
             },
@@ -391,6 +432,7 @@ impl Serialize for EffortObject<'_> {
 struct Messages<'r> {
     system_prompt: &'r str,
     entries: &'r [LedgerEntry],
+    attachments: &'r dyn AttachmentResolver,
     cache: Option<CacheControl>,
     echo: ReasoningEcho,
 }
@@ -438,12 +480,16 @@ impl Serialize for Messages<'_> {
             };
             if cache.is_none() && matches!(reasoning, Echo::None) {
                 // Only the wire half of the entry: `meta` is never visited.
-                seq.serialize_element(&WireMessage(&entry.message))?;
+                seq.serialize_element(&WireMessage {
+                    message: &entry.message,
+                    attachments: self.attachments,
+                })?;
             } else {
                 seq.serialize_element(&Decorated {
                     message: &entry.message,
                     cache,
                     reasoning,
+                    attachments: self.attachments,
                 })?;
             }
         }
@@ -464,12 +510,33 @@ fn on_wire(message: &Message) -> bool {
 }
 
 /// One message as sent: the derived `Message` encoding, except that tool
-/// calls go through [`WireToolCall`].
-struct WireMessage<'r>(&'r Message);
+/// calls go through [`WireToolCall`] and a user message's attachments
+/// through [`UserContent`].
+struct WireMessage<'r> {
+    message: &'r Message,
+    attachments: &'r dyn AttachmentResolver,
+}
 
 impl Serialize for WireMessage<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
+        match self.message {
+            Message::User {
+                content,
+                attachments,
+            } if !attachments.is_empty() => {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("role", "user")?;
+                map.serialize_entry(
+                    "content",
+                    &UserContent {
+                        text: content,
+                        attachments,
+                        resolver: self.attachments,
+                        cache: None,
+                    },
+                )?;
+                map.end()
+            }
             Message::Assistant {
                 content,
                 tool_calls,
@@ -482,6 +549,83 @@ impl Serialize for WireMessage<'_> {
             }
             other => other.serialize(serializer),
         }
+    }
+}
+
+/// The content of a user message with attachments: one string when no image
+/// is sent as an image, otherwise the parts (text first, then each image as
+/// an `image_url` part or its text reference, in order). A cache marker goes
+/// on the last part.
+struct UserContent<'r> {
+    text: &'r str,
+    attachments: &'r [Attachment],
+    resolver: &'r dyn AttachmentResolver,
+    cache: Option<CacheControl>,
+}
+
+impl Serialize for UserContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let any_image = self
+            .attachments
+            .iter()
+            .any(|a| self.resolver.image_url(a).is_some());
+        if !any_image {
+            // Only messages with attachments come here, and they are few:
+            // joining their references costs one small string.
+            let mut text = String::from(self.text);
+            for attachment in self.attachments {
+                if !text.is_empty() {
+                    text.push_str("\n\n");
+                }
+                text.push_str(&attachment.reference());
+            }
+            return Content::new(&text, self.cache).serialize(serializer);
+        }
+        let mut seq = serializer.serialize_seq(None)?;
+        let last = self.attachments.len();
+        if !self.text.is_empty() {
+            seq.serialize_element(&TextPart {
+                text: self.text,
+                cache: self.cache.filter(|_| last == 0),
+            })?;
+        }
+        for (i, attachment) in self.attachments.iter().enumerate() {
+            let cache = self.cache.filter(|_| i + 1 == last);
+            match self.resolver.image_url(attachment) {
+                Some(url) => seq.serialize_element(&ImagePart { url, cache })?,
+                None => seq.serialize_element(&TextPart {
+                    text: &attachment.reference(),
+                    cache,
+                })?,
+            }
+        }
+        seq.end()
+    }
+}
+
+/// `{"type":"image_url","image_url":{"url":…}[,"cache_control":{…}]}`.
+struct ImagePart<'r> {
+    url: &'r str,
+    cache: Option<CacheControl>,
+}
+
+impl Serialize for ImagePart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Url<'r>(&'r str);
+        impl Serialize for Url<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("url", self.0)?;
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", "image_url")?;
+        map.serialize_entry("image_url", &Url(self.url))?;
+        if let Some(marker) = &self.cache {
+            map.serialize_entry("cache_control", marker)?;
+        }
+        map.end()
     }
 }
 
@@ -575,6 +719,7 @@ struct Decorated<'r> {
     message: &'r Message,
     cache: Option<CacheControl>,
     reasoning: Echo<'r>,
+    attachments: &'r dyn AttachmentResolver,
 }
 
 impl Serialize for Decorated<'_> {
@@ -582,7 +727,21 @@ impl Serialize for Decorated<'_> {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("role", self.message.role().as_str())?;
         match self.message {
-            Message::User { content } => {
+            Message::User {
+                content,
+                attachments,
+            } if !attachments.is_empty() => {
+                map.serialize_entry(
+                    "content",
+                    &UserContent {
+                        text: content,
+                        attachments,
+                        resolver: self.attachments,
+                        cache: self.cache,
+                    },
+                )?;
+            }
+            Message::User { content, .. } => {
                 map.serialize_entry("content", &Content::new(content, self.cache))?;
             }
             Message::Assistant {

@@ -224,7 +224,7 @@ impl Compactor<'_> {
             SummaryPlacement::BeforeNext => {
                 view.drain(plan.head_end..plan.tail_start);
                 let first = &mut view[plan.head_end];
-                if let Message::User { content } = &mut first.message {
+                if let Message::User { content, .. } = &mut first.message {
                     *content = summary::merged(&block, content);
                 }
                 first.meta.compaction = Some(mark);

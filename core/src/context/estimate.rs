@@ -37,6 +37,13 @@ pub const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
 /// JSON punctuation).
 pub const TOOL_CALL_OVERHEAD_TOKENS: u64 = 8;
 
+/// What one image attachment is counted as (SPEC X6): about what a large
+/// picture costs a vision model (OpenAI bills a 1024×1024 image at 765
+/// tokens in high detail), rounded up. An image sent as its text reference
+/// costs far less; over-counting only compacts a little early, while
+/// under-counting would let a request with pictures overflow.
+pub const IMAGE_TOKENS: u64 = 1000;
+
 /// Estimated tokens of `text` (see the module docs).
 pub fn text_tokens(text: &str) -> u64 {
     let (ascii, other_chars) = count_bytes(text.as_bytes());
@@ -79,7 +86,16 @@ pub fn prefix_within(text: &str, tokens: u64) -> usize {
 /// Estimated tokens of one message on the wire.
 pub fn message_tokens(message: &Message) -> u64 {
     let body = match message {
-        Message::User { content } => text_tokens(content),
+        Message::User {
+            content,
+            attachments,
+        } => {
+            let mut n = text_tokens(content);
+            for attachment in attachments {
+                n += IMAGE_TOKENS + attachment.description.as_deref().map_or(0, text_tokens);
+            }
+            n
+        }
         Message::Tool {
             tool_call_id,
             content,

@@ -114,13 +114,22 @@ pub fn request_text(
 fn render(entry: &LedgerEntry, budget: u64) -> String {
     let mut out = String::new();
     match &entry.message {
-        Message::User { content } => {
+        Message::User {
+            content,
+            attachments,
+        } => {
             out.push_str(if entry.meta.compaction.is_some() {
                 "[earlier summary and user] "
             } else {
                 "[user] "
             });
             push_cut(&mut out, content, budget);
+            // The summariser reads text only: images are named (and
+            // described, when a vision model described them).
+            for attachment in attachments {
+                out.push(' ');
+                push_cut(&mut out, &attachment.reference(), MAX_ARGUMENT_TOKENS);
+            }
         }
         Message::Assistant {
             content,

@@ -173,7 +173,14 @@ impl Inner {
                             &self.factory.default_model(),
                         ))?,
                     };
-                    self.transcribe_into(&mut store, key, &session.id, before, None)?;
+                    self.transcribe_into(
+                        &mut store,
+                        key,
+                        &session.id,
+                        before,
+                        None,
+                        &Default::default(),
+                    )?;
                 }
                 // The user's chosen model survives a new conversation.
                 let model = store

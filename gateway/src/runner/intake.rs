@@ -239,6 +239,7 @@ impl Inner {
                 at_ms: now,
                 message_id: event.message_id.clone(),
                 answer: true,
+                media: event.media.clone(),
             };
             let seen = seen_key(&source.platform, &source.chat_id, &event.message_id);
             match inbox.accept(pending, seen.as_deref()) {

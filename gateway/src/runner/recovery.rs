@@ -12,6 +12,8 @@
 //!   before any adapter connects, and answered like a new one;
 //! - **seen keys** older than the retention are pruned.
 
+use std::collections::HashMap;
+
 use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{KvWrite, SessionStatus, Store, StoreError};
 
@@ -141,12 +143,21 @@ impl Inner {
         session_id: &str,
         upto: u64,
         marker: Option<&TurnMarker>,
+        prepared: &HashMap<u64, Message>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let pending = lock(&self.inbox).upto(key, upto);
         if pending.is_empty() && marker.is_none() {
             return Ok(Vec::new());
         }
-        let entries: Vec<LedgerEntry> = pending.iter().map(Pending::entry).collect();
+        // A message whose media the turn prepared (SPEC X6) is stored as
+        // prepared; the others as accepted.
+        let entries: Vec<LedgerEntry> = pending
+            .iter()
+            .map(|p| match prepared.get(&p.id) {
+                Some(message) => LedgerEntry::at(message.clone(), p.at_ms),
+                None => p.entry(),
+            })
+            .collect();
         let inbox_keys: Vec<String> = pending.iter().map(|p| kv_key(p.id)).collect();
         let marker_key = turn_key(key);
         let marker_value = marker.and_then(|m| serde_json::to_string(m).ok());

@@ -1,27 +1,47 @@
 //! Turns: a session's worker, and one turn on the blocking pool — session,
-//! history, agent, run (persisted as it goes), reply.
+//! media, history, agent, run (persisted as it goes, shown as it goes),
+//! reply.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hermes_core::{Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, StopReason};
+use hermes_core::{
+    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason,
+};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
+use tokio::sync::mpsc::UnboundedSender;
 
+use super::progress::{StreamEvent, Streaming, Typing};
 use super::{FactoryError, Inner, STOPPED_NOTICE, TurnCtl, Work, lock};
+use crate::adapter::Finished;
 use crate::approval::Route;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::TurnMarker;
+use crate::media::{self, Download};
 
 /// The observer of one run: re-applies a latched interrupt (see
-/// [`TurnCtl`]) and persists the run as it goes.
+/// [`TurnCtl`]), persists the run as it goes and reports its progress to
+/// the reply preview.
 struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
     flag: &'a InterruptFlag,
     persist: TurnWriter<'a>,
+    progress: Option<UnboundedSender<StreamEvent>>,
     /// The first model that failed and why, and the model that answered in
     /// the end, when a fallback took over (SPEC X2).
     fallback: Option<(String, String, String)>,
+}
+
+impl TurnObserver<'_> {
+    fn report(&self, event: StreamEvent) {
+        if let Some(tx) = &self.progress {
+            // The preview is gone only once the turn's reply was handed
+            // over; nothing to do then.
+            let _ = tx.send(event);
+        }
+    }
 }
 
 impl AgentObserver for TurnObserver<'_> {
@@ -39,6 +59,12 @@ impl AgentObserver for TurnObserver<'_> {
             AgentEvent::Compacted(compaction) => {
                 self.persist.compacted(compaction);
             }
+            AgentEvent::ModelCall { .. } => self.report(StreamEvent::ModelCall),
+            AgentEvent::TextDelta(text) => self.report(StreamEvent::Text((*text).to_owned())),
+            AgentEvent::ToolStarted { call } => {
+                self.report(StreamEvent::ToolStarted(call.function.name.clone()));
+            }
+            AgentEvent::ToolFinished { .. } => self.report(StreamEvent::ToolFinished),
             AgentEvent::Fallback(f) => match &mut self.fallback {
                 Some((_, _, answering)) => f.answering.clone_into(answering),
                 None => {
@@ -54,9 +80,20 @@ impl AgentObserver for TurnObserver<'_> {
     }
 }
 
-/// What one turn produced for the user.
+/// What one turn produced for the user: messages to send before the reply
+/// (session notices), then the reply (always the last one).
 pub(super) struct TurnReply {
     pub(super) texts: Vec<String>,
+}
+
+/// Stored media files of a message are named after it, so a message
+/// processed again (after a restart) replaces its own files.
+fn media_stem(platform: &str, message_id: &str, inbox_id: u64) -> String {
+    if message_id.is_empty() {
+        format!("{platform}-inbox{inbox_id}")
+    } else {
+        format!("{platform}-{message_id}")
+    }
 }
 
 /// Told once per turn that fell back: which model answered, and why the
@@ -134,29 +171,66 @@ impl Inner {
         let platform = event.source.platform.clone();
         let chat = event.source.chat_id.clone();
         let reply_to = event.message_id.clone();
-        if let Some(adapter) = self.adapters.get(platform.as_str()).cloned() {
-            let chat = chat.clone();
-            self.spawn(async move { adapter.typing(&chat).await });
-        }
+        let adapter = self.adapters.get(platform.as_str()).cloned();
+        // Progress (SPEC X6): typing until the turn ends, and the reply
+        // shown as it is written where the platform can.
+        let typing = adapter
+            .as_ref()
+            .map(|a| Typing::start(Arc::clone(a), chat.clone()));
+        let streaming = match &adapter {
+            Some(a) if self.config.stream_replies => a
+                .begin_reply(
+                    &chat,
+                    Some(&reply_to)
+                        .filter(|r| !r.is_empty())
+                        .map(String::as_str),
+                )
+                .await
+                .map(|stream| Streaming::start(stream, a.stream_interval())),
+            _ => None,
+        };
+        let downloads = self.fetch_media(key, id).await;
         let inner = Arc::clone(self);
         let turn_key = key.to_owned();
         let turn_ctl = Arc::clone(&ctl);
-        let result =
-            tokio::task::spawn_blocking(move || inner.run_turn(&turn_key, &event, id, &turn_ctl))
-                .await;
+        let progress = streaming.as_ref().map(Streaming::sender);
+        let result = tokio::task::spawn_blocking(move || {
+            inner.run_turn(&turn_key, &event, id, &turn_ctl, downloads, progress)
+        })
+        .await;
         drop(permit);
+        drop(typing);
         if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
             slot.turn = None;
         }
-        let texts = match result {
+        let mut texts = match result {
             Ok(reply) => reply.texts,
             Err(e) => {
                 tracing::error!(key, error = %e, "turn panicked");
                 vec!["Sorry, something went wrong while answering; your message is saved. Please try again.".into()]
             }
         };
+        let reply = texts.pop().unwrap_or_default();
         for text in texts {
             self.send(&platform, &chat, &text, Some(&reply_to)).await;
+        }
+        let streamed = match streaming {
+            Some(s) => s.end().await,
+            None => None,
+        };
+        let delivered = match streamed {
+            Some((mut stream, _)) => match stream.finish(&reply).await {
+                Ok(Finished::Delivered) => true,
+                Ok(Finished::NotDelivered) => false,
+                Err(e) => {
+                    tracing::warn!(platform, error = %e, "the streamed reply could not be finished; sending it whole");
+                    false
+                }
+            },
+            None => false,
+        };
+        if !delivered {
+            self.send(&platform, &chat, &reply, Some(&reply_to)).await;
         }
         // The reply is out: a restart from here on owes nobody a notice.
         let inner = Arc::clone(self);
@@ -173,16 +247,68 @@ impl Inner {
         event: &MessageEvent,
         id: u64,
         ctl: &TurnCtl,
+        mut downloads: HashMap<u64, Vec<Download>>,
+        progress: Option<UnboundedSender<StreamEvent>>,
     ) -> TurnReply {
         let now = self.now();
         let mut texts = Vec::new();
-        // 1. Session and history; the user's message (and any accepted
-        //    message it replaced) moves from the inbox into the transcript
-        //    before the model is called (E3), in the same transaction that
-        //    records the turn as running (X5, see `crate::inbox`).
-        let prepared = (|| {
+        // 1. The session.
+        let session = {
             let mut store = self.store();
-            let session = self.resolve_session(&mut store, key, &event.source, now, &mut texts)?;
+            self.resolve_session(&mut store, key, &event.source, now, &mut texts)
+        };
+        let session = match session {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(key, error = %e, "could not open the session");
+                texts.push(format!(
+                    "Sorry, I could not save your message ({e}). Please send it again."
+                ));
+                return TurnReply { texts };
+            }
+        };
+        // 2. Media (SPEC X6): the user messages of this turn's messages that
+        //    came with photos, voice or files — outside the store lock, as
+        //    transcription and descriptions are calls to other services.
+        let model = session
+            .model
+            .clone()
+            .unwrap_or_else(|| self.factory.default_model());
+        let with_media: Vec<_> = lock(&self.inbox)
+            .upto(key, id)
+            .into_iter()
+            .filter(|p| !p.media.is_empty())
+            .collect();
+        let services = self.factory.media();
+        let mut prepared = HashMap::new();
+        let mut prefix = String::new();
+        let mut answerable = true;
+        for p in with_media {
+            let prep = match &services {
+                Some(services) => services.prepare(
+                    &session.id,
+                    &model,
+                    &media_stem(&p.platform, &p.message_id, p.id),
+                    &p.text,
+                    downloads.remove(&p.id).unwrap_or_default(),
+                ),
+                None => media::without_services(&p.text, &p.media),
+            };
+            prefix.push_str(&prep.reply_prefix());
+            if p.id == id {
+                answerable = prep.answerable;
+            }
+            prepared.insert(p.id, prep.message);
+        }
+        if let (Some(tx), false) = (&progress, prefix.is_empty()) {
+            let _ = tx.send(StreamEvent::Prefix(prefix.clone()));
+        }
+        // 3. History; the user's message (and any accepted message it
+        //    replaced) moves from the inbox into the transcript before the
+        //    model is called (E3), in the same transaction that records the
+        //    turn as running (X5, see `crate::inbox`).
+        let stored = (|| {
+            let mut store = self.store();
             let marker = TurnMarker {
                 key: key.to_owned(),
                 session_id: session.id.clone(),
@@ -194,18 +320,22 @@ impl Inner {
             // The compacted view, not every original (SPEC X1).
             let mut history = store.load_view(&session.id)?;
             let mut added =
-                self.transcribe_into(&mut store, key, &session.id, id, Some(&marker))?;
+                self.transcribe_into(&mut store, key, &session.id, id, Some(&marker), &prepared)?;
             // The agent appends the user message itself (in memory; the
             // observer below does not store it again), so the history it is
             // given ends just before it.
-            if added.pop().is_none() {
-                self.transcribe_missing(&mut store, &session.id, &event.text, now, &marker)?;
-            }
+            let user = match added.pop() {
+                Some(entry) => entry.message,
+                None => {
+                    self.transcribe_missing(&mut store, &session.id, &event.text, now, &marker)?;
+                    Message::user(event.text.as_str())
+                }
+            };
             history.extend(added);
-            Ok::<_, StoreError>((session, history))
+            Ok::<_, StoreError>((history, user))
         })();
-        let (session, history) = match prepared {
-            Ok(p) => p,
+        let (history, user) = match stored {
+            Ok(s) => s,
             Err(e) => {
                 tracing::error!(key, error = %e, "could not store the user message");
                 texts.push(format!(
@@ -214,18 +344,24 @@ impl Inner {
                 return TurnReply { texts };
             }
         };
-        // 2. The agent (G4).
+        if !answerable {
+            // Nothing the model could read (a voice note, no transcription):
+            // the notice is the answer.
+            texts.push(prefix.trim_end().to_owned());
+            return TurnReply { texts };
+        }
+        // 4. The agent (G4).
         let agent = match self.agent_for(key, &session, &event.source) {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!(key, error = %e, "could not build an agent");
                 texts.push(format!(
-                    "Sorry, the assistant is unavailable: {e}. Your message is saved."
+                    "{prefix}Sorry, the assistant is unavailable: {e}. Your message is saved."
                 ));
                 return TurnReply { texts };
             }
         };
-        // 3. Run, interruptibly, persisting as the run goes; approval
+        // 5. Run, interruptibly, persisting as the run goes; approval
         //    questions of this turn go to this chat.
         ctl.attach(agent.interrupt_flag().clone());
         let _route = self.approvals.as_ref().map(|hub| {
@@ -244,11 +380,16 @@ impl Inner {
             ctl,
             flag: agent.interrupt_flag(),
             persist: TurnWriter::new(&self.store, &session.id).skipping_stored_user_message(),
+            progress,
             fallback: None,
         };
-        let outcome = agent.run(&event.text, history, &budget, &mut observer);
+        let outcome = agent.run_message(user, history, &budget, &mut observer);
         let fallback = observer.fallback.take();
-        let persist = observer.persist;
+        let TurnObserver {
+            persist, progress, ..
+        } = observer;
+        // The preview ends with the run; the reply below is final.
+        drop(progress);
         if let Some(e) = persist.failure() {
             tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
             texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
@@ -262,8 +403,10 @@ impl Inner {
                 "a tool call without all its results was not stored"
             );
         }
-        // 4. What the user sees.
-        let mut reply = outcome.final_text.clone();
+        // 6. What the user sees: notices and transcripts, then the answer.
+        let prefix_len = prefix.len();
+        let mut reply = prefix;
+        reply.push_str(&outcome.final_text);
         if let Some(notice) = match &outcome.stop {
             // Cut short by a graceful stop, not by the user: say so, or the
             // partial answer would read as the whole one.
@@ -273,7 +416,7 @@ impl Inner {
             StopReason::Completed | StopReason::Interrupted => None,
             other => other.notice(budget.total()),
         } {
-            if !reply.is_empty() {
+            if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
                 reply.push_str("\n\n");
             }
             reply.push_str(&notice);
@@ -282,10 +425,14 @@ impl Inner {
             // The agent moved off its primary: drop it, so the next turn
             // starts from a fresh one on the primary (G4, X2).
             lock(&self.state).cache.invalidate(key);
-            if !reply.is_empty() {
+            if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
                 reply.push_str("\n\n");
             }
             reply.push_str(&fallback_notice(&failed, &reason, &answering));
+        }
+        if reply.len() == prefix_len {
+            // Notices only: no blank paragraph after them.
+            reply.truncate(reply.trim_end().len());
         }
         texts.push(reply);
         TurnReply { texts }
@@ -347,6 +494,7 @@ mod tests {
             ctl: &ctl,
             flag: &flag,
             persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
+            progress: None,
             fallback: None,
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(

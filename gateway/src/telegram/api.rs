@@ -154,8 +154,18 @@ impl Api {
         }
     }
 
-    /// One attempt of `method` with a JSON body, with a whole-request
-    /// `timeout`.
+    /// Where a file `getFile` named is downloaded from. Carries the token:
+    /// never logged, and errors about it go through [`Api::redact`].
+    pub(crate) fn file_url(&self, file_path: &str) -> String {
+        format!(
+            "{}/file/bot{}/{}",
+            self.base,
+            self.token,
+            file_path.trim_start_matches('/')
+        )
+    }
+
+    /// One attempt of `method` with a JSON body, with a whole-request `timeout`.
     pub(crate) async fn call_once(
         &self,
         method: &str,

@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::Deserialize;
 
-use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use crate::event::{ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource};
 
 use super::api::PLATFORM;
 
@@ -79,10 +79,31 @@ pub(crate) struct Entity {
     pub user: Option<User>,
 }
 
+/// A file of a message (`PhotoSize`, `Voice`, `Audio`, `Document`): what
+/// `getFile` needs, and what Telegram tells about it.
 #[derive(Clone, Debug, Deserialize)]
-pub(crate) struct Document {
+pub(crate) struct File {
+    /// Empty when Telegram sent none (then there is nothing to fetch).
+    #[serde(default)]
+    pub file_id: String,
     #[serde(default)]
     pub file_name: Option<String>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+}
+
+impl File {
+    fn media(&self, kind: MediaKind) -> MediaRef {
+        MediaRef {
+            kind,
+            handle: self.file_id.clone(),
+            file_name: self.file_name.clone(),
+            mime_type: self.mime_type.clone(),
+            size: self.file_size,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -109,16 +130,17 @@ pub(crate) struct Message {
     pub entities: Option<Vec<Entity>>,
     #[serde(default)]
     pub caption_entities: Option<Vec<Entity>>,
+    /// The sizes of a photo, smallest first.
     #[serde(default)]
-    pub photo: Option<serde_json::Value>,
+    pub photo: Option<Vec<File>>,
     #[serde(default)]
-    pub voice: Option<serde_json::Value>,
+    pub voice: Option<File>,
     #[serde(default)]
-    pub audio: Option<serde_json::Value>,
+    pub audio: Option<File>,
     #[serde(default)]
     pub video: Option<serde_json::Value>,
     #[serde(default)]
-    pub document: Option<Document>,
+    pub document: Option<File>,
     #[serde(default)]
     pub sticker: Option<Sticker>,
     #[serde(default)]
@@ -162,7 +184,7 @@ pub(crate) fn translate(
     if from.is_bot {
         return Err(Skip::FromBot);
     }
-    let (mut text, message_type) = content(&msg).ok_or(Skip::Service)?;
+    let (mut text, message_type, media) = content(&msg).ok_or(Skip::Service)?;
 
     // `/cmd@otherbot` is addressed elsewhere; `/cmd@ourbot` becomes `/cmd` so
     // the gateway's slash commands see one spelling.
@@ -213,6 +235,7 @@ pub(crate) fn translate(
             thread_id: thread_id.map(|t| t.to_string()),
         },
         message_type,
+        media,
     };
     Ok(Inbound {
         event,
@@ -222,44 +245,76 @@ pub(crate) fn translate(
     })
 }
 
-/// The text for the agent and the kind of content, or `None` for service
-/// messages (joins, pins, title changes…) that carry nothing to answer.
-fn content(msg: &Message) -> Option<(String, MessageType)> {
-    let caption = msg.caption.as_deref().filter(|c| !c.is_empty());
-    let with_caption = |label: String| match caption {
-        Some(c) => format!("{label} {c}"),
-        None => label,
+/// The text for the agent, the kind of content and the files to fetch, or
+/// `None` for service messages (joins, pins, title changes…) that carry
+/// nothing to answer. A photo, voice note, audio file or document becomes a
+/// [`MediaRef`] with the caption as the text (SPEC X6); the largest size of
+/// a photo is taken. Videos and stickers stay text placeholders.
+fn content(msg: &Message) -> Option<(String, MessageType, Vec<MediaRef>)> {
+    let caption = msg.caption.clone().unwrap_or_default();
+    let with_caption = |label: String| {
+        if caption.is_empty() {
+            label
+        } else {
+            format!("{label} {caption}")
+        }
     };
     if let Some(text) = msg.text.as_deref() {
-        return Some((text.to_owned(), MessageType::Text));
+        return Some((text.to_owned(), MessageType::Text, Vec::new()));
     }
-    if msg.photo.is_some() {
-        return Some((with_caption("[photo]".into()), MessageType::Photo));
+    if let Some(largest) = msg
+        .photo
+        .as_deref()
+        .and_then(<[File]>::last)
+        .filter(|f| !f.file_id.is_empty())
+    {
+        let mut photo = largest.media(MediaKind::Image);
+        photo
+            .mime_type
+            .get_or_insert_with(|| "image/jpeg".to_owned());
+        return Some((caption, MessageType::Photo, vec![photo]));
     }
-    if msg.voice.is_some() {
-        return Some((with_caption("[voice message]".into()), MessageType::Voice));
+    if let Some(voice) = fetchable(&msg.voice) {
+        return Some((
+            caption,
+            MessageType::Voice,
+            vec![voice.media(MediaKind::Voice)],
+        ));
     }
-    if msg.audio.is_some() {
-        return Some((with_caption("[audio]".into()), MessageType::File));
+    if let Some(audio) = fetchable(&msg.audio) {
+        return Some((
+            caption,
+            MessageType::Voice,
+            vec![audio.media(MediaKind::Audio)],
+        ));
+    }
+    if let Some(doc) = fetchable(&msg.document) {
+        return Some((
+            caption,
+            MessageType::File,
+            vec![doc.media(MediaKind::Document)],
+        ));
     }
     if msg.video.is_some() {
-        return Some((with_caption("[video]".into()), MessageType::File));
-    }
-    if let Some(doc) = &msg.document {
-        let label = match &doc.file_name {
-            Some(name) => format!("[document: {name}]"),
-            None => "[document]".to_owned(),
-        };
-        return Some((with_caption(label), MessageType::File));
+        return Some((
+            with_caption("[The user sent a video, which this bot cannot watch]".into()),
+            MessageType::File,
+            Vec::new(),
+        ));
     }
     if let Some(sticker) = &msg.sticker {
         let label = match &sticker.emoji {
             Some(e) => format!("[sticker {e}]"),
             None => "[sticker]".to_owned(),
         };
-        return Some((label, MessageType::Photo));
+        return Some((label, MessageType::Photo, Vec::new()));
     }
     None
+}
+
+/// A file Telegram gave an id for (there is nothing to fetch otherwise).
+fn fetchable(file: &Option<File>) -> Option<&File> {
+    file.as_ref().filter(|f| !f.file_id.is_empty())
 }
 
 /// `@botname` as a whole word (case-insensitive), or a text mention of the bot.
@@ -435,23 +490,46 @@ mod tests {
             respond_to_all: true,
             ..GroupPolicy::default()
         };
-        let photo =
-            group_msg(json!({"text": null, "photo": [{"file_id": "x"}], "caption": "look"}));
+        let photo = group_msg(json!({"text": null, "caption": "look", "photo": [
+            {"file_id": "small", "file_size": 900, "width": 90, "height": 90},
+            {"file_id": "large", "file_size": 60000, "width": 1280, "height": 960}]}));
         let got = translate(photo, &bot(), &p).unwrap().event;
         assert_eq!(
             (got.text.as_str(), got.message_type),
-            ("[photo] look", MessageType::Photo)
+            ("look", MessageType::Photo)
         );
-        let voice = group_msg(json!({"text": null, "voice": {"file_id": "v"}}));
         assert_eq!(
-            translate(voice, &bot(), &p).unwrap().event.message_type,
-            MessageType::Voice
+            got.media,
+            [MediaRef {
+                kind: MediaKind::Image,
+                handle: "large".into(),
+                file_name: None,
+                mime_type: Some("image/jpeg".into()),
+                size: Some(60000),
+            }]
         );
-        let doc = group_msg(json!({"text": null, "document": {"file_name": "a.pdf"}}));
+        let voice = group_msg(json!({"text": null,
+            "voice": {"file_id": "v", "mime_type": "audio/ogg", "duration": 3, "file_size": 5000}}));
+        let got = translate(voice, &bot(), &p).unwrap().event;
         assert_eq!(
-            translate(doc, &bot(), &p).unwrap().event.text,
-            "[document: a.pdf]"
+            (got.text.as_str(), got.message_type),
+            ("", MessageType::Voice)
         );
+        assert_eq!(got.media[0].kind, MediaKind::Voice);
+        assert_eq!(got.media[0].mime_type.as_deref(), Some("audio/ogg"));
+        let doc = group_msg(json!({"text": null,
+            "document": {"file_id": "d", "file_name": "a.pdf", "mime_type": "application/pdf"}}));
+        let got = translate(doc, &bot(), &p).unwrap().event;
+        assert_eq!(got.media[0].kind, MediaKind::Document);
+        assert_eq!(got.media[0].file_name.as_deref(), Some("a.pdf"));
+        let video = group_msg(json!({"text": null, "video": {"file_id": "x"}, "caption": "lol"}));
+        let got = translate(video, &bot(), &p).unwrap().event;
+        assert!(
+            got.text.contains("video") && got.text.ends_with("lol"),
+            "{}",
+            got.text
+        );
+        assert!(got.media.is_empty());
         let topic = group_msg(json!({"message_thread_id": 77, "is_topic_message": true}));
         let got = translate(topic, &bot(), &p).unwrap();
         assert_eq!(got.event.source.thread_id.as_deref(), Some("77"));

@@ -33,6 +33,7 @@ mod api;
 mod check;
 pub mod format;
 mod inbound;
+mod media;
 mod offsets;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,7 +45,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
+use crate::adapter::{
+    AdapterError, EventHandler, FetchedMedia, OutgoingFile, PlatformAdapter, ReplyStream,
+};
+use crate::event::MediaRef;
 use crate::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
@@ -665,6 +669,42 @@ impl PlatformAdapter for TelegramAdapter {
             first = false;
         }
         Ok(())
+    }
+
+    /// `getFile` and the download (see `telegram/media.rs`).
+    async fn fetch_media(
+        &self,
+        media: &MediaRef,
+        max_bytes: u64,
+    ) -> Result<FetchedMedia, AdapterError> {
+        self.inner.fetch_file(media, max_bytes).await
+    }
+
+    /// A reply shown as it is written: one message, edited (see
+    /// `telegram/media.rs`).
+    async fn begin_reply(
+        &self,
+        chat_id: &str,
+        reply_to: Option<&str>,
+    ) -> Option<Box<dyn ReplyStream>> {
+        let chat: i64 = chat_id.trim().parse().ok()?;
+        let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
+        let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
+        Some(Box::new(media::TelegramReply {
+            inner: Arc::clone(&self.inner),
+            chat,
+            reply_to: reply,
+            thread,
+            message_id: None,
+            shown: String::new(),
+            quiet_until: None,
+        }))
+    }
+
+    /// Edits count against Telegram's per-chat limit (about one message a
+    /// second).
+    fn stream_interval(&self) -> Duration {
+        Duration::from_millis(1500)
     }
 
     /// One `sendChatAction typing` (it shows for about 5 s); best effort.

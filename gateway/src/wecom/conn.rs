@@ -323,7 +323,7 @@ async fn connect_once(
                             tracing::debug!(msgid = %message.msgid, "wecom: duplicate message dropped");
                             continue;
                         }
-                        if message.text.trim().is_empty() {
+                        if message.text.trim().is_empty() && message.media.is_empty() {
                             tracing::debug!(msgid = %message.msgid, "wecom: empty message (a bare mention) ignored");
                             continue;
                         }
@@ -339,6 +339,7 @@ async fn connect_once(
                                 thread_id: None,
                             },
                             message_type: message.message_type,
+                            media: message.media,
                         };
                         let now = session.now();
                         session.merger.push(now, event);

@@ -155,10 +155,16 @@ impl FragmentMerger {
         if let Some(p) = open {
             // A split piece continues mid-word: join without a separator.
             // Separate short messages sent in a burst become separate lines.
-            if !p.last_near_limit {
-                p.event.text.push('\n');
+            // A piece that is only an image or a file (SPEC X6) adds no
+            // text, and text after one needs no separator.
+            let media_only = |e: &MessageEvent| e.text.is_empty() && !e.media.is_empty();
+            if !media_only(&event) {
+                if !p.last_near_limit && !media_only(&p.event) {
+                    p.event.text.push('\n');
+                }
+                p.event.text.push_str(&event.text);
             }
-            p.event.text.push_str(&event.text);
+            p.event.media.extend(event.media);
             if p.event.message_type != event.message_type {
                 p.event.message_type = MessageType::Mixed;
             }

@@ -21,10 +21,13 @@
 //!   reopened with backoff (1 s doubling to 30 s) and subscribed again;
 //!   refused credentials and `disconnected_event` (another connection took
 //!   over) stop the adapter for good, visible in [`WecomAdapter::state`].
+//! - Images and files arrive encrypted and are decrypted with their message's
+//!   key; replies stream as WeCom `stream` messages ([`media`], SPEC X6).
 //! - The secret never reaches a log line or a `Debug` output.
 
 mod bounded;
 mod conn;
+pub mod media;
 pub mod merge;
 pub mod wire;
 
@@ -38,7 +41,10 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
+use crate::adapter::{
+    AdapterError, EventHandler, FetchedMedia, OutgoingFile, PlatformAdapter, ReplyStream,
+};
+use crate::event::MediaRef;
 use crate::split::{LengthUnit, split_message};
 use bounded::BoundedMap;
 
@@ -576,6 +582,35 @@ impl PlatformAdapter for WecomAdapter {
         ) {
             *state = WecomState::Idle;
         }
+    }
+
+    /// Downloads the encrypted file and decrypts it ([`media`]).
+    async fn fetch_media(
+        &self,
+        media: &MediaRef,
+        max_bytes: u64,
+    ) -> Result<FetchedMedia, AdapterError> {
+        media::fetch(media, max_bytes).await
+    }
+
+    /// A `stream` reply on the callback's `req_id`, while it is unused
+    /// ([`media`]); otherwise the reply is sent whole.
+    async fn begin_reply(
+        &self,
+        chat_id: &str,
+        reply_to: Option<&str>,
+    ) -> Option<Box<dyn ReplyStream>> {
+        let req_id = self.inner.take_reply_req_id(reply_to?, chat_id)?;
+        Some(Box::new(media::WecomReply {
+            inner: Arc::clone(&self.inner),
+            req_id,
+            stream_id: self.inner.ids.next("stream"),
+            started: false,
+        }))
+    }
+
+    fn stream_interval(&self) -> Duration {
+        Duration::from_millis(800)
     }
 
     async fn send(

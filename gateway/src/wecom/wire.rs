@@ -15,7 +15,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::event::{ChatType, MessageType};
+use crate::event::{ChatType, MediaKind, MediaRef, MessageType};
 
 /// Client → server: authenticate with bot id and secret.
 pub const CMD_SUBSCRIBE: &str = "aibot_subscribe";
@@ -130,6 +130,21 @@ pub struct CallbackMessage {
     pub text: String,
     /// The content kind.
     pub message_type: MessageType,
+    /// Images and files to download (SPEC X6): each handle is
+    /// [`MediaHandle`] as JSON — the encrypted file's URL and its AES key.
+    pub media: Vec<MediaRef>,
+}
+
+/// What an AI-bot image or file message carries to download it: a URL of
+/// the AES-256-CBC encrypted file and its key (base64), which decrypts it
+/// ([`crate::wecom::media`]). Stored as the [`MediaRef::handle`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct MediaHandle {
+    /// Where the encrypted file is.
+    pub url: String,
+    /// Its key, base64 (WeCom leaves out the padding).
+    #[serde(default)]
+    pub aeskey: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -164,6 +179,29 @@ struct FileInfo {
     name: Option<String>,
     #[serde(default)]
     filename: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    aeskey: Option<String>,
+}
+
+impl FileInfo {
+    /// The medium to fetch, when there is a URL.
+    fn media(&self, kind: MediaKind) -> Option<MediaRef> {
+        let url = self
+            .url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())?;
+        let handle = serde_json::to_string(&MediaHandle {
+            url: url.to_owned(),
+            aeskey: self.aeskey.clone().unwrap_or_default(),
+        })
+        .ok()?;
+        let mut media = MediaRef::new(kind, handle);
+        media.file_name = self.name.clone().or_else(|| self.filename.clone());
+        Some(media)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -181,6 +219,8 @@ struct Payload {
     text: Option<Content>,
     #[serde(default)]
     voice: Option<Content>,
+    #[serde(default)]
+    image: Option<FileInfo>,
     #[serde(default)]
     file: Option<FileInfo>,
     #[serde(default)]
@@ -310,12 +350,18 @@ fn render_callback(body: CallbackBody) -> Result<CallbackMessage, WireError> {
             })?,
         ChatType::Dm => body.from.userid.clone(),
     };
-    let (mut text, message_type) = render_payload(&body.payload);
+    let (mut text, message_type, media) = render_payload(&body.payload);
     if chat_type == ChatType::Group {
         text = strip_leading_mention(&text).to_owned();
     }
     if let Some(quote) = &body.quote {
-        let (quoted, _) = render_payload(quote);
+        // A quoted image or file is named, not fetched again.
+        let (quoted, _, quoted_media) = render_payload(quote);
+        let quoted = if quoted.is_empty() && !quoted_media.is_empty() {
+            placeholder(&quote.msgtype, quote.file.as_ref())
+        } else {
+            quoted
+        };
         if !quoted.is_empty() {
             let quoted: String = quoted
                 .lines()
@@ -331,11 +377,26 @@ fn render_callback(body: CallbackBody) -> Result<CallbackMessage, WireError> {
         user_id: body.from.userid,
         text,
         message_type,
+        media,
     })
 }
 
-/// Renders content to text; non-text content becomes a clear placeholder.
-fn render_payload(p: &Payload) -> (String, MessageType) {
+/// The text of an image or file that is not fetched.
+fn placeholder(msgtype: &str, file: Option<&FileInfo>) -> String {
+    if msgtype == "image" {
+        return IMAGE_PLACEHOLDER.to_owned();
+    }
+    let name = file.and_then(|f| f.name.clone().or_else(|| f.filename.clone()));
+    match name {
+        Some(n) if !n.is_empty() => format!("[The user sent a file: {n}]"),
+        _ => "[The user sent a file]".to_owned(),
+    }
+}
+
+/// Renders content to text and the media to fetch: images and files with a
+/// URL become media (their caption, if any, is the text); anything else
+/// becomes a clear placeholder.
+fn render_payload(p: &Payload) -> (String, MessageType, Vec<MediaRef>) {
     match p.msgtype.as_str() {
         "text" => (
             p.text
@@ -343,6 +404,7 @@ fn render_payload(p: &Payload) -> (String, MessageType) {
                 .map(|t| t.content.clone())
                 .unwrap_or_default(),
             MessageType::Text,
+            Vec::new(),
         ),
         "voice" => {
             // WeCom transcribes voice itself and sends the text.
@@ -352,40 +414,46 @@ fn render_payload(p: &Payload) -> (String, MessageType) {
             } else {
                 content.to_owned()
             };
-            (text, MessageType::Voice)
+            (text, MessageType::Voice, Vec::new())
         }
-        "image" => (IMAGE_PLACEHOLDER.to_owned(), MessageType::Photo),
-        "file" => {
-            let name = p
-                .file
-                .as_ref()
-                .and_then(|f| f.name.clone().or_else(|| f.filename.clone()));
-            let text = match name {
-                Some(n) if !n.is_empty() => format!("[The user sent a file: {n}]"),
-                _ => "[The user sent a file]".to_owned(),
-            };
-            (text, MessageType::File)
-        }
+        "image" => match p.image.as_ref().and_then(|i| i.media(MediaKind::Image)) {
+            Some(m) => (String::new(), MessageType::Photo, vec![m]),
+            None => (IMAGE_PLACEHOLDER.to_owned(), MessageType::Photo, Vec::new()),
+        },
+        "file" => match p.file.as_ref().and_then(|f| f.media(MediaKind::Document)) {
+            Some(m) => (String::new(), MessageType::File, vec![m]),
+            None => (
+                placeholder("file", p.file.as_ref()),
+                MessageType::File,
+                Vec::new(),
+            ),
+        },
         "mixed" => {
             let items = p
                 .mixed
                 .as_ref()
                 .map(|m| m.msg_item.as_slice())
                 .unwrap_or(&[]);
-            let parts: Vec<String> = items
-                .iter()
-                .map(|item| render_payload(item).0)
-                .filter(|t| !t.is_empty())
-                .collect();
-            (parts.join("\n"), MessageType::Mixed)
+            let mut parts = Vec::new();
+            let mut media = Vec::new();
+            for item in items {
+                let (text, _, m) = render_payload(item);
+                if !text.is_empty() {
+                    parts.push(text);
+                }
+                media.extend(m);
+            }
+            (parts.join("\n"), MessageType::Mixed, media)
         }
         "" => (
             "[The user sent a message without content]".to_owned(),
             MessageType::Mixed,
+            Vec::new(),
         ),
         other => (
             format!("[The user sent a {other} message, which this bot cannot read]"),
             MessageType::Mixed,
+            Vec::new(),
         ),
     }
 }
@@ -432,6 +500,23 @@ pub fn respond_markdown(req_id: &str, content: &str) -> String {
         CMD_RESPOND,
         req_id,
         Some(json!({ "msgtype": "markdown", "markdown": { "content": content } })),
+    )
+}
+
+/// WeCom's limit for one stream frame's content, in UTF-8 bytes.
+pub const MAX_STREAM_BYTES: usize = 20480;
+
+/// `aibot_respond_msg` with a `stream` body, reusing the callback's
+/// `req_id`: `content` is the whole reply so far (each frame replaces the
+/// previous one), `finish` ends it — as the SDKs' `replyStream` sends it.
+pub fn respond_stream(req_id: &str, stream_id: &str, content: &str, finish: bool) -> String {
+    frame(
+        CMD_RESPOND,
+        req_id,
+        Some(json!({
+            "msgtype": "stream",
+            "stream": { "id": stream_id, "finish": finish, "content": content },
+        })),
     )
 }
 
@@ -582,10 +667,53 @@ mod tests {
     }
 
     #[test]
+    fn images_and_files_become_media_with_their_url_and_key() {
+        let f = parse_frame(&callback(json!({
+            "msgid": "m", "chattype": "single", "from": {"userid": "u"},
+            "msgtype": "mixed", "mixed": {"msg_item": [
+                {"msgtype": "text", "text": {"content": "what is this"}},
+                {"msgtype": "image", "image": {"url": "https://x/1", "aeskey": "K1"}}]}
+        })))
+        .unwrap();
+        let Inbound::Message { message, .. } = f else {
+            panic!()
+        };
+        assert_eq!(message.text, "what is this");
+        assert_eq!(message.media.len(), 1);
+        assert_eq!(message.media[0].kind, MediaKind::Image);
+        let handle: MediaHandle = serde_json::from_str(&message.media[0].handle).unwrap();
+        assert_eq!(
+            handle,
+            MediaHandle {
+                url: "https://x/1".into(),
+                aeskey: "K1".into()
+            }
+        );
+        let f = parse_frame(&callback(json!({
+            "msgid": "m2", "chattype": "single", "from": {"userid": "u"},
+            "msgtype": "file", "file": {"url": "https://x/2", "aeskey": "K2", "filename": "a.pdf"}
+        })))
+        .unwrap();
+        let Inbound::Message { message, .. } = f else {
+            panic!()
+        };
+        assert_eq!(
+            (message.text.as_str(), message.message_type),
+            ("", MessageType::File)
+        );
+        assert_eq!(message.media[0].kind, MediaKind::Document);
+        assert_eq!(message.media[0].file_name.as_deref(), Some("a.pdf"));
+        assert!(
+            !format!("{:?}", message.media[0]).contains("K2"),
+            "the key is not shown"
+        );
+    }
+
+    #[test]
     fn placeholders() {
         let cases = [
             (
-                json!({"msgtype": "image", "image": {"url": "u"}}),
+                json!({"msgtype": "image", "image": {}}),
                 IMAGE_PLACEHOLDER.to_owned(),
                 MessageType::Photo,
             ),
@@ -595,14 +723,14 @@ mod tests {
                 MessageType::Voice,
             ),
             (
-                json!({"msgtype": "file", "file": {"url": "u"}}),
+                json!({"msgtype": "file", "file": {}}),
                 "[The user sent a file]".to_owned(),
                 MessageType::File,
             ),
             (
                 json!({"msgtype": "mixed", "mixed": {"msg_item": [
                     {"msgtype": "text", "text": {"content": "look"}},
-                    {"msgtype": "image", "image": {"url": "u"}}]}}),
+                    {"msgtype": "image", "image": {}}]}}),
                 format!("look\n{IMAGE_PLACEHOLDER}"),
                 MessageType::Mixed,
             ),

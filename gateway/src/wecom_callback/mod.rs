@@ -37,8 +37,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::adapter::{AdapterError, EventHandler, PlatformAdapter};
+use crate::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
 use crate::dedup::Dedup;
+use crate::event::MediaRef;
 use crate::event::{ChatType, MessageEvent, SessionSource};
 use crate::split::{LengthUnit, split_message};
 pub use api::{ApiError, Media, MessageFormat, QyApi};
@@ -225,6 +226,7 @@ impl Handler for Callbacks {
                 thread_id: None,
             },
             message_type: message.message_type,
+            media: message.media,
         };
         // The runner makes the message durable before this returns, so the
         // acknowledgement below loses nothing (E3).
@@ -308,6 +310,29 @@ impl PlatformAdapter for WecomCallbackAdapter {
             server.stop().await;
         }
         *lock(&self.inner.addr) = None;
+    }
+
+    /// `media/get` of the message's media id (SPEC X6).
+    async fn fetch_media(
+        &self,
+        media: &MediaRef,
+        max_bytes: u64,
+    ) -> Result<FetchedMedia, AdapterError> {
+        let fetched = self.fetch_media(&media.handle).await?;
+        if fetched.bytes.len() as u64 > max_bytes {
+            return Err(AdapterError::Rejected {
+                platform: PLATFORM,
+                message: format!(
+                    "the file is {} bytes, more than the {max_bytes} accepted",
+                    fetched.bytes.len()
+                ),
+            });
+        }
+        Ok(FetchedMedia {
+            bytes: fetched.bytes,
+            mime_type: fetched.content_type.or_else(|| media.mime_type.clone()),
+            file_name: fetched.file_name.or_else(|| media.file_name.clone()),
+        })
     }
 
     async fn send(

@@ -13,7 +13,7 @@
 
 use serde::Deserialize;
 
-use crate::event::MessageType;
+use crate::event::{MediaKind, MediaRef, MessageType};
 
 /// Why a callback's XML could not be used. The request is refused (400)
 /// and logged; never retried.
@@ -82,6 +82,9 @@ struct RawMessage {
     url: Option<String>,
     #[serde(rename = "FileName", default)]
     file_name: Option<String>,
+    /// Voice: the audio format (`amr`).
+    #[serde(rename = "Format", default)]
+    format: Option<String>,
     #[serde(rename = "Event", default)]
     event: Option<String>,
 }
@@ -119,6 +122,9 @@ pub struct CallbackMessage {
     pub message_type: MessageType,
     /// The media id of an image, voice, video or file (for `media/get`).
     pub media_id: Option<String>,
+    /// What the turn downloads (`media/get`) and uses (SPEC X6): the
+    /// image, the voice note WeCom did not transcribe, the file.
+    pub media: Vec<MediaRef>,
 }
 
 /// Placeholder for a picture: the agent cannot see it, but must know it came.
@@ -186,6 +192,15 @@ pub fn parse_message(xml: &[u8]) -> Result<Inbound, XmlError> {
         },
     };
     let (text, message_type) = render(&msg_type, &raw);
+    let media_id = non_empty(raw.media_id.clone());
+    let media = media_of(&msg_type, &raw, media_id.as_deref());
+    // A medium the turn fetches needs no placeholder: the caption (none,
+    // in this mode) is the text.
+    let text = if media.is_empty() {
+        text
+    } else {
+        String::new()
+    };
     Ok(Inbound::Message(CallbackMessage {
         msg_id,
         to_corp: raw.to_user_name.trim().to_owned(),
@@ -193,8 +208,38 @@ pub fn parse_message(xml: &[u8]) -> Result<Inbound, XmlError> {
         agent_id: non_empty(raw.agent_id),
         text,
         message_type,
-        media_id: non_empty(raw.media_id),
+        media_id,
+        media,
     }))
+}
+
+/// The medium of an image, an untranscribed voice note or a file that has a
+/// media id; nothing else is fetched (videos stay placeholders).
+fn media_of(msg_type: &str, raw: &RawMessage, media_id: Option<&str>) -> Vec<MediaRef> {
+    let Some(id) = media_id else {
+        return Vec::new();
+    };
+    let field = |f: &Option<String>| non_empty(f.clone());
+    let kind = match msg_type {
+        "image" => MediaKind::Image,
+        // WeCom's own transcription, when it sends one, is the text.
+        "voice" if field(&raw.recognition).is_none() => MediaKind::Voice,
+        "file" => MediaKind::Document,
+        _ => return Vec::new(),
+    };
+    let mut media = MediaRef::new(kind, id);
+    match kind {
+        MediaKind::Voice => {
+            let format = field(&raw.format).unwrap_or_else(|| "amr".to_owned());
+            media.mime_type = Some(format!("audio/{}", format.to_ascii_lowercase()));
+            media.file_name = Some(format!("voice.{}", format.to_ascii_lowercase()));
+        }
+        MediaKind::Document => {
+            media.file_name = field(&raw.file_name).or_else(|| field(&raw.title))
+        }
+        _ => {}
+    }
+    vec![media]
 }
 
 /// Renders content to text; non-text content becomes a clear placeholder
@@ -306,15 +351,24 @@ mod tests {
         let m = message(
             "<xml><FromUserName>u</FromUserName><MsgType>image</MsgType><PicUrl>http://x/y</PicUrl><MediaId>M1</MediaId><MsgId>2</MsgId></xml>",
         );
-        assert_eq!(
-            (m.text.as_str(), m.message_type),
-            (IMAGE_PLACEHOLDER, MessageType::Photo)
-        );
+        assert_eq!((m.text.as_str(), m.message_type), ("", MessageType::Photo));
         assert_eq!(m.media_id.as_deref(), Some("M1"));
+        assert_eq!(m.media, [MediaRef::new(MediaKind::Image, "M1")]);
         let m = message(
             "<xml><FromUserName>u</FromUserName><MsgType>voice</MsgType><MediaId>M2</MediaId><Format>amr</Format><MsgId>3</MsgId></xml>",
         );
-        assert_eq!(m.text, VOICE_PLACEHOLDER);
+        assert_eq!(m.text, "");
+        assert_eq!(m.media[0].kind, MediaKind::Voice);
+        assert_eq!(m.media[0].mime_type.as_deref(), Some("audio/amr"));
+        let m = message(
+            "<xml><FromUserName>u</FromUserName><MsgType>voice</MsgType><Format>amr</Format><MsgId>3</MsgId></xml>",
+        );
+        assert_eq!(m.text, VOICE_PLACEHOLDER, "nothing to fetch");
+        let m = message(
+            "<xml><FromUserName>u</FromUserName><MsgType>file</MsgType><MediaId>M9</MediaId><FileName>plan.xlsx</FileName><MsgId>9</MsgId></xml>",
+        );
+        assert_eq!(m.media[0].kind, MediaKind::Document);
+        assert_eq!(m.media[0].file_name.as_deref(), Some("plan.xlsx"));
         let m = message(
             "<xml><FromUserName>u</FromUserName><MsgType>voice</MsgType><MediaId>M2</MediaId><Recognition>turn on the lights</Recognition><MsgId>3</MsgId></xml>",
         );

@@ -7,9 +7,16 @@
 //! follows Telegram's documented rules: updates below `offset` are
 //! forgotten, and with nothing pending the request is held for `timeout`
 //! seconds (unless the test turns holding off, as the npm emulator does).
+//!
+//! Files and edits follow the Bot API too: `getFile` answers a file added
+//! with [`Fake::add_file`] with its `file_path` (none for a file over 20 MB,
+//! as Telegram does), and `GET /file/bot{token}/{file_path}` serves its
+//! bytes; `editMessageText` and `deleteMessage` act on messages the bot
+//! sent — an unknown message is "message to edit not found", an edit to the
+//! same text "message is not modified" (both 400), as Telegram answers.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,7 +52,18 @@ struct State {
     next_message_id: i64,
     /// Requests whose client hung up before the answer (a dropped poll).
     abandoned: usize,
+    /// Files by `file_id`: (the `file_path` `getFile` gives, bytes).
+    files: HashMap<String, (String, Vec<u8>)>,
+    /// What the file server serves, by path.
+    served: HashMap<String, Vec<u8>>,
+    /// What each message the bot sent shows now, by message id.
+    shown: HashMap<i64, String>,
+    /// File downloads served (their paths).
+    downloads: Vec<String>,
 }
+
+/// Telegram's limit on the files a bot may download.
+pub const BOT_DOWNLOAD_LIMIT: usize = 20 * 1024 * 1024;
 
 /// The fake Bot API; clones share the server.
 #[derive(Clone)]
@@ -108,6 +126,34 @@ impl Fake {
         self.state.lock().unwrap().abandoned
     }
 
+    /// Adds a file users can send: `getFile` of `file_id` gives `path`, and
+    /// the download gives `bytes`.
+    pub fn add_file(&self, file_id: &str, path: &str, bytes: Vec<u8>) {
+        let mut st = self.state.lock().unwrap();
+        st.served.insert(path.to_owned(), bytes.clone());
+        st.files
+            .insert(file_id.to_owned(), (path.to_owned(), bytes));
+    }
+
+    /// Makes `getFile` of `file_id` name `path`, which the file server
+    /// does not serve: the download fails with 404.
+    pub fn serve_file_as(&self, file_id: &str, path: &str) {
+        if let Some(file) = self.state.lock().unwrap().files.get_mut(file_id) {
+            file.0 = path.to_owned();
+        }
+    }
+
+    /// The file paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        self.state.lock().unwrap().downloads.clone()
+    }
+
+    /// What the bot's message `id` shows now (after its edits), if it
+    /// exists.
+    pub fn shown(&self, id: i64) -> Option<String> {
+        self.state.lock().unwrap().shown.get(&id).cloned()
+    }
+
     /// The requests of `method` so far.
     pub fn requests(&self, method: &str) -> Vec<Request> {
         self.state
@@ -158,30 +204,53 @@ impl Fake {
                 .nth(1)
                 .unwrap_or("")
                 .to_owned();
-            let body: Value = match multipart_boundary(&content_type) {
-                Some(boundary) => parse_multipart(&body, &boundary),
-                None => serde_json::from_slice(&body).unwrap_or(Value::Null),
-            };
-            // A client that hangs up while its request is held (a poll the
-            // adapter gave up on) is noticed at once, not at the hold's end.
-            let (status, answer) = tokio::select! {
-                answer = self.answer(&path, body) => answer,
-                _ = reader.fill_buf() => {
-                    self.state.lock().unwrap().abandoned += 1;
-                    return;
+            let (status, kind, payload) = match path.strip_prefix(&format!("/file/bot{TOKEN}/")) {
+                Some(file_path) => self.download(file_path),
+                None => {
+                    let body: Value = match multipart_boundary(&content_type) {
+                        Some(boundary) => parse_multipart(&body, &boundary),
+                        None => serde_json::from_slice(&body).unwrap_or(Value::Null),
+                    };
+                    // A client that hangs up while its request is held (a
+                    // poll the adapter gave up on) is noticed at once, not
+                    // at the hold's end.
+                    let (status, answer) = tokio::select! {
+                        answer = self.answer(&path, body) => answer,
+                        _ = reader.fill_buf() => {
+                            self.state.lock().unwrap().abandoned += 1;
+                            return;
+                        }
+                    };
+                    (status, "application/json", answer.to_string().into_bytes())
                 }
             };
-            let text = answer.to_string();
             let head = format!(
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
-                text.len()
+                "HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
+                payload.len()
             );
             let sock = reader.get_mut();
             if sock.write_all(head.as_bytes()).await.is_err()
-                || sock.write_all(text.as_bytes()).await.is_err()
+                || sock.write_all(&payload).await.is_err()
             {
                 return;
             }
+        }
+    }
+
+    /// `GET /file/bot{token}/{file_path}`: the file's bytes, or 404.
+    fn download(&self, file_path: &str) -> (u16, &'static str, Vec<u8>) {
+        let mut st = self.state.lock().unwrap();
+        st.downloads.push(file_path.to_owned());
+        let found = st.served.get(file_path).cloned();
+        match found {
+            Some(bytes) => (200, "application/octet-stream", bytes),
+            None => (
+                404,
+                "application/json",
+                json!({"ok": false, "error_code": 404, "description": "Not Found"})
+                    .to_string()
+                    .into_bytes(),
+            ),
         }
     }
 
@@ -237,10 +306,66 @@ impl Fake {
             "sendMessage" => {
                 let mut st = self.state.lock().unwrap();
                 st.next_message_id += 1;
+                let id = st.next_message_id;
+                st.shown
+                    .insert(id, body["text"].as_str().unwrap_or("").to_owned());
                 ok(
-                    json!({"message_id": st.next_message_id, "chat": {"id": body["chat_id"], "type": "private"},
+                    json!({"message_id": id, "chat": {"id": body["chat_id"], "type": "private"},
                           "text": body["text"]}),
                 )
+            }
+            "getFile" => {
+                let st = self.state.lock().unwrap();
+                let id = body["file_id"].as_str().unwrap_or("");
+                match st.files.get(id) {
+                    None => (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file_id"}),
+                    ),
+                    Some((path, bytes)) if bytes.len() > BOT_DOWNLOAD_LIMIT => {
+                        let _ = path;
+                        (
+                            400,
+                            json!({"ok": false, "error_code": 400, "description": "Bad Request: file is too big"}),
+                        )
+                    }
+                    Some((path, bytes)) => ok(json!({
+                        "file_id": id, "file_unique_id": format!("u-{id}"),
+                        "file_size": bytes.len(), "file_path": path,
+                    })),
+                }
+            }
+            "editMessageText" => {
+                let mut st = self.state.lock().unwrap();
+                let id = body["message_id"].as_i64().unwrap_or(0);
+                let text = body["text"].as_str().unwrap_or("").to_owned();
+                match st.shown.get(&id) {
+                    None => (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: message to edit not found"}),
+                    ),
+                    Some(old) if *old == text => (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}),
+                    ),
+                    Some(_) => {
+                        st.shown.insert(id, text.clone());
+                        ok(
+                            json!({"message_id": id, "chat": {"id": body["chat_id"], "type": "private"}, "text": text}),
+                        )
+                    }
+                }
+            }
+            "deleteMessage" => {
+                let mut st = self.state.lock().unwrap();
+                let id = body["message_id"].as_i64().unwrap_or(0);
+                match st.shown.remove(&id) {
+                    Some(_) => ok(json!(true)),
+                    None => (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: message to delete not found"}),
+                    ),
+                }
             }
             "sendDocument" => {
                 let mut st = self.state.lock().unwrap();

@@ -37,7 +37,18 @@
 //!   acked with a `media_id`), then `aibot_send_msg` with
 //!   `{chatid, msgtype: file, file: {media_id}}` naming a finished upload;
 //! - no frame for a `req_id` arrives while an earlier frame for the same
-//!   `req_id` is still unacked.
+//!   `req_id` is still unacked;
+//! - streamed replies as WeCom's SDKs send them (`replyStream`):
+//!   `aibot_respond_msg` with `{msgtype: stream, stream: {id, finish,
+//!   content}}` on a callback's `req_id`, one non-empty `stream.id` for every
+//!   frame of that `req_id`, `content` at most 20480 bytes, nothing after the
+//!   frame with `finish: true`, and no markdown reply on a `req_id` that
+//!   streams (nor a stream on one already answered).
+//!
+//! Files: an HTTP file server on another loopback port serves what a test
+//! puts there ([`FakeWecom::serve_file`]) — an image or file message carries
+//! the URL of its file encrypted with AES-256-CBC under the message's
+//! `aeskey` ([`encrypt_file`], as WeCom does), or a failure to test with.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -46,6 +57,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc};
 use tokio_tungstenite::tungstenite::Message;
@@ -116,7 +128,85 @@ struct Shared {
     /// Files sent with aibot_send_msg: (chat id, file name, bytes).
     files: Mutex<Vec<(String, String, Vec<u8>)>>,
     next_upload: Mutex<u64>,
+    /// What the file server answers, by path.
+    served: Mutex<HashMap<String, FileReply>>,
+    /// Paths requested from the file server, in order.
+    downloads: Mutex<Vec<String>>,
+    /// Streamed replies, by the callback `req_id` they answer.
+    streams: Mutex<BTreeMap<String, Stream>>,
+    /// Callback `req_id`s answered with markdown.
+    answered: Mutex<HashSet<String>>,
     changed: Notify,
+}
+
+/// What the file server answers for one path.
+#[derive(Clone, Debug)]
+pub enum FileReply {
+    /// `200 OK` with these bytes.
+    Bytes(Vec<u8>),
+    /// This status and no body.
+    Status(u16),
+    /// Announces all of these bytes, sends the first `n`, then closes.
+    CutShort(Vec<u8>, usize),
+}
+
+/// One frame of a streamed reply.
+#[derive(Clone, Debug)]
+pub struct StreamFrame {
+    pub content: String,
+    pub finish: bool,
+    pub at: Instant,
+}
+
+/// A streamed reply: the frames sent on one callback `req_id`.
+#[derive(Clone, Debug)]
+pub struct Stream {
+    pub req_id: String,
+    /// The `stream.id` of the first frame.
+    pub id: String,
+    pub frames: Vec<StreamFrame>,
+}
+
+impl Stream {
+    /// Whether the last frame said `finish: true`.
+    pub fn finished(&self) -> bool {
+        self.frames.last().is_some_and(|f| f.finish)
+    }
+}
+
+/// A WeCom file key: 32 bytes from `seed`, base64 without padding (43
+/// characters, as WeCom sends it).
+pub fn aeskey(seed: u8) -> String {
+    use base64::Engine as _;
+    let key: Vec<u8> = (0..32u8)
+        .map(|i| seed.wrapping_mul(31).wrapping_add(i))
+        .collect();
+    base64::engine::general_purpose::STANDARD_NO_PAD.encode(key)
+}
+
+/// `plain` encrypted as WeCom encrypts an AI-bot file: AES-256-CBC under the
+/// decoded `aeskey`, the IV its first 16 bytes, PKCS#7 padding to a multiple
+/// of 32 bytes.
+pub fn encrypt_file(plain: &[u8], aeskey: &str) -> Vec<u8> {
+    use aes::Aes256;
+    use base64::Engine as _;
+    use cbc::cipher::block_padding::NoPadding;
+    use cbc::cipher::{BlockModeEncrypt, KeyIvInit};
+    let key: [u8; 32] = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(aeskey.trim_end_matches('='))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let pad = 32 - plain.len() % 32;
+    let mut buf = plain.to_vec();
+    buf.resize(plain.len() + pad, pad as u8);
+    let mut iv = [0u8; 16];
+    iv.copy_from_slice(&key[..16]);
+    let len = buf.len();
+    cbc::Encryptor::<Aes256>::new(&key.into(), &iv.into())
+        .encrypt_padded::<NoPadding>(&mut buf, len)
+        .unwrap()
+        .to_vec()
 }
 
 /// An upload announced by `aibot_upload_media_init`.
@@ -131,6 +221,8 @@ struct Upload {
 /// The running fake; dropped with the test's runtime.
 pub struct FakeWecom {
     pub url: String,
+    /// The file server's base URL (`http://127.0.0.1:port`).
+    pub files_url: String,
     shared: Arc<Shared>,
 }
 
@@ -157,7 +249,65 @@ impl FakeWecom {
                 tokio::spawn(serve(s.clone(), conn, ws, rx));
             }
         });
-        Self { url, shared }
+        let files = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let files_url = format!("http://{}", files.local_addr().unwrap());
+        let s = shared.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = files.accept().await {
+                tokio::spawn(serve_file_request(s.clone(), tcp));
+            }
+        });
+        Self {
+            url,
+            files_url,
+            shared,
+        }
+    }
+
+    /// Serves `reply` at `path` on the file server; returns its URL.
+    pub fn serve_file(&self, path: &str, reply: FileReply) -> String {
+        self.shared
+            .served
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), reply);
+        format!("{}{path}", self.files_url)
+    }
+
+    /// Paths requested from the file server, in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.shared.downloads.lock().unwrap().clone()
+    }
+
+    /// The streamed reply on callback `req_id`, if any.
+    pub fn stream(&self, req_id: &str) -> Option<Stream> {
+        self.shared.streams.lock().unwrap().get(req_id).cloned()
+    }
+
+    /// Waits until the reply on callback `req_id` is complete (a markdown
+    /// reply, or a stream's `finish: true` frame) and returns its text.
+    pub async fn reply_to(&self, req_id: &str) -> String {
+        self.wait_until(&format!("the reply to {req_id}"), |r| {
+            r.iter().any(|f| {
+                f.cmd == "aibot_respond_msg"
+                    && f.req_id == req_id
+                    && (f.frame["body"]["msgtype"] == "markdown"
+                        || f.frame["body"]["stream"]["finish"] == true)
+            })
+        })
+        .await;
+        let frame = self
+            .received_cmd("aibot_respond_msg")
+            .into_iter()
+            .rev()
+            .find(|f| f.req_id == req_id)
+            .unwrap();
+        let body = &frame.frame["body"];
+        body["markdown"]["content"]
+            .as_str()
+            .or(body["stream"]["content"].as_str())
+            .unwrap_or("")
+            .to_owned()
     }
 
     pub fn set(&self, f: impl FnOnce(&mut Behaviour)) {
@@ -262,6 +412,17 @@ impl FakeWecom {
         self.push(
             json!({"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body}),
         );
+    }
+
+    /// Sends an image message callback whose file is at `url`, encrypted
+    /// with `aeskey`.
+    pub fn push_image(&self, req_id: &str, msgid: &str, user: &str, url: &str, aeskey: &str) {
+        self.push(json!({
+            "cmd": "aibot_msg_callback", "headers": {"req_id": req_id},
+            "body": {"msgid": msgid, "aibotid": "bot-1", "chattype": "single",
+                     "from": {"userid": user}, "msgtype": "image",
+                     "image": {"url": url, "aeskey": aeskey}}
+        }));
     }
 
     /// Sends an event callback.
@@ -440,6 +601,98 @@ fn markdown_content<'a>(body: &'a Value, problems: &mut Vec<String>) -> Option<&
     }
 }
 
+/// Checks and records one `stream` frame answering `req_id`.
+fn stream_frame(s: &Shared, req_id: &str, body: &Value, problems: &mut Vec<String>) {
+    let stream = &body["stream"];
+    let (Some(id), Some(finish), Some(content)) = (
+        stream["id"].as_str(),
+        stream["finish"].as_bool(),
+        stream["content"].as_str(),
+    ) else {
+        problems.push(format!(
+            "stream frame needs stream.id, stream.finish, stream.content: {body}"
+        ));
+        return;
+    };
+    if id.is_empty() {
+        problems.push(format!("stream frame with an empty stream.id: {body}"));
+    }
+    if content.len() > 20480 {
+        problems.push(format!(
+            "stream content longer than 20480 bytes: {}",
+            content.len()
+        ));
+    }
+    if s.answered.lock().unwrap().contains(req_id) {
+        problems.push(format!(
+            "stream frame on {req_id}, already answered with markdown"
+        ));
+    }
+    let mut streams = s.streams.lock().unwrap();
+    let entry = streams.entry(req_id.to_owned()).or_insert_with(|| Stream {
+        req_id: req_id.to_owned(),
+        id: id.to_owned(),
+        frames: Vec::new(),
+    });
+    if entry.id != id {
+        problems.push(format!(
+            "stream frame on {req_id} with stream.id {id}, the stream is {}",
+            entry.id
+        ));
+    }
+    if entry.finished() {
+        problems.push(format!("stream frame on {req_id} after finish: true"));
+    }
+    entry.frames.push(StreamFrame {
+        content: content.to_owned(),
+        finish,
+        at: Instant::now(),
+    });
+}
+
+/// Answers one HTTP/1.1 request of the file server, then closes.
+async fn serve_file_request(s: Arc<Shared>, mut tcp: tokio::net::TcpStream) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tcp.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+        if head.len() > 64 * 1024 {
+            return;
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut words = head.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    if method != "GET" {
+        s.violations
+            .lock()
+            .unwrap()
+            .push(format!("file server: {method} {path}, downloads are GETs"));
+    }
+    s.downloads.lock().unwrap().push(path.to_owned());
+    s.changed.notify_waiters();
+    let reply = s.served.lock().unwrap().get(path).cloned();
+    let (status, body, sent) = match reply {
+        Some(FileReply::Bytes(b)) => {
+            let n = b.len();
+            (200, b, n)
+        }
+        Some(FileReply::Status(code)) => (code, Vec::new(), 0),
+        Some(FileReply::CutShort(b, n)) => (200, b, n),
+        None => (404, Vec::new(), 0),
+    };
+    let head = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tcp.write_all(head.as_bytes()).await;
+    let _ = tcp.write_all(&body[..sent.min(body.len())]).await;
+    let _ = tcp.shutdown().await;
+}
+
 async fn serve(
     s: Arc<Shared>,
     conn: usize,
@@ -529,7 +782,15 @@ async fn serve(
                         if !s.issued_callbacks.lock().unwrap().contains(&(conn, req_id.clone())) {
                             problems.push(format!("respond_msg with req_id {req_id} that is no callback of this connection"));
                         }
-                        markdown_content(&frame["body"], &mut problems);
+                        if frame["body"]["msgtype"] == "stream" {
+                            stream_frame(&s, &req_id, &frame["body"], &mut problems);
+                        } else {
+                            if s.streams.lock().unwrap().contains_key(&req_id) {
+                                problems.push(format!("markdown reply on {req_id}, which streams"));
+                            }
+                            s.answered.lock().unwrap().insert(req_id.clone());
+                            markdown_content(&frame["body"], &mut problems);
+                        }
                         delayed = true;
                         if behaviour.ack_replies {
                             reply = Some(match behaviour.refuse_respond {

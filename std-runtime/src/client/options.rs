@@ -58,6 +58,11 @@ pub struct ClientOptions {
     /// Extra headers sent on every request (OpenRouter's `HTTP-Referer`,
     /// `X-Title`, an organisation header, …). Values are not logged.
     pub extra_headers: Vec<(String, String)>,
+    /// Where the files behind image attachments live, for a model that
+    /// accepts images (SPEC X6): the current turn's images are sent from
+    /// there as `image_url` parts ([`crate::media::inline`]). `None`: every
+    /// attachment travels as its text reference.
+    pub images: Option<crate::media::MediaDir>,
     /// Explicit prompt-cache breakpoints (SPEC X3; Anthropic models); `None`
     /// for providers that cache a stable prefix by themselves.
     pub cache: Option<CacheControl>,
@@ -102,6 +107,7 @@ impl Default for ClientOptions {
             backoff_base: Duration::from_millis(500),
             max_retry_after: Duration::from_secs(60),
             extra_headers: Vec::new(),
+            images: None,
             cache: None,
             reasoning_effort: None,
             reasoning_dialect: ReasoningDialect::OpenAi,
@@ -135,6 +141,7 @@ impl fmt::Debug for ClientOptions {
                     .map(|(name, _)| name.as_str())
                     .collect::<Vec<_>>(),
             )
+            .field("images", &self.images.as_ref().map(|d| d.root()))
             .field("cache", &self.cache)
             .field("reasoning_effort", &self.reasoning_effort)
             .field("reasoning_dialect", &self.reasoning_dialect)

@@ -7,11 +7,11 @@
 use hermes_core::codec::anthropic::{
     MessagesOptions, MessagesStreamDecoder, decode_messages_response, encode_messages_request,
 };
-use hermes_core::codec::request::{Reasoning, RequestEncoder, RequestOptions, encode_request};
+use hermes_core::codec::request::{Reasoning, RequestEncoder, RequestOptions, encode_request_with};
 use hermes_core::codec::response::decode_response;
 use hermes_core::codec::sse::{SseDecoder, SseStatus};
 use hermes_core::codec::{DecodeError, EncodeError};
-use hermes_core::{ChatRequest, Completion, StreamSink};
+use hermes_core::{AttachmentResolver, ChatRequest, Completion, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 
 use super::ClientOptions;
@@ -71,12 +71,14 @@ impl Wire {
     }
 
     /// The request body for `request` with the client's settings, streamed
-    /// or not.
+    /// or not; `attachments` says how images are sent (SPEC X6: the OpenAI
+    /// wire sends image parts, the Anthropic wire their text references).
     pub(crate) fn encode(
         self,
         opts: &ClientOptions,
         stream: bool,
         request: &ChatRequest<'_>,
+        attachments: &dyn AttachmentResolver,
         encoder: Option<&mut RequestEncoder>,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
@@ -99,9 +101,15 @@ impl Wire {
                     reasoning,
                     reasoning_echo: opts.reasoning_echo,
                 };
+                // What the encoder keeps is the plain system prompt and tools;
+                // a request with attachments goes through the resolver.
+                let plain = request
+                    .messages
+                    .iter()
+                    .all(|e| e.message.attachments().is_empty());
                 match encoder {
-                    Some(encoder) => encoder.encode(&wire, request, out),
-                    None => encode_request(&wire, request, out),
+                    Some(encoder) if plain => encoder.encode(&wire, request, out),
+                    _ => encode_request_with(&wire, request, attachments, out),
                 }
             }
             Wire::AnthropicMessages => {

@@ -377,6 +377,67 @@ fn provider_timeouts_default_and_come_from_env_or_file() {
 }
 
 #[test]
+fn media_settings_vision_and_transcription() {
+    let home = home_with(&[]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.media, MediaSettings::default(), "nothing configured");
+
+    let home = home_with(&[(
+        "config.toml",
+        "[provider]\nvision = false\nvision_model = \"llava\"\n\n[transcription]\nbase_url = \"http://127.0.0.1:8080/v1\"\nlanguage = \"de\"\ntimeout_secs = 30\n",
+    )]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.media.vision, Some(false));
+    assert_eq!(s.media.vision_model.as_deref(), Some("llava"));
+    let t = s.media.transcription.clone().unwrap();
+    assert_eq!(t.base_url, "http://127.0.0.1:8080/v1");
+    assert_eq!(t.model, DEFAULT_TRANSCRIPTION_MODEL);
+    assert_eq!(t.api_key, None, "a local server gets no vendor key");
+    assert_eq!(t.language.as_deref(), Some("de"));
+    assert_eq!(t.timeout, Duration::from_secs(30));
+    assert_eq!(
+        s.origins["transcription_base_url"],
+        Origin::ConfigFile("transcription.base_url")
+    );
+
+    // The environment wins; OpenAI's endpoint gets OPENAI_API_KEY, no other does.
+    let s = load(
+        &cwd_overrides(),
+        &env(
+            home.path(),
+            &[
+                ("HERMES_VISION", "yes"),
+                ("HERMES_TRANSCRIPTION_BASE_URL", "https://api.openai.com/v1"),
+                ("HERMES_TRANSCRIPTION_MODEL", "gpt-4o-mini-transcribe"),
+                ("OPENAI_API_KEY", "sk-openai-123456789"),
+            ],
+        ),
+    )
+    .unwrap();
+    assert_eq!(s.media.vision, Some(true));
+    let t = s.media.transcription.unwrap();
+    assert_eq!(t.api_key.as_deref(), Some("sk-openai-123456789"));
+    assert_eq!(t.model, "gpt-4o-mini-transcribe");
+    assert!(!format!("{t:?}").contains("sk-openai-123456789"));
+}
+
+#[test]
+fn media_setting_typos_and_bad_values_are_errors() {
+    let home = home_with(&[("config.toml", "[transcription]\nbase_ulr = \"http://x\"\n")]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+    assert!(err.to_string().contains("did you mean 'base_url'"), "{err}");
+    let home = home_with(&[("config.toml", "[transcription]\nbase_url = \"ftp://x\"\n")]);
+    assert!(load(&cwd_overrides(), &env(home.path(), &[])).is_err());
+    let home = home_with(&[]);
+    let err = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_VISION", "maybe")]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("HERMES_VISION"), "{err}");
+}
+
+#[test]
 fn approvals_web_search_and_mcp_keys() {
     let home = home_with(&[]);
     let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();

@@ -287,7 +287,7 @@ impl Store {
             && matches!(out.get(at).map(|e| &e.message), Some(Message::User { .. }));
         if merged {
             let entry = &mut out[at];
-            if let Message::User { content } = &mut entry.message {
+            if let Message::User { content, .. } = &mut entry.message {
                 *content = summary::merged(&c.summary, content);
             }
             entry.meta.compaction = Some(mark);

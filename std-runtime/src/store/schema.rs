@@ -51,6 +51,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "per-message prompt-cache counts, answering model and reasoning details",
         sql: V6,
     },
+    Migration {
+        version: 7,
+        what: "attachments of user messages (references to files in $HERMES_HOME/media)",
+        sql: V7,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -269,4 +274,12 @@ ALTER TABLE messages ADD COLUMN cached_tokens INTEGER;
 ALTER TABLE messages ADD COLUMN cache_write_tokens INTEGER;
 ALTER TABLE messages ADD COLUMN model TEXT;
 ALTER TABLE messages ADD COLUMN reasoning_details TEXT;
+";
+
+/// Version 7: the attachments of user messages (SPEC X6) — a JSON array of
+/// references (kind, media type, path relative to `$HERMES_HOME/media`,
+/// size, description), NULL for a message without any. The files
+/// themselves never enter the database.
+const V7: &str = "
+ALTER TABLE messages ADD COLUMN attachments TEXT;
 ";

@@ -11,9 +11,9 @@ use super::{KvWrite, Store, StoreError, WriteTx, to_i64, tool_calls};
 /// [`insert_entries`].
 pub(super) const INSERT_SQL: &str = "INSERT INTO messages (session_id, seq, role, content, tool_calls, \
      tool_call_id, reasoning, prompt_tokens, completion_tokens, total_tokens, finish_reason, \
-     interrupted, timestamp_ms, cached_tokens, cache_write_tokens, model, reasoning_details) \
+     interrupted, timestamp_ms, cached_tokens, cache_write_tokens, model, reasoning_details, attachments) \
      VALUES (?1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session_id = ?1), \
-     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 
 /// The columns of a message, `m` being `messages`, in the order
 /// [`decode_message`] reads them; every query that decodes messages selects
@@ -23,7 +23,7 @@ macro_rules! message_columns {
         "m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, \
          m.reasoning, m.prompt_tokens, m.completion_tokens, m.total_tokens, m.finish_reason, \
          m.interrupted, m.timestamp_ms, m.cached_tokens, m.cache_write_tokens, m.model, \
-         m.reasoning_details"
+         m.reasoning_details, m.attachments"
     };
 }
 pub(super) use message_columns;
@@ -192,6 +192,17 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
             _ => None,
         };
+        // Attachments (SPEC X6) are references; the files live in the
+        // runtime's media directory.
+        let attachments = match entry.message.attachments() {
+            [] => None,
+            list => Some(
+                serde_json::to_string(list).map_err(|e| StoreError::Corrupt {
+                    session_id: id.to_owned(),
+                    what: format!("attachments do not serialize: {e}"),
+                })?,
+            ),
+        };
         let meta = &entry.meta;
         let usage = meta.usage.as_ref();
         insert.execute(params![
@@ -211,6 +222,7 @@ fn insert_entries(conn: &Connection, id: &str, entries: &[LedgerEntry]) -> Resul
             usage.map(|u| saturating_i64(u.cache_write_tokens)),
             meta.model,
             meta.reasoning_details,
+            attachments,
         ])?;
     }
     Ok(())
@@ -264,6 +276,11 @@ pub(super) fn decode_message(
             content: content
                 .ok_or_else(|| corrupt("user message without content".into()))?
                 .to_owned(),
+            attachments: match text(16, "attachments")? {
+                None => Vec::new(),
+                Some(json) => serde_json::from_str(json)
+                    .map_err(|e| corrupt(format!("attachments are not valid JSON: {e}")))?,
+            },
         },
         Some(Role::Assistant) => Message::Assistant {
             content: content.map(str::to_owned),

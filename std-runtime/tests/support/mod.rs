@@ -383,11 +383,13 @@ fn check_rules(req: &Recorded, rules: &Rules) -> Vec<String> {
     let mut problems = Vec::new();
     let chat = format!("{}/chat/completions", rules.prefix);
     let models = format!("{}/models", rules.prefix);
+    let transcriptions = format!("{}/audio/transcriptions", rules.prefix);
     match (req.method.as_str(), req.path.as_str()) {
         ("POST", p) if p == chat => check_chat_body(req, &mut problems),
+        ("POST", p) if p == transcriptions => check_transcription(req, &mut problems),
         ("GET", p) if p == models => {}
         (m, p) => problems.push(format!(
-            "unexpected {m} {p} (want POST {chat} or GET {models})"
+            "unexpected {m} {p} (want POST {chat}, POST {transcriptions} or GET {models})"
         )),
     }
     let auth = req.header("authorization");
@@ -439,6 +441,9 @@ fn check_chat_body(req: &Recorded, problems: &mut Vec<String>) {
             Some("system" | "user" | "assistant" | "tool") => {}
             other => problems.push(format!("messages[{i}].role is {other:?}")),
         }
+        if let Some(parts) = m["content"].as_array() {
+            check_content_parts(i, parts, problems);
+        }
         if m["role"] == "tool" && !m["tool_call_id"].is_string() {
             problems.push(format!(
                 "messages[{i}] is a tool result without tool_call_id"
@@ -467,6 +472,63 @@ fn check_chat_body(req: &Recorded, problems: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// Content parts: text parts with text, image parts with a `data:` URL of
+/// an image type whose base64 decodes to something that starts like an
+/// image (what OpenAI accepts; a broken URL is a 400 there).
+fn check_content_parts(i: usize, parts: &[serde_json::Value], problems: &mut Vec<String>) {
+    use base64::Engine as _;
+    if parts.is_empty() {
+        problems.push(format!("messages[{i}]: an empty content array"));
+    }
+    for part in parts {
+        match part["type"].as_str() {
+            Some("text") if part["text"].is_string() => {}
+            Some("image_url") => {
+                let url = part["image_url"]["url"].as_str().unwrap_or("");
+                let Some((head, data)) = url
+                    .strip_prefix("data:")
+                    .and_then(|rest| rest.split_once(";base64,"))
+                else {
+                    problems.push(format!("messages[{i}]: image_url is not a base64 data URL"));
+                    continue;
+                };
+                if !head.starts_with("image/") {
+                    problems.push(format!("messages[{i}]: image data URL of type {head:?}"));
+                }
+                match base64::engine::general_purpose::STANDARD.decode(data) {
+                    Ok(bytes) if bytes.len() >= 8 => {}
+                    _ => problems.push(format!("messages[{i}]: image data is not valid base64")),
+                }
+            }
+            other => problems.push(format!("messages[{i}]: content part of type {other:?}")),
+        }
+    }
+}
+
+/// `POST /audio/transcriptions`: a `multipart/form-data` body with a `file`
+/// part (a file name and bytes) and a `model` field, as OpenAI requires.
+fn check_transcription(req: &Recorded, problems: &mut Vec<String>) {
+    let fields = multipart_fields(req);
+    match fields.iter().find(|f| f.name == "file") {
+        Some(f) if f.file_name.as_deref().is_some_and(|n| !n.is_empty()) && !f.data.is_empty() => {}
+        Some(_) => problems.push("the `file` part has no file name or no bytes".into()),
+        None => problems.push("no `file` part".into()),
+    }
+    if !fields
+        .iter()
+        .any(|f| f.name == "model" && !f.data.is_empty())
+    {
+        problems.push("no `model` field".into());
+    }
+}
+
+pub use hermes_tests::multipart::FormField;
+
+/// The parts of a `multipart/form-data` request (empty when it is not one).
+pub fn multipart_fields(req: &Recorded) -> Vec<FormField> {
+    hermes_tests::multipart::fields(req.header("content-type").unwrap_or(""), &req.body)
 }
 
 /// Writes one reply. Returns whether the connection may be reused.

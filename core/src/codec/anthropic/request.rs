@@ -246,11 +246,31 @@ impl Serialize for Messages<'_> {
                 tool_turn = turn_calls_tools(self.entries.get(i..).unwrap_or_default());
             }
             match &entry.message {
-                Message::User { content } => {
-                    seq.serialize_element(&UserMessage {
-                        text: content,
-                        cache: marked(i),
-                    })?;
+                Message::User {
+                    content,
+                    attachments,
+                } => {
+                    if attachments.is_empty() {
+                        seq.serialize_element(&UserMessage {
+                            text: content,
+                            cache: marked(i),
+                        })?;
+                    } else {
+                        // Attachments go as their text references here: this
+                        // encoder sends no image blocks yet (SPEC X6 images
+                        // reach models through the OpenAI-compatible codec).
+                        let mut text = alloc::string::String::from(content.as_str());
+                        for attachment in attachments {
+                            if !text.is_empty() {
+                                text.push_str("\n\n");
+                            }
+                            text.push_str(&attachment.reference());
+                        }
+                        seq.serialize_element(&UserMessage {
+                            text: &text,
+                            cache: marked(i),
+                        })?;
+                    }
                     i += 1;
                 }
                 message @ Message::Assistant { .. } => {

@@ -1,0 +1,165 @@
+//! Settings for what users send besides text (SPEC X6): whether the model
+//! sees images, which model describes them when it does not, and where
+//! voice is transcribed.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::resolve::Resolver;
+use super::{ConfigError, Origin, mask, redact_url, validate_url};
+
+/// The transcription model when `[transcription] model` is not set
+/// (OpenAI's; whisper.cpp and faster-whisper servers accept any name).
+pub const DEFAULT_TRANSCRIPTION_MODEL: &str = "whisper-1";
+/// How long one transcription may take (`[transcription] timeout_secs`).
+pub const DEFAULT_TRANSCRIPTION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Images and voice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MediaSettings {
+    /// Whether the chat model accepts images (`[provider] vision`,
+    /// `HERMES_VISION`); `None`: decided by the model's family
+    /// ([`crate::media::vision::model_sees_images`]).
+    pub vision: Option<bool>,
+    /// The model (on the same provider) that describes images for a chat
+    /// model that cannot see them (`[provider] vision_model`,
+    /// `HERMES_VISION_MODEL`).
+    pub vision_model: Option<String>,
+    /// Where voice messages are transcribed; `None`: nowhere configured.
+    pub transcription: Option<TranscriptionSettings>,
+}
+
+/// An OpenAI-compatible `POST /audio/transcriptions` endpoint: OpenAI, or a
+/// local whisper.cpp / faster-whisper server.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TranscriptionSettings {
+    /// The base URL (`…/v1`); `[transcription] base_url`,
+    /// `HERMES_TRANSCRIPTION_BASE_URL`.
+    pub base_url: String,
+    /// The key, if the server wants one (`[transcription] api_key`,
+    /// `HERMES_TRANSCRIPTION_API_KEY`; `OPENAI_API_KEY` for OpenAI's own
+    /// endpoint).
+    pub api_key: Option<String>,
+    /// The model (`[transcription] model`, `HERMES_TRANSCRIPTION_MODEL`;
+    /// default [`DEFAULT_TRANSCRIPTION_MODEL`]).
+    pub model: String,
+    /// A language hint (ISO 639-1, `[transcription] language`); `None` lets
+    /// the server detect it.
+    pub language: Option<String>,
+    /// One transcription's deadline (`[transcription] timeout_secs`).
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for TranscriptionSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TranscriptionSettings")
+            .field("base_url", &redact_url(&self.base_url))
+            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("model", &self.model)
+            .field("language", &self.language)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            key: name.to_owned(),
+            message: format!("'{value}' is not true or false"),
+        }),
+    }
+}
+
+/// Reads the media settings; records where each came from in `origins`.
+pub(super) fn load(
+    resolver: &Resolver<'_>,
+    origins: &mut std::collections::BTreeMap<&'static str, Origin>,
+) -> Result<MediaSettings, ConfigError> {
+    let vision = match resolver.var("HERMES_VISION") {
+        Some((v, o)) => {
+            origins.insert("vision", o);
+            Some(parse_bool("HERMES_VISION", v)?)
+        }
+        None => resolver.toml_bool("provider", "vision")?.inspect(|_| {
+            origins.insert("vision", Origin::ConfigFile("provider.vision"));
+        }),
+    };
+    let vision_model = match resolver.var("HERMES_VISION_MODEL") {
+        Some((v, o)) => {
+            origins.insert("vision_model", o);
+            Some(v.trim().to_owned())
+        }
+        None => resolver
+            .toml_str("provider", "vision_model")?
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                origins.insert("vision_model", Origin::ConfigFile("provider.vision_model"));
+                m.to_owned()
+            }),
+    };
+    let base_url = match resolver.var("HERMES_TRANSCRIPTION_BASE_URL") {
+        Some((v, o)) => Some((v.trim().to_owned(), o)),
+        None => resolver
+            .toml_str("transcription", "base_url")?
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(|u| (u.to_owned(), Origin::ConfigFile("transcription.base_url"))),
+    };
+    let transcription = match base_url {
+        None => None,
+        Some((base_url, origin)) => {
+            validate_url(&base_url, origin)?;
+            origins.insert("transcription_base_url", origin);
+            let openai = base_url.contains("api.openai.com");
+            let api_key = match resolver.var("HERMES_TRANSCRIPTION_API_KEY") {
+                Some((k, _)) => Some(k.trim().to_owned()),
+                None => match resolver.toml_str("transcription", "api_key")? {
+                    Some(k) => Some(k.trim().to_owned()),
+                    // A vendor's key goes only to that vendor.
+                    None if openai => resolver
+                        .var("OPENAI_API_KEY")
+                        .map(|(k, _)| k.trim().to_owned()),
+                    None => None,
+                },
+            }
+            .filter(|k| !k.is_empty());
+            let model = match resolver.var("HERMES_TRANSCRIPTION_MODEL") {
+                Some((m, _)) => m.trim().to_owned(),
+                None => resolver
+                    .toml_str("transcription", "model")?
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or(DEFAULT_TRANSCRIPTION_MODEL)
+                    .to_owned(),
+            };
+            let language = resolver
+                .toml_str("transcription", "language")?
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned);
+            let timeout = match resolver.toml_int("transcription", "timeout_secs")? {
+                Some(0) => {
+                    return Err(resolver.type_error("transcription", "timeout_secs", "at least 1"));
+                }
+                Some(n) => Duration::from_secs(u64::from(n)),
+                None => DEFAULT_TRANSCRIPTION_TIMEOUT,
+            };
+            Some(TranscriptionSettings {
+                base_url,
+                api_key,
+                model,
+                language,
+                timeout,
+            })
+        }
+    };
+    Ok(MediaSettings {
+        vision,
+        vision_model,
+        transcription,
+    })
+}

@@ -101,6 +101,7 @@ fn registry_holds_every_toolset_it_can_support() {
             "search_files",
             "terminal",
             "web_fetch",
+            "web_search",
             "memory",
             "todo"
         ]

@@ -99,8 +99,6 @@ pub fn chain(settings: &Settings, model: &str) -> Result<Arc<FallbackModel>, Cli
 pub struct Workbench {
     /// Resolved settings.
     pub settings: Settings,
-    /// The persistent async runtime (SPEC L9), created once per process.
-    pub bridge: Arc<AsyncBridge>,
     /// The session store, shared with the observer that persists as the run goes.
     pub store: Arc<Mutex<Store>>,
     /// The current model name.
@@ -118,6 +116,8 @@ pub struct Workbench {
     pub windows: Windows,
     /// The current model's context configuration.
     pub context: ContextConfig,
+    /// The async runtime MCP servers run on (`None`: none configured).
+    pub bridge: Option<Arc<AsyncBridge>>,
     /// The MCP servers, started once for the process.
     pub mcp: Option<Arc<McpManager>>,
     /// Asks the user about dangerous commands (`None` without a terminal:
@@ -131,20 +131,28 @@ impl Workbench {
     /// Builds the workbench from settings.
     pub fn new(settings: Settings) -> Result<Self, CliError> {
         let store = open_store(&settings)?;
-        let bridge = Arc::new(
-            AsyncBridge::new()
-                .map_err(|e| runtime(format!("cannot start the async runtime: {e}")))?,
-        );
         let model = settings.provider.model.clone();
         let client = Arc::new(client(&settings, &model)?);
         let windows = Windows::new();
         let window = windows.get(&settings, &client, &model);
         let context = context::context_config(&settings, window, &client);
-        let mcp = assemble::mcp_servers(&settings, &bridge);
+        // No built-in tool is async (the network tools are blocking
+        // exchanges on the shared HTTP agent): the CLI starts an async
+        // runtime only for MCP servers, and a one-shot without them runs on
+        // one thread.
+        let bridge = if assemble::wants_mcp(&settings) {
+            Some(Arc::new(AsyncBridge::new().map_err(|e| {
+                runtime(format!("cannot start the async runtime: {e}"))
+            })?))
+        } else {
+            None
+        };
+        let mcp = bridge
+            .as_ref()
+            .and_then(|b| assemble::mcp_servers(&settings, b));
         let chain = chain(&settings, &model)?;
         let mut bench = Workbench {
             settings,
-            bridge,
             store: Arc::new(Mutex::new(store)),
             model,
             client,
@@ -153,6 +161,7 @@ impl Workbench {
             todo: Arc::new(TodoState::new()),
             windows,
             context,
+            bridge,
             mcp,
             approver: crate::approval::terminal_approver(),
             approvals: Arc::new(SessionApprovals::new()),
@@ -163,7 +172,7 @@ impl Workbench {
 
     fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
         let deps = assemble::ToolDeps {
-            bridge: Some(self.bridge.clone()),
+            bridge: self.bridge.clone(),
             todo: Some(self.todo.clone()),
             mcp: self.mcp.clone(),
             approver: self.approver.clone(),

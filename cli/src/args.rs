@@ -150,6 +150,7 @@ pub enum Command {
         command: Option<ConfigCommand>,
     },
     /// Run the chat-platform gateway (Telegram, WeCom)
+    #[cfg(feature = "gateway")]
     Gateway {
         #[command(subcommand)]
         command: GatewayCommand,
@@ -268,6 +269,7 @@ pub enum ConfigCommand {
 }
 
 /// `hermes gateway` subcommands.
+#[cfg(feature = "gateway")]
 #[derive(Debug, Subcommand)]
 pub enum GatewayCommand {
     /// Start every enabled platform adapter and serve until SIGINT/SIGTERM

@@ -21,9 +21,9 @@ use clap::Parser;
 use hermes_runtime::config::{self, Environment};
 
 use crate::app::{CliError, Workbench, load_settings};
-use crate::args::{
-    ChatArgs, Cli, Command, ConfigCommand, GatewayCommand, McpCommand, ProviderArgs,
-};
+#[cfg(feature = "gateway")]
+use crate::args::GatewayCommand;
+use crate::args::{ChatArgs, Cli, Command, ConfigCommand, McpCommand, ProviderArgs};
 
 fn main() {
     // Before any secret is read: no other process of the user (a terminal
@@ -83,6 +83,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 Ok(0)
             }
         },
+        #[cfg(feature = "gateway")]
         Command::Gateway {
             command: GatewayCommand::Run { check, provider },
         } => gateway(&load_settings(&with_outer(provider))?, check),
@@ -123,6 +124,7 @@ fn chat(args: &ChatArgs, provider: &ProviderArgs) -> Result<i32, CliError> {
     }
 }
 
+#[cfg(feature = "gateway")]
 fn gateway(settings: &config::Settings, check: bool) -> Result<i32, CliError> {
     if check {
         return gateway_check(settings);
@@ -136,15 +138,19 @@ fn gateway(settings: &config::Settings, check: bool) -> Result<i32, CliError> {
 }
 
 /// `gateway run --check`: the gateway's own checks, then the provider.
+#[cfg(feature = "gateway")]
 fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
     hermes_gateway::app::run_gateway(settings, true).map_err(|e| match e.exit_code() {
         2 => CliError::Config(e.to_string()),
         _ => CliError::Runtime(e.to_string()),
     })?;
-    let env = |name: &str| settings.var(name).map(str::to_owned);
-    let problems = hermes_gateway::telegram::check_env(&env);
-    if !problems.is_empty() {
-        return Err(CliError::Config(problems.join("\n")));
+    #[cfg(feature = "telegram")]
+    {
+        let env = |name: &str| settings.var(name).map(str::to_owned);
+        let problems = hermes_gateway::telegram::check_env(&env);
+        if !problems.is_empty() {
+            return Err(CliError::Config(problems.join("\n")));
+        }
     }
     let listed = app::client(settings, &settings.provider.model)?.list_models();
     match listed {

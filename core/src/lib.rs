@@ -52,7 +52,9 @@ pub use attachment::{
 };
 pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
 pub use clock::{Clock, NoClock};
-pub use codec::{DecodeError, EncodeError, RequestOptions, SseDecoder, SseStatus, StreamError};
+pub use codec::{
+    DecodeError, EncodeError, RequestEncoder, RequestOptions, SseDecoder, SseStatus, StreamError,
+};
 pub use context::{
     CompactError, Compaction, ContextConfig, ContextPolicy, ContextUsage, ContextWindow,
     WindowSource,

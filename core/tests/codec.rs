@@ -6,7 +6,7 @@ use std::string::String;
 use std::vec::Vec;
 
 use hermes_core::codec::{
-    DecodeError, EncodeError, RequestOptions, SseDecoder, SseStatus, StreamError,
+    DecodeError, EncodeError, RequestEncoder, RequestOptions, SseDecoder, SseStatus, StreamError,
     decode_error_body, decode_response, decode_stream, encode_request,
 };
 use hermes_core::{
@@ -246,7 +246,89 @@ fn encode(
     };
     let mut out = Vec::new();
     encode_request(opts, &req, &mut out).unwrap();
+    // Every request of these tests also goes through one long-lived caching
+    // encoder (the client's path), which must write the same bytes whatever
+    // it encoded before.
+    CACHING.with(|encoder| {
+        let mut cached = Vec::new();
+        encoder
+            .borrow_mut()
+            .encode(opts, &req, &mut cached)
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(cached).unwrap(),
+            String::from_utf8(out.clone()).unwrap()
+        );
+    });
     out
+}
+
+std::thread_local! {
+    static CACHING: std::cell::RefCell<RequestEncoder> = std::cell::RefCell::new(RequestEncoder::new());
+}
+
+#[test]
+fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_change() {
+    let entries = ledger();
+    let mut more_tools = tools();
+    more_tools.push(ToolSpec::new("todo", "A list.", json!({"type":"object"})));
+    let mut changed_schema = tools();
+    changed_schema[0].parameters["properties"]["path"]["type"] = json!("integer");
+    let streaming = RequestOptions {
+        stream: true,
+        include_usage: true,
+        max_tokens: Some(64),
+        temperature: Some(0.5),
+        ..RequestOptions::new("m")
+    };
+    let mut encoder = RequestEncoder::new();
+    let cases: [(&str, &[LedgerEntry], &[ToolSpec]); 9] = [
+        ("You are terse.", &entries, &tools()),
+        ("You are terse.", &entries[..1], &tools()),
+        ("You are verbose.", &entries, &tools()),
+        ("You are verbose.", &entries, &more_tools),
+        ("You are verbose.", &entries, &changed_schema),
+        ("", &entries, &changed_schema),
+        ("", &[], &[]),
+        ("You are terse.", &[], &tools()),
+        ("You are terse.", &entries, &tools()),
+    ];
+    for opts in [RequestOptions::new("m"), streaming] {
+        for (system, messages, tools) in cases {
+            let req = ChatRequest {
+                system_prompt: system,
+                messages,
+                tools,
+            };
+            let mut plain = Vec::new();
+            encode_request(&opts, &req, &mut plain).unwrap();
+            let mut cached = b"prefix".to_vec();
+            encoder.encode(&opts, &req, &mut cached).unwrap();
+            assert_eq!(
+                std::str::from_utf8(&cached[6..]).unwrap(),
+                std::str::from_utf8(&plain).unwrap(),
+                "system {system:?}, {} messages, {} tools",
+                messages.len(),
+                tools.len()
+            );
+        }
+    }
+    // A refused temperature leaves the output alone.
+    let mut out = b"kept".to_vec();
+    let req = ChatRequest {
+        system_prompt: "s",
+        messages: &entries,
+        tools: &[],
+    };
+    let hot = RequestOptions {
+        temperature: Some(f32::NAN),
+        ..RequestOptions::new("m")
+    };
+    assert!(matches!(
+        encoder.encode(&hot, &req, &mut out),
+        Err(EncodeError::InvalidTemperature(_))
+    ));
+    assert_eq!(out, b"kept");
 }
 
 #[test]

@@ -186,6 +186,34 @@ async fn long_poll_is_held_and_a_message_during_the_hold_arrives() {
 }
 
 #[tokio::test]
+async fn disconnect_during_a_long_poll_hangs_up_at_once() {
+    // The poll is a blocking exchange on the blocking pool: dropping its
+    // future must make it give up (within a tick), not hold a thread and a
+    // connection until the 30 s hold ends.
+    let fake = Fake::start(true).await;
+    let mut c = config(&fake);
+    c.poll_timeout_s = 30;
+    let adapter = TelegramAdapter::new(c, Arc::new(MemoryOffsets::new())).unwrap();
+    let (handler, _rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    eventually("a poll is being held", || {
+        !fake.requests("getUpdates").is_empty()
+    })
+    .await;
+    let started = Instant::now();
+    adapter.disconnect().await;
+    eventually("the held poll's connection is closed", || {
+        fake.abandoned() == 1
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn empty_polls_that_return_at_once_are_paced() {
     let fake = Fake::start(false).await;
     let adapter = TelegramAdapter::new(config(&fake), Arc::new(MemoryOffsets::new())).unwrap();

@@ -255,31 +255,18 @@ async fn refused_callbacks_never_reach_the_handler_and_the_server_keeps_serving(
     assert_eq!(s.wecom.post_raw(&query, huge).await.0, 413);
     // Not the callback path, not a callback method.
     let base = format!("http://{}", s.adapter.local_addr().unwrap());
-    let http = reqwest::Client::new();
-    assert_eq!(
-        http.get(format!("{base}/other"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
-    assert_eq!(
-        http.put(format!("{base}/wecom/callback"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        405
-    );
-    assert_eq!(
-        http.get(format!("{base}/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let status = |method: &'static str, path: &'static str| {
+        let url = format!("{base}{path}");
+        async move {
+            hermes_tests::http::request_async(method, &url, None)
+                .await
+                .unwrap()
+                .status
+        }
+    };
+    assert_eq!(status("GET", "/other").await, 404);
+    assert_eq!(status("PUT", "/wecom/callback").await, 405);
+    assert_eq!(status("GET", "/health").await, 200);
     assert_no_event(&mut s.rx);
 
     // Still serving.

@@ -154,8 +154,7 @@ fn run_answers_a_callback_and_stops_gracefully_on_sigterm() {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let health = format!("http://{addr}/health");
     let up = wait_for(Duration::from_secs(60), || {
-        rt.block_on(reqwest::get(&health))
-            .is_ok_and(|r| r.status() == 200)
+        hermes_tests::http::request("GET", &health, None).is_ok_and(|r| r.status == 200)
     });
     if !up {
         let _ = child.kill();

@@ -215,16 +215,23 @@ pub fn session_tools(
     build_registry(&env, settings.toolsets.as_deref())
 }
 
+/// Whether `settings` configure MCP servers and enable the `mcp` toolset:
+/// the only tools that need the async runtime (rmcp is async; the built-in
+/// tools are blocking exchanges on the shared HTTP agent).
+pub fn wants_mcp(settings: &Settings) -> bool {
+    let enabled = settings
+        .toolsets
+        .as_ref()
+        .is_none_or(|t| t.iter().any(|n| n == "mcp"));
+    enabled && !settings.mcp_servers.is_empty()
+}
+
 /// The process's MCP servers, started (SPEC X7): `None` when none is
 /// configured or the `mcp` toolset is not enabled. Each server gets its
 /// `startup_timeout`; one that fails is reported (`hermes mcp list`, the
 /// log) and tried again later, and does not stop the others.
 pub fn mcp_servers(settings: &Settings, bridge: &Arc<AsyncBridge>) -> Option<Arc<McpManager>> {
-    let enabled = settings
-        .toolsets
-        .as_ref()
-        .is_none_or(|t| t.iter().any(|n| n == "mcp"));
-    if !enabled || settings.mcp_servers.is_empty() {
+    if !wants_mcp(settings) {
         return None;
     }
     let manager = McpManager::new(

@@ -66,11 +66,11 @@ pub(crate) mod retry;
 mod wire;
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
+use hermes_core::codec::request::RequestEncoder;
 use hermes_core::codec::sse::SseStatus;
 use hermes_core::{AttachmentResolver, TextReferences};
 use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
@@ -78,15 +78,15 @@ use ureq::http::{HeaderName, HeaderValue};
 
 pub use anthropic::{ANTHROPIC_BASE_URL, AnthropicClient};
 use failure::{
-    AttemptResult, Failure, body_too_large, decode_failure, helper_gone, html_answer,
-    looks_like_html, status_failure, transport_failure,
+    AttemptResult, Failure, body_too_large, decode_failure, html_answer, looks_like_html,
+    status_failure, transport_failure,
 };
 pub use options::{
     CacheControl, ClientOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT,
     ReasoningDialect, ReasoningEcho,
 };
 use pump::{
-    Event, Exchange, Head, Next, Until, next_event_by, sleep_unless_stopped, wait_for_end,
+    Event, Exchange, Head, Next, Request, Until, next_event_by, sleep_unless_stopped, wait_for_end,
     wait_head,
 };
 pub(crate) use wire::Wire;
@@ -113,12 +113,12 @@ pub enum ClientError {
     Model(#[from] ModelError),
 }
 
-/// The OpenAI-compatible client. `Send + Sync`; clones share the connection
-/// pool and are cheap (a few reference counts).
+/// The OpenAI-compatible client. `Send + Sync`; every client shares the
+/// process's connection pool ([`crate::http::agent`]), and clones are cheap
+/// (a few reference counts).
 #[derive(Clone)]
 pub struct OpenAiClient {
     opts: Arc<ClientOptions>,
-    agent: ureq::Agent,
     chat: Endpoint,
     models: Endpoint,
     /// The `user:password` written into the base URL, if any: scrubbed from
@@ -126,6 +126,10 @@ pub struct OpenAiClient {
     userinfo: Option<Arc<str>>,
     /// Content type, auth and extra headers, validated once.
     headers: Arc<[(HeaderName, HeaderValue)]>,
+    /// Keeps the encoded system prompt and tool schemas between calls (most
+    /// of every request body; see `RequestEncoder`). Shared by clones; a
+    /// call that finds it busy encodes without it.
+    encoder: Arc<Mutex<RequestEncoder>>,
     /// The API it speaks (this type: OpenAI's; [`AnthropicClient`] wraps
     /// one speaking Anthropic's).
     wire: Wire,
@@ -159,7 +163,7 @@ impl fmt::Debug for OpenAiClient {
 }
 
 impl OpenAiClient {
-    /// Validates the options and builds the HTTP agent. Does no IO.
+    /// Validates the options. Does no IO.
     pub fn new(opts: ClientOptions) -> Result<Self, ClientError> {
         Self::with_wire(opts, Wire::OpenAiChat)
     }
@@ -207,21 +211,13 @@ impl OpenAiClient {
             headers.push((header_name, header_value));
         }
 
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_resolve(Some(opts.connect_timeout))
-            .timeout_connect(Some(opts.connect_timeout))
-            .timeout_per_read(Some(opts.idle_read_timeout))
-            .timeout_per_write(Some(opts.idle_read_timeout))
-            .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
-            .build();
         Ok(OpenAiClient {
-            agent: ureq::Agent::new_with_config(config),
             chat: Endpoint::new(chat_url),
             models: Endpoint::new(models_url),
             userinfo,
             headers: headers.into(),
             opts: Arc::new(opts),
+            encoder: Arc::default(),
             wire,
         })
     }
@@ -387,20 +383,20 @@ impl OpenAiClient {
     fn fetch(
         &self,
         endpoint: &Endpoint,
-        body: Option<Vec<u8>>,
+        body: Option<&[u8]>,
         sink: &mut dyn StreamSink,
         deadline: Instant,
     ) -> AttemptResult<Option<Vec<u8>>> {
         let url = &*endpoint.shown;
-        let rx = self.start(endpoint, body)?;
+        let mut ex = self.start(endpoint, body);
         let until = Until::first_byte(&self.opts, deadline);
-        let Some(head) = wait_head(&rx, sink, url, &self.opts, until)? else {
+        let Some(head) = wait_head(&mut ex, sink, url, &self.opts, until)? else {
             return Ok(None);
         };
         if !(200..300).contains(&head.status) {
-            return Err(self.status_failure(&rx, sink, url, &head, deadline));
+            return Err(self.status_failure(&mut ex, sink, url, &head, deadline));
         }
-        self.read_body(&rx, sink, url, deadline)
+        self.read_body(&mut ex, sink, url, deadline)
     }
 
     /// Reads a response body whole, up to [`MAX_BODY_BYTES`]; its first byte
@@ -408,7 +404,7 @@ impl OpenAiClient {
     /// it.
     fn read_body(
         &self,
-        rx: &Receiver<Event>,
+        ex: &mut Exchange<'_>,
         sink: &mut dyn StreamSink,
         url: &str,
         deadline: Instant,
@@ -416,22 +412,20 @@ impl OpenAiClient {
         let mut bytes = Vec::new();
         let mut until = Some(deadline);
         loop {
-            let next = next_event_by(rx, sink, until);
+            let next = next_event_by(ex, sink, until);
             until = None;
             match next {
                 Next::Event(Event::Data(chunk)) => {
                     if chunk.len() > MAX_BODY_BYTES.saturating_sub(bytes.len()) {
                         return Err(body_too_large(url, MAX_BODY_BYTES));
                     }
-                    bytes.extend_from_slice(&chunk);
+                    bytes.extend_from_slice(chunk);
                 }
                 Next::Event(Event::End) => return Ok(Some(bytes)),
                 Next::Event(Event::Failed(e)) => {
                     return Err(transport_failure(&e, url, &self.opts));
                 }
-                Next::Event(Event::Head { .. }) => {}
                 Next::Stopped => return Ok(None),
-                Next::Gone => return Err(helper_gone(url)),
                 Next::TimedOut => {
                     return Err(failure::no_answer(url, &self.opts, true));
                 }
@@ -439,48 +433,32 @@ impl OpenAiClient {
         }
     }
 
-    /// Starts the exchange on the helper thread.
-    fn start(&self, endpoint: &Endpoint, body: Option<Vec<u8>>) -> AttemptResult<Receiver<Event>> {
-        pump::start(Exchange {
-            agent: self.agent.clone(),
+    /// The exchange to send (no IO yet).
+    fn start<'b>(&self, endpoint: &Endpoint, body: Option<&'b [u8]>) -> Exchange<'b> {
+        Exchange::new(Request {
             url: endpoint.url.clone(),
             body,
             headers: self.headers.clone(),
-        })
-        .map_err(|e| {
-            Failure::fatal(ModelError::new(
-                ModelErrorKind::Transport,
-                format!("could not start the HTTP thread: {e}"),
-            ))
         })
     }
 
     /// Reads the error body of a non-2xx answer and names the failure.
     fn status_failure(
         &self,
-        rx: &Receiver<Event>,
+        ex: &mut Exchange<'_>,
         sink: &mut dyn StreamSink,
         url: &str,
         head: &Head,
         deadline: Instant,
     ) -> Failure {
         let mut body = Vec::new();
-        loop {
-            match next_event_by(rx, sink, Some(deadline)) {
-                Next::Event(Event::Data(chunk)) => {
-                    let room = MAX_ERROR_BODY_BYTES.saturating_sub(body.len());
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                    if room <= chunk.len() {
-                        break;
-                    }
-                }
-                Next::Event(Event::Head { .. }) => {}
-                // A broken error body still leaves the status to report; an
-                // interrupt here is reported by the retry loop's next check.
-                Next::Event(Event::End | Event::Failed(_))
-                | Next::Stopped
-                | Next::Gone
-                | Next::TimedOut => break,
+        // A broken error body still leaves the status to report; an
+        // interrupt here is reported by the retry loop's next check.
+        while let Next::Event(Event::Data(chunk)) = next_event_by(ex, sink, Some(deadline)) {
+            let room = MAX_ERROR_BODY_BYTES.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if room <= chunk.len() {
+                break;
             }
         }
         let key_sent = self
@@ -503,14 +481,25 @@ impl OpenAiClient {
             Some(images) => images,
             None => &TextReferences,
         };
+        // A call that finds the shared encoder busy (a clone calling at the
+        // same time) encodes without what it keeps.
+        let mut encoder = self.encoder.try_lock().ok();
         self.wire
-            .encode(&self.opts, stream, request, attachments, &mut body)
+            .encode(
+                &self.opts,
+                stream,
+                request,
+                attachments,
+                encoder.as_deref_mut(),
+                &mut body,
+            )
             .map_err(|e| {
                 ModelError::new(
                     ModelErrorKind::Request,
                     format!("could not build the request: {e}"),
                 )
             })?;
+        drop(encoder);
         Ok(body)
     }
 
@@ -518,19 +507,19 @@ impl OpenAiClient {
     /// streaming, if the stream ends before its first event.
     fn stream_attempt(
         &self,
-        body: Vec<u8>,
+        body: &[u8],
         request: &ChatRequest<'_>,
         sink: &mut dyn StreamSink,
         deadline: Instant,
     ) -> AttemptResult<Completion> {
         let url = &*self.chat.shown;
-        let rx = self.start(&self.chat, Some(body))?;
+        let mut ex = self.start(&self.chat, Some(body));
         let until = Until::first_byte(&self.opts, deadline);
-        let Some(head) = wait_head(&rx, sink, url, &self.opts, until)? else {
+        let Some(head) = wait_head(&mut ex, sink, url, &self.opts, until)? else {
             return Ok(Completion::default());
         };
         if !(200..300).contains(&head.status) {
-            return Err(self.status_failure(&rx, sink, url, &head, deadline));
+            return Err(self.status_failure(&mut ex, sink, url, &head, deadline));
         }
         let content_type = head
             .content_type
@@ -540,7 +529,7 @@ impl OpenAiClient {
         if content_type.starts_with("application/json") || content_type.starts_with("text/html") {
             // The server ignored `stream: true` and sent one body (or a web
             // page, which `whole_body` names).
-            return self.whole_body(&rx, sink, url, head.status, deadline);
+            return self.whole_body(&mut ex, sink, url, head.status, deadline);
         }
 
         let mut tracker = Tracker {
@@ -554,7 +543,7 @@ impl OpenAiClient {
         let mut first = true;
         let mut received = 0usize;
         loop {
-            let next = next_event_by(&rx, &mut tracker, until);
+            let next = next_event_by(&mut ex, &mut tracker, until);
             until = None;
             if let Next::Event(Event::Data(chunk)) = &next
                 && std::mem::take(&mut first)
@@ -572,10 +561,10 @@ impl OpenAiClient {
                     }
                     return Err(failure);
                 }
-                Next::Event(Event::Data(chunk)) => match decoder.feed(&chunk, &mut tracker) {
+                Next::Event(Event::Data(chunk)) => match decoder.feed(chunk, &mut tracker) {
                     Ok(SseStatus::NeedMore) => received += chunk.len(),
                     Ok(SseStatus::Done) => {
-                        wait_for_end(&rx);
+                        wait_for_end(&mut ex);
                         return decoder
                             .finish()
                             .map_err(|e| decode_failure(e, None, false, url));
@@ -596,7 +585,7 @@ impl OpenAiClient {
                         Err(DecodeError::Truncated { events: 0, .. }) if !tracker.shown => {
                             tracing::warn!(url = %url, "the stream ended before its first event; asking again without streaming");
                             let plain = self.encode(request, false).map_err(Failure::fatal)?;
-                            self.plain_attempt(plain, &mut *tracker.inner, deadline)
+                            self.plain_attempt(&plain, &mut *tracker.inner, deadline)
                         }
                         other => other
                             .map_err(|e| decode_failure(e, partial.content, tracker.shown, url)),
@@ -614,13 +603,7 @@ impl OpenAiClient {
                     }
                     return Err(failure);
                 }
-                Next::Event(Event::Head { .. }) => {}
                 Next::Stopped => return Ok(decoder.partial()),
-                Next::Gone => {
-                    let mut failure = helper_gone(url);
-                    failure.error.partial_text = decoder.partial().content;
-                    return Err(failure);
-                }
                 Next::TimedOut => return Err(failure::no_answer(url, &self.opts, true)),
             }
         }
@@ -629,32 +612,32 @@ impl OpenAiClient {
     /// One non-streaming chat attempt.
     fn plain_attempt(
         &self,
-        body: Vec<u8>,
+        body: &[u8],
         sink: &mut dyn StreamSink,
         deadline: Instant,
     ) -> AttemptResult<Completion> {
         let url = &*self.chat.shown;
-        let rx = self.start(&self.chat, Some(body))?;
+        let mut ex = self.start(&self.chat, Some(body));
         let until = Until::first_byte(&self.opts, deadline);
-        let Some(head) = wait_head(&rx, sink, url, &self.opts, until)? else {
+        let Some(head) = wait_head(&mut ex, sink, url, &self.opts, until)? else {
             return Ok(Completion::default());
         };
         if !(200..300).contains(&head.status) {
-            return Err(self.status_failure(&rx, sink, url, &head, deadline));
+            return Err(self.status_failure(&mut ex, sink, url, &head, deadline));
         }
-        self.whole_body(&rx, sink, url, head.status, deadline)
+        self.whole_body(&mut ex, sink, url, head.status, deadline)
     }
 
     /// Reads a whole JSON completion body and shows its text to the sink.
     fn whole_body(
         &self,
-        rx: &Receiver<Event>,
+        ex: &mut Exchange<'_>,
         sink: &mut dyn StreamSink,
         url: &str,
         status: u16,
         deadline: Instant,
     ) -> AttemptResult<Completion> {
-        let Some(bytes) = self.read_body(rx, sink, url, deadline)? else {
+        let Some(bytes) = self.read_body(ex, sink, url, deadline)? else {
             return Ok(Completion::default());
         };
         if looks_like_html(&bytes) {
@@ -686,11 +669,10 @@ impl Model for OpenAiClient {
         let body = self.encode(request, self.opts.stream)?;
         let deadline = Instant::now() + self.opts.call_timeout;
         let completion = self.with_retries(sink, deadline, |client, sink| {
-            // Each attempt owns its copy: the helper thread takes it.
             if client.opts.stream {
-                client.stream_attempt(body.clone(), request, sink, deadline)
+                client.stream_attempt(&body, request, sink, deadline)
             } else {
-                client.plain_attempt(body.clone(), sink, deadline)
+                client.plain_attempt(&body, sink, deadline)
             }
         })?;
         // Stopped during a backoff: nothing was received, nothing is lost.

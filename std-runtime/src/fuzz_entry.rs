@@ -84,6 +84,7 @@ fn imf_fixdate(secs: u64) -> String {
 /// `html_to_text`: never a panic, text at most twice the page (each
 /// expanding case — a table cell marker, a control character — doubles at
 /// most), and the tag scans linear in the page (see `TagEnds`).
+#[cfg(feature = "web")]
 pub fn html_to_text(data: &[u8]) {
     let html = String::from_utf8_lossy(data);
     let (text, steps) = crate::tools::web::reduce(&html);

@@ -2,6 +2,8 @@
 //!
 //! - [`client`]: the OpenAI-compatible provider client (blocking `ureq`), an
 //!   implementation of the core's `Model`, with retries (SPEC L10, L12).
+//! - [`http`]: the one HTTP client stack (a shared ureq agent) every
+//!   caller uses, with interruptible waits.
 //! - [`bridge`]: the one persistent tokio runtime that runs async tools for
 //!   the synchronous loop (SPEC L9).
 //! - [`store`]: SQLite persistence of sessions and transcripts (SPEC E3).
@@ -30,6 +32,7 @@ pub mod context;
 pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod http;
 pub mod mcp;
 pub mod media;
 pub mod persist;

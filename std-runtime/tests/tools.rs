@@ -15,7 +15,6 @@ use hermes_core::{
     ChatRequest, Completion, FinishReason, InterruptFlag, IterationBudget, Model, ModelError,
     StreamSink, ToolCall, ToolContext, ToolError, ToolRegistry,
 };
-use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::tools::{
     TOOLSETS, ToolEnv, ToolsError, build_registry, child_env, html_to_text,
 };
@@ -92,7 +91,7 @@ impl Fx {
 fn registry_holds_every_toolset_it_can_support() {
     let fx = Fx::new();
     let names: Vec<&str> = fx.reg.names().collect();
-    // No bridge and no delegate model: web and delegate are left out.
+    // No delegate model: delegate is left out (web needs no async bridge).
     assert_eq!(
         names,
         [
@@ -101,13 +100,15 @@ fn registry_holds_every_toolset_it_can_support() {
             "patch",
             "search_files",
             "terminal",
+            "web_fetch",
+            "web_search",
             "memory",
             "todo"
         ]
     );
     for (set, tools) in TOOLSETS {
         for t in *tools {
-            if *set != "web" && *set != "delegate" {
+            if *set != "delegate" {
                 assert!(names.contains(t), "{t} of {set} missing");
             }
         }
@@ -133,13 +134,16 @@ fn unknown_toolset_is_an_error_listing_valid_ones() {
 }
 
 #[test]
-fn explicit_web_without_bridge_is_an_error() {
+fn explicit_delegate_without_model_is_an_error_and_web_needs_no_bridge() {
     let work = TempDir::new().unwrap();
     let env = ToolEnv::new(work.path(), work.path());
-    let err = build_registry(&env, Some(&["web".into()])).unwrap_err();
-    assert!(matches!(err, ToolsError::Unavailable { .. }), "{err}");
     let err = build_registry(&env, Some(&["delegate".into()])).unwrap_err();
+    assert!(matches!(err, ToolsError::Unavailable { .. }), "{err}");
     assert!(err.to_string().contains("delegate"), "{err}");
+    // web_fetch is a blocking exchange on the shared HTTP agent: no async
+    // runtime needed.
+    let registry = build_registry(&env, Some(&["web".into()])).unwrap();
+    assert!(registry.get("web_fetch").is_some());
 }
 
 #[test]
@@ -598,6 +602,11 @@ fn serve() -> String {
                 }
                 let req = String::from_utf8_lossy(&req);
                 let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
+                if path == "/silent" {
+                    // Answers nothing until the client goes away.
+                    let _ = stream.read(&mut buf);
+                    return;
+                }
                 let (status, ctype, body): (&str, &str, Vec<u8>) = match path.as_str() {
                     "/page.html" => (
                         "200 OK",
@@ -620,7 +629,8 @@ fn serve() -> String {
                         vec![0x89, b'P', b'N', b'G', 0, 0, 0, 13],
                     ),
                     "/big.txt" => ("200 OK", "text/plain", vec![b'a'; 200_000]),
-                    "/redirect" => ("302 Found", "text/plain", Vec::new()),
+                    "/redirect" | "/loop" => ("302 Found", "text/plain", Vec::new()),
+                    "/caf%C3%A9%20menu" => ("200 OK", "text/plain", b"encoded".to_vec()),
                     _ => ("404 Not Found", "text/plain", b"no such page".to_vec()),
                 };
                 let mut head = format!(
@@ -629,6 +639,9 @@ fn serve() -> String {
                 );
                 if path == "/redirect" {
                     head.push_str("Location: /plain.txt\r\n");
+                }
+                if path == "/loop" {
+                    head.push_str("Location: /loop\r\n");
                 }
                 head.push_str("\r\n");
                 let _ = stream.write_all(head.as_bytes());
@@ -640,8 +653,7 @@ fn serve() -> String {
 }
 
 fn web_fx() -> Fx {
-    let bridge = Arc::new(AsyncBridge::new().unwrap());
-    Fx::with(move |e| e.bridge = Some(bridge), Some(&["web"]))
+    Fx::with(|_| {}, Some(&["web"]))
 }
 
 #[test]
@@ -711,6 +723,44 @@ fn web_fetch_size_caps() {
         out.contains("[output truncated: "),
         "{}",
         &out[out.len() - 200..]
+    );
+}
+
+#[test]
+fn web_fetch_gives_up_on_a_redirect_loop() {
+    let base = serve();
+    let fx = web_fx();
+    let m = fx.err("web_fetch", json!({"url": format!("{base}/loop")}));
+    assert!(m.contains("too many redirects"), "{m}");
+}
+
+#[test]
+fn web_fetch_encodes_what_http_cannot_carry() {
+    let base = serve();
+    let fx = web_fx();
+    let out = fx.ok("web_fetch", json!({"url": format!("{base}/café menu")}));
+    assert!(out.ends_with("\n\nencoded"), "{out}");
+}
+
+#[test]
+fn web_fetch_stops_within_a_tick_of_an_interrupt() {
+    let base = serve();
+    let fx = web_fx();
+    let flag = fx.interrupt.clone();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.interrupt();
+    });
+    let started = std::time::Instant::now();
+    let m = fx.err("web_fetch", json!({"url": format!("{base}/silent")}));
+    setter.join().unwrap();
+    assert!(m.contains("interrupted"), "{m}");
+    // The server never answers; without the interrupt this is the 30 s
+    // request timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
     );
 }
 

@@ -1,35 +1,36 @@
 //! A scripted OpenAI-compatible provider on 127.0.0.1 for measurements and
 //! manual trials: `cargo run -p hermes-tests --example fake_provider -- 20`
-//! prints its base URL, then answers with 20 tool turns (`todo` list calls)
-//! followed by a text answer, repeating that script for every conversation.
+//! prints its base URL, then answers every conversation with 20 tool turns
+//! (`todo` list calls) followed by a text answer.
+//!
+//! Each answer follows from the request itself (how many tool results the
+//! conversation already holds), so conversations can come as fast and as
+//! many as they like: no queue to refill, no run that finds it empty.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use hermes_tests::{FakeProvider, Reply};
+use serde_json::Value;
 
 fn main() -> std::io::Result<()> {
     let turns: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(20);
-    let script = || {
-        let mut s: Vec<Reply> = (0..turns)
-            .map(|i| Reply::tool(&format!("call_{i}"), "todo", r#"{"action":"list"}"#))
-            .collect();
-        s.push(Reply::text(format!("Done after {turns} tool turns.")));
-        s
-    };
-    let provider = FakeProvider::start(Vec::new())?;
-    println!("{}", provider.base_url());
-    let mut pushed = 0;
-    loop {
-        // Keep at least one whole conversation queued.
-        if pushed - provider.requests().len() < turns + 1 {
-            for r in script() {
-                provider.push(r);
-                pushed += 1;
-            }
+    let responder = Arc::new(move |request: &Value| {
+        let done = request["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        if done < turns {
+            Reply::tool(&format!("call_{done}"), "todo", r#"{"action":"list"}"#)
+        } else {
+            Reply::text(format!("Done after {turns} tool turns."))
         }
-        std::thread::sleep(Duration::from_millis(20));
+    });
+    let provider = FakeProvider::start_with(Vec::new(), None, Some(responder))?;
+    println!("{}", provider.base_url());
+    // Serve until killed.
+    loop {
+        std::thread::park();
     }
 }

@@ -3,8 +3,9 @@
 //! the third-party aimock emulator ([`aimock`]), and a private PostgreSQL
 //! server ([`postgres`]).
 //!
-//! It speaks just enough HTTP/1.1 (one request per connection, `Connection:
-//! close`) and checks the protocol rules a real provider enforces on every
+//! It speaks just enough HTTP/1.1 (keep-alive: JSON answers carry a
+//! `Content-Length`, event streams are chunked; [`FakeProvider::connections`]
+//! counts the connections clients opened) and checks the protocol rules a real provider enforces on every
 //! request: `POST /…/chat/completions`, a JSON body with `model` and a
 //! `messages` array whose first entry is the system prompt, every tool call
 //! answered by a tool message, every tool call's `arguments` a JSON object,
@@ -27,6 +28,7 @@
 //! conversations whose number of calls is not known in advance.
 
 pub mod aimock;
+pub mod http;
 pub mod multipart;
 pub mod postgres;
 
@@ -187,6 +189,8 @@ struct State {
     auth: Vec<Option<String>>,
     /// An error status `GET /models` answers with instead of the list.
     models_status: Option<u16>,
+    /// Connections accepted so far.
+    connections: usize,
     /// What `POST /audio/transcriptions` answers; `None`: 404.
     transcript: Option<Reply>,
     /// The uploads of the transcription requests, in order.
@@ -207,6 +211,7 @@ impl Default for State {
             usage: true,
             auth: Vec::new(),
             models_status: None,
+            connections: 0,
             transcript: None,
             transcriptions: Vec::new(),
         }
@@ -262,6 +267,7 @@ impl FakeProvider {
             while !sp.load(Ordering::Acquire) {
                 match listener.accept() {
                     Ok((stream, _)) => {
+                        lock(&st).connections += 1;
                         let st = st.clone();
                         thread::spawn(move || {
                             let _ = serve(stream, &st);
@@ -314,6 +320,12 @@ impl FakeProvider {
         lock(&self.state).auth.clone()
     }
 
+    /// How many connections clients have opened so far (a client that keeps
+    /// its connection alive opens one for a whole conversation).
+    pub fn connections(&self) -> usize {
+        lock(&self.state).connections
+    }
+
     /// Answers `POST /audio/transcriptions` with `reply` (a [`Reply::Text`]
     /// is the transcript, a [`Reply::Status`] an OpenAI-style error).
     pub fn set_transcription(&self, reply: Reply) {
@@ -342,11 +354,27 @@ impl Drop for FakeProvider {
     }
 }
 
+/// Answers the requests of one connection in turn (HTTP/1.1 keep-alive)
+/// until the client closes it.
 fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
+    while !reader.fill_buf()?.is_empty() {
+        serve_request(&mut reader, &mut out, state)?;
+    }
+    Ok(())
+}
+
+/// Reads one request and answers it with a self-delimited response
+/// (`Content-Length`, or chunked for event streams).
+fn serve_request(
+    reader: &mut BufReader<TcpStream>,
+    out: &mut TcpStream,
+    state: &Mutex<State>,
+) -> std::io::Result<()> {
     let mut request_line = String::new();
     if reader.read_line(&mut request_line)? == 0 {
         // Closed before a request (a client killed after connecting): no
@@ -391,7 +419,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     if method == "GET" && path.ends_with("/models") {
         if let Some(code) = models_status {
             let body = json!({"error": {"message": "Invalid API key provided", "code": code}});
-            return respond_json(&mut out, code, &body);
+            return respond_json(out, code, &body);
         }
         let data: Vec<Value> = models
             .iter()
@@ -410,29 +438,29 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             })
             .collect();
         let body = json!({"object": "list", "data": data});
-        return respond_json(&mut out, 200, &body);
+        return respond_json(out, 200, &body);
     }
     if let Some(w) = window {
         if method == "GET" && path == "/props" && w.advertise == Advertise::Props {
             let body =
                 json!({"default_generation_settings": {"n_ctx": w.tokens}, "total_slots": 1});
-            return respond_json(&mut out, 200, &body);
+            return respond_json(out, 200, &body);
         }
         if method == "POST" && path == "/api/show" && w.advertise == Advertise::OllamaShow {
             let body = json!({
                 "parameters": format!("stop \"<|im_end|>\"\nnum_ctx {}", w.tokens),
                 "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
             });
-            return respond_json(&mut out, 200, &body);
+            return respond_json(out, 200, &body);
         }
     }
     if method == "POST" && path.ends_with("/audio/transcriptions") {
-        return transcribe(&mut out, state, &content_type, &body);
+        return transcribe(out, state, &content_type, &body);
     }
     // Other metadata endpoints (llama.cpp's /props, Ollama's /api/…) are
     // probed for the context window; this provider has none, like OpenAI.
     if (method == "GET" && !path.ends_with("/chat/completions")) || path.contains("/api/") {
-        return respond_json(&mut out, 404, &json!({"error": {"message": "not found"}}));
+        return respond_json(out, 404, &json!({"error": {"message": "not found"}}));
     }
     let violation = if method != "POST" || !path.ends_with("/chat/completions") {
         Some(format!("unexpected request {method} {path}"))
@@ -448,7 +476,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     });
     if let Some(v) = violation {
         lock(state).violations.push(v.clone());
-        return respond_json(&mut out, 400, &json!({"error": {"message": v}}));
+        return respond_json(out, 400, &json!({"error": {"message": v}}));
     }
     let request = parsed.unwrap_or(Value::Null);
     let stream = request
@@ -465,7 +493,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         {
             st.refused.push(count);
             drop(st);
-            return refuse(&mut out, w, count, stream);
+            return refuse(out, w, count, stream);
         }
         (st.script.pop_front(), st.responder.clone(), st.usage)
     };
@@ -489,24 +517,17 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     };
     match reply {
         Reply::Status(code, message) => respond_json(
-            &mut out,
+            out,
             code,
             &json!({"error": {"message": message, "code": code}}),
         ),
-        Reply::Text(t) => answer(&mut out, stream, &[t], Duration::ZERO, None, &decoration),
-        Reply::SlowText { pieces, delay } => {
-            answer(&mut out, stream, &pieces, delay, None, &decoration)
+        Reply::Text(t) => answer(out, stream, &[t], Duration::ZERO, None, &decoration),
+        Reply::SlowText { pieces, delay } => answer(out, stream, &pieces, delay, None, &decoration),
+        Reply::ToolCalls(calls) => {
+            answer(out, stream, &[], Duration::ZERO, Some(&calls), &decoration)
         }
-        Reply::ToolCalls(calls) => answer(
-            &mut out,
-            stream,
-            &[],
-            Duration::ZERO,
-            Some(&calls),
-            &decoration,
-        ),
         Reply::With { .. } => respond_json(
-            &mut out,
+            out,
             500,
             &json!({"error": {"message": "nested Reply::With in the test script"}}),
         ),
@@ -633,11 +654,8 @@ fn refuse(out: &mut TcpStream, w: Window, n: u64, stream: bool) -> std::io::Resu
         Overflow::LlamaCppPython if stream => {
             // Its log says `ValueError: Requested tokens (n) exceed context
             // window of limit`; the client sees a stream that just closes.
-            write!(
-                out,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-            )?;
-            return out.flush();
+            let mut events = EventStream::start(out)?;
+            return events.end();
         }
         Overflow::LlamaCppPython => json!({"error": {
             "message": format!("This model's maximum context length is {limit} tokens. However, you requested {n} tokens ({n} in the messages, None in the completion). Please reduce the length of the messages or completion."),
@@ -734,7 +752,7 @@ fn respond_json(out: &mut TcpStream, status: u16, body: &Value) -> std::io::Resu
     let body = body.to_string();
     write!(
         out,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )?;
     out.flush()
@@ -790,19 +808,12 @@ fn answer(
         }
         return respond_json(out, 200, &body);
     }
-    write!(
-        out,
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-    )?;
-    out.flush()?;
+    let mut events = EventStream::start(out)?;
     let chunk = |delta: Value, finish: Value| {
         json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
-    let mut send = |v: Value| -> std::io::Result<()> {
-        write!(out, "data: {v}\n\n")?;
-        out.flush()
-    };
+    let mut send = |v: Value| events.send(&format!("data: {v}\n\n"));
     let mut first = json!({"role": "assistant", "content": ""});
     merge(&mut first, decoration.extra);
     send(chunk(first, Value::Null))?;
@@ -822,6 +833,36 @@ fn answer(
             json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model", "choices": [], "usage": u}),
         )?;
     }
-    write!(out, "data: [DONE]\n\n")?;
-    out.flush()
+    events.send("data: [DONE]\n\n")?;
+    events.end()
+}
+
+/// A `text/event-stream` response in chunked transfer encoding, so the
+/// connection stays usable for the next request.
+struct EventStream<'a> {
+    out: &'a mut TcpStream,
+}
+
+impl<'a> EventStream<'a> {
+    fn start(out: &'a mut TcpStream) -> std::io::Result<Self> {
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )?;
+        out.flush()?;
+        Ok(EventStream { out })
+    }
+
+    /// One piece of the stream, sent at once as its own chunk.
+    fn send(&mut self, text: &str) -> std::io::Result<()> {
+        let framed = format!("{:x}\r\n{text}\r\n", text.len());
+        self.out.write_all(framed.as_bytes())?;
+        self.out.flush()
+    }
+
+    /// The last chunk: the body ends, the connection stays open.
+    fn end(&mut self) -> std::io::Result<()> {
+        self.out.write_all(b"0\r\n\r\n")?;
+        self.out.flush()
+    }
 }

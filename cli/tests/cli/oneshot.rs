@@ -17,6 +17,32 @@ fn version_prints_and_exits_zero() {
 }
 
 #[test]
+fn a_whole_conversation_uses_one_connection_to_the_provider() {
+    // Issue 18: the client keeps its connection alive across loop
+    // iterations (and the context-window probes share it too).
+    let env = Env::new();
+    let mut script: Vec<Reply> = (0..8)
+        .map(|i| Reply::tool(&format!("c{i}"), "todo", r#"{"action":"list"}"#))
+        .collect();
+    script.push(Reply::text("done"));
+    let provider = FakeProvider::start(script).unwrap();
+    let o = env.run(&provider.base_url(), &["-z", "list your todos 8 times"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(stdout(&o), "done\n");
+    assert_eq!(provider.requests().len(), 9);
+    assert_eq!(
+        provider.connections(),
+        1,
+        "one connection for nine model calls"
+    );
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+}
+
+#[test]
 fn oneshot_runs_tool_turns_and_prints_only_the_answer() {
     let env = Env::new();
     std::fs::write(

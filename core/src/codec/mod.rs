@@ -41,7 +41,8 @@ pub mod response;
 pub mod sse;
 
 pub use request::{
-    CacheControl, Reasoning, ReasoningEcho, RequestOptions, encode_request, encode_request_with,
+    CacheControl, Reasoning, ReasoningEcho, RequestEncoder, RequestOptions, encode_request,
+    encode_request_with,
 };
 pub use response::{decode_error_body, decode_response};
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseDecoder, SseStatus, decode_stream};

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use hermes_runtime::http;
 use serde_json::Value;
 
 use crate::adapter::AdapterError;
@@ -113,9 +114,11 @@ impl CallError {
     }
 }
 
-/// The HTTP side of the adapter.
+/// The HTTP side of the adapter: blocking exchanges on the runtime's shared
+/// HTTP agent ([`hermes_runtime::http`]), run on tokio's blocking pool. A
+/// long poll holds one blocking thread; dropping a call's future (a stop
+/// during a poll) makes it give up within a tick.
 pub(crate) struct Api {
-    client: reqwest::Client,
     base: String,
     token: String,
     pub(crate) retry: RetryPolicy,
@@ -130,19 +133,16 @@ impl std::fmt::Debug for Api {
     }
 }
 
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Api {
-    pub(crate) fn new(base: &str, token: &str, retry: RetryPolicy) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            // Idle pooled connections are dropped before a proxy or Telegram would.
-            .pool_idle_timeout(Duration::from_secs(50))
-            .build()?;
-        Ok(Self {
-            client,
+    pub(crate) fn new(base: &str, token: &str, retry: RetryPolicy) -> Self {
+        Self {
             base: base.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
             retry,
-        })
+        }
     }
 
     /// Replaces the token in `s` so no error or log line ever carries it.
@@ -172,26 +172,50 @@ impl Api {
         body: &Value,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        self.exchange(method, timeout, |req| req.json(body)).await
+        let json = serde_json::to_vec(body)
+            .map_err(|e| CallError::Network(format!("cannot encode the request: {e}")))?;
+        self.post(method, "application/json".to_owned(), json, timeout)
+            .await
     }
 
-    /// One attempt of `method`, its body set by `body` (JSON or multipart).
-    async fn exchange(
+    /// One attempt of `method` with a prepared body of `content_type`
+    /// (`sendDocument` sends `multipart/form-data`).
+    pub(crate) async fn post(
         &self,
         method: &str,
+        content_type: String,
+        body: Vec<u8>,
         timeout: Duration,
-        body: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> Result<Value, CallError> {
         let url = format!("{}/bot{}/{}", self.base, self.token, method);
-        let resp = body(self.client.post(url))
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| CallError::Network(self.redact(&e.without_url().to_string())))?;
-        let status = resp.status().as_u16();
-        let bytes = read_capped(resp, MAX_ANSWER_BYTES)
-            .await
-            .map_err(|e| CallError::Network(self.redact(&e)))?;
+        let exchange = move || -> Result<(u16, Vec<u8>), ureq::Error> {
+            let mut resp = http::agent()
+                .post(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .timeout_connect(Some(CONNECT_TIMEOUT))
+                .timeout_resolve(Some(CONNECT_TIMEOUT))
+                .build()
+                .header("content-type", content_type)
+                .send(&body[..])?;
+            let status = resp.status().as_u16();
+            let bytes = resp
+                .body_mut()
+                .with_config()
+                .limit(MAX_ANSWER_BYTES as u64)
+                .read_to_vec()?;
+            Ok((status, bytes))
+        };
+        let (status, bytes) = match http::run_blocking(exchange).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(ureq::Error::BodyExceedsLimit(_))) => {
+                return Err(CallError::Network(format!(
+                    "the answer is larger than {MAX_ANSWER_BYTES} bytes"
+                )));
+            }
+            Ok(Err(e)) => return Err(CallError::Network(self.redact(&http::describe(&e)))),
+            Err(e) => return Err(CallError::Network(e.to_string())),
+        };
         read_answer(status, &bytes).map_err(|e| match e {
             CallError::Api {
                 status,
@@ -221,15 +245,20 @@ impl Api {
     }
 
     /// `method` with a `multipart/form-data` body (`sendDocument`), retried
-    /// like [`Api::call`]; `form` builds the body afresh for each attempt.
+    /// like [`Api::call`].
     pub(crate) async fn call_multipart(
         &self,
         method: &str,
-        form: impl Fn() -> reqwest::multipart::Form,
+        form: http::multipart::Body,
         timeout: Duration,
     ) -> Result<Value, CallError> {
         self.with_retries(method, || {
-            self.exchange(method, timeout, |req| req.multipart(form()))
+            self.post(
+                method,
+                form.content_type.clone(),
+                form.bytes.clone(),
+                timeout,
+            )
         })
         .await
     }
@@ -276,23 +305,6 @@ impl Api {
             }
         }
     }
-}
-
-/// Reads a response body, failing once it exceeds `cap` bytes instead of
-/// buffering whatever the server sends.
-async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| e.without_url().to_string())?
-    {
-        if chunk.len() > cap.saturating_sub(body.len()) {
-            return Err(format!("the answer is larger than {cap} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 /// Interprets one Bot API answer: the `result` of an `ok: true` envelope,
@@ -365,7 +377,7 @@ mod tests {
             }
             sent
         });
-        let api = Api::new(&base, "123:abc", RetryPolicy::default()).unwrap();
+        let api = Api::new(&base, "123:abc", RetryPolicy::default());
         let err = api
             .call_once("getMe", &serde_json::json!({}), Duration::from_secs(60))
             .await

@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hermes_runtime::http;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -140,9 +141,6 @@ pub enum TelegramConfigError {
         "TELEGRAM_GROUP_POLICY must be \"all\", \"triggered\" or a comma list of mention,reply,command; got {0:?}"
     )]
     BadGroupPolicy(String),
-    /// The HTTP client could not be built (TLS setup).
-    #[error("cannot build the Telegram HTTP client: {0}")]
-    Client(String),
 }
 
 /// Where the poll loop is.
@@ -205,8 +203,7 @@ impl TelegramAdapter {
         if !(config.api_url.starts_with("http://") || config.api_url.starts_with("https://")) {
             return Err(TelegramConfigError::BadApiUrl(config.api_url.clone()));
         }
-        let api = Api::new(&config.api_url, token, config.retry.clone())
-            .map_err(|e| TelegramConfigError::Client(e.without_url().to_string()))?;
+        let api = Api::new(&config.api_url, token, config.retry.clone());
         let (status, _) = watch::channel(Status::Idle);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -412,33 +409,25 @@ impl PlatformAdapter for TelegramAdapter {
         let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
         let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
         let caption: String = file.caption.chars().take(MAX_CAPTION_CHARS).collect();
-        let form = || {
-            let document = reqwest::multipart::Part::bytes(file.content.clone())
-                .file_name(file.file_name.clone());
-            let document = match document.mime_str("text/markdown; charset=utf-8") {
-                Ok(part) => part,
-                // The literal above always parses; were it not to, the
-                // upload still works without a type.
-                Err(_) => reqwest::multipart::Part::bytes(file.content.clone())
-                    .file_name(file.file_name.clone()),
-            };
-            let mut form = reqwest::multipart::Form::new()
-                .text("chat_id", chat.to_string())
-                .part("document", document);
-            if !caption.is_empty() {
-                form = form.text("caption", caption.clone());
-            }
-            if let Some(t) = thread {
-                form = form.text("message_thread_id", t.to_string());
-            }
-            if let Some(r) = reply {
-                form = form.text(
-                    "reply_parameters",
-                    json!({ "message_id": r, "allow_sending_without_reply": true }).to_string(),
-                );
-            }
-            form
-        };
+        let mut form = http::multipart::Form::new()
+            .text("chat_id", &chat.to_string())
+            .file(
+                "document",
+                &file.file_name,
+                "text/markdown; charset=utf-8",
+                file.content.clone(),
+            );
+        if !caption.is_empty() {
+            form = form.text("caption", &caption);
+        }
+        if let Some(t) = thread {
+            form = form.text("message_thread_id", &t.to_string());
+        }
+        if let Some(r) = reply {
+            let reply = json!({ "message_id": r, "allow_sending_without_reply": true });
+            form = form.text("reply_parameters", &reply.to_string());
+        }
+        let form = form.finish();
         self.inner
             .api
             .call_multipart("sendDocument", form, Duration::from_secs(120))

@@ -203,9 +203,6 @@ pub enum WecomCallbackConfigError {
         /// What it is (`<redacted>` for secrets).
         value: String,
     },
-    /// The HTTP client could not be built.
-    #[error("wecom_callback: cannot build the HTTP client: {0}")]
-    Client(String),
 }
 
 /// Reads the configuration: `None` when none of [`REQUIRED_VARS`] is set

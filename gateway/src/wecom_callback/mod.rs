@@ -48,7 +48,7 @@ pub use config::{WecomCallbackConfig, WecomCallbackConfigError};
 use endpoint::Endpoint;
 pub use endpoint::{fuzz_callback_body, fuzz_decrypt, fuzz_message_xml};
 use server::{Handler, Reply, Server, ServerConfig};
-use transport::{HttpTransport, ReqwestTransport};
+use transport::{HttpTransport, UreqTransport};
 use xml::Inbound;
 
 /// The platform name in session keys and allow-lists
@@ -92,12 +92,10 @@ impl std::fmt::Debug for WecomCallbackAdapter {
 }
 
 impl WecomCallbackAdapter {
-    /// An adapter for `config`, replying through reqwest. Nothing listens
-    /// until `connect`.
+    /// An adapter for `config`, replying through the shared HTTP agent.
+    /// Nothing listens until `connect`.
     pub fn new(config: WecomCallbackConfig) -> Result<Self, WecomCallbackConfigError> {
-        let http =
-            ReqwestTransport::new().map_err(|e| WecomCallbackConfigError::Client(e.to_string()))?;
-        Self::with_transport(config, Arc::new(http))
+        Self::with_transport(config, Arc::new(UreqTransport))
     }
 
     /// [`Self::new`] with another HTTP client for the qyapi calls.

@@ -1,6 +1,7 @@
 //! The HTTP client seam of the qyapi client: one small trait, implemented
-//! with the client the gateway already uses for Telegram (reqwest), so the
-//! client stack can be swapped without touching the WeCom logic.
+//! over the runtime's shared HTTP agent ([`hermes_runtime::http`], the stack
+//! the provider client and Telegram use), so the client stack can be swapped
+//! without touching the WeCom logic.
 //!
 //! Every response body is read up to a cap; a longer one is an error, never
 //! buffered whole.
@@ -11,6 +12,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hermes_runtime::http;
 
 /// GET or POST.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,72 +69,80 @@ pub trait HttpTransport: Send + Sync + std::fmt::Debug {
     async fn send(&self, request: HttpRequest) -> Result<HttpResponse, TransportError>;
 }
 
-/// [`HttpTransport`] over reqwest (rustls, ring).
-#[derive(Debug, Clone)]
-pub struct ReqwestTransport {
-    client: reqwest::Client,
+/// [`HttpTransport`] over the shared ureq agent, each exchange on tokio's
+/// blocking pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UreqTransport;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn network(e: &ureq::Error) -> TransportError {
+    // Described without the URL: it holds the access token or the corp
+    // secret.
+    TransportError::Network(http::describe(e))
 }
 
-impl ReqwestTransport {
-    /// A client with a 10 s connect timeout.
-    pub fn new() -> Result<Self, TransportError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(50))
+fn exchange(request: HttpRequest) -> Result<HttpResponse, TransportError> {
+    let agent = http::agent();
+    let sent = match request.method {
+        Method::Get => agent
+            .get(&request.url)
+            .config()
+            .timeout_global(Some(request.timeout))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_resolve(Some(CONNECT_TIMEOUT))
             .build()
-            .map_err(|e| TransportError::Network(e.without_url().to_string()))?;
-        Ok(Self { client })
+            .call(),
+        Method::Post => {
+            let body = request.json.unwrap_or_default();
+            agent
+                .post(&request.url)
+                .config()
+                .timeout_global(Some(request.timeout))
+                .timeout_connect(Some(CONNECT_TIMEOUT))
+                .timeout_resolve(Some(CONNECT_TIMEOUT))
+                .build()
+                .header("content-type", "application/json")
+                .send(&body[..])
+        }
+    };
+    let mut resp = sent.map_err(|e| network(&e))?;
+    let cap = request.max_body as u64;
+    if resp.body().content_length().is_some_and(|n| n > cap) {
+        return Err(TransportError::TooLarge(request.max_body));
     }
-}
-
-fn network(e: reqwest::Error) -> TransportError {
-    // Without the URL: it holds the access token or the corp secret.
-    TransportError::Network(e.without_url().to_string())
+    let header = |name: ureq::http::header::HeaderName| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let content_type = header(ureq::http::header::CONTENT_TYPE);
+    let content_disposition = header(ureq::http::header::CONTENT_DISPOSITION);
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(cap)
+        .read_to_vec()
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => TransportError::TooLarge(request.max_body),
+            other => network(&other),
+        })?;
+    Ok(HttpResponse {
+        status,
+        content_type,
+        content_disposition,
+        body,
+    })
 }
 
 #[async_trait]
-impl HttpTransport for ReqwestTransport {
+impl HttpTransport for UreqTransport {
     async fn send(&self, request: HttpRequest) -> Result<HttpResponse, TransportError> {
-        let builder = match request.method {
-            Method::Get => self.client.get(&request.url),
-            Method::Post => self
-                .client
-                .post(&request.url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(request.json.unwrap_or_default()),
-        };
-        let mut resp = builder
-            .timeout(request.timeout)
-            .send()
+        http::run_blocking(move || exchange(request))
             .await
-            .map_err(network)?;
-        if resp
-            .content_length()
-            .is_some_and(|n| n > request.max_body as u64)
-        {
-            return Err(TransportError::TooLarge(request.max_body));
-        }
-        let header = |name: reqwest::header::HeaderName| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let content_type = header(reqwest::header::CONTENT_TYPE);
-        let content_disposition = header(reqwest::header::CONTENT_DISPOSITION);
-        let status = resp.status().as_u16();
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(network)? {
-            if chunk.len() > request.max_body.saturating_sub(body.len()) {
-                return Err(TransportError::TooLarge(request.max_body));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(HttpResponse {
-            status,
-            content_type,
-            content_disposition,
-            body,
-        })
+            .map_err(|e| TransportError::Network(e.to_string()))?
     }
 }

@@ -18,10 +18,17 @@ use serde_json::{Value, json};
 pub const WAIT: Duration = Duration::from_secs(30);
 pub const EMULATOR_BOT_ID: i64 = 666;
 
+/// POSTs `body` as JSON to the emulator's control API.
+async fn post_json(url: &str, body: &Value) -> hermes_tests::http::Answer {
+    let bytes = serde_json::to_vec(body).unwrap();
+    hermes_tests::http::request_async("POST", url, Some(("application/json", bytes)))
+        .await
+        .unwrap()
+}
+
 pub struct Emulator {
     child: Child,
     pub base: String,
-    http: reqwest::Client,
 }
 
 impl Emulator {
@@ -61,7 +68,6 @@ impl Emulator {
         Emulator {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
         }
     }
 
@@ -91,14 +97,8 @@ impl Emulator {
         for (k, v) in extra.as_object().unwrap() {
             msg[k] = v.clone();
         }
-        let resp = self
-            .http
-            .post(format!("{}/sendMessage", self.base))
-            .json(&msg)
-            .send()
-            .await
-            .unwrap();
-        assert!(resp.status().is_success(), "{:?}", resp.text().await);
+        let resp = post_json(&format!("{}/sendMessage", self.base), &msg).await;
+        assert_eq!(resp.status, 200, "{}", resp.body);
     }
 
     /// Waits until the bot has sent `n` messages to `chat` (new since the last call).
@@ -111,16 +111,12 @@ impl Emulator {
                 "only {} of {n} bot messages arrived: {got:?}",
                 got.len()
             );
-            let resp: Value = self
-                .http
-                .post(format!("{}/getUpdates", self.base))
-                .json(&json!({"token": token, "chatId": chat}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let answer = post_json(
+                &format!("{}/getUpdates", self.base),
+                &json!({"token": token, "chatId": chat}),
+            )
+            .await;
+            let resp: Value = serde_json::from_str(&answer.body).unwrap();
             got.extend(
                 resp["result"]
                     .as_array()

@@ -78,6 +78,8 @@ struct State {
     /// the latest was terminated by a newer one.
     poll_generation: u64,
     polls: Vec<Poll>,
+    /// Requests whose client hung up before the answer (a dropped poll).
+    abandoned: usize,
     /// Files by `file_id`: (the `file_path` `getFile` gives, bytes).
     files: HashMap<String, (String, Vec<u8>)>,
     /// What the file server serves, by path.
@@ -184,6 +186,11 @@ impl Fake {
             .push_back((method.to_owned(), status, body));
     }
 
+    /// How many requests were abandoned by the client before their answer.
+    pub fn abandoned(&self) -> usize {
+        self.state.lock().unwrap().abandoned
+    }
+
     /// Adds a file users can send: `getFile` of `file_id` gives `path`, and
     /// the download gives `bytes`.
     pub fn add_file(&self, file_id: &str, path: &str, bytes: Vec<u8>) {
@@ -269,7 +276,16 @@ impl Fake {
                         Some(boundary) => parse_multipart(&body, &boundary),
                         None => serde_json::from_slice(&body).unwrap_or(Value::Null),
                     };
-                    let (status, answer) = self.answer(&path, body, door).await;
+                    // A client that hangs up while its request is held (a
+                    // poll the adapter gave up on) is noticed at once, not
+                    // at the hold's end.
+                    let (status, answer) = tokio::select! {
+                        answer = self.answer(&path, body, door) => answer,
+                        _ = reader.fill_buf() => {
+                            self.state.lock().unwrap().abandoned += 1;
+                            return;
+                        }
+                    };
                     (status, "application/json", answer.to_string().into_bytes())
                 }
             };

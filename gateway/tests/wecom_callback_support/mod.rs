@@ -309,7 +309,6 @@ impl FakeQyApi {
 pub struct WeCom {
     pub url: String,
     pub crypto: CallbackCrypto,
-    http: reqwest::Client,
     random: Mutex<u8>,
 }
 
@@ -334,7 +333,6 @@ impl WeCom {
         WeCom {
             url: format!("http://{addr}{path}"),
             crypto,
-            http: reqwest::Client::new(),
             random: Mutex::new(0),
         }
     }
@@ -361,16 +359,12 @@ impl WeCom {
     }
 
     /// POSTs `body` with `query`; returns status and body.
-    pub async fn post_raw(&self, query: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
-        let resp = self
-            .http
-            .post(format!("{}?{query}", self.url))
-            .header("content-type", "text/xml")
-            .body(body)
-            .send()
+    pub async fn post_raw(&self, query: &str, body: impl Into<Vec<u8>>) -> (u16, String) {
+        let url = format!("{}?{query}", self.url);
+        let a = hermes_tests::http::request_async("POST", &url, Some(("text/xml", body.into())))
             .await
             .unwrap();
-        (resp.status().as_u16(), resp.text().await.unwrap())
+        (a.status, a.body)
     }
 
     /// Sends `xml` as a signed, encrypted callback.
@@ -394,15 +388,13 @@ impl WeCom {
         }
         let escaped =
             percent_encoding::utf8_percent_encode(&encrypted, percent_encoding::NON_ALPHANUMERIC);
-        let resp = self
-            .http
-            .get(format!(
-                "{}?msg_signature={sig}&timestamp={ts}&nonce=nonce&echostr={escaped}",
-                self.url
-            ))
-            .send()
+        let url = format!(
+            "{}?msg_signature={sig}&timestamp={ts}&nonce=nonce&echostr={escaped}",
+            self.url
+        );
+        let a = hermes_tests::http::request_async("GET", &url, None)
             .await
             .unwrap();
-        (resp.status().as_u16(), resp.text().await.unwrap())
+        (a.status, a.body)
     }
 }

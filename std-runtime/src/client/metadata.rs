@@ -12,6 +12,9 @@ use hermes_core::{ModelError, ModelErrorKind};
 
 use super::{ClientError, MAX_BODY_BYTES, OpenAiClient};
 
+/// The most of an error answer read (and dropped) to keep its connection.
+const MAX_PROBE_ERROR_BYTES: u64 = 64 * 1024;
+
 impl OpenAiClient {
     /// The provider's base URL without a trailing `/`, e.g.
     /// `http://127.0.0.1:8080/v1`.
@@ -39,38 +42,40 @@ impl OpenAiClient {
         body: Option<&serde_json::Value>,
         timeout: Duration,
     ) -> Result<serde_json::Value, ClientError> {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_resolve(Some(timeout))
-            .timeout_connect(Some(timeout))
-            .timeout_per_read(Some(timeout))
-            .timeout_per_write(Some(timeout))
-            .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
-            .build();
-        let agent = ureq::Agent::new_with_config(config);
+        let agent = crate::http::agent();
         // Messages name the URL with any credentials in it masked.
         let shown = crate::config::redact_url(url);
         let failed =
             |what: String| ClientError::Model(ModelError::new(ModelErrorKind::Transport, what));
+        macro_rules! configured {
+            ($builder:expr) => {{
+                let mut req = $builder
+                    .config()
+                    .timeout_resolve(Some(timeout))
+                    .timeout_connect(Some(timeout))
+                    .timeout_per_read(Some(timeout))
+                    .timeout_per_write(Some(timeout))
+                    .build();
+                for (name, value) in self.headers.iter() {
+                    req = req.header(name.clone(), value.clone());
+                }
+                req
+            }};
+        }
         let response = match body {
-            Some(body) => {
-                let mut req = agent.post(url);
-                for (name, value) in self.headers.iter() {
-                    req = req.header(name.clone(), value.clone());
-                }
-                req.send(body.to_string().as_bytes())
-            }
-            None => {
-                let mut req = agent.get(url);
-                for (name, value) in self.headers.iter() {
-                    req = req.header(name.clone(), value.clone());
-                }
-                req.call()
-            }
+            Some(body) => configured!(agent.post(url)).send(body.to_string().as_bytes()),
+            None => configured!(agent.get(url)).call(),
         }
         .map_err(|e| failed(self.scrubbed(format!("request to {shown} failed: {e}"))))?;
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
+            // Read a short error body through, so the connection goes back
+            // to the pool (a probe's 404 is the common answer).
+            let _ = response
+                .into_body()
+                .with_config()
+                .limit(MAX_PROBE_ERROR_BYTES)
+                .read_to_vec();
             return Err(ClientError::Model(ModelError::new(
                 ModelErrorKind::Status(status),
                 format!("HTTP {status} from {shown}"),

@@ -7,7 +7,7 @@
 use hermes_core::codec::anthropic::{
     MessagesOptions, MessagesStreamDecoder, decode_messages_response, encode_messages_request,
 };
-use hermes_core::codec::request::{Reasoning, RequestOptions, encode_request_with};
+use hermes_core::codec::request::{Reasoning, RequestEncoder, RequestOptions, encode_request_with};
 use hermes_core::codec::response::decode_response;
 use hermes_core::codec::sse::{SseDecoder, SseStatus};
 use hermes_core::codec::{DecodeError, EncodeError};
@@ -79,6 +79,7 @@ impl Wire {
         stream: bool,
         request: &ChatRequest<'_>,
         attachments: &dyn AttachmentResolver,
+        encoder: Option<&mut RequestEncoder>,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
         match self {
@@ -100,7 +101,16 @@ impl Wire {
                     reasoning,
                     reasoning_echo: opts.reasoning_echo,
                 };
-                encode_request_with(&wire, request, attachments, out)
+                // What the encoder keeps is the plain system prompt and tools;
+                // a request with attachments goes through the resolver.
+                let plain = request
+                    .messages
+                    .iter()
+                    .all(|e| e.message.attachments().is_empty());
+                match encoder {
+                    Some(encoder) if plain => encoder.encode(&wire, request, out),
+                    _ => encode_request_with(&wire, request, attachments, out),
+                }
             }
             Wire::AnthropicMessages => {
                 let wire = MessagesOptions {

@@ -42,17 +42,13 @@ pub enum DownloadError {
 /// `GET url`, the body read up to `max_bytes` (a longer one is an error,
 /// never buffered whole), within `timeout` for the whole exchange.
 pub fn download(url: &str, max_bytes: u64, timeout: Duration) -> Result<Downloaded, DownloadError> {
-    let connect = Duration::from_secs(10).min(timeout);
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_resolve(Some(connect))
-        .timeout_connect(Some(connect))
-        .timeout_global(Some(timeout))
-        .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
-    let mut response = agent
+    // The process's one HTTP agent (one pool, one TLS stack; `crate::http`),
+    // with this download's deadline.
+    let mut response = crate::http::agent()
         .get(url)
+        .config()
+        .timeout_global(Some(timeout))
+        .build()
         .call()
         .map_err(|e| DownloadError::Network(describe(&e)))?;
     let status = response.status().as_u16();

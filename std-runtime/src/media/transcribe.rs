@@ -4,8 +4,6 @@
 //! `response_format=json`, optionally `language`); the answer's `text` is
 //! the transcript.
 
-use std::time::Duration;
-
 use crate::config::{TranscriptionSettings, redact_url};
 
 use super::fetch::describe;
@@ -47,7 +45,6 @@ pub enum TranscribeError {
 pub struct Transcriber {
     settings: TranscriptionSettings,
     url: String,
-    agent: ureq::Agent,
 }
 
 impl Transcriber {
@@ -57,19 +54,7 @@ impl Transcriber {
             "{}/audio/transcriptions",
             settings.base_url.trim().trim_end_matches('/')
         );
-        let connect = Duration::from_secs(10).min(settings.timeout);
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(connect))
-            .timeout_resolve(Some(connect))
-            .timeout_global(Some(settings.timeout))
-            .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
-            .build();
-        Transcriber {
-            settings,
-            url,
-            agent: ureq::Agent::new_with_config(config),
-        }
+        Transcriber { settings, url }
     }
 
     /// The endpoint, credentials masked (for messages).
@@ -93,9 +78,13 @@ impl Transcriber {
             form = form.text("language", language);
         }
         let (content_type, body) = form.finish();
-        let mut request = self
-            .agent
+        // The process's one HTTP agent (`crate::http`), with this
+        // service's deadline.
+        let mut request = crate::http::agent()
             .post(&self.url)
+            .config()
+            .timeout_global(Some(self.settings.timeout))
+            .build()
             .header("Content-Type", content_type);
         if let Some(key) = self.settings.api_key.as_deref() {
             request = request.header("Authorization", format!("Bearer {key}"));

@@ -101,6 +101,7 @@ fn saturating_i64(value: u64) -> i64 {
 
 /// The stored columns of one message, borrowed from a row.
 #[derive(Debug)]
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // SQLite reads in place
 pub(super) struct Columns<'r> {
     pub seq: i64,
     pub role: &'r str,
@@ -121,6 +122,7 @@ pub(super) struct Columns<'r> {
     pub attachments: Option<&'r str>,
 }
 
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 impl Columns<'_> {
     /// The entry these columns store; [`StoreError::Corrupt`] for anything
     /// that does not fit the schema (never a panic).

@@ -5,6 +5,7 @@
 use hermes_core::ToolError;
 use serde::de::DeserializeOwned;
 
+#[cfg(feature = "delegate")]
 use super::delegate::DelegateArgs;
 use super::fs::{PatchArgs, ReadArgs, WriteArgs};
 use super::memory::MemoryArgs;
@@ -12,6 +13,7 @@ use super::parse_args;
 use super::search::SearchArgs;
 use super::terminal::TerminalArgs;
 use super::todo::TodoArgs;
+#[cfg(feature = "web")]
 use super::web::FetchArgs;
 use super::web_search::WebSearchArgs;
 
@@ -27,10 +29,12 @@ pub(crate) fn parse(name: &str, arguments: &str) -> Option<Result<(), ToolError>
         "patch" => as_type::<PatchArgs>(name, arguments),
         "search_files" => as_type::<SearchArgs>(name, arguments),
         "terminal" => as_type::<TerminalArgs>(name, arguments),
+        #[cfg(feature = "web")]
         "web_fetch" => as_type::<FetchArgs>(name, arguments),
         "web_search" => as_type::<WebSearchArgs>(name, arguments),
         "memory" => as_type::<MemoryArgs>(name, arguments),
         "todo" => as_type::<TodoArgs>(name, arguments),
+        #[cfg(feature = "delegate")]
         "delegate_task" => as_type::<DelegateArgs>(name, arguments),
         _ => return None,
     })

@@ -36,6 +36,7 @@ use crate::mcp::McpManager;
 
 pub mod approval;
 pub(crate) mod arguments;
+#[cfg(feature = "delegate")]
 mod delegate;
 mod fs;
 mod memory;
@@ -43,6 +44,7 @@ pub mod sandbox;
 mod search;
 mod terminal;
 mod todo;
+#[cfg(feature = "web")]
 pub(crate) mod web;
 mod web_search;
 mod workdir;
@@ -50,6 +52,7 @@ mod workdir;
 pub use approval::{
     ApprovalGate, ApprovalMode, ApprovalRequest, Approver, DANGERS, Decision, SessionApprovals,
 };
+#[cfg(feature = "delegate")]
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
@@ -57,6 +60,7 @@ pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, land
 pub use search::SearchFilesTool;
 pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
+#[cfg(feature = "web")]
 pub use web::{WebFetchTool, html_to_text};
 pub use web_search::{SearchBackend, WebSearchSettings, WebSearchTool};
 
@@ -104,8 +108,8 @@ pub struct ToolEnv {
     /// Extra paths sandboxed commands may read and write
     /// (`[agent] sandbox_write`).
     pub sandbox_write: Vec<PathBuf>,
-    /// The persistent async runtime for network tools (SPEC L9). Without it
-    /// the `web` toolset is unavailable.
+    /// The persistent async runtime for async tools (SPEC L9). The built-in
+    /// network tools are blocking (the shared HTTP agent) and need none.
     pub bridge: Option<Arc<AsyncBridge>>,
     /// The model sub-agents run on. Without it the `delegate` toolset is
     /// unavailable.
@@ -193,8 +197,7 @@ pub enum ToolsError {
         valid: String,
     },
     /// A toolset was asked for explicitly but the environment lacks what it
-    /// needs (the `web` toolset without an async bridge, `delegate` without a
-    /// model).
+    /// needs (`delegate` without a model).
     #[error("toolset '{toolset}' is unavailable: {reason}")]
     Unavailable {
         /// The toolset.
@@ -213,8 +216,8 @@ pub enum ToolsError {
 }
 
 /// Builds the tools of one session. `enabled_toolsets = None` enables every
-/// toolset the environment can support (`web` needs a bridge, `delegate` a
-/// model; they are left out silently when those are missing). Naming a
+/// toolset the environment can support (`delegate` needs a model; it is
+/// left out silently when that is missing). Naming a
 /// toolset explicitly that cannot work is an error, as is an unknown name.
 pub fn build_registry(
     env: &ToolEnv,
@@ -288,19 +291,11 @@ fn build_wrapped(
                 },
                 cap,
             ))),
-            "web" => match &env.bridge {
-                Some(bridge) => {
-                    add(Box::new(WebFetchTool::new(bridge.clone(), cap)));
-                    add(Box::new(WebSearchTool::new(env.web_search.clone(), cap)));
-                }
-                None if explicit => {
-                    return Err(ToolsError::Unavailable {
-                        toolset: "web".into(),
-                        reason: "no async bridge was provided".into(),
-                    });
-                }
-                None => {}
-            },
+            #[cfg(feature = "web")]
+            "web" => {
+                add(Box::new(WebFetchTool::new(cap)));
+                add(Box::new(WebSearchTool::new(env.web_search.clone(), cap)));
+            }
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
             // Registered after the built-ins, whose names they must not take.
             "mcp" => match &env.mcp {
@@ -319,6 +314,7 @@ fn build_wrapped(
                 Some(state) => TodoTool::with_state(state.clone()),
                 None => TodoTool::new(),
             })),
+            #[cfg(feature = "delegate")]
             "delegate" => match &env.delegate_model {
                 Some(model) => {
                     let child_toolsets: Vec<String> = toolsets
@@ -340,6 +336,13 @@ fn build_wrapped(
                 }
                 None => {}
             },
+            // Left out of this build (a cargo feature).
+            other if explicit => {
+                return Err(ToolsError::Unavailable {
+                    toolset: other.into(),
+                    reason: format!("this hermes was built without the `{other}` feature"),
+                });
+            }
             _ => {}
         }
     }

@@ -1,37 +1,35 @@
 //! `web_fetch`: fetches one http(s) URL and returns it as readable text.
 //!
-//! The request runs on the persistent async runtime (SPEC L9) through
-//! [`AsyncBridge::run_tool`], with one pooled `reqwest` client per tool
-//! instance, so connections are reused across calls. The body is read in
-//! chunks and download stops at `max_bytes`; the whole request is bounded by
-//! a timeout. HTML is reduced to text by a small hand-written reducer
-//! ([`html_to_text`]); other text types are returned as they are; binary
-//! content is an error. Non-UTF-8 bodies are decoded lossily.
+//! The request is one blocking exchange on the process's shared HTTP agent
+//! ([`crate::http`]), on the loop's own thread: connections are pooled
+//! across calls (and with the provider's), an interrupt stops the download
+//! within a tick, redirects are followed up to five times, and the whole
+//! request is bounded by a timeout. The body is read in chunks and download
+//! stops at `max_bytes`. HTML is reduced to text by a small hand-written
+//! reducer ([`html_to_text`]); other text types are returned as they are;
+//! binary content is an error. Non-UTF-8 bodies are decoded lossily.
 
-use std::sync::Arc;
+use std::io::Read;
 use std::time::Duration;
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
+use ureq::ResponseExt;
 
 use super::{cap_result, failed, floor_char_boundary, parse_args};
-use crate::bridge::AsyncBridge;
+use crate::http::{self, Wake};
 
 const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
 const MAX_MAX_BYTES: usize = 10 * 1024 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The bridge's own limit: a little above the client's, so the client's
-/// clearer timeout error wins.
-const BRIDGE_TIMEOUT: Duration = Duration::from_secs(40);
+const MAX_REDIRECTS: u32 = 5;
 
 /// Fetches web pages.
 #[derive(Debug)]
 pub struct WebFetchTool {
     spec: ToolSpec,
-    bridge: Arc<AsyncBridge>,
-    client: Result<reqwest::Client, String>,
     cap: usize,
 }
 
@@ -43,14 +41,7 @@ pub(super) struct FetchArgs {
 }
 
 impl WebFetchTool {
-    pub(crate) fn new(bridge: Arc<AsyncBridge>, cap: usize) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::limited(5))
-            .user_agent(concat!("hermes-agent/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| e.to_string());
+    pub(crate) fn new(cap: usize) -> Self {
         WebFetchTool {
             spec: ToolSpec::new(
                 "web_fetch",
@@ -65,11 +56,63 @@ impl WebFetchTool {
                     "required": ["url"]
                 }),
             ),
-            bridge,
-            client,
             cap,
         }
     }
+}
+
+/// The scheme of an absolute URL (`http` in `http://…`), lower-cased, if
+/// `url` starts with one (RFC 3986: a letter, then letters, digits, `+`,
+/// `-`, `.`, then `:`).
+fn scheme_of(url: &str) -> Option<String> {
+    let (scheme, _) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then(|| scheme.to_ascii_lowercase())
+}
+
+/// Checks the URL a model gave and makes it sendable: http(s) only, and the
+/// characters HTTP cannot carry (non-ASCII text in a path, spaces) are
+/// percent-encoded the way a browser would.
+fn parse_url(raw: &str) -> Result<ureq::http::Uri, ToolError> {
+    let raw = raw.trim();
+    match scheme_of(raw).as_deref() {
+        Some("http" | "https") => {}
+        Some(other) => {
+            return Err(failed(format!(
+                "Error: only http and https URLs can be fetched (got scheme '{other}')."
+            )));
+        }
+        None => {
+            return Err(failed(
+                "Error: 'url' is not a valid URL (it must start with http:// or https://).",
+            ));
+        }
+    }
+    let mut encoded = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        if c.is_ascii_graphic()
+            && !matches!(c, '"' | '<' | '>' | '`' | '{' | '}' | '|' | '\\' | '^')
+        {
+            encoded.push(c);
+        } else {
+            let mut utf8 = [0u8; 4];
+            for b in c.encode_utf8(&mut utf8).bytes() {
+                encoded.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    let uri: ureq::http::Uri = encoded
+        .parse()
+        .map_err(|e| failed(format!("Error: 'url' is not a valid URL ({e}).")))?;
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(failed(
+            "Error: 'url' is not a valid URL (it names no host).",
+        ));
+    }
+    Ok(uri)
 }
 
 /// How a body should be turned into text.
@@ -129,57 +172,77 @@ fn classify(content_type: &str, body: &[u8]) -> Kind {
     Kind::Binary
 }
 
-async fn fetch(
-    client: reqwest::Client,
-    url: reqwest::Url,
+/// Reads up to `max_bytes` of `body`; whether more was coming.
+fn read_up_to(body: ureq::Body, max_bytes: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut reader = body.into_reader();
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+    (&mut reader).take(limit).read_to_end(&mut bytes)?;
+    // Find out whether more was coming without keeping it.
+    let mut probe = [0u8; 1];
+    let cut = bytes.len() == max_bytes && matches!(reader.read(&mut probe), Ok(n) if n > 0);
+    Ok((bytes, cut))
+}
+
+/// One fetch on the calling thread; `interrupted` is asked every tick of a
+/// wait.
+fn fetch(
+    url: &ureq::http::Uri,
     max_bytes: usize,
     cap: usize,
+    interrupted: &dyn Fn() -> bool,
 ) -> Result<String, ToolError> {
     let shown = url.to_string();
-    let mut resp = client.get(url).send().await.map_err(|e| {
-        let why = if e.is_timeout() {
-            "timed out".to_string()
-        } else if e.is_connect() {
-            format!("could not connect ({e})")
-        } else if e.is_redirect() {
-            format!("too many redirects ({e})")
+    let mut stopped = false;
+    let mut probe = || {
+        if interrupted() {
+            stopped = true;
+            Wake::Stop
         } else {
-            e.to_string()
-        };
-        failed(format!("Error: fetching {shown} failed: {why}"))
-    })?;
-    let status = resp.status();
-    let final_url = resp.url().to_string();
-    let content_type = resp
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-
-    let mut body = Vec::new();
-    let mut cut = false;
-    loop {
-        let chunk = resp.chunk().await.map_err(|e| {
-            failed(format!(
-                "Error: reading the body of {final_url} failed after {} bytes: {e}",
-                body.len()
-            ))
-        })?;
-        let Some(chunk) = chunk else { break };
-        let room = max_bytes - body.len();
-        if chunk.len() > room {
-            body.extend_from_slice(&chunk[..room]);
-            cut = true;
-            break;
+            Wake::Continue
         }
-        body.extend_from_slice(&chunk);
-        if body.len() == max_bytes {
-            // Find out whether more was coming without keeping it.
-            cut = matches!(resp.chunk().await, Ok(Some(c)) if !c.is_empty());
-            break;
+    };
+    let result = http::interruptible(&mut probe, || {
+        let resp = http::agent()
+            .get(url)
+            .config()
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_resolve(Some(CONNECT_TIMEOUT))
+            .max_redirects(MAX_REDIRECTS)
+            .build()
+            .call()
+            .map_err(|e| (e, None))?;
+        let status = resp.status();
+        let final_url = resp.get_uri().to_string();
+        let content_type = resp
+            .headers()
+            .get(ureq::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let (body, cut) = read_up_to(resp.into_body(), max_bytes)
+            .map_err(|e| (ureq::Error::from(e), Some(final_url.clone())))?;
+        Ok((status, final_url, content_type, body, cut))
+    });
+    let (status, final_url, content_type, body, cut) = match result {
+        Ok(parts) => parts,
+        Err(_) if stopped => {
+            return Err(failed(format!("Error: fetching {shown} was interrupted.")));
         }
-    }
+        Err((e, None)) => {
+            return Err(failed(format!(
+                "Error: fetching {shown} failed: {}",
+                http::describe(&e)
+            )));
+        }
+        Err((e, Some(final_url))) => {
+            return Err(failed(format!(
+                "Error: reading the body of {final_url} failed: {}",
+                http::describe(&e)
+            )));
+        }
+    };
 
     let kind = classify(&content_type, &body);
     if kind == Kind::Binary {
@@ -233,14 +296,7 @@ impl Tool for WebFetchTool {
 
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: FetchArgs = parse_args("web_fetch", arguments)?;
-        let url = reqwest::Url::parse(args.url.trim())
-            .map_err(|e| failed(format!("Error: 'url' is not a valid URL ({e}).")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(failed(format!(
-                "Error: only http and https URLs can be fetched (got scheme '{}').",
-                url.scheme()
-            )));
-        }
+        let url = parse_url(&args.url)?;
         let max_bytes = args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
         if max_bytes == 0 || max_bytes > MAX_MAX_BYTES {
             return Err(failed(format!(
@@ -250,12 +306,7 @@ impl Tool for WebFetchTool {
         if ctx.interrupt.is_set() {
             return Err(failed("Error: interrupted before the fetch started."));
         }
-        let client = self
-            .client
-            .clone()
-            .map_err(|e| failed(format!("Error: the HTTP client is unavailable: {e}")))?;
-        self.bridge
-            .run_tool(BRIDGE_TIMEOUT, fetch(client, url, max_bytes, self.cap))
+        fetch(&url, max_bytes, self.cap, &|| ctx.interrupt.is_set())
     }
 }
 

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{cap_result, failed, parse_args};
+use crate::http;
 
 /// The whole request, connect to last byte.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -163,7 +164,6 @@ pub struct SearchHit {
 pub struct WebSearchTool {
     spec: ToolSpec,
     settings: WebSearchSettings,
-    agent: ureq::Agent,
     cap: usize,
 }
 
@@ -174,16 +174,19 @@ pub(crate) struct WebSearchArgs {
     max_results: Option<usize>,
 }
 
+/// One search's limits on the process's shared HTTP agent (one pool, one
+/// TLS stack; see `crate::http`).
+fn limits<B>(request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    request
+        .config()
+        .timeout_global(Some(REQUEST_TIMEOUT))
+        .max_redirects(3)
+        .build()
+}
+
 impl WebSearchTool {
     /// A tool searching with `settings`; results capped at `cap` bytes.
     pub fn new(settings: WebSearchSettings, cap: usize) -> Self {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(REQUEST_TIMEOUT))
-            .timeout_connect(Some(Duration::from_secs(10)))
-            .max_redirects(3)
-            .user_agent(concat!("hermes-agent/", env!("CARGO_PKG_VERSION")))
-            .build();
         WebSearchTool {
             spec: ToolSpec::new(
                 "web_search",
@@ -199,7 +202,6 @@ impl WebSearchTool {
                 }),
             ),
             settings,
-            agent: ureq::Agent::new_with_config(config),
             cap,
         }
     }
@@ -281,8 +283,7 @@ impl WebSearchTool {
                         .append_pair("format", "json")
                         .finish()
                 );
-                self.agent
-                    .get(&url)
+                limits(http::agent().get(&url))
                     .header("Accept", "application/json")
                     .call()
             }
@@ -295,8 +296,7 @@ impl WebSearchTool {
                         .append_pair("count", &count.to_string())
                         .finish()
                 );
-                self.agent
-                    .get(&url)
+                limits(http::agent().get(&url))
                     .header("Accept", "application/json")
                     .header(
                         "X-Subscription-Token",
@@ -304,20 +304,22 @@ impl WebSearchTool {
                     )
                     .call()
             }
-            SearchBackend::Tavily => self
-                .agent
-                .post(s.tavily_url.as_deref().unwrap_or(TAVILY_URL))
-                .header("Accept", "application/json")
-                .header(
-                    "Authorization",
-                    &format!("Bearer {}", s.tavily_api_key.as_deref().unwrap_or_default()),
-                )
-                .send_json(json!({"query": query, "max_results": count, "search_depth": "basic"})),
-            SearchBackend::DuckDuckGo => self
-                .agent
-                .post(s.duckduckgo_url.as_deref().unwrap_or(DUCKDUCKGO_URL))
-                .header("Accept", "text/html")
-                .send_form([("q", query)]),
+            SearchBackend::Tavily => {
+                limits(http::agent().post(s.tavily_url.as_deref().unwrap_or(TAVILY_URL)))
+                    .header("Accept", "application/json")
+                    .header(
+                        "Authorization",
+                        &format!("Bearer {}", s.tavily_api_key.as_deref().unwrap_or_default()),
+                    )
+                    .send_json(
+                        json!({"query": query, "max_results": count, "search_depth": "basic"}),
+                    )
+            }
+            SearchBackend::DuckDuckGo => {
+                limits(http::agent().post(s.duckduckgo_url.as_deref().unwrap_or(DUCKDUCKGO_URL)))
+                    .header("Accept", "text/html")
+                    .send_form([("q", query)])
+            }
         };
         let name = backend.name();
         let mut response = response.map_err(|e| {

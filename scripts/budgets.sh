@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The budgets of issue 18 (SPEC X9): what `hermes` costs on a board,
+# measured, and with --check enforced (.ci/cross runs it so, on the release
+# builds it made; see BENCHMARKS.md, "Budgets"):
+#
+#   scripts/budgets.sh            report every figure
+#   scripts/budgets.sh --check    report, then fail if a limit is exceeded
+#   scripts/budgets.sh --cpu      also the CPU per loop iteration (31 pairs
+#                                 of runs; reported, never enforced: CPU
+#                                 time on a shared machine is too noisy for
+#                                 a gate)
+#
+# Figures (one tab-separated line each, then a verdict per budget):
+#   size      x86_64 / aarch64 stripped release binary, bytes
+#   rss       peak RSS of a one-shot with 20 tool turns against the loopback
+#             fake provider (median of 5 runs, fresh HERMES_HOME each), KiB
+#   idle      RSS of `hermes gateway run` with Telegram (a loopback Bot API
+#             that holds polls, as Telegram does) after it settled, KiB
+#   cpu       whole-process user+sys of a 20-turn one-shot minus a 0-turn
+#             one, divided by 20 (median over 31 pairs of runs), us
+#
+# Uses target/release/hermes (built when missing; HERMES_EXE overrides) and,
+# when present, target/aarch64-unknown-linux-gnu/release/hermes (.ci/cross
+# builds it; HERMES_AARCH64_EXE overrides; without it the aarch64 line says
+# "not measured").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Two numbers per measure (sizes in bytes, decimal MB; memory in KiB as the
+# kernel reports it, 1 MB = 1000 KiB, the stricter reading):
+#
+# - TARGET: issue 18's budget. Reported as met or MISSED, never enforced,
+#   because the default build does not meet all of them yet (BENCHMARKS.md,
+#   "Budgets", says by how much and what was tried).
+# - LIMIT: what --check enforces. Equal to the target where the target is
+#   met; where it is not, today's figure plus stated slack, so growth fails
+#   CI until someone decides otherwise (raise it here, in one place, and say
+#   so in BENCHMARKS.md).
+SIZE_X86_64_TARGET=6000000
+SIZE_X86_64_LIMIT=11500000     # measured 10,885,104 B (default features, with MCP, media, Anthropic); +~5 %
+SIZE_AARCH64_TARGET=5500000
+SIZE_AARCH64_LIMIT=10600000    # 7,299,936 B before MCP/media/Anthropic; ≈ 0.92 of x86_64 (≈ 10.0 MB) + ~5 %
+RSS_ONESHOT_TARGET_KIB=8000
+RSS_ONESHOT_LIMIT_KIB=10700    # measured 10,200 KiB (most of it the binary's mapped pages); +~5 %
+RSS_IDLE_GATEWAY_TARGET_KIB=10000
+RSS_IDLE_GATEWAY_LIMIT_KIB=11400  # measured 10,832 KiB: the target is missed since MCP/media; +~5 %
+CPU_ITERATION_TARGET_US=150    # reported only
+
+check=0
+cpu=0
+for arg in "$@"; do
+  case $arg in
+    --check) check=1 ;;
+    --cpu) cpu=1 ;;
+    *) echo "usage: $0 [--check] [--cpu]" >&2; exit 2 ;;
+  esac
+done
+
+exe=${HERMES_EXE:-target/release/hermes}
+arm_exe=${HERMES_AARCH64_EXE:-target/aarch64-unknown-linux-gnu/release/hermes}
+if [ ! -x "$exe" ] && [ -z "${HERMES_EXE:-}" ]; then
+  nice -n 10 cargo build --locked --release -p hermes-cli
+fi
+[ -x "$exe" ] || { echo "budgets: no executable at $exe" >&2; exit 1; }
+# The helpers in the debug profile (the test build has them): their speed
+# is not measured, only the hermes process they talk to.
+cargo build -q --locked -p hermes-tests \
+  --example fake_provider --example fake_telegram --example rusage
+ex=target/debug/examples
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts an example server that prints its base URL; sets $url.
+start_server() {
+  local name=$1
+  shift
+  "$ex/$name" "$@" >"$work/$name.url" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    [ -s "$work/$name.url" ] && break
+    sleep 0.05
+  done
+  url=$(head -1 "$work/$name.url")
+  [ -n "$url" ] || { echo "budgets: $name did not start" >&2; exit 1; }
+}
+
+failed=0
+verdict() { # name value target limit unit
+  local name=$1 value=$2 target=$3 limit=$4 unit=$5 met
+  if [ "$value" = "-" ]; then
+    printf 'budget\t%s\tnot measured\t(target %s, limit %s %s)\n' "$name" "$target" "$limit" "$unit"
+    return
+  fi
+  if [ "$value" -le "$target" ]; then
+    met="target met ($((100 * value / target))% of $target)"
+  else
+    met="target MISSED by $((value - target)) $unit ($value > $target)"
+  fi
+  if [ "$value" -le "$limit" ]; then
+    printf 'budget\t%s\tok\t%s %s, limit %s: slack %s; %s\n' "$name" "$value" "$unit" "$limit" \
+      "$((limit - value))" "$met"
+  else
+    printf 'budget\t%s\tLIMIT EXCEEDED\t%s > %s %s; %s\n' "$name" "$value" "$limit" "$unit" "$met"
+    failed=1
+  fi
+}
+
+size=$(stat -c %s "$exe")
+printf 'size\tx86_64\t%s\n' "$size"
+arm_size=-
+if [ -f "$arm_exe" ]; then
+  arm_size=$(stat -c %s "$arm_exe")
+  printf 'size\taarch64\t%s\n' "$arm_size"
+fi
+
+start_server fake_provider 20
+provider20=$url
+# The conversation really has its 20 tool turns (the fake answers from the
+# request, and a run that got fewer would measure too little).
+answer=$(HERMES_HOME=$(mktemp -d -p "$work") HERMES_BASE_URL=$provider20 HERMES_MODEL=fake \
+  "$exe" -Q -z "do 20 things")
+[ "$answer" = "Done after 20 tool turns." ] || {
+  echo "budgets: the 20-turn one-shot answered: $answer" >&2
+  exit 1
+}
+rss=$("$ex/rusage" --runs 5 --fresh-home -- env HERMES_BASE_URL="$provider20" HERMES_MODEL=fake \
+  "$exe" -Q -z "do 20 things" | sed -n 's/.*maxrss_kib_median=\([0-9]*\).*/\1/p')
+[ -n "$rss" ] || { echo "budgets: no peak RSS from rusage" >&2; exit 1; }
+printf 'rss\tone-shot, 20 tool turns\t%s\n' "$rss"
+
+start_server fake_telegram
+home=$work/gateway
+mkdir -p "$home"
+HERMES_HOME=$home HERMES_BASE_URL=$provider20 HERMES_MODEL=fake \
+  TELEGRAM_BOT_TOKEN=123456:budget-token TELEGRAM_API_URL=$url TELEGRAM_POLL_TIMEOUT=30 \
+  "$exe" gateway run >"$work/gateway.log" 2>&1 &
+gateway=$!
+pids+=("$gateway")
+for _ in $(seq 600); do
+  grep -q "gateway running" "$work/gateway.log" && break
+  kill -0 "$gateway" 2>/dev/null || { cat "$work/gateway.log" >&2; exit 1; }
+  sleep 0.05
+done
+# Settled: connected, one poll held.
+sleep 3
+idle=$(awk '/^VmRSS:/ { print $2 }' "/proc/$gateway/status")
+idle_peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$gateway/status")
+[ -n "$idle" ] || { echo "budgets: no RSS for the gateway (pid $gateway)" >&2; exit 1; }
+kill -TERM "$gateway"
+wait "$gateway" || true
+printf 'idle\tgateway (Telegram), now / peak\t%s\t%s\n' "$idle" "$idle_peak"
+
+if [ "$cpu" = 1 ]; then
+  start_server fake_provider 0
+  provider0=$url
+  # Pairs of runs, a 20-turn one then a 0-turn one, so that a change in the
+  # machine's load hits both halves of a pair alike; the figure is the
+  # median of the pairs' differences (and, for comparison, the difference
+  # of the two medians).
+  one_run() { # provider turns -> CPU microseconds of one run
+    "$ex/rusage" --runs 1 --fresh-home -- env HERMES_BASE_URL="$1" HERMES_MODEL=fake \
+      "$exe" -Q -z "do $2 things" | sed -n 's/.*cpu_us_median=\([0-9]*\).*/\1/p'
+  }
+  pairs=31
+  : >"$work/cpu20" >"$work/cpu0" >"$work/diff"
+  for _ in $(seq "$pairs"); do
+    a=$(one_run "$provider20" 20)
+    b=$(one_run "$provider0" 0)
+    echo "$a" >>"$work/cpu20"
+    echo "$b" >>"$work/cpu0"
+    echo $((a - b)) >>"$work/diff"
+  done
+  median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+  c20=$(median "$work/cpu20")
+  c0=$(median "$work/cpu0")
+  per_median=$(($(median "$work/diff") / 20))
+  printf 'cpu\tone-shot 20 turns / 0 turns, medians of %s runs (us)\t%s\t%s\n' "$pairs" "$c20" "$c0"
+  printf 'cpu\tper iteration: median of the pairs'"'"' differences / 20 (us)\t%s\n' "$per_median"
+  printf 'cpu\tper iteration: difference of the medians / 20 (us)\t%s\n' $(((c20 - c0) / 20))
+  if [ "$per_median" -le "$CPU_ITERATION_TARGET_US" ]; then
+    printf 'budget\tCPU per iteration\treported\t%s us, target %s us: met\n' "$per_median" "$CPU_ITERATION_TARGET_US"
+  else
+    printf 'budget\tCPU per iteration\treported\t%s us, target %s us: MISSED\n' "$per_median" "$CPU_ITERATION_TARGET_US"
+  fi
+fi
+
+verdict "x86_64 binary" "$size" "$SIZE_X86_64_TARGET" "$SIZE_X86_64_LIMIT" bytes
+verdict "aarch64 binary" "$arm_size" "$SIZE_AARCH64_TARGET" "$SIZE_AARCH64_LIMIT" bytes
+verdict "one-shot peak RSS" "$rss" "$RSS_ONESHOT_TARGET_KIB" "$RSS_ONESHOT_LIMIT_KIB" KiB
+verdict "idle gateway RSS" "$idle" "$RSS_IDLE_GATEWAY_TARGET_KIB" "$RSS_IDLE_GATEWAY_LIMIT_KIB" KiB
+
+if [ "$check" = 1 ] && [ "$failed" = 1 ]; then
+  echo "budgets: a limit is exceeded (the limits are at the top of $0; BENCHMARKS.md, Budgets, says what they are)" >&2
+  exit 1
+fi

@@ -71,6 +71,9 @@ impl Inner {
     /// session's and the bot's leases); returns what was appended. Each
     /// inbox entry is *consumed*: if another gateway took it first, nothing
     /// is written and the turn must not run ([`Transcribed::Taken`]).
+    // The store and session, what to move, the turn's marker, what media
+    // made of the messages (X6) and the leases (X8) the writes are fenced by.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn transcribe_into(
         &self,
         store: &mut Store,

@@ -365,6 +365,9 @@ impl Inner {
     }
 
     /// One turn, on the blocking pool. Returns what to send.
+    // What one turn needs of its caller: the message, its control, its
+    // session lease (SPEC X8), its media (X6) and its preview channel.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run_turn(
         &self,
         key: &str,

@@ -163,6 +163,9 @@ fn spawn_gateway(
         .env("HERMES_TOOLSETS", "todo")
         // One answer per message, so each can be counted.
         .env("GATEWAY_BUSY_MODE", "queue")
+        // Whole replies: a streamed preview of a turn cut by a kill would
+        // be a partial message, not an answer (streaming: progress.rs).
+        .env("GATEWAY_STREAM_REPLIES", "false")
         .env("RUST_LOG", "hermes_gateway=info,hermes_runtime=warn")
         .current_dir(home)
         .stdout(Stdio::null())

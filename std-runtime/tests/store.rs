@@ -1421,7 +1421,8 @@ fn postgres_a_version_1_database_is_migrated_and_keeps_its_data() {
     drop(store);
     db.psql(
         "ALTER TABLE messages DROP COLUMN cached_tokens, DROP COLUMN cache_write_tokens, \
-         DROP COLUMN model, DROP COLUMN reasoning_details; UPDATE hermes_schema SET version = 1",
+         DROP COLUMN model, DROP COLUMN reasoning_details, DROP COLUMN attachments; \
+         UPDATE hermes_schema SET version = 1",
     );
     let mut store = db.open();
     assert_eq!(

@@ -37,13 +37,13 @@ cd "$(dirname "$0")/.."
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
 SIZE_X86_64_TARGET=6000000
-SIZE_X86_64_LIMIT=11500000     # measured 10,885,104 B (default features, with MCP, media, Anthropic); +~5 %
+SIZE_X86_64_LIMIT=12700000     # measured 12,087,536 B (default features: MCP, media, Anthropic, PostgreSQL); +~5 %
 SIZE_AARCH64_TARGET=5500000
-SIZE_AARCH64_LIMIT=10600000    # 7,299,936 B before MCP/media/Anthropic; ≈ 0.92 of x86_64 (≈ 10.0 MB) + ~5 %
+SIZE_AARCH64_LIMIT=11700000    # measured 11,104,608 B; +~5 %
 RSS_ONESHOT_TARGET_KIB=8000
-RSS_ONESHOT_LIMIT_KIB=10700    # measured 10,200 KiB (most of it the binary's mapped pages); +~5 %
+RSS_ONESHOT_LIMIT_KIB=11000    # measured 10,200-10,464 KiB (most of it the binary's mapped pages); +~5 %
 RSS_IDLE_GATEWAY_TARGET_KIB=10000
-RSS_IDLE_GATEWAY_LIMIT_KIB=11400  # measured 10,832 KiB: the target is missed since MCP/media; +~5 %
+RSS_IDLE_GATEWAY_LIMIT_KIB=12400  # measured 11,816 KiB: the target is missed since MCP/media/PostgreSQL; +~5 %
 CPU_ITERATION_TARGET_US=150    # reported only
 
 check=0

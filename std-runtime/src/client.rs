@@ -73,7 +73,9 @@ use hermes_core::codec::DecodeError;
 use hermes_core::codec::request::RequestEncoder;
 use hermes_core::codec::sse::SseStatus;
 use hermes_core::{AttachmentResolver, TextReferences};
-use hermes_core::{ChatRequest, Completion, Flow, Model, ModelError, ModelErrorKind, StreamSink};
+use hermes_core::{
+    ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, StreamSink,
+};
 use ureq::http::{HeaderName, HeaderValue};
 
 pub use anthropic::{ANTHROPIC_BASE_URL, AnthropicClient};
@@ -532,7 +534,7 @@ impl OpenAiClient {
             return self.whole_body(&mut ex, sink, url, head.status, deadline);
         }
 
-        let mut tracker = Tracker {
+        let mut tracker = ShownTracker {
             inner: sink,
             shown: false,
         };
@@ -685,13 +687,14 @@ impl Model for OpenAiClient {
 }
 
 /// Forwards to the caller's sink and remembers whether any answer text or
-/// reasoning text was shown (either forbids a retry: the user saw it).
-struct Tracker<'a> {
-    inner: &'a mut dyn StreamSink,
-    shown: bool,
+/// reasoning text was shown (either forbids a retry, and a fallback: the
+/// user saw it). Shared by the client's retries and the fallback chain.
+pub(crate) struct ShownTracker<'a> {
+    pub(crate) inner: &'a mut dyn StreamSink,
+    pub(crate) shown: bool,
 }
 
-impl StreamSink for Tracker<'_> {
+impl StreamSink for ShownTracker<'_> {
     fn on_text(&mut self, text: &str) -> Flow {
         self.shown |= !text.is_empty();
         self.inner.on_text(text)
@@ -704,5 +707,9 @@ impl StreamSink for Tracker<'_> {
 
     fn on_progress(&mut self) -> Flow {
         self.inner.on_progress()
+    }
+
+    fn on_fallback(&mut self, fallback: &Fallback<'_>) -> Flow {
+        self.inner.on_fallback(fallback)
     }
 }

@@ -31,6 +31,8 @@ use hermes_core::{
     ChatRequest, Completion, Fallback, Flow, Message, Model, ModelError, ModelErrorKind, StreamSink,
 };
 
+use crate::client::ShownTracker;
+
 /// Why a provider failed, for the user and the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureClass {
@@ -215,32 +217,6 @@ impl FallbackModel {
     }
 }
 
-/// Remembers whether any text reached the caller's sink.
-struct Shown<'a> {
-    inner: &'a mut dyn StreamSink,
-    shown: bool,
-}
-
-impl StreamSink for Shown<'_> {
-    fn on_text(&mut self, text: &str) -> Flow {
-        self.shown |= !text.is_empty();
-        self.inner.on_text(text)
-    }
-
-    fn on_reasoning(&mut self, text: &str) -> Flow {
-        self.shown |= !text.is_empty();
-        self.inner.on_reasoning(text)
-    }
-
-    fn on_progress(&mut self) -> Flow {
-        self.inner.on_progress()
-    }
-
-    fn on_fallback(&mut self, fallback: &Fallback<'_>) -> Flow {
-        self.inner.on_fallback(fallback)
-    }
-}
-
 impl Model for FallbackModel {
     fn complete(
         &self,
@@ -268,7 +244,7 @@ impl Model for FallbackModel {
                     "no provider configured",
                 ));
             };
-            let mut shown = Shown {
+            let mut shown = ShownTracker {
                 inner: &mut *sink,
                 shown: false,
             };

@@ -349,10 +349,17 @@ pub struct TypeAhead {
 static SAVED_TERMIOS: Mutex<Option<nix::sys::termios::Termios>> = Mutex::new(None);
 
 impl TypeAhead {
-    /// Starts holding type-ahead back (a no-op when stdin is not a terminal).
+    /// Starts holding type-ahead back (a no-op when stdin is not a terminal,
+    /// and when it is held already: a turn inside a slash command keeps the
+    /// outer hold, whose drop puts the original settings back).
     pub fn hold() -> Self {
         use nix::sys::termios::{InputFlags, LocalFlags, SetArg, tcgetattr, tcsetattr};
-        if !term().caps.in_tty {
+        if !term().caps.in_tty
+            || SAVED_TERMIOS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        {
             return TypeAhead { active: false };
         }
         let stdin = std::io::stdin();

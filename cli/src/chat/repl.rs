@@ -23,7 +23,7 @@ use crate::chat::commands::{self, Action, COMMANDS};
 use crate::chat::{Chat, goodbye};
 use crate::display::one_line;
 use crate::sessions::ago;
-use crate::term::{term, width};
+use crate::term::{TypeAhead, term, width};
 
 /// Completes `/command` names.
 struct SlashHelper;
@@ -128,6 +128,12 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     }
     let prompt = if term().caps.in_tty { "› " } else { "" };
     let mut code = 0;
+    // Type-ahead is held for the whole session, not only during turns: a
+    // command takes a while too (`/model` asks the provider), and keys typed
+    // between two prompts in the terminal's line mode would arrive with
+    // Enter turned into Ctrl-J, which adds a line instead of sending. The
+    // editor switches to raw mode for each line and back to this.
+    let held = TypeAhead::hold();
     loop {
         chat.at_prompt(true);
         let read = match chat.unanswered.take() {
@@ -169,6 +175,7 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         let _ = std::fs::create_dir_all(parent);
     }
     let _ = editor.save_history(&history_path);
+    drop(held);
     chat.close()?;
     if let Some(id) = chat.session_id() {
         term().line(&goodbye(id));

@@ -10,6 +10,7 @@ use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::{self, Environment, Origin, Overrides, Settings};
 use hermes_runtime::context::{self, WindowInfo, Windows};
 use hermes_runtime::fallback::FallbackModel;
+#[cfg(feature = "mcp")]
 use hermes_runtime::mcp::McpManager;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
 use hermes_runtime::tools::{Approver, SessionApprovals, TodoState};
@@ -119,6 +120,7 @@ pub struct Workbench {
     /// The async runtime MCP servers run on (`None`: none configured).
     pub bridge: Option<Arc<AsyncBridge>>,
     /// The MCP servers, started once for the process.
+    #[cfg(feature = "mcp")]
     pub mcp: Option<Arc<McpManager>>,
     /// Asks the user about dangerous commands (`None` without a terminal:
     /// such commands are denied).
@@ -147,6 +149,7 @@ impl Workbench {
         } else {
             None
         };
+        #[cfg(feature = "mcp")]
         let mcp = bridge
             .as_ref()
             .and_then(|b| assemble::mcp_servers(&settings, b));
@@ -162,6 +165,7 @@ impl Workbench {
             windows,
             context,
             bridge,
+            #[cfg(feature = "mcp")]
             mcp,
             approver: crate::approval::terminal_approver(),
             approvals: Arc::new(SessionApprovals::new()),
@@ -174,6 +178,7 @@ impl Workbench {
         let deps = assemble::ToolDeps {
             bridge: self.bridge.clone(),
             todo: Some(self.todo.clone()),
+            #[cfg(feature = "mcp")]
             mcp: self.mcp.clone(),
             approver: self.approver.clone(),
             approvals: Some(self.approvals.clone()),

@@ -2,16 +2,33 @@
 //! its state and tools, then stopped. Secrets (env and header values) are
 //! never shown.
 
+#[cfg(feature = "mcp")]
 use std::sync::Arc;
 
+#[cfg(feature = "mcp")]
 use hermes_runtime::bridge::AsyncBridge;
 use hermes_runtime::config::Settings;
+#[cfg(feature = "mcp")]
 use hermes_runtime::mcp::{McpManager, ServerState, render};
 
-use crate::app::{CliError, runtime};
+use crate::app::CliError;
+#[cfg(feature = "mcp")]
+use crate::app::runtime;
+#[cfg(feature = "mcp")]
 use crate::display::one_line;
 
+/// In a build without the MCP client: says so, naming the feature.
+#[cfg(not(feature = "mcp"))]
+pub fn list(_settings: &Settings) -> Result<i32, CliError> {
+    Err(CliError::Config(
+        "this hermes was built without the `mcp` feature: it cannot start MCP servers \
+         (rebuild with `--features mcp`, or use a default build)"
+            .into(),
+    ))
+}
+
 /// Prints the servers; exit code 1 when one of them could not be started.
+#[cfg(feature = "mcp")]
 pub fn list(settings: &Settings) -> Result<i32, CliError> {
     if settings.mcp_servers.is_empty() {
         println!(

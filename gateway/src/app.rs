@@ -20,6 +20,7 @@ use hermes_runtime::client::OpenAiClient;
 use hermes_runtime::config::Settings;
 use hermes_runtime::context::{self, Windows};
 use hermes_runtime::fallback::FallbackModel;
+#[cfg(feature = "mcp")]
 use hermes_runtime::mcp::McpManager;
 use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{BackendKind, Store, StoreError, SystemClock};
@@ -137,6 +138,7 @@ pub struct RuntimeAgentFactory {
     todo_lists: Mutex<Vec<(String, SessionToolState)>>,
     /// The process's MCP servers: one set for every chat (their state is
     /// shared; see `hermes_runtime::mcp`).
+    #[cfg(feature = "mcp")]
     mcp: Option<Arc<McpManager>>,
     /// Approval questions for dangerous commands (`None` with approvals off).
     approvals: Option<Arc<ApprovalHub>>,
@@ -186,6 +188,9 @@ impl RuntimeAgentFactory {
         settings: &Settings,
         bridge: Option<Arc<AsyncBridge>>,
     ) -> Result<Self, GatewayError> {
+        // Without the `mcp` feature this warns about configured servers.
+        #[cfg(not(feature = "mcp"))]
+        assemble::wants_mcp(settings);
         let mut factory = RuntimeAgentFactory {
             key_hash: fnv1a(
                 settings
@@ -196,6 +201,7 @@ impl RuntimeAgentFactory {
                     .as_bytes(),
             ),
             settings: settings.clone(),
+            #[cfg(feature = "mcp")]
             mcp: bridge
                 .as_ref()
                 .and_then(|b| assemble::mcp_servers(settings, b)),
@@ -241,6 +247,7 @@ impl RuntimeAgentFactory {
         let deps = assemble::ToolDeps {
             bridge: self.bridge.clone(),
             todo: state.as_ref().map(|s| Arc::clone(&s.todo)),
+            #[cfg(feature = "mcp")]
             mcp: self.mcp.clone(),
             approver: session_id
                 .zip(self.approvals.as_ref())

@@ -12,6 +12,7 @@ use crate::client::{
 };
 use crate::config::{Api, CacheMode, EchoMode, ProviderSettings, Settings};
 use crate::fallback::{FallbackModel, Link};
+#[cfg(feature = "mcp")]
 use crate::mcp::McpManager;
 use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
@@ -166,6 +167,7 @@ pub struct ToolDeps {
     /// rebuilds (a cached agent may be dropped at any time, SPEC G4).
     pub todo: Option<Arc<TodoState>>,
     /// The process's MCP servers ([`mcp_servers`]).
+    #[cfg(feature = "mcp")]
     pub mcp: Option<Arc<McpManager>>,
     /// How the front-end asks the user to approve a dangerous command;
     /// `None`: nobody can be asked, such commands are denied.
@@ -179,10 +181,11 @@ pub struct ToolDeps {
 
 impl std::fmt::Debug for ToolDeps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolDeps")
-            .field("bridge", &self.bridge.is_some())
-            .field("mcp", &self.mcp)
-            .field("approver", &self.approver.is_some())
+        let mut f = f.debug_struct("ToolDeps");
+        f.field("bridge", &self.bridge.is_some());
+        #[cfg(feature = "mcp")]
+        f.field("mcp", &self.mcp);
+        f.field("approver", &self.approver.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -210,26 +213,48 @@ pub fn session_tools(
         session: deps.approvals.clone().unwrap_or_default(),
     };
     env.web_search = settings.web_search.clone();
-    env.mcp = deps.mcp.clone();
+    #[cfg(feature = "mcp")]
+    {
+        env.mcp = deps.mcp.clone();
+    }
     env.context = deps.context.clone();
     build_registry(&env, settings.toolsets.as_deref())
 }
 
 /// Whether `settings` configure MCP servers and enable the `mcp` toolset:
 /// the only tools that need the async runtime (rmcp is async; the built-in
-/// tools are blocking exchanges on the shared HTTP agent).
+/// tools are blocking exchanges on the shared HTTP agent). Always false in
+/// a build without the `mcp` feature; configured servers are then named in
+/// a warning, once per call, so they are not ignored silently.
 pub fn wants_mcp(settings: &Settings) -> bool {
     let enabled = settings
         .toolsets
         .as_ref()
         .is_none_or(|t| t.iter().any(|n| n == "mcp"));
-    enabled && !settings.mcp_servers.is_empty()
+    let wanted = enabled && !settings.mcp_servers.is_empty();
+    if cfg!(feature = "mcp") {
+        return wanted;
+    }
+    if wanted {
+        let names: Vec<&str> = settings
+            .mcp_servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        tracing::warn!(
+            servers = %names.join(", "),
+            "MCP servers are configured, but this hermes was built without the `mcp` feature: \
+             their tools are not offered"
+        );
+    }
+    false
 }
 
 /// The process's MCP servers, started (SPEC X7): `None` when none is
 /// configured or the `mcp` toolset is not enabled. Each server gets its
 /// `startup_timeout`; one that fails is reported (`hermes mcp list`, the
 /// log) and tried again later, and does not stop the others.
+#[cfg(feature = "mcp")]
 pub fn mcp_servers(settings: &Settings, bridge: &Arc<AsyncBridge>) -> Option<Arc<McpManager>> {
     if !wants_mcp(settings) {
         return None;

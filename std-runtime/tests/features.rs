@@ -1,4 +1,4 @@
-//! The optional toolsets (cargo features `web`, `delegate`) in whichever
+//! The optional toolsets (cargo features `web`, `delegate`, `mcp`) in whichever
 //! build runs this: built in, they work; left out, asking for them by name
 //! is refused with an error that names the feature, and the default toolset
 //! list leaves them out silently. CI runs it both ways (`.ci/run`: the
@@ -50,6 +50,25 @@ fn a_toolset_left_out_of_the_build_is_refused_by_name() {
             reason,
             "this hermes was built without the `delegate` feature"
         );
+    }
+}
+
+#[test]
+fn mcp_left_out_of_the_build_is_refused_by_name() {
+    let (_dir, env) = env();
+    let Err(ToolsError::Unavailable { toolset, reason }) =
+        build_registry(&env, Some(&["mcp".into()]))
+    else {
+        panic!("mcp without servers was not refused");
+    };
+    assert_eq!(toolset, "mcp");
+    if cfg!(feature = "mcp") {
+        assert_eq!(
+            reason,
+            "no MCP server is configured (add [mcp.servers.NAME] to config.toml)"
+        );
+    } else {
+        assert_eq!(reason, "this hermes was built without the `mcp` feature");
     }
 }
 

@@ -354,7 +354,7 @@ fn parse_server(
                     format!("url '{url}' must start with http:// or https://"),
                 ));
             }
-            if http::Uri::try_from(url.as_str()).is_err() {
+            if ureq::http::Uri::try_from(url.as_str()).is_err() {
                 return Err(err(name, format!("url '{url}' is not a valid URL")));
             }
             for key in ["args", "env", "cwd"] {
@@ -373,8 +373,8 @@ fn parse_server(
                         format!("headers.{k} is set by the MCP transport itself"),
                     ));
                 }
-                if http::HeaderName::from_bytes(k.as_bytes()).is_err()
-                    || http::HeaderValue::from_str(v).is_err()
+                if ureq::http::HeaderName::from_bytes(k.as_bytes()).is_err()
+                    || ureq::http::HeaderValue::from_str(v).is_err()
                 {
                     return Err(err(name, format!("headers.{k} is not a valid HTTP header")));
                 }

@@ -32,6 +32,7 @@ use hermes_core::{Model, Tool, ToolError, ToolRegistry};
 use serde::de::DeserializeOwned;
 
 use crate::bridge::AsyncBridge;
+#[cfg(feature = "mcp")]
 use crate::mcp::McpManager;
 
 pub mod approval;
@@ -134,13 +135,14 @@ pub struct ToolEnv {
     /// `[web]`: the search backend.
     pub web_search: WebSearchSettings,
     /// The process's MCP servers. Without it the `mcp` toolset is empty.
+    #[cfg(feature = "mcp")]
     pub mcp: Option<Arc<McpManager>>,
 }
 
 impl fmt::Debug for ToolEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToolEnv")
-            .field("workdir", &self.workdir)
+        let mut f = f.debug_struct("ToolEnv");
+        f.field("workdir", &self.workdir)
             .field("hermes_home", &self.hermes_home)
             .field("allow_outside_workdir", &self.allow_outside_workdir)
             .field("sandbox", &self.sandbox)
@@ -153,9 +155,10 @@ impl fmt::Debug for ToolEnv {
             .field("todo_state", &self.todo_state.is_some())
             .field("context", &self.context.is_some())
             .field("approval", &self.approval)
-            .field("web_search", &self.web_search)
-            .field("mcp", &self.mcp.is_some())
-            .finish()
+            .field("web_search", &self.web_search);
+        #[cfg(feature = "mcp")]
+        f.field("mcp", &self.mcp.is_some());
+        f.finish()
     }
 }
 
@@ -178,6 +181,7 @@ impl ToolEnv {
             context: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
+            #[cfg(feature = "mcp")]
             mcp: None,
         }
     }
@@ -270,6 +274,7 @@ fn build_wrapped(
 ) -> Result<ToolRegistry, ToolsError> {
     let cap = env.result_cap_bytes.max(MIN_RESULT_CAP);
     let mut reg = ToolRegistry::new();
+    #[cfg(feature = "mcp")]
     let mut want_mcp = None;
     let mut add = |tool: Box<dyn Tool>| reg.register(wrap(tool));
     for name in toolsets {
@@ -298,6 +303,7 @@ fn build_wrapped(
             }
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
             // Registered after the built-ins, whose names they must not take.
+            #[cfg(feature = "mcp")]
             "mcp" => match &env.mcp {
                 Some(mcp) => want_mcp = Some(mcp),
                 None if explicit => {
@@ -346,6 +352,7 @@ fn build_wrapped(
             _ => {}
         }
     }
+    #[cfg(feature = "mcp")]
     if let Some(mcp) = want_mcp {
         let taken: Vec<String> = reg.specs().iter().map(|s| s.name.clone()).collect();
         for tool in mcp.tools(cap, &taken) {

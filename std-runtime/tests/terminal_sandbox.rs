@@ -429,6 +429,13 @@ fn long_command_probe() {
         return;
     };
     let m = m.to_string_lossy().into_owned();
+    // The probe stands for a hermes that these signals end. A harness
+    // started with SIGHUP ignored (`nohup`, some CI runners) passes that on
+    // through exec, and a hermes run so rightly survives a hangup.
+    for sig in [libc::SIGHUP, libc::SIGTERM] {
+        // SAFETY: setting a signal's default action has no preconditions.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
     let sh = Shell::new();
     println!("probe running");
     sh.run_with(&format!("{} sleep {m}", escapers(&m)), 600);
@@ -462,7 +469,21 @@ fn commands_die_with_hermes() {
             .status()
             .unwrap();
         assert!(status.success());
-        let _ = child.wait();
+        // Bounded: a probe that outlives its signal is a failure to report,
+        // not a test that hangs.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                let left = survivors(&m);
+                for pid in &left {
+                    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                }
+                panic!("SIG{signal} did not end the probe (its command: {left:?})");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert_no_survivors(&m, &format!("SIG{signal} of hermes"));
     }
 }

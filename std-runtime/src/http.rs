@@ -16,7 +16,7 @@
 //! - [`describe`]: an error in words that never carry the URL (URLs may hold
 //!   a bot token or an access token).
 //! - [`multipart`]: a `multipart/form-data` body (Telegram's
-//!   `sendDocument`).
+//!   `sendDocument`, voice transcription).
 
 pub mod multipart;
 mod tick;

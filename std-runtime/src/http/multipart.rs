@@ -1,5 +1,6 @@
 //! A `multipart/form-data` body (RFC 7578), built in memory: what Telegram's
-//! `sendDocument` takes. Small on purpose — text fields and in-memory files;
+//! `sendDocument` and a transcription endpoint (`POST
+//! /audio/transcriptions`) take. Small on purpose — text fields and in-memory files;
 //! ureq's own multipart support would bring a MIME table for guessing types
 //! the caller already knows.
 

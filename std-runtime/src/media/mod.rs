@@ -20,7 +20,6 @@
 pub mod documents;
 pub mod fetch;
 pub mod inline;
-mod multipart;
 pub mod transcribe;
 pub mod vision;
 

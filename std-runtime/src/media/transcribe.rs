@@ -7,7 +7,7 @@
 use crate::config::{TranscriptionSettings, redact_url};
 
 use super::fetch::describe;
-use super::multipart::Form;
+use crate::http::multipart::Form;
 
 /// The longest answer read (a transcript is a few KB).
 const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
@@ -70,14 +70,14 @@ impl Transcriber {
         file_name: &str,
         media_type: &str,
     ) -> Result<String, TranscribeError> {
-        let mut form = Form::default()
-            .file("file", file_name, media_type, audio)
+        let mut form = Form::new()
+            .file("file", file_name, media_type, audio.to_vec())
             .text("model", &self.settings.model)
             .text("response_format", "json");
         if let Some(language) = &self.settings.language {
             form = form.text("language", language);
         }
-        let (content_type, body) = form.finish();
+        let body = form.finish();
         // The process's one HTTP agent (`crate::http`), with this
         // service's deadline.
         let mut request = crate::http::agent()
@@ -85,7 +85,7 @@ impl Transcriber {
             .config()
             .timeout_global(Some(self.settings.timeout))
             .build()
-            .header("Content-Type", content_type);
+            .header("Content-Type", body.content_type);
         if let Some(key) = self.settings.api_key.as_deref() {
             request = request.header("Authorization", format!("Bearer {key}"));
         }
@@ -93,7 +93,7 @@ impl Transcriber {
             url: self.shown_url(),
             message: describe(&e),
         };
-        let mut response = request.send(&body[..]).map_err(network)?;
+        let mut response = request.send(&body.bytes[..]).map_err(network)?;
         let status = response.status().as_u16();
         let text = response
             .body_mut()

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+use crate::tools::SearchBackend;
 
 fn home_with(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -95,12 +95,18 @@ pub(super) struct TurnReply {
 }
 
 impl TurnReply {
-    fn texts(texts: Vec<String>) -> Self {
+    /// The reply of a turn that ended at a step (or completed), with the
+    /// orphan found when it started.
+    fn ended(texts: Vec<String>, taken_over: bool, orphan: Option<TurnMarker>) -> Self {
         TurnReply {
             texts,
-            taken_over: false,
-            orphan: None,
+            taken_over,
+            orphan,
         }
+    }
+
+    fn texts(texts: Vec<String>) -> Self {
+        Self::ended(texts, false, None)
     }
 }
 
@@ -408,22 +414,14 @@ impl Inner {
                     key,
                     "this turn was taken over by another gateway before it began"
                 );
-                return TurnReply {
-                    texts,
-                    taken_over: true,
-                    orphan,
-                };
+                return TurnReply::ended(texts, true, orphan);
             }
             Err(e) => {
                 tracing::error!(key, error = %e, "could not open the session");
                 texts.push(format!(
                     "Sorry, I could not save your message ({e}). Please send it again."
                 ));
-                return TurnReply {
-                    texts,
-                    taken_over: false,
-                    orphan,
-                };
+                return TurnReply::ended(texts, false, orphan);
             }
         };
         // 2. Media (SPEC X6): the user messages of this turn's messages that
@@ -518,33 +516,21 @@ impl Inner {
                     key,
                     "this turn was taken over by another gateway before it began"
                 );
-                return TurnReply {
-                    texts,
-                    taken_over: true,
-                    orphan,
-                };
+                return TurnReply::ended(texts, true, orphan);
             }
             Err(e) => {
                 tracing::error!(key, error = %e, "could not store the user message");
                 texts.push(format!(
                     "Sorry, I could not save your message ({e}). Please send it again."
                 ));
-                return TurnReply {
-                    texts,
-                    taken_over: false,
-                    orphan,
-                };
+                return TurnReply::ended(texts, false, orphan);
             }
         };
         if !answerable {
             // Nothing the model could read (a voice note, no transcription):
             // the notice is the answer.
             texts.push(prefix.trim_end().to_owned());
-            return TurnReply {
-                texts,
-                taken_over: false,
-                orphan,
-            };
+            return TurnReply::ended(texts, false, orphan);
         }
         // 4. The agent (G4).
         let agent = match self.agent_for(key, &session, &event.source) {
@@ -554,11 +540,7 @@ impl Inner {
                 texts.push(format!(
                     "{prefix}Sorry, the assistant is unavailable: {e}. Your message is saved."
                 ));
-                return TurnReply {
-                    texts,
-                    taken_over: false,
-                    orphan,
-                };
+                return TurnReply::ended(texts, false, orphan);
             }
         };
         // 5. Run, interruptibly, persisting as the run goes; approval
@@ -597,11 +579,7 @@ impl Inner {
                 key,
                 "another gateway took this session over mid-turn; its late writes were refused"
             );
-            return TurnReply {
-                texts,
-                taken_over: true,
-                orphan,
-            };
+            return TurnReply::ended(texts, true, orphan);
         }
         if let Some(e) = persist.failure() {
             tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
@@ -648,11 +626,7 @@ impl Inner {
             reply.truncate(reply.trim_end().len());
         }
         texts.push(reply);
-        TurnReply {
-            texts,
-            taken_over: false,
-            orphan,
-        }
+        TurnReply::ended(texts, false, orphan)
     }
 
     /// The cached agent of this session and signature, or a new one (with the

@@ -5,34 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::Path;
-
 use hermes_gateway::fuzz_entry;
 use hermes_gateway::split::LengthUnit;
+use hermes_tests::fuzz_inputs::replay;
 use proptest::prelude::*;
 use serde_json::json;
-
-/// Runs `entry` on every committed input of `target`; names the file that
-/// fails.
-fn replay(target: &str, entry: impl Fn(&[u8])) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-    let mut replayed = 0;
-    for kind in ["seeds", "regressions"] {
-        let Ok(dir) = std::fs::read_dir(root.join(kind).join(target)) else {
-            continue;
-        };
-        for file in dir {
-            let path = file.unwrap().path();
-            let data = std::fs::read(&path).unwrap();
-            if catch_unwind(AssertUnwindSafe(|| entry(&data))).is_err() {
-                panic!("{} fails (see the panic above)", path.display());
-            }
-            replayed += 1;
-        }
-    }
-    assert!(replayed > 0, "no committed inputs for {target}");
-}
 
 #[test]
 fn committed_fuzz_inputs_still_pass() {

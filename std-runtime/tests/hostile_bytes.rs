@@ -7,35 +7,13 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::Path;
 
 use hermes_runtime::fuzz_entry;
+use hermes_tests::fuzz_inputs::replay;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-
-/// Runs `entry` on every committed input of `target`; names the file that
-/// fails.
-fn replay(target: &str, entry: impl Fn(&[u8])) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-    let mut replayed = 0;
-    for kind in ["seeds", "regressions"] {
-        let Ok(dir) = std::fs::read_dir(root.join(kind).join(target)) else {
-            continue;
-        };
-        for file in dir {
-            let path = file.unwrap().path();
-            let data = std::fs::read(&path).unwrap();
-            if catch_unwind(AssertUnwindSafe(|| entry(&data))).is_err() {
-                panic!("{} fails (see the panic above)", path.display());
-            }
-            replayed += 1;
-        }
-    }
-    assert!(replayed > 0, "no committed inputs for {target}");
-}
 
 thread_local! {
     static VALIDATORS: RefCell<HashMap<String, jsonschema::Validator>> = RefCell::new(HashMap::new());

@@ -28,6 +28,7 @@
 //! conversations whose number of calls is not known in advance.
 
 pub mod aimock;
+pub mod fuzz_inputs;
 pub mod http;
 pub mod multipart;
 pub mod postgres;

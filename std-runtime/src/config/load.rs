@@ -287,6 +287,14 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     let env_passthrough = resolver
         .toml_string_list("agent", "env_passthrough")?
         .unwrap_or_default();
+    for name in &env_passthrough {
+        if crate::tools::sandbox::is_hermes_credential(name) {
+            tracing::warn!(
+                "[agent] env_passthrough names {name}, one of hermes's own credentials: \
+                 it is never passed to commands"
+            );
+        }
+    }
     let user_home = process_env.get("HOME").map(PathBuf::from);
     let expand = |p: String| -> PathBuf {
         match (p.strip_prefix("~/"), &user_home) {

@@ -7,9 +7,14 @@
 //! `LC_*`), `TERM`, `TZ` — plus `HOME` set to the working directory and
 //! `TMPDIR` to its private temp dir, plus the names the user passes through
 //! explicitly (`[agent] env_passthrough`; a trailing `*` matches a prefix).
+//! No pattern passes hermes's own credentials on ([`is_hermes_credential`]):
+//! `env_passthrough = ["*"]` still keeps the provider key and the bot tokens
+//! from every command.
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
+
+use crate::config::KNOWN_VARS;
 
 /// Variables a command inherits from hermes when they are set.
 pub const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ"];
@@ -17,13 +22,24 @@ pub const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ"];
 /// The `PATH` a command gets when hermes has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
+/// Whether `name` is one of the variables hermes reads its own credentials
+/// from: a key, token or secret, or a URL (which may carry a password, as
+/// `HERMES_DATABASE_URL` and a `user:pass@` base URL do).
+pub fn is_hermes_credential(name: &str) -> bool {
+    KNOWN_VARS.contains(&name)
+        && ["_KEY", "_TOKEN", "_SECRET", "_URL"]
+            .iter()
+            .any(|end| name.ends_with(end))
+}
+
 /// Whether `name` matches one of the user's pass-through patterns (exact,
-/// or a prefix ending in `*`).
+/// or a prefix ending in `*`) and is not one of hermes's credentials.
 fn passed_through(name: &str, passthrough: &[String]) -> bool {
-    passthrough.iter().any(|p| match p.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => name == p,
-    })
+    !is_hermes_credential(name)
+        && passthrough.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == p,
+        })
 }
 
 /// The environment of a command: the allow-listed variables of `parent`,
@@ -55,4 +71,88 @@ pub fn child_env(
     }
     env.sort();
     env
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parent() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/usr/bin"),
+            ("OPENAI_API_KEY", "sk-provider"),
+            ("OPENAI_ORG_HINT", "not a secret"),
+            ("TELEGRAM_BOT_TOKEN", "123:bot"),
+            ("WECOM_CALLBACK_CORP_SECRET", "corp"),
+            ("HERMES_DATABASE_URL", "postgresql://u:pw@db/h"),
+            ("HERMES_BASE_URL", "https://user:pw@llm.example/v1"),
+            ("EDITOR", "vi"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<String> {
+        env.iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// `env_passthrough = ["*"]` or `["OPENAI_*"]` used to hand every
+    /// provider key and bot token hermes holds to every command.
+    #[test]
+    fn a_pass_through_pattern_never_hands_out_hermes_own_secrets() {
+        for patterns in [
+            vec!["*".to_owned()],
+            vec!["OPENAI_*".into(), "TELEGRAM_*".into(), "WECOM_*".into()],
+            vec![
+                "OPENAI_API_KEY".into(),
+                "TELEGRAM_BOT_TOKEN".into(),
+                "HERMES_DATABASE_URL".into(),
+                "HERMES_BASE_URL".into(),
+            ],
+        ] {
+            let env = names(&child_env(parent(), &patterns, Path::new("/w"), None));
+            for secret in [
+                "OPENAI_API_KEY",
+                "TELEGRAM_BOT_TOKEN",
+                "WECOM_CALLBACK_CORP_SECRET",
+                "HERMES_DATABASE_URL",
+                "HERMES_BASE_URL",
+            ] {
+                assert!(!env.contains(&secret.to_owned()), "{patterns:?}: {env:?}");
+            }
+        }
+        // What is not hermes's own still passes.
+        let env = names(&child_env(
+            parent(),
+            &["OPENAI_*".to_owned(), "EDITOR".into()],
+            Path::new("/w"),
+            None,
+        ));
+        assert!(env.contains(&"OPENAI_ORG_HINT".to_owned()), "{env:?}");
+        assert!(env.contains(&"EDITOR".to_owned()), "{env:?}");
+    }
+
+    #[test]
+    fn hermes_own_credentials_are_recognised() {
+        for name in [
+            "ANTHROPIC_API_KEY",
+            "WECOM_SECRET",
+            "WECOM_CALLBACK_TOKEN",
+            "SEARXNG_URL",
+        ] {
+            assert!(is_hermes_credential(name), "{name}");
+        }
+        for name in [
+            "HERMES_MODEL",
+            "EDITOR",
+            "OPENAI_ORG_HINT",
+            "GATEWAY_MAX_WORKERS",
+        ] {
+            assert!(!is_hermes_credential(name), "{name}");
+        }
+    }
 }

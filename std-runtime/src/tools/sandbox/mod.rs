@@ -32,7 +32,7 @@ pub(crate) mod spawn;
 
 use std::fmt;
 
-pub use env::{INHERITED_ENV, child_env};
+pub use env::{INHERITED_ENV, child_env, is_hermes_credential};
 #[cfg(target_os = "linux")]
 pub use spawn::Containment;
 

@@ -204,3 +204,40 @@ pub fn forbid_inspection() {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_abi(abi: u32) -> SandboxStatus {
+        SandboxStatus {
+            mode: SandboxMode::On,
+            landlock_abi: Some(abi),
+            unavailable: None,
+            #[cfg(target_os = "linux")]
+            containment: Containment::ProcessGroup,
+        }
+    }
+
+    fn limitations(abi: u32) -> Vec<String> {
+        on_abi(abi)
+            .describe()
+            .into_iter()
+            .filter(|l| l.starts_with("kernel limitation: "))
+            .collect()
+    }
+
+    /// The README says what an ABI below 6 lacks and that `hermes doctor`
+    /// lists it; Debian 12's stock kernel is ABI 2.
+    #[test]
+    fn doctor_lists_what_an_older_landlock_lacks() {
+        let two = limitations(2);
+        assert_eq!(two.len(), 3, "{two:?}");
+        assert!(two[0].contains("truncating files outside the sandbox"));
+        assert!(two[1].contains("device ioctls"));
+        assert!(two[2].contains("signal processes outside the sandbox"));
+        assert_eq!(limitations(5).len(), 1);
+        assert!(limitations(6).is_empty());
+        assert!(limitations(7).is_empty());
+    }
+}

@@ -74,13 +74,20 @@ impl Shell {
 }
 
 /// Whether the kernel enforces Landlock; prints why a test skips if not.
+/// With `HERMES_REQUIRE_LANDLOCK` set (`.ci/run` sets it) a missing
+/// Landlock fails the test instead: CI must not go green having checked no
+/// confinement at all.
 fn landlock_or_skip(test: &str) -> bool {
     match landlock_abi() {
         Some(abi) if abi >= 2 => true,
         other => {
-            println!(
-                "SKIP {test}: the kernel has no usable Landlock (ABI {other:?}; 2 or newer needed)"
+            let why =
+                format!("the kernel has no usable Landlock (ABI {other:?}; 2 or newer needed)");
+            assert!(
+                std::env::var_os("HERMES_REQUIRE_LANDLOCK").is_none(),
+                "{test}: {why}, and HERMES_REQUIRE_LANDLOCK is set"
             );
+            println!("SKIP {test}: {why}");
             false
         }
     }

@@ -9,6 +9,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use crate::codec::anthropic::{MessagesStreamDecoder, decode_messages_response};
 use crate::codec::sse::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseStatus, decode_stream};
 use crate::codec::{DecodeError, StreamError, decode_error_body, decode_response};
 use crate::model::{Completion, Flow, NullSink, StreamSink};
@@ -203,6 +204,67 @@ pub fn sse_stream(data: &[u8]) {
         .map(|(_, t)| t.as_str())
         .collect();
     assert_eq!(whole.before.unwrap_or_default(), shown);
+}
+
+/// The Anthropic Messages stream decoder's promise, as [`sse_stream`]'s:
+/// the completion, the error, the partial completion after them and what
+/// the sink was shown do not depend on how the bytes were split. The same
+/// bytes as a whole (non-streamed) body never panic the body decoder.
+///
+/// Input: eight bytes seed the piece lengths; the rest is the stream.
+pub fn anthropic_stream(data: &[u8]) {
+    let (params, body) = data.split_at(data.len().min(8));
+    let cuts = cuts_from(params);
+    let whole = run_anthropic(body, &[]);
+    assert_eq!(run_anthropic(body, &[1]), whole, "one byte at a time");
+    assert_eq!(run_anthropic(body, &cuts), whole, "in pieces {cuts:?}");
+    let _ = decode_messages_response(body);
+}
+
+/// [`run_decoder`] for the Anthropic stream decoder.
+fn run_anthropic(body: &[u8], cuts: &[usize]) -> Run {
+    let mut decoder = MessagesStreamDecoder::new();
+    let mut sink = Shown::default();
+    let mut rest = body;
+    let mut k = 0;
+    let mut failed = None;
+    while !rest.is_empty() {
+        let n = cuts
+            .get(k % cuts.len().max(1))
+            .copied()
+            .unwrap_or(rest.len())
+            .clamp(1, rest.len());
+        k += 1;
+        let (piece, tail) = rest.split_at(n);
+        rest = tail;
+        match decoder.feed(piece, &mut sink) {
+            Ok(SseStatus::NeedMore) => {}
+            Ok(SseStatus::Done | SseStatus::Stopped) => break,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let before = decoder.partial().content;
+    let after = decoder.partial();
+    let result = match failed {
+        Some(e) => {
+            // The same error again on every later feed.
+            assert_eq!(
+                decoder.feed(b"data: {}\n\n", &mut NullSink),
+                Err(e.clone())
+            );
+            Err(e)
+        }
+        None => decoder.finish(),
+    };
+    Run {
+        result,
+        after,
+        before,
+        shown: sink.calls,
+    }
 }
 
 /// The content fast path agrees with the serde path whenever it accepts a

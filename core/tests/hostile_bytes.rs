@@ -39,6 +39,7 @@ fn committed_fuzz_inputs_still_pass() {
         fuzz_entry::sse_fast_path(d);
     });
     replay("response_body", fuzz_entry::response_body);
+    replay("anthropic_stream", fuzz_entry::anthropic_stream);
 }
 
 #[test]
@@ -111,6 +112,50 @@ fn stream() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// One Anthropic Messages event (`event:` + `data:` lines), valid or not.
+fn anthropic_event() -> impl Strategy<Value = String> {
+    let ev = |name: &str, data: String| format!("event: {name}\ndata: {data}\n\n");
+    prop_oneof![
+        Just(ev("message_start", r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":12,"output_tokens":1,"cache_read_input_tokens":18446744073709551615}}}"#.into())),
+        (0..3u32, prop_oneof![Just("text"), Just("thinking"), Just("tool_use"), Just("redacted_thinking"), Just("server_tool_use")])
+            .prop_map(move |(i, kind)| ev("content_block_start", format!(
+                r#"{{"type":"content_block_start","index":{i},"content_block":{{"type":"{kind}","text":"","thinking":"","id":"t{i}","name":"f","input":{{}},"data":"ZW5j"}}}}"#))),
+        (0..3u32, text()).prop_map(move |(i, t)| ev("content_block_delta", format!(
+            r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"text_delta","text":"{t}"}}}}"#))),
+        (0..3u32, text()).prop_map(move |(i, t)| ev("content_block_delta", format!(
+            r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"thinking_delta","thinking":"{t}"}}}}"#))),
+        (0..3u32, text()).prop_map(move |(i, t)| ev("content_block_delta", format!(
+            r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"input_json_delta","partial_json":"{t}"}}}}"#))),
+        (0..3u32).prop_map(move |i| ev("content_block_delta", format!(
+            r#"{{"type":"content_block_delta","index":{i},"delta":{{"type":"signature_delta","signature":"c2ln"}}}}"#))),
+        (0..4u32).prop_map(move |i| ev("content_block_stop", format!(r#"{{"type":"content_block_stop","index":{i}}}"#))),
+        prop_oneof![Just("end_turn"), Just("tool_use"), Just("max_tokens"), Just("refusal"), Just("pause_turn")]
+            .prop_map(move |r| ev("message_delta", format!(
+                r#"{{"type":"message_delta","delta":{{"stop_reason":"{r}"}},"usage":{{"output_tokens":-1}}}}"#))),
+        Just(ev("message_stop", r#"{"type":"message_stop"}"#.into())),
+        Just(ev("ping", r#"{"type":"ping"}"#.into())),
+        Just(ev("error", r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into())),
+        Just("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"cut".to_string()),
+        Just(": keep-alive\n".to_string()),
+        "[ -~]{0,20}\n",
+    ]
+}
+
+/// An Anthropic stream: eight parameter bytes, then events.
+fn anthropic_stream() -> impl Strategy<Value = Vec<u8>> {
+    (
+        proptest::collection::vec(any::<u8>(), 8),
+        proptest::collection::vec(anthropic_event(), 0..12),
+    )
+        .prop_map(|(params, events)| {
+            let mut out = params;
+            for e in events {
+                out.extend_from_slice(e.as_bytes());
+            }
+            out
+        })
+}
+
 /// A non-streaming body of the shapes providers send.
 fn body() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
@@ -146,5 +191,15 @@ proptest! {
     #[test]
     fn response_bodies_decode_alike_whole_and_as_a_stream(bytes in body()) {
         fuzz_entry::response_body(&bytes);
+    }
+
+    #[test]
+    fn anthropic_result_does_not_depend_on_the_split(bytes in anthropic_stream()) {
+        fuzz_entry::anthropic_stream(&bytes);
+    }
+
+    #[test]
+    fn anthropic_decoder_survives_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fuzz_entry::anthropic_stream(&bytes);
     }
 }

@@ -60,6 +60,13 @@ mode() { stat -c '%a %u %g' "$root$1"; }
 [ "$(mode /usr/bin/hermes)" = "755 0 0" ] || fail "/usr/bin/hermes: $(mode /usr/bin/hermes)"
 readelf -h "$root/usr/bin/hermes" | grep -q "Machine:.*$machine" ||
   fail "/usr/bin/hermes is not a $machine binary"
+# The binary needs no newer glibc than the package's Depends promises (and
+# the README: "glibc 2.34 or newer").
+promised=$(dpkg-deb --field "$deb" Depends | sed -n 's/.*libc6 (>= \([0-9.]*\)).*/\1/p')
+[ -n "$promised" ] || fail "Depends names no libc6 version"
+needed=$(readelf -V -W "$root/usr/bin/hermes" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)
+[ "$(printf '%s\n%s\n' "$needed" "$promised" | sort -V | tail -1)" = "$promised" ] ||
+  fail "/usr/bin/hermes needs glibc $needed, the package promises libc6 >= $promised"
 [ "$(mode /etc/hermes/gateway.env)" = "600 0 0" ] ||
   fail "secrets file /etc/hermes/gateway.env: $(mode /etc/hermes/gateway.env), want 600 root"
 [ "$(mode /etc/hermes/config.toml)" = "644 0 0" ] || fail "/etc/hermes/config.toml: $(mode /etc/hermes/config.toml)"
@@ -91,8 +98,12 @@ verify=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$root" \
 [ -z "$verify" ] || fail "systemd-analyze verify: $verify"
 key() { sed -n "s/^$1=//p" "$unit"; }
 [ "$(key User)" = hermes ] || fail "unit does not run as hermes"
+# (README, "The gateway as a service": waits for the network, starts after a
+# local PostgreSQL, restarts on failure.)
 for k in NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths=/var/lib/hermes \
-  Environment=HERMES_HOME=/var/lib/hermes EnvironmentFile=/etc/hermes/gateway.env; do
+  Environment=HERMES_HOME=/var/lib/hermes EnvironmentFile=/etc/hermes/gateway.env \
+  Wants=network-online.target "After=network-online.target postgresql.service" \
+  Restart=on-failure; do
   grep -qx "$k" "$unit" || fail "unit lacks $k"
 done
 

@@ -251,10 +251,7 @@ fn run_anthropic(body: &[u8], cuts: &[usize]) -> Run {
     let result = match failed {
         Some(e) => {
             // The same error again on every later feed.
-            assert_eq!(
-                decoder.feed(b"data: {}\n\n", &mut NullSink),
-                Err(e.clone())
-            );
+            assert_eq!(decoder.feed(b"data: {}\n\n", &mut NullSink), Err(e.clone()));
             Err(e)
         }
         None => decoder.finish(),

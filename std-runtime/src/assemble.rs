@@ -242,9 +242,9 @@ pub fn wants_mcp(settings: &Settings) -> bool {
             .map(|s| s.name.as_str())
             .collect();
         tracing::warn!(
-            servers = %names.join(", "),
-            "MCP servers are configured, but this hermes was built without the `mcp` feature: \
-             their tools are not offered"
+            "MCP servers are configured ({}), but this hermes was built without the `mcp` \
+             feature: their tools are not offered",
+            names.join(", ")
         );
     }
     false

@@ -146,6 +146,56 @@ fn a_command_cannot_write_outside_the_workdir() {
     );
 }
 
+/// `[agent] sandbox_read` opens a path for reading and executing only,
+/// `sandbox_write` for writing too; everything else outside stays shut.
+#[test]
+fn sandbox_read_and_write_paths_open_exactly_what_they_say() {
+    if !landlock_or_skip("sandbox_read_and_write_paths_open_exactly_what_they_say") {
+        return;
+    }
+    let extra = TempDir::new().unwrap();
+    let readable = extra.path().join("readable");
+    let writable = extra.path().join("writable");
+    std::fs::create_dir_all(&readable).unwrap();
+    std::fs::create_dir_all(&writable).unwrap();
+    std::fs::write(readable.join("notes.txt"), "read me\n").unwrap();
+    let tool = readable.join("tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (r, w) = (readable.clone(), writable.clone());
+    let sh = Shell::with(move |e| {
+        e.sandbox_read = vec![r];
+        e.sandbox_write = vec![w];
+    });
+
+    let out = sh.run(&format!("cat {}/notes.txt && {}", q(&readable), q(&tool)));
+    assert_eq!(out, "read me\nran\n[exit code: 0]");
+    for cmd in [
+        format!("echo x > {}/new.txt", q(&readable)),
+        format!("echo x >> {}/notes.txt", q(&readable)),
+        format!("rm {}/notes.txt", q(&readable)),
+    ] {
+        let out = sh.run(&cmd);
+        assert!(!out.ends_with("[exit code: 0]"), "{cmd} succeeded: {out}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(readable.join("notes.txt")).unwrap(),
+        "read me\n"
+    );
+    assert!(!readable.join("new.txt").exists());
+
+    let out = sh.run(&format!(
+        "echo made > {w}/new.txt && mkdir {w}/d && cat {w}/new.txt",
+        w = q(&writable)
+    ));
+    assert_eq!(out, "made\n[exit code: 0]");
+    assert!(writable.join("d").is_dir());
+
+    // The rest of the outside is still refused.
+    let out = sh.run(&format!("cat {}/secret.txt", q(sh.outside.path())));
+    assert!(!out.contains(SECRET), "{out}");
+}
+
 #[test]
 fn links_and_renames_across_the_boundary_are_refused() {
     if !landlock_or_skip("links_and_renames_across_the_boundary_are_refused") {

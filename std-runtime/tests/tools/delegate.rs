@@ -1,0 +1,378 @@
+//! `delegate_task`: a child agent that draws from the parent's iteration
+//! wallet, sees the parent's interrupts (before it starts and mid-call), and
+//! keeps its own todo list.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_core::{
+    ChatRequest, Completion, FinishReason, InterruptFlag, IterationBudget, Model, ModelError,
+    StreamSink, ToolCall, ToolContext,
+};
+use hermes_runtime::tools::{ToolEnv, build_registry};
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::support::Fx;
+
+/// A model that calls `todo list` until it has made `steps - 1` calls, then
+/// answers. It records what every call offered, and may interrupt at a call.
+struct Scripted {
+    steps: u32,
+    calls: AtomicU32,
+    seen: Mutex<Vec<(String, Vec<String>)>>,
+    interrupt_at: Option<(u32, InterruptFlag)>,
+}
+
+impl Scripted {
+    fn new(steps: u32) -> Scripted {
+        Scripted {
+            steps,
+            calls: AtomicU32::new(0),
+            seen: Mutex::new(Vec::new()),
+            interrupt_at: None,
+        }
+    }
+}
+
+impl Model for Scripted {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        self.seen.lock().unwrap().push((
+            request.system_prompt.to_string(),
+            request.tools.iter().map(|t| t.name.clone()).collect(),
+        ));
+        if let Some((at, flag)) = &self.interrupt_at
+            && n == *at
+        {
+            flag.interrupt();
+        }
+        if n < self.steps {
+            Ok(Completion {
+                tool_calls: vec![ToolCall::new(
+                    format!("c{n}"),
+                    "todo",
+                    r#"{"action":"list"}"#,
+                )],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some("child report: all done".into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+fn delegate_fx(model: Arc<Scripted>) -> Fx {
+    Fx::with(
+        move |e| e.delegate_model = Some(model),
+        Some(&["todo", "delegate"]),
+    )
+}
+
+#[test]
+fn delegate_draws_from_the_parent_wallet() {
+    let model = Arc::new(Scripted::new(15));
+    let mut fx = delegate_fx(model.clone());
+    fx.budget = IterationBudget::new(100);
+    for _ in 0..20 {
+        assert!(fx.budget.try_consume());
+    }
+    assert_eq!(fx.budget.remaining(), 80);
+
+    let out = fx.ok(
+        "delegate_task",
+        json!({"goal": "Tidy the task list", "context": "Only the todo tool matters."}),
+    );
+    assert_eq!(
+        fx.budget.remaining(),
+        65,
+        "parent with 80 left, child spent 15"
+    );
+    assert!(out.starts_with("child report: all done"), "{out}");
+    assert!(out.ends_with("[sub-agent used 15 model calls]"), "{out}");
+
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen.len(), 15);
+    for (prompt, tools) in seen.iter() {
+        // No recursion: the child cannot delegate.
+        assert_eq!(tools, &["todo"]);
+        assert!(prompt.contains("sub-agent"), "{prompt}");
+    }
+}
+
+#[test]
+fn delegate_reports_an_exhausted_wallet() {
+    let model = Arc::new(Scripted::new(50));
+    let mut fx = delegate_fx(model);
+    fx.budget = IterationBudget::new(10);
+    let out = fx.ok("delegate_task", json!({"goal": "loop forever"}));
+    assert_eq!(fx.budget.remaining(), 0);
+    assert!(
+        out.contains(
+            "[sub-agent used 10 model calls; it stopped early: Reached the maximum iteration count"
+        ),
+        "{out}"
+    );
+    let m = fx.err("delegate_task", json!({"goal": "again"}));
+    assert!(m.contains("budget is used up"), "{m}");
+}
+
+#[test]
+fn delegate_honours_interrupts() {
+    // Already interrupted: the child never starts.
+    let model = Arc::new(Scripted::new(3));
+    let fx = delegate_fx(model.clone());
+    fx.interrupt.interrupt();
+    let m = fx.err("delegate_task", json!({"goal": "x"}));
+    assert!(
+        m.contains("interrupted before the sub-agent started"),
+        "{m}"
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fx.budget.remaining(), 90);
+
+    // Interrupted while the child runs: the child stops and the flag stays
+    // set for the parent's own check after the tool call.
+    let work = TempDir::new().unwrap();
+    let parent_flag = InterruptFlag::new();
+    let model = Arc::new(Scripted {
+        interrupt_at: Some((2, parent_flag.clone())),
+        ..Scripted::new(10)
+    });
+    let mut env = ToolEnv::new(work.path(), work.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let budget = IterationBudget::new(90);
+    let ctx = ToolContext {
+        budget: &budget,
+        interrupt: &parent_flag,
+        tool_call_id: "p1",
+    };
+    let out = reg
+        .dispatch("delegate_task", r#"{"goal":"long job"}"#, &ctx)
+        .unwrap();
+    assert!(
+        out.contains("used 2 model calls; it stopped early: Interrupted."),
+        "{out}"
+    );
+    assert!(parent_flag.is_set());
+    assert_eq!(model.calls.load(Ordering::SeqCst), 2);
+}
+
+/// Parent and child on one model, told apart by their system prompts.
+struct ParentChild {
+    parent_calls: AtomicU32,
+    child_calls: AtomicU32,
+}
+
+impl Model for ParentChild {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let is_child = request.system_prompt.contains("Hermes sub-agent");
+        let (counter, tool_call) = if is_child {
+            (
+                &self.child_calls,
+                ToolCall::new("", "todo", r#"{"action":"list"}"#),
+            )
+        } else {
+            (
+                &self.parent_calls,
+                ToolCall::new("d1", "delegate_task", r#"{"goal":"count to 15"}"#),
+            )
+        };
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let last = if is_child { 15 } else { 2 };
+        if n < last {
+            Ok(Completion {
+                tool_calls: vec![tool_call],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some(if is_child { "counted" } else { "parent done" }.into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+#[test]
+fn delegate_inside_a_real_agent_run_shares_the_wallet() {
+    let work = TempDir::new().unwrap();
+    let model = Arc::new(ParentChild {
+        parent_calls: AtomicU32::new(0),
+        child_calls: AtomicU32::new(0),
+    });
+    let mut env = ToolEnv::new(work.path(), work.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let agent = hermes_core::Agent::new(model.clone(), Arc::new(reg), "You are the parent.");
+    let budget = IterationBudget::new(80);
+    let outcome = agent.run(
+        "please delegate",
+        Vec::new(),
+        &budget,
+        &mut hermes_core::NoObserver,
+    );
+    assert_eq!(outcome.stop, hermes_core::StopReason::Completed);
+    assert_eq!(outcome.final_text, "parent done");
+    assert_eq!(outcome.iterations, 2);
+    assert_eq!(model.child_calls.load(Ordering::SeqCst), 15);
+    // 80 - 1 (parent) - 15 (child) - 1 (parent) = 63.
+    assert_eq!(budget.remaining(), 63);
+    let tool_result = outcome
+        .messages
+        .iter()
+        .find_map(|e| match &e.message {
+            hermes_core::Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(tool_result, "counted\n\n[sub-agent used 15 model calls]");
+}
+
+/// Records the parent's tool starts and interrupts the parent as the
+/// delegate call starts: the interrupt lands after the loop's own check and
+/// before the child's run.
+struct InterruptOnDelegateStart(InterruptFlag);
+
+impl hermes_core::AgentObserver for InterruptOnDelegateStart {
+    fn on_event(&mut self, event: &hermes_core::AgentEvent<'_>) {
+        if let hermes_core::AgentEvent::ToolStarted { call } = event
+            && call.function.name == "delegate_task"
+        {
+            self.0.interrupt();
+        }
+    }
+}
+
+#[test]
+fn delegate_interrupt_landing_just_before_the_child_starts_is_not_lost() {
+    let work = TempDir::new().unwrap();
+    let home = TempDir::new().unwrap();
+    let model = Arc::new(ParentChild {
+        parent_calls: AtomicU32::new(0),
+        child_calls: AtomicU32::new(0),
+    });
+    let mut env = ToolEnv::new(work.path(), home.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let flag = InterruptFlag::new();
+    let agent = hermes_core::Agent::new(model.clone(), Arc::new(reg), "You are the parent.")
+        .with_interrupt(flag.clone());
+    let budget = IterationBudget::new(80);
+    let outcome = agent.run(
+        "please delegate",
+        Vec::new(),
+        &budget,
+        &mut InterruptOnDelegateStart(flag.clone()),
+    );
+    // The child made no model call, and the interrupt survived the child's
+    // start: the parent stopped instead of going on.
+    assert_eq!(model.child_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(model.parent_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(outcome.stop, hermes_core::StopReason::Interrupted);
+    assert!(flag.is_set());
+    assert_eq!(budget.remaining(), 79);
+    let tool_result = outcome
+        .messages
+        .iter()
+        .find_map(|e| match &e.message {
+            hermes_core::Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        tool_result.contains("interrupted before the sub-agent started"),
+        "{tool_result}"
+    );
+}
+
+/// A child that runs one long terminal command, then reports.
+struct LongChildCommand {
+    calls: AtomicU32,
+}
+
+impl Model for LongChildCommand {
+    fn complete(
+        &self,
+        _request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            Ok(Completion {
+                tool_calls: vec![ToolCall::new(
+                    "t1",
+                    "terminal",
+                    r#"{"command":"sleep 300","timeout":600}"#,
+                )],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some("should not get here".into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+#[test]
+fn delegate_child_tools_see_a_parent_interrupt_mid_call() {
+    let model = Arc::new(LongChildCommand {
+        calls: AtomicU32::new(0),
+    });
+    let fx = Fx::with(
+        |e| e.delegate_model = Some(model.clone()),
+        Some(&["terminal", "delegate"]),
+    );
+    let flag = fx.interrupt.clone();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        flag.interrupt();
+    });
+    let out = fx.ok("delegate_task", json!({"goal": "run the long job"}));
+    setter.join().unwrap();
+    assert!(out.contains("it stopped early: Interrupted"), "{out}");
+    assert_eq!(model.calls.load(Ordering::SeqCst), 1);
+    assert!(fx.interrupt.is_set());
+}
+
+#[test]
+fn delegate_child_does_not_share_the_session_todo_list() {
+    let state = Arc::new(hermes_runtime::tools::TodoState::new());
+    let model = Arc::new(Scripted::new(2));
+    let shared = state.clone();
+    let fx = Fx::with(
+        move |e| {
+            e.todo_state = Some(shared);
+            e.delegate_model = Some(model);
+        },
+        Some(&["todo", "delegate"]),
+    );
+    fx.ok("todo", json!({"action": "add", "items": ["parent task"]}));
+    // The child's only tool call is `todo list`; its own list is empty, so
+    // the session's list is untouched and not shown to it.
+    fx.ok("delegate_task", json!({"goal": "look at your list"}));
+    assert_eq!(
+        fx.ok("todo", json!({"action": "list"})),
+        "Todo (0/1 done):\n[ ] 1. parent task"
+    );
+}

@@ -1,0 +1,14 @@
+//! The built-in tools, through the registry the agent loop uses: happy paths,
+//! error paths, confinement, truncation, real processes and a loopback HTTP
+//! server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod confinement;
+mod delegate;
+mod files;
+mod memory_todo;
+mod registry;
+mod support;
+mod terminal;
+mod web;

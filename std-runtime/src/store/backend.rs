@@ -9,7 +9,7 @@
 //!
 //! Every backend keeps the same promises (the store's module docs): one
 //! transaction per call, `Ok` only after the commit, exact round trips,
-//! no SQL built from data. The tests in `std-runtime/tests/store*.rs` run
+//! no SQL built from data. The tests in `std-runtime/tests/store*` run
 //! against both.
 
 use std::fmt;

@@ -467,3 +467,47 @@ fn ctrl_c_twice_while_the_agent_works_quits_with_the_resume_hint() {
         "{status:?}"
     );
 }
+
+/// README: at the approval prompt "Enter alone refuses; Ctrl-C refuses and
+/// interrupts the turn". Neither may run the command.
+#[test]
+fn approval_enter_refuses_and_ctrl_c_refuses_and_interrupts_the_turn() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.path().join("junk/inner")).unwrap();
+    let provider = FakeProvider::start(vec![
+        Reply::tool("c1", "terminal", r#"{"command":"rm -rf junk"}"#),
+        Reply::text("Kept it."),
+        Reply::tool("c2", "terminal", r#"{"command":"rm -rf junk"}"#),
+        Reply::text("this answer must not be asked for"),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("clean up");
+    p.expect("Run it? [y]es / [n]o / [a]lways for this session:");
+    p.send_line("");
+    p.expect("Kept it.");
+    assert!(env.work.path().join("junk").is_dir(), "Enter ran it");
+
+    p.send_line("again");
+    p.expect("Run it? [y]es");
+    p.ctrl('c');
+    p.expect("Interrupted");
+    assert!(env.work.path().join("junk").is_dir(), "Ctrl-C ran it");
+    p.send_line("/exit");
+    p.eof();
+
+    let requests = provider.requests();
+    // The interrupted turn asked for nothing after the refusal.
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let results: Vec<String> = requests
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("the user said no")),
+        "{results:?}"
+    );
+}

@@ -9,6 +9,9 @@
 //! question puts the normal settings back while it is asked and restores
 //! the held ones after. In raw mode Ctrl-C is a key, not a signal: it
 //! answers "no" and interrupts the turn, as Ctrl-C does elsewhere in a turn.
+//! On a terminal rustyline does not drive (`TERM=dumb`) the answer is read
+//! here, a line at a time, and Ctrl-C (then SIGINT) does the same through
+//! the interrupt flag.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -77,18 +80,27 @@ impl Approver for TerminalApprover {
             style.bold(request.command.trim())
         ));
         let _normal = NormalTerminal::enter();
-        let config = Config::builder()
-            .behavior(Behavior::PreferTerm)
-            .auto_add_history(false)
-            .build();
-        let mut editor = match rustyline::DefaultEditor::with_config(config) {
-            Ok(e) => e,
-            Err(e) => {
-                return Decision::Deny(format!("the terminal could not be used to ask ({e})"));
+        let mut editor = if line_editing_terminal() {
+            let config = Config::builder()
+                .behavior(Behavior::PreferTerm)
+                .auto_add_history(false)
+                .build();
+            match rustyline::DefaultEditor::with_config(config) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    return Decision::Deny(format!("the terminal could not be used to ask ({e})"));
+                }
             }
+        } else {
+            None
         };
+        let prompt = "  Run it? [y]es / [n]o / [a]lways for this session: ";
         loop {
-            match editor.readline("  Run it? [y]es / [n]o / [a]lways for this session: ") {
+            let read = match editor.as_mut() {
+                Some(editor) => editor.readline(prompt),
+                None => read_line_watching(prompt, interrupt),
+            };
+            match read {
                 Ok(answer) => match answer.trim().to_ascii_lowercase().as_str() {
                     "y" | "yes" => return Decision::Once,
                     "a" | "always" => {
@@ -110,6 +122,59 @@ impl Approver for TerminalApprover {
                 }
                 Err(e) => return Decision::Deny(format!("the answer could not be read ({e})")),
             }
+        }
+    }
+}
+
+/// Whether rustyline drives this terminal itself (raw mode, where Ctrl-C is
+/// a key it reports). On the terminals it does not support it reads a plain
+/// line, Ctrl-C is SIGINT, and that read would not notice it.
+fn line_editing_terminal() -> bool {
+    // rustyline's own list of unsupported terminals.
+    !matches!(
+        std::env::var("TERM").as_deref(),
+        Ok("dumb" | "cons25" | "emacs")
+    )
+}
+
+/// Reads one line from stdin (in the terminal's line mode), looking at the
+/// interrupt flag every 100 ms: the CLI's SIGINT handler sets it, so
+/// Ctrl-C ends the wait as `Interrupted`.
+fn read_line_watching(prompt: &str, interrupt: &InterruptFlag) -> Result<String, ReadlineError> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+    let mut err = std::io::stderr();
+    let _ = err.write_all(prompt.as_bytes());
+    let _ = err.flush();
+    let stdin = std::io::stdin();
+    let mut line = Vec::new();
+    loop {
+        if interrupt.is_set() {
+            let _ = err.write_all(b"\n");
+            return Err(ReadlineError::Interrupted);
+        }
+        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(100u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(ReadlineError::Io(e.into())),
+        }
+        let mut buf = [0u8; 256];
+        let n = match stdin.lock().read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ReadlineError::Io(e)),
+        };
+        if n == 0 {
+            return Err(ReadlineError::Eof);
+        }
+        line.extend_from_slice(buf.get(..n).unwrap_or_default());
+        if let Some(end) = line.iter().position(|&b| b == b'\n' || b == b'\r') {
+            line.truncate(end);
+            return Ok(String::from_utf8_lossy(&line).into_owned());
         }
     }
 }

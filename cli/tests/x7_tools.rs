@@ -155,6 +155,34 @@ mod approval {
         );
     }
 
+    /// On a terminal rustyline does not drive (`TERM=dumb`, Emacs'
+    /// `M-x shell`) Ctrl-C at the prompt is SIGINT. The prompt used to go on
+    /// waiting for a line, so the turn hung; now it refuses and interrupts.
+    #[test]
+    fn ctrl_c_at_the_prompt_of_a_dumb_terminal_refuses_and_interrupts() {
+        let env = Env::new();
+        std::fs::create_dir_all(env.work.path().join("junk/inner")).unwrap();
+        let provider = FakeProvider::start(vec![
+            Reply::tool("c1", "terminal", r#"{"command":"rm -rf junk"}"#),
+            Reply::text("this answer must not be asked for"),
+        ])
+        .unwrap();
+        let mut cmd = env.cmd(&provider.base_url());
+        cmd.env("TERM", "dumb").arg("chat");
+        let mut p = spawn_command(cmd, Some(60_000)).unwrap();
+        p.exp_string("/help lists commands").unwrap();
+        p.send_line("clean up").unwrap();
+        p.exp_string("Run it? [y]es / [n]o / [a]lways for this session:")
+            .unwrap();
+        p.send_control('c').unwrap();
+        p.exp_string("Interrupted").unwrap();
+        assert!(env.work.path().join("junk").is_dir(), "Ctrl-C ran it");
+        p.send_line("/exit").unwrap();
+        p.exp_eof().unwrap();
+        let requests = provider.requests();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+    }
+
     #[test]
     fn a_new_session_forgets_always() {
         let env = Env::new();

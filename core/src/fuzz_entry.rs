@@ -64,27 +64,7 @@ fn run_decoder(body: &[u8], cap: usize, stop_after: Option<usize>, cuts: &[usize
         calls: Vec::new(),
         stop_after,
     };
-    let mut rest = body;
-    let mut k = 0;
-    let mut failed = None;
-    while !rest.is_empty() {
-        let n = cuts
-            .get(k % cuts.len().max(1))
-            .copied()
-            .unwrap_or(rest.len())
-            .clamp(1, rest.len());
-        k += 1;
-        let (piece, tail) = rest.split_at(n);
-        rest = tail;
-        match decoder.feed(piece, &mut sink) {
-            Ok(SseStatus::NeedMore) => {}
-            Ok(SseStatus::Done | SseStatus::Stopped) => break,
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
+    let failed = feed_in_pieces(body, cuts, |piece| decoder.feed(piece, &mut sink));
     let before = decoder.partial().content;
     let result = match failed {
         Some(e) => {
@@ -101,6 +81,33 @@ fn run_decoder(body: &[u8], cap: usize, stop_after: Option<usize>, cuts: &[usize
         before,
         shown: sink.calls,
     }
+}
+
+/// Feeds `body` to `feed` in the pieces `cuts` gives (lengths, cycled;
+/// none: whole) until the decoder is done, stopped or fails; the error.
+fn feed_in_pieces(
+    body: &[u8],
+    cuts: &[usize],
+    mut feed: impl FnMut(&[u8]) -> Result<SseStatus, DecodeError>,
+) -> Option<DecodeError> {
+    let mut rest = body;
+    let mut k = 0;
+    while !rest.is_empty() {
+        let n = cuts
+            .get(k % cuts.len().max(1))
+            .copied()
+            .unwrap_or(rest.len())
+            .clamp(1, rest.len());
+        k += 1;
+        let (piece, tail) = rest.split_at(n);
+        rest = tail;
+        match feed(piece) {
+            Ok(SseStatus::NeedMore) => {}
+            Ok(SseStatus::Done | SseStatus::Stopped) => return None,
+            Err(e) => return Some(e),
+        }
+    }
+    None
 }
 
 /// Reads in pieces of the lengths `cuts` gives (cycled).
@@ -225,27 +232,7 @@ pub fn anthropic_stream(data: &[u8]) {
 fn run_anthropic(body: &[u8], cuts: &[usize]) -> Run {
     let mut decoder = MessagesStreamDecoder::new();
     let mut sink = Shown::default();
-    let mut rest = body;
-    let mut k = 0;
-    let mut failed = None;
-    while !rest.is_empty() {
-        let n = cuts
-            .get(k % cuts.len().max(1))
-            .copied()
-            .unwrap_or(rest.len())
-            .clamp(1, rest.len());
-        k += 1;
-        let (piece, tail) = rest.split_at(n);
-        rest = tail;
-        match decoder.feed(piece, &mut sink) {
-            Ok(SseStatus::NeedMore) => {}
-            Ok(SseStatus::Done | SseStatus::Stopped) => break,
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
+    let failed = feed_in_pieces(body, cuts, |piece| decoder.feed(piece, &mut sink));
     let before = decoder.partial().content;
     let after = decoder.partial();
     let result = match failed {

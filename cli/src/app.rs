@@ -142,6 +142,7 @@ impl Workbench {
         // exchanges on the shared HTTP agent): the CLI starts an async
         // runtime only for MCP servers, and a one-shot without them runs on
         // one thread.
+        assemble::warn_if_mcp_left_out(&settings);
         let bridge = if assemble::wants_mcp(&settings) {
             Some(Arc::new(AsyncBridge::new().map_err(|e| {
                 runtime(format!("cannot start the async runtime: {e}"))

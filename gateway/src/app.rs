@@ -188,9 +188,7 @@ impl RuntimeAgentFactory {
         settings: &Settings,
         bridge: Option<Arc<AsyncBridge>>,
     ) -> Result<Self, GatewayError> {
-        // Without the `mcp` feature this warns about configured servers.
-        #[cfg(not(feature = "mcp"))]
-        assemble::wants_mcp(settings);
+        assemble::warn_if_mcp_left_out(settings);
         let mut factory = RuntimeAgentFactory {
             key_hash: fnv1a(
                 settings

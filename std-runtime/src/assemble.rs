@@ -224,30 +224,37 @@ pub fn session_tools(
 /// Whether `settings` configure MCP servers and enable the `mcp` toolset:
 /// the only tools that need the async runtime (rmcp is async; the built-in
 /// tools are blocking exchanges on the shared HTTP agent). Always false in
-/// a build without the `mcp` feature; configured servers are then named in
-/// a warning, once per call, so they are not ignored silently.
+/// a build without the `mcp` feature ([`warn_if_mcp_left_out`] says so).
 pub fn wants_mcp(settings: &Settings) -> bool {
+    cfg!(feature = "mcp") && mcp_configured(settings)
+}
+
+/// MCP servers are configured and the `mcp` toolset is enabled.
+fn mcp_configured(settings: &Settings) -> bool {
     let enabled = settings
         .toolsets
         .as_ref()
         .is_none_or(|t| t.iter().any(|n| n == "mcp"));
-    let wanted = enabled && !settings.mcp_servers.is_empty();
-    if cfg!(feature = "mcp") {
-        return wanted;
+    enabled && !settings.mcp_servers.is_empty()
+}
+
+/// In a build without the `mcp` feature, warns (naming them) when MCP
+/// servers are configured and enabled, so they are not ignored silently.
+/// Does nothing in a build with it.
+pub fn warn_if_mcp_left_out(settings: &Settings) {
+    if cfg!(feature = "mcp") || !mcp_configured(settings) {
+        return;
     }
-    if wanted {
-        let names: Vec<&str> = settings
-            .mcp_servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect();
-        tracing::warn!(
-            "MCP servers are configured ({}), but this hermes was built without the `mcp` \
-             feature: their tools are not offered",
-            names.join(", ")
-        );
-    }
-    false
+    let names: Vec<&str> = settings
+        .mcp_servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    tracing::warn!(
+        "MCP servers are configured ({}), but this hermes was built without the `mcp` \
+         feature: their tools are not offered",
+        names.join(", ")
+    );
 }
 
 /// The process's MCP servers, started (SPEC X7): `None` when none is

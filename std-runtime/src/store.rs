@@ -29,12 +29,12 @@
 //!   by every append: appends stay small write transactions, and a search
 //!   first indexes whatever was appended since the previous one, so results
 //!   are exactly what is stored. Deletes (undo, replace) remove their rows
-//!   from the index in the same transaction. See `store/schema.rs`, V3.
+//!   from the index in the same transaction. See `store/sqlite/schema.rs`, V3.
 //! - **Compaction is lossless** (SPEC X1). A compaction adds a record
 //!   beside the messages ([`Store::record_compaction`]); no message is
 //!   deleted or edited, so search and exports see every original, while
 //!   [`Store::load_view`] gives the compacted view later turns start from.
-//!   See `store/compaction.rs` and `store/schema.rs`, V4.
+//!   See `store/compaction.rs` and `store/sqlite/schema.rs`, V4.
 //! - **Exact round trip.** [`Store::load_transcript`] returns the very
 //!   [`LedgerEntry`] values given to [`Store::append_messages`]: message kind,
 //!   `None` versus empty assistant text, tool calls, and every [`EntryMeta`]

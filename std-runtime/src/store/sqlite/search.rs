@@ -82,7 +82,7 @@ impl Search for Sqlite {
 }
 
 /// `(indexed_upto, MAX(messages.id))`: the full-text watermark and the
-/// newest message id (0 for none). See `store/schema.rs`, V3.
+/// newest message id (0 for none). See `store/sqlite/schema.rs`, V3.
 fn fts_watermark(conn: &Connection) -> Result<(i64, i64), StoreError> {
     let row = conn
         .prepare_cached(

@@ -1,12 +1,13 @@
 //! Test support shared by the crates' process-level tests: a scripted,
 //! loopback, OpenAI-compatible provider ([`FakeProvider`]), the launcher of
-//! the third-party aimock emulator ([`aimock`]), and a private PostgreSQL
-//! server ([`postgres`]).
+//! the third-party aimock emulator ([`aimock`]), a private PostgreSQL
+//! server ([`postgres`]), and a private Synapse homeserver ([`synapse`]).
 
 pub mod aimock;
 pub mod fuzz_inputs;
 pub mod http;
 pub mod multipart;
 pub mod postgres;
+pub mod synapse;
 mod provider;
 pub use provider::{Advertise, FakeProvider, Overflow, Reply, Responder, Window, provider_tokens};

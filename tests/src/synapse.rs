@@ -17,9 +17,9 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -34,11 +34,13 @@ pub struct Synapse {
     pub base: String,
     /// Its directory (config, database, media, log).
     pub dir: PathBuf,
-    child: Mutex<Child>,
 }
 
 static SERVER: OnceLock<Synapse> = OnceLock::new();
 static NEXT_USER: AtomicU32 = AtomicU32::new(0);
+static SERVER_PID: AtomicI32 = AtomicI32::new(0);
+static SERVER_EXITED: AtomicBool = AtomicBool::new(false);
+static SERVER_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// The homeserver of this test process, started on first use.
 pub fn server() -> &'static Synapse {
@@ -127,23 +129,41 @@ fn start() -> Synapse {
         "synapse --generate-keys failed: {}",
         String::from_utf8_lossy(&keys.stderr)
     );
-    let log = std::fs::File::create(dir.join("synapse.log")).unwrap();
-    let mut command = Command::new(&python);
-    command
-        .args(["-m", "synapse.app.homeserver", "-c"])
-        .arg(&config_path)
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log);
-    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    // PR_SET_PDEATHSIG follows the thread that forked, not the process:
+    // the server is started by a thread that lives until the server exits
+    // (a test's own thread ends with the test).
+    let (tx, rx) = mpsc::channel();
+    let spawn_dir = dir.clone();
+    std::thread::spawn(move || {
+        let log = std::fs::File::create(spawn_dir.join("synapse.log")).unwrap();
+        let mut command = Command::new(&python);
+        command
+            .args(["-m", "synapse.app.homeserver", "-c"])
+            .arg(spawn_dir.join("homeserver.yaml"))
+            .current_dir(&spawn_dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("start Synapse");
+        let pid = i32::try_from(child.id()).unwrap_or(0);
+        SERVER_PID.store(pid, Ordering::SeqCst);
+        tx.send(pid).unwrap();
+        let _ = child.wait();
+        SERVER_EXITED.store(true, Ordering::SeqCst);
+    });
+    rx.recv().expect("the Synapse starter thread");
+    *SERVER_DIR.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.clone());
+    // SAFETY: registering a plain `extern "C" fn` with no captured state.
     unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
+        libc::atexit(stop_at_exit);
     }
-    let mut child = command.spawn().expect("start Synapse");
     let base = format!("http://127.0.0.1:{port}");
     // The first start creates the schema: slow on a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -153,17 +173,34 @@ fn start() -> Synapse {
         {
             break;
         }
-        if let Ok(Some(status)) = child.try_wait() {
+        if SERVER_EXITED.load(Ordering::SeqCst) {
             let log = std::fs::read_to_string(dir.join("synapse.log")).unwrap_or_default();
-            panic!("Synapse exited ({status}) before serving:\n{log}");
+            panic!("Synapse exited before serving:\n{log}");
         }
         assert!(Instant::now() < deadline, "Synapse did not start within 240 s");
         std::thread::sleep(Duration::from_millis(200));
     }
-    Synapse {
-        base,
-        dir,
-        child: Mutex::new(child),
+    Synapse { base, dir }
+}
+
+/// Stops the server and removes its directory when the test process exits
+/// normally (a killed process leaves the kill to `PR_SET_PDEATHSIG`).
+extern "C" fn stop_at_exit() {
+    let pid = SERVER_PID.load(Ordering::SeqCst);
+    if pid > 0 && !SERVER_EXITED.load(Ordering::SeqCst) {
+        // SAFETY: signalling our own child by pid.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    if let Ok(mut dir) = SERVER_DIR.lock()
+        && let Some(dir) = dir.take()
+    {
+        // The server may still be closing its files: a second try.
+        if std::fs::remove_dir_all(&dir).is_err() {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
 
@@ -179,15 +216,6 @@ fn tempfile_dir() -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-impl Drop for Synapse {
-    fn drop(&mut self) {
-        let mut child = self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let _ = child.kill();
-        let _ = child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// A logged-in user, for driving the other side of a conversation.

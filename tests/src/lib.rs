@@ -8,6 +8,6 @@ pub mod fuzz_inputs;
 pub mod http;
 pub mod multipart;
 pub mod postgres;
-pub mod synapse;
 mod provider;
+pub mod synapse;
 pub use provider::{Advertise, FakeProvider, Overflow, Reply, Responder, Window, provider_tokens};

@@ -159,7 +159,9 @@ fn start() -> Synapse {
         SERVER_EXITED.store(true, Ordering::SeqCst);
     });
     rx.recv().expect("the Synapse starter thread");
-    *SERVER_DIR.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.clone());
+    *SERVER_DIR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.clone());
     // SAFETY: registering a plain `extern "C" fn` with no captured state.
     unsafe {
         libc::atexit(stop_at_exit);
@@ -177,7 +179,10 @@ fn start() -> Synapse {
             let log = std::fs::read_to_string(dir.join("synapse.log")).unwrap_or_default();
             panic!("Synapse exited before serving:\n{log}");
         }
-        assert!(Instant::now() < deadline, "Synapse did not start within 240 s");
+        assert!(
+            Instant::now() < deadline,
+            "Synapse did not start within 240 s"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     Synapse { base, dir }
@@ -246,7 +251,11 @@ fn call(method: &str, url: &str, token: Option<&str>, body: Option<&Value>) -> (
             r.call().unwrap()
         }
         m => {
-            let mut r = if m == "PUT" { agent.put(url) } else { agent.post(url) };
+            let mut r = if m == "PUT" {
+                agent.put(url)
+            } else {
+                agent.post(url)
+            };
             if let Some(a) = &auth {
                 r = r.header("authorization", a);
             }
@@ -276,7 +285,10 @@ impl Synapse {
         let password = format!("pw-{name}");
         let url = format!("{}/_synapse/admin/v1/register", self.base);
         let (_, nonce) = call("GET", &url, None, None);
-        let nonce = nonce["nonce"].as_str().expect("a registration nonce").to_owned();
+        let nonce = nonce["nonce"]
+            .as_str()
+            .expect("a registration nonce")
+            .to_owned();
         let role = if admin { "admin" } else { "notadmin" };
         let mut mac = Hmac::<sha1::Sha1>::new_from_slice(SHARED_SECRET.as_bytes()).unwrap();
         mac.update(format!("{nonce}\0{name}\0{password}\0{role}").as_bytes());
@@ -302,7 +314,11 @@ impl Synapse {
     pub fn set_rate_limit(&self, admin: &User, user: &str, per_second: u32, burst: u32) {
         let (status, answer) = call(
             "POST",
-            &format!("{}/_synapse/admin/v1/users/{}/override_ratelimit", self.base, seg(user)),
+            &format!(
+                "{}/_synapse/admin/v1/users/{}/override_ratelimit",
+                self.base,
+                seg(user)
+            ),
             Some(&admin.token),
             Some(&json!({"messages_per_second": per_second, "burst_count": burst})),
         );
@@ -407,7 +423,13 @@ impl User {
 
     /// Waits until `sender` has sent at least `n` messages in `room`;
     /// returns their bodies.
-    pub fn wait_for_messages(&self, room: &str, sender: &str, n: usize, wait: Duration) -> Vec<String> {
+    pub fn wait_for_messages(
+        &self,
+        room: &str,
+        sender: &str,
+        n: usize,
+        wait: Duration,
+    ) -> Vec<String> {
         let deadline = Instant::now() + wait;
         loop {
             let bodies: Vec<String> = self

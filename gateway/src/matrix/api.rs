@@ -129,7 +129,10 @@ impl Api {
     }
 
     pub(crate) fn set_token(&self, token: &str) {
-        *self.token.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = token.to_owned();
+        *self
+            .token
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = token.to_owned();
     }
 
     fn token(&self) -> String {
@@ -322,7 +325,11 @@ pub(crate) fn read_answer(status: u16, bytes: &[u8]) -> Result<Value, CallError>
         None => {
             let snippet: String = String::from_utf8_lossy(bytes).chars().take(200).collect();
             Err(CallError::Api {
-                status: if (200..300).contains(&status) { 502 } else { status },
+                status: if (200..300).contains(&status) {
+                    502
+                } else {
+                    status
+                },
                 errcode: String::new(),
                 message: format!("non-JSON answer: {snippet}"),
                 retry_after: None,

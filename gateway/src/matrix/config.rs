@@ -78,7 +78,11 @@ fn list(value: Option<String>) -> HashSet<String> {
         .collect()
 }
 
-fn flag(name: &'static str, value: Option<String>, default: bool) -> Result<bool, MatrixConfigError> {
+fn flag(
+    name: &'static str,
+    value: Option<String>,
+    default: bool,
+) -> Result<bool, MatrixConfigError> {
     match value.as_deref().map(str::trim) {
         None | Some("") => Ok(default),
         Some(v) => match v.to_ascii_lowercase().as_str() {
@@ -95,7 +99,11 @@ impl MatrixConfig {
     pub fn from_env(
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Result<Self, MatrixConfigError>> {
-        let get = |name: &str| env(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let get = |name: &str| {
+            env(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
         let homeserver = get("MATRIX_HOMESERVER")?;
         let build = || {
             if !(homeserver.starts_with("http://") || homeserver.starts_with("https://")) {
@@ -160,7 +168,10 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         MatrixConfig::from_env(&move |name: &str| {
-            pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
         })
     }
 

@@ -8,10 +8,12 @@ use pulldown_cmark::{Event, Options, Parser, html};
 
 /// `md` rendered to HTML, with any raw HTML in it shown as text.
 pub(crate) fn markdown_to_html(md: &str) -> String {
-    let parser = Parser::new_ext(md, Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES)
-        .map(|event| match event {
-            Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
-            other => other,
+    let parser =
+        Parser::new_ext(md, Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES).map(|event| {
+            match event {
+                Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+                other => other,
+            }
         });
     let mut out = String::with_capacity(md.len() + md.len() / 4);
     html::push_html(&mut out, parser);
@@ -29,7 +31,10 @@ mod tests {
             "<p><strong>bold</strong> and <code>code</code></p>"
         );
         let fenced = markdown_to_html("```rust\nfn main() {}\n```");
-        assert!(fenced.contains("<pre><code class=\"language-rust\">fn main() {}"), "{fenced}");
+        assert!(
+            fenced.contains("<pre><code class=\"language-rust\">fn main() {}"),
+            "{fenced}"
+        );
         let raw = markdown_to_html("<a href=\"https://evil\">x</a>");
         assert!(!raw.contains("<a href"), "{raw}");
         assert!(raw.contains("&lt;a href"), "{raw}");

@@ -85,7 +85,6 @@ struct Inner {
     /// Encrypted rooms already told and left.
     encrypted_told: Mutex<HashSet<String>>,
     gate: LeaseGate,
-    txn_counter: AtomicU64,
 }
 
 impl Inner {
@@ -108,10 +107,14 @@ impl Inner {
         lock(&self.sent).iter().any(|e| e == event_id)
     }
 
-    /// A transaction id unique to this process's life and this bot: the
-    /// start time keeps ids of a restarted process apart.
+    /// A transaction id never used before by this login: the process's
+    /// start time keeps a restarted process's ids apart, and the counter is
+    /// the process's, not the adapter's — a second adapter in one process
+    /// (a reconnect, the tests' restarts) reusing `.0` had its first
+    /// message swallowed by the homeserver as a repeat of an old one.
     fn next_txn(&self) -> String {
-        let n = self.txn_counter.fetch_add(1, Ordering::Relaxed);
+        static TXN_COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = TXN_COUNTER.fetch_add(1, Ordering::Relaxed);
         format!("hermes.{}.{n}", process_start_ms())
     }
 
@@ -198,7 +201,6 @@ impl MatrixAdapter {
                 sent: Mutex::default(),
                 encrypted_told: Mutex::default(),
                 gate: LeaseGate::default(),
-                txn_counter: AtomicU64::new(0),
             }),
             running: tokio::sync::Mutex::new(None),
             stopped: Arc::new(stopped),
@@ -333,11 +335,7 @@ impl MatrixAdapter {
         if me.is_empty() {
             return;
         }
-        let path = format!(
-            "/_matrix/client/v3/rooms/{}/typing/{}",
-            seg(room),
-            seg(&me)
-        );
+        let path = format!("/_matrix/client/v3/rooms/{}/typing/{}", seg(room), seg(&me));
         let body = if typing {
             json!({ "typing": true, "timeout": 15_000 })
         } else {

@@ -64,7 +64,9 @@ async fn kv_set(inner: &Inner, key: String, value: String) {
             value: &value,
         }];
         let result = match &lease {
-            Some(held) => lock(&store).kv_commit_fenced(&writes, std::slice::from_ref(held.fence())),
+            Some(held) => {
+                lock(&store).kv_commit_fenced(&writes, std::slice::from_ref(held.fence()))
+            }
             None => lock(&store).kv_commit(&writes),
         };
         match (result, &lease) {
@@ -141,7 +143,12 @@ pub(super) async fn log_in(inner: &Inner) -> Result<BotAccount, AdapterError> {
 async fn whoami(inner: &Inner) -> Result<BotAccount, CallError> {
     let answer = inner
         .api
-        .call("GET", "/_matrix/client/v3/account/whoami", None, Duration::from_secs(30))
+        .call(
+            "GET",
+            "/_matrix/client/v3/account/whoami",
+            None,
+            Duration::from_secs(30),
+        )
         .await?;
     let user_id = answer
         .get("user_id")
@@ -202,7 +209,10 @@ pub(super) async fn sync_loop(
     mut stop: watch::Receiver<bool>,
 ) -> Option<AdapterError> {
     let timeout_ms = inner.config.sync_timeout.as_millis();
-    let http_timeout = inner.config.sync_timeout.saturating_add(Duration::from_secs(30));
+    let http_timeout = inner
+        .config
+        .sync_timeout
+        .saturating_add(Duration::from_secs(30));
     let filter = query(&filter());
     let me = inner.me();
     let mut failures = 0u32;
@@ -300,7 +310,11 @@ async fn handle_invites(inner: &Inner, answer: &Value) {
             .iter()
             .any(|e| e.get("type").and_then(Value::as_str) == Some("m.room.encryption"));
         if !inner.config.may_invite(inviter) || !inner.config.serves_room(room) {
-            tracing::info!(room, inviter, "matrix: invite declined (not an allowed user or room)");
+            tracing::info!(
+                room,
+                inviter,
+                "matrix: invite declined (not an allowed user or room)"
+            );
             inner.leave(room).await;
             continue;
         }
@@ -335,7 +349,10 @@ async fn refuse_encrypted(inner: &Inner, room: &str) {
     if let Err(e) = inner.send_event(room, &notice).await {
         tracing::warn!(room, error = %e, "matrix: cannot tell the room it is encrypted");
     }
-    tracing::info!(room, "matrix: left an end-to-end encrypted room (not supported)");
+    tracing::info!(
+        room,
+        "matrix: left an end-to-end encrypted room (not supported)"
+    );
     inner.leave(room).await;
 }
 
@@ -413,11 +430,22 @@ async fn backfill(inner: &Inner, room: &str, from: &str, to: &str) -> Vec<Value>
             query(&from),
             query(to)
         );
-        let Ok(answer) = inner.api.call("GET", &path, None, Duration::from_secs(30)).await else {
-            tracing::warn!(room, "matrix: cannot fetch the messages a long pause left out");
+        let Ok(answer) = inner
+            .api
+            .call("GET", &path, None, Duration::from_secs(30))
+            .await
+        else {
+            tracing::warn!(
+                room,
+                "matrix: cannot fetch the messages a long pause left out"
+            );
             break;
         };
-        let chunk = answer.get("chunk").and_then(Value::as_array).cloned().unwrap_or_default();
+        let chunk = answer
+            .get("chunk")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if chunk.is_empty() {
             break;
         }
@@ -433,7 +461,11 @@ async fn backfill(inner: &Inner, room: &str, from: &str, to: &str) -> Vec<Value>
 
 async fn count_members(inner: &Inner, room: &str) -> u64 {
     let path = format!("/_matrix/client/v3/rooms/{}/joined_members", seg(room));
-    let n = match inner.api.call("GET", &path, None, Duration::from_secs(30)).await {
+    let n = match inner
+        .api
+        .call("GET", &path, None, Duration::from_secs(30))
+        .await
+    {
         Ok(v) => v
             .get("joined")
             .and_then(Value::as_object)
@@ -464,7 +496,9 @@ pub(super) async fn download(
         .and_then(|rest| rest.split_once('/'))
         .ok_or_else(|| rejected("not an mxc:// URL".to_owned()))?;
     if media.size.is_some_and(|s| s > max_bytes) {
-        return Err(rejected(format!("the file is larger than {max_bytes} bytes")));
+        return Err(rejected(format!(
+            "the file is larger than {max_bytes} bytes"
+        )));
     }
     let path = format!(
         "/_matrix/client/v1/media/download/{}/{}",
@@ -480,7 +514,9 @@ pub(super) async fn download(
         return Err(rejected(format!("the download answered HTTP {status}")));
     }
     if bytes.len() as u64 > max_bytes {
-        return Err(rejected(format!("the file is larger than {max_bytes} bytes")));
+        return Err(rejected(format!(
+            "the file is larger than {max_bytes} bytes"
+        )));
     }
     Ok(FetchedMedia {
         bytes,

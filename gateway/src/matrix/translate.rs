@@ -101,7 +101,11 @@ pub(crate) fn translate(event: &Value, view: &RoomView<'_>) -> Option<MessageEve
         return None;
     }
     let (message_type, text, media) = match msgtype {
-        "m.text" | "m.emote" => (MessageType::Text, without_mention(body, view.me), Vec::new()),
+        "m.text" | "m.emote" => (
+            MessageType::Text,
+            without_mention(body, view.me),
+            Vec::new(),
+        ),
         // Bots speak in notices; answering them is how bot loops start.
         "m.notice" => return None,
         "m.image" | "m.audio" | "m.file" => {
@@ -227,15 +231,23 @@ mod tests {
         let mut threaded = text("@u:h", "in a thread");
         threaded["content"]["m.relates_to"] = json!({"rel_type":"m.thread","event_id":"$root"});
         assert_eq!(
-            translate(&threaded, &view(2)).unwrap().source.thread_id.as_deref(),
+            translate(&threaded, &view(2))
+                .unwrap()
+                .source
+                .thread_id
+                .as_deref(),
             Some("$root")
         );
     }
 
     #[test]
     fn junk_is_skipped_without_a_panic() {
-        for junk in [json!(null), json!({"type":"m.room.message"}), json!({"type":"m.room.message",
-            "sender":"@u:h","event_id":"$x","content":{"msgtype":"m.image"}})] {
+        for junk in [
+            json!(null),
+            json!({"type":"m.room.message"}),
+            json!({"type":"m.room.message",
+            "sender":"@u:h","event_id":"$x","content":{"msgtype":"m.image"}}),
+        ] {
             assert!(translate(&junk, &view(2)).is_none());
         }
     }

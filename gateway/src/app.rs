@@ -50,7 +50,7 @@ pub enum GatewayError {
     Platform(String),
     /// No platform has credentials (exit 2).
     #[error(
-        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app (environment or $HERMES_HOME/.env)"
+        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD (environment or $HERMES_HOME/.env)"
     )]
     NoPlatform,
     /// Another gateway runs on this `$HERMES_HOME` (exit 1).
@@ -390,6 +390,13 @@ pub fn build_adapters(
     #[cfg(feature = "wecom_callback")]
     {
         if let Some(built) = crate::wecom_callback::WecomCallbackAdapter::from_env(&env) {
+            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
+            adapters.push(Arc::new(adapter));
+        }
+    }
+    #[cfg(feature = "matrix")]
+    {
+        if let Some(built) = crate::matrix::MatrixAdapter::from_env(&env, store.clone()) {
             let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
             adapters.push(Arc::new(adapter));
         }

@@ -21,6 +21,8 @@ pub mod fuzz_entry;
 pub mod inbox;
 pub mod lease;
 pub mod lock;
+#[cfg(feature = "matrix")]
+pub mod matrix;
 pub mod media;
 pub mod overflow;
 pub mod runner;

@@ -1,7 +1,7 @@
 //! Test support shared by the crates' process-level tests: a scripted,
 //! loopback, OpenAI-compatible provider ([`FakeProvider`]), the launcher of
-//! the third-party aimock emulator ([`aimock`]), and a private PostgreSQL
-//! server ([`postgres`]).
+//! the third-party aimock emulator ([`aimock`]), a private PostgreSQL
+//! server ([`postgres`]), and a private Synapse homeserver ([`synapse`]).
 
 pub mod aimock;
 pub mod fuzz_inputs;
@@ -9,4 +9,5 @@ pub mod http;
 pub mod multipart;
 pub mod postgres;
 mod provider;
+pub mod synapse;
 pub use provider::{Advertise, FakeProvider, Overflow, Reply, Responder, Window, provider_tokens};

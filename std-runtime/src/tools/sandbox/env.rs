@@ -23,11 +23,11 @@ pub const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ"];
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
 /// Whether `name` is one of the variables hermes reads its own credentials
-/// from: a key, token or secret, or a URL (which may carry a password, as
+/// from: a key, token, secret or password, or a URL (which may carry a password, as
 /// `HERMES_DATABASE_URL` and a `user:pass@` base URL do).
 pub fn is_hermes_credential(name: &str) -> bool {
     KNOWN_VARS.contains(&name)
-        && ["_KEY", "_TOKEN", "_SECRET", "_URL"]
+        && ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_URL"]
             .iter()
             .any(|end| name.ends_with(end))
 }
@@ -143,6 +143,11 @@ mod tests {
             "WECOM_SECRET",
             "WECOM_CALLBACK_TOKEN",
             "SEARXNG_URL",
+            "MATRIX_ACCESS_TOKEN",
+            // Found adding Matrix: a password variable did not end in one of
+            // the credential suffixes, so `env_passthrough = ["MATRIX_*"]`
+            // would have handed the bot's password to every command.
+            "MATRIX_PASSWORD",
         ] {
             assert!(is_hermes_credential(name), "{name}");
         }

@@ -282,7 +282,7 @@ fn classify_close(code: u16, reason: &str) -> End {
         4014 => fatal(format!(
             "the Gateway refused the intents (close code 4014, disallowed intents): {intents}"
         )),
-        4010 | 4011 | 4012 => fatal(format!(
+        4010..=4012 => fatal(format!(
             "the Gateway refused the connection (close code {code} {reason}); this bot needs sharding or a newer adapter"
         )),
         // Invalid sequence, session timed out: a new session.

@@ -137,11 +137,14 @@ impl Inner {
     }
 }
 
+/// The running connection task and its stop switch.
+type Task = Option<(watch::Sender<bool>, JoinHandle<()>)>;
+
 /// The Discord adapter. Cheap to clone: all state is behind an `Arc`.
 #[derive(Clone)]
 pub struct DiscordAdapter {
     inner: Arc<Inner>,
-    task: Arc<Mutex<Option<(watch::Sender<bool>, JoinHandle<()>)>>>,
+    task: Arc<Mutex<Task>>,
 }
 
 impl fmt::Debug for DiscordAdapter {

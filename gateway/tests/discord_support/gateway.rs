@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::{BOT_ID, Control, FromClient, MESSAGE_CONTENT, SessionLog, Shared, TOKEN};
 
+#[allow(clippy::result_large_err)] // tungstenite's callback signature
 pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
     let mut n = 0usize;
     loop {
@@ -113,10 +114,8 @@ fn handle(shared: &Arc<Shared>, n: usize, tx: &mpsc::UnboundedSender<Control>, p
     shared.changed.notify_waiters();
     let d = &payload["d"];
     match payload["op"].as_u64() {
-        Some(1) => {
-            if shared.state().acks {
-                let _ = tx.send(Control::Send(json!({"op": 11})));
-            }
+        Some(1) if shared.state().acks => {
+            let _ = tx.send(Control::Send(json!({"op": 11})));
         }
         Some(2) => identify(shared, n, tx, d),
         Some(6) => resume(shared, n, tx, d),

@@ -163,10 +163,10 @@ impl Shared {
         log.seq += 1;
         let payload = json!({"op": 0, "t": t, "s": log.seq, "d": d});
         log.events.push(payload.clone());
-        if let Some((_, Some(live), tx)) = &state.live {
-            if *live == session {
-                let _ = tx.send(Control::Send(payload));
-            }
+        if let Some((_, Some(live), tx)) = &state.live
+            && *live == session
+        {
+            let _ = tx.send(Control::Send(payload));
         }
         drop(state);
         self.changed.notify_waiters();
@@ -351,13 +351,13 @@ impl FakeDiscord {
         self.shared.state().rest.clone()
     }
 
-    pub fn from_client(&self) -> Vec<FromClient> {
+    pub fn client_frames(&self) -> Vec<FromClient> {
         self.shared.state().from_client.clone()
     }
 
     /// Client frames of opcode `op`.
     pub fn client_ops(&self, op: u64) -> Vec<FromClient> {
-        self.from_client()
+        self.client_frames()
             .into_iter()
             .filter(|f| f.payload["op"] == op)
             .collect()

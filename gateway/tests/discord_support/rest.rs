@@ -233,14 +233,14 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     };
-    if body["enforce_nonce"] == true {
-        if let Some(existing) = nonce.as_ref().and_then(|n| state.nonces.get(n)) {
-            return Out {
-                status: 200,
-                headers,
-                body: Some(existing.clone()),
-            };
-        }
+    if body["enforce_nonce"] == true
+        && let Some(existing) = nonce.as_ref().and_then(|n| state.nonces.get(n))
+    {
+        return Out {
+            status: 200,
+            headers,
+            body: Some(existing.clone()),
+        };
     }
     let id = Shared::snowflake(&mut state);
     let reply_to = body["message_reference"]["message_id"]

@@ -65,7 +65,11 @@ async fn adapter(
 struct Counting;
 
 fn long_answer() -> String {
-    (0..200)
+    lines(200)
+}
+
+fn lines(n: usize) -> String {
+    (0..n)
         .map(|i| format!("line {i:03}: {}\n", "abcdefghij".repeat(4)))
         .collect::<String>()
 }
@@ -87,6 +91,8 @@ impl Model for Counting {
         let last = users.last().copied().unwrap_or_default();
         let content = if last == "long" {
             long_answer()
+        } else if last == "huge" {
+            lines(600)
         } else {
             format!("{} seen; reply to: {last}", users.len())
         };
@@ -159,7 +165,14 @@ fn assert_bodies_match_discord_schema(fake: &FakeDiscord) {
         .rest_calls()
         .into_iter()
         .filter(|c| c.method == "POST" && c.path.ends_with("/messages"))
-        .map(|c| c.body)
+        .map(|c| {
+            let mut body = c.body;
+            // The fake's record of the files of a multipart message.
+            if let Some(o) = body.as_object_mut() {
+                o.remove("files");
+            }
+            body
+        })
         .collect();
     assert!(!bodies.is_empty());
     for body in &bodies {
@@ -573,4 +586,31 @@ async fn check_validates_the_token_and_the_intents() {
         err.contains("DISCORD_BOT_TOKEN") && !err.contains("nope"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_longer_than_ten_messages_sends_the_rest_as_a_file() {
+    let b = bot(Behaviour::default(), |_| {}).await;
+    let answer = lines(600);
+    b.fake.dm(ALICE, "huge");
+    let posted = b.fake.wait_posted(10).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(b.fake.posted().len(), 10, "nine messages and the file");
+    let file = &posted[9].body["files"][0];
+    assert_eq!(file["filename"], "reply.md");
+    assert_eq!(posted[9].body["attachments"][0]["filename"], "reply.md");
+    let rest = file["content"].as_str().unwrap();
+    assert!(
+        answer.ends_with(rest.trim_start()),
+        "the file holds the end"
+    );
+    let shown: String = posted[..9].iter().map(|p| p.content.as_str()).collect();
+    for line in answer.lines() {
+        assert!(
+            shown.contains(line) || rest.contains(line),
+            "{line} was lost"
+        );
+    }
+    assert_bodies_match_discord_schema(&b.fake);
+    b.runner.shutdown().await;
 }

@@ -44,7 +44,7 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
+use crate::adapter::{AdapterError, EventHandler, FetchedMedia, OutgoingFile, PlatformAdapter};
 use crate::event::MediaRef;
 use crate::lease::LeaseGate;
 use crate::split::{LengthUnit, split_message};
@@ -217,16 +217,10 @@ impl DiscordAdapter {
         }
     }
 
-    /// Sends one piece, a reply to `reply_to` if given.
-    async fn send_piece(
-        &self,
-        chat_id: &str,
-        channel: &str,
-        piece: &str,
-        reply_to: Option<&str>,
-    ) -> Result<(), AdapterError> {
+    /// The JSON of a message: `content`, an enforced nonce, no pings.
+    fn message_body(&self, content: &str, reply_to: Option<&str>) -> Value {
         let mut body = json!({
-            "content": piece,
+            "content": content,
             "nonce": self.inner.nonce(),
             "enforce_nonce": true,
             // The model's text never pings @everyone, roles or users.
@@ -236,6 +230,18 @@ impl DiscordAdapter {
             // The user may have deleted their message: answer anyway.
             body["message_reference"] = json!({ "message_id": id, "fail_if_not_exists": false });
         }
+        body
+    }
+
+    /// Sends one piece, a reply to `reply_to` if given.
+    async fn send_piece(
+        &self,
+        chat_id: &str,
+        channel: &str,
+        piece: &str,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let body = self.message_body(piece, reply_to);
         let path = format!("/channels/{channel}/messages");
         match self.inner.rest.request("POST", &path, Some(&body)).await {
             Ok(_) => Ok(()),
@@ -375,6 +381,43 @@ impl PlatformAdapter for DiscordAdapter {
             self.send_piece(chat_id, &channel, piece, reply).await?;
         }
         Ok(())
+    }
+
+    fn can_send_files(&self) -> bool {
+        true
+    }
+
+    /// A message with the file attached (`multipart/form-data`: the
+    /// message as `payload_json`, the file as `files[0]`).
+    async fn send_file(
+        &self,
+        chat_id: &str,
+        file: &OutgoingFile,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let caption: String = file.caption.chars().take(MAX_MESSAGE_CHARS).collect();
+        let mut payload = self.message_body(&caption, reply_to);
+        if caption.trim().is_empty() {
+            payload["content"] = Value::Null;
+        }
+        payload["attachments"] = json!([{ "id": "0", "filename": file.file_name }]);
+        let form = hermes_runtime::http::multipart::Form::new()
+            .text("payload_json", &payload.to_string())
+            .file(
+                "files[0]",
+                &file.file_name,
+                "application/octet-stream",
+                file.content.clone(),
+            )
+            .finish();
+        let channel = self.inner.channel_for(chat_id);
+        let path = format!("/channels/{channel}/messages");
+        self.inner
+            .rest
+            .request_raw("POST", &path, Some((form.content_type, form.bytes)))
+            .await
+            .map(|_| ())
+            .map_err(adapter_error)
     }
 
     /// `POST /channels/{id}/typing` (shows for about 10 s); best effort.

@@ -129,19 +129,31 @@ impl Rest {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, RestError> {
+        let body = match body {
+            Some(v) => Some((
+                "application/json".to_owned(),
+                serde_json::to_vec(v)
+                    .map_err(|e| RestError::Network(format!("cannot encode the request: {e}")))?,
+            )),
+            None => None,
+        };
+        self.request_raw(method, path, body).await
+    }
+
+    /// [`Rest::request`] with a prepared body and its content type (a
+    /// `multipart/form-data` message with a file).
+    pub(crate) async fn request_raw(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<(String, Vec<u8>)>,
+    ) -> Result<Value, RestError> {
         let route = format!("{method} {path}");
         let route_lock = lock(&self.route_locks)
             .entry(route.clone())
             .or_default()
             .clone();
         let _turn = route_lock.lock().await;
-        let body = match body {
-            Some(v) => Some(
-                serde_json::to_vec(v)
-                    .map_err(|e| RestError::Network(format!("cannot encode the request: {e}")))?,
-            ),
-            None => None,
-        };
         let mut failures = 0u32;
         loop {
             self.wait_for_limits(&route).await;
@@ -278,7 +290,7 @@ impl Rest {
         &self,
         method: &'static str,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<(String, Vec<u8>)>,
     ) -> Result<Answer, String> {
         let url = format!("{}{path}", self.base);
         let auth = format!("Bot {}", self.token);
@@ -304,9 +316,9 @@ impl Rest {
                         .build()
                         .header("authorization", &auth);
                     match body {
-                        Some(b) => req
-                            .header("content-type", "application/json")
-                            .send(&b[..])?,
+                        Some((content_type, b)) => {
+                            req.header("content-type", content_type).send(&b[..])?
+                        }
                         None => req.send_empty()?,
                     }
                 }

@@ -57,13 +57,24 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let content_type = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let bytes = req
         .into_body()
         .collect()
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    // A message with files: the JSON is the `payload_json` part, the files
+    // are recorded under `"files"` (name, file name, text).
+    let body: Value = match content_type.split_once("boundary=") {
+        Some((_, boundary)) => multipart(&bytes, boundary),
+        None => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    };
     let route = path.strip_prefix("/api/v10").unwrap_or("").to_owned();
     let o = if auth != format!("Bot {TOKEN}") || !shared.state().token_valid {
         out(401, json!({"message": "401: Unauthorized", "code": 0}))
@@ -211,6 +222,7 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
         ),
     ];
     let content = body["content"].as_str().unwrap_or_default().to_owned();
+    let files = body["files"].as_array().cloned().unwrap_or_default();
     if content.chars().count() > 2000 {
         return Out {
             status: 400,
@@ -221,7 +233,7 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
             ),
         };
     }
-    if content.trim().is_empty() {
+    if content.trim().is_empty() && files.is_empty() {
         return Out {
             status: 400,
             headers,
@@ -266,4 +278,34 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
         headers,
         body: Some(message),
     }
+}
+
+/// The parts of a `multipart/form-data` body (RFC 7578).
+fn multipart(bytes: &[u8], boundary: &str) -> Value {
+    let text = String::from_utf8_lossy(bytes);
+    let mut payload = Value::Null;
+    let mut files = Vec::new();
+    for part in text.split(&format!("--{boundary}")) {
+        let Some((head, data)) = part.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let data = data.strip_suffix("\r\n").unwrap_or(data);
+        let param = |name: &str| {
+            head.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(str::to_owned)
+        };
+        match (param("name"), param("filename")) {
+            (Some(n), None) if n == "payload_json" => {
+                payload = serde_json::from_str(data).unwrap_or(Value::Null);
+            }
+            (Some(n), Some(f)) => files.push(json!({"name": n, "filename": f, "content": data})),
+            _ => {}
+        }
+    }
+    if payload.is_object() {
+        payload["files"] = Value::Array(files);
+    }
+    payload
 }

@@ -152,6 +152,19 @@ fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
             return Err(CliError::Config(problems.join("\n")));
         }
     }
+    #[cfg(feature = "discord")]
+    {
+        let env = |name: &str| settings.var(name).map(str::to_owned);
+        if let Some(Ok(config)) =
+            hermes_gateway::discord::DiscordConfig::from_sources(&env, &settings.file)
+        {
+            let bot = hermes_gateway::discord::check_bot(&config).map_err(CliError::Config)?;
+            if bot.message_content == Some(false) {
+                return Err(CliError::Config(bot.describe()));
+            }
+            println!("{}", bot.describe());
+        }
+    }
     let listed = app::client(settings, &settings.provider.model)?.list_models();
     match listed {
         Ok(models) => {

@@ -50,7 +50,7 @@ pub enum GatewayError {
     Platform(String),
     /// No platform has credentials (exit 2).
     #[error(
-        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD (environment or $HERMES_HOME/.env)"
+        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or DISCORD_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD (environment or $HERMES_HOME/.env)"
     )]
     NoPlatform,
     /// Another gateway runs on this `$HERMES_HOME` (exit 1).
@@ -117,7 +117,7 @@ impl fmt::Display for CheckSummary {
         if self.config.allow.is_empty() {
             write!(
                 f,
-                "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / WECOM_ALLOWED_USERS / WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"
+                "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / DISCORD_ALLOWED_USERS / WECOM_ALLOWED_USERS / WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"
             )
         } else if self.config.allow.allow_all {
             write!(f, "  allow-list: everyone (GATEWAY_ALLOW_ALL_USERS)")
@@ -385,6 +385,13 @@ pub fn build_adapters(
         if let Some(built) = crate::wecom::WecomAdapter::from_env(&env) {
             let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
             adapters.push(Arc::new(adapter));
+        }
+    }
+    #[cfg(feature = "discord")]
+    {
+        if let Some(built) = crate::discord::DiscordConfig::from_sources(&env, &settings.file) {
+            let config = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
+            adapters.push(Arc::new(crate::discord::DiscordAdapter::new(config)));
         }
     }
     #[cfg(feature = "wecom_callback")]

@@ -265,6 +265,20 @@ impl GatewayConfig {
                 .or_default()
                 .extend(ids);
         }
+        // `[discord] allowed_users` (the platform's own section; the
+        // variable, read above, wins).
+        if let Some(list) = file
+            .get("discord")
+            .and_then(|d| d.get("allowed_users"))
+            .filter(|_| env_var("DISCORD_ALLOWED_USERS").is_none())
+        {
+            let ids = Setting::Toml(list).id_list("discord.allowed_users")?;
+            cfg.allow
+                .per_platform
+                .entry("discord".to_owned())
+                .or_default()
+                .extend(ids);
+        }
         if let Some((key, v)) = pick("GATEWAY_BUSY_MODE", "busy_mode") {
             cfg.busy_mode = match v.string(&key)?.trim() {
                 "interrupt" => BusyMode::Interrupt,
@@ -489,6 +503,19 @@ mod tests {
         assert!(!cfg.allow.allows("telegram", "3"));
         let all = parse("", &[("GATEWAY_ALLOW_ALL_USERS", "true")]).unwrap();
         assert!(all.allow.allows("x", "anyone"));
+    }
+
+    #[test]
+    fn discord_allow_list_from_its_section_or_variable() {
+        let cfg = parse("[discord]\nallowed_users = [\"111\", 222]", &[]).unwrap();
+        assert!(cfg.allow.allows("discord", "111") && cfg.allow.allows("discord", "222"));
+        assert!(!cfg.allow.allows("telegram", "111"));
+        let cfg = parse(
+            "[discord]\nallowed_users = [\"111\"]",
+            &[("DISCORD_ALLOWED_USERS", "333")],
+        )
+        .unwrap();
+        assert!(cfg.allow.allows("discord", "333") && !cfg.allow.allows("discord", "111"));
     }
 
     #[test]

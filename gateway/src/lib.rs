@@ -15,6 +15,8 @@ pub mod cache;
 pub mod command;
 pub mod config;
 pub mod dedup;
+#[cfg(feature = "discord")]
+pub mod discord;
 pub mod event;
 #[doc(hidden)]
 pub mod fuzz_entry;

@@ -147,6 +147,19 @@ pub const SECTIONS: &[Section] = &[
         name: "gateway",
         keys: Keys::CheckedElsewhere,
     },
+    Section {
+        // The Discord adapter (hermes_gateway::discord) checks the values'
+        // shapes further (ids are numbers).
+        name: "discord",
+        keys: Keys::These(&[
+            key("bot_token", Kind::Str),
+            key("allowed_users", Kind::List),
+            key("require_mention", Kind::Bool),
+            key("free_response_channels", Kind::List),
+            key("home_channel", Kind::Str),
+            key("api_url", Kind::Url),
+        ]),
+    },
 ];
 
 /// Environment variables hermes reads (from the process or `.env`). Names
@@ -209,6 +222,12 @@ pub const KNOWN_VARS: &[&str] = &[
     "TELEGRAM_API_URL",
     "TELEGRAM_GROUP_POLICY",
     "TELEGRAM_POLL_TIMEOUT",
+    "DISCORD_BOT_TOKEN",
+    "DISCORD_ALLOWED_USERS",
+    "DISCORD_REQUIRE_MENTION",
+    "DISCORD_FREE_RESPONSE_CHANNELS",
+    "DISCORD_HOME_CHANNEL",
+    "DISCORD_API_URL",
     "WECOM_BOT_ID",
     "WECOM_SECRET",
     "WECOM_ALLOWED_USERS",
@@ -476,6 +495,24 @@ mod tests {
                   [agent]\nmax_iterations = 5\ntoolsets = \"file, todo\"\nworkdir = \"/tmp\"\n\
                   [gateway]\nbusy_mode = \"queue\"\n[gateway.telegram]\nx = 1\n";
         assert_eq!(problems(ok), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_discord_section_is_checked_like_the_rest() {
+        let ok = "[discord]\nbot_token = \"t\"\nallowed_users = [\"1\"]\nrequire_mention = false\n\
+                  free_response_channels = \"2,3\"\nhome_channel = \"4\"\napi_url = \"http://127.0.0.1:1/api/v10\"\n";
+        assert_eq!(problems(ok), Vec::<String>::new());
+        let p = problems("[discord]\nrequire_mentions = true\n");
+        assert!(p[0].contains("did you mean 'require_mention'"), "{p:?}");
+        let p = problems("[discord]\nrequire_mention = \"yes\"\n");
+        assert!(p[0].contains("true or false"), "{p:?}");
+        assert!(problems("[discord]\napi_url = \"discord.com\"\n")[0].contains("http://"));
+        let p: Vec<String> = check_dotenv("DISCORD_BOT_TOKNE=x\n", Path::new(".env"))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(p[0].contains("did you mean DISCORD_BOT_TOKEN"), "{p:?}");
+        assert!(unknown_var("DISCORD_HOME_CHANNEL").is_none());
     }
 
     #[test]

@@ -1,0 +1,311 @@
+//! The fake's REST API (hyper, HTTP/1.1), under `/api/v10`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use super::{BOT_ID, Posted, RestCall, Shared, TOKEN};
+
+pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let shared = Arc::clone(&shared);
+                async move { Ok::<_, Infallible>(answer(&shared, req).await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// An answer: status, extra headers, JSON body (`None`: 204).
+struct Out {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Option<Value>,
+}
+
+fn out(status: u16, body: Value) -> Out {
+    Out {
+        status,
+        headers: Vec::new(),
+        body: Some(body),
+    }
+}
+
+async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_owned();
+    let auth = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let content_type = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    // A message with files: the JSON is the `payload_json` part, the files
+    // are recorded under `"files"` (name, file name, text).
+    let body: Value = match content_type.split_once("boundary=") {
+        Some((_, boundary)) => multipart(&bytes, boundary),
+        None => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    };
+    let route = path.strip_prefix("/api/v10").unwrap_or("").to_owned();
+    let o = if auth != format!("Bot {TOKEN}") || !shared.state().token_valid {
+        out(401, json!({"message": "401: Unauthorized", "code": 0}))
+    } else {
+        route_request(shared, &method, &route, &body)
+    };
+    {
+        let mut state = shared.state();
+        state.rest.push(RestCall {
+            method,
+            path: route,
+            body,
+            status: o.status,
+            at: Instant::now(),
+        });
+    }
+    shared.changed.notify_waiters();
+    let mut resp = Response::builder().status(o.status);
+    for (k, v) in &o.headers {
+        resp = resp.header(*k, v);
+    }
+    match o.body {
+        Some(b) => resp
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(b.to_string()))),
+        None => resp.body(Full::new(Bytes::new())),
+    }
+    .unwrap()
+}
+
+fn route_request(shared: &Shared, method: &str, route: &str, body: &Value) -> Out {
+    let parts: Vec<&str> = route.trim_start_matches('/').split('/').collect();
+    match (method, parts.as_slice()) {
+        ("GET", ["gateway", "bot"]) => out(
+            200,
+            json!({"url": format!("{}/gw", shared.ws_url), "shards": 1,
+                   "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}}),
+        ),
+        ("GET", ["users", "@me"]) => out(
+            200,
+            json!({"id": BOT_ID, "username": "hermes", "discriminator": "0", "bot": true}),
+        ),
+        ("GET", ["applications", "@me"]) => {
+            let flags = if shared.behaviour().message_content_enabled {
+                1u64 << 19
+            } else {
+                0
+            };
+            out(200, json!({"id": BOT_ID, "name": "hermes", "flags": flags}))
+        }
+        ("POST", ["users", "@me", "channels"]) => {
+            let user = body["recipient_id"].as_str().unwrap_or_default().to_owned();
+            if user.is_empty() {
+                return out(400, json!({"message": "Invalid Form Body", "code": 50035}));
+            }
+            let id = {
+                let mut state = shared.state();
+                match state.dm_of.get(&user) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let id = Shared::snowflake(&mut state);
+                        state.dm_of.insert(user.clone(), id.clone());
+                        state.channels.insert(id.clone());
+                        id
+                    }
+                }
+            };
+            out(
+                200,
+                json!({"id": id, "type": 1, "recipients": [{"id": user}]}),
+            )
+        }
+        ("POST", ["channels", channel, "typing"]) => {
+            if !shared.state().channels.contains(*channel) {
+                return unknown_channel();
+            }
+            shared.state().typing.push((*channel).to_owned());
+            Out {
+                status: 204,
+                headers: Vec::new(),
+                body: None,
+            }
+        }
+        ("POST", ["channels", channel, "messages"]) => create_message(shared, channel, body),
+        _ => out(404, json!({"message": "404: Not Found", "code": 0})),
+    }
+}
+
+fn unknown_channel() -> Out {
+    out(404, json!({"message": "Unknown Channel", "code": 10003}))
+}
+
+fn limited(retry_after: f64, global: bool, bucket: bool) -> Out {
+    let mut headers = vec![("retry-after", format!("{}", retry_after.ceil() as u64))];
+    if global {
+        headers.push(("x-ratelimit-global", "true".into()));
+        headers.push(("x-ratelimit-scope", "global".into()));
+    } else {
+        headers.push(("x-ratelimit-scope", "user".into()));
+    }
+    if bucket {
+        headers.push(("x-ratelimit-bucket", "chanmsgs".into()));
+        headers.push(("x-ratelimit-remaining", "0".into()));
+        headers.push(("x-ratelimit-reset-after", format!("{retry_after:.3}")));
+    }
+    Out {
+        status: 429,
+        headers,
+        body: Some(
+            json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": global}),
+        ),
+    }
+}
+
+fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
+    let behaviour = shared.behaviour();
+    let mut state = shared.state();
+    if !state.channels.contains(channel) {
+        return unknown_channel();
+    }
+    if let Some((retry_after, global)) = state.forced_429.pop_front() {
+        return limited(retry_after, global, false);
+    }
+    // The channel's bucket.
+    let now = Instant::now();
+    let entry = state.buckets.entry(channel.to_owned()).or_insert((now, 0));
+    if now.duration_since(entry.0) >= behaviour.bucket_window {
+        *entry = (now, 0);
+    }
+    let reset_after = behaviour
+        .bucket_window
+        .saturating_sub(now.duration_since(entry.0));
+    if entry.1 >= behaviour.bucket_limit {
+        return limited(reset_after.as_secs_f64(), false, true);
+    }
+    entry.1 += 1;
+    let remaining = behaviour.bucket_limit - entry.1;
+    let headers = vec![
+        ("x-ratelimit-bucket", "chanmsgs".to_owned()),
+        ("x-ratelimit-limit", behaviour.bucket_limit.to_string()),
+        ("x-ratelimit-remaining", remaining.to_string()),
+        (
+            "x-ratelimit-reset-after",
+            format!("{:.3}", reset_after.as_secs_f64()),
+        ),
+    ];
+    let content = body["content"].as_str().unwrap_or_default().to_owned();
+    let files = body["files"].as_array().cloned().unwrap_or_default();
+    if content.chars().count() > 2000 {
+        return Out {
+            status: 400,
+            headers,
+            body: Some(
+                json!({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [
+                {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}),
+            ),
+        };
+    }
+    if content.trim().is_empty() && files.is_empty() {
+        return Out {
+            status: 400,
+            headers,
+            body: Some(json!({"message": "Cannot send an empty message", "code": 50006})),
+        };
+    }
+    let nonce = match &body["nonce"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    if body["enforce_nonce"] == true
+        && let Some(existing) = nonce.as_ref().and_then(|n| state.nonces.get(n))
+    {
+        return Out {
+            status: 200,
+            headers,
+            body: Some(existing.clone()),
+        };
+    }
+    let id = Shared::snowflake(&mut state);
+    let reply_to = body["message_reference"]["message_id"]
+        .as_str()
+        .map(str::to_owned);
+    let message = json!({
+        "id": id, "channel_id": channel, "content": content, "type": if reply_to.is_some() { 19 } else { 0 },
+        "author": {"id": BOT_ID, "username": "hermes", "bot": true},
+        "nonce": nonce, "mentions": [], "attachments": [], "embeds": [],
+    });
+    if let Some(n) = nonce {
+        state.nonces.insert(n, message.clone());
+    }
+    state.posted.push(Posted {
+        id,
+        channel: channel.to_owned(),
+        content,
+        reply_to,
+        body: body.clone(),
+    });
+    Out {
+        status: 200,
+        headers,
+        body: Some(message),
+    }
+}
+
+/// The parts of a `multipart/form-data` body (RFC 7578).
+fn multipart(bytes: &[u8], boundary: &str) -> Value {
+    let text = String::from_utf8_lossy(bytes);
+    let mut payload = Value::Null;
+    let mut files = Vec::new();
+    for part in text.split(&format!("--{boundary}")) {
+        let Some((head, data)) = part.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let data = data.strip_suffix("\r\n").unwrap_or(data);
+        let param = |name: &str| {
+            head.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(str::to_owned)
+        };
+        match (param("name"), param("filename")) {
+            (Some(n), None) if n == "payload_json" => {
+                payload = serde_json::from_str(data).unwrap_or(Value::Null);
+            }
+            (Some(n), Some(f)) => files.push(json!({"name": n, "filename": f, "content": data})),
+            _ => {}
+        }
+    }
+    if payload.is_object() {
+        payload["files"] = Value::Array(files);
+    }
+    payload
+}

@@ -1,0 +1,10 @@
+// Prints, as JSON Schema, the request bodies the hermes Discord adapter sends,
+// converted from discord-api-spec's schemas (generated from Discord's own
+// OpenAPI description). `io: "output"` makes every object closed
+// (additionalProperties: false), so a misspelt field is caught too.
+// Usage: node schema.mjs  → {"create_message": {...}}
+import { toJSONSchema } from "zod/v4/core";
+import { MessageCreateRequestSchema } from "discord-api-spec/zod";
+
+const convert = (schema) => toJSONSchema(schema, { io: "output", unrepresentable: "any" });
+process.stdout.write(JSON.stringify({ create_message: convert(MessageCreateRequestSchema) }));

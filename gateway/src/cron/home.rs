@@ -29,12 +29,14 @@ pub struct Destination {
 }
 
 fn split(platform: &str, value: &str) -> Destination {
-    let mut parts = value.splitn(2, ':');
-    let chat = parts.next().unwrap_or_default().to_owned();
+    let (chat, thread) = match value.split_once(':') {
+        Some((chat, thread)) => (chat, Some(thread.to_owned())),
+        None => (value, None),
+    };
     Destination {
         platform: platform.to_owned(),
-        chat,
-        thread: parts.next().map(str::to_owned),
+        chat: chat.to_owned(),
+        thread,
     }
 }
 

@@ -110,3 +110,64 @@ impl CronSettings {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::{Environment, Overrides, load};
+
+    fn settings(toml: &str, vars: &[(&str, &str)]) -> Result<CronSettings, ConfigError> {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), toml).unwrap();
+        let mut pairs = vec![("HERMES_HOME".to_owned(), home.path().display().to_string())];
+        pairs.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        let overrides = Overrides {
+            workdir: Some(std::path::PathBuf::from("/tmp")),
+            ..Overrides::default()
+        };
+        let loaded = load(&overrides, &Environment::from_pairs(pairs))?;
+        CronSettings::load(&loaded)
+    }
+
+    #[test]
+    fn defaults_then_every_setting_and_variable() {
+        let s = settings("", &[]).unwrap();
+        assert_eq!(s.catch_up, CatchUp::Once);
+        assert!(s.home_channels.is_empty());
+        let s = settings(
+            "[gateway]\ntimezone = \"Europe/Berlin\"\n[gateway.home_channels]\ntelegram = \"-100\"\nwecom = \"ops\"\n\
+             [cron]\ncatch_up = \"skip\"\n",
+            &[("TELEGRAM_HOME_CHANNEL", "-200:7"), ("DISCORD_HOME_CHANNEL", "99")],
+        )
+        .unwrap();
+        assert_eq!(s.tz.iana_name(), Some("Europe/Berlin"));
+        assert_eq!(s.catch_up, CatchUp::Skip);
+        assert_eq!(s.home_channels["telegram"], "-200:7", "the variable wins");
+        assert_eq!(s.home_channels["wecom"], "ops");
+        assert_eq!(s.home_channels["discord"], "99");
+    }
+
+    #[test]
+    fn bad_values_name_the_setting() {
+        for (toml, says) in [
+            (
+                "[gateway]\ntimezone = \"Mars/Olympus\"\n",
+                "[gateway] timezone",
+            ),
+            ("[gateway]\ntimezone = 3\n", "[gateway] timezone"),
+            (
+                "[gateway.home_channels]\ntelegram = 5\n",
+                "home_channels] telegram",
+            ),
+        ] {
+            let err = settings(toml, &[]).unwrap_err().to_string();
+            assert!(err.contains(says), "{toml}: {err}");
+        }
+        // The loader itself refuses an unknown catch_up (the validation table).
+        let err = settings("[cron]\ncatch_up = \"twice\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("catch_up"), "{err}");
+    }
+}

@@ -185,9 +185,22 @@ impl Workbench {
             approvals: Some(self.approvals.clone()),
             context: Some(self.context.clone()),
         };
-        assemble::session_tools(&self.settings, model, &deps)
-            .map(Arc::new)
-            .map_err(|e| CliError::Config(e.to_string()))
+        let mut tools = assemble::session_tools(&self.settings, model, &deps)
+            .map_err(|e| CliError::Config(e.to_string()))?;
+        // Scheduled jobs (SPEC Y1): from the CLI a job has no chat of
+        // origin, so it is delivered where `deliver` says.
+        if hermes_runtime::tools::cronjob::offered(self.settings.toolsets.as_deref()) {
+            let cron = hermes_runtime::cron::CronSettings::load(&self.settings)
+                .map_err(|e| CliError::Config(e.to_string()))?;
+            tools.register(Box::new(hermes_runtime::tools::CronjobTool::new(
+                Arc::clone(&self.store),
+                None,
+                cron.tz,
+                None,
+                Arc::new(SystemClock),
+            )));
+        }
+        Ok(Arc::new(tools))
     }
 
     /// Rebuilds the tools (for a new session: no tool state carries over).

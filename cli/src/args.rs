@@ -51,7 +51,7 @@ pub struct ProviderArgs {
     /// Most model calls one turn may make (default 90)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
-    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, delegate, mcp; `none` for no tools (default: all)
+    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, delegate, mcp, cronjob; `none` for no tools (default: all)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)
@@ -167,6 +167,72 @@ pub enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Scheduled jobs: the gateway runs them and delivers their answers
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
+}
+
+/// `hermes cron` subcommands. IDs accept unique prefixes.
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// List jobs: id, name, schedule, next run (local time), state, last outcome
+    List {
+        /// Also jobs that have finished
+        #[arg(long)]
+        all: bool,
+        /// One JSON object per job
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a job and print its id. SCHEDULE: 30m, "every 2h", "0 9 * * *", 2026-12-24T09:00
+    Create {
+        /// When it runs
+        schedule: String,
+        /// What the agent does at each run
+        #[arg(required = true, num_args = 1..)]
+        prompt: Vec<String>,
+        /// A short name
+        #[arg(long)]
+        name: Option<String>,
+        /// Where answers go: local (default here), telegram (its home channel), telegram:CHAT_ID[:THREAD_ID]
+        #[arg(long)]
+        deliver: Option<String>,
+        /// How many runs in all
+        #[arg(long)]
+        repeat: Option<u32>,
+    },
+    /// Pause a job
+    Pause {
+        /// Job id or a unique prefix of it
+        id: String,
+    },
+    /// Resume a paused job
+    Resume {
+        /// Job id or a unique prefix of it
+        id: String,
+    },
+    /// Make a job due now (the running gateway runs it within a second)
+    Run {
+        /// Job id or a unique prefix of it
+        id: String,
+    },
+    /// Remove a job; it never runs again
+    Remove {
+        /// Job id or a unique prefix of it
+        id: String,
+    },
+    /// A job's recent runs with their outcome and delivery status
+    Runs {
+        /// Job id or a unique prefix of it
+        id: String,
+        /// How many runs to show
+        #[arg(long, short = 'n', default_value_t = 10)]
+        limit: usize,
+    },
+    /// Whether a gateway runs the scheduler, and when it last ticked
+    Status,
 }
 
 /// `hermes mcp` subcommands.

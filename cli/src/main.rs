@@ -8,6 +8,7 @@ mod app;
 mod approval;
 mod args;
 mod chat;
+mod cron_cmd;
 mod dbcheck;
 mod display;
 mod log;
@@ -107,6 +108,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Mcp {
             command: McpCommand::List(p),
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
+        Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
     }
 }
 

@@ -150,6 +150,8 @@ pub struct RuntimeAgentFactory {
     windows: Windows,
     /// Photos, voice and files (SPEC X6).
     media: Arc<MediaServices>,
+    /// The `cronjob` tool for chat sessions (SPEC Y1), once the store is open.
+    cron: std::sync::OnceLock<crate::cron::CronOffer>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -212,11 +214,18 @@ impl RuntimeAgentFactory {
             media: Arc::new(
                 MediaServices::from_settings(settings).map_err(GatewayError::Provider)?,
             ),
+            cron: std::sync::OnceLock::new(),
         };
         let client = factory.client(&settings.provider.model)?;
         let tools = factory.registry(client, None, None)?;
         factory.tool_specs = tools.specs().to_vec();
         Ok(factory)
+    }
+
+    /// Offers the `cronjob` tool to every chat session from now on (never
+    /// to a cron run's session).
+    pub fn offer_cron(&self, offer: crate::cron::CronOffer) {
+        let _ = self.cron.set(offer);
     }
 
     /// The model chain of one agent: the primary on `model`, then the
@@ -333,9 +342,12 @@ impl AgentFactory for RuntimeAgentFactory {
         let client: Arc<dyn Model> = self
             .client(model)
             .map_err(|e| FactoryError(e.to_string()))?;
-        let tools = self
+        let mut tools = self
             .registry(Arc::clone(&client), Some(session_id), Some(context.clone()))
             .map_err(|e| FactoryError(e.to_string()))?;
+        if let Some(offer) = self.cron.get() {
+            offer.register(&mut tools, session_id);
+        }
         Ok(assemble::agent(
             &self.settings,
             client,
@@ -439,6 +451,8 @@ fn check_sandbox(settings: &Settings) -> Result<(), GatewayError> {
 /// Validates everything `run` would use, without connecting or locking.
 pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     let config = GatewayConfig::from_settings(settings)?;
+    hermes_runtime::cron::CronSettings::load(settings)
+        .map_err(|e| GatewayError::Provider(e.to_string()))?;
     check_sandbox(settings)?;
     // The tools are built as `run` builds them: with an async bridge, or an
     // explicit `web` toolset would be refused here and `run` never start.
@@ -492,11 +506,23 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
     let bridge = Arc::new(AsyncBridge::from_handle(rt.handle().clone()));
     let factory = Arc::new(RuntimeAgentFactory::new(settings, Some(bridge))?);
     let adapters = build_adapters(settings, Some(Arc::clone(&store)))?;
+    // Scheduled jobs (SPEC Y1): the tool for chats, the scheduler below.
+    let cron_settings = hermes_runtime::cron::CronSettings::load(settings)
+        .map_err(|e| GatewayError::Provider(e.to_string()))?;
+    let clock: Arc<dyn hermes_core::Clock> = Arc::new(SystemClock);
+    factory.offer_cron(crate::cron::CronOffer::new(
+        Arc::clone(&store),
+        cron_settings.clone(),
+        adapters.iter().map(|a| a.platform().to_owned()).collect(),
+        Arc::clone(&clock),
+        settings.toolsets.as_deref(),
+    ));
+    let factory: Arc<dyn crate::runner::AgentFactory> = factory;
     let runner = GatewayRunner::new(RunnerDeps {
         adapters,
-        factory,
-        store,
-        clock: Arc::new(SystemClock),
+        factory: Arc::clone(&factory),
+        store: Arc::clone(&store),
+        clock: Arc::clone(&clock),
         config: summary.config.clone(),
     });
     let report: ShutdownReport = rt.block_on(async {
@@ -505,12 +531,21 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         runner.start().await?;
+        let scheduler = crate::cron::Scheduler::start(crate::cron::SchedulerDeps {
+            runner: runner.clone(),
+            factory,
+            store,
+            clock,
+            settings: cron_settings,
+            timing: crate::cron::SchedulerTiming::default(),
+        });
         tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
         tokio::select! {
             r = tokio::signal::ctrl_c() => r?,
             _ = term.recv() => {}
         }
         tracing::info!("stopping the gateway");
+        scheduler.stop(std::time::Duration::from_secs(2)).await;
         Ok::<_, GatewayError>(runner.shutdown().await)
     })?;
     // Turns still stuck in a provider call must not hold the process.

@@ -34,6 +34,10 @@ pub enum Command {
     },
     /// `/deny`: refuses a waiting approval question.
     Deny,
+    /// `/sethome`: this chat becomes its platform's home channel (SPEC Y2).
+    SetHome,
+    /// `/cron` (this chat's scheduled jobs) or `/cron remove ID` (SPEC Y1).
+    Cron(Option<String>),
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
@@ -48,6 +52,8 @@ pub const HELP: &str = "Commands:\n\
 /usage: tokens, cache share and cost of this conversation\n\
 /stop: stop the current reply and drop waiting messages\n\
 /approve, /approve always, /deny: answer a request to run a dangerous command\n\
+/sethome: make this chat the home channel scheduled jobs deliver to\n\
+/cron, /cron remove ID: this chat's scheduled jobs\n\
 /help: this list";
 
 /// Parses `text` as a command; `None` means it is ordinary text.
@@ -91,6 +97,8 @@ pub fn parse_command(text: &str) -> Option<Command> {
             always: arg.eq_ignore_ascii_case("always"),
         },
         "deny" => Command::Deny,
+        "sethome" => Command::SetHome,
+        "cron" => Command::Cron((!arg.is_empty()).then(|| arg.to_owned())),
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
@@ -130,6 +138,12 @@ mod tests {
             Some(Command::Approve { always: true })
         );
         assert_eq!(parse_command("/deny"), Some(Command::Deny));
+        assert_eq!(parse_command("/sethome@hermes_bot"), Some(Command::SetHome));
+        assert_eq!(parse_command("/cron"), Some(Command::Cron(None)));
+        assert_eq!(
+            parse_command("/cron remove j12"),
+            Some(Command::Cron(Some("remove j12".into())))
+        );
         assert_eq!(
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))

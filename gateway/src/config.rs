@@ -177,6 +177,8 @@ const KNOWN_KEYS: &[&str] = &[
     "lease_ttl_ms",
     "stream_replies",
     "max_file_mb",
+    // Read by `hermes_runtime::cron::CronSettings` (scheduled jobs).
+    "timezone",
 ];
 
 impl GatewayConfig {

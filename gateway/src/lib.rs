@@ -14,6 +14,7 @@ pub mod approval;
 pub mod cache;
 pub mod command;
 pub mod config;
+pub mod cron;
 pub mod dedup;
 #[cfg(feature = "discord")]
 pub mod discord;

@@ -630,6 +630,35 @@ impl GatewayRunner {
         lock(&self.inner.state).sessions.len()
     }
 
+    /// Whether an adapter for `platform` is configured here.
+    pub fn has_platform(&self, platform: &str) -> bool {
+        self.inner.adapters.contains_key(platform)
+    }
+
+    /// Sends `text` to a chat as any reply is sent (split, at most
+    /// `max_reply_messages`, the rest as a file): a scheduled job's answer
+    /// (SPEC Y1). Refused when this gateway does not serve the platform's
+    /// bot now.
+    pub async fn send_text(
+        &self,
+        platform: &str,
+        chat_id: &str,
+        text: &str,
+    ) -> Result<(), AdapterError> {
+        let Some(adapter) = self.inner.adapters.get(platform) else {
+            return Err(AdapterError::Rejected {
+                platform: "gateway",
+                message: format!("no {platform} adapter is configured"),
+            });
+        };
+        if self.inner.bot_lease(platform).is_none() {
+            return Err(AdapterError::NotConnected {
+                platform: adapter.platform(),
+            });
+        }
+        self.inner.deliver(&**adapter, chat_id, text, None).await
+    }
+
     /// The session key a source maps to under this runner's settings.
     pub fn key_for(&self, source: &SessionSource) -> String {
         session_key(source, self.inner.config.group_sessions_per_user)

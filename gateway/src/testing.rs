@@ -58,6 +58,8 @@ pub struct TestAdapter {
     files: AtomicBool,
     /// Whether the platform refuses connections (its network is down).
     refuse_connect: AtomicBool,
+    /// How many of the next sends fail (the platform is down).
+    failing_sends: AtomicUsize,
 }
 
 impl std::fmt::Debug for TestAdapter {
@@ -82,7 +84,14 @@ impl TestAdapter {
             limit: AtomicUsize::new(4096),
             files: AtomicBool::new(false),
             refuse_connect: AtomicBool::new(false),
+            failing_sends: AtomicUsize::new(0),
         })
+    }
+
+    /// Makes the next `n` sends fail with a network error, as when the
+    /// platform is down.
+    pub fn fail_next_sends(&self, n: usize) {
+        self.failing_sends.store(n, Ordering::SeqCst);
     }
 
     /// Makes [`TestAdapter::say`] number its messages from `n` on (a
@@ -228,6 +237,15 @@ impl PlatformAdapter for TestAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
+        let failing = self
+            .failing_sends
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(AdapterError::Network {
+                platform: self.platform,
+                message: "the platform is down (test)".into(),
+            });
+        }
         let pieces = split_message(text, self.max_message_len(), LengthUnit::Chars);
         let mut sent = lock(&self.sent);
         for (i, piece) in pieces.into_iter().enumerate() {
@@ -492,6 +510,7 @@ pub struct TestAgentFactory {
     prompts: AtomicUsize,
     built_models: Mutex<Vec<String>>,
     provider: Mutex<String>,
+    cron: std::sync::OnceLock<crate::cron::CronOffer>,
 }
 
 impl std::fmt::Debug for TestAgentFactory {
@@ -511,7 +530,14 @@ impl TestAgentFactory {
             prompts: AtomicUsize::new(0),
             built_models: Mutex::new(Vec::new()),
             provider: Mutex::new("test-provider".into()),
+            cron: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Offers the `cronjob` tool to chat sessions, as the production
+    /// factory does (SPEC Y1).
+    pub fn offer_cron(&self, offer: crate::cron::CronOffer) {
+        let _ = self.cron.set(offer);
     }
 
     /// Agents built so far.
@@ -557,7 +583,7 @@ impl AgentFactory for TestAgentFactory {
     /// misconfigured provider would.
     fn build(
         &self,
-        _session_id: &str,
+        session_id: &str,
         model: &str,
         system_prompt: &str,
     ) -> Result<Agent, FactoryError> {
@@ -566,9 +592,13 @@ impl AgentFactory for TestAgentFactory {
         }
         self.builds.fetch_add(1, Ordering::AcqRel);
         lock(&self.built_models).push(model.to_owned());
+        let mut tools = ToolRegistry::new();
+        if let Some(offer) = self.cron.get() {
+            offer.register(&mut tools, session_id);
+        }
         Ok(Agent::new(
             Arc::clone(&self.model),
-            Arc::new(ToolRegistry::new()),
+            Arc::new(tools),
             system_prompt,
         ))
     }

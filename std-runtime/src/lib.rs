@@ -29,6 +29,7 @@ pub mod bridge;
 pub mod client;
 pub mod config;
 pub mod context;
+pub mod cron;
 pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;

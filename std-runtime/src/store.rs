@@ -85,6 +85,7 @@ mod codec;
 mod compaction;
 mod error;
 mod id;
+mod jobs;
 mod lease;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -94,6 +95,9 @@ pub(crate) mod tool_calls;
 
 pub use backend::{BackendKind, Location};
 pub use error::StoreError;
+pub use jobs::{
+    Claim, JobRecord, JobState, RunRecord, RunState, RunUpdate, job_lease, new_job_id, new_run_id,
+};
 pub use lease::{Listener, Notification, NotifySink};
 #[cfg(feature = "postgres")]
 #[doc(hidden)]

@@ -5,6 +5,7 @@
 
 mod config;
 mod context;
+mod cron;
 mod database;
 mod extras;
 mod interactive;

@@ -236,6 +236,12 @@ impl Inner {
                 })
             }
             Command::Compress(focus) => self.compress(key, source, focus.as_deref()),
+            Command::SetHome => crate::cron::home::set_home(&mut self.store(), source),
+            Command::Cron(arg) => Ok(crate::cron::chat_command(
+                &mut self.store(),
+                source,
+                arg.as_deref(),
+            )),
             Command::Status
             | Command::Usage
             | Command::Stop

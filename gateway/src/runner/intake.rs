@@ -213,7 +213,13 @@ impl Inner {
                 self.push_work(state, key, Work::Command(Command::New, event, position));
                 self.mark_unanswered(&dropped);
             }
-            Some(cmd @ (Command::Model(_) | Command::Undo | Command::Compress(_))) => {
+            Some(
+                cmd @ (Command::Model(_)
+                | Command::Undo
+                | Command::Compress(_)
+                | Command::SetHome
+                | Command::Cron(_)),
+            ) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));
             }
         }

@@ -69,7 +69,7 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 
 /// Toolset names a configuration may list; `none` enables no tools.
 pub const TOOLSET_NAMES: &[&str] = &[
-    "file", "terminal", "web", "memory", "todo", "delegate", "mcp", "none",
+    "file", "terminal", "web", "memory", "todo", "delegate", "mcp", "cronjob", "none",
 ];
 
 /// Every section of `config.toml` and its keys.
@@ -160,6 +160,11 @@ pub const SECTIONS: &[Section] = &[
             key("api_url", Kind::Url),
         ]),
     },
+    Section {
+        // Scheduled jobs (SPEC Y1; `cron::CronSettings`).
+        name: "cron",
+        keys: Keys::These(&[key("catch_up", Kind::OneOf(&["once", "skip"]))]),
+    },
 ];
 
 /// Environment variables hermes reads (from the process or `.env`). Names
@@ -247,6 +252,10 @@ pub const KNOWN_VARS: &[&str] = &[
     "BRAVE_API_KEY",
     "TAVILY_API_KEY",
     "SEARXNG_URL",
+    // Home channels of scheduled jobs' deliveries (SPEC Y2).
+    "TELEGRAM_HOME_CHANNEL",
+    "WECOM_HOME_CHANNEL",
+    "DISCORD_HOME_CHANNEL",
 ];
 
 /// Prefixes that only hermes uses: an unknown variable with one of them in

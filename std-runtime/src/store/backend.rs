@@ -19,6 +19,7 @@ use std::sync::Arc;
 use hermes_core::context::Compaction;
 use hermes_core::{Clock, LedgerEntry};
 
+use super::jobs::{Claim, JobRecord, RunRecord, RunUpdate};
 use super::records::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, SearchHit, SessionChange,
     SessionRecord, StoredCompaction,
@@ -188,9 +189,28 @@ pub(crate) trait Leases {
     ) -> Result<Option<super::Listener>, StoreError>;
 }
 
+/// Scheduled jobs and their runs (SPEC Y1, `store/jobs.rs`).
+pub(crate) trait Jobs {
+    fn job_insert(&mut self, job: &JobRecord) -> Result<(), StoreError>;
+    fn find_job(&self, id_or_prefix: &str) -> Result<Option<JobRecord>, StoreError>;
+    fn jobs(&self, all: bool) -> Result<Vec<JobRecord>, StoreError>;
+    fn job_update(&mut self, job: &JobRecord) -> Result<bool, StoreError>;
+    fn job_delete(&mut self, id: &str) -> Result<bool, StoreError>;
+    fn due_jobs(&self, now_ms: u64, limit: usize) -> Result<Vec<JobRecord>, StoreError>;
+    fn job_claim(&mut self, claim: &Claim<'_>) -> Result<bool, StoreError>;
+    fn open_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+    fn job_runs(&self, job_id: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
+    fn run_update(
+        &mut self,
+        run_id: &str,
+        update: &RunUpdate,
+        fence: &Fence,
+    ) -> Result<(), StoreError>;
+}
+
 /// A storage backend: every area, plus the connection itself.
 pub(crate) trait Backend:
-    Sessions + Transcripts + Search + Compactions + KeyValue + Leases + Send + fmt::Debug
+    Sessions + Transcripts + Search + Compactions + KeyValue + Leases + Jobs + Send + fmt::Debug
 {
     fn location(&self) -> &Location;
     /// A second connection to the same database (an in-memory SQLite

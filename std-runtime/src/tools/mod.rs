@@ -37,6 +37,7 @@ use crate::mcp::McpManager;
 
 pub mod approval;
 pub(crate) mod arguments;
+pub mod cronjob;
 #[cfg(feature = "delegate")]
 mod delegate;
 mod fs;
@@ -53,6 +54,7 @@ mod workdir;
 pub use approval::{
     ApprovalGate, ApprovalMode, ApprovalRequest, Approver, DANGERS, Decision, SessionApprovals,
 };
+pub use cronjob::CronjobTool;
 #[cfg(feature = "delegate")]
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
@@ -83,7 +85,10 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     ("delegate", &["delegate_task"]),
     // The tools of the configured MCP servers, `mcp_SERVER_TOOL`; which
     // ones depends on the servers.
-    ("mcp", &[]),
+    ("mcp", &[]), // Scheduled jobs (SPEC Y1): registered by the front-ends, which hold
+    // the store and know the chat (`cronjob::offered`); never in a cron
+    // run or a sub-agent.
+    ("cronjob", &["cronjob"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -342,6 +347,8 @@ fn build_wrapped(
                 }
                 None => {}
             },
+            // The front-end registers it (see `cronjob::offered`).
+            "cronjob" => {}
             // Left out of this build (a cargo feature).
             other if explicit => {
                 return Err(ToolsError::Unavailable {

@@ -16,6 +16,7 @@
 mod compaction;
 mod conn;
 mod fts;
+mod jobs;
 mod kv;
 mod lease;
 mod schema;

@@ -47,6 +47,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "attachments of user messages (references to files in $HERMES_HOME/media)",
         sql: V3,
     },
+    Migration {
+        version: 4,
+        what: "scheduled jobs and their runs (the runs are the deliveries' outbox)",
+        sql: V4,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -162,4 +167,47 @@ ALTER TABLE messages
 /// any. The files themselves never enter the database.
 const V3: &str = "
 ALTER TABLE messages ADD COLUMN attachments TEXT;
+";
+
+/// Version 4: SQLite's version 9 — scheduled jobs and their runs (SPEC Y1,
+/// `store/jobs.rs`). Ids use the `C` collation, so prefix look-ups are byte
+/// ranges as on SQLite.
+const V4: &str = "
+CREATE TABLE cron_jobs (
+    id              TEXT COLLATE \"C\" PRIMARY KEY,
+    ordinal         BIGINT GENERATED ALWAYS AS IDENTITY,
+    name            TEXT NOT NULL,
+    schedule        TEXT NOT NULL,
+    prompt          TEXT NOT NULL,
+    deliver         TEXT NOT NULL,
+    origin_platform TEXT,
+    origin_chat     TEXT,
+    origin_thread   TEXT,
+    repeat_total    BIGINT,
+    runs_done       BIGINT NOT NULL DEFAULT 0,
+    state           TEXT NOT NULL CHECK (state IN ('active', 'paused', 'done')),
+    next_run_ms     BIGINT,
+    last_run_ms     BIGINT,
+    last_outcome    TEXT,
+    created_at_ms   BIGINT NOT NULL
+);
+CREATE INDEX cron_jobs_due ON cron_jobs (state, next_run_ms);
+
+CREATE TABLE cron_runs (
+    id              TEXT COLLATE \"C\" PRIMARY KEY,
+    ordinal         BIGINT GENERATED ALWAYS AS IDENTITY,
+    job_id          TEXT NOT NULL,
+    due_ms          BIGINT NOT NULL,
+    state           TEXT NOT NULL,
+    claimed_at_ms   BIGINT NOT NULL,
+    finished_at_ms  BIGINT,
+    session_id      TEXT,
+    answer          TEXT,
+    error           TEXT,
+    attempts        BIGINT NOT NULL DEFAULT 0,
+    next_attempt_ms BIGINT,
+    UNIQUE (job_id, due_ms)
+);
+CREATE INDEX cron_runs_open ON cron_runs (state, job_id);
+CREATE INDEX cron_runs_by_job ON cron_runs (job_id, claimed_at_ms);
 ";

@@ -5,6 +5,7 @@
 //! lives in its own file and implements that area's backend trait.
 
 mod compaction;
+mod jobs;
 mod kv;
 mod lease;
 mod migrate;

@@ -61,6 +61,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "leases with fencing epochs (bots, sessions)",
         sql: V8,
     },
+    Migration {
+        version: 9,
+        what: "scheduled jobs and their runs (the runs are the deliveries' outbox)",
+        sql: V9,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -307,4 +312,50 @@ CREATE TABLE leases (
     renewed_at_ms  INTEGER NOT NULL,
     state          TEXT
 );
+";
+
+/// Version 9: scheduled jobs (SPEC Y1, `store/jobs.rs`).
+///
+/// `cron_jobs.next_run_ms` is what a claim is conditional on: the claim
+/// moves it on in the transaction that inserts the run, so one due time
+/// gives one run. `cron_runs` is the outbox: a run's answer is stored
+/// (`pending`) before it is sent and the delivery recorded after.
+/// `cron_runs_open` serves the per-tick "no open run" test and the sweep of
+/// open runs; `cron_jobs_due` the due scan.
+const V9: &str = "
+CREATE TABLE cron_jobs (
+    id              TEXT PRIMARY KEY NOT NULL,
+    name            TEXT NOT NULL,
+    schedule        TEXT NOT NULL,
+    prompt          TEXT NOT NULL,
+    deliver         TEXT NOT NULL,
+    origin_platform TEXT,
+    origin_chat     TEXT,
+    origin_thread   TEXT,
+    repeat_total    INTEGER,
+    runs_done       INTEGER NOT NULL DEFAULT 0,
+    state           TEXT NOT NULL CHECK (state IN ('active', 'paused', 'done')),
+    next_run_ms     INTEGER,
+    last_run_ms     INTEGER,
+    last_outcome    TEXT,
+    created_at_ms   INTEGER NOT NULL
+);
+CREATE INDEX cron_jobs_due ON cron_jobs (state, next_run_ms);
+
+CREATE TABLE cron_runs (
+    id              TEXT PRIMARY KEY NOT NULL,
+    job_id          TEXT NOT NULL,
+    due_ms          INTEGER NOT NULL,
+    state           TEXT NOT NULL,
+    claimed_at_ms   INTEGER NOT NULL,
+    finished_at_ms  INTEGER,
+    session_id      TEXT,
+    answer          TEXT,
+    error           TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms INTEGER,
+    UNIQUE (job_id, due_ms)
+);
+CREATE INDEX cron_runs_open ON cron_runs (state, job_id);
+CREATE INDEX cron_runs_by_job ON cron_runs (job_id, claimed_at_ms);
 ";

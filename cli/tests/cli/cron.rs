@@ -1,0 +1,91 @@
+//! `hermes cron`: create, list (text and JSON), runs, remove, status, and
+//! bad input refused with one clear line (SPEC Y1). The store is the real
+//! SQLite file in the test's `$HERMES_HOME`.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn ok(o: &std::process::Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+    stdout(o)
+}
+
+#[test]
+fn create_list_runs_and_remove_a_job() {
+    let env = Env::new();
+    let url = dead_url();
+    let id = ok(&env.run(
+        &url,
+        &[
+            "cron",
+            "create",
+            "every 2h",
+            "check",
+            "the",
+            "disk",
+            "--name",
+            "disk",
+            "--deliver",
+            "telegram",
+        ],
+    ))
+    .trim()
+    .to_owned();
+    assert!(id.starts_with('j') && id.len() == 11, "{id:?}");
+    let list = ok(&env.run(&url, &["cron", "list"]));
+    assert!(
+        list.contains(&id) && list.contains("disk") && list.contains("every 2h"),
+        "{list}"
+    );
+    assert!(
+        list.contains("[active]") && list.contains("deliver: telegram"),
+        "{list}"
+    );
+    let json: Value =
+        serde_json::from_str(ok(&env.run(&url, &["cron", "list", "--json"])).trim()).unwrap();
+    assert_eq!(json["id"], id.as_str());
+    assert_eq!(json["prompt"], "check the disk");
+    assert_eq!(json["state"], "active");
+    // A unique prefix names it.
+    let prefix = &id[..6];
+    let paused = ok(&env.run(&url, &["cron", "pause", prefix]));
+    assert!(paused.contains("Paused"), "{paused}");
+    let runs = ok(&env.run(&url, &["cron", "runs", prefix]));
+    assert!(runs.contains("has not run yet"), "{runs}");
+    let status = ok(&env.run(&url, &["cron", "status"]));
+    assert!(
+        status.contains("no gateway has run it yet") && status.contains("Jobs: 1"),
+        "{status}"
+    );
+    let removed = ok(&env.run(&url, &["cron", "remove", prefix]));
+    assert!(removed.contains("will not run again"), "{removed}");
+    let list = ok(&env.run(&url, &["cron", "list"]));
+    assert!(list.contains("No scheduled jobs"), "{list}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_nothing_is_created() {
+    let env = Env::new();
+    let url = dead_url();
+    for (args, says) in [
+        (vec!["cron", "create", "whenever", "x"], "every 30m"),
+        (vec!["cron", "create", "61 * * * *", "x"], "every 30m"),
+        (
+            vec!["cron", "create", "30m", "x", "--deliver", "tele gram"],
+            "platform:chat_id",
+        ),
+        (
+            vec!["cron", "create", "2020-01-01T00:00Z", "x"],
+            "already passed",
+        ),
+        (vec!["cron", "remove", "jnothere"], "no scheduled job"),
+    ] {
+        let o = env.run(&url, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    assert!(ok(&env.run(&url, &["cron", "list", "--all"])).contains("No scheduled jobs"));
+}

@@ -1,0 +1,313 @@
+//! One run of a job: the agent, then the delivery through the outbox (see
+//! the module docs of `cron`).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason};
+use hermes_runtime::cron::{PLATFORM, SESSION_KEY_PREFIX};
+use hermes_runtime::persist::TurnWriter;
+use hermes_runtime::store::{
+    Fence, JobRecord, NewSession, RunRecord, RunState, RunUpdate, StoreError,
+};
+
+use super::home::{self, Destination};
+use super::{Inner, lock};
+use crate::event::{ChatType, SessionSource};
+use crate::lease::Held;
+
+/// What the agent part of a run came to.
+enum Executed {
+    /// An answer (possibly empty) in this session.
+    Answer { session_id: String, text: String },
+    /// No answer: why.
+    Failed {
+        session_id: Option<String>,
+        error: String,
+    },
+    /// Stopped by a shutdown, or the lease went to another gateway: the
+    /// run stays open and is run again.
+    Left,
+}
+
+/// Stores each entry as the run produces it, and stops the run when the
+/// store can no longer follow (a lost lease).
+struct RunObserver<'a> {
+    writer: TurnWriter<'a>,
+    flag: &'a InterruptFlag,
+}
+
+impl AgentObserver for RunObserver<'_> {
+    fn on_event(&mut self, event: &AgentEvent<'_>) {
+        match event {
+            AgentEvent::Appended(entry) if !self.writer.append(entry) => self.flag.interrupt(),
+            AgentEvent::Compacted(compaction) => {
+                self.writer.compacted(compaction);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The user message of a run: the job's prompt, after a line that tells
+/// the model nobody is there to answer questions.
+fn run_message(job: &JobRecord) -> String {
+    format!(
+        "[Scheduled job {} \"{}\": no user is present; your final answer is delivered as it is.]\n\n{}",
+        job.id, job.name, job.prompt
+    )
+}
+
+impl Inner {
+    /// The task that works on one job's open run, holding its lease.
+    pub(super) async fn work(self: Arc<Self>, job_id: String, held: Held) {
+        let _permit = self.tasks.acquire().await;
+        let keeper = self.handle.spawn(
+            held.clone()
+                .keep(Arc::clone(&self.store), self.timing.lease),
+        );
+        let inner = Arc::clone(&self);
+        let (jid, h) = (job_id.clone(), held.clone());
+        match tokio::task::spawn_blocking(move || inner.carry_on(&jid, &h)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(StoreError::Fenced { .. })) => {
+                tracing::warn!(job = %job_id, "another gateway took this job's run over");
+            }
+            Ok(Err(e)) => {
+                tracing::error!(job = %job_id, error = %e, "scheduled run failed to record")
+            }
+            Err(e) => tracing::error!(job = %job_id, error = %e, "scheduled run panicked"),
+        }
+        held.lose();
+        keeper.abort();
+        let inner = Arc::clone(&self);
+        let fence = held.fence().clone();
+        let released =
+            tokio::task::spawn_blocking(move || inner.store().lease_release(&fence, None)).await;
+        if let Ok(Err(e)) = released {
+            tracing::warn!(job = %job_id, error = %e, "cannot release the job's lease");
+        }
+        lock(&self.busy).remove(&job_id);
+    }
+
+    /// Looks again (the lease is ours now: nobody else changes the run)
+    /// and carries the open run on: run the agent, then deliver.
+    fn carry_on(&self, job_id: &str, held: &Held) -> Result<(), StoreError> {
+        let Some(mut run) = self
+            .store()
+            .job_runs(job_id, 4)?
+            .into_iter()
+            .find(|r| r.state.is_open())
+        else {
+            return Ok(());
+        };
+        let Some(job) = self.store().find_job(job_id)?.filter(|j| j.id == job_id) else {
+            return Ok(());
+        };
+        let fence = held.fence().clone();
+        if run.state == RunState::Running {
+            let (session_id, text) = match self.execute(&job, &fence) {
+                Executed::Left => return Ok(()),
+                Executed::Failed { session_id, error } => {
+                    tracing::warn!(job = %job.id, run = %run.id, %error, "scheduled run failed");
+                    let update = RunUpdate {
+                        state: RunState::Failed,
+                        session_id,
+                        answer: None,
+                        outcome: format!("failed: {error}"),
+                        error: Some(error),
+                        attempts: 0,
+                        next_attempt_ms: None,
+                        finished_at_ms: Some(self.clock.now_ms()),
+                    };
+                    return self.store().run_update(&run.id, &update, &fence);
+                }
+                Executed::Answer { session_id, text } => (session_id, text),
+            };
+            // The outbox: the answer is durable before anything is sent.
+            run.session_id = Some(session_id);
+            run.answer = Some(text);
+            run.state = RunState::Pending;
+        }
+        self.deliver(&job, &run, held)
+    }
+
+    /// The agent part: a fresh session, the prompt, the normal loop.
+    fn execute(&self, job: &JobRecord, fence: &Fence) -> Executed {
+        let failed = |session_id: Option<&str>, error: String| Executed::Failed {
+            session_id: session_id.map(str::to_owned),
+            error,
+        };
+        let key = format!("{SESSION_KEY_PREFIX}{}", job.id);
+        let new = NewSession {
+            session_key: Some(&key),
+            platform: Some(PLATFORM),
+            chat_id: Some(&job.id),
+            ..NewSession::default()
+        };
+        let session = match self.store().reset(&key, &new) {
+            Ok(s) => s,
+            Err(e) => return failed(None, format!("cannot start its session: {e}")),
+        };
+        let source = SessionSource {
+            platform: PLATFORM.into(),
+            chat_id: job.id.clone(),
+            chat_type: ChatType::Dm,
+            user_id: PLATFORM.into(),
+            user_name: None,
+            thread_id: None,
+        };
+        let model = self.factory.default_model();
+        let agent = self.factory.system_prompt(&source).and_then(|prompt| {
+            if let Err(e) = self.store().set_system_prompt(&session.id, &prompt) {
+                tracing::warn!(session = %session.id, error = %e, "cannot store the system prompt");
+            }
+            self.factory.build(&session.id, &model, &prompt)
+        });
+        let agent = match agent {
+            Ok(a) => a,
+            Err(e) => {
+                return failed(
+                    Some(&session.id),
+                    format!("the assistant is unavailable: {e}"),
+                );
+            }
+        };
+        let flag = agent.interrupt_flag().clone();
+        lock(&self.running).push((job.id.clone(), flag.clone()));
+        if self.stopping.load(Ordering::SeqCst) {
+            flag.interrupt();
+        }
+        let budget = IterationBudget::new(agent.max_iterations());
+        let mut observer = RunObserver {
+            writer: TurnWriter::new(&self.store, &session.id).fenced(vec![fence.clone()]),
+            flag: &flag,
+        };
+        let outcome = agent.run_message(
+            Message::user(run_message(job)),
+            Vec::new(),
+            &budget,
+            &mut observer,
+        );
+        lock(&self.running).retain(|(j, _)| j != &job.id);
+        if let Some(e) = observer.writer.failure() {
+            tracing::warn!(job = %job.id, error = %e, "the run's transcript could not be stored");
+            return Executed::Left;
+        }
+        if outcome.stop == StopReason::Interrupted && self.stopping.load(Ordering::SeqCst) {
+            return Executed::Left;
+        }
+        let notice = outcome.stop.notice(budget.total());
+        let mut text = outcome.final_text.trim().to_owned();
+        if matches!(
+            outcome.stop,
+            StopReason::ModelError(_)
+                | StopReason::ContextOverflow(_)
+                | StopReason::ToolAborted { .. }
+        ) && text.is_empty()
+        {
+            return failed(
+                Some(&session.id),
+                notice.unwrap_or_else(|| "no answer".into()),
+            );
+        }
+        if let Some(notice) = notice {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&notice);
+        }
+        Executed::Answer {
+            session_id: session.id,
+            text,
+        }
+    }
+
+    /// Sends a pending run's answer once; records the delivery after it was
+    /// sent, or the failure and when to try again.
+    fn deliver(&self, job: &JobRecord, run: &RunRecord, held: &Held) -> Result<(), StoreError> {
+        let fence = held.fence();
+        let now = self.clock.now_ms();
+        let answer = run.answer.clone().unwrap_or_default();
+        let mut update = RunUpdate {
+            state: RunState::Pending,
+            session_id: run.session_id.clone(),
+            answer: run.answer.clone(),
+            error: None,
+            attempts: run.attempts,
+            next_attempt_ms: None,
+            finished_at_ms: None,
+            outcome: String::new(),
+        };
+        // Bound first: the store's guard must be gone before the arms write.
+        let resolved = home::destination(&self.store(), job, &self.settings.home_channels);
+        let destination = match resolved {
+            Ok(Some(d)) if !answer.trim().is_empty() => d,
+            Ok(_) => {
+                update.state = RunState::Stored;
+                update.finished_at_ms = Some(now);
+                update.outcome = "stored (not sent)".into();
+                return self.store().run_update(&run.id, &update, fence);
+            }
+            Err(reason) => {
+                // Nothing to retry: the configuration says nowhere.
+                update.state = RunState::DeliveryFailed;
+                update.finished_at_ms = Some(now);
+                update.outcome = format!("delivery failed: {reason}");
+                update.error = Some(reason);
+                return self.store().run_update(&run.id, &update, fence);
+            }
+        };
+        // The answer is in the outbox before the first attempt.
+        if run.state == RunState::Running || run.attempts == 0 {
+            update.outcome = "answered; delivering".into();
+            self.store().run_update(&run.id, &update, fence)?;
+        }
+        if !held.is_valid() || self.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let sent = self.send(&destination, &answer);
+        let now = self.clock.now_ms();
+        update.attempts = run.attempts.saturating_add(1);
+        match sent {
+            Ok(()) => {
+                tracing::info!(job = %job.id, run = %run.id, platform = %destination.platform, "scheduled answer delivered");
+                update.state = RunState::Delivered;
+                update.finished_at_ms = Some(now);
+                update.outcome =
+                    format!("delivered to {}:{}", destination.platform, destination.chat);
+            }
+            Err(reason) if update.attempts >= self.timing.max_attempts => {
+                tracing::warn!(job = %job.id, run = %run.id, %reason, "delivery failed for good; the answer is kept");
+                update.state = RunState::DeliveryFailed;
+                update.finished_at_ms = Some(now);
+                update.outcome = format!("delivery failed: {reason}");
+                update.error = Some(reason);
+            }
+            Err(reason) => {
+                let wait = self
+                    .timing
+                    .retry_base
+                    .saturating_mul(1 << update.attempts.saturating_sub(1).min(10));
+                let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                tracing::warn!(job = %job.id, run = %run.id, %reason, attempt = update.attempts, "delivery failed; retrying");
+                update.next_attempt_ms = Some(now.saturating_add(wait_ms));
+                update.outcome = format!(
+                    "delivery failed (attempt {}), retrying: {reason}",
+                    update.attempts
+                );
+                update.error = Some(reason);
+            }
+        }
+        self.store().run_update(&run.id, &update, fence)
+    }
+
+    fn send(&self, to: &Destination, text: &str) -> Result<(), String> {
+        if !self.runner.has_platform(&to.platform) {
+            return Err(format!("{} is not configured on this gateway", to.platform));
+        }
+        self.handle
+            .block_on(self.runner.send_text(&to.platform, &to.chat, text))
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,426 @@
+//! Scheduled jobs in a running gateway (SPEC Y1, Y2), in one process: the
+//! runner over the in-process test adapter, a real SQLite store, the
+//! scheduler ticking, a model that schedules a job when asked. Time is a
+//! manual clock the test moves past the due times.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_core::{
+    ChatRequest, Completion, FinishReason, Message, Model, ModelError, StreamSink, ToolCall,
+};
+use hermes_gateway::config::GatewayConfig;
+use hermes_gateway::cron::{CronOffer, Scheduler, SchedulerDeps, SchedulerTiming};
+use hermes_gateway::event::ChatType;
+use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
+use hermes_gateway::testing::{ManualClock, TestAdapter, TestAgentFactory, last_user_text};
+use hermes_runtime::cron::{self, CatchUp, CronContext, CronSettings, JobSpec, Origin, TimeZone};
+use hermes_runtime::store::{JobState, RunRecord, RunState, Store};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// 2026-12-02 08:30 UTC.
+const T0: u64 = 1_796_200_200_000;
+
+/// What the model saw on one call: the last user text and the tools offered.
+#[derive(Clone, Debug)]
+struct Seen {
+    user: String,
+    tools: Vec<String>,
+}
+
+/// Asked to "schedule: PROMPT", it calls the `cronjob` tool to create a
+/// job running PROMPT in 90 s; any other message it answers with
+/// `answer: TEXT` (the last line of the user message, without the cron
+/// preface).
+#[derive(Default)]
+struct SchedulingModel {
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Model for SchedulingModel {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let messages: Vec<Message> = request.messages.iter().map(|e| e.message.clone()).collect();
+        let user = last_user_text(&messages);
+        self.seen.lock().unwrap().push(Seen {
+            user: user.clone(),
+            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+        });
+        if let Some(Message::Tool { content, .. }) = messages.last() {
+            return Ok(Completion {
+                content: Some(format!("tool said: {content}")),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            });
+        }
+        if let Some(prompt) = user.strip_prefix("schedule: ") {
+            let args = serde_json::json!({"action": "create", "schedule": "90s", "prompt": prompt});
+            return Ok(Completion {
+                tool_calls: vec![ToolCall::new("call_1", "cronjob", args.to_string())],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            });
+        }
+        let last = user.lines().last().unwrap_or_default();
+        Ok(Completion {
+            content: Some(format!("answer: {last}")),
+            finish_reason: Some(FinishReason::Stop),
+            ..Completion::default()
+        })
+    }
+}
+
+struct Gateway {
+    rt: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+    adapter: Arc<TestAdapter>,
+    model: Arc<SchedulingModel>,
+    store: Arc<Mutex<Store>>,
+    clock: Arc<ManualClock>,
+    runner: GatewayRunner,
+    factory: Arc<TestAgentFactory>,
+    settings: CronSettings,
+    scheduler: Option<Scheduler>,
+}
+
+fn settings(catch_up: CatchUp) -> CronSettings {
+    CronSettings {
+        tz: TimeZone::UTC,
+        catch_up,
+        home_channels: Default::default(),
+    }
+}
+
+fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = Arc::new(Mutex::new(
+        Store::open(&dir.path().join("state.db"))
+            .unwrap()
+            .with_clock(clock.clone()),
+    ));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let adapter = TestAdapter::new("test");
+    let model = Arc::new(SchedulingModel::default());
+    let factory = TestAgentFactory::new(model.clone());
+    factory.offer_cron(CronOffer::new(
+        store.clone(),
+        settings.clone(),
+        vec!["test".into()],
+        clock.clone(),
+        None,
+    ));
+    let mut config = GatewayConfig::default();
+    config.allow.everywhere = ["alice".to_owned()].into_iter().collect();
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![adapter.clone()],
+        factory: factory.clone(),
+        store: store.clone(),
+        clock: clock.clone(),
+        config,
+    });
+    rt.block_on(runner.start()).unwrap();
+    let mut g = Gateway {
+        rt,
+        _dir: dir,
+        adapter,
+        model,
+        store,
+        clock,
+        runner,
+        factory,
+        settings,
+        scheduler: None,
+    };
+    if start_scheduler {
+        g.start_scheduler();
+    }
+    g
+}
+
+impl Gateway {
+    fn start_scheduler(&mut self) {
+        let deps = SchedulerDeps {
+            runner: self.runner.clone(),
+            factory: self.factory.clone(),
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            settings: self.settings.clone(),
+            timing: SchedulerTiming {
+                tick: Duration::from_millis(50),
+                retry_base: Duration::from_millis(200),
+                max_attempts: 3,
+                ..SchedulerTiming::default()
+            },
+        };
+        self.scheduler = Some(self.rt.block_on(async { Scheduler::start(deps) }));
+    }
+
+    fn ctx(&self) -> CronContext {
+        CronContext {
+            now_ms: hermes_core::Clock::now_ms(&*self.clock),
+            tz: TimeZone::UTC,
+            platforms: Some(vec!["test".into()]),
+        }
+    }
+
+    fn texts(&self, chat: &str) -> Vec<String> {
+        self.adapter.texts_to(chat)
+    }
+
+    fn wait_for(&self, chat: &str, text: &str) {
+        let found = self.adapter.wait_until(WAIT, |sent| {
+            sent.iter()
+                .any(|s| s.chat_id == chat && s.text.contains(text))
+        });
+        assert!(
+            found.is_ok(),
+            "no {text:?} in {chat}: {:#?}",
+            self.adapter.sent()
+        );
+    }
+
+    fn runs(&self, job_id: &str) -> Vec<RunRecord> {
+        self.store.lock().unwrap().job_runs(job_id, 10).unwrap()
+    }
+
+    fn wait_run(&self, job_id: &str, done: impl Fn(&[RunRecord]) -> bool) -> Vec<RunRecord> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let runs = self.runs(job_id);
+            if done(&runs) {
+                return runs;
+            }
+            assert!(Instant::now() < deadline, "runs of {job_id}: {runs:#?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A few ticks' worth of real time, for "nothing more happens".
+    fn settle(&self) {
+        std::thread::sleep(Duration::from_millis(400));
+    }
+
+    fn create(&self, spec: JobSpec, origin: Option<&Origin>) -> hermes_runtime::store::JobRecord {
+        cron::create(&mut self.store.lock().unwrap(), &spec, origin, &self.ctx()).unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(s) = self.scheduler.take() {
+            self.rt.block_on(s.stop(Duration::from_secs(2)));
+        }
+        self.rt.block_on(self.runner.shutdown());
+    }
+}
+
+fn spec(schedule: &str, prompt: &str, deliver: Option<&str>) -> JobSpec {
+    JobSpec {
+        schedule: Some(schedule.into()),
+        prompt: Some(prompt.into()),
+        deliver: deliver.map(str::to_owned),
+        ..JobSpec::default()
+    }
+}
+
+fn alice() -> Origin {
+    Origin {
+        platform: "test".into(),
+        chat: "dm-alice".into(),
+        thread: None,
+    }
+}
+
+#[test]
+fn the_tool_in_a_chat_schedules_a_job_delivered_once_to_that_chat_without_the_tool() {
+    let g = gateway(settings(CatchUp::Once), true);
+    g.adapter.say(
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "schedule: report the weather",
+    );
+    g.wait_for("dm-alice", "Scheduled");
+    let jobs = g.store.lock().unwrap().jobs(false).unwrap();
+    assert_eq!(jobs.len(), 1);
+    let job = &jobs[0];
+    assert_eq!(job.origin_chat.as_deref(), Some("dm-alice"));
+    assert_eq!(job.deliver, "origin");
+    // Not due yet: nothing runs.
+    g.settle();
+    assert!(g.runs(&job.id).is_empty());
+    g.clock.advance(Duration::from_secs(91));
+    g.wait_for("dm-alice", "answer: report the weather");
+    let runs = g.wait_run(&job.id, |r| {
+        r.len() == 1 && r[0].state == RunState::Delivered
+    });
+    assert!(runs[0].session_id.is_some());
+    g.clock.advance(Duration::from_secs(3600));
+    g.settle();
+    let deliveries = g
+        .texts("dm-alice")
+        .iter()
+        .filter(|t| t.contains("answer: report the weather"))
+        .count();
+    assert_eq!(
+        deliveries,
+        1,
+        "delivered exactly once: {:#?}",
+        g.texts("dm-alice")
+    );
+    assert_eq!(g.runs(&job.id).len(), 1, "a one-off runs once");
+    let job = cron::find(&g.store.lock().unwrap(), &job.id).unwrap();
+    assert_eq!(job.state, JobState::Done);
+    assert!(job.last_outcome.unwrap().starts_with("delivered"));
+    // The chat's calls were offered the tool; the cron run's were not.
+    let seen = g.model.seen.lock().unwrap().clone();
+    let chat = seen
+        .iter()
+        .find(|s| s.user.starts_with("schedule: "))
+        .unwrap();
+    assert!(chat.tools.contains(&"cronjob".to_owned()), "{chat:?}");
+    let run = seen
+        .iter()
+        .find(|s| s.user.contains("[Scheduled job"))
+        .unwrap();
+    assert!(
+        !run.tools.contains(&"cronjob".to_owned()),
+        "a cron run has no cronjob tool: {run:?}"
+    );
+    // The run's session is stored like any other.
+    let session = g
+        .store
+        .lock()
+        .unwrap()
+        .session(runs[0].session_id.as_deref().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        session.session_key.as_deref(),
+        Some(format!("cron:{}", job.id).as_str())
+    );
+}
+
+#[test]
+fn sethome_makes_the_chat_the_platforms_home_channel() {
+    let g = gateway(settings(CatchUp::Once), true);
+    // No home yet: the run fails with the reason, the answer kept.
+    let early = g.create(spec("90s", "first", Some("test")), None);
+    g.clock.advance(Duration::from_secs(91));
+    let runs = g.wait_run(&early.id, |r| r.first().is_some_and(|r| !r.state.is_open()));
+    assert_eq!(runs[0].state, RunState::DeliveryFailed, "{runs:#?}");
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no home channel"),
+        "{runs:#?}"
+    );
+    assert_eq!(runs[0].answer.as_deref(), Some("answer: first"));
+    g.adapter.say(ChatType::Dm, "dm-alice", "alice", "/sethome");
+    g.wait_for("dm-alice", "is now the test home channel");
+    let job = g.create(spec("90s", "to the home channel", Some("test")), None);
+    g.clock.advance(Duration::from_secs(91));
+    g.wait_for("dm-alice", "answer: to the home channel");
+    g.wait_run(&job.id, |r| {
+        r.first().is_some_and(|r| r.state == RunState::Delivered)
+    });
+}
+
+#[test]
+fn a_removed_job_never_runs_and_a_failed_delivery_is_retried_and_reported() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let removed = g.create(spec("every 1m", "never", None), Some(&alice()));
+    cron::remove(&mut g.store.lock().unwrap(), &removed.id).unwrap();
+    // Two sends fail: the third attempt delivers.
+    g.adapter.fail_next_sends(2);
+    let flaky = g.create(spec("90s", "flaky", None), Some(&alice()));
+    g.clock.advance(Duration::from_secs(91));
+    g.wait_run(&flaky.id, |r| {
+        r.first()
+            .is_some_and(|r| r.attempts == 1 && r.state == RunState::Pending)
+    });
+    let job = cron::find(&g.store.lock().unwrap(), &flaky.id).unwrap();
+    assert!(
+        job.last_outcome
+            .unwrap()
+            .starts_with("delivery failed (attempt 1), retrying")
+    );
+    g.clock.advance(Duration::from_secs(10));
+    g.wait_run(&flaky.id, |r| r.first().is_some_and(|r| r.attempts == 2));
+    g.clock.advance(Duration::from_secs(10));
+    let runs = g.wait_run(&flaky.id, |r| {
+        r.first().is_some_and(|r| r.state == RunState::Delivered)
+    });
+    assert_eq!(runs[0].attempts, 3);
+    // Platform down for good: "delivery failed" with the reason, answer kept.
+    g.adapter.fail_next_sends(100);
+    let down = g.create(spec("90s", "down", None), Some(&alice()));
+    g.clock.advance(Duration::from_secs(91));
+    for _ in 0..3 {
+        g.settle();
+        g.clock.advance(Duration::from_secs(10));
+    }
+    let runs = g.wait_run(&down.id, |r| r.first().is_some_and(|r| !r.state.is_open()));
+    assert_eq!(runs[0].state, RunState::DeliveryFailed);
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("platform is down")
+    );
+    assert_eq!(runs[0].answer.as_deref(), Some("answer: down"));
+    g.clock.advance(Duration::from_secs(600));
+    g.settle();
+    assert!(g.runs(&removed.id).is_empty(), "a removed job never runs");
+    assert!(!g.texts("dm-alice").iter().any(|t| t.contains("never")));
+}
+
+#[test]
+fn a_job_due_while_stopped_runs_once_on_start_or_is_skipped() {
+    for catch_up in [CatchUp::Once, CatchUp::Skip] {
+        let mut g = gateway(settings(catch_up), false);
+        let job = g.create(spec("every 1m", "catch up", None), Some(&alice()));
+        // Ten periods pass with no scheduler.
+        g.clock.advance(Duration::from_secs(600));
+        g.start_scheduler();
+        let runs = g.wait_run(&job.id, |r| r.first().is_some_and(|r| !r.state.is_open()));
+        g.settle();
+        let runs_after = g.runs(&job.id);
+        assert_eq!(
+            runs_after.len(),
+            1,
+            "once for the missed period: {runs_after:#?}"
+        );
+        let job = cron::find(&g.store.lock().unwrap(), &job.id).unwrap();
+        let now = hermes_core::Clock::now_ms(&*g.clock);
+        assert!(job.next_run_ms.unwrap() > now, "the next run is after now");
+        match catch_up {
+            CatchUp::Once => {
+                assert_eq!(runs[0].state, RunState::Delivered);
+                assert_eq!(
+                    g.texts("dm-alice")
+                        .iter()
+                        .filter(|t| t.contains("answer: catch up"))
+                        .count(),
+                    1
+                );
+            }
+            CatchUp::Skip => {
+                assert_eq!(runs[0].state, RunState::Skipped);
+                assert!(g.texts("dm-alice").is_empty());
+            }
+        }
+    }
+}

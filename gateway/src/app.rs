@@ -50,7 +50,7 @@ pub enum GatewayError {
     Platform(String),
     /// No platform has credentials (exit 2).
     #[error(
-        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app (environment or $HERMES_HOME/.env)"
+        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
     )]
     NoPlatform,
     /// Another gateway runs on this `$HERMES_HOME` (exit 1).
@@ -430,10 +430,16 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     // explicit `web` toolset would be refused here and `run` never start.
     let bridge = Arc::new(AsyncBridge::new()?);
     RuntimeAgentFactory::new(settings, Some(bridge))?;
-    let adapters = build_adapters(settings, None)?;
+    let api = api_server_settings(settings)?;
+    let adapters = adapters_beside(build_adapters(settings, None), api.is_some())?;
+    let mut platforms: Vec<&'static str> = adapters.iter().map(|a| a.platform()).collect();
+    #[cfg(feature = "api_server")]
+    if api.is_some() {
+        platforms.push(crate::api_server::PLATFORM);
+    }
     let p = &settings.provider;
     Ok(CheckSummary {
-        platforms: adapters.iter().map(|a| a.platform()).collect(),
+        platforms,
         config,
         provider: format!(
             "{} ({}), model {}",
@@ -443,6 +449,30 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
         ),
         sandbox: settings.sandbox,
     })
+}
+
+/// The API server's settings when the feature is built and it is enabled.
+#[cfg(feature = "api_server")]
+fn api_server_settings(
+    settings: &Settings,
+) -> Result<Option<crate::api_server::ApiServerConfig>, GatewayError> {
+    crate::api_server::settings(settings).map_err(|e| GatewayError::Platform(e.to_string()))
+}
+
+#[cfg(not(feature = "api_server"))]
+fn api_server_settings(_settings: &Settings) -> Result<Option<()>, GatewayError> {
+    Ok(None)
+}
+
+/// The chat adapters; none at all is fine when the API server runs.
+fn adapters_beside(
+    built: Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError>,
+    api_server: bool,
+) -> Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError> {
+    match built {
+        Err(GatewayError::NoPlatform) if api_server => Ok(Vec::new()),
+        other => other,
+    }
 }
 
 /// `hermes gateway run`: with `check_only`, validates the configuration,
@@ -457,7 +487,8 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         println!("{summary}");
         return Ok(());
     }
-    if summary.config.allow.is_empty() {
+    let api = api_server_settings(settings)?;
+    if summary.config.allow.is_empty() && summary.platforms.len() > usize::from(api.is_some()) {
         tracing::warn!(
             "nobody is allowed to talk to the bot; every user will be refused (see `hermes gateway run --check`)"
         );
@@ -477,27 +508,54 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         .build()?;
     let bridge = Arc::new(AsyncBridge::from_handle(rt.handle().clone()));
     let factory = Arc::new(RuntimeAgentFactory::new(settings, Some(bridge))?);
-    let adapters = build_adapters(settings, Some(Arc::clone(&store)))?;
-    let runner = GatewayRunner::new(RunnerDeps {
-        adapters,
-        factory,
-        store,
-        clock: Arc::new(SystemClock),
-        config: summary.config.clone(),
+    let adapters = adapters_beside(
+        build_adapters(settings, Some(Arc::clone(&store))),
+        api.is_some(),
+    )?;
+    // With only the API server there is no chat runner to start.
+    let runner = (!adapters.is_empty()).then(|| {
+        GatewayRunner::new(RunnerDeps {
+            adapters,
+            factory: Arc::clone(&factory) as Arc<dyn AgentFactory>,
+            store: Arc::clone(&store),
+            clock: Arc::new(SystemClock),
+            config: summary.config.clone(),
+        })
     });
     let report: ShutdownReport = rt.block_on(async {
         // Install the handlers before connecting, so a signal during start-up
         // still stops the gateway gracefully.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        runner.start().await?;
+        if let Some(runner) = &runner {
+            runner.start().await?;
+        }
+        #[cfg(feature = "api_server")]
+        let api_server = match api {
+            Some(config) => Some(
+                crate::api_server::ApiServer::bind(config, factory, Arc::clone(&store)).await?,
+            ),
+            None => None,
+        };
+        #[cfg(not(feature = "api_server"))]
+        let _ = (api, factory);
         tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
         tokio::select! {
             r = tokio::signal::ctrl_c() => r?,
             _ = term.recv() => {}
         }
         tracing::info!("stopping the gateway");
-        Ok::<_, GatewayError>(runner.shutdown().await)
+        #[cfg(feature = "api_server")]
+        if let Some(server) = api_server {
+            server.stop().await;
+        }
+        Ok::<_, GatewayError>(match &runner {
+            Some(runner) => runner.shutdown().await,
+            None => ShutdownReport {
+                all_turns_finished: true,
+                marked_clean: false,
+            },
+        })
     })?;
     // Turns still stuck in a provider call must not hold the process.
     rt.shutdown_timeout(std::time::Duration::from_millis(500));

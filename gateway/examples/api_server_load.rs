@@ -214,7 +214,10 @@ fn main() {
         ms(percentile(&through, 0.5)),
         ms(percentile(&through, 0.99))
     );
-    println!("| overhead per request (p50 difference) | {} |", ms(overhead));
+    println!(
+        "| overhead per request (p50 difference) | {} |",
+        ms(overhead)
+    );
     println!(
         "| 4 concurrent clients, {seconds} s: requests/s | {rps:.0} ({} requests) |",
         all.len()

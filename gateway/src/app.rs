@@ -114,7 +114,12 @@ impl fmt::Display for CheckSummary {
         writeln!(f, "  daily reset: {daily}")?;
         writeln!(f, "  max workers: {}", self.config.max_workers)?;
         writeln!(f, "  terminal sandbox: {}", self.sandbox)?;
-        if self.config.allow.is_empty() {
+        if self.platforms.iter().all(|p| *p == "api_server") {
+            write!(
+                f,
+                "  allow-list: not used (the API server admits requests by API_SERVER_KEY)"
+            )
+        } else if self.config.allow.is_empty() {
             write!(
                 f,
                 "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / WECOM_ALLOWED_USERS / WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"

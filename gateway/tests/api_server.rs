@@ -46,7 +46,13 @@ fn health_models_and_the_key() {
     assert_eq!(m["object"], "list");
     assert_eq!(m["data"][0]["id"], MODEL);
     assert_eq!(m["data"][0]["object"], "model");
-    let one = call("GET", &run.url("/v1/models/hermes-agent"), Some(KEY), None, &[]);
+    let one = call(
+        "GET",
+        &run.url("/v1/models/hermes-agent"),
+        Some(KEY),
+        None,
+        &[],
+    );
     assert_eq!(one.json()["id"], MODEL);
 
     // No key, a wrong key, the key with its last byte changed, an empty one.
@@ -116,13 +122,20 @@ fn a_completion_runs_the_agent_with_its_tools_and_returns_only_the_answer() {
     let msgs = requests[0]["messages"].as_array().unwrap();
     let system = msgs[0]["content"].as_str().unwrap();
     assert!(system.ends_with("Answer in English."), "{system}");
-    assert!(system.len() > "Answer in English.".len() + 20, "the agent's own prompt is kept");
+    assert!(
+        system.len() > "Answer in English.".len() + 20,
+        "the agent's own prompt is kept"
+    );
     let texts: Vec<&str> = msgs[1..]
         .iter()
         .filter_map(|m| m["content"].as_str())
         .collect();
     assert_eq!(texts, ["hi", "hello", "plan it"]);
-    assert!(provider.violations().is_empty(), "{:?}", provider.violations());
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
     // The run is a stored session, tool call and result included.
     let id = a.header("x-hermes-session-id").unwrap().to_owned();
     let stored = run.store.lock().unwrap().load_transcript(&id).unwrap();
@@ -160,7 +173,12 @@ fn a_stream_is_valid_chunks_then_done_with_usage_and_no_tool_activity() {
             .starts_with("text/event-stream")
     );
     let data = sse_data(&a.body);
-    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{}", a.body);
+    assert_eq!(
+        data.last().map(String::as_str),
+        Some("[DONE]"),
+        "{}",
+        a.body
+    );
     let chunks: Vec<Value> = data[..data.len() - 1]
         .iter()
         .map(|d| serde_json::from_str(d).unwrap())
@@ -182,7 +200,10 @@ fn a_stream_is_valid_chunks_then_done_with_usage_and_no_tool_activity() {
     assert_eq!(finish, [&json!("stop")]);
     let last = chunks.last().unwrap();
     assert_eq!(last["choices"], json!([]));
-    assert!(last["usage"]["completion_tokens"].as_u64().is_some(), "{last}");
+    assert!(
+        last["usage"]["completion_tokens"].as_u64().is_some(),
+        "{last}"
+    );
     let ids: Vec<&Value> = chunks.iter().map(|c| &c["id"]).collect();
     assert!(ids.iter().all(|id| *id == ids[0]), "one id per stream");
     for leak in ["todo", "call_9"] {
@@ -237,8 +258,18 @@ fn bad_requests_are_refused_before_any_model_call() {
     let message = assert_error(&unknown, 404, Some("model_not_found"));
     assert!(message.contains("gpt-4o"), "{message}");
     let big = json!({"model": MODEL, "messages": [{"role": "user", "content": "x".repeat(5000)}]});
-    assert_error(&post(big.to_string().as_bytes()), 413, Some("request_too_large"));
-    let wrong_method = call("GET", &run.url("/v1/chat/completions"), Some(KEY), None, &[]);
+    assert_error(
+        &post(big.to_string().as_bytes()),
+        413,
+        Some("request_too_large"),
+    );
+    let wrong_method = call(
+        "GET",
+        &run.url("/v1/chat/completions"),
+        Some(KEY),
+        None,
+        &[],
+    );
     assert_error(&wrong_method, 405, None);
     assert!(provider.requests().is_empty(), "{:?}", provider.requests());
 }
@@ -265,7 +296,11 @@ fn at_the_concurrency_limit_a_request_gets_429() {
     assert!(message.contains("API_SERVER_MAX_CONCURRENT"), "{message}");
     let first = first.join().unwrap();
     assert_eq!(first.status, 200, "{}", first.body);
-    assert_eq!(provider.requests().len(), 1, "the refused request made no call");
+    assert_eq!(
+        provider.requests().len(),
+        1,
+        "the refused request made no call"
+    );
     let after = complete(&run, &user("now"), &[]);
     assert_eq!(after.json()["choices"][0]["message"]["content"], "after");
 }
@@ -369,7 +404,12 @@ fn the_session_header_continues_a_stored_session() {
         ["my colour is blue", "Noted: blue.", "what is my colour?"]
     );
     assert_eq!(
-        run.store.lock().unwrap().load_transcript(&id).unwrap().len(),
+        run.store
+            .lock()
+            .unwrap()
+            .load_transcript(&id)
+            .unwrap()
+            .len(),
         4
     );
     let unknown = complete(&run, &user("x"), &[("x-hermes-session-id", "nope")]);
@@ -389,7 +429,10 @@ fn the_session_header_continues_a_stored_session() {
             &[("x-hermes-session-id", &header)],
         )
     });
-    assert!(wait_for(Duration::from_secs(10), || provider.requests().len() == 3));
+    assert!(wait_for(Duration::from_secs(10), || provider
+        .requests()
+        .len()
+        == 3));
     let second = complete(&run, &user("me too"), &[("x-hermes-session-id", &id)]);
     assert_error(&second, 409, Some("session_busy"));
     assert_eq!(busy_run.join().unwrap().status, 200);
@@ -440,4 +483,53 @@ fn cors_answers_only_the_configured_origins() {
         &[("origin", "http://evil.example")],
     );
     assert_eq!(other.header("access-control-allow-origin"), None);
+}
+
+#[test]
+fn the_api_server_alone_is_a_valid_gateway_and_needs_its_key() {
+    use hermes_gateway::app::{check_config, run_gateway};
+    use hermes_runtime::config::{Environment, Overrides, load};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = |vars: &[(&str, &str)]| {
+        let mut pairs: Vec<(String, String)> = vec![
+            ("HERMES_HOME".into(), dir.path().display().to_string()),
+            ("HERMES_BASE_URL".into(), "http://127.0.0.1:9/v1".into()),
+            ("HERMES_MODEL".into(), "m".into()),
+            ("HERMES_TOOLSETS".into(), "todo".into()),
+        ];
+        pairs.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        let overrides = Overrides {
+            workdir: Some(dir.path().to_owned()),
+            ..Overrides::default()
+        };
+        load(&overrides, &Environment::from_pairs(pairs)).unwrap()
+    };
+    let alone = check_config(&settings(&[
+        ("API_SERVER_ENABLED", "true"),
+        ("API_SERVER_KEY", KEY),
+    ]))
+    .unwrap();
+    assert_eq!(alone.platforms, ["api_server"]);
+    let shown = alone.to_string();
+    assert!(
+        shown.contains("api_server") && !shown.contains("nobody is allowed"),
+        "{shown}"
+    );
+    let err = run_gateway(&settings(&[("API_SERVER_ENABLED", "true")]), true).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("API_SERVER_KEY"), "{err}");
+    let err = run_gateway(
+        &settings(&[
+            ("API_SERVER_ENABLED", "true"),
+            ("API_SERVER_KEY", KEY),
+            ("API_SERVER_PORT", "eighty"),
+        ]),
+        true,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("API_SERVER_PORT"), "{err}");
+    assert!(!err.to_string().contains(KEY), "{err}");
+    // Disabled, it is no platform at all.
+    let err = check_config(&settings(&[("API_SERVER_KEY", KEY)])).unwrap_err();
+    assert!(err.to_string().contains("API_SERVER_ENABLED"), "{err}");
 }

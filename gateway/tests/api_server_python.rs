@@ -104,7 +104,10 @@ fn openai_python_client_against_a_real_gateway() {
         panic!("the gateway's API server did not come up");
     }
     let out = Command::new(&python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/python/openai_peer.py"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/python/openai_peer.py"
+        ))
         .env("HERMES_API_BASE", format!("{base}/v1"))
         .env("HERMES_API_KEY", KEY)
         .env("HERMES_API_MODEL", MODEL)
@@ -122,14 +125,21 @@ fn openai_python_client_against_a_real_gateway() {
     });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "python peer failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "python peer failed:\n{stdout}\n{stderr}"
+    );
     assert!(stdout.contains("all checks passed"), "{stdout}");
     let Some(exit) = exit else {
         let _ = child.kill();
         panic!("the gateway did not stop after SIGTERM");
     };
     assert!(exit.success(), "{exit:?}");
-    assert!(provider.violations().is_empty(), "{:?}", provider.violations());
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
     // Plain, streamed and four concurrent runs reached the model; the
     // refused requests (wrong key, unknown model, empty messages) did not.
     assert_eq!(provider.requests().len(), 6, "{:?}", provider.requests());

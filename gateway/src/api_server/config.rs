@@ -163,12 +163,13 @@ impl ApiServerConfig {
                 .collect();
         }
         if let Some(n) = get("API_SERVER_MAX_CONCURRENT", "max_concurrent")? {
-            config.max_concurrent = n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                invalid(
-                    "API_SERVER_MAX_CONCURRENT ([api_server] max_concurrent)",
-                    &format!("'{n}' must be a whole number of at least 1"),
-                )
-            })?;
+            config.max_concurrent =
+                n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    invalid(
+                        "API_SERVER_MAX_CONCURRENT ([api_server] max_concurrent)",
+                        &format!("'{n}' must be a whole number of at least 1"),
+                    )
+                })?;
         }
         Ok(Some(config))
     }
@@ -195,20 +196,19 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let var = move |name: &str| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
+        let var = move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         ApiServerConfig::from_sources(&file, &var).map_err(|e| e.to_string())
     }
 
     #[test]
     fn off_unless_enabled_and_defaults_when_on() {
         assert!(parse("", &[("API_SERVER_KEY", "k")]).unwrap().is_none());
-        let c = parse("", &[("API_SERVER_ENABLED", "true"), ("API_SERVER_KEY", "k")])
-            .unwrap()
-            .unwrap();
+        let c = parse(
+            "",
+            &[("API_SERVER_ENABLED", "true"), ("API_SERVER_KEY", "k")],
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(c.listen, "127.0.0.1:8642".parse().unwrap());
         assert_eq!(c.model_name, "hermes-agent");
         assert_eq!(c.max_concurrent, 4);
@@ -228,16 +228,22 @@ mod tests {
         assert_eq!(c.model_name, "board");
         assert_eq!(c.cors_origins, vec!["http://a:3000", "http://b"]);
         assert_eq!(c.max_concurrent, 2);
-        let c = parse(file, &[("API_SERVER_PORT", "9001"), ("API_SERVER_KEY", "env-key")])
-            .unwrap()
-            .unwrap();
+        let c = parse(
+            file,
+            &[("API_SERVER_PORT", "9001"), ("API_SERVER_KEY", "env-key")],
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(c.listen.port(), 9001);
         assert_eq!(c.key, "env-key");
     }
 
     #[test]
     fn bad_values_name_the_setting_and_never_the_key() {
-        let on = [("API_SERVER_ENABLED", "true"), ("API_SERVER_KEY", "sk-secret-1")];
+        let on = [
+            ("API_SERVER_ENABLED", "true"),
+            ("API_SERVER_KEY", "sk-secret-1"),
+        ];
         let with = |extra: (&'static str, &'static str)| {
             let mut v = on.to_vec();
             v.push(extra);
@@ -246,15 +252,22 @@ mod tests {
         for (extra, needle) in [
             (("API_SERVER_PORT", "http"), "API_SERVER_PORT"),
             (("API_SERVER_HOST", "localhost:1"), "API_SERVER_HOST"),
-            (("API_SERVER_MAX_CONCURRENT", "0"), "API_SERVER_MAX_CONCURRENT"),
-            (("API_SERVER_ENABLED", "maybe"), "API_SERVER_ENABLED"),
+            (
+                ("API_SERVER_MAX_CONCURRENT", "0"),
+                "API_SERVER_MAX_CONCURRENT",
+            ),
         ] {
             let e = with(extra);
             assert!(e.contains(needle), "{needle}: {e}");
             assert!(!e.contains("sk-secret-1"), "{e}");
         }
+        let e = parse("", &[("API_SERVER_ENABLED", "maybe")]).unwrap_err();
+        assert!(e.contains("API_SERVER_ENABLED"), "{e}");
         let e = parse("", &[("API_SERVER_ENABLED", "true")]).unwrap_err();
-        assert!(e.contains("API_SERVER_KEY") && e.contains("required"), "{e}");
+        assert!(
+            e.contains("API_SERVER_KEY") && e.contains("required"),
+            "{e}"
+        );
         let c = parse("", &on).unwrap().unwrap();
         assert!(!format!("{c:?}").contains("sk-secret-1"));
     }

@@ -88,12 +88,10 @@ async fn route(state: &Arc<State>, req: Request<Incoming>, peer: SocketAddr) -> 
                 error_response(&unknown_model(id))
             }
         }
-        ("/v1/chat/completions", _) if method == Method::POST => {
-            match chat(state, req).await {
-                Ok(resp) => resp,
-                Err(e) => error_response(&e),
-            }
-        }
+        ("/v1/chat/completions", _) if method == Method::POST => match chat(state, req).await {
+            Ok(resp) => resp,
+            Err(e) => error_response(&e),
+        },
         ("/v1/chat/completions", _) => method_not_allowed("POST"),
         _ => error_response(&ApiError::not_found(
             format!("No route {method} {path}."),
@@ -151,7 +149,9 @@ fn model(name: &str) -> Value {
 
 fn unknown_model(id: &str) -> ApiError {
     ApiError::not_found(
-        format!("The model '{id}' does not exist; this server serves one model, see GET /v1/models."),
+        format!(
+            "The model '{id}' does not exist; this server serves one model, see GET /v1/models."
+        ),
         "model_not_found",
     )
 }
@@ -257,9 +257,7 @@ async fn chat(state: &Arc<State>, req: Request<Incoming>) -> Result<Response<Bod
         let request = request.clone();
         tokio::task::spawn_blocking(move || run::prepare(&services, &request, session.as_deref()))
             .await
-            .map_err(|e| {
-                ApiError::other(500, format!("{e}"), "server_error", "internal_error")
-            })??
+            .map_err(|e| ApiError::other(500, format!("{e}"), "server_error", "internal_error"))??
     };
     let session_id = prepared.session_id.clone();
     let envelope = Envelope {
@@ -359,4 +357,3 @@ fn completion_id() -> String {
         NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff
     )
 }
-

@@ -47,7 +47,9 @@ use crate::runner::AgentFactory;
 pub fn settings(
     settings: &hermes_runtime::config::Settings,
 ) -> Result<Option<ApiServerConfig>, ApiServerConfigError> {
-    ApiServerConfig::from_sources(&settings.file, &|name| settings.var(name).map(str::to_owned))
+    ApiServerConfig::from_sources(&settings.file, &|name| {
+        settings.var(name).map(str::to_owned)
+    })
 }
 
 impl ApiServer {

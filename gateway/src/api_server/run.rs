@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hermes_core::{
-    AgentEvent, Clock, AgentObserver, InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason,
-    Usage,
+    AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message,
+    StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, Store};
@@ -336,12 +336,10 @@ struct Observer<'a> {
 impl AgentObserver for Observer<'_> {
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         match event {
-            AgentEvent::Appended(entry) => {
-                if !self.writer.append(entry) {
-                    // Nothing more can be stored in order: stop the run
-                    // rather than answer what the transcript lacks.
-                    self.flag.interrupt();
-                }
+            // Nothing more can be stored in order after a failed write:
+            // stop the run rather than answer what the transcript lacks.
+            AgentEvent::Appended(entry) if !self.writer.append(entry) => {
+                self.flag.interrupt();
             }
             AgentEvent::Compacted(c) => {
                 self.writer.compacted(c);

@@ -135,10 +135,7 @@ pub fn parse_chat_request(body: &[u8], max_messages: usize) -> Result<ChatReques
             ));
         }
         None => {
-            return Err(ApiError::bad_request(
-                "'model' is required.",
-                Some("model"),
-            ));
+            return Err(ApiError::bad_request("'model' is required.", Some("model")));
         }
     };
     let stream = match obj.get("stream") {
@@ -180,13 +177,15 @@ pub fn parse_chat_request(body: &[u8], max_messages: usize) -> Result<ChatReques
             ));
         }
     }
-    if let Some(tools) = obj.get("tools").or_else(|| obj.get("functions")) {
-        if tools.as_array().is_some_and(|t| !t.is_empty()) {
-            return Err(ApiError::bad_request(
-                "Client-side tools are not supported: the agent runs its own tools on the server.",
-                Some("tools"),
-            ));
-        }
+    let tools = obj.get("tools").or_else(|| obj.get("functions"));
+    if tools
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "Client-side tools are not supported: the agent runs its own tools on the server.",
+            Some("tools"),
+        ));
     }
     let messages = parse_messages(obj.get("messages"), max_messages)?;
     Ok(ChatRequest {
@@ -428,14 +427,38 @@ mod tests {
             (r#"{"model":"m","messages":[]}"#, "at least one"),
             (r#"{"model":"m","messages":"hi"}"#, "array"),
             (r#"{"model":1,"messages":[]}"#, "'model' must"),
-            (r#"{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}"#, "'stream'"),
-            (r#"{"model":"m","messages":[{"role":"user","content":5}]}"#, "messages[0].content"),
-            (r#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#, "'robot'"),
-            (r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#, "tool results"),
-            (r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}"#, "last message"),
-            (r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#, "image_url"),
-            (r#"{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}"#, "n = 1"),
-            (r#"{"model":"m","tools":[{}],"messages":[{"role":"user","content":"x"}]}"#, "tools"),
+            (
+                r#"{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}"#,
+                "'stream'",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":5}]}"#,
+                "messages[0].content",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#,
+                "'robot'",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#,
+                "tool results",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}"#,
+                "last message",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+                "image_url",
+            ),
+            (
+                r#"{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+                "n = 1",
+            ),
+            (
+                r#"{"model":"m","tools":[{}],"messages":[{"role":"user","content":"x"}]}"#,
+                "tools",
+            ),
         ] {
             let e = err(body);
             assert_eq!(e.status, 400, "{body}");

@@ -57,7 +57,11 @@ pub fn assert_error(answer: &Answer, status: u16, code: Option<&str>) -> String 
     if let Some(code) = code {
         assert_eq!(e["code"], code, "{v}");
     }
-    assert!(!answer.body.contains(KEY), "the key leaked: {}", answer.body);
+    assert!(
+        !answer.body.contains(KEY),
+        "the key leaked: {}",
+        answer.body
+    );
     e["message"].as_str().unwrap().to_owned()
 }
 

@@ -533,3 +533,21 @@ fn the_api_server_alone_is_a_valid_gateway_and_needs_its_key() {
     let err = check_config(&settings(&[("API_SERVER_KEY", KEY)])).unwrap_err();
     assert!(err.to_string().contains("API_SERVER_ENABLED"), "{err}");
 }
+
+/// A run's slot is free before its answer reaches the client: one client
+/// sending request after request at the limit of one run never gets 429
+/// (found by the load example: the slot used to be released after the
+/// answer was handed over).
+#[test]
+fn back_to_back_requests_at_a_limit_of_one_are_never_refused() {
+    let provider = FakeProvider::start(vec![]).unwrap();
+    let run = Running::start(&provider, |c| c.max_concurrent = 1);
+    for i in 0..40 {
+        let a = complete(&run, &user(&format!("n{i}")), &[]);
+        assert_eq!(a.status, 200, "request {i}: {}", a.body);
+        let mut body = user("s");
+        body["stream"] = json!(true);
+        let a = complete(&run, &body, &[]);
+        assert_eq!(a.status, 200, "stream {i}: {}", a.body);
+    }
+}

@@ -293,8 +293,11 @@ fn start_run(
     let (tx, rx) = mpsc::unbounded_channel();
     let services = Arc::clone(&state.services);
     tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        run::run(&services, prepared, flag, stream, &tx);
+        let result = run::run(&services, prepared, flag, stream, &tx);
+        // The slot is free before the client can see the answer: its next
+        // request must not find its own finished run still counted.
+        drop(permit);
+        let _ = tx.send(RunEvent::Done(result));
     });
     rx
 }

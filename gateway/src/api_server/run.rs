@@ -224,20 +224,10 @@ fn system_prompt(services: &Services) -> Result<String, ApiError> {
     })
 }
 
-/// Runs the agent (blocking) and reports to `events`; `stream`: send the
-/// answer's text as it comes.
+/// Runs the agent (blocking), sending the answer's text to `events` as it
+/// comes when `stream`; returns how it ended. The session is free again
+/// when this returns.
 pub(super) fn run(
-    services: &Services,
-    prepared: Prepared,
-    flag: InterruptFlag,
-    stream: bool,
-    events: &UnboundedSender<RunEvent>,
-) {
-    let result = run_agent(services, prepared, flag, stream, events);
-    let _ = events.send(RunEvent::Done(result));
-}
-
-fn run_agent(
     services: &Services,
     prepared: Prepared,
     flag: InterruptFlag,

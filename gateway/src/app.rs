@@ -437,6 +437,7 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     RuntimeAgentFactory::new(settings, Some(bridge))?;
     let api = api_server_settings(settings)?;
     let adapters = adapters_beside(build_adapters(settings, None), api.is_some())?;
+    #[cfg_attr(not(feature = "api_server"), allow(unused_mut))]
     let mut platforms: Vec<&'static str> = adapters.iter().map(|a| a.platform()).collect();
     #[cfg(feature = "api_server")]
     if api.is_some() {

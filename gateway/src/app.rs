@@ -50,7 +50,7 @@ pub enum GatewayError {
     Platform(String),
     /// No platform has credentials (exit 2).
     #[error(
-        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or DISCORD_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD (environment or $HERMES_HOME/.env)"
+        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or DISCORD_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
     )]
     NoPlatform,
     /// Another gateway runs on this `$HERMES_HOME` (exit 1).
@@ -114,7 +114,12 @@ impl fmt::Display for CheckSummary {
         writeln!(f, "  daily reset: {daily}")?;
         writeln!(f, "  max workers: {}", self.config.max_workers)?;
         writeln!(f, "  terminal sandbox: {}", self.sandbox)?;
-        if self.config.allow.is_empty() {
+        if self.platforms.iter().all(|p| *p == "api_server") {
+            write!(
+                f,
+                "  allow-list: not used (the API server admits requests by API_SERVER_KEY)"
+            )
+        } else if self.config.allow.is_empty() {
             write!(
                 f,
                 "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / DISCORD_ALLOWED_USERS / WECOM_ALLOWED_USERS / WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"
@@ -458,10 +463,17 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     // explicit `web` toolset would be refused here and `run` never start.
     let bridge = Arc::new(AsyncBridge::new()?);
     RuntimeAgentFactory::new(settings, Some(bridge))?;
-    let adapters = build_adapters(settings, None)?;
+    let api = api_server_settings(settings)?;
+    let adapters = adapters_beside(build_adapters(settings, None), api.is_some())?;
+    #[cfg_attr(not(feature = "api_server"), allow(unused_mut))]
+    let mut platforms: Vec<&'static str> = adapters.iter().map(|a| a.platform()).collect();
+    #[cfg(feature = "api_server")]
+    if api.is_some() {
+        platforms.push(crate::api_server::PLATFORM);
+    }
     let p = &settings.provider;
     Ok(CheckSummary {
-        platforms: adapters.iter().map(|a| a.platform()).collect(),
+        platforms,
         config,
         provider: format!(
             "{} ({}), model {}",
@@ -471,6 +483,30 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
         ),
         sandbox: settings.sandbox,
     })
+}
+
+/// The API server's settings when the feature is built and it is enabled.
+#[cfg(feature = "api_server")]
+fn api_server_settings(
+    settings: &Settings,
+) -> Result<Option<crate::api_server::ApiServerConfig>, GatewayError> {
+    crate::api_server::settings(settings).map_err(|e| GatewayError::Platform(e.to_string()))
+}
+
+#[cfg(not(feature = "api_server"))]
+fn api_server_settings(_settings: &Settings) -> Result<Option<()>, GatewayError> {
+    Ok(None)
+}
+
+/// The chat adapters; none at all is fine when the API server runs.
+fn adapters_beside(
+    built: Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError>,
+    api_server: bool,
+) -> Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError> {
+    match built {
+        Err(GatewayError::NoPlatform) if api_server => Ok(Vec::new()),
+        other => other,
+    }
 }
 
 /// `hermes gateway run`: with `check_only`, validates the configuration,
@@ -485,7 +521,8 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         println!("{summary}");
         return Ok(());
     }
-    if summary.config.allow.is_empty() {
+    let api = api_server_settings(settings)?;
+    if summary.config.allow.is_empty() && summary.platforms.len() > usize::from(api.is_some()) {
         tracing::warn!(
             "nobody is allowed to talk to the bot; every user will be refused (see `hermes gateway run --check`)"
         );
@@ -505,7 +542,10 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         .build()?;
     let bridge = Arc::new(AsyncBridge::from_handle(rt.handle().clone()));
     let factory = Arc::new(RuntimeAgentFactory::new(settings, Some(bridge))?);
-    let adapters = build_adapters(settings, Some(Arc::clone(&store)))?;
+    let adapters = adapters_beside(
+        build_adapters(settings, Some(Arc::clone(&store))),
+        api.is_some(),
+    )?;
     // Scheduled jobs (SPEC Y1): the tool for chats, the scheduler below.
     let cron_settings = hermes_runtime::cron::CronSettings::load(settings)
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
@@ -517,36 +557,66 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         Arc::clone(&clock),
         settings.toolsets.as_deref(),
     ));
-    let factory: Arc<dyn crate::runner::AgentFactory> = factory;
-    let runner = GatewayRunner::new(RunnerDeps {
-        adapters,
-        factory: Arc::clone(&factory),
-        store: Arc::clone(&store),
-        clock: Arc::clone(&clock),
-        config: summary.config.clone(),
+    let factory: Arc<dyn AgentFactory> = factory;
+    // With only the API server there is no chat runner to start, and no
+    // chat for the scheduler to deliver to.
+    let runner = (!adapters.is_empty()).then(|| {
+        GatewayRunner::new(RunnerDeps {
+            adapters,
+            factory: Arc::clone(&factory),
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            config: summary.config.clone(),
+        })
     });
     let report: ShutdownReport = rt.block_on(async {
         // Install the handlers before connecting, so a signal during start-up
         // still stops the gateway gracefully.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        runner.start().await?;
-        let scheduler = crate::cron::Scheduler::start(crate::cron::SchedulerDeps {
-            runner: runner.clone(),
-            factory,
-            store,
-            clock,
-            settings: cron_settings,
-            timing: crate::cron::SchedulerTiming::default(),
-        });
+        let scheduler = match &runner {
+            Some(runner) => {
+                runner.start().await?;
+                Some(crate::cron::Scheduler::start(crate::cron::SchedulerDeps {
+                    runner: runner.clone(),
+                    factory: Arc::clone(&factory),
+                    store: Arc::clone(&store),
+                    clock,
+                    settings: cron_settings,
+                    timing: crate::cron::SchedulerTiming::default(),
+                }))
+            }
+            None => None,
+        };
+        #[cfg(feature = "api_server")]
+        let api_server = match api {
+            Some(config) => Some(
+                crate::api_server::ApiServer::bind(config, factory, Arc::clone(&store)).await?,
+            ),
+            None => None,
+        };
+        #[cfg(not(feature = "api_server"))]
+        let _ = (api, factory);
         tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
         tokio::select! {
             r = tokio::signal::ctrl_c() => r?,
             _ = term.recv() => {}
         }
         tracing::info!("stopping the gateway");
-        scheduler.stop(std::time::Duration::from_secs(2)).await;
-        Ok::<_, GatewayError>(runner.shutdown().await)
+        if let Some(scheduler) = scheduler {
+            scheduler.stop(std::time::Duration::from_secs(2)).await;
+        }
+        #[cfg(feature = "api_server")]
+        if let Some(server) = api_server {
+            server.stop().await;
+        }
+        Ok::<_, GatewayError>(match &runner {
+            Some(runner) => runner.shutdown().await,
+            None => ShutdownReport {
+                all_turns_finished: true,
+                marked_clean: false,
+            },
+        })
     })?;
     // Turns still stuck in a provider call must not hold the process.
     rt.shutdown_timeout(std::time::Duration::from_millis(500));

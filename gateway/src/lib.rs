@@ -9,6 +9,8 @@
 //! the runner never branches on a platform.
 
 pub mod adapter;
+#[cfg(feature = "api_server")]
+pub mod api_server;
 pub mod app;
 pub mod approval;
 pub mod cache;

@@ -165,6 +165,19 @@ pub const SECTIONS: &[Section] = &[
         name: "cron",
         keys: Keys::These(&[key("catch_up", Kind::OneOf(&["once", "skip"]))]),
     },
+    Section {
+        // The gateway's OpenAI-compatible API server (`API_SERVER_*`).
+        name: "api_server",
+        keys: Keys::These(&[
+            key("enabled", Kind::Bool),
+            key("host", Kind::Str),
+            key("port", Kind::Int),
+            key("key", Kind::Str),
+            key("model_name", Kind::Str),
+            key("cors_origins", Kind::List),
+            key("max_concurrent", Kind::PositiveInt),
+        ]),
+    },
 ];
 
 /// Environment variables hermes reads (from the process or `.env`). Names
@@ -249,6 +262,13 @@ pub const KNOWN_VARS: &[&str] = &[
     "WECOM_CALLBACK_PORT",
     "WECOM_CALLBACK_REPLAY_WINDOW_SECS",
     "WECOM_CALLBACK_TOKEN",
+    "API_SERVER_ENABLED",
+    "API_SERVER_HOST",
+    "API_SERVER_PORT",
+    "API_SERVER_KEY",
+    "API_SERVER_MODEL_NAME",
+    "API_SERVER_CORS_ORIGINS",
+    "API_SERVER_MAX_CONCURRENT",
     "BRAVE_API_KEY",
     "TAVILY_API_KEY",
     "SEARXNG_URL",
@@ -522,6 +542,19 @@ mod tests {
             .collect();
         assert!(p[0].contains("did you mean DISCORD_BOT_TOKEN"), "{p:?}");
         assert!(unknown_var("DISCORD_HOME_CHANNEL").is_none());
+    fn the_api_server_section_is_checked() {
+        let ok = "[api_server]\nenabled = true\nkey = \"k\"\nhost = \"0.0.0.0\"\nport = 8642\n\
+                  model_name = \"hermes-agent\"\ncors_origins = [\"http://localhost:3000\"]\nmax_concurrent = 4\n";
+        assert_eq!(problems(ok), Vec::<String>::new());
+        let p = problems("[api_server]\nmax_concurent = 2\n");
+        assert!(p[0].contains("did you mean 'max_concurrent'"), "{p:?}");
+        let p = problems("[api_server]\nenabled = \"yes\"\n");
+        assert!(p[0].contains("true or false"), "{p:?}");
+        let p = problems("[api_server]\nmax_concurrent = 0\n");
+        assert!(p[0].contains("at least 1"), "{p:?}");
+        assert_eq!(unknown_var("API_SERVER_KEY"), None);
+        let typo = unknown_var("API_SERVER_PROT").unwrap();
+        assert!(typo.contains("API_SERVER_PORT"), "{typo}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod markdown;
 mod mcp_cmd;
 mod sessions;
 mod setup;
+mod skills_cmd;
 mod term;
 
 use clap::Parser;
@@ -107,6 +108,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Mcp {
             command: McpCommand::List(p),
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
+        Command::Skills { command } => skills_cmd::run(command),
     }
 }
 

@@ -34,6 +34,8 @@ pub enum Command {
     },
     /// `/deny`: refuses a waiting approval question.
     Deny,
+    /// `/skills`: the saved skills (SPEC Y8).
+    Skills,
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
@@ -48,6 +50,7 @@ pub const HELP: &str = "Commands:\n\
 /usage: tokens, cache share and cost of this conversation\n\
 /stop: stop the current reply and drop waiting messages\n\
 /approve, /approve always, /deny: answer a request to run a dangerous command\n\
+/skills: the skills the agent has saved\n\
 /help: this list";
 
 /// Parses `text` as a command; `None` means it is ordinary text.
@@ -91,9 +94,24 @@ pub fn parse_command(text: &str) -> Option<Command> {
             always: arg.eq_ignore_ascii_case("always"),
         },
         "deny" => Command::Deny,
+        "skills" => Command::Skills,
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
+}
+
+/// The `/skills` answer: each skill's name and description.
+pub fn skills_text(skills: &[hermes_runtime::skills::SkillSummary]) -> String {
+    if skills.is_empty() {
+        return "No skills yet. The agent saves one when a procedure is worth keeping; \
+                `hermes skills install PATH` adds one."
+            .to_owned();
+    }
+    let mut text = format!("Skills ({}):", skills.len());
+    for s in skills {
+        text.push_str(&format!("\n- {}: {}", s.name, s.description));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -130,6 +148,7 @@ mod tests {
             Some(Command::Approve { always: true })
         );
         assert_eq!(parse_command("/deny"), Some(Command::Deny));
+        assert_eq!(parse_command("/skills"), Some(Command::Skills));
         assert_eq!(
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))

@@ -10,4 +10,5 @@ mod extras;
 mod interactive;
 mod oneshot;
 mod sessions;
+mod skills;
 mod support;

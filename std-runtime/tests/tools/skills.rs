@@ -381,3 +381,27 @@ fn install_refuses_links_and_bad_skills() {
     std::fs::remove_file(src.path().join("references/passwd")).unwrap();
     assert_eq!(home.install(&src.path().join("SKILL.md")).unwrap(), "deploy-notes");
 }
+
+#[test]
+fn a_skill_holds_at_most_8_mib() {
+    let fx = Fx::new();
+    fx.ok(
+        "skill_manage",
+        json!({"action": "create", "name": "big", "content": DEPLOY.replace("deploy-notes", "big")}),
+    );
+    let mib = "z".repeat(1024 * 1024);
+    for i in 0..7 {
+        fx.ok(
+            "skill_manage",
+            json!({"action": "write_file", "name": "big",
+                   "file_path": format!("assets/{i}.txt"), "file_content": mib}),
+        );
+    }
+    let before = tree(fx.home.path());
+    let err = fx.err(
+        "skill_manage",
+        json!({"action": "write_file", "name": "big", "file_path": "assets/7.txt", "file_content": mib}),
+    );
+    assert!(err.contains("over the limit of 8388608 bytes"), "{err}");
+    assert_eq!(tree(fx.home.path()), before);
+}

@@ -91,7 +91,10 @@ fn sources_appear_in_order_with_their_origin() {
     assert!(!p.contains("- empty"), "{p}");
     // Names and descriptions only: the instructions are loaded on demand.
     assert!(!p.contains("Second line."), "{p}");
-    assert!(p.contains("## Skills (read $HERMES_HOME/skills/NAME/SKILL.md"), "{p}");
+    assert!(
+        p.contains("## Skills (read $HERMES_HOME/skills/NAME/SKILL.md"),
+        "{p}"
+    );
     assert!(!p.contains(DEFAULT_SOUL));
 }
 
@@ -212,7 +215,8 @@ fn skills_index_with_the_skills_tools_and_when_to_save_one() {
     );
     assert!(!p.contains("SECRET STEP"), "{p}");
     // Without the skills toolset: the index only, no advice to save.
-    let file_only = hermes_runtime::tools::build_registry(&env, Some(&["file".to_owned()])).unwrap();
+    let file_only =
+        hermes_runtime::tools::build_registry(&env, Some(&["file".to_owned()])).unwrap();
     let p = assemble_system_prompt(&src, file_only.specs());
     assert!(p.ends_with("## Skills (read $HERMES_HOME/skills/NAME/SKILL.md before following one)\n- deploy: Deploys the service.\n"), "{p}");
 }

@@ -14,7 +14,13 @@ use crate::support::{Env, stderr, stdout, system_prompt};
 const DEPLOY: &str = "---\nname: deploy-notes\ndescription: Deploys the site with the blue-green script.\n---\n# Deploy\n\n1. Run `make deploy`.\n2. Check /health.\n";
 
 fn ok(o: &std::process::Output) -> String {
-    assert_eq!(o.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", stdout(o), stderr(o));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(o),
+        stderr(o)
+    );
     stdout(o)
 }
 
@@ -39,7 +45,11 @@ fn saved_in_one_session_listed_in_the_next_and_restorable() {
     ok(&env.run(&url, &["-z", "deploy please"]));
     let requests = provider.requests();
     assert_eq!(requests.len(), 6);
-    assert!(provider.violations().is_empty(), "{:?}", provider.violations());
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
 
     // One session, two turns, a skill created and changed in between: the
     // system prompt is the same bytes in every request.
@@ -70,23 +80,53 @@ fn saved_in_one_session_listed_in_the_next_and_restorable() {
         listed,
         "deploy-notes  Deploys the site with the blue-green script.\n"
     );
-    let shown = ok(&env.bare().args(["skills", "show", "deploy-notes"]).output().unwrap());
+    let shown = ok(&env
+        .bare()
+        .args(["skills", "show", "deploy-notes"])
+        .output()
+        .unwrap());
     assert_eq!(shown, patched);
-    let restored = ok(&env.bare().args(["skills", "restore", "deploy-notes"]).output().unwrap());
-    assert_eq!(restored, "Restored skill 'deploy-notes': undid patch SKILL.md.\n");
+    let restored = ok(&env
+        .bare()
+        .args(["skills", "restore", "deploy-notes"])
+        .output()
+        .unwrap());
+    assert_eq!(
+        restored,
+        "Restored skill 'deploy-notes': undid patch SKILL.md.\n"
+    );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), DEPLOY);
 
-    let removed = ok(&env.bare().args(["skills", "remove", "deploy-notes"]).output().unwrap());
-    assert!(removed.contains("Deleted skill 'deploy-notes'"), "{removed}");
+    let removed = ok(&env
+        .bare()
+        .args(["skills", "remove", "deploy-notes"])
+        .output()
+        .unwrap());
+    assert!(
+        removed.contains("Deleted skill 'deploy-notes'"),
+        "{removed}"
+    );
     assert!(!path.exists());
     let listed = ok(&env.bare().args(["skills", "list"]).output().unwrap());
     assert!(listed.starts_with("No skills in "), "{listed}");
-    ok(&env.bare().args(["skills", "restore", "deploy-notes"]).output().unwrap());
+    ok(&env
+        .bare()
+        .args(["skills", "restore", "deploy-notes"])
+        .output()
+        .unwrap());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), DEPLOY);
 
-    let o = env.bare().args(["skills", "show", "nope"]).output().unwrap();
+    let o = env
+        .bare()
+        .args(["skills", "show", "nope"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("there is no skill named 'nope'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("there is no skill named 'nope'"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -94,10 +134,23 @@ fn install_the_example_skill() {
     let env = Env::new();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/skills/example-skill");
     let arg = example.display().to_string();
-    let out = ok(&env.bare().args(["skills", "install", &arg]).output().unwrap());
+    let out = ok(&env
+        .bare()
+        .args(["skills", "install", &arg])
+        .output()
+        .unwrap());
     assert!(out.starts_with("Installed skill 'example-skill'"), "{out}");
-    assert!(env.home.path().join("skills/example-skill/scripts/changes.sh").is_file());
-    let o = env.bare().args(["skills", "install", &arg]).output().unwrap();
+    assert!(
+        env.home
+            .path()
+            .join("skills/example-skill/scripts/changes.sh")
+            .is_file()
+    );
+    let o = env
+        .bare()
+        .args(["skills", "install", &arg])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("already installed"), "{}", stderr(&o));
     let bad = tempfile::tempdir().unwrap();

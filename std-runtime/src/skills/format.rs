@@ -119,9 +119,11 @@ pub fn parse_skill_md<'t>(
 ) -> Result<(FrontMatter, &'t str), SkillError> {
     let bad = |why: String| SkillError::BadSkillMd { why };
     let (yaml, body) = split_front_matter(text).ok_or_else(|| {
-        bad("it must start with a YAML front matter block: a line '---', then \
+        bad(
+            "it must start with a YAML front matter block: a line '---', then \
              'name: …' and 'description: …', then a line '---'"
-            .into())
+                .into(),
+        )
     })?;
     let raw: RawFrontMatter = serde_norway::from_str(yaml)
         .map_err(|e| bad(format!("the front matter is not a valid YAML mapping: {e}")))?;
@@ -155,9 +157,9 @@ pub fn parse_skill_md<'t>(
     }
     let version = match raw.version.as_ref() {
         None | Some(serde_norway::Value::Null) => None,
-        Some(v) => Some(
-            scalar(v).ok_or_else(|| bad("'version' must be a string such as 1.0.0".into()))?,
-        ),
+        Some(v) => {
+            Some(scalar(v).ok_or_else(|| bad("'version' must be a string such as 1.0.0".into()))?)
+        }
     };
     let platforms = match raw.platforms {
         None | Some(serde_norway::Value::Null) => Vec::new(),
@@ -180,8 +182,7 @@ pub fn parse_skill_md<'t>(
     };
     if body.trim().is_empty() {
         return Err(bad(
-            "the instructions after the front matter are empty; write the steps in Markdown"
-                .into(),
+            "the instructions after the front matter are empty; write the steps in Markdown".into(),
         ));
     }
     Ok((

@@ -51,14 +51,20 @@ pub(crate) fn copy_tree(src: &Dir, dst: &Dir) -> io::Result<()> {
         let ft = entry.file_type()?;
         if ft.is_dir() {
             dst.create_dir(&name)?;
-            copy_tree(&src.open_dir_nofollow(&name)?, &dst.open_dir_nofollow(&name)?)?;
+            copy_tree(
+                &src.open_dir_nofollow(&name)?,
+                &dst.open_dir_nofollow(&name)?,
+            )?;
         } else if ft.is_file() {
             let mut read = OpenOptions::new();
             read.read(true).follow(FollowSymlinks::No);
             let mut bytes = Vec::new();
             src.open_with(&name, &read)?.read_to_end(&mut bytes)?;
             let mut write = OpenOptions::new();
-            write.write(true).create_new(true).follow(FollowSymlinks::No);
+            write
+                .write(true)
+                .create_new(true)
+                .follow(FollowSymlinks::No);
             let mut out = dst.open_with(&name, &write)?;
             out.write_all(&bytes)?;
             out.sync_all()?;

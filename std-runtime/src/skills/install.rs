@@ -13,8 +13,8 @@ use cap_std::fs::Dir;
 use super::history::keep_version;
 use super::write::lock;
 use super::{
-    MAX_FILE_BYTES, MAX_FILES, MAX_SKILL_BYTES, MAX_SKILL_MD_BYTES, SkillError, SkillsHome,
-    format, io_err, parse_skill_md,
+    MAX_FILE_BYTES, MAX_FILES, MAX_SKILL_BYTES, MAX_SKILL_MD_BYTES, SkillError, SkillsHome, format,
+    io_err, parse_skill_md,
 };
 
 /// A file of the skill being installed.
@@ -25,7 +25,12 @@ struct Incoming {
 
 /// Reads the tree at `dir` into `out`, refusing links, special files,
 /// hidden names and anything over the limits.
-fn read_tree(dir: &Path, rel: &[String], out: &mut Vec<Incoming>, total: &mut u64) -> Result<(), SkillError> {
+fn read_tree(
+    dir: &Path,
+    rel: &[String],
+    out: &mut Vec<Incoming>,
+    total: &mut u64,
+) -> Result<(), SkillError> {
     let shown = |rel: &[String]| rel.join("/");
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(io_err(format!("read {}", dir.display())))?

@@ -80,7 +80,9 @@ pub enum SkillError {
         why: String,
     },
     /// Content over a size limit.
-    #[error("{what} is {size} bytes, over the limit of {limit} bytes; keep skills small (split long material into references/ files)")]
+    #[error(
+        "{what} is {size} bytes, over the limit of {limit} bytes; keep skills small (split long material into references/ files)"
+    )]
     TooLarge {
         /// What is too large.
         what: String,
@@ -93,10 +95,14 @@ pub enum SkillError {
     #[error("there is no skill named '{0}' (skills_list shows the skills)")]
     NotFound(String),
     /// A skill of that name exists already.
-    #[error("a skill named '{0}' already exists; change it with action 'edit' or 'patch', or choose another name")]
+    #[error(
+        "a skill named '{0}' already exists; change it with action 'edit' or 'patch', or choose another name"
+    )]
     Exists(String),
     /// A symbolic link where a real folder or file must be.
-    #[error("'skills/{0}' is a symbolic link; skills are read and written only inside real folders under $HERMES_HOME/skills, never through links")]
+    #[error(
+        "'skills/{0}' is a symbolic link; skills are read and written only inside real folders under $HERMES_HOME/skills, never through links"
+    )]
     Symlink(String),
     /// A path that the kernel refused because it leads outside the skill.
     #[error("'{0}' leads outside the skill's folder; files of a skill stay inside it")]
@@ -270,7 +276,9 @@ impl SkillsHome {
         read_capped(&skill, &rel, MAX_FILE_BYTES).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => SkillError::BadPath {
                 path: file.to_owned(),
-                why: format!("skill '{name}' has no such file (skill_view without 'file' lists them)"),
+                why: format!(
+                    "skill '{name}' has no such file (skill_view without 'file' lists them)"
+                ),
             },
             io::ErrorKind::InvalidData => SkillError::BadPath {
                 path: file.to_owned(),
@@ -301,7 +309,10 @@ pub(crate) fn inner_path(path: &str) -> Result<Vec<&str>, SkillError> {
         ));
     }
     let parts: Vec<&str> = path.split('/').collect();
-    if parts.iter().any(|p| *p == ".." || *p == "." || p.is_empty()) {
+    if parts
+        .iter()
+        .any(|p| *p == ".." || *p == "." || p.is_empty())
+    {
         return Err(bad(
             "'..', '.' and empty parts are not allowed; a skill's files stay inside its folder",
         ));

@@ -91,7 +91,9 @@ fn open_skill_for_write(root: &Dir, name: &str) -> Result<Dir, SkillError> {
 /// Opens the directories `dirs` below `skill`, one at a time and never
 /// through a link; missing ones are created when `create` is set.
 fn open_dirs(skill: &Dir, name: &str, dirs: &[&str], create: bool) -> Result<Dir, SkillError> {
-    let mut cur = skill.try_clone().map_err(io_err("open the skill's folder"))?;
+    let mut cur = skill
+        .try_clone()
+        .map_err(io_err("open the skill's folder"))?;
     let mut shown = name.to_owned();
     for part in dirs {
         shown = format!("{shown}/{part}");
@@ -267,7 +269,8 @@ impl SkillsHome {
         } else {
             MAX_FILE_BYTES
         };
-        let current = read_capped(&dir, leaf, cap).map_err(io_err(format!("read skills/{shown}")))?;
+        let current =
+            read_capped(&dir, leaf, cap).map_err(io_err(format!("read skills/{shown}")))?;
         let hits = current.matches(old).count();
         if hits != 1 {
             return Err(SkillError::Patch(if hits == 0 {
@@ -292,12 +295,7 @@ impl SkillsHome {
                 limit: MAX_FILE_BYTES as u64,
             });
         }
-        check_skill_total(
-            &skill,
-            name,
-            updated.len() as u64,
-            current.len() as u64,
-        )?;
+        check_skill_total(&skill, name, updated.len() as u64, current.len() as u64)?;
         keep_version(&root, name, &format!("patch {rel}"), false)?;
         write_in(&dir, leaf, updated.as_bytes(), &shown)?;
         Ok(format!("Patched skills/{shown}."))
@@ -339,7 +337,9 @@ impl SkillsHome {
         let rel = parts.join("/");
         let shown = format!("{name}/{rel}");
         // Links and files in the way are refused before anything is made.
-        let mut probe = skill.try_clone().map_err(io_err("open the skill's folder"))?;
+        let mut probe = skill
+            .try_clone()
+            .map_err(io_err("open the skill's folder"))?;
         let mut missing = false;
         for (i, part) in dirs.iter().enumerate() {
             match probe.symlink_metadata(part) {
@@ -363,10 +363,7 @@ impl SkillsHome {
         let dir = open_dirs(&skill, name, dirs, true)?;
         check_target(&dir, leaf, &shown)?;
         write_in(&dir, leaf, content.as_bytes(), &shown)?;
-        Ok(format!(
-            "Wrote skills/{shown} ({} bytes).",
-            content.len()
-        ))
+        Ok(format!("Wrote skills/{shown} ({} bytes).", content.len()))
     }
 
     /// Removes the file `file_path` of skill `name`.

@@ -25,12 +25,18 @@ fn tree(dir: &Path) -> BTreeMap<String, String> {
             let rel = p.strip_prefix(base).unwrap().display().to_string();
             let meta = std::fs::symlink_metadata(&p).unwrap();
             if meta.is_symlink() {
-                out.insert(rel, format!("-> {}", std::fs::read_link(&p).unwrap().display()));
+                out.insert(
+                    rel,
+                    format!("-> {}", std::fs::read_link(&p).unwrap().display()),
+                );
             } else if meta.is_dir() {
                 out.insert(rel.clone(), "<dir>".into());
                 walk(base, &p, out);
             } else {
-                out.insert(rel, String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into());
+                out.insert(
+                    rel,
+                    String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into(),
+                );
             }
         }
     }
@@ -67,11 +73,15 @@ fn create_view_patch_and_restore() {
         json!({"action": "patch", "name": "deploy-notes",
                "old_string": "2. Check /health.", "new_string": "2. Check /health and /ready."}),
     );
-    assert!(out.contains("Patched skills/deploy-notes/SKILL.md"), "{out}");
+    assert!(
+        out.contains("Patched skills/deploy-notes/SKILL.md"),
+        "{out}"
+    );
     let patched = skill_md(&fx, "deploy-notes");
     assert!(patched.contains("/health and /ready"), "{patched}");
     assert!(
-        fx.ok("skill_view", json!({"name": "deploy-notes"})).contains("/ready"),
+        fx.ok("skill_view", json!({"name": "deploy-notes"}))
+            .contains("/ready"),
         "skill_view shows the change at once"
     );
 
@@ -121,15 +131,24 @@ fn supporting_files_edit_delete_and_restore() {
                "old_string": "web2", "new_string": "web2, web3"}),
     );
     assert_eq!(
-        std::fs::read_to_string(fx.home.path().join("skills/deploy-notes/references/hosts.md"))
-            .unwrap(),
+        std::fs::read_to_string(
+            fx.home
+                .path()
+                .join("skills/deploy-notes/references/hosts.md")
+        )
+        .unwrap(),
         "web1, web2, web3\n"
     );
     fx.ok(
         "skill_manage",
         json!({"action": "remove_file", "name": "deploy-notes", "file_path": "scripts/check.sh"}),
     );
-    assert!(!fx.home.path().join("skills/deploy-notes/scripts/check.sh").exists());
+    assert!(
+        !fx.home
+            .path()
+            .join("skills/deploy-notes/scripts/check.sh")
+            .exists()
+    );
     let edited = DEPLOY.replace("make deploy", "make release");
     fx.ok(
         "skill_manage",
@@ -138,13 +157,22 @@ fn supporting_files_edit_delete_and_restore() {
     assert_eq!(skill_md(&fx, "deploy-notes"), edited);
 
     let before_delete = tree(&fx.home.path().join("skills/deploy-notes"));
-    let out = fx.ok("skill_manage", json!({"action": "delete", "name": "deploy-notes"}));
+    let out = fx.ok(
+        "skill_manage",
+        json!({"action": "delete", "name": "deploy-notes"}),
+    );
     assert!(out.contains("Deleted skill 'deploy-notes'"), "{out}");
     assert!(!fx.home.path().join("skills/deploy-notes").exists());
-    assert_eq!(fx.ok("skills_list", json!({})), "No skills saved yet (skill_manage action 'create' saves one).");
+    assert_eq!(
+        fx.ok("skills_list", json!({})),
+        "No skills saved yet (skill_manage action 'create' saves one)."
+    );
     let home = SkillsHome::new(fx.home.path());
     assert_eq!(home.restore("deploy-notes").unwrap(), "delete");
-    assert_eq!(tree(&fx.home.path().join("skills/deploy-notes")), before_delete);
+    assert_eq!(
+        tree(&fx.home.path().join("skills/deploy-notes")),
+        before_delete
+    );
 }
 
 #[test]
@@ -182,7 +210,11 @@ fn escapes_links_sizes_and_bad_front_matter_are_refused() {
     );
     // A folder outside the home, and links to it and to the home itself.
     let outside = tempfile::TempDir::new().unwrap();
-    std::fs::write(outside.path().join("SKILL.md"), DEPLOY.replace("deploy-notes", "evil")).unwrap();
+    std::fs::write(
+        outside.path().join("SKILL.md"),
+        DEPLOY.replace("deploy-notes", "evil"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(outside.path(), home.join("skills/evil")).unwrap();
     std::os::unix::fs::symlink(home, home.join("skills/deploy-notes/references")).unwrap();
     std::os::unix::fs::symlink(home.join(".env"), home.join("skills/deploy-notes/notes.md"))
@@ -329,7 +361,10 @@ fn the_file_tools_still_cannot_write_skills() {
         "write_file",
         json!({"path": path.display().to_string(), "content": "x"}),
     );
-    assert!(err.contains("outside the working directory") || err.contains("refused"), "{err}");
+    assert!(
+        err.contains("outside the working directory") || err.contains("refused"),
+        "{err}"
+    );
     assert_eq!(skill_md(&fx, "deploy-notes"), DEPLOY);
 }
 
@@ -351,7 +386,10 @@ fn the_example_skill_in_the_docs_is_valid_and_installs() {
         std::fs::read_to_string(example.join("references/style.md")).unwrap()
     );
     let list = fx.ok("skills_list", json!({"category": "writing"}));
-    assert!(list.contains("- example-skill: Writes release notes"), "{list}");
+    assert!(
+        list.contains("- example-skill: Writes release notes"),
+        "{list}"
+    );
     assert!(list.contains("[category: writing]"), "{list}");
     assert_eq!(
         fx.ok("skills_list", json!({"category": "ops"})),
@@ -377,9 +415,16 @@ fn install_refuses_links_and_bad_skills() {
     std::os::unix::fs::symlink("/etc/passwd", src.path().join("references/passwd")).unwrap();
     let e = home.install(src.path()).unwrap_err().to_string();
     assert!(e.contains("symbolic link"), "{e}");
-    assert!(tree(fx.home.path()).keys().all(|k| !k.contains("deploy-notes")));
+    assert!(
+        tree(fx.home.path())
+            .keys()
+            .all(|k| !k.contains("deploy-notes"))
+    );
     std::fs::remove_file(src.path().join("references/passwd")).unwrap();
-    assert_eq!(home.install(&src.path().join("SKILL.md")).unwrap(), "deploy-notes");
+    assert_eq!(
+        home.install(&src.path().join("SKILL.md")).unwrap(),
+        "deploy-notes"
+    );
 }
 
 #[test]

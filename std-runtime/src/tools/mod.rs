@@ -306,14 +306,13 @@ fn build_wrapped(
             }
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
             // Skills live in the home; without one there is nowhere to keep them.
-            "skills" if env.hermes_home.as_os_str().is_empty() => {
-                if explicit {
-                    return Err(ToolsError::Unavailable {
-                        toolset: "skills".into(),
-                        reason: "no $HERMES_HOME is configured".into(),
-                    });
-                }
+            "skills" if env.hermes_home.as_os_str().is_empty() && explicit => {
+                return Err(ToolsError::Unavailable {
+                    toolset: "skills".into(),
+                    reason: "no $HERMES_HOME is configured".into(),
+                });
             }
+            "skills" if env.hermes_home.as_os_str().is_empty() => {}
             "skills" => {
                 let home = crate::skills::SkillsHome::new(&env.hermes_home);
                 add(Box::new(SkillsListTool::new(home.clone())));

@@ -51,7 +51,7 @@ pub struct ProviderArgs {
     /// Most model calls one turn may make (default 90)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
-    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, delegate, mcp, cronjob; `none` for no tools (default: all)
+    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, skills, delegate, mcp, cronjob; `none` for no tools (default: all)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)
@@ -172,6 +172,11 @@ pub enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Skills in $HERMES_HOME/skills: list, show, install, remove, restore
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
 }
 
 /// `hermes cron` subcommands. IDs accept unique prefixes.
@@ -233,6 +238,33 @@ pub enum CronCommand {
     },
     /// Whether a gateway runs the scheduler, and when it last ticked
     Status,
+}
+
+/// `hermes skills` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// List the skills (name and description)
+    List,
+    /// Print a skill's SKILL.md and the names of its other files
+    Show {
+        /// The skill's name
+        name: String,
+    },
+    /// Copy a skill folder (or the folder of a SKILL.md) into $HERMES_HOME/skills, checked
+    Install {
+        /// The folder holding SKILL.md, or the SKILL.md file
+        path: PathBuf,
+    },
+    /// Delete a skill (`hermes skills restore NAME` brings it back)
+    Remove {
+        /// The skill's name
+        name: String,
+    },
+    /// Undo the last change to a skill (an edit, a patch, a delete, an install)
+    Restore {
+        /// The skill's name
+        name: String,
+    },
 }
 
 /// `hermes mcp` subcommands.

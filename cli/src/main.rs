@@ -16,6 +16,7 @@ mod markdown;
 mod mcp_cmd;
 mod sessions;
 mod setup;
+mod skills_cmd;
 mod term;
 
 use clap::Parser;
@@ -109,6 +110,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             command: McpCommand::List(p),
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
         Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
+        Command::Skills { command } => skills_cmd::run(command),
     }
 }
 

@@ -314,6 +314,10 @@ impl AgentFactory for RuntimeAgentFactory {
         self.settings.provider.model.clone()
     }
 
+    fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {
+        hermes_runtime::skills::SkillsHome::new(&self.settings.home).list()
+    }
+
     fn signature(&self, model: &str) -> String {
         let p = &self.settings.provider;
         let toolsets = self

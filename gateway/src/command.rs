@@ -38,6 +38,8 @@ pub enum Command {
     SetHome,
     /// `/cron` (this chat's scheduled jobs) or `/cron remove ID` (SPEC Y1).
     Cron(Option<String>),
+    /// `/skills`: the saved skills (SPEC Y8).
+    Skills,
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
@@ -54,6 +56,7 @@ pub const HELP: &str = "Commands:\n\
 /approve, /approve always, /deny: answer a request to run a dangerous command\n\
 /sethome: make this chat the home channel scheduled jobs deliver to\n\
 /cron, /cron remove ID: this chat's scheduled jobs\n\
+/skills: the skills the agent has saved\n\
 /help: this list";
 
 /// Parses `text` as a command; `None` means it is ordinary text.
@@ -99,9 +102,24 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "deny" => Command::Deny,
         "sethome" => Command::SetHome,
         "cron" => Command::Cron((!arg.is_empty()).then(|| arg.to_owned())),
+        "skills" => Command::Skills,
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
+}
+
+/// The `/skills` answer: each skill's name and description.
+pub fn skills_text(skills: &[hermes_runtime::skills::SkillSummary]) -> String {
+    if skills.is_empty() {
+        return "No skills yet. The agent saves one when a procedure is worth keeping; \
+                `hermes skills install PATH` adds one."
+            .to_owned();
+    }
+    let mut text = format!("Skills ({}):", skills.len());
+    for s in skills {
+        text.push_str(&format!("\n- {}: {}", s.name, s.description));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -144,6 +162,7 @@ mod tests {
             parse_command("/cron remove j12"),
             Some(Command::Cron(Some("remove j12".into())))
         );
+        assert_eq!(parse_command("/skills"), Some(Command::Skills));
         assert_eq!(
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))

@@ -178,6 +178,12 @@ pub trait AgentFactory: Send + Sync {
         None
     }
 
+    /// The skills its agents are offered, for `/skills` (SPEC Y8; none
+    /// unless overridden). Reads a few small files.
+    fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {
+        Vec::new()
+    }
+
     /// The prices of the models its agents use, for `/usage` (none unless
     /// overridden). May fetch a price list; never called with the store
     /// locked.

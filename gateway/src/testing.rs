@@ -511,6 +511,7 @@ pub struct TestAgentFactory {
     built_models: Mutex<Vec<String>>,
     provider: Mutex<String>,
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
+    skills_home: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl std::fmt::Debug for TestAgentFactory {
@@ -531,6 +532,7 @@ impl TestAgentFactory {
             built_models: Mutex::new(Vec::new()),
             provider: Mutex::new("test-provider".into()),
             cron: std::sync::OnceLock::new(),
+            skills_home: Mutex::new(None),
         })
     }
 
@@ -555,6 +557,11 @@ impl TestAgentFactory {
         lock(&self.built_models).clone()
     }
 
+    /// Lets `/skills` list the skills of `$HERMES_HOME` `home`.
+    pub fn set_skills_home(&self, home: &std::path::Path) {
+        *lock(&self.skills_home) = Some(home.to_path_buf());
+    }
+
     /// Changes the provider part of the signature (as a config reload that
     /// switched provider would).
     pub fn set_provider(&self, provider: &str) {
@@ -565,6 +572,13 @@ impl TestAgentFactory {
 impl AgentFactory for TestAgentFactory {
     fn default_model(&self) -> String {
         "test-model".into()
+    }
+
+    fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {
+        lock(&self.skills_home)
+            .as_ref()
+            .map(|home| hermes_runtime::skills::SkillsHome::new(home).list())
+            .unwrap_or_default()
     }
 
     fn signature(&self, model: &str) -> String {

@@ -9,6 +9,8 @@
 //! - [`store`]: SQLite persistence of sessions and transcripts (SPEC E3).
 //! - [`prompt`]: system prompt assembly, once per session (SPEC L6).
 //! - [`tools`]: the built-in tools.
+//! - [`skills`]: `SKILL.md` folders in `$HERMES_HOME/skills`, and the one
+//!   confined way they are written (SPEC Y8).
 //! - [`assemble`]: the one recipe (client, tools, prompt, agent) the CLI
 //!   and the gateway share.
 //! - [`fallback`]: the fallback chain, a `Model` over several clients
@@ -39,5 +41,6 @@ pub mod media;
 pub mod persist;
 pub mod pricing;
 pub mod prompt;
+pub mod skills;
 pub mod store;
 pub mod tools;

@@ -9,7 +9,9 @@
 //! 4. project instructions: the first of `HERMES.md` / `AGENTS.md` found in
 //!    the working directory (the prompt names the file it came from);
 //! 5. a compact list of the tools (name + first line of the description);
-//! 6. a skills index, when `$HERMES_HOME/skills/*/SKILL.md` exist.
+//! 6. a skills index, when `$HERMES_HOME/skills/*/SKILL.md` exist: names and
+//!    descriptions only (SPEC Y8), and when to save one if `skill_manage` is
+//!    offered. A skill written during a session shows from the next one.
 //!
 //! **Deterministic.** No timestamps, skill directories sorted by name, files
 //! read as bytes and decoded lossily: the same inputs give a byte-identical
@@ -98,64 +100,41 @@ fn read_source(path: &Path) -> Option<String> {
     }
 }
 
-/// Name and one-line description of a skill, from its `SKILL.md`: YAML
-/// front-matter `name:`/`description:` when present, otherwise the
-/// directory name and the first line that is not a heading.
-fn skill_entry(dir_name: &str, text: &str) -> (String, String) {
-    let mut name = dir_name.to_string();
-    let mut description = String::new();
-    let mut body = text;
-    if let Some(rest) = text.strip_prefix("---\n")
-        && let Some(end) = rest.find("\n---")
-    {
-        for line in rest[..end].lines() {
-            let unquote = |v: &str| v.trim().trim_matches(['"', '\'']).to_string();
-            if let Some(v) = line.strip_prefix("name:") {
-                let v = unquote(v);
-                if !v.is_empty() {
-                    name = v;
-                }
-            } else if let Some(v) = line.strip_prefix("description:") {
-                description = unquote(v);
-            }
+/// The skills index (names and descriptions only: the full text is loaded
+/// with `skill_view`), and when the agent can write skills a line on when
+/// to; `None` when there is neither.
+fn skills_section(home: &Path, tools: &[ToolSpec]) -> Option<(String, String)> {
+    let has = |name: &str| tools.iter().any(|t| t.name == name);
+    let skills = if home.as_os_str().is_empty() {
+        Vec::new()
+    } else {
+        crate::skills::SkillsHome::new(home).list()
+    };
+    let mut body = String::new();
+    for s in &skills {
+        body.push_str(&format!("- {}: {}\n", s.name, s.description));
+    }
+    if has("skill_manage") {
+        if skills.is_empty() {
+            body.push_str("(none yet)\n");
         }
-        body = rest[end + 4..].trim_start_matches(|c| c != '\n');
-    }
-    if description.is_empty() {
-        description = body
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---")
-            .unwrap_or("")
-            .to_string();
-    }
-    (name, description)
-}
-
-/// The skills index, or `None` when there are no skills.
-fn skills_index(home: &Path) -> Option<String> {
-    let dir = home.join("skills");
-    let mut dirs: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter(|e| e.path().join("SKILL.md").is_file())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    if dirs.is_empty() {
+        body.push_str(SAVE_SKILL_HINT);
+    } else if skills.is_empty() {
         return None;
     }
-    dirs.sort();
-    let mut out = String::new();
-    for (dir_name, path) in dirs {
-        let skill_md = path.join("SKILL.md");
-        let text = read_source(&skill_md).unwrap_or_default();
-        let (name, description) = skill_entry(&dir_name, &text);
-        out.push_str(&format!(
-            "- {name}: {description} (skills/{dir_name}/SKILL.md)\n"
-        ));
-    }
-    Some(out.trim_end().to_string())
+    let title = if has("skill_view") {
+        "Skills (load one with skill_view before following it)"
+    } else {
+        "Skills (read $HERMES_HOME/skills/NAME/SKILL.md before following one)"
+    };
+    Some((title.to_owned(), body.trim_end().to_owned()))
 }
+
+/// When saving a skill is worth it, for an agent that can (SPEC Y8).
+pub const SAVE_SKILL_HINT: &str = "Save a skill with skill_manage when a task took several \
+steps to get right and will likely come up again, or when the user states a standing preference \
+for how a kind of task is done; improve a skill (patch) when following it went wrong. Do not save \
+one-off facts (use memory) or secrets.";
 
 fn section(out: &mut String, title: &str, body: &str) {
     out.push_str("\n\n## ");
@@ -212,12 +191,8 @@ pub fn assemble_system_prompt(src: &PromptSources, tools: &[ToolSpec]) -> String
         section(&mut out, "Tools", &cap_source(list.trim_end(), cap));
     }
 
-    if let Some(index) = skills_index(&src.hermes_home) {
-        section(
-            &mut out,
-            "Skills (read a skill's SKILL.md in $HERMES_HOME before using it)",
-            &cap_source(&index, cap),
-        );
+    if let Some((title, body)) = skills_section(&src.hermes_home, tools) {
+        section(&mut out, &title, &cap_source(&body, cap));
     }
     out.push('\n');
     out

@@ -81,14 +81,20 @@ fn sources_appear_in_order_with_their_origin() {
         pos(&p, "## Skills"),
         pos(
             &p,
-            "- alpha-tool: Makes alpha reports. (skills/alpha/SKILL.md)\n- zeta: Deploys the zeta service. (skills/zeta/SKILL.md)",
+            "- alpha: Makes alpha reports.\n- zeta: Deploys the zeta service.",
         ),
     ];
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{p}");
     // Only the first project file is used; only the first description line.
     assert!(!p.contains("Agents file."), "{p}");
     assert!(!p.contains("More detail here."), "{p}");
-    assert!(!p.contains("skills/empty"), "{p}");
+    assert!(!p.contains("- empty"), "{p}");
+    // Names and descriptions only: the instructions are loaded on demand.
+    assert!(!p.contains("Second line."), "{p}");
+    assert!(
+        p.contains("## Skills (read $HERMES_HOME/skills/NAME/SKILL.md"),
+        "{p}"
+    );
     assert!(!p.contains(DEFAULT_SOUL));
 }
 
@@ -181,4 +187,36 @@ fn prompt_lists_the_registry_tools() {
     for name in reg.names() {
         assert!(p.contains(&format!("\n- {name}: ")), "{name} missing:\n{p}");
     }
+}
+
+#[test]
+fn skills_index_with_the_skills_tools_and_when_to_save_one() {
+    let work = TempDir::new().unwrap();
+    let home = TempDir::new().unwrap();
+    let env = hermes_runtime::tools::ToolEnv::new(work.path(), home.path());
+    let reg = hermes_runtime::tools::build_registry(&env, None).unwrap();
+    let src = PromptSources::new(home.path(), work.path());
+    let p = assemble_system_prompt(&src, reg.specs());
+    assert!(
+        p.ends_with(&format!(
+            "## Skills (load one with skill_view before following it)\n(none yet)\n{}\n",
+            hermes_runtime::prompt::SAVE_SKILL_HINT
+        )),
+        "{p}"
+    );
+    write(
+        &home.path().join("skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: >\n  Deploys the\n  service.\n---\n# Deploy\nSECRET STEP\n",
+    );
+    let p = assemble_system_prompt(&src, reg.specs());
+    assert!(
+        p.contains("## Skills (load one with skill_view before following it)\n- deploy: Deploys the service.\nSave a skill"),
+        "{p}"
+    );
+    assert!(!p.contains("SECRET STEP"), "{p}");
+    // Without the skills toolset: the index only, no advice to save.
+    let file_only =
+        hermes_runtime::tools::build_registry(&env, Some(&["file".to_owned()])).unwrap();
+    let p = assemble_system_prompt(&src, file_only.specs());
+    assert!(p.ends_with("## Skills (read $HERMES_HOME/skills/NAME/SKILL.md before following one)\n- deploy: Deploys the service.\n"), "{p}");
 }

@@ -11,4 +11,5 @@ mod extras;
 mod interactive;
 mod oneshot;
 mod sessions;
+mod skills;
 mod support;

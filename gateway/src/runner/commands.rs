@@ -248,6 +248,7 @@ impl Inner {
             | Command::Help
             | Command::Approve { .. }
             | Command::Deny
+            | Command::Skills
             | Command::Unknown(_) => Ok(String::new()),
         }
     }

@@ -11,7 +11,7 @@ use super::{
     duration_ms, lock, refusal_text,
 };
 use crate::approval::Verdict;
-use crate::command::{Command, HELP, parse_command};
+use crate::command::{Command, HELP, parse_command, skills_text};
 use crate::config::BusyMode;
 use crate::event::{ChatType, MessageEvent};
 use crate::inbox::{Accepted, Pending, seen_key};
@@ -117,6 +117,10 @@ impl Inner {
             Some(Command::Help) => {
                 drop(state);
                 self.reply_later(&event, HELP.to_owned());
+            }
+            Some(Command::Skills) => {
+                drop(state);
+                self.reply_later(&event, skills_text(&self.factory.skills()));
             }
             // Answered at once: the turn that asked is waiting for it, so it
             // cannot wait in the session's queue behind that turn.

@@ -94,3 +94,26 @@ fn commands_work_while_a_turn_runs() {
     h.wait_text("dm-alice", |t| t == "reply to: hello");
     assert_eq!(user_texts(&h.model.calls()[2]), vec!["hello"]);
 }
+
+/// `/skills` lists the saved skills by name and description (SPEC Y8).
+#[test]
+fn skills_lists_the_saved_skills() {
+    let h = harness(Pace::Instant, |_| {});
+    assert!(h.ask("alice", "/skills").starts_with("No skills yet."));
+    let home = tempfile::tempdir().unwrap();
+    h.factory.set_skills_home(home.path());
+    let skills = hermes_runtime::skills::SkillsHome::new(home.path());
+    skills
+        .create(
+            "deploy-notes",
+            "---\nname: deploy-notes\ndescription: Deploys the site.\n---\n1. make deploy\n",
+        )
+        .unwrap();
+    assert_eq!(
+        h.ask("alice", "/skills@hermes_bot"),
+        "Skills (1):\n- deploy-notes: Deploys the site."
+    );
+    assert!(h.ask("alice", "/help").contains("/skills"));
+    // The command never reached the model.
+    assert!(h.model.calls().is_empty());
+}

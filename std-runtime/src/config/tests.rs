@@ -235,6 +235,16 @@ fn toolsets_accept_spaces_and_none_and_refuse_typos() {
     )
     .unwrap();
     assert_eq!(s.toolsets, Some(vec![]));
+    // Every toolset the registry builds may be named (SPEC Y8 added `skills`).
+    for (name, _) in crate::tools::TOOLSETS {
+        assert!(TOOLSET_NAMES.contains(name), "{name}");
+    }
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_TOOLSETS", "skills")]),
+    )
+    .unwrap();
+    assert_eq!(s.toolsets, Some(vec!["skills".to_owned()]));
     let err = load(
         &cwd_overrides(),
         &env(home.path(), &[("HERMES_TOOLSETS", "fiel")]),

@@ -44,6 +44,7 @@ mod fs;
 mod memory;
 pub mod sandbox;
 mod search;
+mod skills;
 mod terminal;
 mod todo;
 #[cfg(feature = "web")]
@@ -61,13 +62,14 @@ pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use search::SearchFilesTool;
+pub use skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
 #[cfg(feature = "web")]
 pub use web::{WebFetchTool, html_to_text};
 pub use web_search::{SearchBackend, WebSearchSettings, WebSearchTool};
 
-pub(crate) use workdir::{Access, Workdir};
+pub(crate) use workdir::{Access, Workdir, write_atomic_in};
 
 /// Default cap on one tool result, in bytes (about 12k tokens).
 pub const DEFAULT_RESULT_CAP_BYTES: usize = 50_000;
@@ -82,6 +84,7 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     ("web", &["web_fetch", "web_search"]),
     ("memory", &["memory"]),
     ("todo", &["todo"]),
+    ("skills", &["skills_list", "skill_view", "skill_manage"]),
     ("delegate", &["delegate_task"]),
     // The tools of the configured MCP servers, `mcp_SERVER_TOOL`; which
     // ones depends on the servers.
@@ -307,6 +310,20 @@ fn build_wrapped(
                 add(Box::new(WebSearchTool::new(env.web_search.clone(), cap)));
             }
             "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
+            // Skills live in the home; without one there is nowhere to keep them.
+            "skills" if env.hermes_home.as_os_str().is_empty() && explicit => {
+                return Err(ToolsError::Unavailable {
+                    toolset: "skills".into(),
+                    reason: "no $HERMES_HOME is configured".into(),
+                });
+            }
+            "skills" if env.hermes_home.as_os_str().is_empty() => {}
+            "skills" => {
+                let home = crate::skills::SkillsHome::new(&env.hermes_home);
+                add(Box::new(SkillsListTool::new(home.clone())));
+                add(Box::new(SkillViewTool::new(home.clone(), cap)));
+                add(Box::new(SkillManageTool::new(home)));
+            }
             // Registered after the built-ins, whose names they must not take.
             #[cfg(feature = "mcp")]
             "mcp" => match &env.mcp {

@@ -9,6 +9,7 @@ mod delegate;
 mod files;
 mod memory_todo;
 mod registry;
+mod skills;
 mod support;
 mod terminal;
 mod web;

@@ -24,7 +24,10 @@ fn registry_holds_every_toolset_it_can_support() {
             "web_fetch",
             "web_search",
             "memory",
-            "todo"
+            "todo",
+            "skills_list",
+            "skill_view",
+            "skill_manage"
         ]
     );
     for (set, tools) in TOOLSETS {
@@ -49,7 +52,7 @@ fn unknown_toolset_is_an_error_listing_valid_ones() {
     assert!(matches!(err, ToolsError::UnknownToolset { .. }));
     assert!(msg.contains("browser"), "{msg}");
     assert!(
-        msg.contains("file, terminal, web, memory, todo, delegate"),
+        msg.contains("file, terminal, web, memory, todo, skills, delegate"),
         "{msg}"
     );
 }

@@ -23,6 +23,7 @@ pub mod lease;
 pub mod lock;
 pub mod media;
 pub mod overflow;
+pub mod pairing;
 pub mod runner;
 pub mod session;
 pub mod split;

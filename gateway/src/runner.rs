@@ -83,6 +83,7 @@ use crate::media::MediaServices;
 use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
+mod admission;
 mod cluster;
 mod commands;
 mod context;

@@ -7,8 +7,7 @@ use std::sync::{Arc, MutexGuard};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::{
-    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, REFUSAL_INTERVAL, Slot, State, Work,
-    duration_ms, lock, refusal_text,
+    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, Slot, State, Work, duration_ms, lock,
 };
 use crate::approval::Verdict;
 use crate::command::{Command, HELP, parse_command};
@@ -40,7 +39,7 @@ pub(super) fn drop_queued_messages(slot: &mut Slot) -> Vec<u64> {
 /// other tasks move to another thread meanwhile instead of stalling);
 /// elsewhere (a plain thread, a blocking-pool thread, a current-thread
 /// runtime, where `block_in_place` is not allowed) it simply runs.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
+pub(super) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let multi_thread =
         Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
     if multi_thread {
@@ -77,23 +76,13 @@ impl Inner {
             tracing::debug!(platform = %source.platform, id = %event.message_id, "duplicate dropped");
             return;
         }
-        if !self.config.allow.allows(&source.platform, &source.user_id) {
-            tracing::warn!(platform = %source.platform, user = %source.user_id, "message from a user not on the allow-list");
-            let who = (source.platform.clone(), source.user_id.clone());
-            let recently = state
-                .last_refusal
-                .get(&who)
-                .is_some_and(|t| now.saturating_sub(*t) < duration_ms(REFUSAL_INTERVAL));
-            if !recently {
-                if state.last_refusal.len() > 10_000 {
-                    state.last_refusal.clear();
-                }
-                state.last_refusal.insert(who, now);
-                drop(state);
-                self.reply_later(&event, refusal_text(&source.user_id));
-            }
+        // Admission may read the store: not under the state lock.
+        drop(state);
+        if !self.admit(&event, now) {
             return;
         }
+        let source = &event.source;
+        let mut state = lock(&self.state);
         let key = session_key(source, self.config.group_sessions_per_user);
         let position = self.next_pending.load(Ordering::SeqCst);
         let command = parse_command(&event.text);

@@ -84,6 +84,7 @@ use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
 mod admission;
+mod chat_commands;
 mod cluster;
 mod commands;
 mod context;

@@ -21,6 +21,9 @@ impl Inner {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
+        if cmd == Command::Retry {
+            return self.retry(key, event).await;
+        }
         let inner = Arc::clone(self);
         let k = key.to_owned();
         let ev = event.clone();
@@ -236,12 +239,16 @@ impl Inner {
                 })
             }
             Command::Compress(focus) => self.compress(key, source, focus.as_deref()),
+            Command::Title(title) => self.title(key, title.as_deref()),
             Command::Status
             | Command::Usage
             | Command::Stop
             | Command::Help
             | Command::Approve { .. }
             | Command::Deny
+            | Command::Sessions
+            | Command::Queue(_)
+            | Command::Retry
             | Command::Unknown(_) => Ok(String::new()),
         }
     }

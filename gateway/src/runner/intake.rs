@@ -88,7 +88,13 @@ impl Inner {
         let command = parse_command(&event.text);
         if matches!(
             command,
-            Some(Command::New | Command::Undo | Command::Model(Some(_)))
+            Some(
+                Command::New
+                    | Command::Undo
+                    | Command::Model(Some(_))
+                    | Command::Retry
+                    | Command::Title(Some(_))
+            )
         ) {
             // Commands that change a session run at most once, even when the
             // platform delivers them again after a restart (X5).
@@ -144,10 +150,7 @@ impl Inner {
             }
             Some(Command::Unknown(word)) => {
                 drop(state);
-                self.reply_later(
-                    &event,
-                    format!("Unknown command /{word}. Send /help for the list."),
-                );
+                self.reply_later(&event, crate::command::unknown_text(&word));
             }
             Some(Command::Stop) => {
                 let mut dropped = Vec::new();
@@ -202,7 +205,21 @@ impl Inner {
                 self.push_work(state, key, Work::Command(Command::New, event, position));
                 self.mark_unanswered(&dropped);
             }
-            Some(cmd @ (Command::Model(_) | Command::Undo | Command::Compress(_))) => {
+            Some(Command::Sessions) => {
+                drop(state);
+                self.sessions_later(event, key);
+            }
+            Some(Command::Queue(text)) => {
+                drop(state);
+                self.queue_text(key, event, text, now);
+            }
+            Some(
+                cmd @ (Command::Model(_)
+                | Command::Undo
+                | Command::Compress(_)
+                | Command::Title(_)
+                | Command::Retry),
+            ) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));
             }
         }
@@ -213,6 +230,18 @@ impl Inner {
     /// it, before the handler returns. Blocks briefly on SQLite (see
     /// [`blocking`]).
     pub(super) fn accept_message(self: &Arc<Self>, key: String, event: MessageEvent, now: u64) {
+        self.accept_message_as(key, event, now, self.config.busy_mode);
+    }
+
+    /// [`Inner::accept_message`] under `busy_mode` (`/queue` queues even
+    /// in interrupt mode).
+    pub(super) fn accept_message_as(
+        self: &Arc<Self>,
+        key: String,
+        event: MessageEvent,
+        now: u64,
+        busy_mode: BusyMode,
+    ) {
         blocking(|| {
             let mut inbox = lock(&self.inbox);
             // Taken under the inbox lock, so inbox order is arrival order.
@@ -265,7 +294,7 @@ impl Inner {
                 }
             }
             let state = lock(&self.state);
-            let (queued, replaced) = self.enqueue_message(state, key, event, id, now);
+            let (queued, replaced) = self.enqueue_message(state, key, event, id, now, busy_mode);
             if !queued && let Err(e) = inbox.remove(&[id]) {
                 tracing::error!(error = %e, "could not drop a refused message from the inbox");
             }
@@ -327,16 +356,13 @@ impl Inner {
         event: MessageEvent,
         id: u64,
         now: u64,
+        busy_mode: BusyMode,
     ) -> (bool, Vec<u64>) {
         // While stopping, nothing is replaced or refused: every accepted
         // message stays in the inbox for the next start (X5) and none runs,
         // so the queue bound (which limits waiting *turns*) does not apply.
         let stopping = self.stopping.load(Ordering::SeqCst);
-        let busy_mode = if stopping {
-            BusyMode::Queue
-        } else {
-            self.config.busy_mode
-        };
+        let busy_mode = if stopping { BusyMode::Queue } else { busy_mode };
         let max_queued = self.config.max_queued;
         let Some(slot) = state.sessions.get_mut(&key) else {
             self.push_work(state, key, Work::Message(event, id));

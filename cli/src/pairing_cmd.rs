@@ -5,7 +5,7 @@
 use hermes_core::Clock;
 use hermes_gateway::pairing::{self, PairingError};
 use hermes_runtime::config::Settings;
-use hermes_runtime::store::SystemClock;
+use hermes_runtime::store::{BackendKind, SystemClock};
 
 use crate::app::{CliError, open_store};
 use crate::args::PairingCommand;
@@ -96,6 +96,12 @@ pub fn print_approved(approved: &[pairing::ApprovedUser]) {
 
 /// `gateway run --check`: the approved users, when the store can be read.
 pub fn check_summary(settings: &Settings) {
+    // --check creates nothing: no database yet means nobody approved.
+    let target = settings.store_target();
+    if target.kind() == BackendKind::Sqlite && !settings.state_db().exists() {
+        print_approved(&[]);
+        return;
+    }
     match open_store(settings).map(|s| pairing::approved(&s)) {
         Ok(Ok(approved)) => print_approved(&approved),
         Ok(Err(e)) => println!("  warning: cannot read the approved users: {e}"),

@@ -155,6 +155,12 @@ pub enum Command {
         #[command(subcommand)]
         command: GatewayCommand,
     },
+    /// Let strangers in: list pending pairing codes and approved users, approve, revoke
+    #[cfg(feature = "gateway")]
+    Pairing {
+        #[command(subcommand)]
+        command: PairingCommand,
+    },
     /// Print a shell completion script: `hermes completions bash > ~/.local/share/bash-completion/completions/hermes`
     Completions {
         /// The shell
@@ -378,4 +384,28 @@ pub enum GatewayCommand {
         #[command(flatten)]
         provider: ProviderArgs,
     },
+}
+
+/// `hermes pairing` subcommands (SPEC Y4).
+#[cfg(feature = "gateway")]
+#[derive(Debug, Subcommand)]
+pub enum PairingCommand {
+    /// Pending codes (code, platform, user id, name, age) and approved users
+    List,
+    /// Let in the user who got CODE on PLATFORM (works while the gateway runs; exit 1 on a wrong, expired or used code)
+    Approve {
+        /// The platform (telegram, wecom, wecom_callback, …)
+        platform: String,
+        /// The 8-character code the user got
+        code: String,
+    },
+    /// Take back an approval
+    Revoke {
+        /// The platform
+        platform: String,
+        /// The user's platform id
+        user_id: String,
+    },
+    /// Drop every pending code (and the failed-approval count)
+    ClearPending,
 }

@@ -14,6 +14,8 @@ mod display;
 mod log;
 mod markdown;
 mod mcp_cmd;
+#[cfg(feature = "gateway")]
+mod pairing_cmd;
 mod sessions;
 mod setup;
 mod skills_cmd;
@@ -89,6 +91,8 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Gateway {
             command: GatewayCommand::Run { check, provider },
         } => gateway(&load_settings(&with_outer(provider))?, check),
+        #[cfg(feature = "gateway")]
+        Command::Pairing { command } => pairing_cmd::run(&load_settings(&outer)?, command),
         // Generated from the clap definition by build.rs: the binary carries
         // the text, not the generators.
         Command::Completions { shell } => {
@@ -148,6 +152,7 @@ fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
         2 => CliError::Config(e.to_string()),
         _ => CliError::Runtime(e.to_string()),
     })?;
+    pairing_cmd::check_summary(settings);
     #[cfg(feature = "telegram")]
     {
         let env = |name: &str| settings.var(name).map(str::to_owned);

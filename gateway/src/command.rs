@@ -40,8 +40,31 @@ pub enum Command {
     Cron(Option<String>),
     /// `/skills`: the saved skills (SPEC Y8).
     Skills,
+    /// `/title` (show) or `/title TEXT` (name this conversation).
+    Title(Option<String>),
+    /// `/sessions`: this chat's recent conversations.
+    Sessions,
+    /// `/queue TEXT`: answer TEXT after the running turn, without
+    /// interrupting it (whatever the busy mode).
+    Queue(String),
+    /// `/retry`: remove the last exchange and send its message again.
+    Retry,
     /// A word that looks like a command but is none of ours.
     Unknown(String),
+}
+
+/// Every command word, for suggestions.
+pub const NAMES: &[&str] = &[
+    "new", "reset", "model", "undo", "compress", "status", "usage", "stop", "help", "approve",
+    "deny", "title", "sessions", "queue", "retry", "sethome", "cron", "skills",
+];
+
+/// The reply to an unknown command: the closest command, if one is close.
+pub fn unknown_text(word: &str) -> String {
+    let hint = hermes_runtime::config::did_you_mean(word, NAMES.iter().copied())
+        .map(|c| format!(" Did you mean /{c}?"))
+        .unwrap_or_default();
+    format!("Unknown command /{word}.{hint} Send /help for the list.")
 }
 
 /// The `/help` text.
@@ -57,6 +80,10 @@ pub const HELP: &str = "Commands:\n\
 /sethome: make this chat the home channel scheduled jobs deliver to\n\
 /cron, /cron remove ID: this chat's scheduled jobs\n\
 /skills: the skills the agent has saved\n\
+/retry: remove the last exchange and send its message again\n\
+/title [TEXT]: show or set this conversation's title\n\
+/sessions: this chat's recent conversations\n\
+/queue TEXT: answer TEXT after the current reply, without interrupting it\n\
 /help: this list";
 
 /// Parses `text` as a command; `None` means it is ordinary text.
@@ -103,6 +130,10 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "sethome" => Command::SetHome,
         "cron" => Command::Cron((!arg.is_empty()).then(|| arg.to_owned())),
         "skills" => Command::Skills,
+        "title" => Command::Title((!arg.is_empty()).then(|| arg.to_owned())),
+        "sessions" => Command::Sessions,
+        "queue" => Command::Queue(arg.to_owned()),
+        "retry" => Command::Retry,
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
@@ -167,11 +198,34 @@ mod tests {
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))
         );
+        assert_eq!(
+            parse_command("/title  Trip planning "),
+            Some(Command::Title(Some("Trip planning".into())))
+        );
+        assert_eq!(parse_command("/sessions"), Some(Command::Sessions));
+        assert_eq!(
+            parse_command("/queue and then this"),
+            Some(Command::Queue("and then this".into()))
+        );
+        assert_eq!(parse_command("/retry"), Some(Command::Retry));
         assert_eq!(parse_command("/usr/bin/x"), None);
         assert_eq!(parse_command("/"), None);
         assert_eq!(parse_command("/ new"), None);
         assert_eq!(parse_command("/new@"), None);
         assert_eq!(parse_command("/new.txt"), None);
         assert_eq!(parse_command("hello /new"), None);
+    }
+
+    #[test]
+    fn unknown_commands_get_the_closest_one_and_help_lists_every_command() {
+        assert!(unknown_text("stauts").contains("Did you mean /status?"));
+        assert!(unknown_text("retyr").contains("Did you mean /retry?"));
+        assert!(!unknown_text("zzzzzz").contains("Did you mean"));
+        for name in NAMES {
+            assert!(
+                HELP.contains(&format!("/{name}")),
+                "/{name} missing from /help"
+            );
+        }
     }
 }

@@ -130,6 +130,10 @@ pub struct GatewayConfig {
     /// The largest photo, voice note or file downloaded from a platform,
     /// in bytes (`max_file_mb`).
     pub max_file_bytes: u64,
+    /// A stranger's DM gets a pairing code the operator approves with
+    /// `hermes pairing approve` (SPEC Y4); `false`: strangers are refused
+    /// (`pairing`, `GATEWAY_PAIRING`).
+    pub pairing: bool,
 }
 
 impl Default for GatewayConfig {
@@ -152,6 +156,7 @@ impl Default for GatewayConfig {
             lease_ttl: Duration::from_secs(10),
             stream_replies: true,
             max_file_bytes: crate::media::DEFAULT_MAX_FILE_MB * 1024 * 1024,
+            pairing: true,
         }
     }
 }
@@ -179,6 +184,7 @@ const KNOWN_KEYS: &[&str] = &[
     "max_file_mb",
     // Read by `hermes_runtime::cron::CronSettings` (scheduled jobs).
     "timezone",
+    "pairing",
 ];
 
 impl GatewayConfig {
@@ -345,6 +351,9 @@ impl GatewayConfig {
         }
         if let Some((key, v)) = pick("GATEWAY_MAX_FILE_MB", "max_file_mb") {
             cfg.max_file_bytes = v.count(&key, 1, 2048)? as u64 * 1024 * 1024;
+        }
+        if let Some((key, v)) = pick("GATEWAY_PAIRING", "pairing") {
+            cfg.pairing = v.boolean(&key)?;
         }
         Ok(cfg)
     }
@@ -611,5 +620,16 @@ mod tests {
         assert_eq!(e.key, "gateway.max_file_mb");
         let e = parse("[gateway]\nstream_replys = true", &[]).unwrap_err();
         assert!(e.to_string().contains("stream_replies"), "{e}");
+    }
+
+    #[test]
+    fn pairing_is_on_by_default_and_can_be_turned_off() {
+        assert!(parse("", &[]).unwrap().pairing);
+        assert!(!parse("[gateway]\npairing = false", &[]).unwrap().pairing);
+        assert!(!parse("", &[("GATEWAY_PAIRING", "false")]).unwrap().pairing);
+        let e = parse("[gateway]\npairing = \"maybe\"", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.pairing");
+        let e = parse("[gateway]\npairng = false", &[]).unwrap_err();
+        assert!(e.to_string().contains("pairing"), "{e}");
     }
 }

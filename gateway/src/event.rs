@@ -165,3 +165,43 @@ impl fmt::Display for SessionSource {
         )
     }
 }
+
+/// How much of a quoted message reaches the model (SPEC Y5): enough to
+/// know what is answered, not a second copy of a long reply.
+pub const QUOTE_MAX_CHARS: usize = 300;
+
+/// `text` with the message it replies to, `quoted`, in front as a
+/// Markdown quote (`> …` lines, cut to [`QUOTE_MAX_CHARS`]), so the model
+/// sees what the user answers (SPEC Y5). A command (`/stop`) stays as it
+/// is, so replying to a message with a command still runs the command.
+pub fn with_quote(text: &str, quoted: &str) -> String {
+    let quoted = quoted.trim();
+    if quoted.is_empty() || text.starts_with('/') {
+        return text.to_owned();
+    }
+    let mut cut: String = quoted.chars().take(QUOTE_MAX_CHARS).collect();
+    if cut.len() < quoted.len() {
+        cut.push('…');
+    }
+    let block: String = cut.lines().map(|l| format!("> {l}\n")).collect();
+    format!("{block}\n{text}")
+}
+
+#[cfg(test)]
+mod quote_tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_marked_cut_and_never_hide_a_command() {
+        assert_eq!(
+            with_quote("yes", "Shall I?\nReally?"),
+            "> Shall I?\n> Really?\n\nyes"
+        );
+        let long = "é".repeat(1000);
+        let quoted = with_quote("ok", &long);
+        assert_eq!(quoted.matches('é').count(), QUOTE_MAX_CHARS);
+        assert!(quoted.contains('…'));
+        assert_eq!(with_quote("/stop", "anything"), "/stop");
+        assert_eq!(with_quote("hi", "  "), "hi");
+    }
+}

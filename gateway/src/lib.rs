@@ -30,6 +30,7 @@ pub mod lock;
 pub mod matrix;
 pub mod media;
 pub mod overflow;
+pub mod pairing;
 pub mod runner;
 pub mod session;
 pub mod split;

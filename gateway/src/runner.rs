@@ -83,6 +83,8 @@ use crate::media::MediaServices;
 use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
+mod admission;
+mod chat_commands;
 mod cluster;
 mod commands;
 mod context;

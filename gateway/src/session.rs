@@ -14,14 +14,21 @@ use crate::event::{ChatType, SessionSource};
 ///   `agent:main:{platform}:group:{chat_id}:{user_id}`
 /// - group shared by all members (`group_sessions_per_user = false`):
 ///   `agent:main:{platform}:group:{chat_id}`
+///
+/// A message in a thread (a Telegram forum topic) has its own conversation
+/// (SPEC Y5): the key above, then `:{thread_id}`.
 pub fn session_key(source: &SessionSource, group_sessions_per_user: bool) -> String {
-    match source.chat_type {
+    let key = match source.chat_type {
         ChatType::Dm => format!("agent:main:{}:dm:{}", source.platform, source.chat_id),
         ChatType::Group if group_sessions_per_user => format!(
             "agent:main:{}:group:{}:{}",
             source.platform, source.chat_id, source.user_id
         ),
         ChatType::Group => format!("agent:main:{}:group:{}", source.platform, source.chat_id),
+    };
+    match source.thread_id.as_deref().filter(|t| !t.is_empty()) {
+        Some(thread) => format!("{key}:{thread}"),
+        None => key,
     }
 }
 
@@ -57,6 +64,16 @@ mod tests {
         assert_eq!(
             session_key(&source(ChatType::Group), false),
             "agent:main:telegram:group:-100"
+        );
+        let mut topic = source(ChatType::Group);
+        topic.thread_id = Some("77".into());
+        assert_eq!(
+            session_key(&topic, true),
+            "agent:main:telegram:group:-100:42:77"
+        );
+        assert_eq!(
+            session_key(&topic, false),
+            "agent:main:telegram:group:-100:77"
         );
     }
 }

@@ -161,10 +161,11 @@ async fn group_with_two_users_answers_only_when_addressed() {
         json!({}),
     )
     .await;
+    // The reply carries what it answers, as a quote (SPEC Y5).
     let ev = next_event(&mut rx).await;
     assert_eq!(
         (ev.text.as_str(), ev.source.user_id.as_str()),
-        ("is it open on Sundays?", "201")
+        ("> Try the noodle bar.\n\nis it open on Sundays?", "201")
     );
     let ev = next_event(&mut rx).await;
     assert_eq!(

@@ -556,6 +556,7 @@ async fn with_the_runner_unknown_users_are_refused_and_allowed_users_answered() 
     gateway.allow = GatewayConfig::from_sources(&toml::Table::new(), &env)
         .unwrap()
         .allow;
+    gateway.pairing = false;
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![adapter.clone()],
         factory: TestAgentFactory::new(model.clone()),

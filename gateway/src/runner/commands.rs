@@ -21,6 +21,9 @@ impl Inner {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
+        if cmd == Command::Retry {
+            return self.retry(key, event).await;
+        }
         let inner = Arc::clone(self);
         let k = key.to_owned();
         let ev = event.clone();
@@ -242,6 +245,7 @@ impl Inner {
                 source,
                 arg.as_deref(),
             )),
+            Command::Title(title) => self.title(key, title.as_deref()),
             Command::Status
             | Command::Usage
             | Command::Stop
@@ -249,6 +253,9 @@ impl Inner {
             | Command::Approve { .. }
             | Command::Deny
             | Command::Skills
+            | Command::Sessions
+            | Command::Queue(_)
+            | Command::Retry
             | Command::Unknown(_) => Ok(String::new()),
         }
     }

@@ -7,8 +7,7 @@ use std::sync::{Arc, MutexGuard};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::{
-    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, REFUSAL_INTERVAL, Slot, State, Work,
-    duration_ms, lock, refusal_text,
+    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, Slot, State, Work, duration_ms, lock,
 };
 use crate::approval::Verdict;
 use crate::command::{Command, HELP, parse_command, skills_text};
@@ -40,7 +39,7 @@ pub(super) fn drop_queued_messages(slot: &mut Slot) -> Vec<u64> {
 /// other tasks move to another thread meanwhile instead of stalling);
 /// elsewhere (a plain thread, a blocking-pool thread, a current-thread
 /// runtime, where `block_in_place` is not allowed) it simply runs.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
+pub(super) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let multi_thread =
         Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
     if multi_thread {
@@ -77,29 +76,25 @@ impl Inner {
             tracing::debug!(platform = %source.platform, id = %event.message_id, "duplicate dropped");
             return;
         }
-        if !self.config.allow.allows(&source.platform, &source.user_id) {
-            tracing::warn!(platform = %source.platform, user = %source.user_id, "message from a user not on the allow-list");
-            let who = (source.platform.clone(), source.user_id.clone());
-            let recently = state
-                .last_refusal
-                .get(&who)
-                .is_some_and(|t| now.saturating_sub(*t) < duration_ms(REFUSAL_INTERVAL));
-            if !recently {
-                if state.last_refusal.len() > 10_000 {
-                    state.last_refusal.clear();
-                }
-                state.last_refusal.insert(who, now);
-                drop(state);
-                self.reply_later(&event, refusal_text(&source.user_id));
-            }
+        // Admission may read the store: not under the state lock.
+        drop(state);
+        if !self.admit(&event, now) {
             return;
         }
+        let source = &event.source;
+        let mut state = lock(&self.state);
         let key = session_key(source, self.config.group_sessions_per_user);
         let position = self.next_pending.load(Ordering::SeqCst);
         let command = parse_command(&event.text);
         if matches!(
             command,
-            Some(Command::New | Command::Undo | Command::Model(Some(_)))
+            Some(
+                Command::New
+                    | Command::Undo
+                    | Command::Model(Some(_))
+                    | Command::Retry
+                    | Command::Title(Some(_))
+            )
         ) {
             // Commands that change a session run at most once, even when the
             // platform delivers them again after a restart (X5).
@@ -159,10 +154,7 @@ impl Inner {
             }
             Some(Command::Unknown(word)) => {
                 drop(state);
-                self.reply_later(
-                    &event,
-                    format!("Unknown command /{word}. Send /help for the list."),
-                );
+                self.reply_later(&event, crate::command::unknown_text(&word));
             }
             Some(Command::Stop) => {
                 let mut dropped = Vec::new();
@@ -217,12 +209,22 @@ impl Inner {
                 self.push_work(state, key, Work::Command(Command::New, event, position));
                 self.mark_unanswered(&dropped);
             }
+            Some(Command::Sessions) => {
+                drop(state);
+                self.sessions_later(event, key);
+            }
+            Some(Command::Queue(text)) => {
+                drop(state);
+                self.queue_text(key, event, text, now);
+            }
             Some(
                 cmd @ (Command::Model(_)
                 | Command::Undo
                 | Command::Compress(_)
                 | Command::SetHome
-                | Command::Cron(_)),
+                | Command::Cron(_)
+                | Command::Title(_)
+                | Command::Retry),
             ) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));
             }
@@ -234,6 +236,18 @@ impl Inner {
     /// it, before the handler returns. Blocks briefly on SQLite (see
     /// [`blocking`]).
     pub(super) fn accept_message(self: &Arc<Self>, key: String, event: MessageEvent, now: u64) {
+        self.accept_message_as(key, event, now, self.config.busy_mode);
+    }
+
+    /// [`Inner::accept_message`] under `busy_mode` (`/queue` queues even
+    /// in interrupt mode).
+    pub(super) fn accept_message_as(
+        self: &Arc<Self>,
+        key: String,
+        event: MessageEvent,
+        now: u64,
+        busy_mode: BusyMode,
+    ) {
         blocking(|| {
             let mut inbox = lock(&self.inbox);
             // Taken under the inbox lock, so inbox order is arrival order.
@@ -286,7 +300,7 @@ impl Inner {
                 }
             }
             let state = lock(&self.state);
-            let (queued, replaced) = self.enqueue_message(state, key, event, id, now);
+            let (queued, replaced) = self.enqueue_message(state, key, event, id, now, busy_mode);
             if !queued && let Err(e) = inbox.remove(&[id]) {
                 tracing::error!(error = %e, "could not drop a refused message from the inbox");
             }
@@ -348,16 +362,13 @@ impl Inner {
         event: MessageEvent,
         id: u64,
         now: u64,
+        busy_mode: BusyMode,
     ) -> (bool, Vec<u64>) {
         // While stopping, nothing is replaced or refused: every accepted
         // message stays in the inbox for the next start (X5) and none runs,
         // so the queue bound (which limits waiting *turns*) does not apply.
         let stopping = self.stopping.load(Ordering::SeqCst);
-        let busy_mode = if stopping {
-            BusyMode::Queue
-        } else {
-            self.config.busy_mode
-        };
+        let busy_mode = if stopping { BusyMode::Queue } else { busy_mode };
         let max_queued = self.config.max_queued;
         let Some(slot) = state.sessions.get_mut(&key) else {
             self.push_work(state, key, Work::Message(event, id));

@@ -4,7 +4,9 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::Deserialize;
 
-use crate::event::{ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource};
+use crate::event::{
+    ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource, with_quote,
+};
 
 use super::api::PLATFORM;
 
@@ -145,6 +147,14 @@ pub(crate) struct Message {
     pub sticker: Option<Sticker>,
     #[serde(default)]
     pub reply_to_message: Option<Box<Message>>,
+    /// The part of the replied-to message the user selected, if any.
+    #[serde(default)]
+    pub quote: Option<TextQuote>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct TextQuote {
+    pub text: String,
 }
 
 /// Why an update produced no event (logged at debug, never an error).
@@ -214,6 +224,17 @@ pub(crate) fn translate(
         }
     }
 
+    // A reply carries what it answers (SPEC Y5): the part the user
+    // selected (`quote`), else the replied-to message's text or caption.
+    if let Some(parent) = msg.reply_to_message.as_deref()
+        && !is_topic_root(&msg, parent)
+    {
+        let quoted = match &msg.quote {
+            Some(q) => q.text.clone(),
+            None => content(parent).map(|(t, _, _)| t).unwrap_or_default(),
+        };
+        text = with_quote(&text, &quoted);
+    }
     let forum = msg.is_topic_message == Some(true) || msg.chat.is_forum == Some(true);
     let thread_id = msg.message_thread_id.filter(|_| forum);
     let user_name = from.username.clone().or_else(|| {
@@ -347,10 +368,16 @@ fn replies_to_bot(msg: &Message, bot: &BotIdentity) -> bool {
     let Some(parent) = msg.reply_to_message.as_deref() else {
         return false;
     };
-    if msg.is_topic_message == Some(true) && Some(parent.message_id) == msg.message_thread_id {
+    if is_topic_root(msg, parent) {
         return false;
     }
     parent.from.as_ref().is_some_and(|u| u.id == bot.id)
+}
+
+/// In forum topics every message "replies" to the topic's first message:
+/// that is no reply at all.
+fn is_topic_root(msg: &Message, parent: &Message) -> bool {
+    msg.is_topic_message == Some(true) && Some(parent.message_id) == msg.message_thread_id
 }
 
 /// Remembers the last `capacity` `(chat, message_id)` pairs (SPEC G7), with

@@ -362,13 +362,7 @@ fn render_callback(body: CallbackBody) -> Result<CallbackMessage, WireError> {
         } else {
             quoted
         };
-        if !quoted.is_empty() {
-            let quoted: String = quoted
-                .lines()
-                .map(|l| format!("> {l}\n"))
-                .collect::<String>();
-            text = format!("{quoted}\n{text}");
-        }
+        text = crate::event::with_quote(&text, &quoted);
     }
     Ok(CallbackMessage {
         msgid: body.msgid,

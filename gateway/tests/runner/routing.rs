@@ -154,6 +154,8 @@ fn an_unknown_user_is_refused_without_a_model_call() {
             c.allow
                 .per_platform
                 .insert("other".into(), HashSet::from(["dave".to_owned()]));
+            // The refusal (pairing codes: tests/chat_ergonomics).
+            c.pairing = false;
         },
         std::slice::from_ref(&other),
     );

@@ -252,7 +252,15 @@ pub fn doctor(settings: &Settings) -> i32 {
                 &fix,
             );
             if let Ok(c) = client(settings, &settings.provider.model) {
-                let w = context::resolve(settings, &c, &settings.provider.model);
+                // Doctor always asks the provider, and refreshes the
+                // window later runs take from the store's cache.
+                let w = match crate::app::open_store(settings) {
+                    Ok(store) => context::Windows::with_store(std::sync::Arc::new(
+                        std::sync::Mutex::new(store),
+                    ))
+                    .refresh(settings, &c, &settings.provider.model),
+                    Err(_) => context::resolve(settings, &c, &settings.provider.model),
+                };
                 let line = format!(
                     "context window {} tokens (from {}: {})",
                     w.tokens, w.source, w.detail

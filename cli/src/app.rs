@@ -132,10 +132,10 @@ pub struct Workbench {
 impl Workbench {
     /// Builds the workbench from settings.
     pub fn new(settings: Settings) -> Result<Self, CliError> {
-        let store = open_store(&settings)?;
+        let store = Arc::new(Mutex::new(open_store(&settings)?));
         let model = settings.provider.model.clone();
         let client = Arc::new(client(&settings, &model)?);
-        let windows = Windows::new();
+        let windows = Windows::with_store(Arc::clone(&store));
         let window = windows.get(&settings, &client, &model);
         let context = context::context_config(&settings, window, &client);
         // No built-in tool is async (the network tools are blocking
@@ -157,7 +157,7 @@ impl Workbench {
         let chain = chain(&settings, &model)?;
         let mut bench = Workbench {
             settings,
-            store: Arc::new(Mutex::new(store)),
+            store,
             model,
             client,
             chain: chain.clone(),

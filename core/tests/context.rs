@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hermes_core::codec::{RequestOptions, encode_request};
+use hermes_core::context::digest::{DIGEST_HEADER, MAX_DIGEST_BYTES, digest};
 use hermes_core::context::overflow::classify;
 use hermes_core::context::plan::{Budgets, plan};
 use hermes_core::context::summary::{SUMMARIZER_PROMPT, SUMMARY_HEADER};
@@ -350,24 +351,71 @@ fn thirty_turns_through_a_window_a_third_of_their_size() {
     );
 }
 
+/// A clock the test moves.
+struct TestClock(std::sync::atomic::AtomicU64);
+
+impl Clock for TestClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 #[test]
-fn a_failed_summary_leaves_the_ledger_and_the_turn_runs_if_it_fits() {
+fn a_failed_summary_compacts_with_a_digest_and_rests_the_summariser() {
     let model = WindowModel::new(100_000);
-    // The agent believes the window is small, so it tries to compact.
-    let agent = agent(model.clone(), 2_000, 100);
+    let clock = Arc::new(TestClock(std::sync::atomic::AtomicU64::new(1_000_000)));
+    // The agent believes the window is small, so it compacts.
+    let agent = agent(model.clone(), 2_000, 100).with_clock(clock.clone());
     model.fail_summaries.store(true, Ordering::SeqCst);
     let mut history = Vec::new();
+    let mut compactions = Vec::new();
     for n in 1..=12 {
         let out = agent.run_conversation(&turn_text(n * 3 + 1), history);
         assert_eq!(out.stop, StopReason::Completed, "turn {n}");
-        assert!(out.compactions.is_empty());
+        compactions.extend(out.compactions);
+        history = out.messages;
+        clock.0.fetch_add(1_000, Ordering::SeqCst);
+    }
+    assert!(compactions.len() >= 2, "{compactions:?}");
+    assert!(compactions.iter().all(|c| c.digest));
+    assert!(
+        compactions
+            .iter()
+            .all(|c| c.summary.contains(DIGEST_HEADER))
+    );
+    // One failure reported (one warning), then the summariser rests.
+    let failures: Vec<&str> = compactions
+        .iter()
+        .filter_map(|c| c.summarizer_failure.as_deref())
+        .collect();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(failures[0].contains("503"), "{}", failures[0]);
+    let asked = || model.seen().iter().filter(|s| s.is_summary()).count();
+    assert_eq!(asked(), 1, "the summariser was asked during its cooldown");
+    assert!(history.len() < 24, "something was dropped");
+    assert_eq!(
+        history
+            .iter()
+            .filter(|e| e.meta.compaction.is_some())
+            .count(),
+        1
+    );
+
+    // After the cooldown it is asked again, and a working one is used.
+    model.fail_summaries.store(false, Ordering::SeqCst);
+    clock.0.fetch_add(10 * 60 * 1000, Ordering::SeqCst);
+    let mut compacted = Vec::new();
+    for n in 13..=20 {
+        let out = agent.run_conversation(&turn_text(n * 3 + 1), history);
+        assert_eq!(out.stop, StopReason::Completed, "turn {n}");
+        compacted.extend(out.compactions);
         history = out.messages;
     }
-    assert_eq!(history.len(), 24, "nothing was dropped");
-    assert!(history.iter().all(|e| e.meta.compaction.is_none()));
+    assert!(asked() >= 2);
     assert!(
-        model.seen().iter().any(Seen::is_summary),
-        "a compaction was tried"
+        compacted
+            .iter()
+            .any(|c| !c.digest && c.summary.contains("Summary #"))
     );
 }
 
@@ -629,4 +677,75 @@ proptest! {
             prop_assert!(roles != (Role::User, Role::User) && roles != (Role::Assistant, Role::Assistant), "{roles:?}");
         }
     }
+}
+
+/// Spans of any size and content for the digest: long texts, many tools,
+/// failed results, multi-byte characters.
+fn digest_span_strategy() -> impl Strategy<Value = Vec<LedgerEntry>> {
+    let text = prop_oneof![
+        "[a-z ]{0,40}",
+        "[\\PC]{0,300}",
+        (1usize..20_000).prop_map(|n| "é".repeat(n)),
+        (1usize..50_000).prop_map(|n| "x".repeat(n)),
+    ];
+    let entry = (0u8..3, text, 0usize..40).prop_map(|(kind, text, tool)| match kind {
+        0 => LedgerEntry::new(Message::user(text)),
+        1 => LedgerEntry::new(Message::Assistant {
+            tool_calls: vec![ToolCall::new(
+                format!("c{tool}"),
+                format!("tool_{tool}_{}", text.chars().take(50).collect::<String>()),
+                "{}",
+            )],
+            content: Some(text),
+        }),
+        _ => LedgerEntry::new(Message::tool(format!("c{tool}"), format!("Error: {text}"))),
+    });
+    prop::collection::vec(entry, 0..400)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn the_digest_is_bounded_whatever_the_span(
+        span in digest_span_strategy(),
+        cap in 0usize..10_000,
+    ) {
+        let text = digest(&span, 0..span.len(), cap);
+        prop_assert!(text.len() <= MAX_DIGEST_BYTES, "{} bytes", text.len());
+        prop_assert!(text.len() <= cap.max(64), "{} bytes for a cap of {cap}", text.len());
+        // Deterministic: the same span gives the same digest.
+        prop_assert_eq!(&text, &digest(&span, 0..span.len(), cap));
+    }
+}
+
+#[test]
+fn the_digest_names_the_requests_the_tools_and_their_failures() {
+    let span = vec![
+        LedgerEntry::new(Message::user("Find the config file\nand more detail")),
+        LedgerEntry::new(Message::Assistant {
+            content: None,
+            tool_calls: vec![
+                ToolCall::new("c1", "read_file", "{\"path\":\"a\"}"),
+                ToolCall::new("c2", "read_file", "{}"),
+            ],
+        }),
+        LedgerEntry::new(Message::tool("c1", "contents")),
+        LedgerEntry::new(Message::tool("c2", "Error: no such file")),
+        LedgerEntry::new(Message::assistant("Found it.")),
+        LedgerEntry::new(Message::user("Now rename it to b.toml")),
+        LedgerEntry::new(Message::assistant("Done.")),
+    ];
+    let text = digest(&span, 0..span.len(), 4096);
+    assert!(text.starts_with(DIGEST_HEADER), "{text}");
+    assert!(
+        text.contains("7 messages: 2 from the user, 3 from the assistant, 2 tool results"),
+        "{text}"
+    );
+    assert!(text.contains("- Find the config file\n"), "{text}");
+    assert!(text.contains("read_file ×2 (1 failed)"), "{text}");
+    assert!(
+        text.contains("The last user request in this part: Now rename it to b.toml"),
+        "{text}"
+    );
 }

@@ -585,13 +585,19 @@ impl OpenAiClient {
                         // (a context-length error), and gets the answer from
                         // a server that only had a streaming hiccup.
                         Err(DecodeError::Truncated { events: 0, .. }) if !tracker.shown => {
-                            tracing::warn!(url = %url, "the stream ended before its first event; asking again without streaming");
-                            let plain = self.encode(request, false).map_err(Failure::fatal)?;
-                            self.plain_attempt(&plain, &mut *tracker.inner, deadline)
+                            self.ask_without_streaming(request, &mut *tracker.inner, deadline)
                         }
                         other => other
                             .map_err(|e| decode_failure(e, partial.content, tracker.shown, url)),
                     };
+                }
+                // Cut before a single byte of the stream: the same as an
+                // empty stream (llama-cpp-python closes without the last
+                // chunk when it refuses a request it already said 200 to).
+                Next::Event(Event::Failed(e))
+                    if received == 0 && !tracker.shown && crate::http::is_closed_connection(&e) =>
+                {
+                    return self.ask_without_streaming(request, &mut *tracker.inner, deadline);
                 }
                 Next::Event(Event::Failed(e)) => {
                     let mut failure = transport_failure(&e, url, &self.opts);
@@ -609,6 +615,23 @@ impl OpenAiClient {
                 Next::TimedOut => return Err(failure::no_answer(url, &self.opts, true)),
             }
         }
+    }
+
+    /// After a stream that ended before its first event, for no reason
+    /// given: asking without streaming makes llama-cpp-python say why (a
+    /// context-length error), and gets the answer from a server that only
+    /// had a streaming hiccup. The cut connection stays out of the pool:
+    /// such a server closes it right after.
+    fn ask_without_streaming(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+        deadline: Instant,
+    ) -> AttemptResult<Completion> {
+        tracing::warn!(url = %self.chat.shown, "the stream ended before its first event; asking again without streaming");
+        crate::http::discard_last_connection();
+        let plain = self.encode(request, false).map_err(Failure::fatal)?;
+        self.plain_attempt(&plain, sink, deadline)
     }
 
     /// One non-streaming chat attempt.

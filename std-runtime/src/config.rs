@@ -217,6 +217,10 @@ pub struct Settings {
     /// of the window (`[agent] compress_threshold`,
     /// `HERMES_COMPRESS_THRESHOLD`; 10–95, default 70).
     pub compress_threshold: u8,
+    /// How long a summariser that failed is left alone, compactions making
+    /// the automatic digest meanwhile (`[agent] summarizer_cooldown_secs`,
+    /// at least 1; default 600).
+    pub summarizer_cooldown: std::time::Duration,
     /// Enabled toolsets; `None` = all.
     pub toolsets: Option<Vec<String>>,
     /// The working directory the file and shell tools are confined to.

@@ -17,6 +17,9 @@
 //! 3. **a built-in table** of well-known model families ([`table_window`]);
 //! 4. **a conservative default**, [`DEFAULT_WINDOW`].
 //!
+//! What was resolved is cached in the store for a day ([`cache`],
+//! [`Windows::with_store`]).
+//!
 //! Metadata probes are single requests with a short timeout; a provider that
 //! does not answer is asked the next way. A limit a provider states in a
 //! context-length error lowers the shared window for the rest of the
@@ -32,6 +35,9 @@ use serde_json::Value;
 
 use crate::client::{ClientError, OpenAiClient};
 use crate::config::Settings;
+use crate::store::Store;
+
+pub mod cache;
 
 /// The window assumed when nothing else knows: small enough for the local
 /// models small boards run, so a wrong guess errs toward compacting early.
@@ -303,14 +309,18 @@ pub fn resolve(settings: &Settings, client: &OpenAiClient, model: &str) -> Windo
 
 /// The process's windows, one per (base URL, model): resolved on first use,
 /// then shared by every agent on that model, so a limit learned from one
-/// session's error is known to all.
+/// session's error is known to all. With a store ([`Windows::with_store`])
+/// a window resolved by an earlier run within a day is taken from it
+/// ([`cache`]) instead of asking the provider.
 #[derive(Debug, Default)]
 pub struct Windows {
     known: Mutex<Known>,
+    store: Option<Arc<Mutex<Store>>>,
 }
 
-/// (base URL, model) → (the shared window, where its size came from).
-type Known = HashMap<(String, String), (Arc<ContextWindow>, String)>;
+/// (base URL, model) → (the shared window, where its size came from, the
+/// size last written to the cache).
+type Known = HashMap<(String, String), (Arc<ContextWindow>, String, Option<u32>)>;
 
 impl Windows {
     /// An empty registry.
@@ -318,8 +328,17 @@ impl Windows {
         Windows::default()
     }
 
+    /// An empty registry that caches what it resolves in `store`.
+    pub fn with_store(store: Arc<Mutex<Store>>) -> Self {
+        Windows {
+            known: Mutex::default(),
+            store: Some(store),
+        }
+    }
+
     /// The shared window of `model` at `client`'s provider, resolving it
-    /// the first time (network requests; see [`resolve`]).
+    /// the first time: from the setting, else the store's cache, else the
+    /// provider (network requests; see [`resolve`]).
     pub fn get(
         &self,
         settings: &Settings,
@@ -327,24 +346,97 @@ impl Windows {
         model: &str,
     ) -> Arc<ContextWindow> {
         let key = (client.base_url().to_owned(), model.to_owned());
-        if let Some((w, _)) = self.lock().get(&key) {
+        if let Some((w, _, _)) = self.lock().get(&key) {
             return Arc::clone(w);
         }
-        // Resolved without the lock (it may take a few seconds); a second
-        // resolution racing this one loses to whichever is stored first.
-        let info = resolve(settings, client, model);
+        let cached = match (&self.store, settings.context_length) {
+            (Some(store), None) => {
+                let store = store.lock().unwrap_or_else(PoisonError::into_inner);
+                cache::load(&store, client.base_url(), model, cache::now_secs())
+                    .inspect_err(
+                        |e| tracing::warn!(error = %e, "could not read the cached context window"),
+                    )
+                    .ok()
+                    .flatten()
+            }
+            _ => None,
+        };
+        let (info, saved) = match cached {
+            Some(info) => {
+                let tokens = info.tokens;
+                (info, Some(tokens))
+            }
+            // Resolved without the lock (it may take a few seconds); a
+            // second resolution racing this one loses to whichever is
+            // stored first.
+            None => {
+                let info = resolve(settings, client, model);
+                let saved = self.save(client.base_url(), model, &info);
+                (info, saved)
+            }
+        };
         tracing::info!(model, tokens = info.tokens, source = %info.source, detail = %info.detail, "context window");
         let window = Arc::new(ContextWindow::new(info.tokens, info.source));
         let mut known = self.lock();
-        let entry = known.entry(key).or_insert((window, info.detail));
+        let entry = known.entry(key).or_insert((window, info.detail, saved));
         Arc::clone(&entry.0)
+    }
+
+    /// Asks the provider again (`hermes doctor`) and caches the answer;
+    /// a window this process already shares is left as it is.
+    pub fn refresh(&self, settings: &Settings, client: &OpenAiClient, model: &str) -> WindowInfo {
+        let info = resolve(settings, client, model);
+        self.save(client.base_url(), model, &info);
+        info
+    }
+
+    /// Caches the windows a context-length error taught since they were
+    /// resolved (call after a turn; cheap when nothing was learned).
+    pub fn record_learned(&self) {
+        let learned: Vec<((String, String), u32)> = {
+            let known = self.lock();
+            known
+                .iter()
+                .filter(|(_, (w, _, saved))| {
+                    w.source() == WindowSource::Learned && *saved != Some(w.tokens())
+                })
+                .map(|(k, (w, _, _))| (k.clone(), w.tokens()))
+                .collect()
+        };
+        for ((base_url, model), tokens) in learned {
+            let info = WindowInfo {
+                tokens,
+                source: WindowSource::Learned,
+                detail: "the provider's context-length error".into(),
+            };
+            let saved = self.save(&base_url, &model, &info);
+            if let Some(entry) = self.lock().get_mut(&(base_url, model)) {
+                entry.2 = saved;
+            }
+        }
+    }
+
+    /// Writes `info` to the cache; the size written, if it was.
+    fn save(&self, base_url: &str, model: &str, info: &WindowInfo) -> Option<u32> {
+        let store = self.store.as_ref()?;
+        if info.source == WindowSource::Configured {
+            return None;
+        }
+        let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+        match cache::save(&mut store, base_url, model, info, cache::now_secs()) {
+            Ok(()) => Some(info.tokens),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not cache the context window");
+                None
+            }
+        }
     }
 
     /// The current size and origin of `model`'s window, if resolved: the
     /// detail says where exactly (or that it was learned from an error).
     pub fn info(&self, base_url: &str, model: &str) -> Option<WindowInfo> {
         let known = self.lock();
-        let (window, detail) = known.get(&(base_url.to_owned(), model.to_owned()))?;
+        let (window, detail, _) = known.get(&(base_url.to_owned(), model.to_owned()))?;
         let source = window.source();
         Some(WindowInfo {
             tokens: window.tokens(),
@@ -382,6 +474,9 @@ pub fn context_config(
         window,
         policy,
         summarizer,
+        summarizer_cooldown_ms: u64::try_from(settings.summarizer_cooldown.as_millis())
+            .unwrap_or(u64::MAX),
+        summarizer_health: Arc::default(),
     }
 }
 

@@ -13,12 +13,17 @@
 //! - [`run_blocking`]: for async callers (the gateway's adapters): the
 //!   exchange runs on tokio's blocking pool and gives up within a tick once
 //!   the awaiting future is dropped (a shutdown, a `select!` that moved on).
+//! - [`send_fresh_if_stale`]: a request that fails on a reused pooled
+//!   connection before any answer byte is sent once more on a fresh one;
+//!   [`discard_last_connection`] keeps the connection of a response that
+//!   did not end cleanly out of the pool (see `stale`).
 //! - [`describe`]: an error in words that never carry the URL (URLs may hold
 //!   a bot token or an access token).
 //! - [`multipart`]: a `multipart/form-data` body (Telegram's
 //!   `sendDocument`, voice transcription).
 
 pub mod multipart;
+mod stale;
 mod tick;
 
 use std::net::{IpAddr, SocketAddr};
@@ -29,6 +34,7 @@ use std::time::Duration;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{Connector as _, NextTimeout};
 
+pub use stale::{discard_last_connection, is_closed_connection, send_fresh_if_stale};
 pub use tick::{Stopped, TICK, Wake, interruptible};
 
 /// How long an idle pooled connection is kept: below the keep-alive limit
@@ -67,10 +73,18 @@ pub fn agent() -> &'static ureq::Agent {
             .output_buffer_size(OUTPUT_BUFFER)
             .max_response_header_size(INPUT_BUFFER)
             .build();
-        let connector =
-            ureq::unversioned::transport::DefaultConnector::new().chain(tick::TickingConnector);
-        ureq::Agent::with_parts(config, connector, LiteralFirst::default())
+        agent_with(config)
     })
+}
+
+/// An agent with a pool and settings of its own (the MCP client's), on the
+/// same connections as [`agent`]'s: ticking waits, IP literals resolved
+/// without a thread, and stale pooled connections recognised
+/// ([`send_fresh_if_stale`]).
+pub fn agent_with(config: ureq::config::Config) -> ureq::Agent {
+    let connector =
+        ureq::unversioned::transport::DefaultConnector::new().chain(tick::TickingConnector);
+    ureq::Agent::with_parts(config, connector, LiteralFirst::default())
 }
 
 /// Resolves IP-literal hosts (`127.0.0.1`, `[::1]`) itself and the rest

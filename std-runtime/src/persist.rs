@@ -122,6 +122,14 @@ impl<'a> TurnWriter<'a> {
         if self.failed.is_some() || !self.buffered.is_empty() {
             return false;
         }
+        if let Some(why) = &compaction.summarizer_failure {
+            // Once per failure: during the cooldown that follows, digests
+            // are made without asking, and without a word.
+            tracing::warn!(
+                session = self.session_id,
+                "{why}; compacted with an automatic digest instead, and the summariser is left alone for a while"
+            );
+        }
         let recorded = self
             .store
             .lock()

@@ -3,6 +3,9 @@
 //! prints its base URL, then answers every conversation with 20 tool turns
 //! (`todo` list calls) followed by a text answer.
 //!
+//! With a second argument, a file path, it keeps the number of requests it
+//! received so far (chat requests and metadata probes alike) in that file.
+//!
 //! Each answer follows from the request itself (how many tool results the
 //! conversation already holds), so conversations can come as fast and as
 //! many as they like: no queue to refill, no run that finds it empty.
@@ -29,8 +32,20 @@ fn main() -> std::io::Result<()> {
     });
     let provider = FakeProvider::start_with(Vec::new(), None, Some(responder))?;
     println!("{}", provider.base_url());
+    let count_file = std::env::args().nth(2);
     // Serve until killed.
+    let mut written = usize::MAX;
     loop {
-        std::thread::park();
+        match &count_file {
+            Some(path) => {
+                let seen = provider.auth_headers().len();
+                if seen != written {
+                    std::fs::write(path, format!("{seen}\n"))?;
+                    written = seen;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            None => std::thread::park(),
+        }
     }
 }

@@ -20,7 +20,8 @@
 //! agreeing with itself), the count is reported as `prompt_tokens`, and a
 //! request over the limit is refused with the error body of a real provider
 //! ([`Overflow`]; the wordings of `tests/fixtures/context-overflow/`), or,
-//! like llama-cpp-python, with an empty event stream when streamed. The
+//! like llama-cpp-python, with an empty event stream when streamed (and the
+//! connection closed after it, the moment the next request arrives). The
 //! window can be advertised where that provider advertises it
 //! ([`Advertise`]). A [`Responder`] answers when the script is empty, for
 //! conversations whose number of calls is not known in advance.
@@ -194,6 +195,9 @@ struct State {
     transcript: Option<Reply>,
     /// The uploads of the transcription requests, in order.
     transcriptions: Vec<Vec<multipart::FormField>>,
+    /// When set, the state of the generator that picks which connections
+    /// are closed after an answer (see [`FakeProvider::close_idle_at_random`]).
+    idle_close: Option<u64>,
 }
 
 impl Default for State {
@@ -213,6 +217,7 @@ impl Default for State {
             connections: 0,
             transcript: None,
             transcriptions: Vec::new(),
+            idle_close: None,
         }
     }
 }
@@ -334,6 +339,14 @@ impl FakeProvider {
     /// The form fields of every transcription request so far.
     pub fn transcriptions(&self) -> Vec<Vec<multipart::FormField>> {
         lock(&self.state).transcriptions.clone()
+    }
+
+    /// Closes connections after an answer at random, as servers close idle
+    /// keep-alive connections: about every second one, after 0–30 ms idle
+    /// or the moment the next request arrives on it (left unread), the
+    /// draws reproducible from `seed`.
+    pub fn close_idle_at_random(&self, seed: u64) {
+        lock(&self.state).idle_close = Some(seed.max(1));
     }
 
     /// The provider's token count of every chat request, in order.

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use hermes_core::context::digest::DIGEST_HEADER;
 use hermes_core::context::summary::{SUMMARIZER_PROMPT, SUMMARY_HEADER};
 use hermes_core::context::{ContextConfig, ContextWindow, WindowSource};
 use hermes_core::{
@@ -643,4 +644,96 @@ fn summaries_are_written_by_the_compression_model_when_one_is_set() {
     assert!(!summaries.is_empty());
     assert!(summaries.iter().all(|r| r["model"] == "small-summariser"));
     assert!(turns.iter().all(|r| r["model"] == "fake-model"));
+}
+
+/// Thirty turns through a 6000-token window whose summariser never gives a
+/// usable summary (it answers `broken`): every turn is answered, each
+/// compaction is an automatic digest, the summariser is asked once and
+/// then left alone for its cooldown, and the originals stay searchable.
+fn thirty_turns_with_a_summariser_that(broken: Reply) {
+    const WINDOW: u64 = 6_000;
+    let responder = conversation_responder();
+    let provider = FakeProvider::start_with(
+        vec![],
+        Some(Window::openai(WINDOW)),
+        Some(Arc::new(move |request: &Value| {
+            if is_summary(request) {
+                broken.clone()
+            } else {
+                responder(request)
+            }
+        })),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!("[provider]\ncontext_length = {WINDOW}\n"),
+    )
+    .unwrap();
+    let settings = settings(dir.path(), &provider.base_url());
+    let client = client(&provider.base_url(), true);
+    let window = Windows::new().get(&settings, &client, "fake-model");
+    let context = context::context_config(&settings, window, &client);
+    let agent = Agent::new(
+        Arc::new(client),
+        Arc::new(ToolRegistry::new().with(Lookup::new())),
+        SYSTEM,
+    )
+    .with_context(context);
+    let store = Mutex::new(Store::open(&dir.path().join("state.db")).unwrap());
+    let session = store
+        .lock()
+        .unwrap()
+        .create_session(&NewSession::default())
+        .unwrap()
+        .id;
+    let stops = run_turns(&store, &session, &agent, 1..=30);
+    assert!(
+        stops.iter().all(|s| *s == StopReason::Completed),
+        "{stops:?}"
+    );
+    let requests = provider.requests();
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+    assert_valid_requests(&requests);
+    assert_eq!(
+        requests.iter().filter(|r| is_summary(r)).count(),
+        1,
+        "the summariser is asked again during its cooldown"
+    );
+    let store = store.lock().unwrap();
+    let compactions = store.compactions(&session).unwrap();
+    assert!(compactions.len() >= 2, "{}", compactions.len());
+    let view = store.load_view(&session).unwrap();
+    let marked: Vec<&LedgerEntry> = view
+        .iter()
+        .filter(|e| e.meta.compaction.is_some())
+        .collect();
+    assert_eq!(marked.len(), 1);
+    let digest = marked[0].message.content().unwrap();
+    assert!(digest.starts_with(SUMMARY_HEADER), "{digest}");
+    assert!(digest.contains(DIGEST_HEADER), "{digest}");
+    assert!(digest.contains("lookup ×"), "{digest}");
+    for n in [1, 2, 5] {
+        assert_eq!(store.search(&format!("marker{n}x"), 5).unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn thirty_turns_with_a_summariser_that_always_answers_500() {
+    thirty_turns_with_a_summariser_that(Reply::Status(500, "Internal Server Error".into()));
+}
+
+#[test]
+fn thirty_turns_with_a_summariser_that_answers_empty_text() {
+    thirty_turns_with_a_summariser_that(Reply::text(""));
+}
+
+#[test]
+fn thirty_turns_with_a_summariser_that_answers_with_a_tool_call() {
+    thirty_turns_with_a_summariser_that(Reply::tool("call_s", "lookup", "{\"n\":0}"));
 }

@@ -338,6 +338,8 @@ impl Chat {
         let usage_reported = observer.usage_reported;
         drop(observer);
         self.interrupt.clear();
+        // A limit learned from a context-length error is kept for later runs.
+        self.bench.windows.record_learned();
         self.turns += 1;
         self.budget_left = Some(budget.remaining());
         if let Some(e) = persist_error {

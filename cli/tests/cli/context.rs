@@ -226,3 +226,46 @@ fn compress_and_status_in_the_repl() {
         "{last}"
     );
 }
+
+#[test]
+fn a_one_shot_on_a_warm_home_sends_only_its_chat_request() {
+    let env = Env::new();
+    // llama.cpp: the window is in `GET /props`, after `GET /models`.
+    let provider = FakeProvider::start_with(
+        vec![],
+        Some(Window {
+            tokens: SMALL_WINDOW,
+            overflow: Overflow::LlamaCpp,
+            advertise: Advertise::Props,
+        }),
+        Some(turn_responder()),
+    )
+    .unwrap();
+    let url = provider.base_url();
+    let o = env.run(&url, &["--toolsets", "none", "-z", "turn 1: hello"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cold = provider.auth_headers().len();
+    assert_eq!(cold, 3, "GET /models, GET /props, the chat request");
+    for n in 2..=3 {
+        let text = format!("turn {n}: hello");
+        let o = env.run(&url, &["--toolsets", "none", "-z", &text]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).starts_with(&format!("answer {n}:")));
+    }
+    assert_eq!(
+        provider.auth_headers().len(),
+        cold + 2,
+        "a warm one-shot sends exactly its chat request"
+    );
+    // The cached window is the one the provider reported, with its source.
+    let store = hermes_runtime::store::Store::open(&env.home.path().join("state.db")).unwrap();
+    let cached = store
+        .kv_scan(hermes_runtime::context::cache::KEY_PREFIX)
+        .unwrap();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(cached[0].1.contains("\"tokens\":6000"), "{cached:?}");
+    assert!(
+        cached[0].1.contains("\"source\":\"provider\""),
+        "{cached:?}"
+    );
+}

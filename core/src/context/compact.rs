@@ -1,17 +1,20 @@
 //! Running a compaction: plan, one summary call through the [`Model`]
 //! trait, and the rewrite of the in-memory ledger.
 //!
-//! **Nothing is lost by failing:** the ledger is only changed after the
-//! summary arrived whole; a summary call that errors, is interrupted or
-//! answers nothing leaves it exactly as it was.
+//! **A failing summariser does not stop a compaction:** a summary call that
+//! errors, answers without text or answers with a tool call is replaced by
+//! the automatic [`digest`](super::digest), and the summariser is left
+//! alone for a cooldown ([`SummarizerHealth`](super::SummarizerHealth)).
+//! Only an interrupt during the summary call leaves the ledger as it was.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::message::{CompactionMark, EntryMeta, LedgerEntry, Message, SummaryPlacement, Usage};
-use crate::model::{ChatRequest, Flow, Model, ModelError, StreamSink};
+use crate::model::{ChatRequest, Flow, Model, StreamSink};
 
 use super::ContextConfig;
+use super::digest::digest;
 use super::estimate::{fresh_from, request_tokens, text_tokens};
 use super::plan::{Budgets, plan};
 use super::summary::{self, SUMMARIZER_PROMPT};
@@ -38,6 +41,13 @@ pub struct Compaction {
     pub tokens_after: u64,
     /// What the summary call cost, if the provider said.
     pub usage: Option<Usage>,
+    /// The summary is the automatic digest, not a model's summary.
+    pub digest: bool,
+    /// Why the summary call of this compaction failed, when it did (then
+    /// the summariser rests for its cooldown; later compactions in the
+    /// cooldown make a digest without a call and leave this `None`, so a
+    /// caller warns once per failure, not once per turn).
+    pub summarizer_failure: Option<String>,
     /// When it was made (the timestamp of a standalone summary entry), ms
     /// since the Unix epoch as the agent's clock tells it.
     pub at_ms: u64,
@@ -54,12 +64,6 @@ pub enum CompactError {
     /// What could be compacted is too small to be worth a summary call.
     #[error("compacting would save too little to be worth it")]
     NotWorthIt,
-    /// The summary call failed.
-    #[error("the summary call failed: {0}")]
-    Summary(ModelError),
-    /// The summary call answered without text.
-    #[error("the summary call returned no text")]
-    EmptySummary,
     /// The run was interrupted during the summary call.
     #[error("interrupted while summarising")]
     Interrupted,
@@ -170,35 +174,27 @@ impl Compactor<'_> {
             }
         }
 
-        let text = summary::request_text(
-            view,
-            plan.head_end..plan.tail_start,
-            budgets.summary_input,
-            budgets.summary,
-            focus,
-        );
-        let request_messages = [LedgerEntry::new(Message::user(text))];
-        let request = ChatRequest {
-            system_prompt: SUMMARIZER_PROMPT,
-            messages: &request_messages,
-            tools: &[],
-        };
-        let mut watch = Watch {
-            inner: sink,
-            stopped: false,
-        };
-        let completion = self
-            .model
-            .complete(&request, &mut watch)
-            .map_err(CompactError::Summary)?;
-        if watch.stopped {
-            return Err(CompactError::Interrupted);
-        }
-        let answer = completion.content.as_deref().map(str::trim).unwrap_or("");
-        if answer.is_empty() {
-            return Err(CompactError::EmptySummary);
-        }
-        let answer = summary::clip(answer, budgets.summary.saturating_mul(2));
+        let middle = plan.head_end..plan.tail_start;
+        let (answer, usage, summarizer_failure) =
+            if self.config.summarizer_health.available(self.now_ms) {
+                match self.summarise(view, middle.clone(), &budgets, focus, sink)? {
+                    Ok((answer, usage)) => (Some(answer), usage, None),
+                    Err(why) => {
+                        self.config
+                            .summarizer_health
+                            .failed(self.now_ms, self.config.summarizer_cooldown_ms);
+                        (None, None, Some(why))
+                    }
+                }
+            } else {
+                (None, None, None)
+            };
+        let digest_made = answer.is_none();
+        let answer = answer.unwrap_or_else(|| {
+            // A digest never takes more than the summary it stands for.
+            let max = usize::try_from(budgets.summary.saturating_mul(3)).unwrap_or(usize::MAX);
+            digest(view, middle.clone(), max.max(256))
+        });
 
         // The rewrite: drop the middle, place the summary.
         let replaced = plan.replaced();
@@ -239,9 +235,57 @@ impl Compactor<'_> {
             summary: block,
             tokens_before: before,
             tokens_after: after,
-            usage: completion.usage,
+            usage,
             at_ms: self.now_ms,
+            digest: digest_made,
+            summarizer_failure,
         })
+    }
+}
+
+impl Compactor<'_> {
+    /// One summary call for `view[middle]`: `Err` only for an interrupt;
+    /// `Ok(Err(why))` when the summariser failed or answered nothing
+    /// usable (no text, or a tool call instead of a summary).
+    #[allow(clippy::type_complexity)]
+    fn summarise(
+        &self,
+        view: &[LedgerEntry],
+        middle: core::ops::Range<usize>,
+        budgets: &super::PolicyBudgets,
+        focus: Option<&str>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Result<(String, Option<Usage>), String>, CompactError> {
+        let text =
+            summary::request_text(view, middle, budgets.summary_input, budgets.summary, focus);
+        let request_messages = [LedgerEntry::new(Message::user(text))];
+        let request = ChatRequest {
+            system_prompt: SUMMARIZER_PROMPT,
+            messages: &request_messages,
+            tools: &[],
+        };
+        let mut watch = Watch {
+            inner: sink,
+            stopped: false,
+        };
+        let outcome = self.model.complete(&request, &mut watch);
+        if watch.stopped {
+            return Err(CompactError::Interrupted);
+        }
+        let completion = match outcome {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(alloc::format!("the summary call failed: {e}"))),
+        };
+        let answer = completion.content.as_deref().map(str::trim).unwrap_or("");
+        if answer.is_empty() {
+            return Ok(Err(if completion.tool_calls.is_empty() {
+                "the summary call returned no text".into()
+            } else {
+                "the summary call answered with a tool call instead of a summary".into()
+            }));
+        }
+        let answer = summary::clip(answer, budgets.summary.saturating_mul(2));
+        Ok(Ok((answer, completion.usage)))
     }
 }
 

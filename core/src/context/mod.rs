@@ -11,6 +11,8 @@
 //!   and its results.
 //! - [`summary`]: the summary request and how a summary is framed.
 //! - [`compact`]: a compaction run — plan, one summary call, rewrite.
+//! - [`digest`]: the automatic digest that stands in for a summary when
+//!   the summariser fails, and [`SummarizerHealth`], its cooldown.
 //! - [`overflow`]: recognising a provider's context-length error.
 //!
 //! # When the agent compacts
@@ -31,10 +33,12 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::Model;
 
 pub mod compact;
+pub mod digest;
 pub mod estimate;
 pub mod overflow;
 pub mod plan;
@@ -145,6 +149,37 @@ pub struct ContextConfig {
     /// The model that writes summaries (`[provider] compression_model`);
     /// `None`: the agent's own model.
     pub summarizer: Option<Arc<dyn Model>>,
+    /// How long the summariser is left alone after it failed, in ms
+    /// (default [`DEFAULT_SUMMARIZER_COOLDOWN_MS`]); meanwhile compactions
+    /// make the automatic digest.
+    pub summarizer_cooldown_ms: u64,
+    /// Whether the summariser is resting, shared by the agents (and clones)
+    /// of this configuration.
+    pub summarizer_health: Arc<SummarizerHealth>,
+}
+
+/// Ten minutes: how long a failed summariser is left alone by default.
+pub const DEFAULT_SUMMARIZER_COOLDOWN_MS: u64 = 10 * 60 * 1000;
+
+/// When the summariser may be asked again after a failure.
+#[derive(Debug, Default)]
+pub struct SummarizerHealth {
+    /// Agent-clock ms before which the summariser is not asked (0: ask).
+    resting_until_ms: AtomicU64,
+}
+
+impl SummarizerHealth {
+    /// Whether a compaction at `now_ms` may ask the summariser.
+    pub fn available(&self, now_ms: u64) -> bool {
+        now_ms >= self.resting_until_ms.load(Ordering::Acquire)
+    }
+
+    /// The summariser failed at `now_ms`: leave it alone for `cooldown_ms`.
+    pub fn failed(&self, now_ms: u64, cooldown_ms: u64) {
+        // At least 1 ms, so that a clock stuck at 0 does not keep asking.
+        self.resting_until_ms
+            .store(now_ms.saturating_add(cooldown_ms.max(1)), Ordering::Release);
+    }
 }
 
 impl core::fmt::Debug for ContextConfig {
@@ -153,6 +188,8 @@ impl core::fmt::Debug for ContextConfig {
             .field("window", &self.window)
             .field("policy", &self.policy)
             .field("summarizer", &self.summarizer.is_some())
+            .field("summarizer_cooldown_ms", &self.summarizer_cooldown_ms)
+            .field("summarizer_health", &self.summarizer_health)
             .finish()
     }
 }
@@ -164,6 +201,8 @@ impl ContextConfig {
             window,
             policy: ContextPolicy::default(),
             summarizer: None,
+            summarizer_cooldown_ms: DEFAULT_SUMMARIZER_COOLDOWN_MS,
+            summarizer_health: Arc::default(),
         }
     }
 }

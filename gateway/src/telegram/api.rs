@@ -189,15 +189,17 @@ impl Api {
     ) -> Result<Value, CallError> {
         let url = format!("{}/bot{}/{}", self.base, self.token, method);
         let exchange = move || -> Result<(u16, Vec<u8>), ureq::Error> {
-            let mut resp = http::agent()
-                .post(&url)
-                .config()
-                .timeout_global(Some(timeout))
-                .timeout_connect(Some(CONNECT_TIMEOUT))
-                .timeout_resolve(Some(CONNECT_TIMEOUT))
-                .build()
-                .header("content-type", content_type)
-                .send(&body[..])?;
+            let mut resp = http::send_fresh_if_stale(|| {
+                http::agent()
+                    .post(&url)
+                    .config()
+                    .timeout_global(Some(timeout))
+                    .timeout_connect(Some(CONNECT_TIMEOUT))
+                    .timeout_resolve(Some(CONNECT_TIMEOUT))
+                    .build()
+                    .header("content-type", &content_type)
+                    .send(&body[..])
+            })?;
             let status = resp.status().as_u16();
             let bytes = resp
                 .body_mut()

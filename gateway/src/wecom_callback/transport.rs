@@ -85,7 +85,9 @@ fn network(e: &ureq::Error) -> TransportError {
 
 fn exchange(request: HttpRequest) -> Result<HttpResponse, TransportError> {
     let agent = http::agent();
-    let sent = match request.method {
+    let body = request.json.as_deref().unwrap_or_default();
+    // A pooled connection WeCom closed meanwhile is sent on again, fresh.
+    let sent = http::send_fresh_if_stale(|| match request.method {
         Method::Get => agent
             .get(&request.url)
             .config()
@@ -94,19 +96,16 @@ fn exchange(request: HttpRequest) -> Result<HttpResponse, TransportError> {
             .timeout_resolve(Some(CONNECT_TIMEOUT))
             .build()
             .call(),
-        Method::Post => {
-            let body = request.json.unwrap_or_default();
-            agent
-                .post(&request.url)
-                .config()
-                .timeout_global(Some(request.timeout))
-                .timeout_connect(Some(CONNECT_TIMEOUT))
-                .timeout_resolve(Some(CONNECT_TIMEOUT))
-                .build()
-                .header("content-type", "application/json")
-                .send(&body[..])
-        }
-    };
+        Method::Post => agent
+            .post(&request.url)
+            .config()
+            .timeout_global(Some(request.timeout))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_resolve(Some(CONNECT_TIMEOUT))
+            .build()
+            .header("content-type", "application/json")
+            .send(body),
+    });
     let mut resp = sent.map_err(|e| network(&e))?;
     let cap = request.max_body as u64;
     if resp.body().content_length().is_some_and(|n| n > cap) {

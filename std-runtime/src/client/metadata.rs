@@ -62,10 +62,10 @@ impl OpenAiClient {
                 req
             }};
         }
-        let response = match body {
+        let response = crate::http::send_fresh_if_stale(|| match body {
             Some(body) => configured!(agent.post(url)).send(body.to_string().as_bytes()),
             None => configured!(agent.get(url)).call(),
-        }
+        })
         .map_err(|e| failed(self.scrubbed(format!("request to {shown} failed: {e}"))))?;
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {

@@ -203,10 +203,12 @@ fn send(
             req
         }};
     }
-    match body {
+    // A pooled connection the server closed meanwhile is not a failed
+    // attempt: the request goes out once more on a new connection.
+    http::send_fresh_if_stale(|| match body {
         Some(body) => configured!(agent.post(url)).send(body),
         None => configured!(agent.get(url)).call(),
-    }
+    })
 }
 
 /// Reads the next piece of the body, offering the sink a chance to stop

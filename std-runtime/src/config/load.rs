@@ -12,6 +12,10 @@ use super::{
     parse_dotenv, provider, split_list, validate, validate_url,
 };
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+/// How long a failed summariser is left alone by default (ten minutes).
+const DEFAULT_SUMMARIZER_COOLDOWN: std::time::Duration =
+    std::time::Duration::from_millis(hermes_core::context::DEFAULT_SUMMARIZER_COOLDOWN_MS);
+
 use crate::tools::{ApprovalMode, SandboxMode, SearchBackend, WebSearchSettings};
 
 /// Reads `path` if it exists.
@@ -332,6 +336,17 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         }
         Some(n) => std::time::Duration::from_secs(u64::from(n)),
     };
+    let summarizer_cooldown = match resolver.toml_int("agent", "summarizer_cooldown_secs")? {
+        None => DEFAULT_SUMMARIZER_COOLDOWN,
+        Some(0) => {
+            return Err(resolver.type_error(
+                "agent",
+                "summarizer_cooldown_secs",
+                "at least 1 (seconds)",
+            ));
+        }
+        Some(n) => std::time::Duration::from_secs(u64::from(n)),
+    };
     let web_search = web_search_settings(&resolver)?;
     let merged_env = Environment(merged);
     let mcp_servers =
@@ -361,6 +376,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         context_length,
         compression_model,
         compress_threshold,
+        summarizer_cooldown,
         toolsets,
         workdir,
         allow_outside_workdir,

@@ -221,6 +221,29 @@ fn context_settings_and_their_bounds() {
 }
 
 #[test]
+fn the_summarizer_cooldown_defaults_to_ten_minutes_and_refuses_zero() {
+    let defaults = load(&cwd_overrides(), &env(home_with(&[]).path(), &[])).unwrap();
+    assert_eq!(
+        defaults.summarizer_cooldown,
+        std::time::Duration::from_secs(600)
+    );
+    let home = home_with(&[("config.toml", "[agent]\nsummarizer_cooldown_secs = 30\n")]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert_eq!(s.summarizer_cooldown, std::time::Duration::from_secs(30));
+    for bad in ["0", "-5", "\"10m\""] {
+        let home = home_with(&[(
+            "config.toml",
+            &format!("[agent]\nsummarizer_cooldown_secs = {bad}\n"),
+        )]);
+        let err = load(&cwd_overrides(), &env(home.path(), &[])).unwrap_err();
+        assert!(
+            err.to_string().contains("summarizer_cooldown_secs"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn toolsets_accept_spaces_and_none_and_refuse_typos() {
     let home = home_with(&[]);
     let flags = Overrides {

@@ -112,6 +112,7 @@ pub const SECTIONS: &[Section] = &[
             key("sandbox_write", Kind::List),
             key("approvals", Kind::OneOf(&["ask", "off"])),
             key("approval_timeout", Kind::PositiveInt),
+            key("summarizer_cooldown_secs", Kind::PositiveInt),
         ]),
     },
     Section {

@@ -90,13 +90,22 @@ impl<In: Transport> Connector<In> for TickingConnector {
         _details: &ConnectionDetails,
         chained: Option<In>,
     ) -> Result<Option<Self::Out>, Error> {
-        Ok(chained.map(|inner| TickingTransport { inner }))
+        Ok(chained.map(|inner| TickingTransport {
+            inner,
+            id: super::stale::new_connection(),
+            used: false,
+        }))
     }
 }
 
-/// A connection whose waits for input ask the thread's probe every tick.
+/// A connection whose waits for input ask the thread's probe every tick,
+/// and which tells [`super::stale`] what happened on it.
 pub(crate) struct TickingTransport<T> {
     inner: T,
+    /// Its id for [`super::stale`].
+    id: u64,
+    /// It has received bytes: any request sent on it now reuses it.
+    used: bool,
 }
 
 impl<T: fmt::Debug> fmt::Debug for TickingTransport<T> {
@@ -113,10 +122,31 @@ impl<T: Transport> Transport for TickingTransport<T> {
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), Error> {
+        super::stale::note_send(self.id, self.used);
         self.inner.transmit_output(amount, timeout)
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
+        let got = self.await_ticking(timeout);
+        if matches!(got, Ok(true)) {
+            self.used = true;
+            super::stale::note_input(self.id);
+        }
+        got
+    }
+
+    fn is_open(&mut self) -> bool {
+        super::stale::may_reuse(self.id) && self.inner.is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        self.inner.is_tls()
+    }
+}
+
+impl<T: Transport> TickingTransport<T> {
+    /// ureq's wait for input, cut into ticks when a probe is installed.
+    fn await_ticking(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
         if !PROBE.is_set() {
             return self.inner.await_input(timeout);
         }
@@ -150,13 +180,5 @@ impl<T: Transport> Transport for TickingTransport<T> {
                 other => return other,
             }
         }
-    }
-
-    fn is_open(&mut self) -> bool {
-        self.inner.is_open()
-    }
-
-    fn is_tls(&self) -> bool {
-        self.inner.is_tls()
     }
 }

@@ -98,7 +98,7 @@ impl UreqHttpClient {
             .user_agent(concat!("hermes-rs/", env!("CARGO_PKG_VERSION")))
             .build();
         UreqHttpClient {
-            agent: ureq::Agent::new_with_config(config),
+            agent: crate::http::agent_with(config),
         }
     }
 }
@@ -142,16 +142,20 @@ impl UreqHttpClient {
 }
 
 fn perform(agent: &ureq::Agent, exchange: Exchange) -> Result<Head, ureq::Error> {
-    let mut request = http::Request::builder()
-        .method(exchange.method)
-        .uri(exchange.uri.as_ref());
-    for (name, value) in exchange.headers {
-        request = request.header(name, value);
-    }
-    let response = match exchange.body {
-        Some(body) => run(agent, request.body(body)?, exchange.read_idle),
-        None => run(agent, request.body(())?, exchange.read_idle),
-    }?;
+    // A pooled connection the server closed meanwhile is sent on again,
+    // fresh (see `crate::http::send_fresh_if_stale`).
+    let response = crate::http::send_fresh_if_stale(|| {
+        let mut request = http::Request::builder()
+            .method(exchange.method.clone())
+            .uri(exchange.uri.as_ref());
+        for (name, value) in &exchange.headers {
+            request = request.header(name, value);
+        }
+        match &exchange.body {
+            Some(body) => run(agent, request.body(body.as_slice())?, exchange.read_idle),
+            None => run(agent, request.body(())?, exchange.read_idle),
+        }
+    })?;
     let (parts, body) = response.into_parts();
     Ok(Head {
         status: parts.status,

@@ -44,13 +44,15 @@ pub enum DownloadError {
 pub fn download(url: &str, max_bytes: u64, timeout: Duration) -> Result<Downloaded, DownloadError> {
     // The process's one HTTP agent (one pool, one TLS stack; `crate::http`),
     // with this download's deadline.
-    let mut response = crate::http::agent()
-        .get(url)
-        .config()
-        .timeout_global(Some(timeout))
-        .build()
-        .call()
-        .map_err(|e| DownloadError::Network(describe(&e)))?;
+    let mut response = crate::http::send_fresh_if_stale(|| {
+        crate::http::agent()
+            .get(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .call()
+    })
+    .map_err(|e| DownloadError::Network(describe(&e)))?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         return Err(DownloadError::Status(status));

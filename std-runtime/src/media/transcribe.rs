@@ -80,20 +80,23 @@ impl Transcriber {
         let body = form.finish();
         // The process's one HTTP agent (`crate::http`), with this
         // service's deadline.
-        let mut request = crate::http::agent()
-            .post(&self.url)
-            .config()
-            .timeout_global(Some(self.settings.timeout))
-            .build()
-            .header("Content-Type", body.content_type);
-        if let Some(key) = self.settings.api_key.as_deref() {
-            request = request.header("Authorization", format!("Bearer {key}"));
-        }
         let network = |e: ureq::Error| TranscribeError::Network {
             url: self.shown_url(),
             message: describe(&e),
         };
-        let mut response = request.send(&body.bytes[..]).map_err(network)?;
+        let mut response = crate::http::send_fresh_if_stale(|| {
+            let mut request = crate::http::agent()
+                .post(&self.url)
+                .config()
+                .timeout_global(Some(self.settings.timeout))
+                .build()
+                .header("Content-Type", &body.content_type);
+            if let Some(key) = self.settings.api_key.as_deref() {
+                request = request.header("Authorization", format!("Bearer {key}"));
+            }
+            request.send(&body.bytes[..])
+        })
+        .map_err(network)?;
         let status = response.status().as_u16();
         let text = response
             .body_mut()

@@ -203,16 +203,18 @@ fn fetch(
         }
     };
     let result = http::interruptible(&mut probe, || {
-        let resp = http::agent()
-            .get(url)
-            .config()
-            .timeout_global(Some(REQUEST_TIMEOUT))
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_resolve(Some(CONNECT_TIMEOUT))
-            .max_redirects(MAX_REDIRECTS)
-            .build()
-            .call()
-            .map_err(|e| (e, None))?;
+        let resp = http::send_fresh_if_stale(|| {
+            http::agent()
+                .get(url)
+                .config()
+                .timeout_global(Some(REQUEST_TIMEOUT))
+                .timeout_connect(Some(CONNECT_TIMEOUT))
+                .timeout_resolve(Some(CONNECT_TIMEOUT))
+                .max_redirects(MAX_REDIRECTS)
+                .build()
+                .call()
+        })
+        .map_err(|e| (e, None))?;
         let status = resp.status();
         let final_url = resp.get_uri().to_string();
         let content_type = resp

@@ -272,7 +272,9 @@ impl WebSearchTool {
         count: usize,
     ) -> Result<Vec<SearchHit>, ToolError> {
         let s = &self.settings;
-        let response = match backend {
+        // A pooled connection the service closed meanwhile is sent on
+        // again, fresh (`http::send_fresh_if_stale`).
+        let response = http::send_fresh_if_stale(|| match backend {
             SearchBackend::Searxng => {
                 let base = s.searxng_url.as_deref().unwrap_or_default();
                 let url = format!(
@@ -320,7 +322,7 @@ impl WebSearchTool {
                     .header("Accept", "text/html")
                     .send_form([("q", query)])
             }
-        };
+        });
         let name = backend.name();
         let mut response = response.map_err(|e| {
             let why = match e {

@@ -25,17 +25,46 @@ pub(super) fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
     while !reader.fill_buf()?.is_empty() {
-        serve_request(&mut reader, &mut out, state)?;
+        let mut cut = false;
+        serve_request(&mut reader, &mut out, state, &mut cut)?;
+        let idle = if cut {
+            Some(Duration::from_millis(500))
+        } else {
+            idle_close(state)
+        };
+        if let Some(idle) = idle {
+            // Closed at the worst moment for a client: when its next
+            // request arrives (unread), or after `idle` if none does.
+            out.set_read_timeout(Some(idle.max(Duration::from_millis(1))))?;
+            let _ = reader.fill_buf();
+            return Ok(());
+        }
     }
     Ok(())
 }
 
+/// Whether to close this connection after its answer, and how long it may
+/// stay idle first, when idle connections are closed at random.
+fn idle_close(state: &Mutex<State>) -> Option<Duration> {
+    let mut st = lock(state);
+    let seed = st.idle_close.as_mut()?;
+    // xorshift64: reproducible from the test's seed.
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    let draw = *seed;
+    (draw % 2 == 0).then(|| Duration::from_millis((draw >> 8) % 30))
+}
+
 /// Reads one request and answers it with a self-delimited response
 /// (`Content-Length`, or chunked for event streams).
+/// `cut` is set when the answer was cut short, the way a server that then
+/// closes the connection cuts it.
 fn serve_request(
     reader: &mut BufReader<TcpStream>,
     out: &mut TcpStream,
     state: &Mutex<State>,
+    cut: &mut bool,
 ) -> std::io::Result<()> {
     let mut request_line = String::new();
     if reader.read_line(&mut request_line)? == 0 {
@@ -155,6 +184,7 @@ fn serve_request(
         {
             st.refused.push(count);
             drop(st);
+            *cut = w.overflow == Overflow::LlamaCppPython && stream;
             return refuse(out, w, count, stream);
         }
         (st.script.pop_front(), st.responder.clone(), st.usage)
@@ -280,7 +310,8 @@ fn refuse(out: &mut TcpStream, w: Window, n: u64, stream: bool) -> std::io::Resu
             "type": "BadRequestError", "param": "input_tokens", "code": 400}}),
         Overflow::LlamaCppPython if stream => {
             // Its log says `ValueError: Requested tokens (n) exceed context
-            // window of limit`; the client sees a stream that just closes.
+            // window of limit`; the client sees a stream that just ends, and
+            // the server closes the connection after it.
             let mut events = EventStream::start(out)?;
             return events.end();
         }

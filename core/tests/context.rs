@@ -569,6 +569,36 @@ fn every_collected_error_body_is_recognised_with_its_limit() {
     }
 }
 
+/// Found on the gateway (issue 31): an album — its caption and three
+/// photos, four user messages in a row — with a window that keeps only the
+/// last photo in the tail. The caption and the first photos were summarised
+/// as background; the request being answered is never cut.
+#[test]
+fn the_parts_of_the_current_request_are_never_summarised() {
+    let big = "p".repeat(3_000);
+    let view = vec![
+        LedgerEntry::new(Message::user("an earlier question")),
+        LedgerEntry::new(Message::assistant("an earlier answer")),
+        LedgerEntry::new(Message::user("and another")),
+        LedgerEntry::new(Message::assistant("another answer")),
+        LedgerEntry::new(Message::user("What is in these photos?")),
+        LedgerEntry::new(Message::user(big.as_str())),
+        LedgerEntry::new(Message::user(big.as_str())),
+        LedgerEntry::new(Message::user(big.as_str())),
+    ];
+    let p = plan(
+        &view,
+        Budgets {
+            head: 100,
+            tail: 1_200,
+            tail_max: 1_500,
+        },
+    )
+    .unwrap();
+    assert_eq!(p.tail_start, 4, "the caption and every photo are kept: {p:?}");
+    assert_eq!(p.head_end, 2);
+}
+
 /// A random valid ledger: exchanges of a user message, tool rounds and an
 /// answer, with random text sizes.
 fn ledger_strategy() -> impl Strategy<Value = Vec<LedgerEntry>> {

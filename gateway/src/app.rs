@@ -65,6 +65,10 @@ pub enum GatewayError {
     /// The async runtime or signal handling could not be set up (exit 1).
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// A platform adapter stopped for good while serving (exit 1, so a
+    /// service manager restarts the gateway).
+    #[error("stopped: {0}")]
+    AdapterStopped(String),
 }
 
 impl GatewayError {
@@ -79,7 +83,8 @@ impl GatewayError {
             GatewayError::Locked(_)
             | GatewayError::Store(_)
             | GatewayError::Start(_)
-            | GatewayError::Runtime(_) => 1,
+            | GatewayError::Runtime(_)
+            | GatewayError::AdapterStopped(_) => 1,
         }
     }
 }
@@ -113,17 +118,7 @@ impl fmt::Display for CheckSummary {
             .map_or("off".to_owned(), |h| format!("{h:02}:00"));
         writeln!(f, "  daily reset: {daily}")?;
         writeln!(f, "  max workers: {}", self.config.max_workers)?;
-        writeln!(f, "  terminal sandbox: {}", self.sandbox)?;
-        if self.config.allow.is_empty() {
-            write!(
-                f,
-                "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / WECOM_ALLOWED_USERS / WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"
-            )
-        } else if self.config.allow.allow_all {
-            write!(f, "  allow-list: everyone (GATEWAY_ALLOW_ALL_USERS)")
-        } else {
-            write!(f, "  allow-list: configured")
-        }
+        write!(f, "  terminal sandbox: {}", self.sandbox)
     }
 }
 
@@ -452,11 +447,11 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
     // The bot tokens and the provider key live in this process: no other
     // process (a terminal command included) may read its memory.
     hermes_runtime::tools::forbid_inspection();
-    let summary = check_config(settings)?;
     if check_only {
-        println!("{summary}");
+        println!("{}", crate::check::check_live(settings)?);
         return Ok(());
     }
+    let summary = check_config(settings)?;
     if summary.config.allow.is_empty() {
         tracing::warn!(
             "nobody is allowed to talk to the bot; every user will be refused (see `hermes gateway run --check`)"
@@ -485,20 +480,22 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         clock: Arc::new(SystemClock),
         config: summary.config.clone(),
     });
-    let report: ShutdownReport = rt.block_on(async {
+    let report: (ShutdownReport, Option<String>) = rt.block_on(async {
         // Install the handlers before connecting, so a signal during start-up
         // still stops the gateway gracefully.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         runner.start().await?;
         tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r?,
-            _ = term.recv() => {}
-        }
+        let gave_up = tokio::select! {
+            r = tokio::signal::ctrl_c() => { r?; None }
+            _ = term.recv() => None,
+            why = runner.gave_up() => Some(why),
+        };
         tracing::info!("stopping the gateway");
-        Ok::<_, GatewayError>(runner.shutdown().await)
+        Ok::<_, GatewayError>((runner.shutdown().await, gave_up))
     })?;
+    let (report, gave_up) = report;
     // Turns still stuck in a provider call must not hold the process.
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
     if !report.all_turns_finished {
@@ -506,7 +503,10 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             "some turns did not finish in time; their sessions will be suspended at the next start"
         );
     }
-    Ok(())
+    match gave_up {
+        Some(why) => Err(GatewayError::AdapterStopped(why)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod adapter;
 pub mod app;
 pub mod approval;
 pub mod cache;
+pub mod check;
 pub mod command;
 pub mod config;
 pub mod dedup;

@@ -13,6 +13,8 @@
 //!   a user message when one fits (a whole exchange; up to
 //!   [`Budgets::tail_max`] to keep the last exchange whole), else at an
 //!   assistant message; at least the last group, even over budget.
+//!   The tail never starts among the user messages of the request being
+//!   answered (an album's caption and photos): it takes all of them.
 //! - **middle**: everything between, including an earlier summary; replaced
 //!   by one new summary.
 //!
@@ -170,10 +172,25 @@ pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
             }
         }
     }
-    let (tail_start, tail_tokens) = match (best_user, tail_tokens_user) {
+    let (mut tail_start, mut tail_tokens) = match (best_user, tail_tokens_user) {
         (Some(u), Some(t)) => (u, t),
         _ => (best_any, tail_tokens_any),
     };
+    // The request being answered may be several user messages in a row (an
+    // album: its caption and each photo). A cut among them would summarise
+    // part of what the user asks now: the tail takes all of them.
+    let turn_start = crate::attachment::current_turn_start(view);
+    let in_request = view
+        .iter()
+        .rposition(|e| matches!(e.message, Message::User { .. }))
+        .is_some_and(|last_user| turn_start < tail_start && tail_start <= last_user);
+    if in_request {
+        tail_tokens += view[turn_start..tail_start]
+            .iter()
+            .map(entry_tokens)
+            .sum::<u64>();
+        tail_start = turn_start;
+    }
     if tail_start < lower {
         return Err(NoPlan::TooShort);
     }

@@ -28,7 +28,10 @@ const OWN_CRATES: &[&str] = &["hermes", "hermes_gateway", "hermes_runtime", "her
 /// The filter for a level or filter `spec` (`None`: the default, `info`).
 /// `source` names where the spec came from, for the error.
 pub fn filter(spec: Option<&str>, source: &str) -> Result<EnvFilter, String> {
-    let spec = spec.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
+    let spec = spec
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("info");
     let directives = if spec.contains(['=', ',']) {
         spec.to_owned()
     } else {
@@ -112,7 +115,9 @@ impl Visit for Fields {
 /// otherwise.
 fn text_value(v: &Value) -> String {
     match v {
-        Value::String(s) if !s.is_empty() && !s.contains(char::is_whitespace) && !s.contains('"') => {
+        Value::String(s)
+            if !s.is_empty() && !s.contains(char::is_whitespace) && !s.contains('"') =>
+        {
             s.clone()
         }
         Value::String(s) => format!("{s:?}"),

@@ -415,8 +415,8 @@ fn without_landlock_the_terminal_refuses_and_the_gateway_does_not_start() {
         c.env("TELEGRAM_BOT_TOKEN", telegram_support::TOKEN)
             .env("TELEGRAM_API_URL", &telegram.base)
             .env("TELEGRAM_ALLOWED_USERS", "1")
-        .args(extra)
-        .args(["gateway", "run", "--check"]);
+            .args(extra)
+            .args(["gateway", "run", "--check"]);
         without_landlock(&mut c).output().unwrap()
     };
     let o = gateway(&[]);

@@ -595,7 +595,10 @@ fn the_parts_of_the_current_request_are_never_summarised() {
         },
     )
     .unwrap();
-    assert_eq!(p.tail_start, 4, "the caption and every photo are kept: {p:?}");
+    assert_eq!(
+        p.tail_start, 4,
+        "the caption and every photo are kept: {p:?}"
+    );
     assert_eq!(p.head_end, 2);
 }
 

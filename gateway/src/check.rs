@@ -57,7 +57,8 @@ pub fn check_live(settings: &Settings) -> Result<CheckReport, GatewayError> {
         let env = |name: &str| settings.var(name).map(str::to_owned);
         let telegram_refused = !problems.is_empty() && bots.iter().all(|(p, _)| *p != "telegram");
         if telegram_refused
-            && let Some(hint) = env("TELEGRAM_BOT_TOKEN").and_then(|t| crate::telegram::token_problem(&t))
+            && let Some(hint) =
+                env("TELEGRAM_BOT_TOKEN").and_then(|t| crate::telegram::token_problem(&t))
         {
             problems.push(hint);
         }

@@ -556,7 +556,10 @@ mod tests {
         assert_eq!(parse("", &[]).unwrap().log_format, LogFormat::Text);
         let cfg = parse("[gateway]\nlog_format = \"json\"", &[]).unwrap();
         assert_eq!(cfg.log_format, LogFormat::Json);
-        let cfg = parse("[gateway]\nlog_format = \"json\"", &[("GATEWAY_LOG_FORMAT", "text")]);
+        let cfg = parse(
+            "[gateway]\nlog_format = \"json\"",
+            &[("GATEWAY_LOG_FORMAT", "text")],
+        );
         assert_eq!(cfg.unwrap().log_format, LogFormat::Text);
         let e = parse("[gateway]\nlog_format = \"jsn\"", &[]).unwrap_err();
         assert_eq!(e.key, "gateway.log_format");

@@ -53,7 +53,8 @@ const NO_TRANSCRIPTION_HINT: &str = "a voice message was not transcribed: set [t
 
 /// Told once per photo when the model cannot see it and nothing describes it.
 /// The operator's hint goes to the log (issue 31).
-pub const NO_VISION_NOTICE: &str = "🖼 This model can't see images, so I could not look at your photo.";
+pub const NO_VISION_NOTICE: &str =
+    "🖼 This model can't see images, so I could not look at your photo.";
 /// What the operator can do about [`NO_VISION_NOTICE`] (logged).
 const NO_VISION_HINT: &str = "a photo was not shown to the model, which cannot see images: set [provider] vision = true in config.toml if it accepts them, or [provider] vision_model to a model that can describe them";
 

@@ -85,8 +85,14 @@ async fn a_provider_error_is_a_sentence_in_the_chat_and_the_turn_is_taken_back()
     let said = gw.replies(1).await.remove(0);
     assert!(said.starts_with("Sorry"), "{said}");
     let base = gw.provider.base_url();
-    let host = base.trim_start_matches("http://").split('/').next().unwrap();
-    for operator_detail in [host, "base-url", "base_url", "HERMES_", "timeout", "404", "config"] {
+    let host = base
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap();
+    for operator_detail in [
+        host, "base-url", "base_url", "HERMES_", "timeout", "404", "config",
+    ] {
         assert!(
             !said.contains(operator_detail),
             "{operator_detail} told to the chat: {said}"
@@ -108,9 +114,7 @@ async fn a_provider_error_is_a_sentence_in_the_chat_and_the_turn_is_taken_back()
     let replies = gw.replies(2).await;
     assert_eq!(replies[1], "Here now.");
     let requests = gw.provider.requests();
-    let users: Vec<&Value> = requests
-        .last()
-        .unwrap()["messages"]
+    let users: Vec<&Value> = requests.last().unwrap()["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -140,7 +144,11 @@ async fn after_approve_the_answer_is_a_new_message() {
         toolsets: "terminal",
         config_toml: "[agent]\napproval_timeout = 60\nsandbox = \"off\"\n".into(),
         responder: Arc::new(move |_| match counted.fetch_add(1, Ordering::SeqCst) {
-            0 => Reply::tool("c1", "terminal", r#"{"command":"rm -rf build && echo removed"}"#),
+            0 => Reply::tool(
+                "c1",
+                "terminal",
+                r#"{"command":"rm -rf build && echo removed"}"#,
+            ),
             _ => Reply::text("Deleted build."),
         }),
         ..Setup::default()
@@ -191,7 +199,10 @@ async fn after_approve_the_answer_is_a_new_message() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!gw.work.path().join("build").exists(), "approved, so it ran");
+    assert!(
+        !gw.work.path().join("build").exists(),
+        "approved, so it ran"
+    );
     gw.runner.shutdown().await;
 }
 
@@ -223,6 +234,10 @@ async fn a_voice_note_that_cannot_be_transcribed_interrupts_nothing() {
     let replies = gw.replies(2).await;
     assert_eq!(replies[0], "one, two, three.", "{replies:?}");
     assert_eq!(replies[1], markdown_to_html(NO_TRANSCRIPTION_NOTICE));
-    assert_eq!(gw.provider.requests().len(), 1, "the voice note calls no model");
+    assert_eq!(
+        gw.provider.requests().len(),
+        1,
+        "the voice note calls no model"
+    );
     gw.runner.shutdown().await;
 }

@@ -402,7 +402,11 @@ async fn conflict_409_is_waited_out_and_polling_goes_on() {
     fake.push_update(dm(1, 10, "after the conflict"));
     let event = next_event(&mut rx).await;
     assert_eq!(event.text, "after the conflict");
-    assert!(adapter.fatal_error().is_none(), "{:?}", adapter.fatal_error());
+    assert!(
+        adapter.fatal_error().is_none(),
+        "{:?}",
+        adapter.fatal_error()
+    );
     assert!(fake.requests("getUpdates").len() >= 3);
     adapter.disconnect().await;
 }

@@ -196,7 +196,11 @@ fn tools(chat: &Chat) -> String {
         return "No tools: the model only talks ([agent] toolsets is empty).".to_owned();
     }
     let style = term().out_style();
-    let mut out = format!("{} tool{}:\n", specs.len(), if specs.len() == 1 { "" } else { "s" });
+    let mut out = format!(
+        "{} tool{}:\n",
+        specs.len(),
+        if specs.len() == 1 { "" } else { "s" }
+    );
     for spec in specs {
         let first = spec
             .description

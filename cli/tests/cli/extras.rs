@@ -139,4 +139,3 @@ fn setup_offers_a_retry_when_the_connection_fails_and_saves_nothing_on_quit() {
     assert!(stderr(&o).contains("[r]etry"), "{}", stderr(&o));
     assert!(!env.home.path().join("config.toml").exists());
 }
-

@@ -39,13 +39,7 @@ pub(super) fn message_in(event: &MessageEvent, command: bool) {
 
 /// A turn's reply went out: how many platform messages, how long the turn
 /// took from the start of its work, the tokens it used.
-pub(super) fn reply_out(
-    platform: &str,
-    chat: &str,
-    pieces: usize,
-    took: Duration,
-    usage: &Usage,
-) {
+pub(super) fn reply_out(platform: &str, chat: &str, pieces: usize, took: Duration, usage: &Usage) {
     tracing::info!(
         platform,
         chat,

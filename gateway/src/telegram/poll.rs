@@ -173,8 +173,7 @@ impl Inner {
                 }
                 Err(
                     e @ CallError::Api {
-                        status: 401 | 404,
-                        ..
+                        status: 401 | 404, ..
                     },
                 ) => {
                     return Some(e.into_adapter_error());

@@ -82,6 +82,7 @@ impl Gateway {
     fn spawn(mut cmd: Command, home: &Path) -> Gateway {
         let log = home.join("gateway.log");
         let child = cmd
+            .args(["gateway", "run"])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

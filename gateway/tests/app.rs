@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_gateway::app::{GatewayError, check_config, run_gateway};
+use hermes_gateway::check::{check_live, describe_allow};
 use hermes_gateway::lock::InstanceLock;
 use hermes_runtime::config::{Environment, Overrides, Settings, load};
 use hermes_runtime::store::Store;
@@ -71,15 +72,22 @@ fn check_accepts_a_valid_configuration_and_warns_about_an_empty_allow_list() {
     assert!(summary.platforms.contains(&"telegram"));
     let text = summary.to_string();
     assert!(text.contains("busy mode: queue"), "{text}");
-    assert!(text.contains("nobody is allowed"), "{text}");
+    let allowed = describe_allow(&summary.config.allow);
+    assert!(allowed.contains("nobody is allowed"), "{allowed}");
     let (_rt, live) = live_telegram();
     let s = settings(
         dir.path(),
         "",
         &with_live(&live, &[("TELEGRAM_ALLOWED_USERS", "1,2")]),
     );
-    assert!(!check_config(&s).unwrap().to_string().contains("nobody"));
+    let summary = check_config(&s).unwrap();
+    assert_eq!(
+        describe_allow(&summary.config.allow),
+        "allowed users: telegram: 1, 2"
+    );
     // --check needs no lock; it asks Telegram (here the fake) about the token.
+    let report = check_live(&s).unwrap();
+    assert!(report.to_string().contains("@fake_bot"), "{report}");
     run_gateway(&s, true).unwrap();
 }
 

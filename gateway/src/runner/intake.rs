@@ -357,8 +357,9 @@ impl Inner {
         let mut replaced = Vec::new();
         // A message nothing can be made of (a voice note, no transcription
         // configured) interrupts nothing: it waits its turn, which answers
-        // it with a notice (issue 31).
-        let busy_mode = if self.cannot_process(&event) {
+        // it with a notice (issue 31), and no "queued" notice comes first.
+        let unreadable = self.cannot_process(&event);
+        let busy_mode = if unreadable {
             BusyMode::Queue
         } else {
             busy_mode
@@ -395,7 +396,7 @@ impl Inner {
                     return (false, replaced);
                 }
                 slot.queue.push_back(Work::Message(event.clone(), id));
-                slot.turn.is_some().then_some(QUEUE_NOTICE)
+                (slot.turn.is_some() && !unreadable).then_some(QUEUE_NOTICE)
             }
         };
         let Some(text) = notice else {

@@ -575,16 +575,21 @@ fn every_collected_error_body_is_recognised_with_its_limit() {
 /// as background; the request being answered is never cut.
 #[test]
 fn the_parts_of_the_current_request_are_never_summarised() {
-    let big = "p".repeat(3_000);
+    // A photo's part: its description stands for the image's tokens.
+    let photo = |caption: &str, n: u32| {
+        let mut image = Attachment::image("image/jpeg", format!("s/photo-{n}.jpg"), 50_000);
+        image.description = Some("p".repeat(3_000));
+        LedgerEntry::new(Message::user_with(caption, vec![image]))
+    };
     let view = vec![
         LedgerEntry::new(Message::user("an earlier question")),
         LedgerEntry::new(Message::assistant("an earlier answer")),
         LedgerEntry::new(Message::user("and another")),
         LedgerEntry::new(Message::assistant("another answer")),
-        LedgerEntry::new(Message::user("What is in these photos?")),
-        LedgerEntry::new(Message::user(big.as_str())),
-        LedgerEntry::new(Message::user(big.as_str())),
-        LedgerEntry::new(Message::user(big.as_str())),
+        photo("What is in these photos?", 1),
+        photo("", 2),
+        photo("", 3),
+        photo("", 4),
     ];
     let p = plan(
         &view,

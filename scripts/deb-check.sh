@@ -108,13 +108,16 @@ for k in NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths=/var/lib/hermes
 done
 
 # --- 4. start the service's commands -----------------------------------------
-# A loopback Telegram Bot API stub: getMe answers, getUpdates holds briefly
-# and returns nothing; every method called is logged. It also lists one
-# model at /v1/models: `gateway run --check` makes sure the provider answers.
+# A loopback Telegram Bot API stub: getMe answers (for its one token; any
+# other is refused, 401, as Telegram does), getUpdates holds briefly and
+# returns nothing; every method called is logged. It also lists one model at
+# /v1/models: `gateway run --check` asks the provider too (only a warning
+# when it does not answer).
 stub_log=$root/stub.log
 python3 - "$stub_log" >"$root/stub.port" 2>"$root/stub.err" <<'EOF' &
 import http.server, json, sys, time
 log = open(sys.argv[1], "a", buffering=1)
+TOKEN = "123456789:AAHdeb-check-token-for-a-loopback-stub"
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -123,14 +126,17 @@ class H(http.server.BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             self.answer({"object": "list", "data": [{"id": "hermes3", "object": "model"}]})
             return
+        if not self.path.startswith("/bot" + TOKEN + "/"):
+            self.answer({"ok": False, "error_code": 401, "description": "Unauthorized"}, 401)
+            return
         result = {"id": 1, "is_bot": True, "first_name": "hermes", "username": "hermes_bot"} \
             if method == "getMe" else []
         if method == "getUpdates":
             time.sleep(0.2)
         self.answer({"ok": True, "result": result})
-    def answer(self, value):
+    def answer(self, value, status=200):
         body = json.dumps(value).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -190,6 +196,16 @@ TELEGRAM_ALLOWED_USERS=42
 HERMES_BASE_URL=http://127.0.0.1:$port/v1
 EOF
 unit_env
+# A wrong token is found before the service starts: --check asks Telegram
+# (getMe) and exits 2 naming the variable, instead of `run` failing over and
+# over under Restart=on-failure.
+wrong_env=("${service_env[@]}" TELEGRAM_BOT_TOKEN=123456789:AAHdeb-check-not-the-token-of-the-stub)
+check_rc=0
+# shellcheck disable=SC2046
+check_out=$(setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "${wrong_env[@]}" \
+  "${runner[@]}" $(cmdline ExecStartPre) 2>&1) || check_rc=$?
+[ "$check_rc" = 2 ] || fail "a wrong token: --check exited $check_rc, not 2: $check_out"
+grep -q TELEGRAM_BOT_TOKEN <<<"$check_out" || fail "the wrong token is not named: $check_out"
 # shellcheck disable=SC2046 # the unit's command line, split like systemd does for these simple ones
 check_out=$(as_service "${runner[@]}" $(cmdline ExecStartPre) 2>&1) ||
   fail "ExecStartPre failed: $check_out"

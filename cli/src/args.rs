@@ -378,9 +378,12 @@ pub enum ConfigCommand {
 pub enum GatewayCommand {
     /// Start every enabled platform adapter and serve until SIGINT/SIGTERM
     Run {
-        /// Validate the configuration (tokens, allow-lists, the provider) and exit
+        /// Check the configuration and the platforms' credentials (live), warn if the provider does not answer, and exit
         #[arg(long)]
         check: bool,
+        /// Log level: error, warn, info (default), debug, trace — or a filter such as hermes_gateway=debug; overrides HERMES_LOG
+        #[arg(long, value_name = "LEVEL")]
+        log_level: Option<String>,
         #[command(flatten)]
         provider: ProviderArgs,
     },

@@ -16,17 +16,24 @@ use crate::term::{LogWriter, term};
 
 /// Installs the subscriber. Default level: warnings (`error` with `--quiet`).
 pub fn init(quiet: bool) {
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let _ = subscriber(quiet).try_init();
+}
+
+/// The terminal's subscriber, for [`init`] or for a while
+/// (`tracing::subscriber::with_default`).
+pub fn subscriber(quiet: bool) -> impl Subscriber + Send + Sync + 'static {
     let from_env = std::env::var("RUST_LOG").is_ok_and(|v| !v.is_empty());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if quiet { "error" } else { "warn" })
     });
-    let _ = tracing_subscriber::fmt()
+    tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(LogWriter::default)
         .event_format(Human {
             all_fields: from_env,
         })
-        .try_init();
+        .finish()
 }
 
 /// The event formatter.

@@ -11,6 +11,8 @@ mod chat;
 mod cron_cmd;
 mod dbcheck;
 mod display;
+#[cfg(feature = "gateway")]
+mod gateway_log;
 mod log;
 mod markdown;
 mod mcp_cmd;
@@ -34,7 +36,20 @@ fn main() {
     // command included) may read this one's memory or environment.
     hermes_runtime::tools::forbid_inspection();
     let cli = Cli::parse();
-    log::init(cli.chat.quiet);
+    // A running gateway logs as a service does (`gateway_log`), once its
+    // settings say how.
+    #[cfg(feature = "gateway")]
+    let serving = matches!(
+        cli.command,
+        Some(Command::Gateway {
+            command: GatewayCommand::Run { check: false, .. }
+        })
+    );
+    #[cfg(not(feature = "gateway"))]
+    let serving = false;
+    if !serving {
+        log::init(cli.chat.quiet);
+    }
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -89,8 +104,19 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         },
         #[cfg(feature = "gateway")]
         Command::Gateway {
-            command: GatewayCommand::Run { check, provider },
-        } => gateway(&load_settings(&with_outer(provider))?, check),
+            command:
+                GatewayCommand::Run {
+                    check,
+                    log_level,
+                    provider,
+                },
+        } => {
+            // Warnings while reading the settings go to the terminal.
+            let settings = tracing::subscriber::with_default(log::subscriber(false), || {
+                load_settings(&with_outer(provider))
+            })?;
+            gateway(&settings, check, log_level.as_deref())
+        }
         #[cfg(feature = "gateway")]
         Command::Pairing { command } => pairing_cmd::run(&load_settings(&outer)?, command),
         // Generated from the clap definition by build.rs: the binary carries
@@ -133,10 +159,24 @@ fn chat(args: &ChatArgs, provider: &ProviderArgs) -> Result<i32, CliError> {
 }
 
 #[cfg(feature = "gateway")]
-fn gateway(settings: &config::Settings, check: bool) -> Result<i32, CliError> {
+fn gateway(
+    settings: &config::Settings,
+    check: bool,
+    log_level: Option<&str>,
+) -> Result<i32, CliError> {
     if check {
         return gateway_check(settings);
     }
+    let format = hermes_gateway::config::GatewayConfig::from_settings(settings)
+        .map_err(|e| CliError::Config(e.to_string()))?
+        .log_format;
+    let (spec, source) = match (log_level, settings.var("HERMES_LOG")) {
+        (Some(level), _) => (Some(level.to_owned()), "--log-level"),
+        (None, Some(v)) => (Some(v.to_owned()), "HERMES_LOG"),
+        (None, None) => (std::env::var("RUST_LOG").ok(), "RUST_LOG"),
+    };
+    let filter = gateway_log::filter(spec.as_deref(), source).map_err(CliError::Config)?;
+    gateway_log::init(format, filter);
     hermes_gateway::app::run_gateway(settings, false)
         .map(|()| 0)
         .map_err(|e| match e.exit_code() {
@@ -145,47 +185,53 @@ fn gateway(settings: &config::Settings, check: bool) -> Result<i32, CliError> {
         })
 }
 
-/// `gateway run --check`: the gateway's own checks, then the provider.
+/// `gateway run --check`: the configuration and each platform's credentials
+/// (exit 2 naming what to fix), then the provider — only a warning when it
+/// does not answer: a local model that starts after the gateway is no reason
+/// for the gateway not to start (its turns retry).
 #[cfg(feature = "gateway")]
 fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
-    hermes_gateway::app::run_gateway(settings, true).map_err(|e| match e.exit_code() {
+    let report = hermes_gateway::check::check_live(settings).map_err(|e| match e.exit_code() {
         2 => CliError::Config(e.to_string()),
         _ => CliError::Runtime(e.to_string()),
     })?;
-    pairing_cmd::check_summary(settings);
-    #[cfg(feature = "telegram")]
-    {
-        let env = |name: &str| settings.var(name).map(str::to_owned);
-        let problems = hermes_gateway::telegram::check_env(&env);
-        if !problems.is_empty() {
-            return Err(CliError::Config(problems.join("\n")));
-        }
-    }
+    // Discord: the token and the MESSAGE CONTENT switch, before anything
+    // is printed (the report never says OK and then fails).
     #[cfg(feature = "discord")]
-    {
+    let discord = {
         let env = |name: &str| settings.var(name).map(str::to_owned);
-        if let Some(Ok(config)) =
-            hermes_gateway::discord::DiscordConfig::from_sources(&env, &settings.file)
-        {
-            let bot = hermes_gateway::discord::check_bot(&config).map_err(CliError::Config)?;
-            if bot.message_content == Some(false) {
-                return Err(CliError::Config(bot.describe()));
+        match hermes_gateway::discord::DiscordConfig::from_sources(&env, &settings.file) {
+            Some(Ok(config)) => {
+                let bot = hermes_gateway::discord::check_bot(&config).map_err(CliError::Config)?;
+                if bot.message_content == Some(false) {
+                    return Err(CliError::Config(bot.describe()));
+                }
+                Some(bot.describe())
             }
-            println!("{}", bot.describe());
+            _ => None,
         }
+    };
+    println!("{report}");
+    #[cfg(feature = "discord")]
+    if let Some(line) = discord {
+        println!("{line}");
     }
+    pairing_cmd::check_summary(settings);
     let listed = app::client(settings, &settings.provider.model)?.list_models();
     match listed {
-        Ok(models) => {
-            println!(
-                "provider reachable at {} ({} models)",
-                settings.provider.display_url(),
-                models.len()
-            );
-            Ok(0)
+        Ok(models) => println!(
+            "provider reachable at {} ({} model{})",
+            settings.provider.display_url(),
+            models.len(),
+            if models.len() == 1 { "" } else { "s" }
+        ),
+        Err(e) => {
+            let style = term::term().err_style();
+            term::term().line(&format!(
+                "hermes: {}: the provider is not reachable now: {e}; the gateway starts anyway and each turn retries (`hermes doctor` says more)",
+                style.yellow("warning")
+            ));
         }
-        Err(e) => Err(CliError::Runtime(format!(
-            "the provider is not reachable: {e} (`hermes doctor` says more)"
-        ))),
     }
+    Ok(0)
 }

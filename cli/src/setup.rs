@@ -152,7 +152,12 @@ pub fn run(env: &Environment) -> Result<i32, CliError> {
         .and_then(|c| c.list_models().map_err(|e| e.to_string()));
         let models = match models {
             Ok(m) => {
-                eprintln!("{} connected ({} models).", style.green("✓"), m.len());
+                eprintln!(
+                    "{} connected ({} model{}).",
+                    style.green("✓"),
+                    m.len(),
+                    if m.len() == 1 { "" } else { "s" }
+                );
                 m
             }
             Err(e) => {

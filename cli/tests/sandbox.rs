@@ -4,6 +4,10 @@
 //! fails with ENOSYS, as on a kernel built without it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// `gateway run --check` asks Telegram about the token: the Bot API fake.
+#[path = "../../gateway/tests/telegram_support/mod.rs"]
+mod telegram_support;
+
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -400,15 +404,19 @@ fn without_landlock_the_terminal_refuses_and_the_gateway_does_not_start() {
     assert!(results[0].contains("--no-sandbox"), "{results:?}");
     assert!(!env.work.path().join("ran.txt").exists(), "the command ran");
 
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let telegram = rt.block_on(telegram_support::Fake::start(true));
     let gateway = |extra: &[&str]| {
         let mut c = env.cmd(&provider.base_url());
-        c.env(
-            "TELEGRAM_BOT_TOKEN",
-            "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
-        )
-        .env("TELEGRAM_ALLOWED_USERS", "1")
-        .args(extra)
-        .args(["gateway", "run", "--check"]);
+        c.env("TELEGRAM_BOT_TOKEN", telegram_support::TOKEN)
+            .env("TELEGRAM_API_URL", &telegram.base)
+            .env("TELEGRAM_ALLOWED_USERS", "1")
+            .args(extra)
+            .args(["gateway", "run", "--check"]);
         without_landlock(&mut c).output().unwrap()
     };
     let o = gateway(&[]);

@@ -617,6 +617,44 @@ fn every_collected_error_body_is_recognised_with_its_limit() {
     }
 }
 
+/// Found on the gateway (issue 31): an album — its caption and three
+/// photos, four user messages in a row — with a window that keeps only the
+/// last photo in the tail. The caption and the first photos were summarised
+/// as background; the request being answered is never cut.
+#[test]
+fn the_parts_of_the_current_request_are_never_summarised() {
+    // A photo's part: its description stands for the image's tokens.
+    let photo = |caption: &str, n: u32| {
+        let mut image = Attachment::image("image/jpeg", format!("s/photo-{n}.jpg"), 50_000);
+        image.description = Some("p".repeat(3_000));
+        LedgerEntry::new(Message::user_with(caption, vec![image]))
+    };
+    let view = vec![
+        LedgerEntry::new(Message::user("an earlier question")),
+        LedgerEntry::new(Message::assistant("an earlier answer")),
+        LedgerEntry::new(Message::user("and another")),
+        LedgerEntry::new(Message::assistant("another answer")),
+        photo("What is in these photos?", 1),
+        photo("", 2),
+        photo("", 3),
+        photo("", 4),
+    ];
+    let p = plan(
+        &view,
+        Budgets {
+            head: 100,
+            tail: 1_200,
+            tail_max: 1_500,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        p.tail_start, 4,
+        "the caption and every photo are kept: {p:?}"
+    );
+    assert_eq!(p.head_end, 2);
+}
+
 /// A random valid ledger: exchanges of a user message, tool rounds and an
 /// answer, with random text sizes.
 fn ledger_strategy() -> impl Strategy<Value = Vec<LedgerEntry>> {

@@ -230,4 +230,23 @@ pub trait PlatformAdapter: Send + Sync {
     fn stream_interval(&self) -> std::time::Duration {
         std::time::Duration::from_secs(1)
     }
+
+    /// Checks the platform's credentials live, without serving (`hermes
+    /// gateway run --check`): Telegram's `getMe`, the WeCom app's token
+    /// fetch and callback port. `Ok` says what answered (the bot's name),
+    /// `None` when this platform has nothing to check before serving; an
+    /// error is a sentence naming the setting to fix. Never a secret.
+    async fn verify(&self) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
+    /// Resolves, with the reason, once the connected adapter has stopped on
+    /// its own for a reason only an operator can fix (a token refused while
+    /// polling, a connection replaced by another client). The gateway then
+    /// stops and exits non-zero, so a service manager restarts it and the
+    /// failure is visible, rather than a healthy-looking process that serves
+    /// nobody. The default never resolves.
+    async fn gave_up(&self) -> String {
+        std::future::pending().await
+    }
 }

@@ -65,6 +65,10 @@ pub enum GatewayError {
     /// The async runtime or signal handling could not be set up (exit 1).
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// A platform adapter stopped for good while serving (exit 1, so a
+    /// service manager restarts the gateway).
+    #[error("stopped: {0}")]
+    AdapterStopped(String),
 }
 
 impl GatewayError {
@@ -79,7 +83,8 @@ impl GatewayError {
             GatewayError::Locked(_)
             | GatewayError::Store(_)
             | GatewayError::Start(_)
-            | GatewayError::Runtime(_) => 1,
+            | GatewayError::Runtime(_)
+            | GatewayError::AdapterStopped(_) => 1,
         }
     }
 }
@@ -113,22 +118,7 @@ impl fmt::Display for CheckSummary {
             .map_or("off".to_owned(), |h| format!("{h:02}:00"));
         writeln!(f, "  daily reset: {daily}")?;
         writeln!(f, "  max workers: {}", self.config.max_workers)?;
-        writeln!(f, "  terminal sandbox: {}", self.sandbox)?;
-        if self.platforms.iter().all(|p| *p == "api_server") {
-            write!(
-                f,
-                "  allow-list: not used (the API server admits requests by API_SERVER_KEY)"
-            )
-        } else if self.config.allow.is_empty() {
-            write!(
-                f,
-                "  warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / DISCORD_ALLOWED_USERS / WECOM_ALLOWED_USERS / WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids) or GATEWAY_ALLOW_ALL_USERS=true"
-            )
-        } else if self.config.allow.allow_all {
-            write!(f, "  allow-list: everyone (GATEWAY_ALLOW_ALL_USERS)")
-        } else {
-            write!(f, "  allow-list: configured")
-        }
+        write!(f, "  terminal sandbox: {}", self.sandbox)
     }
 }
 
@@ -491,19 +481,19 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
 
 /// The API server's settings when the feature is built and it is enabled.
 #[cfg(feature = "api_server")]
-fn api_server_settings(
+pub(crate) fn api_server_settings(
     settings: &Settings,
 ) -> Result<Option<crate::api_server::ApiServerConfig>, GatewayError> {
     crate::api_server::settings(settings).map_err(|e| GatewayError::Platform(e.to_string()))
 }
 
 #[cfg(not(feature = "api_server"))]
-fn api_server_settings(_settings: &Settings) -> Result<Option<()>, GatewayError> {
+pub(crate) fn api_server_settings(_settings: &Settings) -> Result<Option<()>, GatewayError> {
     Ok(None)
 }
 
 /// The chat adapters; none at all is fine when the API server runs.
-fn adapters_beside(
+pub(crate) fn adapters_beside(
     built: Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError>,
     api_server: bool,
 ) -> Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError> {
@@ -520,13 +510,16 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
     // The bot tokens and the provider key live in this process: no other
     // process (a terminal command included) may read its memory.
     hermes_runtime::tools::forbid_inspection();
-    let summary = check_config(settings)?;
     if check_only {
-        println!("{summary}");
+        println!("{}", crate::check::check_live(settings)?);
         return Ok(());
     }
+    let summary = check_config(settings)?;
     let api = api_server_settings(settings)?;
-    if summary.config.allow.is_empty() && summary.platforms.len() > usize::from(api.is_some()) {
+    if summary.config.allow.is_empty()
+        && !summary.config.pairing
+        && summary.platforms.len() > usize::from(api.is_some())
+    {
         tracing::warn!(
             "nobody is allowed to talk to the bot; every user will be refused (see `hermes gateway run --check`)"
         );
@@ -573,7 +566,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             config: summary.config.clone(),
         })
     });
-    let report: ShutdownReport = rt.block_on(async {
+    let report: (ShutdownReport, Option<String>) = rt.block_on(async {
         // Install the handlers before connecting, so a signal during start-up
         // still stops the gateway gracefully.
         let mut term =
@@ -602,10 +595,16 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         #[cfg(not(feature = "api_server"))]
         let _ = (api, factory);
         tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r?,
-            _ = term.recv() => {}
-        }
+        let gave_up = tokio::select! {
+            r = tokio::signal::ctrl_c() => { r?; None }
+            _ = term.recv() => None,
+            why = async {
+                match &runner {
+                    Some(runner) => runner.gave_up().await,
+                    None => std::future::pending().await,
+                }
+            } => Some(why),
+        };
         tracing::info!("stopping the gateway");
         if let Some(scheduler) = scheduler {
             scheduler.stop(std::time::Duration::from_secs(2)).await;
@@ -614,14 +613,16 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         if let Some(server) = api_server {
             server.stop().await;
         }
-        Ok::<_, GatewayError>(match &runner {
+        let report = match &runner {
             Some(runner) => runner.shutdown().await,
             None => ShutdownReport {
                 all_turns_finished: true,
                 marked_clean: false,
             },
-        })
+        };
+        Ok::<_, GatewayError>((report, gave_up))
     })?;
+    let (report, gave_up) = report;
     // Turns still stuck in a provider call must not hold the process.
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
     if !report.all_turns_finished {
@@ -629,7 +630,10 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             "some turns did not finish in time; their sessions will be suspended at the next start"
         );
     }
-    Ok(())
+    match gave_up {
+        Some(why) => Err(GatewayError::AdapterStopped(why)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -134,6 +134,20 @@ pub struct GatewayConfig {
     /// `hermes pairing approve` (SPEC Y4); `false`: strangers are refused
     /// (`pairing`, `GATEWAY_PAIRING`).
     pub pairing: bool,
+    /// How `hermes gateway run` writes its log (`log_format`,
+    /// `GATEWAY_LOG_FORMAT`): a line of text or a JSON object per event.
+    pub log_format: LogFormat,
+}
+
+/// The gateway log's format (`[gateway] log_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `2026-12-02T03:04:05.123456Z  INFO message in platform=telegram …`
+    #[default]
+    Text,
+    /// One JSON object a line (`timestamp`, `level`, `target`, `message`,
+    /// and the event's fields), for a log collector.
+    Json,
 }
 
 impl Default for GatewayConfig {
@@ -157,6 +171,7 @@ impl Default for GatewayConfig {
             stream_replies: true,
             max_file_bytes: crate::media::DEFAULT_MAX_FILE_MB * 1024 * 1024,
             pairing: true,
+            log_format: LogFormat::Text,
         }
     }
 }
@@ -185,6 +200,7 @@ const KNOWN_KEYS: &[&str] = &[
     // Read by `hermes_runtime::cron::CronSettings` (scheduled jobs).
     "timezone",
     "pairing",
+    "log_format",
 ];
 
 impl GatewayConfig {
@@ -354,6 +370,21 @@ impl GatewayConfig {
         }
         if let Some((key, v)) = pick("GATEWAY_PAIRING", "pairing") {
             cfg.pairing = v.boolean(&key)?;
+        }
+        if let Some((key, v)) = pick("GATEWAY_LOG_FORMAT", "log_format") {
+            cfg.log_format = match v.string(&key)?.trim() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                other => {
+                    return Err(GatewayConfigError::new(
+                        key,
+                        format!(
+                            "`{other}` is not a log format{}; use \"text\" or \"json\"",
+                            hermes_runtime::config::suggestion(other, ["text", "json"])
+                        ),
+                    ));
+                }
+            };
         }
         Ok(cfg)
     }
@@ -556,6 +587,21 @@ mod tests {
         assert_eq!(cfg.busy_mode, BusyMode::Queue);
         assert_eq!(cfg.idle_reset, None);
         assert_eq!(cfg.daily_reset_hour, None);
+    }
+
+    #[test]
+    fn log_format_from_file_or_env() {
+        assert_eq!(parse("", &[]).unwrap().log_format, LogFormat::Text);
+        let cfg = parse("[gateway]\nlog_format = \"json\"", &[]).unwrap();
+        assert_eq!(cfg.log_format, LogFormat::Json);
+        let cfg = parse(
+            "[gateway]\nlog_format = \"json\"",
+            &[("GATEWAY_LOG_FORMAT", "text")],
+        );
+        assert_eq!(cfg.unwrap().log_format, LogFormat::Text);
+        let e = parse("[gateway]\nlog_format = \"jsn\"", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.log_format");
+        assert!(e.to_string().contains("json"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod api_server;
 pub mod app;
 pub mod approval;
 pub mod cache;
+pub mod check;
 pub mod command;
 pub mod config;
 pub mod cron;

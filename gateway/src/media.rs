@@ -44,10 +44,19 @@ use crate::event::{MediaKind, MediaRef};
 pub const DEFAULT_MAX_FILE_MB: u64 = 20;
 
 /// The answer to a voice message when no transcription is configured.
-pub const NO_TRANSCRIPTION_NOTICE: &str = "🎤 I can't listen to voice messages yet: set [transcription] base_url in config.toml to an OpenAI-compatible speech-to-text endpoint (OpenAI, or a local whisper.cpp / faster-whisper server) to enable them.";
+/// The operator's hint (`NO_TRANSCRIPTION_HINT`) goes to the log, never to
+/// the chat (issue 31).
+pub const NO_TRANSCRIPTION_NOTICE: &str =
+    "🎤 I can't listen to voice messages here yet; please send your message as text.";
+/// What the operator can do about [`NO_TRANSCRIPTION_NOTICE`] (logged).
+const NO_TRANSCRIPTION_HINT: &str = "a voice message was not transcribed: set [transcription] base_url in config.toml to an OpenAI-compatible speech-to-text endpoint (OpenAI, or a local whisper.cpp / faster-whisper server)";
 
 /// Told once per photo when the model cannot see it and nothing describes it.
-pub const NO_VISION_NOTICE: &str = "🖼 This model can't see images: set [provider] vision = true in config.toml if it accepts them, or [provider] vision_model to a model that can describe them.";
+/// The operator's hint goes to the log (issue 31).
+pub const NO_VISION_NOTICE: &str =
+    "🖼 This model can't see images, so I could not look at your photo.";
+/// What the operator can do about [`NO_VISION_NOTICE`] (logged).
+const NO_VISION_HINT: &str = "a photo was not shown to the model, which cannot see images: set [provider] vision = true in config.toml if it accepts them, or [provider] vision_model to a model that can describe them";
 
 /// Everything the gateway needs to turn media into a user message.
 pub struct MediaServices {
@@ -156,6 +165,11 @@ impl MediaServices {
         }
     }
 
+    /// Whether voice notes and audio files can be transcribed.
+    pub fn can_transcribe(&self) -> bool {
+        self.transcriber.is_some()
+    }
+
     /// The user message for `caption` and `downloads`, in session
     /// `session_id` with model `model` (blocking: transcription and
     /// descriptions are HTTP calls). `stem` names stored files
@@ -217,10 +231,13 @@ impl MediaServices {
                                     Ok(d) => attachment.description = Some(d),
                                     Err(e) => {
                                         tracing::warn!(error = %e, "the vision model could not describe an image");
-                                        notices.push(format!(
-                                            "⚠️ I could not get a description of your photo: {}.",
-                                            e.message
-                                        ));
+                                        // The cause (the vision model's
+                                        // address, its error) is the
+                                        // operator's: it is in the log.
+                                        notices.push(
+                                            "⚠️ I could not get a description of your photo."
+                                                .to_owned(),
+                                        );
                                         notes.push(
                                             "[The user sent a photo, but it could not be described]"
                                                 .to_owned(),
@@ -230,6 +247,7 @@ impl MediaServices {
                             }
                             None => {
                                 if !told_no_vision {
+                                    tracing::warn!("{NO_VISION_HINT}");
                                     notices.push(NO_VISION_NOTICE.to_owned());
                                     told_no_vision = true;
                                 }
@@ -246,6 +264,7 @@ impl MediaServices {
                     let Some(transcriber) = &self.transcriber else {
                         untranscribed += 1;
                         if !notices.iter().any(|l| l == NO_TRANSCRIPTION_NOTICE) {
+                            tracing::warn!("{NO_TRANSCRIPTION_HINT}");
                             notices.push(NO_TRANSCRIPTION_NOTICE.to_owned());
                         }
                         notes.push(format!(
@@ -261,9 +280,9 @@ impl MediaServices {
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "a voice message could not be transcribed");
-                            notices.push(format!("⚠️ I could not transcribe your {noun}: {e}."));
+                            notices.push(format!("⚠️ I could not transcribe your {noun}."));
                             notes.push(format!(
-                                "[The user sent a {noun}, but it could not be transcribed: {e}]"
+                                "[The user sent a {noun}, but it could not be transcribed]"
                             ));
                         }
                     }

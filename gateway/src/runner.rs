@@ -91,6 +91,7 @@ mod context;
 mod fetch;
 mod intake;
 mod lifecycle;
+mod oplog;
 mod progress;
 mod recovery;
 mod turn;
@@ -338,6 +339,10 @@ enum Work {
 struct TurnCtl {
     requested: AtomicBool,
     flag: Mutex<Option<InterruptFlag>>,
+    /// The turn's reply preview, while it runs: a message the runner sends
+    /// to the chat meanwhile (an approval question) ends it, so the answer
+    /// comes as a new message below, not as an edit of one above.
+    preview: Mutex<Option<tokio::sync::mpsc::UnboundedSender<StreamEvent>>>,
 }
 
 impl TurnCtl {
@@ -354,6 +359,13 @@ impl TurnCtl {
 
     fn is_requested(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
+    }
+
+    /// Another message goes to the chat: the preview stops where it is.
+    fn break_preview(&self) {
+        if let Some(tx) = lock(&self.preview).as_ref() {
+            let _ = tx.send(StreamEvent::Break);
+        }
     }
 }
 
@@ -463,6 +475,13 @@ impl GatewayRunner {
             let weak: Weak<Inner> = Arc::downgrade(&self.inner);
             hub.set_notifier(Box::new(move |route, text| {
                 if let Some(inner) = weak.upgrade() {
+                    if let Some(turn) = lock(&inner.state)
+                        .sessions
+                        .get(&route.key)
+                        .and_then(|slot| slot.turn.as_ref())
+                    {
+                        turn.break_preview();
+                    }
                     let route = route.clone();
                     let sender = Arc::clone(&inner);
                     inner.spawn(async move {

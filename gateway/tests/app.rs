@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod telegram_support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_gateway::app::{GatewayError, check_config, run_gateway};
+use hermes_gateway::check::{check_live, describe_allow};
 use hermes_gateway::lock::InstanceLock;
 use hermes_runtime::config::{Environment, Overrides, Settings, load};
 use hermes_runtime::store::Store;
@@ -36,6 +39,31 @@ fn settings(home: &Path, toml: &str, vars: &[(&str, &str)]) -> Settings {
 
 const TG: (&str, &str) = ("TELEGRAM_BOT_TOKEN", "123:abc");
 
+/// `--check` asks Telegram whether the token is good (`getMe`): the Bot API
+/// fake's token and address, and the runtime the fake runs on.
+fn live_telegram() -> (tokio::runtime::Runtime, [(&'static str, String); 2]) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(telegram_support::Fake::start(true));
+    let vars = [
+        ("TELEGRAM_BOT_TOKEN", telegram_support::TOKEN.to_owned()),
+        ("TELEGRAM_API_URL", fake.base.clone()),
+    ];
+    (rt, vars)
+}
+
+fn with_live<'a>(
+    live: &'a [(&'static str, String); 2],
+    vars: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut all: Vec<(&str, &str)> = live.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend(vars.iter().filter(|(k, _)| *k != TG.0));
+    all
+}
+
 #[test]
 fn check_accepts_a_valid_configuration_and_warns_about_an_empty_allow_list() {
     let dir = tempfile::tempdir().unwrap();
@@ -44,10 +72,22 @@ fn check_accepts_a_valid_configuration_and_warns_about_an_empty_allow_list() {
     assert!(summary.platforms.contains(&"telegram"));
     let text = summary.to_string();
     assert!(text.contains("busy mode: queue"), "{text}");
-    assert!(text.contains("nobody is allowed"), "{text}");
-    let s = settings(dir.path(), "", &[TG, ("TELEGRAM_ALLOWED_USERS", "1,2")]);
-    assert!(!check_config(&s).unwrap().to_string().contains("nobody"));
-    // --check needs no lock and no network.
+    let allowed = describe_allow(&summary.config.allow);
+    assert!(allowed.contains("nobody is allowed"), "{allowed}");
+    let (_rt, live) = live_telegram();
+    let s = settings(
+        dir.path(),
+        "",
+        &with_live(&live, &[("TELEGRAM_ALLOWED_USERS", "1,2")]),
+    );
+    let summary = check_config(&s).unwrap();
+    assert_eq!(
+        describe_allow(&summary.config.allow),
+        "allowed users: telegram: 1, 2"
+    );
+    // --check needs no lock; it asks Telegram (here the fake) about the token.
+    let report = check_live(&s).unwrap();
+    assert!(report.to_string().contains("@fake_bot"), "{report}");
     run_gateway(&s, true).unwrap();
 }
 
@@ -57,10 +97,11 @@ fn check_accepts_a_valid_configuration_and_warns_about_an_empty_allow_list() {
 #[test]
 fn check_accepts_an_explicit_web_toolset() {
     let dir = tempfile::tempdir().unwrap();
+    let (_rt, live) = live_telegram();
     let s = settings(
         dir.path(),
         "[agent]\ntoolsets = [\"web\", \"memory\", \"todo\"]\n",
-        &[TG, ("TELEGRAM_ALLOWED_USERS", "1")],
+        &with_live(&live, &[("TELEGRAM_ALLOWED_USERS", "1")]),
     );
     check_config(&s).unwrap();
     run_gateway(&s, true).unwrap();

@@ -33,6 +33,7 @@ pub const COMMANDS: &[SlashCommand] = &[
         "show or switch the model (checked against the provider's list)",
     ),
     cmd("models", "", "list the models the provider offers"),
+    cmd("tools", "", "list the tools the model may use"),
     cmd(
         "undo",
         "",
@@ -67,6 +68,7 @@ pub const COMMANDS: &[SlashCommand] = &[
 const ALIASES: &[(&str, &str)] = &[
     ("quit", "exit"),
     ("reset", "new"),
+    ("clear", "new"),
     ("rename", "title"),
     ("compact", "compress"),
 ];
@@ -81,8 +83,18 @@ pub fn help() -> String {
         } else {
             format!("/{} {}", c.name, c.args)
         };
+        let aliases: Vec<String> = ALIASES
+            .iter()
+            .filter(|(_, real)| *real == c.name)
+            .map(|(alias, _)| format!("/{alias}"))
+            .collect();
+        let also = if aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" (also {})", aliases.join(", "))
+        };
         out.push_str(&format!(
-            "  {}  {}\n",
+            "  {}  {}{also}\n",
             style.bold(&format!("{synopsis:<26}")),
             c.help
         ));
@@ -93,7 +105,7 @@ pub fn help() -> String {
          Alt-Enter, Ctrl-J   new line (pasted text keeps its lines too)\n  \
          Tab                 complete a /command\n  \
          ↑ ↓, Ctrl-R         history, search history\n  \
-         Ctrl-C              clear the line; while the agent works, interrupt it (twice: quit)\n  \
+         Ctrl-C              clear the line; while the agent works, interrupt it (twice while it works: quit)\n  \
          Ctrl-D, /exit       quit",
     );
     out
@@ -139,6 +151,7 @@ pub fn handle(chat: &mut Chat, input: &str) -> Result<Action, CliError> {
             say(&chat.compress(focus)?);
         }
         "model" => model(chat, arg)?,
+        "tools" => say(&tools(chat)),
         "models" => match chat.bench().client.list_models() {
             Ok(models) => say(&crate::admin::model_table(&models, &chat.bench().model)),
             Err(e) => say(&format!("Cannot list the models: {e}")),
@@ -173,6 +186,34 @@ pub fn handle(chat: &mut Chat, input: &str) -> Result<Action, CliError> {
         other => say(&unknown(other)),
     }
     Ok(Action::Handled)
+}
+
+/// `/tools`: each tool the model may use, with the first sentence of what
+/// it does.
+fn tools(chat: &Chat) -> String {
+    let specs = chat.bench().tools.specs();
+    if specs.is_empty() {
+        return "No tools: the model only talks ([agent] toolsets is empty).".to_owned();
+    }
+    let style = term().out_style();
+    let mut out = format!(
+        "{} tool{}:\n",
+        specs.len(),
+        if specs.len() == 1 { "" } else { "s" }
+    );
+    for spec in specs {
+        let first = spec
+            .description
+            .split_once(". ")
+            .map_or(spec.description.as_str(), |(first, _)| first);
+        out.push_str(&format!(
+            "  {}  {}\n",
+            style.bold(&format!("{:<18}", spec.name)),
+            crate::display::one_line(first, 70)
+        ));
+    }
+    out.truncate(out.trim_end().len());
+    out
 }
 
 /// "Unknown command /x. Did you mean /y?"

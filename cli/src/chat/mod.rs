@@ -70,15 +70,9 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
                     let _ = s;
                     std::process::exit(130);
                 };
+                // At the prompt — also right after an interrupt — Ctrl-C
+                // only reminds how to leave.
                 if s.at_prompt.load(Ordering::Acquire) {
-                    let recent = s
-                        .last
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .is_some_and(|t| t.elapsed() < Duration::from_secs(2));
-                    if recent {
-                        exit(&s);
-                    }
                     term().line(&term().err_style().dim("(Ctrl-D or /exit to quit)"));
                     return;
                 }
@@ -436,15 +430,6 @@ impl Chat {
         ctrl_c(&self.interrupt)
             .at_prompt
             .store(waiting, Ordering::Release);
-    }
-
-    /// Whether a turn was interrupted with Ctrl-C less than two seconds ago:
-    /// a second press then means "quit", even if the turn has already
-    /// stopped and the prompt is back.
-    pub fn interrupted_just_now(&self) -> bool {
-        let state = ctrl_c(&self.interrupt);
-        let last = *state.last.lock().unwrap_or_else(PoisonError::into_inner);
-        last.is_some_and(|t| t.elapsed() < Duration::from_secs(2))
     }
 
     /// The current session id, if one was created.

@@ -127,7 +127,6 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         greet(&chat);
     }
     let prompt = if term().caps.in_tty { "› " } else { "" };
-    let mut code = 0;
     // Type-ahead is held for the whole session, not only during turns: a
     // command takes a while too (`/model` asks the provider), and keys typed
     // between two prompts in the terminal's line mode would arrive with
@@ -147,11 +146,8 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
                 if had_text.swap(false, Ordering::AcqRel) {
                     continue;
                 }
-                if chat.interrupted_just_now() {
-                    // The second press of "Ctrl-C twice quits".
-                    code = 130;
-                    break;
-                }
+                // At the prompt Ctrl-C never quits, also right after it
+                // interrupted a turn: only Ctrl-D or /exit leave.
                 term().line(&term().err_style().dim("(Ctrl-D or /exit to quit)"));
                 continue;
             }
@@ -180,7 +176,7 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     if let Some(id) = chat.session_id() {
         term().line(&goodbye(id));
     }
-    Ok(code)
+    Ok(0)
 }
 
 /// The first lines: what is talking to what, or a recap of the resumed session.

@@ -442,8 +442,11 @@ fn history_recalls_earlier_lines_and_pasted_text_keeps_its_lines() {
     assert_eq!(reqs[1]["messages"][3]["content"], "first line\nsecond line");
 }
 
+/// Issue 31: a second Ctrl-C right after an interrupt — the prompt is
+/// back — only reminds how to quit (it used to quit); the session is kept
+/// and `/exit` leaves with the resume hint.
 #[test]
-fn ctrl_c_twice_while_the_agent_works_quits_with_the_resume_hint() {
+fn ctrl_c_right_after_an_interrupt_only_reminds() {
     let env = Env::new();
     let provider = FakeProvider::start(vec![
         Reply::text("first"),
@@ -457,13 +460,15 @@ fn ctrl_c_twice_while_the_agent_works_quits_with_the_resume_hint() {
     p.send_line("go slowly");
     p.expect("a ");
     p.ctrl('c');
-    p.expect("press Ctrl-C again to quit");
+    p.expect("Interrupted; the partial answer is kept.");
     p.ctrl('c');
+    p.expect("(Ctrl-D or /exit to quit)");
+    p.send_line("/exit");
     p.expect("Resume it with hermes -c");
     p.eof();
     let status = p.p.process.wait().unwrap();
     assert!(
-        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 0)),
         "{status:?}"
     );
 }
@@ -510,4 +515,24 @@ fn approval_enter_refuses_and_ctrl_c_refuses_and_interrupts_the_turn() {
         results.iter().any(|r| r.contains("the user said no")),
         "{results:?}"
     );
+}
+
+/// Issue 31: `/clear` and `/tools` exist, and `/help` names the other
+/// spellings of a command (`/reset` was accepted but listed nowhere).
+#[test]
+fn clear_and_tools_exist_and_help_lists_the_aliases() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![Reply::text("first")]).unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("/help");
+    p.expect("(also /reset, /clear)");
+    p.send_line("/tools");
+    p.expect("todo");
+    p.send_line("hello");
+    p.expect("first");
+    p.send_line("/clear");
+    p.expect("Started a new session.");
+    p.send_line("/exit");
+    p.eof();
 }

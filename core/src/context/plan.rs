@@ -13,6 +13,9 @@
 //!   a user message when one fits (a whole exchange; up to
 //!   [`Budgets::tail_max`] to keep the last exchange whole), else at an
 //!   assistant message; at least the last group, even over budget.
+//!   The tail never starts among the parts of the request being answered
+//!   (an album: consecutive user messages with attachments): it takes all
+//!   of them.
 //! - **middle**: everything between, including an earlier summary; replaced
 //!   by one new summary.
 //!
@@ -170,10 +173,34 @@ pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
             }
         }
     }
-    let (tail_start, tail_tokens) = match (best_user, tail_tokens_user) {
+    let (mut tail_start, mut tail_tokens) = match (best_user, tail_tokens_user) {
         (Some(u), Some(t)) => (u, t),
         _ => (best_any, tail_tokens_any),
     };
+    // The request being answered may be several user messages in a row:
+    // an album arrives as one message per photo, the caption on the first.
+    // A cut among them would summarise part of what the user asks now, so
+    // the tail takes all of them. (Only parts with attachments: a plain
+    // message left unanswered by a failed turn is history, not this request.)
+    if let Some(last_user) = view
+        .iter()
+        .rposition(|e| matches!(e.message, Message::User { .. }))
+    {
+        let part = |e: &LedgerEntry| matches!(&e.message, Message::User { attachments, .. } if !attachments.is_empty());
+        let mut turn_start = last_user;
+        if part(&view[last_user]) {
+            while turn_start > 0 && part(&view[turn_start - 1]) {
+                turn_start -= 1;
+            }
+        }
+        if turn_start < tail_start && tail_start <= last_user {
+            tail_tokens += view[turn_start..tail_start]
+                .iter()
+                .map(entry_tokens)
+                .sum::<u64>();
+            tail_start = turn_start;
+        }
+    }
     if tail_start < lower {
         return Err(NoPlan::TooShort);
     }

@@ -226,9 +226,16 @@ impl MatrixAdapter {
         self.stopped.borrow().clone()
     }
 
-    /// Logs in (or checks the token) without syncing: `gateway run --check`.
+    /// Checks the credentials without syncing (`gateway run --check`): the
+    /// access token with `whoami`, or a password login that is logged out
+    /// again at once, so a check run by the service manager before every
+    /// start does not leave a device behind each time.
     pub async fn check(&self) -> Result<BotAccount, AdapterError> {
-        sync::log_in(&self.inner).await
+        let account = sync::log_in(&self.inner).await?;
+        if self.inner.config.access_token.is_none() && self.inner.store.is_none() {
+            sync::log_out(&self.inner).await;
+        }
+        Ok(account)
     }
 }
 
@@ -318,6 +325,30 @@ impl PlatformAdapter for MatrixAdapter {
 
     async fn typing(&self, chat_id: &str) {
         self.set_typing(chat_id, true).await;
+    }
+
+    async fn verify(&self) -> Result<Option<String>, String> {
+        self.check()
+            .await
+            .map(|account| Some(account.user_id))
+            .map_err(|e| {
+                format!(
+                    "{e} (MATRIX_HOMESERVER {})",
+                    self.inner.config.homeserver
+                )
+            })
+    }
+
+    async fn gave_up(&self) -> String {
+        let mut rx = self.stopped.subscribe();
+        loop {
+            if let Some(e) = &*rx.borrow_and_update() {
+                return e.to_string();
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
     }
 
     async fn fetch_media(

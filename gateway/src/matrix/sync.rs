@@ -140,6 +140,18 @@ pub(super) async fn log_in(inner: &Inner) -> Result<BotAccount, AdapterError> {
     whoami(inner).await.map_err(CallError::into_adapter_error)
 }
 
+/// Ends this login (its device is deleted by the homeserver).
+pub(super) async fn log_out(inner: &Inner) {
+    if let Err(e) = inner
+        .api
+        .call_once("POST", "/_matrix/client/v3/logout", Some(&json!({})), Duration::from_secs(30))
+        .await
+    {
+        tracing::warn!(error = %e, "matrix: cannot log the check's login out");
+    }
+    inner.api.set_token("");
+}
+
 async fn whoami(inner: &Inner) -> Result<BotAccount, CallError> {
     let answer = inner
         .api

@@ -80,6 +80,9 @@ pub(super) struct Cluster {
     /// An in-memory store: nothing is durable, so nothing is fenced (and
     /// there is no other gateway).
     pub(super) volatile: AtomicBool,
+    /// Why an adapter stopped for good ([`PlatformAdapter::gave_up`]): the
+    /// gateway exits non-zero ([`super::GatewayRunner::gave_up`]).
+    pub(super) gave_up: watch::Sender<Option<String>>,
 }
 
 impl Cluster {
@@ -95,6 +98,20 @@ impl Cluster {
             orphans: Mutex::new(HashMap::new()),
             listener: Mutex::new(None),
             volatile: AtomicBool::new(false),
+            gave_up: watch::Sender::new(None),
+        }
+    }
+}
+
+impl super::GatewayRunner {
+    /// Resolves, with the reason, when an adapter has stopped for good
+    /// ([`PlatformAdapter::gave_up`]): `hermes gateway run` then stops and
+    /// exits non-zero, so its service manager restarts it.
+    pub async fn gave_up(&self) -> String {
+        let mut rx = self.inner.cluster.gave_up.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(why) => why.clone().unwrap_or_default(),
+            Err(_) => std::future::pending().await,
         }
     }
 }
@@ -310,6 +327,11 @@ impl Inner {
                     _ = held.invalidated() => break,
                     _ = stopped(&mut stop) => {
                         keeper.abort();
+                        return;
+                    }
+                    why = adapter.gave_up() => {
+                        tracing::error!(platform, error = %why, "the adapter stopped for good; stopping the gateway so that it is restarted");
+                        self.cluster.gave_up.send_replace(Some(why));
                         return;
                     }
                     // A turn of this bot on a gateway that died later than

@@ -12,7 +12,7 @@ use super::{
 use crate::approval::Verdict;
 use crate::command::{Command, HELP, parse_command, skills_text};
 use crate::config::BusyMode;
-use crate::event::{ChatType, MessageEvent};
+use crate::event::{ChatType, MediaKind, MessageEvent};
 use crate::inbox::{Accepted, Pending, seen_key};
 use crate::session::session_key;
 use hermes_runtime::store::StoreError;
@@ -86,6 +86,7 @@ impl Inner {
         let key = session_key(source, self.config.group_sessions_per_user);
         let position = self.next_pending.load(Ordering::SeqCst);
         let command = parse_command(&event.text);
+        super::oplog::message_in(&event, command.is_some());
         if matches!(
             command,
             Some(
@@ -375,6 +376,15 @@ impl Inner {
             return (true, Vec::new());
         };
         let mut replaced = Vec::new();
+        // A message nothing can be made of (a voice note, no transcription
+        // configured) interrupts nothing: it waits its turn, which answers
+        // it with a notice (issue 31), and no "queued" notice comes first.
+        let unreadable = self.cannot_process(&event);
+        let busy_mode = if unreadable {
+            BusyMode::Queue
+        } else {
+            busy_mode
+        };
         let notice = match busy_mode {
             BusyMode::Interrupt => {
                 // One buffered slot: a newer message replaces the waiting one.
@@ -407,7 +417,7 @@ impl Inner {
                     return (false, replaced);
                 }
                 slot.queue.push_back(Work::Message(event.clone(), id));
-                slot.turn.is_some().then_some(QUEUE_NOTICE)
+                (slot.turn.is_some() && !unreadable).then_some(QUEUE_NOTICE)
             }
         };
         let Some(text) = notice else {
@@ -427,6 +437,22 @@ impl Inner {
         drop(state);
         self.reply_later(&event, text.to_owned());
         (true, replaced)
+    }
+
+    /// Whether `event` is only media this gateway cannot read — voice or
+    /// audio without a caption, and no transcription configured — so its
+    /// turn can only say so.
+    fn cannot_process(&self, event: &MessageEvent) -> bool {
+        event.text.trim().is_empty()
+            && !event.media.is_empty()
+            && event
+                .media
+                .iter()
+                .all(|m| matches!(m.kind, MediaKind::Voice | MediaKind::Audio))
+            && self
+                .factory
+                .media()
+                .is_some_and(|services| !services.can_transcribe())
     }
 
     /// Queues work for `key`, starting the session's worker if it has none.

@@ -38,6 +38,10 @@ pub enum StreamEvent {
     ToolStarted(String),
     /// The tool finished.
     ToolFinished,
+    /// The runner sent the chat another message meanwhile (an approval
+    /// question): the preview stays as it is, without its status line, and
+    /// the reply comes as a new message below that one.
+    Break,
 }
 
 /// The preview being built.
@@ -75,6 +79,8 @@ impl Preview {
             StreamEvent::ToolFinished => {
                 self.status = Some("⚙️ working…".to_owned());
             }
+            // Handled by the preview task.
+            StreamEvent::Break => return,
         }
         self.dirty = true;
     }
@@ -96,7 +102,7 @@ impl Preview {
 /// [`Streaming::end`] it to get the stream back for its final text.
 pub(super) struct Streaming {
     tx: mpsc::UnboundedSender<StreamEvent>,
-    task: JoinHandle<(Box<dyn ReplyStream>, bool)>,
+    task: JoinHandle<Option<(Box<dyn ReplyStream>, bool)>>,
 }
 
 impl Streaming {
@@ -114,11 +120,12 @@ impl Streaming {
 
     /// Waits for the preview task once every sender is gone; returns the
     /// stream and whether every update was accepted (`None` if the task
-    /// panicked).
+    /// panicked, or the preview was ended early by [`StreamEvent::Break`]:
+    /// the reply is then sent as a message of its own).
     pub(super) async fn end(self) -> Option<(Box<dyn ReplyStream>, bool)> {
         drop(self.tx);
         match self.task.await {
-            Ok(done) => Some(done),
+            Ok(done) => done,
             Err(e) => {
                 tracing::error!(error = %e, "the reply preview task failed");
                 None
@@ -131,7 +138,7 @@ async fn run_preview(
     mut rx: mpsc::UnboundedReceiver<StreamEvent>,
     mut stream: Box<dyn ReplyStream>,
     interval: Duration,
-) -> (Box<dyn ReplyStream>, bool) {
+) -> Option<(Box<dyn ReplyStream>, bool)> {
     let mut preview = Preview::default();
     // The first preview waits one interval too: an answer that is done by
     // then is sent once, whole, with no preview before it.
@@ -141,6 +148,17 @@ async fn run_preview(
         let due = (preview.dirty && healthy).then(|| last + interval);
         tokio::select! {
             event = rx.recv() => match event {
+                Some(StreamEvent::Break) => {
+                    // What was shown stays, without its status line (the
+                    // shown text is deleted when there is none).
+                    preview.status = None;
+                    if let Err(e) = stream.finish(&preview.render()).await {
+                        tracing::warn!(error = %e, "a reply preview could not be ended");
+                    }
+                    // The rest of the turn's events have nowhere to go.
+                    while rx.recv().await.is_some() {}
+                    return None;
+                }
                 Some(event) => preview.apply(event),
                 None => break,
             },
@@ -159,7 +177,7 @@ async fn run_preview(
             }
         }
     }
-    (stream, healthy)
+    Some((stream, healthy))
 }
 
 async fn sleep_until(at: Option<Instant>) {

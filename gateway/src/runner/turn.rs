@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hermes_core::{
-    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason,
+    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{SessionRecord, StoreError};
@@ -92,6 +92,8 @@ pub(super) struct TurnReply {
     /// A turn of this session that died midway elsewhere, found when this
     /// one started: its user is owed the restart notice first.
     pub(super) orphan: Option<TurnMarker>,
+    /// Tokens the run used (none when it did not run).
+    pub(super) usage: Usage,
 }
 
 impl TurnReply {
@@ -102,11 +104,39 @@ impl TurnReply {
             texts,
             taken_over,
             orphan,
+            usage: Usage::default(),
         }
     }
 
     fn texts(texts: Vec<String>) -> Self {
         Self::ended(texts, false, None)
+    }
+}
+
+/// Told when the message could not be stored (the log has the error).
+const SAVE_FAILED: &str = "Sorry, I could not save your message. Please send it again.";
+/// Told when no agent could be built (the log has the error).
+const UNAVAILABLE: &str =
+    "Sorry, the assistant is unavailable right now. Your message is saved; please try again later.";
+/// The provider failed before answering anything: the turn was taken back.
+pub const MODEL_FAILED_NOT_KEPT: &str = "Sorry, I could not get an answer from the model just now. Please send your message again in a moment.";
+/// The provider failed after part of the answer (kept above).
+pub const MODEL_FAILED_PARTWAY: &str =
+    "Sorry, the model stopped answering partway. Please try again in a moment.";
+/// The conversation does not fit the model's window, even compacted.
+const TOO_LONG: &str = "This does not fit in the model's context window, even after compacting the conversation. Send a shorter message (or a smaller file), or start a new conversation with /new.";
+
+/// Whether `message` is (part of) an answer: text, a tool call or a tool
+/// result; an empty assistant message (stopped before its first token) is
+/// none.
+fn answers(message: &Message) -> bool {
+    match message {
+        Message::User { .. } => false,
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => !tool_calls.is_empty() || content.as_deref().is_some_and(|c| !c.is_empty()),
+        Message::Tool { .. } => true,
     }
 }
 
@@ -192,6 +222,7 @@ impl Inner {
             return;
         }
         let platform = event.source.platform.clone();
+        let started = std::time::Instant::now();
         // X8: at most one turn of a session across all gateways.
         let Some(lease) = self.acquire_session(key, &platform).await else {
             tracing::info!(
@@ -272,6 +303,7 @@ impl Inner {
         let turn_ctl = Arc::clone(&ctl);
         let turn_lease = lease.clone();
         let progress = streaming.as_ref().map(Streaming::sender);
+        *lock(&ctl.preview) = streaming.as_ref().map(Streaming::sender);
         let result = tokio::task::spawn_blocking(move || {
             inner.run_turn(
                 &turn_key,
@@ -287,6 +319,8 @@ impl Inner {
         drop(permit);
         drop(typing);
         watcher.abort();
+        // The preview ends once its senders are gone.
+        lock(&ctl.preview).take();
         if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
             slot.turn = None;
         }
@@ -318,8 +352,10 @@ impl Inner {
         };
         keeper.abort();
         if ours {
-            self.deliver_reply(reply.texts, streaming, &platform, &chat, &reply_to)
+            let pieces = self
+                .deliver_reply(reply.texts, streaming, &platform, &chat, &reply_to)
                 .await;
+            super::oplog::reply_out(&platform, &chat, pieces, started.elapsed(), &reply.usage);
         } else {
             tracing::warn!(
                 key,
@@ -337,7 +373,7 @@ impl Inner {
 
     /// Sends a turn's texts: all but the last as messages, the last (the
     /// reply) as the end of the streamed preview where there is one, else
-    /// as a message.
+    /// as a message. Returns how many platform messages that took.
     async fn deliver_reply(
         &self,
         mut texts: Vec<String>,
@@ -345,9 +381,11 @@ impl Inner {
         platform: &str,
         chat: &str,
         reply_to: &str,
-    ) {
+    ) -> usize {
         let reply = texts.pop().unwrap_or_default();
+        let mut pieces = 0;
         for text in texts {
+            pieces += self.pieces(platform, &text);
             self.send(platform, chat, &text, Some(reply_to)).await;
         }
         let streamed = match streaming {
@@ -365,8 +403,25 @@ impl Inner {
             },
             None => false,
         };
-        if !delivered {
+        if delivered {
+            pieces += 1;
+        } else {
+            pieces += self.pieces(platform, &reply);
             self.send(platform, chat, &reply, Some(reply_to)).await;
+        }
+        pieces
+    }
+
+    /// How many platform messages [`Inner::send`] makes of `text` (at most
+    /// `max_reply_messages`; the rest of a longer one goes as a file).
+    fn pieces(&self, platform: &str, text: &str) -> usize {
+        match self.adapters.get(platform) {
+            Some(a) if !text.is_empty() => {
+                crate::split::split_message(text, a.max_message_len(), a.length_unit())
+                    .len()
+                    .min(self.config.max_reply_messages)
+            }
+            _ => 0,
         }
     }
 
@@ -418,9 +473,7 @@ impl Inner {
             }
             Err(e) => {
                 tracing::error!(key, error = %e, "could not open the session");
-                texts.push(format!(
-                    "Sorry, I could not save your message ({e}). Please send it again."
-                ));
+                texts.push(SAVE_FAILED.to_owned());
                 return TurnReply::ended(texts, false, orphan);
             }
         };
@@ -520,9 +573,7 @@ impl Inner {
             }
             Err(e) => {
                 tracing::error!(key, error = %e, "could not store the user message");
-                texts.push(format!(
-                    "Sorry, I could not save your message ({e}). Please send it again."
-                ));
+                texts.push(SAVE_FAILED.to_owned());
                 return TurnReply::ended(texts, false, orphan);
             }
         };
@@ -537,9 +588,7 @@ impl Inner {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!(key, error = %e, "could not build an agent");
-                texts.push(format!(
-                    "{prefix}Sorry, the assistant is unavailable: {e}. Your message is saved."
-                ));
+                texts.push(format!("{prefix}{UNAVAILABLE}"));
                 return TurnReply::ended(texts, false, orphan);
             }
         };
@@ -583,7 +632,7 @@ impl Inner {
         }
         if let Some(e) = persist.failure() {
             tracing::error!(key, error = %e, "could not store the reply; the run was stopped");
-            texts.push(format!("(Warning: this reply could not be saved: {e}.)"));
+            texts.push("(Warning: this reply could not be saved.)".to_owned());
         } else if persist.unfinished() > 0 {
             // The core answers every tool call before it ends a run, so this
             // does not happen; if it did, storing the call without its
@@ -593,6 +642,28 @@ impl Inner {
                 entries = persist.unfinished(),
                 "a tool call without all its results was not stored"
             );
+        }
+        // A provider that failed: the detail (URLs, settings to change) is
+        // the operator's, in the log; the chat gets a sentence. A turn it
+        // never answered is taken back out of the session, as the CLI does,
+        // so the next turn does not begin with two user messages in a row.
+        let failed = match &outcome.stop {
+            StopReason::ModelError(e) | StopReason::ContextOverflow(e) => Some(e.to_string()),
+            _ => None,
+        };
+        let answered = outcome.new_messages().iter().any(|e| answers(&e.message));
+        let mut rolled_back = false;
+        if let Some(cause) = &failed {
+            super::oplog::turn_failed(key, cause);
+            if !answered && persist.failure().is_none() {
+                drop(persist);
+                match self.store().undo_last_turn(&session.id) {
+                    Ok(_) => rolled_back = true,
+                    Err(e) => {
+                        tracing::error!(key, error = %e, "could not take the unanswered turn back")
+                    }
+                }
+            }
         }
         // 6. What the user sees: notices and transcripts, then the answer.
         let prefix_len = prefix.len();
@@ -605,6 +676,12 @@ impl Inner {
                 Some(STOPPED_NOTICE.to_owned())
             }
             StopReason::Completed | StopReason::Interrupted => None,
+            StopReason::ModelError(_) => Some(if rolled_back {
+                MODEL_FAILED_NOT_KEPT.to_owned()
+            } else {
+                MODEL_FAILED_PARTWAY.to_owned()
+            }),
+            StopReason::ContextOverflow(_) => Some(TOO_LONG.to_owned()),
             other => other.notice(budget.total()),
         } {
             if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
@@ -626,7 +703,9 @@ impl Inner {
             reply.truncate(reply.trim_end().len());
         }
         texts.push(reply);
-        TurnReply::ended(texts, false, orphan)
+        let mut done = TurnReply::ended(texts, false, orphan);
+        done.usage = outcome.usage;
+        done
     }
 
     /// The cached agent of this session and signature, or a new one (with the

@@ -6,16 +6,26 @@
 /// Problems with the Telegram settings in `env`, one sentence each; empty
 /// when Telegram is not enabled or all is well.
 pub fn check_env(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    let mut problems = Vec::new();
     let Some(token) = env("TELEGRAM_BOT_TOKEN").filter(|t| !t.trim().is_empty()) else {
-        return problems;
+        return Vec::new();
     };
-    if !token_shape_ok(token.trim()) {
-        problems.push(
-            "TELEGRAM_BOT_TOKEN does not look like a bot token (BotFather gives `<bot id>:<35 letters, digits, - or _>`, e.g. 123456789:AAH…)"
-                .to_owned(),
-        );
-    }
+    let mut problems: Vec<String> = token_problem(&token).into_iter().collect();
+    problems.extend(allow_list_problems(env));
+    problems
+}
+
+/// Why `token` does not look like a token BotFather issues, if it does not:
+/// a hint beside Telegram's refusal of it.
+pub fn token_problem(token: &str) -> Option<String> {
+    (!token_shape_ok(token.trim())).then(|| {
+        "TELEGRAM_BOT_TOKEN does not look like a bot token (BotFather gives `<bot id>:<35 letters, digits, - or _>`, e.g. 123456789:AAH…)"
+            .to_owned()
+    })
+}
+
+/// Entries of `TELEGRAM_ALLOWED_USERS` that can never match a user.
+pub fn allow_list_problems(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut problems = Vec::new();
     if let Some(list) = env("TELEGRAM_ALLOWED_USERS") {
         for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if !id.chars().all(|c| c.is_ascii_digit()) {

@@ -56,7 +56,7 @@ use crate::split::{LengthUnit, split_message};
 pub use api::RetryPolicy;
 pub(crate) use api::read_answer;
 use api::{Api, CallError, PLATFORM};
-pub use check::check_env;
+pub use check::{allow_list_problems, check_env, token_problem};
 use inbound::Recent;
 pub(crate) use inbound::translate;
 pub use inbound::{BotIdentity, GroupPolicy};
@@ -179,6 +179,14 @@ impl std::fmt::Debug for TelegramAdapter {
         f.debug_struct("TelegramAdapter")
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// `@username (bot id N)`, as the log and `--check` name the bot.
+fn bot_name(bot: &BotIdentity) -> String {
+    match &bot.username {
+        Some(u) => format!("@{u} (bot id {})", bot.id),
+        None => format!("bot id {}", bot.id),
     }
 }
 
@@ -451,7 +459,12 @@ impl PlatformAdapter for TelegramAdapter {
             platform: PLATFORM,
             message: format!("getMe answered something unexpected: {e}"),
         })?;
-        tracing::info!(bot_id = bot.id, username = ?bot.username, "telegram: connected");
+        tracing::info!(
+            platform = PLATFORM,
+            bot_id = bot.id,
+            "telegram: connected as {}",
+            bot_name(&bot)
+        );
         *lock(&self.inner.bot) = Some(bot);
 
         let (stop, stop_rx) = watch::channel(false);
@@ -475,6 +488,43 @@ impl PlatformAdapter for TelegramAdapter {
         });
         *self.running.lock().await = Some(Running { stop, task });
         Ok(())
+    }
+
+    async fn verify(&self) -> Result<Option<String>, String> {
+        let me = self
+            .inner
+            .api
+            .call_once("getMe", &json!({}), Duration::from_secs(20))
+            .await;
+        let me = match me {
+            Ok(me) => me,
+            Err(CallError::Network(why)) => {
+                return Err(format!(
+                    "telegram: cannot reach the Bot API at {} (TELEGRAM_API_URL): {why}",
+                    self.inner.config.api_url
+                ));
+            }
+            Err(e) => return Err(e.into_adapter_error().to_string()),
+        };
+        let bot: BotIdentity = serde_json::from_value(me).map_err(|e| {
+            format!(
+                "telegram: getMe at {} (TELEGRAM_API_URL) answered something unexpected: {e}",
+                self.inner.config.api_url
+            )
+        })?;
+        Ok(Some(bot_name(&bot)))
+    }
+
+    async fn gave_up(&self) -> String {
+        let mut rx = self.status.subscribe();
+        loop {
+            if let Status::Stopped(Some(e)) = &*rx.borrow_and_update() {
+                return e.to_string();
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
     }
 
     async fn disconnect(&self) {

@@ -95,6 +95,7 @@ impl Inner {
         // A configured timeout is not bounded by the type: saturate.
         let http_timeout = poll.saturating_add(Duration::from_secs(15));
         let mut failures = 0u32;
+        let mut conflicts = ConflictLog::default();
         loop {
             // First of all, every time — also right after waking from a
             // SIGSTOP that outlasted the lease: is the bot still ours?
@@ -123,6 +124,7 @@ impl Inner {
             let wait = match result {
                 Ok(value) => {
                     failures = 0;
+                    conflicts.resolved();
                     let batch = take_batch(value, offset);
                     let empty = batch.updates.is_empty();
                     for (id, update) in batch.updates {
@@ -158,10 +160,20 @@ impl Inner {
                     );
                     Some(wait)
                 }
+                Err(CallError::Api {
+                    status: 409,
+                    description,
+                    ..
+                }) => {
+                    // Another poller of this token (an admin's shell beside
+                    // the service, a laptop beside the board): a condition
+                    // to wait out, never the end of polling — once it
+                    // leaves, this gateway serves again.
+                    Some(conflicts.seen(&description, &self.config.retry))
+                }
                 Err(
                     e @ CallError::Api {
-                        status: 401 | 404 | 409,
-                        ..
+                        status: 401 | 404, ..
                     },
                 ) => {
                     return Some(e.into_adapter_error());
@@ -178,6 +190,62 @@ impl Inner {
             {
                 return None;
             }
+        }
+    }
+}
+
+/// The longest wait between two polls while another process polls the same
+/// token: the gateway serves again at most this long after it left.
+pub(crate) const CONFLICT_MAX_WAIT: Duration = Duration::from_secs(10);
+/// A continuing conflict is logged at most this often.
+const CONFLICT_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// The 409s of one stretch of conflict: how long to wait before the next
+/// poll, and when to say so in the log (once a minute, not once a poll).
+#[derive(Debug, Default)]
+struct ConflictLog {
+    /// 409s since the last successful poll.
+    count: u32,
+    /// 409s not yet reported in the log.
+    unreported: u32,
+    logged_at: Option<Instant>,
+}
+
+impl ConflictLog {
+    /// One more 409: logs when a minute has passed since the last line and
+    /// returns the pause before polling again.
+    fn seen(&mut self, description: &str, retry: &super::RetryPolicy) -> Duration {
+        self.count = self.count.saturating_add(1);
+        self.unreported = self.unreported.saturating_add(1);
+        if self
+            .logged_at
+            .is_none_or(|at| at.elapsed() >= CONFLICT_LOG_EVERY)
+        {
+            tracing::warn!(
+                conflicts = self.unreported,
+                telegram = description,
+                "telegram: another process is polling this bot token (409 Conflict); still polling, \
+                 with pauses — stop the other gateway or give it its own bot token"
+            );
+            self.logged_at = Some(Instant::now());
+            self.unreported = 0;
+        }
+        retry
+            .backoff(self.count)
+            .clamp(Duration::from_millis(500), CONFLICT_MAX_WAIT)
+    }
+
+    /// A poll succeeded: if a conflict was going on, it is over. The time
+    /// of the last warning is kept, so a conflict that comes and goes is
+    /// still reported at most once a minute.
+    fn resolved(&mut self) {
+        if self.count > 0 {
+            tracing::info!(
+                conflicts = self.count,
+                "telegram: polling without conflict again"
+            );
+            self.count = 0;
+            self.unreported = 0;
         }
     }
 }

@@ -626,6 +626,17 @@ impl PlatformAdapter for WecomAdapter {
         Duration::from_millis(800)
     }
 
+    async fn gave_up(&self) -> String {
+        // The state lives behind a plain mutex: looking once a second is
+        // soon enough for a process that is about to exit.
+        loop {
+            if let Some(e) = self.stop_error() {
+                return e.to_string();
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
     async fn send(
         &self,
         chat_id: &str,

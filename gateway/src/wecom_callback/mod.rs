@@ -330,6 +330,31 @@ impl PlatformAdapter for WecomCallbackAdapter {
         Ok(())
     }
 
+    /// The port is bindable (unless this adapter already listens on it)
+    /// and `gettoken` accepts the corp id and secret.
+    async fn verify(&self) -> Result<Option<String>, String> {
+        let c = &self.inner.config;
+        if self.inner.server.lock().await.is_none() {
+            tokio::net::TcpListener::bind(c.listen).await.map_err(|e| {
+                format!(
+                    "wecom_callback: cannot listen on {} ({e}); check WECOM_CALLBACK_HOST and WECOM_CALLBACK_PORT",
+                    c.listen
+                )
+            })?;
+        }
+        match tokio::time::timeout(FIRST_TOKEN_WAIT, self.inner.api.access_token()).await {
+            Ok(Ok(_)) => Ok(Some(format!(
+                "app {} of corp {}, callbacks on {}",
+                c.agent_id, c.corp_id, c.listen
+            ))),
+            Ok(Err(e)) => Err(e.into_adapter_error().to_string()),
+            Err(_) => Err(format!(
+                "wecom_callback: gettoken did not answer within {} s (WECOM_CALLBACK_API_URL?)",
+                FIRST_TOKEN_WAIT.as_secs()
+            )),
+        }
+    }
+
     async fn disconnect(&self) {
         let server = self.inner.server.lock().await.take();
         if let Some(server) = server {

@@ -546,6 +546,9 @@ mod tests {
             .collect();
         assert!(p[0].contains("did you mean DISCORD_BOT_TOKEN"), "{p:?}");
         assert!(unknown_var("DISCORD_HOME_CHANNEL").is_none());
+    }
+
+    #[test]
     fn the_api_server_section_is_checked() {
         let ok = "[api_server]\nenabled = true\nkey = \"k\"\nhost = \"0.0.0.0\"\nport = 8642\n\
                   model_name = \"hermes-agent\"\ncors_origins = [\"http://localhost:3000\"]\nmax_concurrent = 4\n";

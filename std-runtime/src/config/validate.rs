@@ -34,6 +34,8 @@ pub enum Kind {
     /// A table or a list of tables (`price = {…}`, `[[provider.fallback]]`),
     /// whose contents the code that reads it checks and names.
     Tables,
+    /// A table (checked by the code that reads it), or `false` / `"off"`.
+    TableOrOff,
 }
 
 /// A key of a section.
@@ -112,6 +114,7 @@ pub const SECTIONS: &[Section] = &[
             key("sandbox_write", Kind::List),
             key("approvals", Kind::OneOf(&["ask", "off"])),
             key("approval_timeout", Kind::PositiveInt),
+            key("repeat_guard", Kind::TableOrOff),
         ]),
     },
     Section {
@@ -335,6 +338,9 @@ fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         (Kind::List | Kind::ListOf(_), _) => Err("must be a list of strings".into()),
         (Kind::Tables, Value::Table(_) | Value::Array(_)) => Ok(()),
         (Kind::Tables, _) => Err("must be a table".into()),
+        (Kind::TableOrOff, Value::Table(_) | Value::Boolean(_)) => Ok(()),
+        (Kind::TableOrOff, Value::String(s)) if s == "off" || s == "on" => Ok(()),
+        (Kind::TableOrOff, _) => Err("must be a table, or false / \"off\"".into()),
     }
 }
 

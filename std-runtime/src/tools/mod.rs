@@ -127,6 +127,8 @@ pub struct ToolEnv {
     /// The context window policy sub-agents (`delegate_task`) compact their
     /// own conversation under (SPEC X1); `None`: they do not.
     pub context: Option<hermes_core::ContextConfig>,
+    /// The repeat guard sub-agents run under (SPEC Y6); `None`: off.
+    pub repeat_guard: Option<hermes_core::RepeatGuard>,
     /// Approval of dangerous terminal commands (`[agent] approvals` and
     /// the front-end's way of asking). The default asks nobody, so
     /// dangerous commands are denied until a front-end provides an
@@ -154,6 +156,7 @@ impl fmt::Debug for ToolEnv {
             .field("result_cap_bytes", &self.result_cap_bytes)
             .field("todo_state", &self.todo_state.is_some())
             .field("context", &self.context.is_some())
+            .field("repeat_guard", &self.repeat_guard)
             .field("approval", &self.approval)
             .field("web_search", &self.web_search);
         #[cfg(feature = "mcp")]
@@ -179,6 +182,7 @@ impl ToolEnv {
             result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
             todo_state: None,
             context: None,
+            repeat_guard: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
             #[cfg(feature = "mcp")]

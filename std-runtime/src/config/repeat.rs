@@ -48,3 +48,73 @@ pub(super) fn repeat_guard(resolver: &Resolver<'_>) -> Result<Option<RepeatGuard
         .map(Some)
         .map_err(|e| resolver.type_error("agent", "repeat_guard", &format!("{WANT}: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::path::PathBuf;
+
+    use super::super::{Environment, Overrides, load};
+    use super::*;
+
+    fn loaded(agent_section: &str) -> Result<Option<RepeatGuard>, ConfigError> {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            format!("[agent]\n{agent_section}\n"),
+        )
+        .unwrap();
+        let env = Environment::from_pairs(vec![(
+            "HERMES_HOME".to_owned(),
+            home.path().display().to_string(),
+        )]);
+        let overrides = Overrides {
+            workdir: Some(PathBuf::from("/tmp")),
+            ..Overrides::default()
+        };
+        load(&overrides, &env).map(|s| s.repeat_guard)
+    }
+
+    #[test]
+    fn on_by_default_tunable_and_can_be_turned_off() {
+        assert_eq!(loaded("").unwrap(), Some(RepeatGuard::DEFAULT));
+        assert_eq!(
+            loaded("repeat_guard = { warn_after = 2, stop_after = 4 }").unwrap(),
+            Some(RepeatGuard::new(2, 4).unwrap())
+        );
+        assert_eq!(
+            loaded("repeat_guard = { stop_after = 9 }").unwrap(),
+            Some(RepeatGuard::new(3, 9).unwrap())
+        );
+        assert_eq!(loaded("repeat_guard = false").unwrap(), None);
+        assert_eq!(loaded("repeat_guard = \"off\"").unwrap(), None);
+    }
+
+    #[test]
+    fn bad_settings_say_what_is_wrong() {
+        for (toml, needle) in [
+            (
+                "repeat_guard = { warn_after = 4, stop_after = 2 }",
+                "below warn_after",
+            ),
+            ("repeat_guard = { warn_after = 1 }", "never a repeat"),
+            (
+                "repeat_guard = { warn_afterr = 3 }",
+                "unknown key 'warn_afterr'",
+            ),
+            (
+                "repeat_guard = { stop_after = \"5\" }",
+                "repeat_guard.stop_after",
+            ),
+            (
+                "repeat_guard = { stop_after = -5 }",
+                "repeat_guard.stop_after",
+            ),
+            ("repeat_guard = 5", "repeat_guard"),
+            ("repeat_guard = \"sometimes\"", "repeat_guard"),
+        ] {
+            let err = loaded(toml).unwrap_err().to_string();
+            assert!(err.contains(needle), "{toml}: {err}");
+        }
+    }
+}

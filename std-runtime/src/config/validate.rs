@@ -469,6 +469,16 @@ mod tests {
     }
 
     #[test]
+    fn the_repeat_guard_is_a_table_or_off() {
+        for ok in ["{ warn_after = 3, stop_after = 5 }", "false", "\"off\""] {
+            let p = problems(&format!("[agent]\nrepeat_guard = {ok}\n"));
+            assert_eq!(p, Vec::<String>::new(), "{ok}");
+        }
+        let p = problems("[agent]\nrepeat_guard = 5\n");
+        assert!(p[0].contains("repeat_guard must be a table"), "{p:?}");
+    }
+
+    #[test]
     fn a_valid_file_and_the_gateway_section_pass() {
         let ok = "[provider]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\napi_key = \"k\"\n\
                   [agent]\nmax_iterations = 5\ntoolsets = \"file, todo\"\nworkdir = \"/tmp\"\n\

@@ -219,6 +219,7 @@ pub fn session_tools(
     }
     env.context = deps.context.clone();
     env.repeat_guard = settings.repeat_guard;
+    env.tool_output_dir = Some(crate::tools::spill::scope_dir(&settings.home));
     build_registry(&env, settings.toolsets.as_deref())
 }
 

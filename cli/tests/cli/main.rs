@@ -7,6 +7,7 @@ mod config;
 mod context;
 mod database;
 mod extras;
+mod frugal;
 mod interactive;
 mod oneshot;
 mod sessions;

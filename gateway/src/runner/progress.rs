@@ -38,6 +38,9 @@ pub enum StreamEvent {
     ToolStarted(String),
     /// The tool finished.
     ToolFinished,
+    /// A line about the run itself (the repeat guard stopped a loop),
+    /// shown as the status until the answer's text arrives.
+    Notice(String),
 }
 
 /// The preview being built.
@@ -74,6 +77,9 @@ impl Preview {
             }
             StreamEvent::ToolFinished => {
                 self.status = Some("⚙️ working…".to_owned());
+            }
+            StreamEvent::Notice(line) => {
+                self.status = Some(format!("⚠️ {line}"));
             }
         }
         self.dirty = true;
@@ -228,5 +234,16 @@ mod tests {
         p.apply(StreamEvent::Text("Done".into()));
         p.apply(StreamEvent::Text(": 42".into()));
         assert_eq!(p.render(), "🎤 “hi”\n\nDone: 42");
+    }
+
+    #[test]
+    fn a_notice_shows_as_the_status_until_the_answer_arrives() {
+        let mut p = Preview::default();
+        p.apply(StreamEvent::ToolStarted("todo".into()));
+        p.apply(StreamEvent::Notice("stopped a loop".into()));
+        assert_eq!(p.render(), "⚠️ stopped a loop");
+        p.apply(StreamEvent::ModelCall);
+        p.apply(StreamEvent::Text("Here is what I found".into()));
+        assert_eq!(p.render(), "Here is what I found");
     }
 }

@@ -43,6 +43,7 @@ mod fs;
 mod memory;
 pub mod sandbox;
 mod search;
+pub mod spill;
 mod terminal;
 mod todo;
 #[cfg(feature = "web")]
@@ -129,6 +130,9 @@ pub struct ToolEnv {
     pub context: Option<hermes_core::ContextConfig>,
     /// The repeat guard sub-agents run under (SPEC Y6); `None`: off.
     pub repeat_guard: Option<hermes_core::RepeatGuard>,
+    /// Where outputs past the cap are kept whole
+    /// (`$HERMES_HOME/tool-output/<scope>`, SPEC Y6); `None`: they are cut.
+    pub tool_output_dir: Option<PathBuf>,
     /// Approval of dangerous terminal commands (`[agent] approvals` and
     /// the front-end's way of asking). The default asks nobody, so
     /// dangerous commands are denied until a front-end provides an
@@ -157,6 +161,7 @@ impl fmt::Debug for ToolEnv {
             .field("todo_state", &self.todo_state.is_some())
             .field("context", &self.context.is_some())
             .field("repeat_guard", &self.repeat_guard)
+            .field("tool_output_dir", &self.tool_output_dir)
             .field("approval", &self.approval)
             .field("web_search", &self.web_search);
         #[cfg(feature = "mcp")]
@@ -183,6 +188,7 @@ impl ToolEnv {
             todo_state: None,
             context: None,
             repeat_guard: None,
+            tool_output_dir: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
             #[cfg(feature = "mcp")]

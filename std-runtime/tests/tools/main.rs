@@ -9,6 +9,7 @@ mod delegate;
 mod files;
 mod memory_todo;
 mod registry;
+mod spill;
 mod support;
 mod terminal;
 mod web;

@@ -118,6 +118,7 @@ fn bench_client(c: &mut Criterion) {
         system_prompt: "You are a helpful assistant.",
         messages: &history,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let mut group = c.benchmark_group("client_request");
     for (name, stream) in [("non_streaming", false), ("streaming", true)] {

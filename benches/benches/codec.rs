@@ -111,6 +111,7 @@ fn bench_encode(c: &mut Criterion) {
         system_prompt: &system,
         messages: &entries,
         tools: &tools,
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let opts = RequestOptions {
         model: "openai/gpt-4o-mini",

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use hermes_core::{
     Agent, ChatRequest, Completion, FinishReason, IterationBudget, LedgerEntry, Message, Model,
-    ModelError, NoObserver, Role, StreamSink, Tool, ToolCall, ToolContext, ToolError, ToolRegistry,
-    ToolSpec,
+    ModelError, NoObserver, RepeatGuard, Role, StreamSink, Tool, ToolCall, ToolContext, ToolError,
+    ToolRegistry, ToolSpec,
 };
 
 /// Answers instantly: a tool call after a user message, text after a tool result.
@@ -89,6 +89,20 @@ fn loop_overhead(c: &mut Criterion) {
             });
         });
     }
+    // The same with the repeat guard on (SPEC Y6): each tool call's
+    // arguments parsed and hashed with its result.
+    let guarded = agent.with_repeat_guard(Some(RepeatGuard::DEFAULT));
+    group.bench_function(BenchmarkId::new("history_guarded", 100), |b| {
+        let mut hist = Some(history(100));
+        b.iter(|| {
+            let budget = IterationBudget::new(90);
+            let h = hist.take().unwrap_or_default();
+            let out = guarded.run(black_box("go"), h, &budget, &mut NoObserver);
+            let mut messages = out.messages;
+            messages.truncate(100);
+            hist = Some(messages);
+        });
+    });
     group.finish();
 }
 

@@ -189,6 +189,7 @@ fn main() {
                 system_prompt: &system,
                 messages: &entries,
                 tools: &tools,
+                tool_choice: hermes_core::ToolChoice::Auto,
             };
             let mut opts = RequestOptions::new("openai/gpt-4o-mini");
             opts.stream = true;

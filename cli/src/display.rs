@@ -184,6 +184,18 @@ impl AgentObserver for TurnObserver<'_> {
                     )));
                 }
             }
+            AgentEvent::RepeatsStopped { tool, count } => {
+                self.flush_reasoning(true);
+                if let Some(md) = &mut self.stream {
+                    term().out(&md.finish());
+                }
+                term().spinner_stop();
+                term().end_line();
+                term().line(&term().err_style().yellow(&format!(
+                    "hermes: stopped a loop: {tool} was called {count} times with the same \
+                     arguments and result; the model answers without tools"
+                )));
+            }
             AgentEvent::TextDelta(text) => {
                 self.flush_reasoning(true);
                 if let Some(md) = &mut self.stream {

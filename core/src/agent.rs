@@ -43,10 +43,16 @@ use crate::interrupt::InterruptFlag;
 use crate::message::{EntryMeta, FinishReason, LedgerEntry, Message, ToolCall, Usage};
 use crate::model::{
     ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, StreamSink,
+    ToolChoice,
 };
-use crate::tool::{ToolContext, ToolError, ToolRegistry};
+use crate::tool::ToolRegistry;
+use crate::tool::batch::{SequentialBatch, ToolBatchRunner};
 
 mod context;
+mod repeat;
+mod tools;
+
+pub use repeat::{RepeatGuard, RepeatGuardError};
 
 /// The exact result given to every tool call skipped because of an interrupt.
 pub const SKIPPED_TOOL_RESULT: &str = "[Tool execution skipped -- user sent a new message]";
@@ -82,7 +88,9 @@ impl StopReason {
         match self {
             StopReason::Completed => None,
             StopReason::BudgetExhausted => Some(format!(
-                "Reached the maximum iteration count ({budget_total} model calls) before the task was finished."
+                "Reached the maximum iteration count ({budget_total} model calls): the last call \
+                 was made without tools, so the answer is what was gathered until then and the \
+                 task may be unfinished."
             )),
             StopReason::Interrupted => Some("Interrupted.".into()),
             StopReason::Truncated => Some(
@@ -177,6 +185,16 @@ pub enum AgentEvent<'a> {
     /// entries replaced by the summary, `tail` entries kept after it. A
     /// persisting observer records this beside the stored originals.
     Compacted(&'a Compaction),
+    /// The repeat guard stopped a loop (SPEC Y6): `tool` was called `count`
+    /// times with the same arguments and the same result, so the next model
+    /// call is made without tools. Sent once per run; front-ends show the
+    /// user one line.
+    RepeatsStopped {
+        /// The tool called over and over.
+        tool: &'a str,
+        /// How many identical calls were made.
+        count: u32,
+    },
 }
 
 /// Receives [`AgentEvent`]s.
@@ -203,6 +221,8 @@ pub struct Agent {
     interrupt: InterruptFlag,
     clock: Arc<dyn Clock>,
     context: Option<AgentContext>,
+    repeat_guard: Option<RepeatGuard>,
+    batch: Arc<dyn ToolBatchRunner>,
 }
 
 /// An agent's context management: the configuration and the size of what
@@ -238,7 +258,33 @@ impl Agent {
             interrupt: InterruptFlag::new(),
             clock: Arc::new(NoClock),
             context: None,
+            repeat_guard: None,
+            batch: Arc::new(SequentialBatch),
         }
+    }
+
+    /// Turns the repeat guard on (`Some`) or off (`None`, the default of a
+    /// bare agent; the runtime's configuration turns it on).
+    pub fn with_repeat_guard(mut self, guard: Option<RepeatGuard>) -> Self {
+        self.repeat_guard = guard;
+        self
+    }
+
+    /// The repeat guard, if on.
+    pub fn repeat_guard(&self) -> Option<RepeatGuard> {
+        self.repeat_guard
+    }
+
+    /// Runs the calls of all-read-only turns with `runner` (the default,
+    /// [`SequentialBatch`], runs them one by one).
+    pub fn with_batch_runner(mut self, runner: Arc<dyn ToolBatchRunner>) -> Self {
+        self.batch = runner;
+        self
+    }
+
+    /// The runner of read-only batches.
+    pub fn batch_runner(&self) -> &Arc<dyn ToolBatchRunner> {
+        &self.batch
     }
 
     /// Sets the size of the wallet a run starts with.
@@ -332,6 +378,9 @@ impl Agent {
             iterations: 0,
             fresh,
             compactions: Vec::new(),
+            repeats: repeat::RepeatTracker::default(),
+            tools_off: None,
+            grace_used: false,
         };
         run.push(LedgerEntry::at(user_message, self.clock.now_ms()));
         let stop = run.drive();
@@ -374,6 +423,21 @@ struct Run<'a> {
     /// (see [`crate::context::estimate::fresh_from`]).
     fresh: usize,
     compactions: Vec<Compaction>,
+    /// The calls the repeat guard has seen.
+    repeats: repeat::RepeatTracker,
+    /// Set when the next model call must be made without tools.
+    tools_off: Option<FinalCall>,
+    /// Whether the one call past an empty wallet was made (see `drive`).
+    grace_used: bool,
+}
+
+/// Why a model call is the run's last, made without tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FinalCall {
+    /// The repeat guard stopped a loop.
+    Repeats,
+    /// The wallet is spent.
+    Budget,
 }
 
 /// Forwards streamed pieces to the observer and stops the stream when the
@@ -427,11 +491,12 @@ impl Run<'_> {
     }
 
     /// One model call over the current ledger.
-    fn call_model(&mut self) -> Result<Completion, ModelError> {
+    fn call_model(&mut self, tool_choice: ToolChoice) -> Result<Completion, ModelError> {
         let request = ChatRequest {
             system_prompt: &self.agent.system_prompt,
             messages: &self.messages,
             tools: self.agent.tools.specs(),
+            tool_choice,
         };
         let mut sink = LoopSink {
             observer: &mut *self.observer,
@@ -447,9 +512,25 @@ impl Run<'_> {
             if interrupt.is_set() {
                 return StopReason::Interrupted;
             }
-            if !self.budget.try_consume() {
+            // The wallet's last call, and the one call a run may make past an
+            // empty wallet (a sub-agent spent the rest while this run waited
+            // for its tool), are made without tools so the user gets an
+            // answer (SPEC Y6). A run that has made no call yet gets none:
+            // the overshoot stays bounded by the depth of delegation.
+            let final_call = if self.budget.try_consume() {
+                self.tools_off
+                    .or((self.budget.remaining() == 0).then_some(FinalCall::Budget))
+            } else if self.iterations > 0 && !self.grace_used {
+                self.grace_used = true;
+                Some(FinalCall::Budget)
+            } else {
                 return StopReason::BudgetExhausted;
-            }
+            };
+            let spent = final_call == Some(FinalCall::Budget) || self.budget.remaining() == 0;
+            let tool_choice = match final_call {
+                Some(_) => ToolChoice::None,
+                None => ToolChoice::Auto,
+            };
             self.iterations += 1;
             self.observer.on_event(&AgentEvent::ModelCall {
                 iteration: self.iterations,
@@ -461,7 +542,7 @@ impl Run<'_> {
             if interrupt.is_set() {
                 return StopReason::Interrupted;
             }
-            let mut result = self.call_model();
+            let mut result = self.call_model(tool_choice);
             if let Err(err) = &result
                 && err.kind.is_context_overflow()
                 && self.agent.context.is_some()
@@ -472,7 +553,7 @@ impl Run<'_> {
                     if interrupt.is_set() {
                         return StopReason::Interrupted;
                     }
-                    result = self.call_model();
+                    result = self.call_model(tool_choice);
                 }
                 if let Err(err) = &result
                     && err.kind.is_context_overflow()
@@ -509,9 +590,17 @@ impl Run<'_> {
                 return StopReason::Truncated;
             }
 
-            if completion.tool_calls.is_empty() {
+            // A final call's answer ends the run; tool calls a provider
+            // returned despite `tool_choice = none` are not run.
+            if completion.tool_calls.is_empty() || final_call.is_some() {
                 self.push_assistant(completion, false, false);
-                return StopReason::Completed;
+                // A first call made without tools (a wallet of one) that
+                // answers has simply answered.
+                return if final_call.is_some() && spent && self.iterations > 1 {
+                    StopReason::BudgetExhausted
+                } else {
+                    StopReason::Completed
+                };
             }
 
             let calls = self.push_assistant(completion, true, false);
@@ -577,53 +666,6 @@ impl Run<'_> {
         };
         self.push(entry);
         tool_calls
-    }
-
-    /// Answers every call in order. Returns a stop reason if the run must end.
-    fn answer_tool_calls(&mut self, calls: &[ToolCall]) -> Option<StopReason> {
-        let interrupt = &self.agent.interrupt;
-        let mut stop = None;
-        for call in calls {
-            let (result, is_error) = if stop.is_some() {
-                (SKIPPED_TOOL_RESULT.into(), true)
-            } else {
-                self.observer.on_event(&AgentEvent::ToolStarted { call });
-                let ctx = ToolContext {
-                    budget: self.budget,
-                    interrupt,
-                    tool_call_id: &call.id,
-                };
-                let outcome =
-                    self.agent
-                        .tools
-                        .dispatch(&call.function.name, &call.function.arguments, &ctx);
-                let answered = match outcome {
-                    Ok(text) => (text, false),
-                    Err(ToolError::Failed(text)) => (text, true),
-                    Err(ToolError::Abort(message)) => {
-                        let text = format!("Error: {message}");
-                        stop = Some(StopReason::ToolAborted {
-                            tool: call.function.name.clone(),
-                            message,
-                        });
-                        (text, true)
-                    }
-                };
-                // Check point (b): after each tool call.
-                if stop.is_none() && interrupt.is_set() {
-                    stop = Some(StopReason::Interrupted);
-                }
-                (self.cap(answered.0), answered.1)
-            };
-            self.observer.on_event(&AgentEvent::ToolFinished {
-                call,
-                result: &result,
-                is_error,
-            });
-            let entry = LedgerEntry::at(Message::tool(call.id.clone(), result), self.now());
-            self.push(entry);
-        }
-        stop
     }
 }
 

@@ -44,8 +44,8 @@ pub mod model;
 pub mod tool;
 
 pub use agent::{
-    Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, RunOutcome, SKIPPED_TOOL_RESULT,
-    StopReason,
+    Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, RepeatGuard, RepeatGuardError,
+    RunOutcome, SKIPPED_TOOL_RESULT, StopReason,
 };
 pub use attachment::{
     Attachment, AttachmentKind, AttachmentResolver, TextReferences, current_turn_start,
@@ -66,6 +66,7 @@ pub use message::{
 };
 pub use model::{
     ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, NullSink,
-    StreamSink,
+    StreamSink, ToolChoice,
 };
+pub use tool::batch::{BatchCall, BatchResult, SequentialBatch, ToolBatchRunner};
 pub use tool::{Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};

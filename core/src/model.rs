@@ -20,6 +20,24 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [LedgerEntry],
     /// Tool definitions offered to the model.
     pub tools: &'a [ToolSpec],
+    /// Whether the model may call them on this call.
+    pub tool_choice: ToolChoice,
+}
+
+/// Whether the model may call the offered tools on one call.
+///
+/// The definitions are sent either way: a ledger that holds tool calls and
+/// results needs them (Anthropic refuses `tool_use` blocks in a request
+/// without `tools`), and keeping them keeps the request's cacheable prefix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (nothing is sent: every provider's default).
+    #[default]
+    Auto,
+    /// The model must answer in text: OpenAI's `"tool_choice":"none"`,
+    /// Anthropic's `{"type":"none"}`. The loop asks for this for the last
+    /// call of a spent wallet and after the repeat guard stopped a loop.
+    None,
 }
 
 /// Whether a streaming sink wants more.

@@ -12,6 +12,8 @@ use serde::ser::{SerializeMap, Serializer};
 use crate::budget::IterationBudget;
 use crate::interrupt::InterruptFlag;
 
+pub mod batch;
+
 /// A tool's definition as offered to the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
@@ -100,6 +102,14 @@ pub trait Tool: Send + Sync {
     /// Runs the tool. `arguments` is the raw JSON string the model wrote; the
     /// loop has already checked that it is valid JSON.
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError>;
+
+    /// Whether the tool only reads (files, the web, a search index) and
+    /// changes nothing: a model turn whose calls are all read-only may run
+    /// them at the same time (SPEC Y6). `false` unless a tool says so; a
+    /// tool that writes, runs commands or starts agents must not.
+    fn read_only(&self) -> bool {
+        false
+    }
 }
 
 /// The tools of one agent, dispatched by name.
@@ -152,6 +162,11 @@ impl ToolRegistry {
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
         let pos = self.specs.iter().position(|s| s.name == name)?;
         self.tools.get(pos).map(|t| &**t)
+    }
+
+    /// Whether `name` is a registered tool that declares itself read-only.
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| t.read_only())
     }
 
     /// Names of all tools, in registration order.

@@ -81,11 +81,21 @@ fn tools() -> Vec<ToolSpec> {
 }
 
 fn encode(opts: &MessagesOptions<'_>, system: &str, entries: &[LedgerEntry]) -> Value {
+    encode_choosing(opts, system, entries, hermes_core::ToolChoice::Auto)
+}
+
+fn encode_choosing(
+    opts: &MessagesOptions<'_>,
+    system: &str,
+    entries: &[LedgerEntry],
+    tool_choice: hermes_core::ToolChoice,
+) -> Value {
     let tools = tools();
     let req = ChatRequest {
         system_prompt: system,
         messages: entries,
         tools: &tools,
+        tool_choice,
     };
     let mut out = Vec::new();
     encode_messages_request(opts, &req, &mut out).unwrap();
@@ -140,6 +150,18 @@ fn the_ledger_as_a_messages_request() {
     // Without thinking, no reasoning goes back.
     assert!(!body.to_string().contains("thinking"));
     assert!(!body.to_string().contains("c2lnLTE"));
+}
+
+#[test]
+fn a_final_call_keeps_the_tools_and_forbids_calling_them() {
+    // The ledger holds tool_use blocks, so `tools` must stay; the schema
+    // checks the `tool_choice` shape.
+    let opts = MessagesOptions::new("claude-sonnet-4-5");
+    let body = encode_choosing(&opts, "sys", &ledger(), hermes_core::ToolChoice::None);
+    assert_eq!(body["tool_choice"], json!({"type": "none"}));
+    assert_eq!(body["tools"][0]["name"], "read_file");
+    let body = encode(&opts, "sys", &ledger());
+    assert!(body.get("tool_choice").is_none());
 }
 
 #[test]

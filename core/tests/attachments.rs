@@ -56,6 +56,7 @@ fn encode(entries: &[LedgerEntry], resolver: &dyn AttachmentResolver, stream: bo
         system_prompt: "sys",
         messages: entries,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let mut opts = RequestOptions::new("gpt-4o");
     opts.stream = stream;
@@ -136,6 +137,7 @@ fn unresolved_images_are_text_references_in_one_string_and_the_ledger_field_stay
         system_prompt: "sys",
         messages: &entries,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let mut plain = Vec::new();
     encode_request(&RequestOptions::new("gpt-4o"), &request, &mut plain).unwrap();

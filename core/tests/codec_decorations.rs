@@ -79,6 +79,7 @@ fn encode(opts: &RequestOptions<'_>, system: &str, entries: &[LedgerEntry]) -> V
         system_prompt: system,
         messages: entries,
         tools: &tools,
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let mut out = Vec::new();
     encode_request(opts, &req, &mut out).unwrap();

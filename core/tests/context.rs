@@ -292,6 +292,7 @@ fn thirty_turns_through_a_window_a_third_of_their_size() {
         system_prompt: SYSTEM,
         messages: &recorder.originals,
         tools: agent.tools().specs(),
+        tool_choice: hermes_core::ToolChoice::Auto,
     });
     assert!(whole >= 3 * WINDOW, "the conversation is {whole} tokens");
     // Every turn's request and result reached the originals, in order.

@@ -218,6 +218,8 @@ pub fn session_tools(
         env.mcp = deps.mcp.clone();
     }
     env.context = deps.context.clone();
+    env.repeat_guard = settings.repeat_guard;
+    env.tool_output_dir = Some(crate::tools::spill::scope_dir(&settings.home));
     build_registry(&env, settings.toolsets.as_deref())
 }
 
@@ -295,6 +297,8 @@ pub fn agent(
 ) -> Agent {
     let agent = Agent::new(model, tools, system_prompt)
         .with_max_iterations(settings.max_iterations)
+        .with_repeat_guard(settings.repeat_guard)
+        .with_batch_runner(Arc::new(crate::parallel::ParallelBatch::default()))
         .with_clock(Arc::new(SystemClock));
     match context {
         Some(c) => agent.with_context(c),

@@ -12,6 +12,7 @@
 mod load;
 mod media;
 mod provider;
+mod repeat;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -205,6 +206,8 @@ pub struct Settings {
     pub provider: ProviderSettings,
     /// The wallet size of a run (default 90).
     pub max_iterations: u32,
+    /// The repeat guard (`[agent] repeat_guard`, SPEC Y6); `None` when off.
+    pub repeat_guard: Option<hermes_core::RepeatGuard>,
     /// The model's context window in tokens, when set
     /// (`[provider] context_length`, `HERMES_CONTEXT_LENGTH`); otherwise it is
     /// asked of the provider (see [`crate::context`]).

@@ -489,6 +489,7 @@ mod tests {
             system_prompt: "",
             messages: &ledger,
             tools: &[],
+            tool_choice: hermes_core::ToolChoice::Auto,
         };
         chain.complete(&request, sink)
     }

@@ -38,6 +38,7 @@ pub mod fuzz_entry;
 pub mod http;
 pub mod mcp;
 pub mod media;
+pub mod parallel;
 pub mod persist;
 pub mod pricing;
 pub mod prompt;

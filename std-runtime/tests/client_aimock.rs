@@ -62,6 +62,7 @@ fn ask(client: OpenAiClient, text: &'static str) -> Result<Completion, ModelErro
             system_prompt: "You are a test agent.",
             messages: &history,
             tools: &tools,
+            tool_choice: hermes_core::ToolChoice::Auto,
         };
         client.complete(&request, &mut NullSink)
     })

@@ -34,6 +34,7 @@ fn ask(client: OpenAiClient) -> Result<Completion, ModelError> {
             system_prompt: "You are a test.",
             messages: &history,
             tools: &[],
+            tool_choice: hermes_core::ToolChoice::Auto,
         };
         client.complete(&request, &mut NullSink)
     })

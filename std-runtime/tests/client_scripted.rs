@@ -70,6 +70,7 @@ fn ask(client: &OpenAiClient, sink: &mut dyn StreamSink) -> Result<Completion, M
         system_prompt: "You are a test.",
         messages: &history,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     client.complete(&request, sink)
 }

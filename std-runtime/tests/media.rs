@@ -199,6 +199,7 @@ fn ask(client: &OpenAiClient, entries: &[LedgerEntry]) {
         system_prompt: "sys",
         messages: entries,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     client.complete(&request, &mut NullSink).unwrap();
 }

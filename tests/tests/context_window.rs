@@ -286,6 +286,7 @@ fn thirty_turns_through_a_window_a_third_of_their_size() {
             system_prompt: SYSTEM,
             messages: &originals,
             tools: agent.tools().specs(),
+            tool_choice: hermes_core::ToolChoice::Auto,
         },
         &mut whole,
     )

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use hermes_core::{ChatRequest, LedgerEntry, Message, Model, NullSink};
+use hermes_core::{ChatRequest, LedgerEntry, Message, Model, NullSink, ToolChoice};
 use hermes_runtime::client::{ClientOptions, OpenAiClient};
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
@@ -43,6 +43,7 @@ fn every_call_is_answered_when_the_server_closes_idle_connections_at_random() {
                 system_prompt: "You echo.",
                 messages: &messages,
                 tools: &[],
+                tool_choice: ToolChoice::Auto,
             };
             let answer = client.complete(&request, &mut NullSink);
             match answer {

@@ -8,6 +8,7 @@ mod context;
 mod cron;
 mod database;
 mod extras;
+mod frugal;
 mod interactive;
 mod oneshot;
 mod sessions;

@@ -21,12 +21,17 @@ fn a_whole_conversation_uses_one_connection_to_the_provider() {
     // Issue 18: the client keeps its connection alive across loop
     // iterations (and the context-window probes share it too).
     let env = Env::new();
+    // Eight different calls: the same call eight times would be stopped by
+    // the repeat guard (SPEC Y6).
     let mut script: Vec<Reply> = (0..8)
-        .map(|i| Reply::tool(&format!("c{i}"), "todo", r#"{"action":"list"}"#))
+        .map(|i| {
+            let args = format!(r#"{{"action":"add","items":["task {i}"]}}"#);
+            Reply::tool(&format!("c{i}"), "todo", &args)
+        })
         .collect();
     script.push(Reply::text("done"));
     let provider = FakeProvider::start(script).unwrap();
-    let o = env.run(&provider.base_url(), &["-z", "list your todos 8 times"]);
+    let o = env.run(&provider.base_url(), &["-z", "add 8 todos"]);
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
     assert_eq!(stdout(&o), "done\n");
     assert_eq!(provider.requests().len(), 9);

@@ -63,7 +63,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use super::EncodeError;
 use crate::attachment::{Attachment, AttachmentResolver, TextReferences};
 use crate::message::{LedgerEntry, Message, ToolCall};
-use crate::model::ChatRequest;
+use crate::model::{ChatRequest, ToolChoice};
 use crate::tool::ToolSpec;
 
 mod encoder;
@@ -284,6 +284,9 @@ impl Serialize for Body<'_, '_> {
         )?;
         if !self.req.tools.is_empty() {
             map.serialize_entry("tools", &Tools(self.req.tools))?;
+            if self.req.tool_choice == ToolChoice::None {
+                map.serialize_entry("tool_choice", "none")?;
+            }
         }
         map.serialize_entry("stream", &self.opts.stream)?;
         if self.opts.stream && self.opts.include_usage {

@@ -263,6 +263,7 @@ impl Compactor<'_> {
             system_prompt: SUMMARIZER_PROMPT,
             messages: &request_messages,
             tools: &[],
+            tool_choice: crate::model::ToolChoice::Auto,
         };
         let mut watch = Watch {
             inner: sink,

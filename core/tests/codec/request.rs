@@ -85,6 +85,7 @@ fn encode(
         system_prompt: system,
         messages: entries,
         tools,
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let mut out = Vec::new();
     encode_request(opts, &req, &mut out).unwrap();
@@ -136,11 +137,17 @@ fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_ch
         ("You are terse.", &entries, &tools()),
     ];
     for opts in [RequestOptions::new("m"), streaming] {
-        for (system, messages, tools) in cases {
+        // `tool_choice = none` (the loop's final calls, SPEC Y6) too.
+        let choices = [hermes_core::ToolChoice::Auto, hermes_core::ToolChoice::None];
+        for ((system, messages, tools), tool_choice) in cases
+            .into_iter()
+            .flat_map(|case| choices.map(|c| (case, c)))
+        {
             let req = ChatRequest {
                 system_prompt: system,
                 messages,
                 tools,
+                tool_choice,
             };
             let mut plain = Vec::new();
             encode_request(&opts, &req, &mut plain).unwrap();
@@ -161,6 +168,7 @@ fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_ch
         system_prompt: "s",
         messages: &entries,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let hot = RequestOptions {
         temperature: Some(f32::NAN),
@@ -451,6 +459,7 @@ fn request_is_appended_and_bad_temperature_is_refused() {
         system_prompt: "s",
         messages: &entries,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let mut out = b"prefix".to_vec();
     encode_request(&RequestOptions::new("m"), &req, &mut out).unwrap();

@@ -42,6 +42,9 @@ pub enum StreamEvent {
     /// question): the preview stays as it is, without its status line, and
     /// the reply comes as a new message below that one.
     Break,
+    /// A line about the run itself (the repeat guard stopped a loop),
+    /// shown as the status until the answer's text arrives.
+    Notice(String),
 }
 
 /// The preview being built.
@@ -81,6 +84,9 @@ impl Preview {
             }
             // Handled by the preview task.
             StreamEvent::Break => return,
+            StreamEvent::Notice(line) => {
+                self.status = Some(format!("⚠️ {line}"));
+            }
         }
         self.dirty = true;
     }
@@ -246,5 +252,16 @@ mod tests {
         p.apply(StreamEvent::Text("Done".into()));
         p.apply(StreamEvent::Text(": 42".into()));
         assert_eq!(p.render(), "🎤 “hi”\n\nDone: 42");
+    }
+
+    #[test]
+    fn a_notice_shows_as_the_status_until_the_answer_arrives() {
+        let mut p = Preview::default();
+        p.apply(StreamEvent::ToolStarted("todo".into()));
+        p.apply(StreamEvent::Notice("stopped a loop".into()));
+        assert_eq!(p.render(), "⚠️ stopped a loop");
+        p.apply(StreamEvent::ModelCall);
+        p.apply(StreamEvent::Text("Here is what I found".into()));
+        assert_eq!(p.render(), "Here is what I found");
     }
 }

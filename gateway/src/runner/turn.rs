@@ -67,6 +67,11 @@ impl AgentObserver for TurnObserver<'_> {
                 self.report(StreamEvent::ToolStarted(call.function.name.clone()));
             }
             AgentEvent::ToolFinished { .. } => self.report(StreamEvent::ToolFinished),
+            AgentEvent::RepeatsStopped { tool, count } => {
+                self.report(StreamEvent::Notice(format!(
+                    "stopped a loop: {tool} was called {count} times with the same result; answering now…"
+                )));
+            }
             AgentEvent::Fallback(f) => match &mut self.fallback {
                 Some((_, _, answering)) => f.answering.clone_into(answering),
                 None => {

@@ -160,6 +160,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         });
     }
     origins.insert("max_iterations", it_origin);
+    let repeat_guard = super::repeat::repeat_guard(&resolver)?;
 
     let context_length = match resolver.var("HERMES_CONTEXT_LENGTH") {
         Some((v, o)) => Some((
@@ -373,6 +374,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
             fallbacks: extras.fallbacks,
         },
         max_iterations,
+        repeat_guard,
         context_length,
         compression_model,
         compress_threshold,

@@ -34,6 +34,8 @@ pub enum Kind {
     /// A table or a list of tables (`price = {…}`, `[[provider.fallback]]`),
     /// whose contents the code that reads it checks and names.
     Tables,
+    /// A table (checked by the code that reads it), or `false` / `"off"`.
+    TableOrOff,
 }
 
 /// A key of a section.
@@ -113,6 +115,7 @@ pub const SECTIONS: &[Section] = &[
             key("approvals", Kind::OneOf(&["ask", "off"])),
             key("approval_timeout", Kind::PositiveInt),
             key("summarizer_cooldown_secs", Kind::PositiveInt),
+            key("repeat_guard", Kind::TableOrOff),
         ]),
     },
     Section {
@@ -395,6 +398,9 @@ fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         (Kind::List | Kind::ListOf(_), _) => Err("must be a list of strings".into()),
         (Kind::Tables, Value::Table(_) | Value::Array(_)) => Ok(()),
         (Kind::Tables, _) => Err("must be a table".into()),
+        (Kind::TableOrOff, Value::Table(_) | Value::Boolean(_)) => Ok(()),
+        (Kind::TableOrOff, Value::String(s)) if s == "off" || s == "on" => Ok(()),
+        (Kind::TableOrOff, _) => Err("must be a table, or false / \"off\"".into()),
     }
 }
 
@@ -520,6 +526,16 @@ mod tests {
 
         assert!(problems("[provider]\nbase_url = \"ftp://x\"\n")[0].contains("http://"));
         assert!(problems("[agent]\nmax_iterations = 0\n")[0].contains("at least 1"));
+    }
+
+    #[test]
+    fn the_repeat_guard_is_a_table_or_off() {
+        for ok in ["{ warn_after = 3, stop_after = 5 }", "false", "\"off\""] {
+            let p = problems(&format!("[agent]\nrepeat_guard = {ok}\n"));
+            assert_eq!(p, Vec::<String>::new(), "{ok}");
+        }
+        let p = problems("[agent]\nrepeat_guard = 5\n");
+        assert!(p[0].contains("repeat_guard must be a table"), "{p:?}");
     }
 
     #[test]

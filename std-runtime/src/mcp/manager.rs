@@ -56,6 +56,9 @@ pub struct ToolInfo {
     pub description: String,
     /// The JSON schema of its arguments, as the server gave it.
     pub input_schema: serde_json::Value,
+    /// The server marks it read-only (`annotations.readOnlyHint`): its
+    /// calls may run alongside other read-only calls (SPEC Y6).
+    pub read_only: bool,
 }
 
 /// What `hermes mcp list` shows of a server. No secrets.
@@ -210,6 +213,7 @@ impl McpManager {
 /// One server tool, as a hermes tool.
 struct McpTool {
     spec: ToolSpec,
+    read_only: bool,
     server: Arc<Server>,
     tool: String,
     bridge: Arc<AsyncBridge>,
@@ -254,6 +258,7 @@ impl McpTool {
         };
         McpTool {
             spec: ToolSpec::new(name, description, schema),
+            read_only: info.read_only,
             server,
             tool: info.name,
             bridge,
@@ -265,6 +270,10 @@ impl McpTool {
 impl Tool for McpTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
     }
 
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {

@@ -316,6 +316,11 @@ impl Server {
                     .or_else(|| t.title.clone())
                     .unwrap_or_default(),
                 input_schema: serde_json::Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
             })
             .collect();
         Ok((service, process, tools))

@@ -132,6 +132,7 @@ pub fn describe(
         system_prompt: DESCRIBE_PROMPT,
         messages: &entries,
         tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
     };
     let completion = model.complete(&request, &mut NullSink)?;
     let description = completion

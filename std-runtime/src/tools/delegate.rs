@@ -113,6 +113,10 @@ impl Tool for WithParentInterrupt {
         self.inner.spec()
     }
 
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let ctx = ToolContext {
             budget: ctx.budget,
@@ -182,8 +186,13 @@ impl Tool for DelegateTool {
         }
 
         let child_flag = InterruptFlag::new();
+        // The child stops its own repeats and runs its read-only batches
+        // like its parent (SPEC Y6); its last call within the shared wallet
+        // is made without tools, so it reports back what it has.
         let mut agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
-            .with_interrupt(child_flag.clone());
+            .with_interrupt(child_flag.clone())
+            .with_repeat_guard(self.env.repeat_guard)
+            .with_batch_runner(Arc::new(crate::parallel::ParallelBatch::default()));
         // The child keeps its own conversation within the window under the
         // same rules as its parent (SPEC X1).
         if let Some(context) = &self.env.context {

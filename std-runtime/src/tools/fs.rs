@@ -111,6 +111,10 @@ impl Tool for ReadFileTool {
         &self.spec
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: ReadArgs = parse_args("read_file", arguments)?;
         let offset = args.offset.unwrap_or(1);

@@ -45,6 +45,7 @@ mod memory;
 pub mod sandbox;
 mod search;
 mod skills;
+pub mod spill;
 mod terminal;
 mod todo;
 #[cfg(feature = "web")]
@@ -135,6 +136,11 @@ pub struct ToolEnv {
     /// The context window policy sub-agents (`delegate_task`) compact their
     /// own conversation under (SPEC X1); `None`: they do not.
     pub context: Option<hermes_core::ContextConfig>,
+    /// The repeat guard sub-agents run under (SPEC Y6); `None`: off.
+    pub repeat_guard: Option<hermes_core::RepeatGuard>,
+    /// Where outputs past the cap are kept whole
+    /// (`$HERMES_HOME/tool-output/<scope>`, SPEC Y6); `None`: they are cut.
+    pub tool_output_dir: Option<PathBuf>,
     /// Approval of dangerous terminal commands (`[agent] approvals` and
     /// the front-end's way of asking). The default asks nobody, so
     /// dangerous commands are denied until a front-end provides an
@@ -162,6 +168,8 @@ impl fmt::Debug for ToolEnv {
             .field("result_cap_bytes", &self.result_cap_bytes)
             .field("todo_state", &self.todo_state.is_some())
             .field("context", &self.context.is_some())
+            .field("repeat_guard", &self.repeat_guard)
+            .field("tool_output_dir", &self.tool_output_dir)
             .field("approval", &self.approval)
             .field("web_search", &self.web_search);
         #[cfg(feature = "mcp")]
@@ -187,6 +195,8 @@ impl ToolEnv {
             result_cap_bytes: DEFAULT_RESULT_CAP_BYTES,
             todo_state: None,
             context: None,
+            repeat_guard: None,
+            tool_output_dir: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
             #[cfg(feature = "mcp")]

@@ -211,6 +211,10 @@ impl Tool for SearchFilesTool {
         &self.spec
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: SearchArgs = parse_args("search_files", arguments)?;
         if args.pattern.is_empty() {

@@ -29,6 +29,7 @@ use serde_json::json;
 
 use super::approval::ApprovalGate;
 use super::sandbox::{SandboxMode, child_env, unavailable_reason};
+use super::spill::Spill;
 use super::{Workdir, failed, parse_args};
 
 const DEFAULT_TIMEOUT_S: u64 = 60;
@@ -91,7 +92,8 @@ impl TerminalTool {
                      combined stdout/stderr and exit code. Non-interactive: stdin is empty. \
                      {confinement}{approval}Everything it starts (background jobs too) is killed when it \
                      ends or times out; run long jobs in the foreground with a larger timeout. \
-                     Long outputs are cut in the middle; pipe through head/tail/grep to focus. \
+                     Long outputs are cut in the middle (the whole output is kept in a file \
+                     read_file can read in ranges); pipe through head/tail/grep to focus. \
                      Everything it prints goes into the conversation: never print secrets."
                 ),
                 json!({
@@ -119,6 +121,8 @@ struct HeadTail {
     head_cap: usize,
     tail_cap: usize,
     dropped: u64,
+    /// Everything, on disk, once the output passes the cap (SPEC Y6).
+    spill: Option<Spill>,
 }
 
 impl HeadTail {
@@ -130,10 +134,24 @@ impl HeadTail {
             head_cap,
             tail_cap: cap.saturating_sub(head_cap),
             dropped: 0,
+            spill: None,
         }
     }
 
     fn push(&mut self, mut bytes: &[u8]) {
+        if let Some(spill) = &mut self.spill {
+            // Nothing was dropped before the output passes the cap, so
+            // head and tail hold all of it when the file opens.
+            let kept = self.head.len() + self.tail.len();
+            if !spill.started() && kept + bytes.len() > self.head_cap + self.tail_cap {
+                spill.start();
+                spill.write(&self.head);
+                let (a, b) = self.tail.as_slices();
+                spill.write(a);
+                spill.write(b);
+            }
+            spill.write(bytes);
+        }
         if self.head.len() < self.head_cap {
             let n = (self.head_cap - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..n]);
@@ -159,10 +177,17 @@ impl HeadTail {
                 .count()
                 .min(3);
             tail = &tail[skip..];
-            out.push_str(&format!(
-                "\n…\n[output truncated: {} bytes omitted from the middle; pipe through head/tail/grep to see them]\n…\n",
-                self.dropped + skip as u64
-            ));
+            let omitted = self.dropped + skip as u64;
+            let note = self
+                .spill
+                .as_ref()
+                .and_then(|s| s.note(omitted))
+                .unwrap_or_else(|| {
+                    format!(
+                        "[output truncated: {omitted} bytes omitted from the middle; pipe through head/tail/grep to see them]"
+                    )
+                });
+            out.push_str(&format!("\n…\n{note}\n…\n"));
         }
         out.push_str(&String::from_utf8_lossy(tail));
         out
@@ -199,12 +224,18 @@ impl Drop for PrivateTemp {
 }
 
 /// Collects the output pipe on a thread; `done` fires at end of file.
+/// Output past the cap is kept whole in `spill` when given.
 fn collect_output(
     mut reader: std::io::PipeReader,
     cap: usize,
+    spill: Option<PathBuf>,
 ) -> (Arc<Mutex<HeadTail>>, mpsc::Receiver<()>) {
-    // Leave room for the status lines appended at the end.
-    let output = Arc::new(Mutex::new(HeadTail::new(cap.saturating_sub(400).max(64))));
+    // Leave room for the status lines appended at the end (and for the
+    // longer note that names the kept file).
+    let room = if spill.is_some() { 900 } else { 400 };
+    let mut head_tail = HeadTail::new(cap.saturating_sub(room).max(64));
+    head_tail.spill = spill.map(Spill::new);
+    let output = Arc::new(Mutex::new(head_tail));
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let sink = output.clone();
     std::thread::spawn(move || {
@@ -233,6 +264,15 @@ fn rendered(output: &Mutex<HeadTail>) -> String {
         text.push('\n');
     }
     text
+}
+
+impl TerminalTool {
+    /// Where this call's output is kept if it passes the cap.
+    fn spill_path(&self) -> Option<PathBuf> {
+        self.workdir
+            .spill_dir()
+            .map(|dir| super::spill::output_path(dir, "terminal"))
+    }
 }
 
 impl Tool for TerminalTool {
@@ -338,7 +378,7 @@ impl TerminalTool {
             // fall back to the process group when asked to hide.
             return Err(setup("hide the Hermes home", &"no mount namespace"));
         }
-        let (output, done) = collect_output(reader, self.cap);
+        let (output, done) = collect_output(reader, self.cap, self.spill_path());
         let deadline = Instant::now() + Duration::from_secs(timeout_s);
         let (outcome, stopped) = launched.wait(deadline, &|| ctx.interrupt.is_set());
         let drained = done.recv_timeout(DRAIN_GRACE).is_ok();
@@ -434,7 +474,7 @@ impl TerminalTool {
             .spawn()
             .map_err(|e| failed(format!("Error: cannot start the shell: {e}")))?;
         drop(cmd);
-        let (output, done) = collect_output(reader, self.cap);
+        let (output, done) = collect_output(reader, self.cap, self.spill_path());
         let pgid = child.id() as libc::pid_t;
         let started = Instant::now();
         let stopped = loop {

@@ -296,6 +296,10 @@ impl Tool for WebFetchTool {
         &self.spec
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: FetchArgs = parse_args("web_fetch", arguments)?;
         let url = parse_url(&args.url)?;

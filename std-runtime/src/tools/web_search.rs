@@ -212,6 +212,10 @@ impl Tool for WebSearchTool {
         &self.spec
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: WebSearchArgs = parse_args("web_search", arguments)?;
         let query = args.query.trim();

@@ -75,6 +75,10 @@ pub(crate) struct Workdir {
     /// The canonical `$HERMES_HOME` (a home that does not exist yet is
     /// still protected once it is created).
     home: Option<PathBuf>,
+    /// This registry's kept tool outputs (`$HERMES_HOME/tool-output/<scope>`):
+    /// the one directory of the home the file tools may read besides the
+    /// prompt sources, by absolute path, even when confined (SPEC Y6).
+    spill: Option<PathBuf>,
 }
 
 /// Where a model's path is resolved.
@@ -225,13 +229,24 @@ impl Workdir {
         } else {
             canonicalize_lenient(&root_path.join(&env.hermes_home))
         };
+        let spill = env
+            .tool_output_dir
+            .as_deref()
+            .filter(|d| d.is_absolute())
+            .and_then(canonicalize_lenient);
         Ok(Workdir {
             root_path,
             given,
             root: Arc::new(root),
             allow_outside: env.allow_outside_workdir,
             home,
+            spill,
         })
+    }
+
+    /// Where long tool outputs of this registry are kept, if anywhere.
+    pub(crate) fn spill_dir(&self) -> Option<&Path> {
+        self.spill.as_deref()
     }
 
     /// The canonical working directory.
@@ -297,6 +312,11 @@ impl Workdir {
             });
         }
         if self.allow_outside {
+            return Ok(Loc::Ambient(given.to_path_buf()));
+        }
+        // A kept output, named by the path the tool result gave. Where it
+        // really is gets checked after the open ([`Workdir::allows`]).
+        if self.spill.as_ref().is_some_and(|d| given.starts_with(d)) {
             return Ok(Loc::Ambient(given.to_path_buf()));
         }
         let inside = std::iter::once(&self.root_path)
@@ -600,6 +620,9 @@ impl Workdir {
         }
         if access == Access::Write {
             return false;
+        }
+        if self.spill.as_ref().is_some_and(|d| real.starts_with(d)) {
+            return true;
         }
         let mut parts = rel.components();
         match parts.next() {

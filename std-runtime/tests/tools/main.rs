@@ -10,6 +10,7 @@ mod files;
 mod memory_todo;
 mod registry;
 mod skills;
+mod spill;
 mod support;
 mod terminal;
 mod web;

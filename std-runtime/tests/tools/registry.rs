@@ -130,3 +130,24 @@ fn model_numbers_at_the_extremes_are_errors_not_panics() {
     );
     assert!(m.contains("max_bytes"), "{m}");
 }
+
+#[test]
+fn the_tools_that_only_read_say_so() {
+    let fx = Fx::new();
+    for name in ["read_file", "search_files", "web_fetch", "web_search"] {
+        if fx.reg.get(name).is_some() {
+            assert!(fx.reg.is_read_only(name), "{name}");
+        }
+    }
+    assert!(fx.reg.get("read_file").is_some());
+    for name in [
+        "write_file",
+        "patch",
+        "terminal",
+        "todo",
+        "memory",
+        "delegate_task",
+    ] {
+        assert!(!fx.reg.is_read_only(name), "{name}");
+    }
+}

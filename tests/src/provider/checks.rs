@@ -61,6 +61,20 @@ pub(super) fn check_request(v: &Value) -> Result<(), String> {
     {
         return Err("messages[0] must be the system prompt".into());
     }
+    // OpenAI refuses a tool_choice without tools, and knows three words.
+    if let Some(choice) = v.get("tool_choice") {
+        if v.get("tools")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
+            return Err("tool_choice is only allowed when tools are specified".into());
+        }
+        if !matches!(choice.as_str(), Some("none" | "auto" | "required")) && !choice.is_object() {
+            return Err(format!(
+                "tool_choice {choice} is not none, auto, required or an object"
+            ));
+        }
+    }
     let mut pending: VecDeque<String> = VecDeque::new();
     for (i, m) in msgs.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");

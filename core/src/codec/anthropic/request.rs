@@ -37,7 +37,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use super::super::EncodeError;
 use super::super::request::CacheControl;
 use crate::message::{LedgerEntry, Message, ToolCall};
-use crate::model::ChatRequest;
+use crate::model::{ChatRequest, ToolChoice};
 use crate::tool::ToolSpec;
 
 /// The output cap sent when the caller sets none (`max_tokens` is required).
@@ -140,6 +140,9 @@ impl Serialize for Body<'_, '_> {
         )?;
         if !self.req.tools.is_empty() {
             map.serialize_entry("tools", &Tools(self.req.tools))?;
+            if self.req.tool_choice == ToolChoice::None {
+                map.serialize_entry("tool_choice", &NoTools)?;
+            }
         }
         map.serialize_entry("stream", &opts.stream)?;
         if let Some(budget) = thinking {
@@ -147,6 +150,17 @@ impl Serialize for Body<'_, '_> {
         } else if let Some(t) = opts.temperature {
             map.serialize_entry("temperature", &t)?;
         }
+        map.end()
+    }
+}
+
+/// `{"type":"none"}`: the model must answer in text.
+struct NoTools;
+
+impl Serialize for NoTools {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("type", "none")?;
         map.end()
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::{
     EncodeError, Entries, ReasoningEcho, RequestOptions, SystemMessage, Tail, Tools, encode_request,
 };
-use crate::model::ChatRequest;
+use crate::model::{ChatRequest, ToolChoice};
 use crate::tool::ToolSpec;
 
 /// Encodes requests exactly as [`encode_request`] does, byte for byte, but
@@ -107,6 +107,9 @@ impl RequestEncoder {
             };
             body.extend_from_slice(b",\"tools\":");
             body.extend_from_slice(tools);
+            if req.tool_choice == ToolChoice::None {
+                body.extend_from_slice(b",\"tool_choice\":\"none\"");
+            }
         }
         // `{"stream":…,…}`: always one field, so never `{}`.
         body.push(b',');

@@ -1,0 +1,124 @@
+//! Huge tool outputs kept whole on disk (SPEC Y6): the model gets the head
+//! and the tail, and the path of a file with everything, which `read_file`
+//! may read in ranges (the one read-only allowance in `$HERMES_HOME`, see
+//! [`super::workdir`]).
+//!
+//! The files live in `$HERMES_HOME/tool-output/<scope>/`, one scope per
+//! tool registry (a CLI session, a gateway session's agent), directories
+//! 0700 and files 0600: they may hold whatever a command printed.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The directory under `$HERMES_HOME` that holds kept outputs.
+pub const TOOL_OUTPUT_DIR: &str = "tool-output";
+
+/// A fresh scope directory for one registry's outputs (not created until
+/// something is written there).
+pub(crate) fn scope_dir(home: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    home.join(TOOL_OUTPUT_DIR).join(format!(
+        "{ms}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A file path for one output in `dir`.
+pub(crate) fn output_path(dir: &Path, tool: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    dir.join(format!(
+        "{tool}-{ms}-{}.txt",
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// One output being written out. Opened only once the output passes the
+/// cap; a failure to write leaves the output cut as before, never lost
+/// silently (the note then says nothing was kept).
+#[derive(Debug)]
+pub(crate) struct Spill {
+    path: PathBuf,
+    file: Option<File>,
+    failed: bool,
+    bytes: u64,
+    lines: u64,
+}
+
+impl Spill {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Spill {
+            path,
+            file: None,
+            failed: false,
+            bytes: 0,
+            lines: 0,
+        }
+    }
+
+    /// Whether the file is open (the output passed the cap).
+    pub(crate) fn started(&self) -> bool {
+        self.file.is_some() || self.failed
+    }
+
+    /// Opens the file (and its directories).
+    pub(crate) fn start(&mut self) {
+        let opened = (|| {
+            if let Some(dir) = self.path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)?;
+            }
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&self.path)
+        })();
+        match opened {
+            Ok(f) => self.file = Some(f),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot keep a long tool output");
+                self.failed = true;
+            }
+        }
+    }
+
+    /// Appends `bytes`.
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        let Some(f) = &mut self.file else { return };
+        if f.write_all(bytes).is_err() {
+            self.file = None;
+            self.failed = true;
+            return;
+        }
+        self.bytes += bytes.len() as u64;
+        self.lines += bytes.iter().filter(|b| **b == b'\n').count() as u64;
+    }
+
+    /// The sentence that replaces the cut middle: where everything is,
+    /// when it was all kept.
+    pub(crate) fn note(&self, omitted: u64) -> Option<String> {
+        if self.failed || self.file.is_none() {
+            return None;
+        }
+        Some(format!(
+            "[output truncated: {omitted} bytes omitted from the middle. The whole output \
+             ({} bytes, {} lines) is saved in {}: read any part of it with read_file \
+             (offset = first line, limit = number of lines).]",
+            self.bytes,
+            self.lines,
+            self.path.display()
+        ))
+    }
+}

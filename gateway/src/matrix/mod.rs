@@ -331,12 +331,7 @@ impl PlatformAdapter for MatrixAdapter {
         self.check()
             .await
             .map(|account| Some(account.user_id))
-            .map_err(|e| {
-                format!(
-                    "{e} (MATRIX_HOMESERVER {})",
-                    self.inner.config.homeserver
-                )
-            })
+            .map_err(|e| format!("{e} (MATRIX_HOMESERVER {})", self.inner.config.homeserver))
     }
 
     async fn gave_up(&self) -> String {

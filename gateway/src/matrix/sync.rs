@@ -144,7 +144,12 @@ pub(super) async fn log_in(inner: &Inner) -> Result<BotAccount, AdapterError> {
 pub(super) async fn log_out(inner: &Inner) {
     if let Err(e) = inner
         .api
-        .call_once("POST", "/_matrix/client/v3/logout", Some(&json!({})), Duration::from_secs(30))
+        .call_once(
+            "POST",
+            "/_matrix/client/v3/logout",
+            Some(&json!({})),
+            Duration::from_secs(30),
+        )
         .await
     {
         tracing::warn!(error = %e, "matrix: cannot log the check's login out");

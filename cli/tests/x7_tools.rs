@@ -291,7 +291,14 @@ mod mcp {
         .unwrap();
         let o = env
             .cmd(&provider.base_url())
-            .args(["-z", "toggle logging twice, then add 40 and 2"])
+            // Not every toolset: their specs beside the server's would push
+            // the run past the default 8k window's compaction threshold.
+            .args([
+                "-z",
+                "toggle logging twice, then add 40 and 2",
+                "--toolsets",
+                "mcp,terminal",
+            ])
             .stdin(Stdio::null())
             .output()
             .unwrap();

@@ -55,6 +55,9 @@ async fn every_chat_uses_the_one_server_of_the_process() {
         ("HERMES_BASE_URL", provider.base_url()),
         ("HERMES_MODEL", "fake-model".to_owned()),
         ("GATEWAY_ALLOW_ALL_USERS", "true".to_owned()),
+        // Only the server's tools: the default toolsets' specs would push
+        // the prompt past the default 8k window's compaction threshold.
+        ("HERMES_TOOLSETS", "mcp".to_owned()),
         ("PATH", std::env::var("PATH").unwrap_or_default()),
     ]);
     let overrides = Overrides {

@@ -89,7 +89,8 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     ("delegate", &["delegate_task"]),
     // The tools of the configured MCP servers, `mcp_SERVER_TOOL`; which
     // ones depends on the servers.
-    ("mcp", &[]), // Scheduled jobs (SPEC Y1): registered by the front-ends, which hold
+    ("mcp", &[]),
+    // Scheduled jobs (SPEC Y1): registered by the front-ends, which hold
     // the store and know the chat (`cronjob::offered`); never in a cron
     // run or a sub-agent.
     ("cronjob", &["cronjob"]),

@@ -63,6 +63,7 @@ fn postgres_a_version_1_database_is_migrated_and_keeps_its_data() {
     db.psql(
         "ALTER TABLE messages DROP COLUMN cached_tokens, DROP COLUMN cache_write_tokens, \
          DROP COLUMN model, DROP COLUMN reasoning_details, DROP COLUMN attachments; \
+         DROP TABLE cron_runs, cron_jobs; \
          UPDATE hermes_schema SET version = 1",
     );
     let mut store = db.open();

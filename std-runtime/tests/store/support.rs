@@ -28,10 +28,10 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-pub(crate) const LATEST_SCHEMA: u32 = 8;
+pub(crate) const LATEST_SCHEMA: u32 = 9;
 
 /// The PostgreSQL schema version this build migrates to.
-pub(crate) const LATEST_PG_SCHEMA: u32 = 3;
+pub(crate) const LATEST_PG_SCHEMA: u32 = 4;
 
 /// 2026-11-30T00:15:03Z
 pub(crate) const T0: u64 = 1_795_997_703_000;

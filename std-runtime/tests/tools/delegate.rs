@@ -297,8 +297,13 @@ fn delegate_interrupt_landing_just_before_the_child_starts_is_not_lost() {
             _ => None,
         })
         .unwrap();
+    // Since the loop checks the flag between a call's start event and the
+    // call itself (SPEC Y6's batch runner), an interrupt set by the start
+    // event skips the call with the placeholder (L7); the delegate's own
+    // check stays for an interrupt that lands after that.
     assert!(
-        tool_result.contains("interrupted before the sub-agent started"),
+        tool_result.contains("interrupted before the sub-agent started")
+            || tool_result.contains("Tool execution skipped"),
         "{tool_result}"
     );
 }

@@ -32,7 +32,9 @@ fn registry_holds_every_toolset_it_can_support() {
     );
     for (set, tools) in TOOLSETS {
         for t in *tools {
-            if *set != "delegate" {
+            // No delegate model here; `cronjob` is registered by the
+            // front-ends, which hold the store (see `cronjob::offered`).
+            if *set != "delegate" && *set != "cronjob" {
                 assert!(names.contains(t), "{t} of {set} missing");
             }
         }

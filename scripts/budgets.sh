@@ -37,13 +37,13 @@ cd "$(dirname "$0")/.."
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
 SIZE_X86_64_TARGET=6000000
-SIZE_X86_64_LIMIT=12700000     # measured 12,087,536 B (default features: MCP, media, Anthropic, PostgreSQL); +~5 %
+SIZE_X86_64_LIMIT=14800000     # measured 14,101,744 B (third wave: + Discord, Matrix, API server, scheduler, skills, pairing; was 12,087,536 B); +~5 %
 SIZE_AARCH64_TARGET=5500000
-SIZE_AARCH64_LIMIT=11700000    # measured 11,104,608 B; +~5 %
+SIZE_AARCH64_LIMIT=13700000    # estimated 12.95 MB from x86_64 (aarch64 was 0.918 of it; not measured after the third wave); +~6 %
 RSS_ONESHOT_TARGET_KIB=8000
-RSS_ONESHOT_LIMIT_KIB=11400    # measured 10,200-10,768 KiB over CI runs of one binary (most of it its mapped pages); +~6 % over the highest
+RSS_ONESHOT_LIMIT_KIB=12100    # measured 11,452 KiB after the third wave (10,200-10,768 before; most of it mapped pages); +~6 %
 RSS_IDLE_GATEWAY_TARGET_KIB=10000
-RSS_IDLE_GATEWAY_LIMIT_KIB=12400  # measured 11,816 KiB: the target is missed since MCP/media/PostgreSQL; +~5 %
+RSS_IDLE_GATEWAY_LIMIT_KIB=14400  # measured 13,428-13,720 KiB after the third wave (11,816 before); +~5 %
 CPU_ITERATION_TARGET_US=150    # reported only
 
 check=0
@@ -125,13 +125,13 @@ provider20=$url
 # The conversation really has its 20 tool turns (the fake answers from the
 # request, and a run that got fewer would measure too little).
 answer=$(HERMES_HOME=$(mktemp -d -p "$work") HERMES_BASE_URL=$provider20 HERMES_MODEL=fake \
-  "$exe" -Q -z "do 20 things")
+  "$exe" -Q -z "do 20 things" --toolsets todo)
 [ "$answer" = "Done after 20 tool turns." ] || {
   echo "budgets: the 20-turn one-shot answered: $answer" >&2
   exit 1
 }
 rss=$("$ex/rusage" --runs 5 --fresh-home -- env HERMES_BASE_URL="$provider20" HERMES_MODEL=fake \
-  "$exe" -Q -z "do 20 things" | sed -n 's/.*maxrss_kib_median=\([0-9]*\).*/\1/p')
+  "$exe" -Q -z "do 20 things" --toolsets todo | sed -n 's/.*maxrss_kib_median=\([0-9]*\).*/\1/p')
 [ -n "$rss" ] || { echo "budgets: no peak RSS from rusage" >&2; exit 1; }
 printf 'rss\tone-shot, 20 tool turns\t%s\n' "$rss"
 

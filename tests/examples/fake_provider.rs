@@ -1,7 +1,8 @@
 //! A scripted OpenAI-compatible provider on 127.0.0.1 for measurements and
 //! manual trials: `cargo run -p hermes-tests --example fake_provider -- 20`
 //! prints its base URL, then answers every conversation with 20 tool turns
-//! (`todo` list calls) followed by a text answer.
+//! (`todo` calls, each adding a new item: 20 identical calls would be
+//! stopped by the repeat guard, SPEC Y6) followed by a text answer.
 //!
 //! With a second argument, a file path, it keeps the number of requests it
 //! received so far (chat requests and metadata probes alike) in that file.
@@ -25,7 +26,8 @@ fn main() -> std::io::Result<()> {
             .as_array()
             .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
         if done < turns {
-            Reply::tool(&format!("call_{done}"), "todo", r#"{"action":"list"}"#)
+            let args = format!(r#"{{"action":"add","items":["task {done}"]}}"#);
+            Reply::tool(&format!("call_{done}"), "todo", &args)
         } else {
             Reply::text(format!("Done after {turns} tool turns."))
         }

@@ -33,7 +33,7 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::model::Model;
 
@@ -164,21 +164,25 @@ pub const DEFAULT_SUMMARIZER_COOLDOWN_MS: u64 = 10 * 60 * 1000;
 /// When the summariser may be asked again after a failure.
 #[derive(Debug, Default)]
 pub struct SummarizerHealth {
-    /// Agent-clock ms before which the summariser is not asked (0: ask).
-    resting_until_ms: AtomicU64,
+    /// Agent-clock *seconds* before which the summariser is not asked
+    /// (0: ask). Seconds in a `u32`, not ms in a `u64`: the bare-metal
+    /// targets the core builds for (thumbv7em, riscv32imac) have no 64-bit
+    /// atomics, and a rest a fraction of a second longer costs nothing.
+    resting_until_s: AtomicU32,
 }
 
 impl SummarizerHealth {
     /// Whether a compaction at `now_ms` may ask the summariser.
     pub fn available(&self, now_ms: u64) -> bool {
-        now_ms >= self.resting_until_ms.load(Ordering::Acquire)
+        now_ms >= u64::from(self.resting_until_s.load(Ordering::Acquire)) * 1000
     }
 
     /// The summariser failed at `now_ms`: leave it alone for `cooldown_ms`.
     pub fn failed(&self, now_ms: u64, cooldown_ms: u64) {
         // At least 1 ms, so that a clock stuck at 0 does not keep asking.
-        self.resting_until_ms
-            .store(now_ms.saturating_add(cooldown_ms.max(1)), Ordering::Release);
+        let until_ms = now_ms.saturating_add(cooldown_ms.max(1));
+        let until_s = u32::try_from(until_ms.div_ceil(1000)).unwrap_or(u32::MAX);
+        self.resting_until_s.store(until_s, Ordering::Release);
     }
 }
 

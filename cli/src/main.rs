@@ -195,27 +195,7 @@ fn gateway_check(settings: &config::Settings) -> Result<i32, CliError> {
         2 => CliError::Config(e.to_string()),
         _ => CliError::Runtime(e.to_string()),
     })?;
-    // Discord: the token and the MESSAGE CONTENT switch, before anything
-    // is printed (the report never says OK and then fails).
-    #[cfg(feature = "discord")]
-    let discord = {
-        let env = |name: &str| settings.var(name).map(str::to_owned);
-        match hermes_gateway::discord::DiscordConfig::from_sources(&env, &settings.file) {
-            Some(Ok(config)) => {
-                let bot = hermes_gateway::discord::check_bot(&config).map_err(CliError::Config)?;
-                if bot.message_content == Some(false) {
-                    return Err(CliError::Config(bot.describe()));
-                }
-                Some(bot.describe())
-            }
-            _ => None,
-        }
-    };
     println!("{report}");
-    #[cfg(feature = "discord")]
-    if let Some(line) = discord {
-        println!("{line}");
-    }
     pairing_cmd::check_summary(settings);
     let listed = app::client(settings, &settings.provider.model)?.list_models();
     match listed {

@@ -4,7 +4,8 @@
 //!
 //! - The configuration, as `run` validates it ([`check_config`]).
 //! - Each platform's credentials, live ([`PlatformAdapter::verify`]):
-//!   Telegram's `getMe`, the WeCom app's `gettoken` and callback port. A
+//!   Telegram's `getMe`, Discord's `users/@me` and MESSAGE CONTENT switch,
+//!   the WeCom app's `gettoken` and callback port. A
 //!   refusal or an API nobody answers on is an error naming the setting.
 //! - Not the provider: a local model that starts after the gateway is no
 //!   reason not to start (the gateway retries each turn); the CLI probes it

@@ -621,3 +621,58 @@ async fn a_reply_longer_than_ten_messages_sends_the_rest_as_a_file() {
     assert_bodies_match_discord_schema(&b.fake);
     b.runner.shutdown().await;
 }
+
+/// `gateway run --check` goes through `verify` for Discord as for the
+/// other platforms: a working token names the bot, a refused token or the
+/// MESSAGE CONTENT switch off is a sentence naming what to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_the_bot_and_refuses_a_bad_token_or_missing_intent() {
+    let fake = FakeDiscord::start(Behaviour::default()).await;
+    let ok = DiscordAdapter::new(config(&fake)).verify().await.unwrap();
+    let ok = ok.expect("the bot is named");
+    assert!(
+        ok.contains(discord_support::BOT_ID) && ok.contains("MESSAGE CONTENT intent enabled"),
+        "{ok}"
+    );
+    let mut c = config(&fake);
+    c.token = "OTAw.nope.x".into();
+    let err = DiscordAdapter::new(c).verify().await.unwrap_err();
+    assert!(
+        err.contains("DISCORD_BOT_TOKEN") && !err.contains("nope"),
+        "{err}"
+    );
+    let fake_off = FakeDiscord::start(Behaviour {
+        message_content_enabled: false,
+        ..Behaviour::default()
+    })
+    .await;
+    let err = DiscordAdapter::new(config(&fake_off))
+        .verify()
+        .await
+        .unwrap_err();
+    assert!(err.contains("MESSAGE CONTENT INTENT"), "{err}");
+    let mut c = config(&fake);
+    c.api_url = "http://127.0.0.1:9".into();
+    let err = DiscordAdapter::new(c).verify().await.unwrap_err();
+    assert!(err.contains("cannot reach"), "{err}");
+}
+
+/// A token revoked while serving is for the operator to fix: `gave_up`
+/// resolves with the reason, so the gateway exits non-zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gave_up_resolves_when_the_token_is_revoked_mid_session() {
+    let (fake, adapter, _rx) = adapter(Behaviour::default()).await;
+    let waiting = {
+        let adapter = adapter.clone();
+        tokio::spawn(async move { adapter.gave_up().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "a healthy connection never gives up");
+    fake.revoke_token();
+    fake.close(4000);
+    let why = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("gave_up resolved")
+        .unwrap();
+    assert!(why.contains("DISCORD_BOT_TOKEN"), "{why}");
+}

@@ -342,6 +342,31 @@ impl PlatformAdapter for DiscordAdapter {
         })
     }
 
+    /// `GET /users/@me` and the application's MESSAGE CONTENT switch:
+    /// without it the Gateway refuses the connection (close code 4014), so
+    /// `--check` fails here rather than `run` in a restart loop.
+    async fn verify(&self) -> Result<Option<String>, String> {
+        let config = self.inner.config.clone();
+        let bot = hermes_runtime::http::run_blocking(move || check_bot(&config))
+            .await
+            .map_err(|e| format!("discord: the check did not finish: {e}"))??;
+        if bot.message_content == Some(false) {
+            return Err(bot.describe());
+        }
+        let intents = match bot.message_content {
+            Some(_) => "MESSAGE CONTENT intent enabled".to_owned(),
+            None => format!("could not read the intents; make sure: {ENABLE_INTENT}"),
+        };
+        Ok(Some(format!("{} (bot id {}; {intents})", bot.name, bot.id)))
+    }
+
+    /// Resolves once the connection stopped for good (a token revoked
+    /// mid-session, the intents switched off): only an operator can fix
+    /// that, so the gateway exits non-zero for its service manager.
+    async fn gave_up(&self) -> String {
+        self.wait_stopped().await
+    }
+
     async fn disconnect(&self) {
         let task = lock(&self.task).take();
         if let Some((stop, handle)) = task {

@@ -387,6 +387,8 @@ pub enum GatewayCommand {
         #[command(flatten)]
         provider: ProviderArgs,
     },
+    /// Is a gateway running for this home: pid, since when, each platform's connection, last activity (exit 0 running, 1 a platform not connected, 3 not running)
+    Status,
 }
 
 /// `hermes pairing` subcommands (SPEC Y4).

@@ -85,10 +85,19 @@ impl<'a> TurnObserver<'a> {
     pub fn finish(&mut self) {
         self.flush_reasoning(true);
         term().spinner_stop();
-        if let Some(md) = &mut self.stream {
-            term().out(&md.finish());
-        }
+        self.stream_out(Markdown::finish);
         term().end_line();
+    }
+
+    /// Writes what the markdown stream makes of the next step; first, if
+    /// a notice broke its open line, tells it its echo is out of reach.
+    fn stream_out(&mut self, step: impl FnOnce(&mut Markdown) -> String) {
+        if let Some(md) = &mut self.stream {
+            if term().take_stream_broken() {
+                md.echo_lost();
+            }
+            term().out(&step(md));
+        }
     }
 
     fn spin(&self, label: &str) {
@@ -171,9 +180,7 @@ impl AgentObserver for TurnObserver<'_> {
                 self.flush_reasoning(false);
             }
             AgentEvent::Fallback(fallback) => {
-                if let Some(md) = &mut self.stream {
-                    term().out(&md.finish());
-                }
+                self.stream_out(Markdown::finish);
                 term().spinner_stop();
                 term().end_line();
                 if !self.fallbacks.iter().any(|m| m == fallback.answering) {
@@ -186,9 +193,7 @@ impl AgentObserver for TurnObserver<'_> {
             }
             AgentEvent::RepeatsStopped { tool, count } => {
                 self.flush_reasoning(true);
-                if let Some(md) = &mut self.stream {
-                    term().out(&md.finish());
-                }
+                self.stream_out(Markdown::finish);
                 term().spinner_stop();
                 term().end_line();
                 term().line(&term().err_style().yellow(&format!(
@@ -198,16 +203,14 @@ impl AgentObserver for TurnObserver<'_> {
             }
             AgentEvent::TextDelta(text) => {
                 self.flush_reasoning(true);
-                if let Some(md) = &mut self.stream {
+                if self.stream.is_some() {
                     term().spinner_stop();
-                    term().out(&md.push(text));
+                    self.stream_out(|md| md.push(text));
                 }
             }
             AgentEvent::ToolStarted { call } => {
                 self.flush_reasoning(true);
-                if let Some(md) = &mut self.stream {
-                    term().out(&md.finish());
-                }
+                self.stream_out(Markdown::finish);
                 term().spinner_stop();
                 term().end_line();
                 self.tool_started = Some(Instant::now());
@@ -250,9 +253,7 @@ impl AgentObserver for TurnObserver<'_> {
                 }
             }
             AgentEvent::Compacted(compaction) => {
-                if let Some(md) = &mut self.stream {
-                    term().out(&md.finish());
-                }
+                self.stream_out(Markdown::finish);
                 term().spinner_stop();
                 term().end_line();
                 if self.verbose {

@@ -13,6 +13,8 @@ mod dbcheck;
 mod display;
 #[cfg(feature = "gateway")]
 mod gateway_log;
+#[cfg(feature = "gateway")]
+mod gateway_status;
 mod log;
 mod markdown;
 mod mcp_cmd;
@@ -117,6 +119,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             })?;
             gateway(&settings, check, log_level.as_deref())
         }
+        #[cfg(feature = "gateway")]
+        Command::Gateway {
+            command: GatewayCommand::Status,
+        } => Ok(gateway_status::print(&load_settings(&outer)?)),
         #[cfg(feature = "gateway")]
         Command::Pairing { command } => pairing_cmd::run(&load_settings(&outer)?, command),
         // Generated from the clap definition by build.rs: the binary carries

@@ -84,6 +84,18 @@ impl Markdown {
         out
     }
 
+    /// The raw echo of the pending line can no longer be erased (another
+    /// line was written after it): it stays on the screen as it is, and
+    /// only what was not echoed yet is still to be written.
+    pub fn echo_lost(&mut self) {
+        if let Some(rest) = self.pending.get(self.echoed..) {
+            self.pending = rest.to_owned();
+        } else {
+            self.pending.clear();
+        }
+        self.echoed = 0;
+    }
+
     /// Moves back over the raw echo of the pending line and clears it.
     fn erase_echo(&self) -> String {
         if self.echoed == 0 {

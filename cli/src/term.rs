@@ -136,6 +136,10 @@ struct State {
     spinner: Option<Spin>,
     /// Streamed text has been written since the last newline (on stdout).
     out_mid_line: bool,
+    /// A line of our own broke an open line of streamed text: the
+    /// stream's raw echo is no longer on the line it was written to
+    /// ([`Term::take_stream_broken`]).
+    stream_broken: bool,
     thread_started: bool,
 }
 
@@ -268,6 +272,14 @@ impl Term {
         st.out_mid_line = !text.ends_with('\n');
     }
 
+    /// Whether a notice broke the open line of streamed text since the
+    /// last call (the Ctrl-C hint, a tool line): the markdown stream then
+    /// must not erase "its" echo, which is now above the notice — it would
+    /// print the partial line a second time.
+    pub fn take_stream_broken(&self) -> bool {
+        std::mem::take(&mut self.lock().stream_broken)
+    }
+
     /// Ends a line of streamed text, if one is open.
     pub fn end_line(&self) {
         let mut st = self.lock();
@@ -289,6 +301,7 @@ impl Term {
             let _ = out.write_all(b"\n");
             let _ = out.flush();
             st.out_mid_line = false;
+            st.stream_broken = true;
         }
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "{}", line.trim_end_matches('\n'));
@@ -304,6 +317,7 @@ impl Term {
         if st.out_mid_line {
             let _ = out.write_all(b"\n");
             st.out_mid_line = false;
+            st.stream_broken = true;
         }
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

@@ -420,3 +420,188 @@ fn json_log_lines_and_debug_without_library_noise() {
         assert!(target.starts_with("hermes"), "library noise: {e}");
     }
 }
+
+/// Issue 31, item 10: the shipped `packaging/config.toml` passes the check
+/// its own comment tells the operator to run (`gateway run --check`), as
+/// installed — every key in it known, every commented example too.
+#[test]
+fn the_packaged_config_passes_gateway_run_check() {
+    let rt = runtime();
+    let fake = rt.block_on(Fake::start(true));
+    let provider = provider();
+    let home = tempfile::tempdir().unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/config.toml");
+    let shipped = std::fs::read_to_string(shipped).unwrap();
+    std::fs::write(home.path().join("config.toml"), &shipped).unwrap();
+    let o = check(home.path(), &fake.base, TOKEN, &provider.base_url());
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("@fake_bot"), "{out}");
+
+    // The commented examples are meant to be switched on: uncommented,
+    // they pass too (a renamed key would fail here, not on a board).
+    let uncommented: String = shipped
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if rest.contains(" = ") && !rest.contains("sudo") => rest,
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(uncommented.contains("\nbusy_mode = "), "{uncommented}");
+    std::fs::write(home.path().join("config.toml"), &uncommented).unwrap();
+    let o = gateway_cmd(home.path(), &fake.base, TOKEN, &provider.base_url())
+        .env_remove("HERMES_TOOLSETS")
+        .args(["gateway", "run", "--check"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("toolsets: web, memory, todo"), "{out}");
+}
+
+/// A plain HTTP/1.1 GET on 127.0.0.1: (status code, body).
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (code, body)
+}
+
+fn status(home: &Path) -> Output {
+    Command::new(HERMES)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("HERMES_HOME", home)
+        .args(["gateway", "status"])
+        .output()
+        .unwrap()
+}
+
+/// Waits until `check` holds for `hermes gateway status`'s output.
+fn status_until(home: &Path, what: &str, check: impl Fn(&Output) -> bool) -> Output {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let o = status(home);
+        if check(&o) {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "{what}: {}", text(&o));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Issue 31, item 9: `hermes gateway status` says whether a gateway runs
+/// for the home (exit 0 / 3), its pid, each platform's connection and the
+/// last activity; `GET /healthz` and `/metrics` (Prometheus text) answer on
+/// the configured loopback port, and count what was served.
+#[test]
+fn gateway_status_healthz_and_metrics_follow_a_served_message() {
+    let rt = runtime();
+    let fake = rt.block_on(Fake::start(true));
+    let provider = provider();
+    let home = tempfile::tempdir().unwrap();
+    let o = status(home.path());
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("not running"), "{}", text(&o));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = gateway_cmd(home.path(), &fake.base, TOKEN, &provider.base_url());
+    cmd.env("GATEWAY_METRICS_PORT", port.to_string());
+    let mut gw = Gateway::spawn(cmd, home.path());
+    let o = status_until(home.path(), "connected", |o| {
+        o.status.code() == Some(0) && text(o).contains("telegram: connected")
+    });
+    let pid = gw.child.id();
+    assert!(
+        text(&o).contains(&format!("running (pid {pid})")),
+        "{}",
+        text(&o)
+    );
+    let (code, body) = http_get(port, "/healthz");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+    // The command menu was filled from the gateway's commands, and the
+    // fake (Telegram's rules) accepted it: no warning about it.
+    let menu = fake.requests("setMyCommands");
+    assert_eq!(menu.len(), 1, "{}", gw.log());
+    let names: Vec<&str> = menu[0].body["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    for name in ["new", "stop", "approve", "help"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    assert!(!gw.log().contains("setMyCommands"), "{}", gw.log());
+
+    fake.push_update(dm(1, 41, "count me"));
+    reply_to(&fake, 41, WAIT, "a plain message");
+    let o = status_until(home.path(), "the reply counted", |o| {
+        text(o).contains("1 message in, 1 out")
+    });
+    let out = text(&o);
+    assert!(!out.contains("last message in: never"), "{out}");
+    assert!(out.contains("turns: 1 answered, 0 failed"), "{out}");
+    assert!(out.contains(&format!("127.0.0.1:{port}/metrics")), "{out}");
+
+    let (code, metrics) = http_get(port, "/metrics");
+    assert_eq!(code, 200, "{metrics}");
+    for line in [
+        "hermes_gateway_up 1",
+        "hermes_gateway_messages_in_total{platform=\"telegram\"} 1",
+        "hermes_gateway_messages_out_total{platform=\"telegram\"} 1",
+        "hermes_gateway_turns_total{outcome=\"answered\"} 1",
+        "hermes_gateway_turn_duration_seconds_count 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+    assert!(
+        metrics.contains("# TYPE hermes_gateway_tokens_total counter"),
+        "{metrics}"
+    );
+    assert_eq!(http_get(port, "/nope").0, 404);
+
+    // The model is told the platform, the user and the session's start;
+    // the prompt stays byte-for-byte the same for the session's next turn.
+    fake.push_update(dm(2, 42, "and again"));
+    reply_to(&fake, 42, WAIT, "the second message");
+    let requests = provider.requests();
+    let system = |i: usize| requests[i]["messages"][0]["content"].as_str().unwrap().to_owned();
+    let first = system(0);
+    assert!(first.contains("Platform: Telegram, a direct message."), "{first}");
+    assert!(first.contains("\"ann\" (user id 7"), "{first}");
+    assert!(first.contains(" UTC. This is when the conversation began"), "{first}");
+    assert_eq!(system(requests.len() - 1), first, "byte-stable within the session");
+
+    assert_eq!(gw.stop(), Some(0), "{}", gw.log());
+    let o = status(home.path());
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(
+        out.contains(&format!("not running (the last one, pid {pid}, stopped")),
+        "{out}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the endpoint is closed"
+    );
+}

@@ -321,8 +321,13 @@ impl AgentFactory for RuntimeAgentFactory {
         )
     }
 
-    fn system_prompt(&self, _source: &SessionSource) -> Result<String, FactoryError> {
-        Ok(assemble::session_prompt(&self.settings, &self.tool_specs))
+    fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError> {
+        let mut prompt = assemble::session_prompt(&self.settings, &self.tool_specs);
+        prompt.push_str(&crate::prompt_context::session_context(
+            source,
+            jiff::Timestamp::now(),
+        ));
+        Ok(prompt)
     }
 
     fn build(
@@ -571,6 +576,12 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         // still stops the gateway gracefully.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let ops = crate::ops::start(
+            &settings.home,
+            &summary.platforms,
+            summary.config.metrics_port,
+        )
+        .await?;
         let scheduler = match &runner {
             Some(runner) => {
                 runner.start().await?;
@@ -592,6 +603,11 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             ),
             None => None,
         };
+        #[cfg(feature = "api_server")]
+        if api_server.is_some() {
+            crate::ops::ops()
+                .platform_state(crate::api_server::PLATFORM, crate::ops::PlatformState::Connected);
+        }
         #[cfg(not(feature = "api_server"))]
         let _ = (api, factory);
         tracing::info!(platforms = ?summary.platforms, busy_mode = summary.config.busy_mode.as_str(), "gateway running");
@@ -620,6 +636,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
                 marked_clean: false,
             },
         };
+        ops.stop().await;
         Ok::<_, GatewayError>((report, gave_up))
     })?;
     let (report, gave_up) = report;

@@ -86,6 +86,23 @@ pub const HELP: &str = "Commands:\n\
 /queue TEXT: answer TEXT after the current reply, without interrupting it\n\
 /help: this list";
 
+/// The command menu a platform shows (Telegram's `setMyCommands`): each
+/// line of [`HELP`], its first command and its description — so the menu
+/// and `/help` never disagree.
+pub fn menu() -> Vec<(&'static str, &'static str)> {
+    HELP.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let (names, description) = line.split_once(": ")?;
+            let name = names.strip_prefix('/')?;
+            let end = name
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(name.len());
+            Some((&name[..end], description))
+        })
+        .collect()
+}
+
 /// Parses `text` as a command; `None` means it is ordinary text.
 pub fn parse_command(text: &str) -> Option<Command> {
     let text = text.trim_start();
@@ -227,5 +244,25 @@ mod tests {
                 "/{name} missing from /help"
             );
         }
+    }
+
+    #[test]
+    fn the_menu_is_the_help_text_and_fits_telegram() {
+        let menu = menu();
+        assert_eq!(menu.len(), HELP.lines().count() - 1, "{menu:?}");
+        for (name, description) in &menu {
+            assert!(NAMES.contains(name), "{name}");
+            // Telegram: 1-32 of a-z, 0-9, _; a description of 1-256.
+            assert!(
+                (1..=32).contains(&name.len())
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name}"
+            );
+            assert!((1..=256).contains(&description.chars().count()), "{description}");
+        }
+        assert!(menu.contains(&("new", "start a new conversation")));
+        assert!(menu.iter().any(|(n, _)| *n == "help"));
     }
 }

@@ -137,6 +137,9 @@ pub struct GatewayConfig {
     /// How `hermes gateway run` writes its log (`log_format`,
     /// `GATEWAY_LOG_FORMAT`): a line of text or a JSON object per event.
     pub log_format: LogFormat,
+    /// The loopback port of `GET /healthz` and `/metrics` (`metrics_port`,
+    /// `GATEWAY_METRICS_PORT`); `None`, the default: not served.
+    pub metrics_port: Option<u16>,
 }
 
 /// The gateway log's format (`[gateway] log_format`).
@@ -172,6 +175,7 @@ impl Default for GatewayConfig {
             max_file_bytes: crate::media::DEFAULT_MAX_FILE_MB * 1024 * 1024,
             pairing: true,
             log_format: LogFormat::Text,
+            metrics_port: None,
         }
     }
 }
@@ -201,6 +205,7 @@ const KNOWN_KEYS: &[&str] = &[
     "timezone",
     "pairing",
     "log_format",
+    "metrics_port",
 ];
 
 impl GatewayConfig {
@@ -385,6 +390,12 @@ impl GatewayConfig {
                     ));
                 }
             };
+        }
+        if let Some((key, v)) = pick("GATEWAY_METRICS_PORT", "metrics_port") {
+            let port = v.count(&key, 1, 65_535)?;
+            cfg.metrics_port = Some(
+                u16::try_from(port).map_err(|_| GatewayConfigError::new(key, "out of range"))?,
+            );
         }
         Ok(cfg)
     }
@@ -587,6 +598,19 @@ mod tests {
         assert_eq!(cfg.busy_mode, BusyMode::Queue);
         assert_eq!(cfg.idle_reset, None);
         assert_eq!(cfg.daily_reset_hour, None);
+    }
+
+    #[test]
+    fn metrics_port_is_off_unless_set() {
+        assert_eq!(parse("", &[]).unwrap().metrics_port, None);
+        let cfg = parse("[gateway]\nmetrics_port = 9464", &[]).unwrap();
+        assert_eq!(cfg.metrics_port, Some(9464));
+        let cfg = parse("", &[("GATEWAY_METRICS_PORT", "9100")]).unwrap();
+        assert_eq!(cfg.metrics_port, Some(9100));
+        let e = parse("[gateway]\nmetrics_port = 70000", &[]).unwrap_err();
+        assert_eq!(e.key, "gateway.metrics_port");
+        let e = parse("", &[("GATEWAY_METRICS_PORT", "0")]).unwrap_err();
+        assert_eq!(e.key, "GATEWAY_METRICS_PORT");
     }
 
     #[test]

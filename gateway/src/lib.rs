@@ -30,8 +30,10 @@ pub mod lock;
 #[cfg(feature = "matrix")]
 pub mod matrix;
 pub mod media;
+pub mod ops;
 pub mod overflow;
 pub mod pairing;
+pub mod prompt_context;
 pub mod runner;
 pub mod session;
 pub mod split;

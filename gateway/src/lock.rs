@@ -83,6 +83,27 @@ impl InstanceLock {
         Ok(InstanceLock { file, path })
     }
 
+    /// Whether a gateway holds the lock of `home` now (`Some(pid)` when
+    /// it does; the pid when recorded). Never creates anything. A shared
+    /// lock taken and dropped at once: a gateway starting in that instant
+    /// would be refused, so this is for an operator's command only.
+    pub fn holder(home: &Path) -> Option<Option<u32>> {
+        let path = home.join("gateway.lock");
+        let mut file = File::open(&path).ok()?;
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = file.unlock();
+                None
+            }
+            Err(TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                Some(pid.trim().parse().ok())
+            }
+            Err(TryLockError::Error(_)) => None,
+        }
+    }
+
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -111,7 +132,12 @@ mod tests {
             msg.contains(&format!("pid {}", std::process::id())),
             "{msg}"
         );
+        assert_eq!(
+            InstanceLock::holder(dir.path()),
+            Some(Some(std::process::id()))
+        );
         drop(first);
+        assert_eq!(InstanceLock::holder(dir.path()), None);
         InstanceLock::acquire(dir.path()).unwrap();
     }
 }

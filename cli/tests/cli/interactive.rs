@@ -536,3 +536,36 @@ fn clear_and_tools_exist_and_help_lists_the_aliases() {
     p.send_line("/exit");
     p.eof();
 }
+
+/// Issue 31, item 11: Ctrl-C during a styled answer printed the partial
+/// answer twice — the "(interrupting …)" hint broke the streamed line, and
+/// the renderer then "erased" its echo on the wrong row and printed the
+/// line again.
+#[test]
+fn ctrl_c_shows_the_partial_answer_once() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::text("ready"),
+        slow(&["alpha ", "beta ", "gamma ", "delta ", "omega"], 700),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), STYLED);
+    p.expect("/help lists commands");
+    p.send_line("hello");
+    p.expect("ready");
+    p.send_line("go slowly");
+    p.expect("beta ");
+    p.ctrl('c');
+    p.expect("Interrupted; the partial answer is kept.");
+    // Read on to the next prompt's output, so the screen holds it all.
+    p.send_line("/status");
+    p.expect("session:");
+    let screen = p.screen();
+    assert_eq!(
+        screen.matches("alpha beta").count(),
+        1,
+        "the partial answer is shown once:\n{screen}"
+    );
+    p.send_line("/exit");
+    p.eof();
+}

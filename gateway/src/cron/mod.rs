@@ -266,7 +266,7 @@ impl Inner {
         loop {
             let inner = Arc::clone(&self);
             match tokio::task::spawn_blocking(move || inner.tick()).await {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => crate::ops::ops().scheduler_tick(),
                 Ok(Err(e)) => tracing::warn!(error = %e, "scheduler tick failed; retrying"),
                 Err(e) => tracing::error!(error = %e, "scheduler tick panicked"),
             }

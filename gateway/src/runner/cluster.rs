@@ -235,6 +235,7 @@ impl Inner {
                 Ok(Ok(Acquired::Busy { owner })) => {
                     if standing_by_for.as_deref() != Some(&owner) {
                         tracing::info!(lease = %name, holder = %owner, "another gateway serves this bot; standing by");
+                        crate::ops::ops().platform_state(platform, crate::ops::PlatformState::StandingBy);
                         standing_by_for = Some(owner);
                     }
                     if let Some(tx) = first.take() {
@@ -299,9 +300,14 @@ impl Inner {
                 self.push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
             }
             match adapter.connect(Arc::clone(&handler)).await {
-                Ok(()) => tracing::info!(platform, "adapter connected"),
+                Ok(()) => {
+                    tracing::info!(platform, "adapter connected");
+                    crate::ops::ops().platform_state(platform, crate::ops::PlatformState::Connected);
+                }
                 Err(e) => {
                     tracing::error!(platform, error = %e, "adapter failed to connect");
+                    crate::ops::ops()
+                        .platform_state(platform, crate::ops::PlatformState::Failed(e.to_string()));
                     let message = e.to_string();
                     self.give_up_bot(platform, &adapter, &held, keeper).await;
                     // What was taken over stays stored for the next holder.

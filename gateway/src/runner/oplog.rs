@@ -26,6 +26,7 @@ fn kind(event: &MessageEvent, command: bool) -> &'static str {
 /// A message from an allowed user was received.
 pub(super) fn message_in(event: &MessageEvent, command: bool) {
     let s = &event.source;
+    crate::ops::ops().message_in(&s.platform);
     tracing::info!(
         platform = %s.platform,
         chat = %s.chat_id,
@@ -40,6 +41,7 @@ pub(super) fn message_in(event: &MessageEvent, command: bool) {
 /// A turn's reply went out: how many platform messages, how long the turn
 /// took from the start of its work, the tokens it used.
 pub(super) fn reply_out(platform: &str, chat: &str, pieces: usize, took: Duration, usage: &Usage) {
+    crate::ops::ops().reply_out(platform, pieces, took, usage);
     tracing::info!(
         platform,
         chat,
@@ -55,5 +57,6 @@ pub(super) fn reply_out(platform: &str, chat: &str, pieces: usize, took: Duratio
 /// A turn ended without its answer: the cause, for the operator (the chat
 /// got a short sentence).
 pub(super) fn turn_failed(key: &str, cause: &str) {
+    crate::ops::ops().turn_failed();
     tracing::error!(key, error = cause, "turn failed");
 }

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hermes_runtime::http;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -197,6 +197,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TelegramAdapter {
+    /// Fills the bot's command menu (`setMyCommands`) from the gateway's
+    /// commands. Best effort: without it the commands still work, so a
+    /// refusal is a warning, never a failed connection.
+    async fn publish_command_menu(&self) {
+        let commands: Vec<Value> = crate::command::menu()
+            .into_iter()
+            .map(|(command, description)| json!({"command": command, "description": description}))
+            .collect();
+        let set = self
+            .inner
+            .api
+            .call_once(
+                "setMyCommands",
+                &json!({ "commands": commands }),
+                Duration::from_secs(10),
+            )
+            .await;
+        if let Err(e) = set {
+            tracing::warn!(
+                error = %e.into_adapter_error(),
+                "telegram: cannot fill the command menu (setMyCommands); the commands still work"
+            );
+        }
+    }
+
     /// An adapter for `config`, saving its poll offset in `offset_store`.
     pub fn new(
         config: TelegramConfig,
@@ -466,6 +491,7 @@ impl PlatformAdapter for TelegramAdapter {
             bot_name(&bot)
         );
         *lock(&self.inner.bot) = Some(bot);
+        self.publish_command_menu().await;
 
         let (stop, stop_rx) = watch::channel(false);
         let inner = Arc::clone(&self.inner);

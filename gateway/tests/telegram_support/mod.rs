@@ -480,6 +480,30 @@ impl Fake {
                 )
             }
             "sendChatAction" => ok(json!(true)),
+            // Telegram's rules: 1-100 commands, each 1-32 of a-z 0-9 _,
+            // a description of 1-256 characters.
+            "setMyCommands" => {
+                let valid = body["commands"].as_array().is_some_and(|list| {
+                    (1..=100).contains(&list.len())
+                        && list.iter().all(|c| {
+                            let name = c["command"].as_str().unwrap_or("");
+                            let description = c["description"].as_str().unwrap_or("");
+                            (1..=32).contains(&name.len())
+                                && name.chars().all(|ch| {
+                                    ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_'
+                                })
+                                && (1..=256).contains(&description.chars().count())
+                        })
+                });
+                if valid {
+                    ok(json!(true))
+                } else {
+                    (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: BOT_COMMAND_INVALID"}),
+                    )
+                }
+            }
             _ => (
                 404,
                 json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}),

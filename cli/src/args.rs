@@ -389,6 +389,8 @@ pub enum GatewayCommand {
     },
     /// Is a gateway running for this home: pid, since when, each platform's connection, last activity (exit 0 running, 1 a platform not connected, 3 not running)
     Status,
+    /// Connect a chat platform: the bot token (verified live), who may talk to the bot; saved to $HERMES_HOME/.env (mode 0600)
+    Setup,
 }
 
 /// `hermes pairing` subcommands (SPEC Y4).

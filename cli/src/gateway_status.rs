@@ -15,7 +15,10 @@ use crate::sessions::date_time;
 pub fn print(settings: &Settings) -> i32 {
     let sqlite = settings.store_target().kind() == BackendKind::Sqlite;
     let found = status::read(&settings.home, sqlite);
-    println!("{}", describe(&found, hermes_gateway::ops::metrics::now_unix()));
+    println!(
+        "{}",
+        describe(&found, hermes_gateway::ops::metrics::now_unix())
+    );
     found.exit_code()
 }
 
@@ -86,14 +89,14 @@ fn details(out: &mut String, s: &StatusFile, now: u64) {
         s.turns_failed
     );
     if s.scheduler_tick != 0 {
-        let _ = write!(out, "\n  scheduler: last tick {}", ago(now, s.scheduler_tick));
+        let _ = write!(
+            out,
+            "\n  scheduler: last tick {}",
+            ago(now, s.scheduler_tick)
+        );
     }
     if let Some(addr) = &s.metrics_addr {
         let _ = write!(out, "\n  health: {addr}/healthz, metrics: {addr}/metrics");
     }
-    let _ = write!(
-        out,
-        "\n  (status written {})",
-        ago(now, s.updated_at)
-    );
+    let _ = write!(out, "\n  (status written {})", ago(now, s.updated_at));
 }

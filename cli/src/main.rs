@@ -14,6 +14,8 @@ mod display;
 #[cfg(feature = "gateway")]
 mod gateway_log;
 #[cfg(feature = "gateway")]
+mod gateway_setup;
+#[cfg(feature = "gateway")]
 mod gateway_status;
 mod log;
 mod markdown;
@@ -123,6 +125,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Gateway {
             command: GatewayCommand::Status,
         } => Ok(gateway_status::print(&load_settings(&outer)?)),
+        #[cfg(feature = "gateway")]
+        Command::Gateway {
+            command: GatewayCommand::Setup,
+        } => gateway_setup::run(&load_settings(&outer)?),
         #[cfg(feature = "gateway")]
         Command::Pairing { command } => pairing_cmd::run(&load_settings(&outer)?, command),
         // Generated from the clap definition by build.rs: the binary carries

@@ -186,6 +186,10 @@ pub fn run(env: &Environment) -> Result<i32, CliError> {
             style.bold(&model),
             style.cyan("hermes -z \"hello\"")
         );
+        #[cfg(feature = "gateway")]
+        crate::gateway_setup::offer(&crate::app::load_settings(
+            &crate::args::ProviderArgs::default(),
+        )?)?;
         return Ok(0);
     }
 }
@@ -294,7 +298,9 @@ fn save(home: &Path, base_url: &str, model: &str, api_key: Option<&str>) -> Resu
     Ok(())
 }
 
-fn write_dotenv_key(path: &Path, name: &str, value: &str) -> Result<(), CliError> {
+/// Sets `name=value` in the `.env` file at `path` (other lines kept),
+/// mode 0600.
+pub(crate) fn write_dotenv_key(path: &Path, name: &str, value: &str) -> Result<(), CliError> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let old = std::fs::read_to_string(path).unwrap_or_default();
     let mut lines: Vec<String> = old

@@ -579,18 +579,37 @@ fn gateway_status_healthz_and_metrics_follow_a_served_message() {
         "{metrics}"
     );
     assert_eq!(http_get(port, "/nope").0, 404);
+    // The status file holds states and counters: no token, no user id.
+    let file = std::fs::read_to_string(home.path().join("gateway.status.json")).unwrap();
+    assert!(!file.contains(TOKEN) && !file.contains("ann"), "{file}");
+    assert!(!file.contains("\"7\""), "{file}");
 
     // The model is told the platform, the user and the session's start;
     // the prompt stays byte-for-byte the same for the session's next turn.
     fake.push_update(dm(2, 42, "and again"));
     reply_to(&fake, 42, WAIT, "the second message");
     let requests = provider.requests();
-    let system = |i: usize| requests[i]["messages"][0]["content"].as_str().unwrap().to_owned();
+    let system = |i: usize| {
+        requests[i]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
     let first = system(0);
-    assert!(first.contains("Platform: Telegram, a direct message."), "{first}");
+    assert!(
+        first.contains("Platform: Telegram, a direct message."),
+        "{first}"
+    );
     assert!(first.contains("\"ann\" (user id 7"), "{first}");
-    assert!(first.contains(" UTC. This is when the conversation began"), "{first}");
-    assert_eq!(system(requests.len() - 1), first, "byte-stable within the session");
+    assert!(
+        first.contains(" UTC. This is when the conversation began"),
+        "{first}"
+    );
+    assert_eq!(
+        system(requests.len() - 1),
+        first,
+        "byte-stable within the session"
+    );
 
     assert_eq!(gw.stop(), Some(0), "{}", gw.log());
     let o = status(home.path());
@@ -604,4 +623,75 @@ fn gateway_status_healthz_and_metrics_follow_a_served_message() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the endpoint is closed"
     );
+}
+
+/// `hermes gateway setup` with `answers` on stdin, Telegram at `telegram`.
+fn setup(home: &Path, telegram: &str, answers: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(HERMES)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("HERMES_HOME", home)
+        .env("TELEGRAM_API_URL", telegram)
+        .args(["gateway", "setup"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answers.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 31, item 9: `hermes gateway setup` verifies the token live (a
+/// refused one is retried, nothing saved meanwhile), checks the allow-list
+/// and writes `.env` with mode 0600; `gateway run --check` then passes on
+/// what it wrote alone.
+#[test]
+fn gateway_setup_verifies_the_token_and_writes_a_private_env() {
+    use std::os::unix::fs::PermissionsExt;
+    let rt = runtime();
+    let fake = rt.block_on(Fake::start(true));
+    let home = tempfile::tempdir().unwrap();
+    let dotenv = home.path().join(".env");
+
+    // A refused token, then quit: nothing is written.
+    let o = setup(home.path(), &fake.base, "1\n999:not-the-token\nq\n");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("TELEGRAM_BOT_TOKEN"), "{out}");
+    assert!(!dotenv.exists(), "nothing saved: {out}");
+
+    // Refused, retried with the right one; a non-numeric id is asked again.
+    let answers = format!("1\n999:not-the-token\nr\n{TOKEN}\n7, @ann\n7, 8\n");
+    let o = setup(home.path(), &fake.base, &answers);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("@fake_bot"), "{out}");
+    assert!(out.contains("`@ann` is not a numeric user id"), "{out}");
+    assert!(!out.contains(TOKEN), "the token is never echoed: {out}");
+    let written = std::fs::read_to_string(&dotenv).unwrap();
+    assert_eq!(
+        written,
+        format!("TELEGRAM_BOT_TOKEN={TOKEN}\nTELEGRAM_ALLOWED_USERS=7,8\n")
+    );
+    let mode = std::fs::metadata(&dotenv).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let provider = provider();
+    let o = gateway_cmd(home.path(), &fake.base, TOKEN, &provider.base_url())
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_ALLOWED_USERS")
+        .args(["gateway", "run", "--check"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("allowed users: telegram: 7, 8"), "{out}");
 }

@@ -80,6 +80,22 @@ pub fn check_live(settings: &Settings) -> Result<CheckReport, GatewayError> {
     })
 }
 
+/// Verifies one platform's credentials live, as `--check` does
+/// (`hermes gateway setup` before it saves a token): what answered, or a
+/// sentence naming what to fix.
+pub fn verify_platform(settings: &Settings, platform: &str) -> Result<Option<String>, String> {
+    let adapters = build_adapters(settings, None).map_err(|e| e.to_string())?;
+    let adapter = adapters
+        .iter()
+        .find(|a| a.platform() == platform)
+        .ok_or_else(|| format!("this hermes was built without {platform}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(adapter.verify())
+}
+
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.summary)?;

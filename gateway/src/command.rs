@@ -260,7 +260,10 @@ mod tests {
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
                 "{name}"
             );
-            assert!((1..=256).contains(&description.chars().count()), "{description}");
+            assert!(
+                (1..=256).contains(&description.chars().count()),
+                "{description}"
+            );
         }
         assert!(menu.contains(&("new", "start a new conversation")));
         assert!(menu.iter().any(|(n, _)| *n == "help"));

@@ -89,7 +89,10 @@ mod tests {
     fn names_the_platform_the_user_and_the_start() {
         let at: Timestamp = "2026-12-02T05:50:00Z".parse().unwrap();
         let block = session_context(&source(Some("Ann")), at);
-        assert!(block.contains("Platform: Telegram, a direct message."), "{block}");
+        assert!(
+            block.contains("Platform: Telegram, a direct message."),
+            "{block}"
+        );
         assert!(block.contains("\"Ann\" (user id 7"), "{block}");
         assert!(block.contains("Wednesday, 2026-12-02 05:50 UTC"), "{block}");
         // The same start gives the same bytes (the prompt cache).

@@ -667,7 +667,10 @@ async fn gave_up_resolves_when_the_token_is_revoked_mid_session() {
         tokio::spawn(async move { adapter.gave_up().await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiting.is_finished(), "a healthy connection never gives up");
+    assert!(
+        !waiting.is_finished(),
+        "a healthy connection never gives up"
+    );
     fake.revoke_token();
     fake.close(4000);
     let why = tokio::time::timeout(Duration::from_secs(20), waiting)

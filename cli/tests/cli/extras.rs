@@ -82,6 +82,9 @@ fn setup_tests_the_connection_lists_models_and_writes_config_and_a_private_env()
     let err = stderr(&o);
     assert!(err.contains("connected (2 models)"), "{err}");
     assert!(err.contains("big-model"), "{err}");
+    // The chat-platform step is offered; no answer (end of input) is "no".
+    assert!(err.contains("Connect a chat platform"), "{err}");
+    assert!(err.contains("hermes gateway setup"), "{err}");
     assert_eq!(
         provider.auth_headers()[0].as_deref(),
         Some("Bearer sk-setup-key-123456"),

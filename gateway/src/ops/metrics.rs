@@ -40,9 +40,7 @@ impl PlatformState {
         match self {
             PlatformState::Connecting => "connecting".to_owned(),
             PlatformState::Connected => "connected".to_owned(),
-            PlatformState::StandingBy => {
-                "standing by (another gateway serves this bot)".to_owned()
-            }
+            PlatformState::StandingBy => "standing by (another gateway serves this bot)".to_owned(),
             PlatformState::Failed(why) => format!("failed: {why}"),
         }
     }
@@ -61,6 +59,9 @@ pub struct PlatformOps {
     /// Platform messages sent as replies (a long reply is several).
     pub messages_out: u64,
 }
+
+/// A metric family: name, type, help, and its samples (labels, value).
+type Family = (&'static str, &'static str, &'static str, Vec<(String, u64)>);
 
 /// The registry. All updates are cheap (atomics, one short lock per
 /// platform event).
@@ -95,19 +96,22 @@ pub fn now_unix() -> u64 {
 
 impl Ops {
     fn platforms(&self) -> MutexGuard<'_, BTreeMap<String, PlatformOps>> {
-        self.platforms.lock().unwrap_or_else(PoisonError::into_inner)
+        self.platforms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn platform_entry<'a>(
         map: &'a mut BTreeMap<String, PlatformOps>,
         platform: &str,
     ) -> &'a mut PlatformOps {
-        map.entry(platform.to_owned()).or_insert_with(|| PlatformOps {
-            state: PlatformState::Connecting,
-            since: now_unix(),
-            messages_in: 0,
-            messages_out: 0,
-        })
+        map.entry(platform.to_owned())
+            .or_insert_with(|| PlatformOps {
+                state: PlatformState::Connecting,
+                since: now_unix(),
+                messages_in: 0,
+                messages_out: 0,
+            })
     }
 
     /// The gateway started serving: `platforms` are connecting.
@@ -227,7 +231,7 @@ impl Ops {
         let uptime = now_unix().saturating_sub(started);
         let platforms = self.platform_snapshot();
         let (answered, failed) = self.turns();
-        let sections: [(&str, &str, &str, Vec<(String, u64)>); 6] = [
+        let sections: [Family; 6] = [
             (
                 "hermes_gateway_uptime_seconds",
                 "gauge",
@@ -258,7 +262,12 @@ impl Ops {
                 "1 when the platform is connected (or standing by for another gateway).",
                 platforms
                     .iter()
-                    .map(|(p, o)| (format!("{{platform=\"{p}\"}}"), u64::from(o.state.healthy())))
+                    .map(|(p, o)| {
+                        (
+                            format!("{{platform=\"{p}\"}}"),
+                            u64::from(o.state.healthy()),
+                        )
+                    })
                     .collect(),
             ),
             (
@@ -314,6 +323,7 @@ impl Ops {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -333,6 +343,11 @@ mod tests {
         ops.reply_out("telegram", 2, Duration::from_millis(1500), &usage);
         ops.turn_failed();
         let text = ops.render_prometheus();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("hermes_gateway_uptime_seconds ")),
+            "{text}"
+        );
         for line in [
             "hermes_gateway_up 1",
             "hermes_gateway_messages_in_total{platform=\"telegram\"} 2",
@@ -358,7 +373,8 @@ mod tests {
                 .trim_end_matches("_sum")
                 .trim_end_matches("_count");
             assert!(
-                text.contains(&format!("# TYPE {family} ")) || text.contains(&format!("# TYPE {name} ")),
+                text.contains(&format!("# TYPE {family} "))
+                    || text.contains(&format!("# TYPE {name} ")),
                 "{l}"
             );
         }

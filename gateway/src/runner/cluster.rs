@@ -235,7 +235,8 @@ impl Inner {
                 Ok(Ok(Acquired::Busy { owner })) => {
                     if standing_by_for.as_deref() != Some(&owner) {
                         tracing::info!(lease = %name, holder = %owner, "another gateway serves this bot; standing by");
-                        crate::ops::ops().platform_state(platform, crate::ops::PlatformState::StandingBy);
+                        crate::ops::ops()
+                            .platform_state(platform, crate::ops::PlatformState::StandingBy);
                         standing_by_for = Some(owner);
                     }
                     if let Some(tx) = first.take() {
@@ -302,7 +303,8 @@ impl Inner {
             match adapter.connect(Arc::clone(&handler)).await {
                 Ok(()) => {
                     tracing::info!(platform, "adapter connected");
-                    crate::ops::ops().platform_state(platform, crate::ops::PlatformState::Connected);
+                    crate::ops::ops()
+                        .platform_state(platform, crate::ops::PlatformState::Connected);
                 }
                 Err(e) => {
                     tracing::error!(platform, error = %e, "adapter failed to connect");

@@ -1,0 +1,177 @@
+//! `hermes gateway setup` (issue 31, item 9), also offered at the end of
+//! `hermes setup`: pick a chat platform, give the bot token (input
+//! hidden), have it verified live by the platform (the adapter's own
+//! `verify`, as `gateway run --check` does), say who may talk to the bot,
+//! and save to `$HERMES_HOME/.env` (mode 0600). Nothing is written until
+//! the token was accepted.
+
+use hermes_runtime::config::{Environment, Settings};
+
+use crate::app::{CliError, runtime};
+use crate::term::{read_secret, term};
+
+/// A platform the wizard sets up.
+struct Platform {
+    label: &'static str,
+    /// The adapter's platform name.
+    name: &'static str,
+    token_var: &'static str,
+    token_hint: &'static str,
+    allow_var: &'static str,
+    id_hint: &'static str,
+}
+
+const PLATFORMS: &[Platform] = &[
+    Platform {
+        label: "Telegram",
+        name: "telegram",
+        token_var: "TELEGRAM_BOT_TOKEN",
+        token_hint: "from @BotFather (/newbot)",
+        allow_var: "TELEGRAM_ALLOWED_USERS",
+        id_hint: "numeric Telegram user ids (@userinfobot tells yours)",
+    },
+    Platform {
+        label: "Discord",
+        name: "discord",
+        token_var: "DISCORD_BOT_TOKEN",
+        token_hint: "Developer Portal → Applications → your bot → Bot → Reset Token",
+        allow_var: "DISCORD_ALLOWED_USERS",
+        id_hint: "numeric Discord user ids (Developer Mode → Copy User ID)",
+    },
+];
+
+/// One answer from stdin; `None` at the end of input.
+fn answer(prompt: &str) -> Result<Option<String>, CliError> {
+    use std::io::Write;
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    let mut s = String::new();
+    let n = std::io::stdin()
+        .read_line(&mut s)
+        .map_err(|e| runtime(format!("cannot read the answer: {e}")))?;
+    Ok((n > 0).then(|| s.trim().to_owned()))
+}
+
+fn required(prompt: &str) -> Result<String, CliError> {
+    answer(prompt)?.ok_or_else(|| {
+        CliError::Config("gateway setup needs answers on stdin; nothing was saved".into())
+    })
+}
+
+/// Asks "connect a chat platform now?" (end of input: no) and runs the
+/// wizard on yes. For `hermes setup`.
+pub fn offer(settings: &Settings) -> Result<(), CliError> {
+    let yes = answer("\nConnect a chat platform (Telegram, Discord) now? [y/N]: ")?
+        .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
+    if yes {
+        run(settings)?;
+    } else {
+        eprintln!("Later: {}", term().err_style().cyan("hermes gateway setup"));
+    }
+    Ok(())
+}
+
+/// Runs the wizard; 0 when the platform was saved, 1 when the operator
+/// quit (nothing saved).
+pub fn run(settings: &Settings) -> Result<i32, CliError> {
+    let style = term().err_style();
+    eprintln!("{}", style.bold("Connect hermes to a chat platform."));
+    for (i, p) in PLATFORMS.iter().enumerate() {
+        eprintln!("  {}) {}", i + 1, p.label);
+    }
+    let platform = loop {
+        let picked = required(&format!("Platform [1-{}, default 1]: ", PLATFORMS.len()))?;
+        let index = if picked.is_empty() {
+            Some(0)
+        } else {
+            picked.parse::<usize>().ok().and_then(|n| n.checked_sub(1))
+        };
+        match index.and_then(|i| PLATFORMS.get(i)) {
+            Some(p) => break p,
+            None => eprintln!("Please answer with a number from the list."),
+        }
+    };
+    let (token, bot) = loop {
+        let token = read_secret(&format!(
+            "{} bot token, {} (input hidden): ",
+            platform.label, platform.token_hint
+        ))
+        .map_err(|e| runtime(format!("cannot read the token: {e}")))?;
+        if token.is_empty() {
+            return Err(CliError::Config("no token given; nothing was saved".into()));
+        }
+        eprintln!("Asking {} about the token …", platform.label);
+        match verify(settings, platform, &token) {
+            Ok(bot) => {
+                eprintln!("{} {bot}", style.green("✓"));
+                break (token, bot);
+            }
+            Err(why) => {
+                eprintln!("{} {why}", style.red("✗"));
+                let next = required("[r]etry with another token, [q]uit: ")?;
+                if next.starts_with(['q', 'Q']) {
+                    eprintln!("Nothing was saved.");
+                    return Ok(1);
+                }
+            }
+        }
+    };
+    let allowed = loop {
+        let ids = required(&format!(
+            "Who may talk to the bot: {}, comma-separated\n  (Enter: nobody yet — strangers get a pairing code you approve with `hermes pairing approve`): ",
+            platform.id_hint
+        ))?;
+        let ids: Vec<&str> = ids
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        match ids
+            .iter()
+            .find(|id| !id.chars().all(|c| c.is_ascii_digit()))
+        {
+            Some(bad) => eprintln!("`{bad}` is not a numeric user id; try again."),
+            None => break ids.join(","),
+        }
+    };
+    let dotenv = settings.home.join(".env");
+    std::fs::create_dir_all(&settings.home)
+        .map_err(|e| runtime(format!("cannot create {}: {e}", settings.home.display())))?;
+    crate::setup::write_dotenv_key(&dotenv, platform.token_var, &token)?;
+    if !allowed.is_empty() {
+        crate::setup::write_dotenv_key(&dotenv, platform.allow_var, &allowed)?;
+    }
+    let who = if allowed.is_empty() {
+        "nobody is allowed yet (pairing codes)".to_owned()
+    } else {
+        format!("{} = {allowed}", platform.allow_var)
+    };
+    eprintln!(
+        "\n{} Saved {} for {bot}; {who} — in {} (mode 0600).\nCheck it: {}\nStart it: {}",
+        style.green("✓"),
+        platform.token_var,
+        dotenv.display(),
+        style.cyan("hermes gateway run --check"),
+        style.cyan("hermes gateway run")
+    );
+    Ok(0)
+}
+
+/// The platform's own check of `token` (`getMe`, `users/@me`): what
+/// answered, or a sentence saying what is wrong.
+fn verify(settings: &Settings, platform: &Platform, token: &str) -> Result<String, String> {
+    let mut trial = settings.clone();
+    trial.env = Environment::from_pairs(
+        settings
+            .env
+            .iter()
+            .filter(|(k, _)| *k != platform.token_var)
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .chain([(platform.token_var.to_owned(), token.to_owned())]),
+    );
+    let bot = hermes_gateway::check::verify_platform(&trial, platform.name)?;
+    Ok(bot.map_or_else(
+        || format!("{} accepted the token", platform.label),
+        |b| format!("{}: {b}", platform.label),
+    ))
+}

@@ -1,7 +1,9 @@
 //! The status file (`$HERMES_HOME/gateway.status.json`) and what
-//! `hermes gateway status` makes of it. The gateway rewrites the file every
-//! [`STATUS_EVERY`] (atomically: a temporary file renamed) and once more,
-//! marked stopped, when it stops. It holds states and counters only: no
+//! `hermes gateway status` makes of it. The gateway looks every
+//! [`STATUS_EVERY`] and rewrites the file (atomically: a temporary file
+//! renamed) when something changed, and at least every [`HEARTBEAT`] —
+//! not every few seconds regardless: a board's SD card wears — and once
+//! more, marked stopped, when it stops. It holds states and counters only: no
 //! chat ids, no user ids, no secrets.
 
 use std::collections::BTreeMap;
@@ -13,12 +15,15 @@ use serde::{Deserialize, Serialize};
 use super::metrics::{Ops, PlatformOps, now_unix};
 use crate::lock::InstanceLock;
 
-/// How often a running gateway rewrites its status file.
+/// How often a running gateway looks whether its status changed.
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+
+/// The longest a running gateway leaves its status file unwritten.
+pub const HEARTBEAT: Duration = Duration::from_secs(30);
 
 /// A status file older than this means its gateway is gone (where no lock
 /// says so: gateways on PostgreSQL take none).
-const STALE_AFTER: Duration = Duration::from_secs(15);
+const STALE_AFTER: Duration = Duration::from_secs(3 * HEARTBEAT.as_secs());
 
 /// What a gateway writes about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,23 +94,33 @@ pub async fn keep_written(
     metrics_addr: Option<String>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let write = |stopped: bool| {
-        let mut status = StatusFile::from_ops(super::ops(), metrics_addr.clone());
-        if stopped {
-            status.stopped_at = Some(status.updated_at);
-        }
+    let write = |status: &StatusFile| {
         if let Err(e) = status.write(&home) {
             tracing::warn!(error = %e, home = %home.display(), "cannot write the gateway's status file");
         }
     };
+    let mut last: Option<StatusFile> = None;
     loop {
-        write(false);
+        let now = StatusFile::from_ops(super::ops(), metrics_addr.clone());
+        let due = last.as_ref().is_none_or(|l| {
+            l.updated_at + HEARTBEAT.as_secs() <= now.updated_at
+                || StatusFile {
+                    updated_at: now.updated_at,
+                    ..l.clone()
+                } != now
+        });
+        if due {
+            write(&now);
+            last = Some(now);
+        }
         tokio::select! {
             _ = tokio::time::sleep(STATUS_EVERY) => {}
             _ = stop.changed() => break,
         }
     }
-    write(true);
+    let mut stopped = StatusFile::from_ops(super::ops(), metrics_addr.clone());
+    stopped.stopped_at = Some(stopped.updated_at);
+    write(&stopped);
 }
 
 /// What `hermes gateway status` found.
@@ -208,7 +223,7 @@ mod tests {
         fresh.write(home.path()).unwrap();
         assert_eq!(read(home.path(), false).exit_code(), 3);
         fresh.stopped_at = None;
-        fresh.updated_at -= 60;
+        fresh.updated_at -= 600;
         fresh.write(home.path()).unwrap();
         assert_eq!(read(home.path(), false).exit_code(), 3, "stale");
     }

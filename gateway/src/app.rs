@@ -217,6 +217,14 @@ impl RuntimeAgentFactory {
         Ok(factory)
     }
 
+    /// Keeps the resolved context windows in `store` (SPEC X1): a window
+    /// resolved by an earlier run within a day is read from it instead of
+    /// probing the provider again, as the CLI does.
+    pub fn with_window_cache(mut self, store: Arc<Mutex<Store>>) -> Self {
+        self.windows = Windows::with_store(store);
+        self
+    }
+
     /// Offers the `cronjob` tool to every chat session from now on (never
     /// to a cron run's session).
     pub fn offer_cron(&self, offer: crate::cron::CronOffer) {
@@ -543,7 +551,9 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         .enable_all()
         .build()?;
     let bridge = Arc::new(AsyncBridge::from_handle(rt.handle().clone()));
-    let factory = Arc::new(RuntimeAgentFactory::new(settings, Some(bridge))?);
+    let factory = Arc::new(
+        RuntimeAgentFactory::new(settings, Some(bridge))?.with_window_cache(Arc::clone(&store)),
+    );
     let adapters = adapters_beside(
         build_adapters(settings, Some(Arc::clone(&store))),
         api.is_some(),

@@ -24,6 +24,8 @@ pub mod discord;
 pub mod event;
 #[doc(hidden)]
 pub mod fuzz_entry;
+#[cfg(any(feature = "api_server", feature = "wecom_callback"))]
+mod http_server;
 pub mod inbox;
 pub mod lease;
 pub mod lock;

@@ -1,19 +1,15 @@
-//! The listener (hyper 1 `http1` + hyper-util, the project's one server
-//! stack, as in `wecom_callback::server`): a cap on open connections, a
-//! deadline for each request head, graceful stop.
+//! The listener: the gateway's one accept loop ([`crate::http_server`]:
+//! a cap on open connections, a deadline for each request head, graceful
+//! stop) with the API server's routes.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::http_server::{self, Limits};
 
 use super::handler::{State, handle};
 
@@ -51,64 +47,15 @@ impl ApiServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: watch::Receiver<bool>) {
     let config = &state.config;
-    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    let mut connections = JoinSet::new();
-    loop {
-        while connections.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = stop.changed() => break,
-        };
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(conn) => conn,
-                Err(e) => {
-                    tracing::warn!(error = %e, "api_server: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = stop.changed() => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let conn_state = Arc::clone(&state);
-        let service = service_fn(move |req| {
-            let state = Arc::clone(&conn_state);
-            async move { Ok::<_, Infallible>(handle(state, req, peer).await) }
-        });
-        // half_close stays off: a client that closes its side mid-request
-        // closes the connection, which drops the request's future and so
-        // interrupts its run.
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(config.header_timeout)
-            .max_buf_size(64 * 1024)
-            .serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
-        connections.spawn(async move {
-            let _permit = permit;
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "api_server: connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    let grace = config.shutdown_grace;
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            ?grace,
-            "api_server: connections still open after the grace period; dropping them"
-        );
-        connections.abort_all();
-    }
-    while connections.join_next().await.is_some() {}
+    let limits = Limits {
+        name: "api_server",
+        max_connections: config.max_connections,
+        header_timeout: config.header_timeout,
+        max_buf_size: 64 * 1024,
+        shutdown_grace: config.shutdown_grace,
+    };
+    let handler = move |req, peer| handle(Arc::clone(&state), req, peer);
+    http_server::serve(listener, limits, handler, stop).await;
 }

@@ -8,7 +8,6 @@
 //! waits). Stopping closes the listener, lets requests in flight finish
 //! (bounded by a grace period) and closes idle keep-alive connections.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +15,12 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::http_server::{self, Limits};
 
 /// Limits and routing of the server.
 #[derive(Clone, Debug)]
@@ -111,64 +108,20 @@ async fn accept_loop(
     listener: TcpListener,
     config: Arc<ServerConfig>,
     handler: Arc<dyn Handler>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    let mut connections = JoinSet::new();
-    loop {
-        // Reap finished connections so the set stays as small as the load.
-        while connections.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = stop.changed() => break,
-        };
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "wecom_callback: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = stop.changed() => break,
-        };
-        let (conn_config, handler) = (Arc::clone(&config), Arc::clone(&handler));
-        let service = service_fn(move |req| {
-            let (config, handler) = (Arc::clone(&conn_config), Arc::clone(&handler));
-            async move { Ok::<_, Infallible>(serve(&config, handler.as_ref(), req, peer).await) }
-        });
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(config.header_timeout)
-            .max_buf_size(16 * 1024)
-            .serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
-        connections.spawn(async move {
-            let _permit = permit;
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "wecom_callback: connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    let grace = config.shutdown_grace;
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            ?grace,
-            "wecom_callback: connections still open after the grace period; dropping them"
-        );
-        connections.abort_all();
-    }
-    while connections.join_next().await.is_some() {}
+    let limits = Limits {
+        name: "wecom_callback",
+        max_connections: config.max_connections,
+        header_timeout: config.header_timeout,
+        max_buf_size: 16 * 1024,
+        shutdown_grace: config.shutdown_grace,
+    };
+    let serve_one = move |req, peer| {
+        let (config, handler) = (Arc::clone(&config), Arc::clone(&handler));
+        async move { serve(&config, handler.as_ref(), req, peer).await }
+    };
+    http_server::serve(listener, limits, serve_one, stop).await;
 }
 
 fn respond(status: u16, body: impl Into<String>) -> Response<Full<Bytes>> {

@@ -32,6 +32,7 @@ pub mod matrix;
 pub mod media;
 pub mod overflow;
 pub mod pairing;
+pub mod personality;
 pub mod runner;
 pub mod session;
 pub mod split;

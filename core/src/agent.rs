@@ -373,7 +373,7 @@ impl Agent {
 
     /// [`Agent::run_message`] that takes text the user sends meanwhile
     /// from `steering` and gives it to the model at its next call, as user
-    /// messages (SPEC Y10, see [`Steering`]).
+    /// messages (SPEC Y5, see [`Steering`]).
     pub fn run_steered(
         &self,
         user_message: Message,
@@ -446,7 +446,7 @@ struct Run<'a> {
     tools_off: Option<FinalCall>,
     /// Whether the one call past an empty wallet was made (see `drive`).
     grace_used: bool,
-    /// Text the user sent during the run (SPEC Y10).
+    /// Text the user sent during the run (SPEC Y5).
     steering: &'a dyn Steering,
 }
 
@@ -557,7 +557,7 @@ impl Run<'_> {
             });
 
             // Text the user sent meanwhile joins the ledger before the call
-            // (SPEC Y10); every earlier tool call is answered by now.
+            // (SPEC Y5); every earlier tool call is answered by now.
             self.take_steers();
             // The pre-call check (SPEC X1).
             self.keep_within_window(Urgency::Proactive);

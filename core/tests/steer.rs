@@ -1,4 +1,4 @@
-//! Steering (SPEC Y10): text sent during a run reaches the model at its
+//! Steering (SPEC Y5): text sent during a run reaches the model at its
 //! next call as a user message, never between a tool call and its results.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

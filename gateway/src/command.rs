@@ -50,7 +50,7 @@ pub enum Command {
     /// `/retry`: remove the last exchange and send its message again.
     Retry,
     /// `/steer TEXT`: hand TEXT to the running turn, which the model reads
-    /// at its next step (SPEC Y10); a plain message when nothing runs.
+    /// at its next step (SPEC Y5); a plain message when nothing runs.
     Steer(String),
     /// `/resume` (list) or `/resume ID_OR_TITLE`: continue an earlier
     /// conversation of this chat.

@@ -20,7 +20,7 @@ pub enum BusyMode {
     /// Let the running turn finish; waiting messages run in order.
     Queue,
     /// Hand the message to the running turn, which gives it to the model at
-    /// its next call (SPEC Y10); text that comes too late for that is
+    /// its next call (SPEC Y5); text that comes too late for that is
     /// answered after the turn, as in queue mode.
     Steer,
 }

@@ -84,6 +84,7 @@ use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
 mod admission;
+mod agents;
 mod chat_commands;
 mod chat_prefs;
 mod cluster;
@@ -372,7 +373,7 @@ struct TurnCtl {
     /// to the chat meanwhile (an approval question) ends it, so the answer
     /// comes as a new message below, not as an edit of one above.
     preview: Mutex<Option<tokio::sync::mpsc::UnboundedSender<StreamEvent>>>,
-    /// Messages handed to the running turn (steer mode, SPEC Y10).
+    /// Messages handed to the running turn (steer mode, SPEC Y5).
     steer: steer::SteerBox,
 }
 

@@ -1,4 +1,4 @@
-//! Steering a running turn (SPEC Y10): text the user sends while the agent
+//! Steering a running turn (SPEC Y5): text the user sends while the agent
 //! works is handed to the model at its next call, as a user message, instead
 //! of interrupting the run or waiting for it to end.
 //!

@@ -105,7 +105,7 @@ impl Inner {
     }
 
     /// `/steer TEXT`: TEXT becomes a message of its own, accepted like any
-    /// other (durably, E3) and handed to the running turn (SPEC Y10); with
+    /// other (durably, E3) and handed to the running turn (SPEC Y5); with
     /// no turn running it is simply answered.
     pub(super) fn steer_text(
         self: &Arc<Self>,

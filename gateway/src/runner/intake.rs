@@ -398,7 +398,9 @@ impl Inner {
         // Steer mode hands the message to the running turn; with no turn
         // taking any, it waits like in queue mode.
         let busy_mode = match (busy_mode, &slot.turn) {
-            (BusyMode::Steer, Some(turn)) if turn.steer.offer(&event, id) => BusyMode::Steer,
+            (BusyMode::Steer, Some(turn)) if turn.steer.offer(&event, id, max_queued) => {
+                BusyMode::Steer
+            }
             (BusyMode::Steer, _) => BusyMode::Queue,
             (mode, _) => mode,
         };

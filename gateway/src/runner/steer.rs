@@ -1,4 +1,4 @@
-//! Steer mode (SPEC Y10): `[gateway] busy_mode = "steer"`, and `/steer TEXT`
+//! Steer mode (SPEC Y5): `[gateway] busy_mode = "steer"`, and `/steer TEXT`
 //! in any mode. A message for a session whose turn is running is handed to
 //! that turn, whose loop gives it to the model at its next call as a user
 //! message (`hermes_core::Steering`), instead of interrupting the turn or
@@ -55,10 +55,11 @@ pub(super) struct SteerBox(Mutex<SteerState>);
 
 impl SteerBox {
     /// Hands `event` (inbox id `id`) to the turn; `false` when the turn no
-    /// longer takes any (the caller queues it instead).
-    pub(super) fn offer(&self, event: &MessageEvent, id: u64) -> bool {
+    /// longer takes any, or already holds `max` waiting (the caller queues
+    /// it instead, where the queue's own bound applies).
+    pub(super) fn offer(&self, event: &MessageEvent, id: u64, max: usize) -> bool {
         let mut st = lock(&self.0);
-        if st.closed || !event.media.is_empty() {
+        if st.closed || !event.media.is_empty() || st.waiting.len() >= max {
             return false;
         }
         st.waiting.push(Steered {

@@ -7,18 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hermes_core::{
-    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason, Usage,
+    AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
-use hermes_runtime::store::{SessionRecord, StoreError};
+use hermes_runtime::store::StoreError;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::progress::{StreamEvent, Streaming, Typing};
 use super::recovery::Transcribed;
-use super::{FactoryError, Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
+use super::{Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::adapter::Finished;
 use crate::approval::Route;
-use crate::event::{MessageEvent, SessionSource};
+use crate::event::MessageEvent;
 use crate::inbox::TurnMarker;
 use crate::lease::Held;
 use crate::media::{self, Download};
@@ -34,7 +34,7 @@ struct TurnObserver<'a> {
     /// The first model that failed and why, and the model that answered in
     /// the end, when a fallback took over (SPEC X2).
     fallback: Option<(String, String, String)>,
-    /// Stores steered messages (SPEC Y10); `None` in tests of the writer.
+    /// Stores steered messages (SPEC Y5); `None` in tests of the writer.
     steer: Option<super::steer::SteerWriter<'a>>,
 }
 
@@ -725,50 +725,6 @@ impl Inner {
         let mut done = TurnReply::ended(texts, false, orphan);
         done.usage = outcome.usage;
         done
-    }
-
-    /// The cached agent of this session and signature, or a new one (with the
-    /// session's stored system prompt, assembling and storing it once).
-    pub(super) fn agent_for(
-        &self,
-        key: &str,
-        session: &SessionRecord,
-        source: &SessionSource,
-    ) -> Result<Arc<Agent>, FactoryError> {
-        let model = session
-            .model
-            .clone()
-            .unwrap_or_else(|| self.factory.default_model());
-        let prefs = self.chat_prefs(key);
-        let signature = format!("{}{}", self.factory.signature(&model), prefs.signature());
-        let now = self.now();
-        if let Some(agent) = lock(&self.state)
-            .cache
-            .get(key, &session.id, &signature, now)
-        {
-            return Ok(agent);
-        }
-        let prompt = match &session.system_prompt {
-            Some(p) => p.clone(),
-            None => {
-                let p = self.factory.system_prompt(source)?;
-                self.store()
-                    .set_system_prompt(&session.id, &p)
-                    .map_err(|e| FactoryError(format!("could not store the system prompt: {e}")))?;
-                p
-            }
-        };
-        let prompt = prefs.prompt(&prompt, &self.factory.personalities());
-        let agent = Arc::new(self.factory.build_with(
-            &session.id,
-            &model,
-            &prompt,
-            &prefs.build_options(),
-        )?);
-        lock(&self.state)
-            .cache
-            .insert(key, &session.id, &signature, Arc::clone(&agent), now);
-        Ok(agent)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Steer mode and `/steer` (SPEC Y10), `/resume`, `/reasoning` and
+//! Steer mode and `/steer` (SPEC Y5), `/resume`, `/reasoning` and
 //! `/personality` (Y5) through the running gateway: Telegram fake, the
 //! production agent factory, the real SQLite store, the loopback provider.
 

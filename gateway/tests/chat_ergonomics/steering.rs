@@ -12,6 +12,15 @@ use serde_json::{Value, json};
 use crate::telegram_gateway::{Setup, USER, gateway};
 use crate::{dm, sent, settle, until};
 
+/// Accepted messages not yet in a transcript (the durable inbox's rows).
+fn inbox_rows(gw: &crate::telegram_gateway::Gateway) -> usize {
+    let store = hermes_runtime::store::Store::open(&gw.settings.state_db()).unwrap();
+    store
+        .kv_scan(hermes_gateway::inbox::INBOX_KV_PREFIX)
+        .unwrap()
+        .len()
+}
+
 /// The messages of a chat request, as (role, content) pairs.
 fn roles(request: &Value) -> Vec<(String, String)> {
     request["messages"]
@@ -81,6 +90,11 @@ async fn steer_reaches_the_next_call(config_toml: &str, second: &str, steered: &
     assert!(matches!(&stored[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 1));
     assert!(matches!(&stored[2], Message::Tool { .. }));
     assert_eq!(stored[3], Message::user(steered));
+    assert_eq!(
+        inbox_rows(&gw),
+        0,
+        "the steered message left the inbox as it was stored"
+    );
     assert_eq!(sent(&gw, 2).await.len(), 2);
     gw.assert_clean();
 }
@@ -136,6 +150,7 @@ async fn steer_text_too_late_for_the_turn_is_answered_after_it() {
     let stored: Vec<Message> = gw.transcript().into_iter().map(|e| e.message).collect();
     assert_eq!(stored.len(), 4, "{stored:?}");
     assert_eq!(stored[2], Message::user("one more thing"));
+    assert_eq!(inbox_rows(&gw), 0);
     assert_eq!(gw.provider.requests().len(), 2);
     gw.assert_clean();
 }
@@ -265,5 +280,42 @@ async fn resume_switches_back_to_an_earlier_conversation_of_this_chat_only() {
     let history = requests.last().unwrap()["messages"].to_string();
     assert!(history.contains("about the garden"), "{history}");
     assert!(!history.contains("about the car"), "{history}");
+    gw.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_drops_steered_text_which_the_next_turn_still_records() {
+    let gw = gateway(steer_setup("[gateway]\nbusy_mode = \"steer\"\n")).await;
+    dm(&gw, 1, USER, "check the plan");
+    until("the first model call", || gw.provider.requests().len() == 1).await;
+    dm(&gw, 2, USER, "and mind the budget");
+    dm(&gw, 3, USER, "/stop");
+    let replies = sent(&gw, 2).await;
+    assert!(
+        replies.iter().any(|r| r.contains("Stopping")),
+        "{replies:?}"
+    );
+    settle().await;
+    // Stopped at its next check point: no call carried the dropped text.
+    let requests = gw.provider.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    dm(&gw, 4, USER, "a new question");
+    until("the next turn's call", || gw.provider.requests().len() == 2).await;
+    let seen = roles(&gw.provider.requests()[1]);
+    let users: Vec<&str> = seen
+        .iter()
+        .filter(|(r, _)| r == "user")
+        .map(|(_, c)| c.as_str())
+        .collect();
+    // Accepted, so kept: transcribed ahead of the new message, not answered
+    // on its own.
+    assert_eq!(
+        users,
+        ["check the plan", "and mind the budget", "a new question"],
+        "{seen:?}"
+    );
+    settle().await;
+    assert_eq!(gw.provider.requests().len(), 2);
+    assert_eq!(inbox_rows(&gw), 0);
     gw.assert_clean();
 }

@@ -50,9 +50,11 @@ use crate::tool::batch::{SequentialBatch, ToolBatchRunner};
 
 mod context;
 mod repeat;
+mod steer;
 mod tools;
 
 pub use repeat::{RepeatGuard, RepeatGuardError};
+pub use steer::{NoSteering, Steering};
 
 /// The exact result given to every tool call skipped because of an interrupt.
 pub const SKIPPED_TOOL_RESULT: &str = "[Tool execution skipped -- user sent a new message]";
@@ -366,6 +368,20 @@ impl Agent {
         budget: &IterationBudget,
         observer: &mut dyn AgentObserver,
     ) -> RunOutcome {
+        self.run_steered(user_message, history, budget, observer, &NoSteering)
+    }
+
+    /// [`Agent::run_message`] that takes text the user sends meanwhile
+    /// from `steering` and gives it to the model at its next call, as user
+    /// messages (SPEC Y5, see [`Steering`]).
+    pub fn run_steered(
+        &self,
+        user_message: Message,
+        history: Vec<LedgerEntry>,
+        budget: &IterationBudget,
+        observer: &mut dyn AgentObserver,
+        steering: &dyn Steering,
+    ) -> RunOutcome {
         self.interrupt.clear();
         let fresh = fresh_from(&history);
         let mut run = Run {
@@ -381,6 +397,7 @@ impl Agent {
             repeats: repeat::RepeatTracker::default(),
             tools_off: None,
             grace_used: false,
+            steering,
         };
         run.push(LedgerEntry::at(user_message, self.clock.now_ms()));
         let stop = run.drive();
@@ -429,6 +446,8 @@ struct Run<'a> {
     tools_off: Option<FinalCall>,
     /// Whether the one call past an empty wallet was made (see `drive`).
     grace_used: bool,
+    /// Text the user sent during the run (SPEC Y5).
+    steering: &'a dyn Steering,
 }
 
 /// Why a model call is the run's last, made without tools.
@@ -537,6 +556,9 @@ impl Run<'_> {
                 remaining: self.budget.remaining(),
             });
 
+            // Text the user sent meanwhile joins the ledger before the call
+            // (SPEC Y5); every earlier tool call is answered by now.
+            self.take_steers();
             // The pre-call check (SPEC X1).
             self.keep_within_window(Urgency::Proactive);
             if interrupt.is_set() {

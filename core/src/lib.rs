@@ -44,8 +44,8 @@ pub mod model;
 pub mod tool;
 
 pub use agent::{
-    Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, RepeatGuard, RepeatGuardError,
-    RunOutcome, SKIPPED_TOOL_RESULT, StopReason,
+    Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, NoSteering, RepeatGuard,
+    RepeatGuardError, RunOutcome, SKIPPED_TOOL_RESULT, Steering, StopReason,
 };
 pub use attachment::{
     Attachment, AttachmentKind, AttachmentResolver, TextReferences, current_turn_start,

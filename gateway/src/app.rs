@@ -33,7 +33,7 @@ use crate::event::SessionSource;
 use crate::lock::{InstanceLock, LockError};
 use crate::media::MediaServices;
 use crate::runner::{
-    AgentFactory, FactoryError, GatewayRunner, RunnerDeps, ShutdownReport, StartError,
+    AgentFactory, BuildOptions, FactoryError, GatewayRunner, RunnerDeps, ShutdownReport, StartError,
 };
 
 /// Why the gateway did not run (or stopped).
@@ -344,6 +344,20 @@ impl AgentFactory for RuntimeAgentFactory {
         model: &str,
         system_prompt: &str,
     ) -> Result<Agent, FactoryError> {
+        self.build_with(session_id, model, system_prompt, &BuildOptions::default())
+    }
+
+    fn personalities(&self) -> crate::personality::Personalities {
+        crate::personality::Personalities::in_home(&self.settings.home)
+    }
+
+    fn build_with(
+        &self,
+        session_id: &str,
+        model: &str,
+        system_prompt: &str,
+        options: &BuildOptions,
+    ) -> Result<Agent, FactoryError> {
         // The context window and the summarizer follow the primary (the
         // chain's first link); the agent talks to the whole chain.
         let primary = self
@@ -351,9 +365,18 @@ impl AgentFactory for RuntimeAgentFactory {
             .map_err(|e| FactoryError(e.to_string()))?;
         let window = self.windows.get(&self.settings, &primary, model);
         let context = context::context_config(&self.settings, window, &primary);
-        let client: Arc<dyn Model> = self
-            .client(model)
-            .map_err(|e| FactoryError(e.to_string()))?;
+        let client: Arc<dyn Model> = match &options.reasoning_effort {
+            // `/reasoning EFFORT` (SPEC Y5): this chat's effort, every link.
+            Some(effort) => {
+                let mut settings = self.settings.clone();
+                settings.provider.reasoning_effort = Some(effort.clone());
+                assemble::provider_model(&settings, model)
+                    .map_err(|e| FactoryError(e.to_string()))?
+            }
+            None => self
+                .client(model)
+                .map_err(|e| FactoryError(e.to_string()))?,
+        };
         let mut tools = self
             .registry(Arc::clone(&client), Some(session_id), Some(context.clone()))
             .map_err(|e| FactoryError(e.to_string()))?;

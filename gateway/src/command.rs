@@ -49,14 +49,46 @@ pub enum Command {
     Queue(String),
     /// `/retry`: remove the last exchange and send its message again.
     Retry,
+    /// `/steer TEXT`: hand TEXT to the running turn, which the model reads
+    /// at its next step (SPEC Y5); a plain message when nothing runs.
+    Steer(String),
+    /// `/resume` (list) or `/resume ID_OR_TITLE`: continue an earlier
+    /// conversation of this chat.
+    Resume(Option<String>),
+    /// `/reasoning` (show) or `/reasoning none|low|medium|high|on|off|show|hide`:
+    /// this chat's reasoning effort and whether the reasoning is shown.
+    Reasoning(Option<String>),
+    /// `/personality` (list) or `/personality NAME|none`: this chat's
+    /// personality, a named overlay on the system prompt.
+    Personality(Option<String>),
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
 
 /// Every command word, for suggestions.
 pub const NAMES: &[&str] = &[
-    "new", "reset", "model", "undo", "compress", "status", "usage", "stop", "help", "approve",
-    "deny", "title", "sessions", "queue", "retry", "sethome", "cron", "skills",
+    "new",
+    "reset",
+    "model",
+    "undo",
+    "compress",
+    "status",
+    "usage",
+    "stop",
+    "help",
+    "approve",
+    "deny",
+    "title",
+    "sessions",
+    "queue",
+    "retry",
+    "sethome",
+    "cron",
+    "skills",
+    "steer",
+    "resume",
+    "reasoning",
+    "personality",
 ];
 
 /// The reply to an unknown command: the closest command, if one is close.
@@ -84,6 +116,10 @@ pub const HELP: &str = "Commands:\n\
 /title [TEXT]: show or set this conversation's title\n\
 /sessions: this chat's recent conversations\n\
 /queue TEXT: answer TEXT after the current reply, without interrupting it\n\
+/steer TEXT: add TEXT to the current reply; the model reads it at its next step\n\
+/resume [ID or title]: continue an earlier conversation of this chat (alone: the list)\n\
+/reasoning [none|low|medium|high|on|off|show|hide]: reasoning effort, and whether to show it\n\
+/personality [NAME|none]: answer in a personality (alone: the list)\n\
 /help: this list";
 
 /// The command menu a platform shows (Telegram's `setMyCommands`): each
@@ -151,6 +187,10 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "sessions" => Command::Sessions,
         "queue" => Command::Queue(arg.to_owned()),
         "retry" => Command::Retry,
+        "steer" => Command::Steer(arg.to_owned()),
+        "resume" => Command::Resume((!arg.is_empty()).then(|| arg.to_owned())),
+        "reasoning" => Command::Reasoning((!arg.is_empty()).then(|| arg.to_ascii_lowercase())),
+        "personality" => Command::Personality((!arg.is_empty()).then(|| arg.to_owned())),
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
@@ -225,6 +265,23 @@ mod tests {
             Some(Command::Queue("and then this".into()))
         );
         assert_eq!(parse_command("/retry"), Some(Command::Retry));
+        assert_eq!(
+            parse_command("/steer  look at B too "),
+            Some(Command::Steer("look at B too".into()))
+        );
+        assert_eq!(
+            parse_command("/resume 20260101-abc"),
+            Some(Command::Resume(Some("20260101-abc".into())))
+        );
+        assert_eq!(parse_command("/resume"), Some(Command::Resume(None)));
+        assert_eq!(
+            parse_command("/reasoning HIGH"),
+            Some(Command::Reasoning(Some("high".into())))
+        );
+        assert_eq!(
+            parse_command("/personality@hermes_bot pirate"),
+            Some(Command::Personality(Some("pirate".into())))
+        );
         assert_eq!(parse_command("/usr/bin/x"), None);
         assert_eq!(parse_command("/"), None);
         assert_eq!(parse_command("/ new"), None);
@@ -237,6 +294,10 @@ mod tests {
     fn unknown_commands_get_the_closest_one_and_help_lists_every_command() {
         assert!(unknown_text("stauts").contains("Did you mean /status?"));
         assert!(unknown_text("retyr").contains("Did you mean /retry?"));
+        assert!(unknown_text("stear").contains("Did you mean /steer?"));
+        assert!(unknown_text("resum").contains("Did you mean /resume?"));
+        assert!(unknown_text("reasonning").contains("Did you mean /reasoning?"));
+        assert!(unknown_text("personalty").contains("Did you mean /personality?"));
         assert!(!unknown_text("zzzzzz").contains("Did you mean"));
         for name in NAMES {
             assert!(

@@ -19,6 +19,10 @@ pub enum BusyMode {
     Interrupt,
     /// Let the running turn finish; waiting messages run in order.
     Queue,
+    /// Hand the message to the running turn, which gives it to the model at
+    /// its next call (SPEC Y5); text that comes too late for that is
+    /// answered after the turn, as in queue mode.
+    Steer,
 }
 
 impl BusyMode {
@@ -27,6 +31,7 @@ impl BusyMode {
         match self {
             BusyMode::Interrupt => "interrupt",
             BusyMode::Queue => "queue",
+            BusyMode::Steer => "steer",
         }
     }
 }
@@ -312,12 +317,16 @@ impl GatewayConfig {
             cfg.busy_mode = match v.string(&key)?.trim() {
                 "interrupt" => BusyMode::Interrupt,
                 "queue" => BusyMode::Queue,
+                "steer" => BusyMode::Steer,
                 other => {
                     return Err(GatewayConfigError::new(
                         key,
                         format!(
-                            "`{other}` is not a busy mode{}; use \"interrupt\" or \"queue\"",
-                            hermes_runtime::config::suggestion(other, ["interrupt", "queue"])
+                            "`{other}` is not a busy mode{}; use \"interrupt\", \"queue\" or \"steer\"",
+                            hermes_runtime::config::suggestion(
+                                other,
+                                ["interrupt", "queue", "steer"]
+                            )
                         ),
                     ));
                 }
@@ -632,6 +641,13 @@ mod tests {
     fn errors_name_the_key() {
         let e = parse("[gateway]\nbusy_mode = \"panic\"", &[]).unwrap_err();
         assert_eq!(e.key, "gateway.busy_mode");
+        let e = parse("[gateway]\nbusy_mode = \"stear\"", &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("did you mean \"steer\"") || e.to_string().contains("steer"),
+            "{e}"
+        );
+        let cfg = parse("[gateway]\nbusy_mode = \"steer\"", &[]).unwrap();
+        assert_eq!(cfg.busy_mode, BusyMode::Steer);
         let e = parse("", &[("GATEWAY_MAX_WORKERS", "zero")]).unwrap_err();
         assert_eq!(e.key, "GATEWAY_MAX_WORKERS");
         let e = parse("[gateway]\ndaily_reset_hour = 24", &[]).unwrap_err();

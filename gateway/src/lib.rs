@@ -35,6 +35,7 @@ pub mod media;
 pub mod ops;
 pub mod overflow;
 pub mod pairing;
+pub mod personality;
 pub mod prompt_context;
 pub mod runner;
 pub mod session;

@@ -84,7 +84,9 @@ use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
 mod admission;
+mod agents;
 mod chat_commands;
+mod chat_prefs;
 mod cluster;
 mod commands;
 mod context;
@@ -94,11 +96,13 @@ mod lifecycle;
 mod oplog;
 mod progress;
 mod recovery;
+mod steer;
 mod turn;
 
 pub use fetch::DOWNLOAD_TIMEOUT;
 pub use lifecycle::{last_daily_boundary, system_utc_offset};
 pub use progress::{StreamEvent, TYPING_INTERVAL};
+pub use steer::STEER_NOTICE;
 
 /// The "interrupting" notice is sent at most this often per session (G6).
 pub const NOTICE_INTERVAL: Duration = Duration::from_secs(30);
@@ -159,6 +163,24 @@ pub trait AgentFactory: Send + Sync {
         system_prompt: &str,
     ) -> Result<Agent, FactoryError>;
 
+    /// [`AgentFactory::build`] with a chat's own settings (`/reasoning`).
+    /// The default ignores them.
+    fn build_with(
+        &self,
+        session_id: &str,
+        model: &str,
+        system_prompt: &str,
+        _options: &BuildOptions,
+    ) -> Result<Agent, FactoryError> {
+        self.build(session_id, model, system_prompt)
+    }
+
+    /// The personalities `/personality` offers (the built-in ones unless
+    /// overridden).
+    fn personalities(&self) -> crate::personality::Personalities {
+        crate::personality::Personalities::built_in()
+    }
+
     /// Where the context window of `model` came from, for `/status`
     /// (`provider metadata (GET …/props n_ctx)`); `None` when unknown.
     fn window_detail(&self, _model: &str) -> Option<String> {
@@ -193,6 +215,14 @@ pub trait AgentFactory: Send + Sync {
     fn prices(&self, _store: &Mutex<Store>, _now_ms: u64) -> PriceList {
         PriceList::default()
     }
+}
+
+/// A chat's own settings for the agents built for it (SPEC Y5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// `/reasoning EFFORT`: the reasoning effort asked of the provider
+    /// instead of the configured one.
+    pub reasoning_effort: Option<String>,
 }
 
 /// Local-time offset from UTC, in seconds, at a given instant (ms since the
@@ -343,6 +373,8 @@ struct TurnCtl {
     /// to the chat meanwhile (an approval question) ends it, so the answer
     /// comes as a new message below, not as an edit of one above.
     preview: Mutex<Option<tokio::sync::mpsc::UnboundedSender<StreamEvent>>>,
+    /// Messages handed to the running turn (steer mode, SPEC Y5).
+    steer: steer::SteerBox,
 }
 
 impl TurnCtl {

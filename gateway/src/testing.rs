@@ -509,6 +509,8 @@ pub struct TestAgentFactory {
     builds: AtomicUsize,
     prompts: AtomicUsize,
     built_models: Mutex<Vec<String>>,
+    built_prompts: Mutex<Vec<String>>,
+    built_efforts: Mutex<Vec<Option<String>>>,
     provider: Mutex<String>,
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
     skills_home: Mutex<Option<std::path::PathBuf>>,
@@ -530,6 +532,8 @@ impl TestAgentFactory {
             builds: AtomicUsize::new(0),
             prompts: AtomicUsize::new(0),
             built_models: Mutex::new(Vec::new()),
+            built_prompts: Mutex::new(Vec::new()),
+            built_efforts: Mutex::new(Vec::new()),
             provider: Mutex::new("test-provider".into()),
             cron: std::sync::OnceLock::new(),
             skills_home: Mutex::new(None),
@@ -557,7 +561,18 @@ impl TestAgentFactory {
         lock(&self.built_models).clone()
     }
 
-    /// Lets `/skills` list the skills of `$HERMES_HOME` `home`.
+    /// The system prompt of every build, in order (with any personality).
+    pub fn built_prompts(&self) -> Vec<String> {
+        lock(&self.built_prompts).clone()
+    }
+
+    /// The reasoning effort of every build, in order (`/reasoning`).
+    pub fn built_efforts(&self) -> Vec<Option<String>> {
+        lock(&self.built_efforts).clone()
+    }
+
+    /// Lets `/skills` list the skills of `$HERMES_HOME` `home` (and
+    /// `/personality` its personalities).
     pub fn set_skills_home(&self, home: &std::path::Path) {
         *lock(&self.skills_home) = Some(home.to_path_buf());
     }
@@ -579,6 +594,26 @@ impl AgentFactory for TestAgentFactory {
             .as_ref()
             .map(|home| hermes_runtime::skills::SkillsHome::new(home).list())
             .unwrap_or_default()
+    }
+
+    fn personalities(&self) -> crate::personality::Personalities {
+        lock(&self.skills_home)
+            .as_ref()
+            .map(|home| crate::personality::Personalities::in_home(home))
+            .unwrap_or_default()
+    }
+
+    fn build_with(
+        &self,
+        session_id: &str,
+        model: &str,
+        system_prompt: &str,
+        options: &crate::runner::BuildOptions,
+    ) -> Result<Agent, FactoryError> {
+        let agent = self.build(session_id, model, system_prompt)?;
+        lock(&self.built_prompts).push(system_prompt.to_owned());
+        lock(&self.built_efforts).push(options.reasoning_effort.clone());
+        Ok(agent)
     }
 
     fn signature(&self, model: &str) -> String {

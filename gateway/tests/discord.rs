@@ -679,3 +679,107 @@ async fn gave_up_resolves_when_the_token_is_revoked_mid_session() {
         .unwrap();
     assert!(why.contains("DISCORD_BOT_TOKEN"), "{why}");
 }
+
+/// The model calls made, around [`Counting`].
+struct CountedCalls(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Model for CountedCalls {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counting.complete(request, sink)
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// DM pairing (SPEC Y4) on Discord: a stranger's DM gets a code and no
+/// model call; the operator approves it through the store (what `hermes
+/// pairing approve` does, from another connection, while the gateway
+/// runs); the user is then answered; wrong and reused codes fail; revoking
+/// shuts the door again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_dm_gets_a_pairing_code_and_is_served_once_approved() {
+    let fake = FakeDiscord::start(Behaviour::default()).await;
+    let adapter = DiscordAdapter::new(config(&fake));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let mut gw = GatewayConfig::default();
+    gw.allow.everywhere.insert(BOB.to_owned());
+    assert!(gw.pairing, "pairing is on by default");
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![Arc::new(adapter.clone())],
+        factory: TestAgentFactory::new(Arc::new(CountedCalls(Arc::clone(&calls)))),
+        store: Arc::new(Mutex::new(Store::open(&db).unwrap())),
+        clock: Arc::new(SystemClock),
+        config: gw,
+    });
+    runner.start().await.unwrap();
+    let model_calls = || calls.load(std::sync::atomic::Ordering::SeqCst);
+
+    fake.dm(ALICE, "hello, who are you?");
+    let posted = fake.wait_posted(1).await;
+    assert_eq!(posted[0].channel, fake.dm_channel(ALICE));
+    let text = &posted[0].content;
+    let code: String = text
+        .split("pairing code is ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no code in {text:?}"))
+        .chars()
+        .take(hermes_gateway::pairing::CODE_LEN)
+        .collect();
+    assert!(
+        code.bytes()
+            .all(|b| hermes_gateway::pairing::CODE_ALPHABET.contains(&b)),
+        "{code}"
+    );
+    assert!(
+        text.contains(&format!("hermes pairing approve discord {code}")),
+        "{text}"
+    );
+    assert_eq!(model_calls(), 0, "no model call for a stranger");
+
+    {
+        let mut store = Store::open(&db).unwrap();
+        // A wrong code, and the right one on another platform, fail.
+        assert!(
+            hermes_gateway::pairing::approve(&mut store, "discord", "ABCDEFGH", now_ms()).is_err()
+        );
+        assert!(hermes_gateway::pairing::approve(&mut store, "telegram", &code, now_ms()).is_err());
+        let user =
+            hermes_gateway::pairing::approve(&mut store, "discord", &code, now_ms()).unwrap();
+        assert_eq!(user.user_id, ALICE);
+        assert!(
+            hermes_gateway::pairing::approve(&mut store, "discord", &code, now_ms()).is_err(),
+            "a used code"
+        );
+    }
+    fake.dm(ALICE, "now?");
+    let posted = fake.wait_posted(2).await;
+    assert_eq!(posted[1].content, "1 seen; reply to: now?");
+    assert_eq!(model_calls(), 1);
+
+    {
+        let mut store = Store::open(&db).unwrap();
+        assert!(hermes_gateway::pairing::revoke(&mut store, "discord", ALICE).unwrap());
+    }
+    fake.dm(ALICE, "still there?");
+    let posted = fake.wait_posted(3).await;
+    assert!(posted[2].content.contains("pairing code is"), "{posted:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(model_calls(), 1, "revoked: no model call");
+    assert_bodies_match_discord_schema(&fake);
+    runner.shutdown().await;
+}

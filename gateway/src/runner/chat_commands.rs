@@ -1,4 +1,4 @@
-//! Chat commands of SPEC Y5: `/title`, `/sessions`, `/queue`, `/retry`.
+//! Chat commands of SPEC Y5: `/title`, `/sessions`, `/queue`, `/steer`, `/retry`.
 
 use std::sync::Arc;
 
@@ -102,6 +102,28 @@ impl Inner {
         }
         event.text = text;
         self.accept_message_as(key, event, now, BusyMode::Queue);
+    }
+
+    /// `/steer TEXT`: TEXT becomes a message of its own, accepted like any
+    /// other (durably, E3) and handed to the running turn (SPEC Y5); with
+    /// no turn running it is simply answered.
+    pub(super) fn steer_text(
+        self: &Arc<Self>,
+        key: String,
+        mut event: MessageEvent,
+        text: String,
+        now: u64,
+    ) {
+        if text.trim().is_empty() {
+            self.reply_later(
+                &event,
+                "Usage: /steer TEXT — the current reply takes TEXT into account at its next step."
+                    .into(),
+            );
+            return;
+        }
+        event.text = text;
+        self.accept_message_as(key, event, now, BusyMode::Steer);
     }
 
     /// `/retry`: removes the last exchange and sends its user message again

@@ -246,6 +246,9 @@ impl Inner {
                 arg.as_deref(),
             )),
             Command::Title(title) => self.title(key, title.as_deref()),
+            Command::Resume(arg) => self.resume(key, source, arg.as_deref()),
+            Command::Reasoning(arg) => self.reasoning(key, arg.as_deref()),
+            Command::Personality(arg) => self.personality(key, arg.as_deref()),
             Command::Status
             | Command::Usage
             | Command::Stop
@@ -255,6 +258,7 @@ impl Inner {
             | Command::Skills
             | Command::Sessions
             | Command::Queue(_)
+            | Command::Steer(_)
             | Command::Retry
             | Command::Unknown(_) => Ok(String::new()),
         }

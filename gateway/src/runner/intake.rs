@@ -95,6 +95,7 @@ impl Inner {
                     | Command::Model(Some(_))
                     | Command::Retry
                     | Command::Title(Some(_))
+                    | Command::Resume(Some(_))
             )
         ) {
             // Commands that change a session run at most once, even when the
@@ -164,6 +165,7 @@ impl Inner {
                         dropped = drop_queued_messages(slot);
                         match &slot.turn {
                             Some(turn) => {
+                                dropped.extend(turn.steer.drop_waiting());
                                 turn.interrupt();
                                 "Stopping the current reply.".to_owned()
                             }
@@ -204,6 +206,7 @@ impl Inner {
                 if let Some(slot) = state.sessions.get_mut(&key) {
                     dropped = drop_queued_messages(slot);
                     if let Some(turn) = &slot.turn {
+                        dropped.extend(turn.steer.drop_waiting());
                         turn.interrupt();
                     }
                 }
@@ -218,6 +221,10 @@ impl Inner {
                 drop(state);
                 self.queue_text(key, event, text, now);
             }
+            Some(Command::Steer(text)) => {
+                drop(state);
+                self.steer_text(key, event, text, now);
+            }
             Some(
                 cmd @ (Command::Model(_)
                 | Command::Undo
@@ -225,6 +232,9 @@ impl Inner {
                 | Command::SetHome
                 | Command::Cron(_)
                 | Command::Title(_)
+                | Command::Resume(_)
+                | Command::Reasoning(_)
+                | Command::Personality(_)
                 | Command::Retry),
             ) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));
@@ -385,7 +395,17 @@ impl Inner {
         } else {
             busy_mode
         };
+        // Steer mode hands the message to the running turn; with no turn
+        // taking any, it waits like in queue mode.
+        let busy_mode = match (busy_mode, &slot.turn) {
+            (BusyMode::Steer, Some(turn)) if turn.steer.offer(&event, id, max_queued) => {
+                BusyMode::Steer
+            }
+            (BusyMode::Steer, _) => BusyMode::Queue,
+            (mode, _) => mode,
+        };
         let notice = match busy_mode {
+            BusyMode::Steer => Some(super::STEER_NOTICE),
             BusyMode::Interrupt => {
                 // One buffered slot: a newer message replaces the waiting one.
                 // The replaced one stays in the inbox: it was accepted, and

@@ -74,7 +74,11 @@ impl Inner {
             Some(s) if s.status != SessionStatus::Active => {
                 store.reset(key, &Self::new_session_spec(key, source, &default_model))
             }
-            Some(s) => match self.expiry(s.updated_at_ms, now) {
+            // A resumed conversation's idle time counts from its resumption.
+            Some(s) => match self.expiry(
+                s.updated_at_ms.max(Self::resumed_at(store, key, &s.id)),
+                now,
+            ) {
                 None => Ok(s),
                 Some(why) => {
                     notices.push(why);

@@ -7,18 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hermes_core::{
-    Agent, AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason, Usage,
+    AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
-use hermes_runtime::store::{SessionRecord, StoreError};
+use hermes_runtime::store::StoreError;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::progress::{StreamEvent, Streaming, Typing};
 use super::recovery::Transcribed;
-use super::{FactoryError, Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
+use super::{Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::adapter::Finished;
 use crate::approval::Route;
-use crate::event::{MessageEvent, SessionSource};
+use crate::event::MessageEvent;
 use crate::inbox::TurnMarker;
 use crate::lease::Held;
 use crate::media::{self, Download};
@@ -34,6 +34,8 @@ struct TurnObserver<'a> {
     /// The first model that failed and why, and the model that answered in
     /// the end, when a fallback took over (SPEC X2).
     fallback: Option<(String, String, String)>,
+    /// Stores steered messages (SPEC Y5); `None` in tests of the writer.
+    steer: Option<super::steer::SteerWriter<'a>>,
 }
 
 impl TurnObserver<'_> {
@@ -52,11 +54,19 @@ impl AgentObserver for TurnObserver<'_> {
             self.flag.interrupt();
         }
         match event {
-            AgentEvent::Appended(entry) if !self.persist.append(entry) => {
-                // The transcript can no longer follow the run: stop it
-                // rather than do work (tool side effects) that would go
-                // unrecorded.
-                self.flag.interrupt();
+            AgentEvent::Appended(entry) => {
+                let stored = match self.steer.as_mut().and_then(|s| s.claim(entry)) {
+                    Some(stored) => stored,
+                    None => {
+                        !self.steer.as_ref().is_some_and(|s| s.failed) && self.persist.append(entry)
+                    }
+                };
+                if !stored {
+                    // The transcript can no longer follow the run: stop it
+                    // rather than do work (tool side effects) that would go
+                    // unrecorded.
+                    self.flag.interrupt();
+                }
             }
             AgentEvent::Compacted(compaction) => {
                 self.persist.compacted(compaction);
@@ -221,9 +231,7 @@ impl Inner {
             // Accepted but not run: it stays in the inbox, durable, and the
             // next start answers it (X5).
             tracing::debug!(key, id, "stopping: message kept for the next start");
-            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
-                slot.turn = None;
-            }
+            self.end_turn(key, &ctl);
             return;
         }
         let platform = event.source.platform.clone();
@@ -235,9 +243,7 @@ impl Inner {
                 id,
                 "turn not run here (stopping, or another gateway serves the bot now)"
             );
-            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
-                slot.turn = None;
-            }
+            self.end_turn(key, &ctl);
             return;
         };
         // Renewed while the turn runs; should another gateway take it over
@@ -277,9 +283,7 @@ impl Inner {
             watcher.abort();
             keeper.abort();
             lease.lose();
-            if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
-                slot.turn = None;
-            }
+            self.end_turn(key, &ctl);
             return;
         }
         let chat = event.source.chat_id.clone();
@@ -326,9 +330,7 @@ impl Inner {
         watcher.abort();
         // The preview ends once its senders are gone.
         lock(&ctl.preview).take();
-        if let Some(slot) = lock(&self.state).sessions.get_mut(key) {
-            slot.turn = None;
-        }
+        self.end_turn(key, &ctl);
         let reply = match result {
             Ok(reply) => reply,
             Err(e) => {
@@ -617,11 +619,19 @@ impl Inner {
             flag: agent.interrupt_flag(),
             persist: TurnWriter::new(&self.store, &session.id)
                 .skipping_stored_user_message()
-                .fenced(session_fences),
+                .fenced(session_fences.clone()),
             progress,
             fallback: None,
+            steer: Some(super::steer::SteerWriter {
+                inner: self,
+                ctl,
+                key,
+                session_id: &session.id,
+                fences: session_fences,
+                failed: false,
+            }),
         };
-        let outcome = agent.run_message(user, history, &budget, &mut observer);
+        let outcome = agent.run_steered(user, history, &budget, &mut observer, &ctl.steer);
         let fallback = observer.fallback.take();
         let TurnObserver {
             persist, progress, ..
@@ -673,6 +683,10 @@ impl Inner {
         // 6. What the user sees: notices and transcripts, then the answer.
         let prefix_len = prefix.len();
         let mut reply = prefix;
+        reply.push_str(&super::chat_prefs::shown_reasoning(
+            &self.chat_prefs(key),
+            &outcome,
+        ));
         reply.push_str(&outcome.final_text);
         if let Some(notice) = match &outcome.stop {
             // Cut short by a graceful stop, not by the user: say so, or the
@@ -712,43 +726,6 @@ impl Inner {
         done.usage = outcome.usage;
         done
     }
-
-    /// The cached agent of this session and signature, or a new one (with the
-    /// session's stored system prompt, assembling and storing it once).
-    pub(super) fn agent_for(
-        &self,
-        key: &str,
-        session: &SessionRecord,
-        source: &SessionSource,
-    ) -> Result<Arc<Agent>, FactoryError> {
-        let model = session
-            .model
-            .clone()
-            .unwrap_or_else(|| self.factory.default_model());
-        let signature = self.factory.signature(&model);
-        let now = self.now();
-        if let Some(agent) = lock(&self.state)
-            .cache
-            .get(key, &session.id, &signature, now)
-        {
-            return Ok(agent);
-        }
-        let prompt = match &session.system_prompt {
-            Some(p) => p.clone(),
-            None => {
-                let p = self.factory.system_prompt(source)?;
-                self.store()
-                    .set_system_prompt(&session.id, &p)
-                    .map_err(|e| FactoryError(format!("could not store the system prompt: {e}")))?;
-                p
-            }
-        };
-        let agent = Arc::new(self.factory.build(&session.id, &model, &prompt)?);
-        lock(&self.state)
-            .cache
-            .insert(key, &session.id, &signature, Arc::clone(&agent), now);
-        Ok(agent)
-    }
 }
 
 #[cfg(test)]
@@ -771,6 +748,7 @@ mod tests {
             persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
             progress: None,
             fallback: None,
+            steer: None,
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
             Message::user("u"),

@@ -19,6 +19,7 @@ mod telegram_support;
 
 mod commands;
 mod pairing;
+mod steering;
 mod threads;
 
 use std::sync::atomic::Ordering;

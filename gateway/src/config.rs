@@ -137,6 +137,9 @@ pub struct GatewayConfig {
     /// How `hermes gateway run` writes its log (`log_format`,
     /// `GATEWAY_LOG_FORMAT`): a line of text or a JSON object per event.
     pub log_format: LogFormat,
+    /// The zone scheduled jobs are read and shown in (`timezone`, an IANA
+    /// name; the system's when unset): `/cron` shows its times in it.
+    pub timezone: hermes_runtime::cron::TimeZone,
 }
 
 /// The gateway log's format (`[gateway] log_format`).
@@ -172,6 +175,8 @@ impl Default for GatewayConfig {
             max_file_bytes: crate::media::DEFAULT_MAX_FILE_MB * 1024 * 1024,
             pairing: true,
             log_format: LogFormat::Text,
+            timezone: hermes_runtime::cron::TimeZone::try_system()
+                .unwrap_or(hermes_runtime::cron::TimeZone::UTC),
         }
     }
 }
@@ -330,6 +335,16 @@ impl GatewayConfig {
             cfg.daily_reset_hour = v
                 .number_or_off(&key, 0, 23)?
                 .map(|h| u8::try_from(h).unwrap_or(0));
+        }
+        if let Some(zone) = table.get("timezone") {
+            let name = zone.as_str().ok_or_else(|| {
+                GatewayConfigError::new(
+                    "gateway.timezone",
+                    "must be a string such as \"Europe/Berlin\"",
+                )
+            })?;
+            cfg.timezone = hermes_runtime::cron::time_zone(Some(name))
+                .map_err(|e| GatewayConfigError::new("gateway.timezone", e.to_string()))?;
         }
         if let Some((key, v)) = pick("GATEWAY_UTC_OFFSET_MINUTES", "utc_offset_minutes") {
             let n = v.signed(&key, -14 * 60, 14 * 60)?;

@@ -14,7 +14,7 @@ use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::cron::{CronOffer, Scheduler, SchedulerDeps, SchedulerTiming};
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{ManualClock, TestAdapter, TestAgentFactory, last_user_text};
+use hermes_gateway::testing::{ManualClock, TestAdapter, TestAgentFactory, event, last_user_text};
 use hermes_runtime::cron::{self, CatchUp, CronContext, CronSettings, JobSpec, Origin, TimeZone};
 use hermes_runtime::store::{JobState, RunRecord, RunState, Store};
 
@@ -119,6 +119,7 @@ fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
         None,
     ));
     let mut config = GatewayConfig::default();
+    config.timezone = settings.tz.clone();
     config.allow.everywhere = ["alice".to_owned()].into_iter().collect();
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![adapter.clone()],
@@ -423,4 +424,38 @@ fn a_job_due_while_stopped_runs_once_on_start_or_is_skipped() {
             }
         }
     }
+}
+
+#[test]
+fn a_job_made_in_a_topic_is_delivered_into_it_and_cron_shows_the_configured_zone() {
+    let mut berlin = settings(CatchUp::Once);
+    berlin.tz = TimeZone::get("Europe/Berlin").unwrap();
+    let g = gateway(berlin, true);
+    let in_topic = |id: &str, text: &str| {
+        let mut ev = event("test", ChatType::Group, "forum", "alice", id, text);
+        ev.source.thread_id = Some("77".into());
+        assert!(g.adapter.inject(ev));
+    };
+    in_topic("t1", "schedule: topic news");
+    g.wait_for("forum", "Scheduled");
+    let job = g.store.lock().unwrap().jobs(false).unwrap().remove(0);
+    assert_eq!(job.origin_chat.as_deref(), Some("forum"));
+    assert_eq!(job.origin_thread.as_deref(), Some("77"), "{job:#?}");
+    // `/cron` shows the next run in [gateway] timezone and names it:
+    // T0 + 90 s is 08:31:30 UTC, 09:31:30 in Berlin (CET).
+    in_topic("t2", "/cron");
+    g.wait_for("forum", "times in Europe/Berlin");
+    let listing = g.texts("forum").into_iter().last().unwrap();
+    assert!(listing.contains("2026-12-02 09:31:30 CET"), "{listing}");
+    g.clock.advance(Duration::from_secs(91));
+    g.wait_for("forum", "answer: topic news");
+    let delivered: Vec<_> = g
+        .adapter
+        .sent()
+        .into_iter()
+        .filter(|s| s.text.contains("answer: topic news"))
+        .collect();
+    assert_eq!(delivered.len(), 1, "{delivered:#?}");
+    assert_eq!(delivered[0].thread.as_deref(), Some("77"), "into the topic");
+    assert_eq!(delivered[0].reply_to, None);
 }

@@ -23,8 +23,7 @@ pub struct Destination {
     pub platform: String,
     /// The chat.
     pub chat: String,
-    /// A thread in it (stored for when adapters can address one; sent to
-    /// the chat today).
+    /// A thread in it (a forum topic): `PlatformAdapter::send_to_thread`.
     pub thread: Option<String>,
 }
 

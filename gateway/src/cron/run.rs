@@ -307,7 +307,10 @@ impl Inner {
             return Err(format!("{} is not configured on this gateway", to.platform));
         }
         self.handle
-            .block_on(self.runner.send_text(&to.platform, &to.chat, text))
+            .block_on(
+                self.runner
+                    .send_text(&to.platform, &to.chat, to.thread.as_deref(), text),
+            )
             .map_err(|e| e.to_string())
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod home;
 mod run;
+mod script;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -175,6 +176,8 @@ pub struct SchedulerTiming {
     pub retry_base: Duration,
     /// Delivery attempts before a run is "delivery failed" for good.
     pub max_attempts: u32,
+    /// How long a job's script may run.
+    pub script_timeout: Duration,
 }
 
 impl Default for SchedulerTiming {
@@ -184,6 +187,7 @@ impl Default for SchedulerTiming {
             lease: LeaseTiming::default(),
             retry_base: Duration::from_secs(5),
             max_attempts: 5,
+            script_timeout: hermes_runtime::tools::script::DEFAULT_SCRIPT_TIMEOUT,
         }
     }
 }
@@ -203,6 +207,10 @@ pub struct SchedulerDeps {
     pub settings: CronSettings,
     /// Timing.
     pub timing: SchedulerTiming,
+    /// Where jobs' scripts run (the terminal's sandbox settings:
+    /// `hermes_runtime::tools::script::script_env`); `None`: a job with a
+    /// script fails with that reason.
+    pub scripts: Option<hermes_runtime::tools::ToolEnv>,
 }
 
 impl std::fmt::Debug for SchedulerDeps {
@@ -232,6 +240,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     settings: CronSettings,
     timing: SchedulerTiming,
+    scripts: Option<hermes_runtime::tools::ToolEnv>,
     /// This gateway's name in lease rows.
     owner: String,
     /// SQLite: this process alone uses the database (take leases over).
@@ -262,6 +271,7 @@ impl Scheduler {
                 tick: deps.timing.tick.min(Duration::from_secs(1)),
                 ..deps.timing
             },
+            scripts: deps.scripts,
             owner,
             exclusive,
             busy: Mutex::new(HashSet::new()),

@@ -693,4 +693,14 @@ mod tests {
         let e = parse("[gateway]\npairng = false", &[]).unwrap_err();
         assert!(e.to_string().contains("pairing"), "{e}");
     }
+
+    #[test]
+    fn the_timezone_is_an_iana_name() {
+        let cfg = parse("[gateway]\ntimezone = \"Asia/Tokyo\"", &[]).unwrap();
+        assert_eq!(cfg.timezone.iana_name(), Some("Asia/Tokyo"));
+        for bad in ["timezone = \"Mars/Olympus\"", "timezone = 9"] {
+            let e = parse(&format!("[gateway]\n{bad}"), &[]).unwrap_err();
+            assert_eq!(e.key, "gateway.timezone", "{bad}");
+        }
+    }
 }

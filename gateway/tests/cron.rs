@@ -118,8 +118,10 @@ fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
         clock.clone(),
         None,
     ));
-    let mut config = GatewayConfig::default();
-    config.timezone = settings.tz.clone();
+    let mut config = GatewayConfig {
+        timezone: settings.tz.clone(),
+        ..GatewayConfig::default()
+    };
     config.allow.everywhere = ["alice".to_owned()].into_iter().collect();
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![adapter.clone()],

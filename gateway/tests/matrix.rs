@@ -457,6 +457,40 @@ async fn a_job_for_matrix_goes_to_the_home_room_and_sethome_moves_it() {
             "the first home room got only the first job's answer"
         );
     });
+    // Into a thread: `matrix:ROOM:$ROOT` (the room id keeps its colon).
+    let root = blocking(|| alice.say(&other, "a thread about the disk"));
+    let ctx = CronContext {
+        now_ms: hermes_core::Clock::now_ms(&SystemClock),
+        tz: cron_settings.tz.clone(),
+        platforms: Some(vec!["matrix".into()]),
+        scripts_dir: None,
+    };
+    let spec = JobSpec {
+        schedule: Some("1s".into()),
+        prompt: Some("in the thread".into()),
+        deliver: Some(format!("matrix:{other}:{root}")),
+        ..JobSpec::default()
+    };
+    cron::create(&mut store.lock().unwrap(), &spec, None, &ctx).unwrap();
+    blocking(|| {
+        // The bot answers the root message itself too (a rich reply); the
+        // job's answer is the one in the thread.
+        alice.wait_for_messages(&other, &bot.bot.user_id, 4, WAIT);
+        let threaded: Vec<_> = alice
+            .messages(&other)
+            .into_iter()
+            .filter(|e| {
+                e["sender"] == bot.bot.user_id.as_str()
+                    && e["content"]["m.relates_to"]["rel_type"] == "m.thread"
+            })
+            .collect();
+        assert_eq!(threaded.len(), 1, "{threaded:?}");
+        assert_eq!(
+            threaded[0]["content"]["m.relates_to"]["event_id"],
+            root.as_str()
+        );
+        assert_eq!(threaded[0]["content"]["body"], "the morning briefing");
+    });
     scheduler.stop(Duration::from_secs(5)).await;
     bot.stop().await;
 }

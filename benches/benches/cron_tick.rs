@@ -22,6 +22,7 @@ fn store_with_jobs(dir: &tempfile::TempDir) -> Store {
         now_ms: NOW,
         tz: TimeZone::UTC,
         platforms: None,
+        scripts_dir: None,
     };
     let origin = Origin {
         platform: "telegram".into(),

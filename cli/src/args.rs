@@ -201,8 +201,8 @@ pub enum CronCommand {
     Create {
         /// When it runs
         schedule: String,
-        /// What the agent does at each run
-        #[arg(required = true, num_args = 1..)]
+        /// What the agent does at each run (not needed with --no-agent)
+        #[arg(required_unless_present = "no_agent", num_args = 1..)]
         prompt: Vec<String>,
         /// A short name
         #[arg(long)]
@@ -213,6 +213,12 @@ pub enum CronCommand {
         /// How many runs in all
         #[arg(long)]
         repeat: Option<u32>,
+        /// A script in $HERMES_HOME/scripts/ run (sandboxed, like the terminal) before each run; its stdout is the agent's context
+        #[arg(long, value_name = "PATH")]
+        script: Option<String>,
+        /// With --script: deliver the script's stdout as it is, without the agent (empty output sends nothing)
+        #[arg(long, requires = "script")]
+        no_agent: bool,
     },
     /// Pause a job
     Pause {

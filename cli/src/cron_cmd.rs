@@ -42,6 +42,8 @@ fn job_json(job: &JobRecord, tz: &cron::TimeZone) -> serde_json::Value {
         "last_outcome": job.last_outcome,
         "runs_done": job.runs_done,
         "repeat": job.repeat,
+        "script": job.script,
+        "no_agent": job.no_agent,
     })
 }
 
@@ -73,6 +75,7 @@ pub fn run(settings: &Settings, command: CronCommand) -> Result<i32, CliError> {
         now_ms: SystemClock.now_ms(),
         tz: tz.clone(),
         platforms: None,
+        scripts_dir: Some(hermes_runtime::tools::script::scripts_dir(&settings.home)),
     };
     let mut store = open_store(settings)?;
     match command {
@@ -97,6 +100,8 @@ pub fn run(settings: &Settings, command: CronCommand) -> Result<i32, CliError> {
             name,
             deliver,
             repeat,
+            script,
+            no_agent,
         } => {
             let spec = JobSpec {
                 schedule: Some(schedule),
@@ -104,6 +109,8 @@ pub fn run(settings: &Settings, command: CronCommand) -> Result<i32, CliError> {
                 name,
                 repeat,
                 deliver,
+                script,
+                no_agent: Some(no_agent),
             };
             let job = cron::create(&mut store, &spec, None, &ctx).map_err(fail)?;
             println!("{}", job.id);

@@ -153,6 +153,21 @@ pub trait PlatformAdapter: Send + Sync {
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError>;
 
+    /// Sends `text` into `thread` of `chat_id` (a forum topic, a thread:
+    /// [`crate::event::SessionSource::thread_id`]), where nothing is being
+    /// replied to — the scheduler delivering a job created in that thread.
+    /// Split as [`PlatformAdapter::send`]. Platforms whose threads are not
+    /// addressed this way (the default) post in the chat.
+    async fn send_to_thread(
+        &self,
+        chat_id: &str,
+        thread: &str,
+        text: &str,
+    ) -> Result<(), AdapterError> {
+        let _ = thread;
+        self.send(chat_id, text, None).await
+    }
+
     /// How [`PlatformAdapter::max_message_len`] is counted.
     fn length_unit(&self) -> LengthUnit {
         LengthUnit::Chars

@@ -145,6 +145,9 @@ pub struct GatewayConfig {
     /// The loopback port of `GET /healthz` and `/metrics` (`metrics_port`,
     /// `GATEWAY_METRICS_PORT`); `None`, the default: not served.
     pub metrics_port: Option<u16>,
+    /// The zone scheduled jobs are read and shown in (`timezone`, an IANA
+    /// name; the system's when unset): `/cron` shows its times in it.
+    pub timezone: hermes_runtime::cron::TimeZone,
 }
 
 /// The gateway log's format (`[gateway] log_format`).
@@ -181,6 +184,8 @@ impl Default for GatewayConfig {
             pairing: true,
             log_format: LogFormat::Text,
             metrics_port: None,
+            timezone: hermes_runtime::cron::TimeZone::try_system()
+                .unwrap_or(hermes_runtime::cron::TimeZone::UTC),
         }
     }
 }
@@ -344,6 +349,16 @@ impl GatewayConfig {
             cfg.daily_reset_hour = v
                 .number_or_off(&key, 0, 23)?
                 .map(|h| u8::try_from(h).unwrap_or(0));
+        }
+        if let Some(zone) = table.get("timezone") {
+            let name = zone.as_str().ok_or_else(|| {
+                GatewayConfigError::new(
+                    "gateway.timezone",
+                    "must be a string such as \"Europe/Berlin\"",
+                )
+            })?;
+            cfg.timezone = hermes_runtime::cron::time_zone(Some(name))
+                .map_err(|e| GatewayConfigError::new("gateway.timezone", e.to_string()))?;
         }
         if let Some((key, v)) = pick("GATEWAY_UTC_OFFSET_MINUTES", "utc_offset_minutes") {
             let n = v.signed(&key, -14 * 60, 14 * 60)?;
@@ -717,5 +732,15 @@ mod tests {
         assert_eq!(e.key, "gateway.pairing");
         let e = parse("[gateway]\npairng = false", &[]).unwrap_err();
         assert!(e.to_string().contains("pairing"), "{e}");
+    }
+
+    #[test]
+    fn the_timezone_is_an_iana_name() {
+        let cfg = parse("[gateway]\ntimezone = \"Asia/Tokyo\"", &[]).unwrap();
+        assert_eq!(cfg.timezone.iana_name(), Some("Asia/Tokyo"));
+        for bad in ["timezone = \"Mars/Olympus\"", "timezone = 9"] {
+            let e = parse(&format!("[gateway]\n{bad}"), &[]).unwrap_err();
+            assert_eq!(e.key, "gateway.timezone", "{bad}");
+        }
     }
 }

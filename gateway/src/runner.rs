@@ -702,6 +702,7 @@ impl GatewayRunner {
         &self,
         platform: &str,
         chat_id: &str,
+        thread: Option<&str>,
         text: &str,
     ) -> Result<(), AdapterError> {
         let Some(adapter) = self.inner.adapters.get(platform) else {
@@ -715,7 +716,12 @@ impl GatewayRunner {
                 platform: adapter.platform(),
             });
         }
-        self.inner.deliver(&**adapter, chat_id, text, None).await
+        let to = Outbound {
+            chat_id,
+            thread,
+            reply_to: None,
+        };
+        self.inner.deliver(&**adapter, &to, text).await
     }
 
     /// The session key a source maps to under this runner's settings.
@@ -756,7 +762,12 @@ impl Inner {
             return;
         };
         let reply_to = reply_to.filter(|r| !r.is_empty());
-        if let Err(e) = self.deliver(&**adapter, chat_id, text, reply_to).await {
+        let to = Outbound {
+            chat_id,
+            thread: None,
+            reply_to,
+        };
+        if let Err(e) = self.deliver(&**adapter, &to, text).await {
             tracing::error!(platform, chat_id, error = %e, "sending a reply failed");
         }
     }
@@ -764,10 +775,10 @@ impl Inner {
     async fn deliver(
         &self,
         adapter: &dyn PlatformAdapter,
-        chat_id: &str,
+        to: &Outbound<'_>,
         text: &str,
-        reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
+        let chat_id = to.chat_id;
         let max = self.config.max_reply_messages;
         let files = adapter.can_send_files();
         // The note ending the beginning of a long reply; the cut notice is
@@ -786,7 +797,7 @@ impl Inner {
             head_messages,
             &note,
         ) {
-            Delivery::Whole => return adapter.send(chat_id, text, reply_to).await,
+            Delivery::Whole => return to.send(adapter, text).await,
             Delivery::Overflow { head, rest } => (head, rest),
         };
         let rest_chars = rest.chars().count();
@@ -798,13 +809,9 @@ impl Inner {
         );
         if !files {
             let note = overflow::cut_notice(max, rest_chars);
-            return adapter
-                .send(chat_id, &overflow::with_note(&head, &note), reply_to)
-                .await;
+            return to.send(adapter, &overflow::with_note(&head, &note)).await;
         }
-        adapter
-            .send(chat_id, &overflow::with_note(&head, &note), reply_to)
-            .await?;
+        to.send(adapter, &overflow::with_note(&head, &note)).await?;
         let file = OutgoingFile {
             file_name: overflow::REPLY_FILE_NAME.to_owned(),
             content: rest.into_bytes(),
@@ -812,10 +819,34 @@ impl Inner {
         };
         if let Err(e) = adapter.send_file(chat_id, &file, None).await {
             tracing::warn!(platform = adapter.platform(), chat_id, error = %e, "sending the rest of a long reply as a file failed");
-            adapter
-                .send(chat_id, &overflow::cut_notice(max, rest_chars), None)
+            let notice = Outbound {
+                reply_to: None,
+                ..*to
+            };
+            notice
+                .send(adapter, &overflow::cut_notice(max, rest_chars))
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// Where a reply or a scheduled answer goes: a chat, a thread in it (a
+/// forum topic), the message it answers.
+#[derive(Clone, Copy, Debug)]
+struct Outbound<'a> {
+    chat_id: &'a str,
+    thread: Option<&'a str>,
+    reply_to: Option<&'a str>,
+}
+
+impl Outbound<'_> {
+    /// One `send` (the adapter splits): a reply follows its message into
+    /// its thread; otherwise the thread, if any, is addressed.
+    async fn send(&self, adapter: &dyn PlatformAdapter, text: &str) -> Result<(), AdapterError> {
+        match (self.thread, self.reply_to) {
+            (Some(thread), None) => adapter.send_to_thread(self.chat_id, thread, text).await,
+            _ => adapter.send(self.chat_id, text, self.reply_to).await,
+        }
     }
 }

@@ -36,6 +36,8 @@ pub struct Sent {
     pub text: String,
     /// The message it replied to.
     pub reply_to: Option<String>,
+    /// The thread it was sent into (`send_to_thread`).
+    pub thread: Option<String>,
     /// When it was sent (for latency measurements).
     pub at: Instant,
     /// The file, when this was a document (`text` is then its caption).
@@ -237,29 +239,16 @@ impl PlatformAdapter for TestAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
-        let failing = self
-            .failing_sends
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if failing.is_ok() {
-            return Err(AdapterError::Network {
-                platform: self.platform,
-                message: "the platform is down (test)".into(),
-            });
-        }
-        let pieces = split_message(text, self.max_message_len(), LengthUnit::Chars);
-        let mut sent = lock(&self.sent);
-        for (i, piece) in pieces.into_iter().enumerate() {
-            sent.push(Sent {
-                chat_id: chat_id.to_owned(),
-                text: piece,
-                reply_to: reply_to.filter(|_| i == 0).map(str::to_owned),
-                at: Instant::now(),
-                file: None,
-            });
-        }
-        drop(sent);
-        self.changed.notify_all();
-        Ok(())
+        self.record(chat_id, None, text, reply_to)
+    }
+
+    async fn send_to_thread(
+        &self,
+        chat_id: &str,
+        thread: &str,
+        text: &str,
+    ) -> Result<(), AdapterError> {
+        self.record(chat_id, Some(thread), text, None)
     }
 
     async fn send_file(
@@ -278,9 +267,46 @@ impl PlatformAdapter for TestAdapter {
             chat_id: chat_id.to_owned(),
             text: file.caption.clone(),
             reply_to: reply_to.map(str::to_owned),
+            thread: None,
             at: Instant::now(),
             file: Some(file.clone()),
         });
+        self.changed.notify_all();
+        Ok(())
+    }
+}
+
+impl TestAdapter {
+    /// A text sent (or refused, while sends fail).
+    fn record(
+        &self,
+        chat_id: &str,
+        thread: Option<&str>,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        let failing = self
+            .failing_sends
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(AdapterError::Network {
+                platform: self.platform,
+                message: "the platform is down (test)".into(),
+            });
+        }
+        let pieces = split_message(text, self.max_message_len(), LengthUnit::Chars);
+        let mut sent = lock(&self.sent);
+        for (i, piece) in pieces.into_iter().enumerate() {
+            sent.push(Sent {
+                chat_id: chat_id.to_owned(),
+                text: piece,
+                reply_to: reply_to.filter(|_| i == 0).map(str::to_owned),
+                thread: thread.map(str::to_owned),
+                at: Instant::now(),
+                file: None,
+            });
+        }
+        drop(sent);
         self.changed.notify_all();
         Ok(())
     }

@@ -14,7 +14,7 @@ use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::cron::{CronOffer, Scheduler, SchedulerDeps, SchedulerTiming};
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{ManualClock, TestAdapter, TestAgentFactory, last_user_text};
+use hermes_gateway::testing::{ManualClock, TestAdapter, TestAgentFactory, event, last_user_text};
 use hermes_runtime::cron::{self, CatchUp, CronContext, CronSettings, JobSpec, Origin, TimeZone};
 use hermes_runtime::store::{JobState, RunRecord, RunState, Store};
 
@@ -118,7 +118,10 @@ fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
         clock.clone(),
         None,
     ));
-    let mut config = GatewayConfig::default();
+    let mut config = GatewayConfig {
+        timezone: settings.tz.clone(),
+        ..GatewayConfig::default()
+    };
     config.allow.everywhere = ["alice".to_owned()].into_iter().collect();
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![adapter.clone()],
@@ -158,10 +161,30 @@ impl Gateway {
                 tick: Duration::from_millis(50),
                 retry_base: Duration::from_millis(200),
                 max_attempts: 3,
+                script_timeout: Duration::from_secs(2),
                 ..SchedulerTiming::default()
             },
+            scripts: Some(self.script_env()),
         };
         self.scheduler = Some(self.rt.block_on(async { Scheduler::start(deps) }));
+    }
+
+    /// `$HERMES_HOME/scripts` (the temp dir is the home).
+    fn scripts_dir(&self) -> std::path::PathBuf {
+        hermes_runtime::tools::script::scripts_dir(self._dir.path())
+    }
+
+    /// Scripts run as the terminal's commands: sandboxed, in the working
+    /// directory `work/` beside the home.
+    fn script_env(&self) -> hermes_runtime::tools::ToolEnv {
+        let work = self._dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        hermes_runtime::tools::ToolEnv::new(work, self._dir.path())
+    }
+
+    fn script(&self, name: &str, body: &str) {
+        std::fs::create_dir_all(self.scripts_dir()).unwrap();
+        std::fs::write(self.scripts_dir().join(name), body).unwrap();
     }
 
     fn ctx(&self) -> CronContext {
@@ -169,6 +192,7 @@ impl Gateway {
             now_ms: hermes_core::Clock::now_ms(&*self.clock),
             tz: TimeZone::UTC,
             platforms: Some(vec!["test".into()]),
+            scripts_dir: Some(self.scripts_dir()),
         }
     }
 
@@ -423,4 +447,163 @@ fn a_job_due_while_stopped_runs_once_on_start_or_is_skipped() {
             }
         }
     }
+}
+
+#[test]
+fn a_job_made_in_a_topic_is_delivered_into_it_and_cron_shows_the_configured_zone() {
+    let mut berlin = settings(CatchUp::Once);
+    berlin.tz = TimeZone::get("Europe/Berlin").unwrap();
+    let g = gateway(berlin, true);
+    let in_topic = |id: &str, text: &str| {
+        let mut ev = event("test", ChatType::Group, "forum", "alice", id, text);
+        ev.source.thread_id = Some("77".into());
+        assert!(g.adapter.inject(ev));
+    };
+    in_topic("t1", "schedule: topic news");
+    g.wait_for("forum", "Scheduled");
+    let job = g.store.lock().unwrap().jobs(false).unwrap().remove(0);
+    assert_eq!(job.origin_chat.as_deref(), Some("forum"));
+    assert_eq!(job.origin_thread.as_deref(), Some("77"), "{job:#?}");
+    // `/cron` shows the next run in [gateway] timezone and names it:
+    // T0 + 90 s is 08:31:30 UTC, 09:31:30 in Berlin (CET).
+    in_topic("t2", "/cron");
+    g.wait_for("forum", "times in Europe/Berlin");
+    let listing = g.texts("forum").into_iter().last().unwrap();
+    assert!(listing.contains("2026-12-02 09:31:30 CET"), "{listing}");
+    g.clock.advance(Duration::from_secs(91));
+    g.wait_for("forum", "answer: topic news");
+    let delivered: Vec<_> = g
+        .adapter
+        .sent()
+        .into_iter()
+        .filter(|s| s.text.contains("answer: topic news"))
+        .collect();
+    assert_eq!(delivered.len(), 1, "{delivered:#?}");
+    assert_eq!(delivered[0].thread.as_deref(), Some("77"), "into the topic");
+    assert_eq!(delivered[0].reply_to, None);
+}
+
+fn script_spec(schedule: &str, prompt: &str, script: &str, no_agent: bool) -> JobSpec {
+    JobSpec {
+        script: Some(script.into()),
+        no_agent: Some(no_agent),
+        ..spec(schedule, prompt, None)
+    }
+}
+
+#[test]
+fn a_jobs_script_runs_sandboxed_and_gives_the_agent_context_or_the_answer() {
+    let g = gateway(settings(CatchUp::Once), true);
+    std::fs::write(
+        g._dir.path().join(".env"),
+        "OPENAI_API_KEY=sk-secret-in-home\n",
+    )
+    .unwrap();
+    let home_env = g._dir.path().join(".env").display().to_string();
+    g.script("disk.sh", "#!/bin/sh\necho \"disk at 91%\"\n");
+    g.script("verbatim", "printf 'line one\\n  line two\\n'\n");
+    g.script("quiet.sh", "#!/bin/sh\nexit 0\n");
+    g.script(
+        "broken.sh",
+        "#!/bin/sh\necho half-done\necho 'cannot reach the disk' >&2\nexit 3\n",
+    );
+    g.script("slow.sh", "#!/bin/sh\nsleep 30\necho never\n");
+    g.script("peek.sh", &format!("#!/bin/sh\ncat {home_env}\n"));
+    // Bad input is refused before anything is stored.
+    let c = g.ctx();
+    let mut store = g.store.lock().unwrap();
+    for (bad, why) in [
+        (script_spec("90s", "x", "../.env", false), "no `..`"),
+        (script_spec("90s", "x", "missing.sh", false), "no script"),
+        (
+            JobSpec {
+                no_agent: Some(true),
+                ..spec("90s", "x", None)
+            },
+            "needs a script",
+        ),
+    ] {
+        let err = cron::create(&mut store, &bad, Some(&alice()), &c).unwrap_err();
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    assert!(store.jobs(true).unwrap().is_empty());
+    drop(store);
+
+    let with_agent = g.create(
+        script_spec("90s", "summarise the disk", "disk.sh", false),
+        Some(&alice()),
+    );
+    let verbatim = g.create(script_spec("90s", "", "verbatim", true), Some(&alice()));
+    let quiet = g.create(script_spec("90s", "", "quiet.sh", true), Some(&alice()));
+    let broken = g.create(
+        script_spec("90s", "never asked", "broken.sh", false),
+        Some(&alice()),
+    );
+    let slow = g.create(script_spec("90s", "", "slow.sh", true), Some(&alice()));
+    let peek = g.create(script_spec("90s", "", "peek.sh", true), Some(&alice()));
+    g.clock.advance(Duration::from_secs(91));
+    for job in [&with_agent, &verbatim, &quiet, &broken, &slow, &peek] {
+        g.wait_run(&job.id, |r| r.first().is_some_and(|r| !r.state.is_open()));
+    }
+    // With the agent: the script's stdout is the run's context.
+    g.wait_for("dm-alice", "answer: summarise the disk");
+    let seen = g.model.seen.lock().unwrap().clone();
+    let run = seen
+        .iter()
+        .find(|s| s.user.contains("summarise the disk"))
+        .unwrap();
+    assert!(run.user.contains("disk at 91%"), "{}", run.user);
+    assert_eq!(
+        seen.iter()
+            .filter(|s| s.user.contains("[Scheduled job"))
+            .count(),
+        1,
+        "only the job with an agent called the model: {seen:#?}"
+    );
+    // --no-agent: stdout delivered as it is; nothing printed, nothing sent.
+    g.wait_for("dm-alice", "line one");
+    assert!(
+        g.texts("dm-alice")
+            .contains(&"line one\n  line two".to_owned()),
+        "{:#?}",
+        g.texts("dm-alice")
+    );
+    let runs = g.runs(&verbatim.id);
+    assert_eq!(runs[0].state, RunState::Delivered);
+    assert_eq!(runs[0].session_id, None, "no agent, no session");
+    assert_eq!(g.runs(&quiet.id)[0].state, RunState::Stored);
+    // Failures are the run's outcome, with the reason, never lost.
+    for (job, reason) in [
+        (&broken, "exited with code 3: cannot reach the disk"),
+        (&slow, "timed out after 2 s"),
+        (&peek, "exited with code 1"),
+    ] {
+        let runs = g.runs(&job.id);
+        assert_eq!(runs[0].state, RunState::Failed, "{runs:#?}");
+        assert!(
+            runs[0].error.as_deref().unwrap().contains(reason),
+            "{runs:#?}"
+        );
+        let job = cron::find(&g.store.lock().unwrap(), &job.id).unwrap();
+        assert!(
+            job.last_outcome.as_deref().unwrap().starts_with("failed: "),
+            "{job:#?}"
+        );
+    }
+    // The sandbox kept the home's secrets from the script.
+    assert!(
+        !g.runs(&peek.id)[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("sk-secret")
+    );
+    let sent = g.texts("dm-alice");
+    assert!(
+        !sent
+            .iter()
+            .any(|t| t.contains("sk-secret") || t.contains("half-done") || t.contains("never")),
+        "{sent:#?}"
+    );
+    assert_eq!(sent.len(), 2, "{sent:#?}");
 }

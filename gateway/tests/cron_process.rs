@@ -174,6 +174,7 @@ fn create(target: &StoreTarget, schedule: &str, prompt: &str, deliver: &str) -> 
             now_ms: hermes_core::Clock::now_ms(&hermes_runtime::store::SystemClock),
             tz: TimeZone::UTC,
             platforms: None,
+            scripts_dir: None,
         };
         let spec = JobSpec {
             schedule: Some(schedule),

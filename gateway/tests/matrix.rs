@@ -30,6 +30,7 @@ struct Bot {
     bot: User,
     allowed: Vec<String>,
     runner: Option<GatewayRunner>,
+    store: Option<Arc<Mutex<Store>>>,
 }
 
 fn answer(text: &'static str) -> Responder {
@@ -67,6 +68,7 @@ impl Bot {
             bot: synapse::server().user("bot"),
             allowed: allowed.iter().map(|u| u.user_id.clone()).collect(),
             runner: None,
+            store: None,
         }
     }
 
@@ -95,12 +97,13 @@ impl Bot {
         let runner = GatewayRunner::new(RunnerDeps {
             adapters: vec![Arc::new(adapter)],
             factory: Arc::new(RuntimeAgentFactory::new(&self.settings, None).unwrap()),
-            store,
+            store: Arc::clone(&store),
             clock: Arc::new(SystemClock),
             config,
         });
         runner.start().await.unwrap();
         self.runner = Some(runner);
+        self.store = Some(store);
     }
 
     async fn stop(&mut self) {
@@ -378,5 +381,116 @@ async fn an_encrypted_room_is_told_once_and_left() {
         });
     });
     assert!(bot.asked().is_empty());
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_for_matrix_goes_to_the_home_room_and_sethome_moves_it() {
+    use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
+    use hermes_runtime::cron::{self, CronContext, CronSettings, JobSpec};
+
+    let alice = blocking(|| synapse::server().user("alice"));
+    let mut bot = Bot::new(&[&alice], answer("the morning briefing"));
+    bot.start().await;
+    let (home, other) = blocking(|| (dm(&alice, &bot.bot), dm(&alice, &bot.bot)));
+    // MATRIX_HOME_ROOM names the home room, as the other platforms' variables do.
+    let env = Environment::from_pairs([
+        ("HERMES_HOME", bot._home.path().display().to_string()),
+        ("MATRIX_HOME_ROOM", home.clone()),
+    ]);
+    let with_home = hermes_runtime::config::load(&Overrides::default(), &env).unwrap();
+    let cron_settings = CronSettings::load(&with_home).unwrap();
+    assert_eq!(cron_settings.home_channels.get("matrix"), Some(&home));
+    let store = bot.store.clone().unwrap();
+    let scheduler = Scheduler::start(SchedulerDeps {
+        runner: bot.runner.clone().unwrap(),
+        factory: Arc::new(RuntimeAgentFactory::new(&bot.settings, None).unwrap()),
+        store: Arc::clone(&store),
+        clock: Arc::new(SystemClock),
+        settings: cron_settings.clone(),
+        timing: SchedulerTiming::default(),
+        scripts: None,
+    });
+    let create = |prompt: &str| {
+        let ctx = CronContext {
+            now_ms: hermes_core::Clock::now_ms(&SystemClock),
+            tz: cron_settings.tz.clone(),
+            platforms: Some(vec!["matrix".into()]),
+            scripts_dir: None,
+        };
+        let spec = JobSpec {
+            schedule: Some("1s".into()),
+            prompt: Some(prompt.into()),
+            deliver: Some("matrix".into()),
+            ..JobSpec::default()
+        };
+        cron::create(&mut store.lock().unwrap(), &spec, None, &ctx).unwrap()
+    };
+    let first = create("brief me");
+    blocking(|| {
+        let said = alice.wait_for_messages(&home, &bot.bot.user_id, 1, WAIT);
+        assert_eq!(said, vec!["the morning briefing".to_owned()]);
+    });
+    wait_until("the run to be recorded", || {
+        store.lock().unwrap().job_runs(&first.id, 1).unwrap()[0].state
+            == hermes_runtime::store::RunState::Delivered
+    });
+    // `/sethome` in another room moves the home there (stored, it wins).
+    blocking(|| {
+        alice.say(&other, "/sethome");
+        let said = alice.wait_for_messages(&other, &bot.bot.user_id, 1, WAIT);
+        assert!(
+            said[0].contains("is now the matrix home channel"),
+            "{said:?}"
+        );
+    });
+    create("brief me again");
+    blocking(|| {
+        let said = alice.wait_for_messages(&other, &bot.bot.user_id, 2, WAIT);
+        assert_eq!(said[1], "the morning briefing");
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(
+            alice
+                .wait_for_messages(&home, &bot.bot.user_id, 1, WAIT)
+                .len(),
+            1,
+            "the first home room got only the first job's answer"
+        );
+    });
+    // Into a thread: `matrix:ROOM:$ROOT` (the room id keeps its colon).
+    let root = blocking(|| alice.say(&other, "a thread about the disk"));
+    let ctx = CronContext {
+        now_ms: hermes_core::Clock::now_ms(&SystemClock),
+        tz: cron_settings.tz.clone(),
+        platforms: Some(vec!["matrix".into()]),
+        scripts_dir: None,
+    };
+    let spec = JobSpec {
+        schedule: Some("1s".into()),
+        prompt: Some("in the thread".into()),
+        deliver: Some(format!("matrix:{other}:{root}")),
+        ..JobSpec::default()
+    };
+    cron::create(&mut store.lock().unwrap(), &spec, None, &ctx).unwrap();
+    blocking(|| {
+        // The bot answers the root message itself too (a rich reply); the
+        // job's answer is the one in the thread.
+        alice.wait_for_messages(&other, &bot.bot.user_id, 4, WAIT);
+        let threaded: Vec<_> = alice
+            .messages(&other)
+            .into_iter()
+            .filter(|e| {
+                e["sender"] == bot.bot.user_id.as_str()
+                    && e["content"]["m.relates_to"]["rel_type"] == "m.thread"
+            })
+            .collect();
+        assert_eq!(threaded.len(), 1, "{threaded:?}");
+        assert_eq!(
+            threaded[0]["content"]["m.relates_to"]["event_id"],
+            root.as_str()
+        );
+        assert_eq!(threaded[0]["content"]["body"], "the morning briefing");
+    });
+    scheduler.stop(Duration::from_secs(5)).await;
     bot.stop().await;
 }

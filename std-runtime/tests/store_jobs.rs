@@ -22,6 +22,7 @@ fn ctx(now_ms: u64) -> CronContext {
         now_ms,
         tz: TimeZone::UTC,
         platforms: Some(vec!["telegram".into()]),
+        scripts_dir: None,
     }
 }
 

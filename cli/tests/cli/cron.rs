@@ -89,3 +89,61 @@ fn bad_input_gets_one_clear_line_and_nothing_is_created() {
     }
     assert!(ok(&env.run(&url, &["cron", "list", "--all"])).contains("No scheduled jobs"));
 }
+
+#[test]
+fn a_script_job_is_created_from_the_scripts_folder_only_and_listed_in_the_configured_zone() {
+    let env = Env::new();
+    let url = dead_url();
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[gateway]\ntimezone = \"Asia/Tokyo\"\n",
+    )
+    .unwrap();
+    let scripts = env.home.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::write(scripts.join("disk.sh"), "#!/bin/sh\ndf -h /\n").unwrap();
+    std::fs::write(env.home.path().join("outside.sh"), "#!/bin/sh\n").unwrap();
+    for (args, says) in [
+        (
+            vec!["cron", "create", "30m", "x", "--script", "../outside.sh"],
+            "no `..`",
+        ),
+        (
+            vec!["cron", "create", "30m", "x", "--script", "missing.sh"],
+            "no script",
+        ),
+    ] {
+        let o = env.run(&url, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    // --no-agent without --script is refused by the argument parser.
+    let o = env.run(&url, &["cron", "create", "30m", "--no-agent"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(ok(&env.run(&url, &["cron", "list", "--all"])).contains("No scheduled jobs"));
+    // With --no-agent no prompt is needed.
+    let id = ok(&env.run(
+        &url,
+        &[
+            "cron",
+            "create",
+            "every 1h",
+            "--script",
+            "disk.sh",
+            "--no-agent",
+        ],
+    ))
+    .trim()
+    .to_owned();
+    let list = ok(&env.run(&url, &["cron", "list"]));
+    assert!(list.contains("Times in Asia/Tokyo."), "{list}");
+    assert!(list.contains(" JST"), "next run in Tokyo time: {list}");
+    assert!(list.contains("script: disk.sh (no agent)"), "{list}");
+    let json: Value =
+        serde_json::from_str(ok(&env.run(&url, &["cron", "list", "--json"])).trim()).unwrap();
+    assert_eq!(json["id"], id.as_str());
+    assert_eq!(json["script"], "disk.sh");
+    assert_eq!(json["no_agent"], true);
+}

@@ -2,7 +2,7 @@
 //! PLATFORM` means. `/sethome` stores one (`cron:home:PLATFORM` in the
 //! store's key-value table, so every gateway on a shared database sees
 //! it); configuration (`[gateway.home_channels]`, `TELEGRAM_HOME_CHANNEL`,
-//! …) gives the one used while none is stored.
+//! `MATRIX_HOME_ROOM`, …) gives the one used while none is stored.
 
 use std::collections::BTreeMap;
 
@@ -23,20 +23,16 @@ pub struct Destination {
     pub platform: String,
     /// The chat.
     pub chat: String,
-    /// A thread in it (stored for when adapters can address one; sent to
-    /// the chat today).
+    /// A thread in it (a forum topic): `PlatformAdapter::send_to_thread`.
     pub thread: Option<String>,
 }
 
 fn split(platform: &str, value: &str) -> Destination {
-    let (chat, thread) = match value.split_once(':') {
-        Some((chat, thread)) => (chat, Some(thread.to_owned())),
-        None => (value, None),
-    };
+    let (chat, thread) = hermes_runtime::cron::target::split_chat(platform, value);
     Destination {
         platform: platform.to_owned(),
         chat: chat.to_owned(),
-        thread,
+        thread: thread.map(str::to_owned),
     }
 }
 
@@ -104,8 +100,14 @@ pub fn destination(
             match stored.or_else(|| configured.get(&platform).cloned()) {
                 Some(value) => Ok(Some(split(&platform, &value))),
                 None => Err(format!(
-                    "{platform} has no home channel: send /sethome in the chat that should get these answers, or set {}_HOME_CHANNEL",
-                    platform.to_ascii_uppercase()
+                    "{platform} has no home channel: send /sethome in the chat that should get these answers, or set {}",
+                    hermes_runtime::cron::settings::HOME_CHANNEL_VARS
+                        .iter()
+                        .find(|(p, _)| *p == platform)
+                        .map_or_else(
+                            || format!("{}_HOME_CHANNEL", platform.to_ascii_uppercase()),
+                            |(_, var)| (*var).to_owned()
+                        )
                 )),
             }
         }

@@ -25,6 +25,7 @@
 
 pub mod home;
 mod run;
+mod script;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,11 +109,12 @@ impl CronOffer {
         if is_cron_session(session.session_key.as_deref()) {
             return;
         }
+        let thread = thread_of(&session);
         let origin = match (session.platform, session.chat_id) {
             (Some(platform), Some(chat)) => Some(Origin {
                 platform,
                 chat,
-                thread: None,
+                thread,
             }),
             _ => None,
         };
@@ -126,6 +128,43 @@ impl CronOffer {
     }
 }
 
+/// The thread (forum topic) a chat session belongs to: what its key has
+/// after the key of its chat (`crate::session::session_key` appends
+/// `:{thread}`), tried against every spelling the chat's key can have. The
+/// longer, per-member spelling is tried first, so a member's key is never
+/// read as a shared key with a thread.
+fn thread_of(session: &hermes_runtime::store::SessionRecord) -> Option<String> {
+    use crate::event::{ChatType, SessionSource};
+    let key = session.session_key.as_deref()?;
+    let (platform, chat) = (session.platform.clone()?, session.chat_id.clone()?);
+    let source = |chat_type| SessionSource {
+        platform: platform.clone(),
+        chat_id: chat.clone(),
+        chat_type,
+        user_id: session.user_id.clone().unwrap_or_default(),
+        user_name: None,
+        thread_id: None,
+    };
+    let spellings = [
+        crate::session::session_key(&source(ChatType::Group), true),
+        crate::session::session_key(&source(ChatType::Group), false),
+        crate::session::session_key(&source(ChatType::Dm), true),
+    ];
+    for chat_key in spellings {
+        if key == chat_key {
+            return None;
+        }
+        if let Some(thread) = key
+            .strip_prefix(chat_key.as_str())
+            .and_then(|r| r.strip_prefix(':'))
+            && !thread.is_empty()
+        {
+            return Some(thread.to_owned());
+        }
+    }
+    None
+}
+
 /// How the scheduler is timed.
 #[derive(Clone, Copy, Debug)]
 pub struct SchedulerTiming {
@@ -137,6 +176,8 @@ pub struct SchedulerTiming {
     pub retry_base: Duration,
     /// Delivery attempts before a run is "delivery failed" for good.
     pub max_attempts: u32,
+    /// How long a job's script may run.
+    pub script_timeout: Duration,
 }
 
 impl Default for SchedulerTiming {
@@ -146,6 +187,7 @@ impl Default for SchedulerTiming {
             lease: LeaseTiming::default(),
             retry_base: Duration::from_secs(5),
             max_attempts: 5,
+            script_timeout: hermes_runtime::tools::script::DEFAULT_SCRIPT_TIMEOUT,
         }
     }
 }
@@ -165,6 +207,10 @@ pub struct SchedulerDeps {
     pub settings: CronSettings,
     /// Timing.
     pub timing: SchedulerTiming,
+    /// Where jobs' scripts run (the terminal's sandbox settings:
+    /// `hermes_runtime::tools::script::script_env`); `None`: a job with a
+    /// script fails with that reason.
+    pub scripts: Option<hermes_runtime::tools::ToolEnv>,
 }
 
 impl std::fmt::Debug for SchedulerDeps {
@@ -194,6 +240,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     settings: CronSettings,
     timing: SchedulerTiming,
+    scripts: Option<hermes_runtime::tools::ToolEnv>,
     /// This gateway's name in lease rows.
     owner: String,
     /// SQLite: this process alone uses the database (take leases over).
@@ -224,6 +271,7 @@ impl Scheduler {
                 tick: deps.timing.tick.min(Duration::from_secs(1)),
                 ..deps.timing
             },
+            scripts: deps.scripts,
             owner,
             exclusive,
             busy: Mutex::new(HashSet::new()),
@@ -407,14 +455,15 @@ impl Inner {
     }
 }
 
-/// `/cron` in a chat: the jobs created in this chat; `/cron remove ID`
-/// removes one of them (not another chat's).
+/// `/cron` in a chat: the jobs created in this chat, their times in `tz`
+/// (`[gateway] timezone`), which it names; `/cron remove ID` removes one
+/// of them (not another chat's).
 pub fn chat_command(
     store: &mut Store,
     source: &crate::event::SessionSource,
     arg: Option<&str>,
+    tz: &hermes_runtime::cron::TimeZone,
 ) -> String {
-    let tz = hermes_runtime::cron::time_zone(None).unwrap_or(hermes_runtime::cron::TimeZone::UTC);
     let ours = |job: &JobRecord| {
         job.origin_platform.as_deref() == Some(source.platform.as_str())
             && job.origin_chat.as_deref() == Some(source.chat_id.as_str())
@@ -428,12 +477,16 @@ pub fn chat_command(
                 let lines: Vec<String> = jobs
                     .iter()
                     .filter(|j| ours(j))
-                    .map(|j| hermes_runtime::cron::describe(j, &tz))
+                    .map(|j| hermes_runtime::cron::describe(j, tz))
                     .collect();
                 if lines.is_empty() {
                     "No scheduled jobs in this chat.".into()
                 } else {
-                    format!("Scheduled jobs of this chat:\n{}", lines.join("\n"))
+                    format!(
+                        "Scheduled jobs of this chat (times in {}):\n{}",
+                        hermes_runtime::cron::schedule::zone_name(tz),
+                        lines.join("\n")
+                    )
                 }
             }
             Err(e) => format!("Scheduled jobs are unavailable: {e}"),

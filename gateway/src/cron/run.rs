@@ -12,14 +12,18 @@ use hermes_runtime::store::{
 };
 
 use super::home::{self, Destination};
+use super::script::ScriptPart;
 use super::{Inner, lock};
 use crate::event::{ChatType, SessionSource};
 use crate::lease::Held;
 
 /// What the agent part of a run came to.
-enum Executed {
-    /// An answer (possibly empty) in this session.
-    Answer { session_id: String, text: String },
+pub(super) enum Executed {
+    /// An answer (possibly empty), in this session when the agent ran.
+    Answer {
+        session_id: Option<String>,
+        text: String,
+    },
     /// No answer: why.
     Failed {
         session_id: Option<String>,
@@ -50,10 +54,21 @@ impl AgentObserver for RunObserver<'_> {
 }
 
 /// The user message of a run: the job's prompt, after a line that tells
-/// the model nobody is there to answer questions.
-fn run_message(job: &JobRecord) -> String {
+/// the model nobody is there to answer questions, and what the job's
+/// script printed, if it has one.
+fn run_message(job: &JobRecord, script_output: Option<&str>) -> String {
+    let context = match (&job.script, script_output.map(str::trim_end)) {
+        (Some(script), Some("")) => {
+            format!("[The job's script {script} ran and printed nothing.]\n\n")
+        }
+        (Some(script), Some(out)) => format!(
+            "## Script output\nThe job's script {script} ran just now and printed this; use it \
+             as context:\n\n```\n{out}\n```\n\n"
+        ),
+        _ => String::new(),
+    };
     format!(
-        "[Scheduled job {} \"{}\": no user is present; your final answer is delivered as it is.]\n\n{}",
+        "[Scheduled job {} \"{}\": no user is present; your final answer is delivered as it is.]\n\n{context}{}",
         job.id, job.name, job.prompt
     )
 }
@@ -106,7 +121,11 @@ impl Inner {
         };
         let fence = held.fence().clone();
         if run.state == RunState::Running {
-            let (session_id, text) = match self.execute(&job, &fence) {
+            let executed = match self.script_part(&job) {
+                ScriptPart::Done(executed) => executed,
+                ScriptPart::Context(output) => self.execute(&job, &fence, output.as_deref()),
+            };
+            let (session_id, text) = match executed {
                 Executed::Left => return Ok(()),
                 Executed::Failed { session_id, error } => {
                     tracing::warn!(job = %job.id, run = %run.id, %error, "scheduled run failed");
@@ -125,7 +144,7 @@ impl Inner {
                 Executed::Answer { session_id, text } => (session_id, text),
             };
             // The outbox: the answer is durable before anything is sent.
-            run.session_id = Some(session_id);
+            run.session_id = session_id;
             run.answer = Some(text);
             run.state = RunState::Pending;
         }
@@ -133,7 +152,7 @@ impl Inner {
     }
 
     /// The agent part: a fresh session, the prompt, the normal loop.
-    fn execute(&self, job: &JobRecord, fence: &Fence) -> Executed {
+    fn execute(&self, job: &JobRecord, fence: &Fence, script_output: Option<&str>) -> Executed {
         let failed = |session_id: Option<&str>, error: String| Executed::Failed {
             session_id: session_id.map(str::to_owned),
             error,
@@ -184,7 +203,7 @@ impl Inner {
             flag: &flag,
         };
         let outcome = agent.run_message(
-            Message::user(run_message(job)),
+            Message::user(run_message(job, script_output)),
             Vec::new(),
             &budget,
             &mut observer,
@@ -218,7 +237,7 @@ impl Inner {
             text.push_str(&notice);
         }
         Executed::Answer {
-            session_id: session.id,
+            session_id: Some(session.id),
             text,
         }
     }
@@ -307,7 +326,10 @@ impl Inner {
             return Err(format!("{} is not configured on this gateway", to.platform));
         }
         self.handle
-            .block_on(self.runner.send_text(&to.platform, &to.chat, text))
+            .block_on(
+                self.runner
+                    .send_text(&to.platform, &to.chat, to.thread.as_deref(), text),
+            )
             .map_err(|e| e.to_string())
     }
 }

@@ -302,25 +302,26 @@ impl PlatformAdapter for MatrixAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
-        let pieces = split_message(text, MAX_BODY_BYTES, LengthUnit::Bytes);
-        for (i, piece) in pieces.iter().enumerate() {
-            let mut content = json!({
-                "msgtype": "m.text",
-                "body": piece,
-                "format": "org.matrix.custom.html",
-                "formatted_body": format::markdown_to_html(piece),
-            });
-            if let (0, Some(event)) = (i, reply_to) {
-                content["m.relates_to"] = json!({ "m.in_reply_to": { "event_id": event } });
-            }
-            self.inner
-                .send_event(chat_id, &content)
-                .await
-                .map_err(CallError::into_adapter_error)?;
-        }
-        // Sending ends the typing notice in clients; say so explicitly too.
-        self.set_typing(chat_id, false).await;
-        Ok(())
+        let reply = reply_to.map(|event| json!({ "m.in_reply_to": { "event_id": event } }));
+        self.send_related(chat_id, text, reply, None).await
+    }
+
+    /// Into the thread whose root event is `thread` (`m.thread`, with the
+    /// reply fallback for clients without threads).
+    async fn send_to_thread(
+        &self,
+        chat_id: &str,
+        thread: &str,
+        text: &str,
+    ) -> Result<(), AdapterError> {
+        let in_thread = json!({
+            "rel_type": "m.thread",
+            "event_id": thread,
+            "is_falling_back": true,
+            "m.in_reply_to": { "event_id": thread },
+        });
+        self.send_related(chat_id, text, None, Some(in_thread))
+            .await
     }
 
     async fn typing(&self, chat_id: &str) {
@@ -356,6 +357,36 @@ impl PlatformAdapter for MatrixAdapter {
 }
 
 impl MatrixAdapter {
+    /// `text` in as many events as it takes: the first with `first` as its
+    /// relation (a reply), every one with `every` (a thread).
+    async fn send_related(
+        &self,
+        chat_id: &str,
+        text: &str,
+        first: Option<serde_json::Value>,
+        every: Option<serde_json::Value>,
+    ) -> Result<(), AdapterError> {
+        let pieces = split_message(text, MAX_BODY_BYTES, LengthUnit::Bytes);
+        for (i, piece) in pieces.iter().enumerate() {
+            let mut content = json!({
+                "msgtype": "m.text",
+                "body": piece,
+                "format": "org.matrix.custom.html",
+                "formatted_body": format::markdown_to_html(piece),
+            });
+            if let Some(relation) = every.as_ref().or(first.as_ref().filter(|_| i == 0)) {
+                content["m.relates_to"] = relation.clone();
+            }
+            self.inner
+                .send_event(chat_id, &content)
+                .await
+                .map_err(CallError::into_adapter_error)?;
+        }
+        // Sending ends the typing notice in clients; say so explicitly too.
+        self.set_typing(chat_id, false).await;
+        Ok(())
+    }
+
     async fn set_typing(&self, room: &str, typing: bool) {
         let me = self.inner.me();
         if me.is_empty() {

@@ -244,6 +244,7 @@ impl Inner {
                 &mut self.store(),
                 source,
                 arg.as_deref(),
+                &self.config.timezone,
             )),
             Command::Title(title) => self.title(key, title.as_deref()),
             Command::Resume(arg) => self.resume(key, source, arg.as_deref()),

@@ -316,6 +316,27 @@ impl TelegramAdapter {
         }
     }
 
+    /// `text` in as many messages as it takes, the first replying to `reply`.
+    async fn send_split(
+        &self,
+        chat: i64,
+        text: &str,
+        reply: Option<i64>,
+        thread: Option<i64>,
+    ) -> Result<(), AdapterError> {
+        let mut first = true;
+        for chunk in split_message(text, MAX_MESSAGE_UTF16, LengthUnit::Utf16) {
+            // Telegram refuses empty texts; a blank piece carries nothing visible.
+            if chunk.trim().is_empty() {
+                continue;
+            }
+            self.send_chunk(chat, &chunk, reply.filter(|_| first), thread)
+                .await?;
+            first = false;
+        }
+        Ok(())
+    }
+
     async fn send_chunk(
         &self,
         chat: i64,
@@ -584,17 +605,25 @@ impl PlatformAdapter for TelegramAdapter {
         })?;
         let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
         let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
-        let mut first = true;
-        for chunk in split_message(text, MAX_MESSAGE_UTF16, LengthUnit::Utf16) {
-            // Telegram refuses empty texts; a blank piece carries nothing visible.
-            if chunk.trim().is_empty() {
-                continue;
-            }
-            self.send_chunk(chat, &chunk, reply.filter(|_| first), thread)
-                .await?;
-            first = false;
-        }
-        Ok(())
+        self.send_split(chat, text, reply, thread).await
+    }
+
+    /// Into a forum topic (`message_thread_id`).
+    async fn send_to_thread(
+        &self,
+        chat_id: &str,
+        thread: &str,
+        text: &str,
+    ) -> Result<(), AdapterError> {
+        let chat: i64 = chat_id.trim().parse().map_err(|_| AdapterError::Rejected {
+            platform: PLATFORM,
+            message: format!("not a Telegram chat id: {chat_id:?}"),
+        })?;
+        let thread: i64 = thread.trim().parse().map_err(|_| AdapterError::Rejected {
+            platform: PLATFORM,
+            message: format!("not a Telegram topic id: {thread:?}"),
+        })?;
+        self.send_split(chat, text, None, Some(thread)).await
     }
 
     /// `getFile` and the download (see `telegram/media.rs`).

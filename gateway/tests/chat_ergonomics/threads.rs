@@ -114,3 +114,57 @@ async fn a_replys_quote_reaches_the_model_cut_and_marked() {
     assert_eq!(users[2], json!("> two.\n\nthis part"));
     gw.assert_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_made_in_a_forum_topic_is_delivered_into_that_topic() {
+    use std::sync::{Arc, Mutex};
+
+    use hermes_gateway::app::RuntimeAgentFactory;
+    use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
+    use hermes_runtime::cron::{self, CronContext, CronSettings, JobSpec, Origin};
+    use hermes_runtime::store::SystemClock;
+
+    let gw = gateway(Setup::default()).await;
+    let store = Arc::new(Mutex::new(Store::open(&gw.settings.state_db()).unwrap()));
+    let settings = CronSettings::load(&gw.settings).unwrap();
+    let origin = Origin {
+        platform: "telegram".into(),
+        chat: "-100".into(),
+        thread: Some("77".into()),
+    };
+    let ctx = CronContext {
+        now_ms: hermes_core::Clock::now_ms(&SystemClock),
+        tz: settings.tz.clone(),
+        platforms: Some(vec!["telegram".into()]),
+        scripts_dir: None,
+    };
+    let spec = JobSpec {
+        schedule: Some("1s".into()),
+        prompt: Some("the topic's reminder".into()),
+        ..JobSpec::default()
+    };
+    let job = cron::create(&mut store.lock().unwrap(), &spec, Some(&origin), &ctx).unwrap();
+    assert_eq!(job.deliver, "origin");
+    let scheduler = Scheduler::start(SchedulerDeps {
+        runner: gw.runner.clone(),
+        factory: Arc::new(RuntimeAgentFactory::new(&gw.settings, None).unwrap()),
+        store,
+        clock: Arc::new(SystemClock),
+        settings,
+        timing: SchedulerTiming::default(),
+        scripts: None,
+    });
+    let texts = sent(&gw, 1).await;
+    assert_eq!(texts, vec!["I read your message.".to_owned()]);
+    let sends = gw.fake.requests("sendMessage");
+    assert_eq!(sends[0].body["chat_id"], json!(-100));
+    assert_eq!(
+        sends[0].body["message_thread_id"],
+        json!(77),
+        "{:?}",
+        sends[0].body
+    );
+    assert!(sends[0].body.get("reply_parameters").is_none());
+    scheduler.stop(std::time::Duration::from_secs(5)).await;
+    gw.assert_clean();
+}

@@ -73,6 +73,11 @@ pub struct JobSpec {
     pub repeat: Option<u32>,
     /// Where answers go.
     pub deliver: Option<String>,
+    /// A script of `$HERMES_HOME/scripts/` each run starts with (`""`
+    /// removes it in an update).
+    pub script: Option<String>,
+    /// With the script: its output is delivered as it is, no model call.
+    pub no_agent: Option<bool>,
 }
 
 /// What the operations need besides the store.
@@ -85,6 +90,9 @@ pub struct CronContext {
     /// The platforms a target may name (`None`: any; the CLI cannot know
     /// which adapters a gateway will start).
     pub platforms: Option<Vec<String>>,
+    /// `$HERMES_HOME/scripts`, where job scripts must live (`None`: jobs
+    /// cannot have scripts here).
+    pub scripts_dir: Option<std::path::PathBuf>,
 }
 
 fn check_prompt(prompt: &str) -> Result<String, CronError> {
@@ -164,6 +172,33 @@ fn check_repeat(repeat: Option<u32>) -> Result<Option<u32>, CronError> {
     }
 }
 
+/// The script and no-agent flag a spec comes to, from `current` ones.
+fn check_script(
+    spec: &JobSpec,
+    current: (Option<String>, bool),
+    ctx: &CronContext,
+) -> Result<(Option<String>, bool), CronError> {
+    let script = match spec.script.as_deref().map(str::trim) {
+        None => current.0,
+        Some("") => None,
+        Some(given) => {
+            let Some(dir) = &ctx.scripts_dir else {
+                return Err(CronError::Invalid(
+                    "jobs made here cannot have scripts (no $HERMES_HOME)".into(),
+                ));
+            };
+            Some(crate::tools::script::check_script(dir, given).map_err(CronError::Invalid)?)
+        }
+    };
+    let no_agent = spec.no_agent.unwrap_or(current.1 && script.is_some());
+    if no_agent && script.is_none() {
+        return Err(CronError::Invalid(
+            "no-agent needs a script: its output is what gets delivered".into(),
+        ));
+    }
+    Ok((script, no_agent))
+}
+
 /// Creates a job: everything is checked before anything is stored.
 pub fn create(
     store: &mut Store,
@@ -176,10 +211,18 @@ pub fn create(
         .as_deref()
         .ok_or_else(|| CronError::Invalid(format!("a schedule is needed: {ACCEPTED_FORMS}")))?;
     let schedule = Schedule::parse(schedule_text, ctx.now_ms, &ctx.tz)?;
-    let prompt = check_prompt(spec.prompt.as_deref().unwrap_or_default())?;
-    let name = match &spec.name {
-        Some(n) => check_name(n)?,
-        None => default_name(&prompt),
+    let (script, no_agent) = check_script(spec, (None, false), ctx)?;
+    let given_prompt = spec.prompt.as_deref().unwrap_or_default();
+    // A script whose output is the answer needs no prompt.
+    let prompt = if no_agent && given_prompt.trim().is_empty() {
+        String::new()
+    } else {
+        check_prompt(given_prompt)?
+    };
+    let name = match (&spec.name, &script) {
+        (Some(n), _) => check_name(n)?,
+        (None, Some(script)) if prompt.is_empty() => default_name(script),
+        (None, _) => default_name(&prompt),
     };
     // Made outside a chat (the CLI), a job is stored only unless told.
     let default_target = if origin.is_some() { "origin" } else { "local" };
@@ -205,6 +248,8 @@ pub fn create(
         last_run_ms: None,
         last_outcome: None,
         created_at_ms: ctx.now_ms,
+        script,
+        no_agent,
     };
     store.job_insert(&job)?;
     Ok(job)
@@ -264,6 +309,12 @@ pub fn update(
     }
     if spec.repeat.is_some() {
         job.repeat = check_repeat(spec.repeat)?;
+    }
+    (job.script, job.no_agent) = check_script(spec, (job.script.take(), job.no_agent), ctx)?;
+    if job.prompt.is_empty() && !job.no_agent {
+        return Err(CronError::Invalid(
+            "this job has no prompt; give one for the agent to run".into(),
+        ));
     }
     save(store, &job)?;
     Ok(job)
@@ -350,8 +401,13 @@ pub fn describe(job: &JobRecord, tz: &TimeZone) -> String {
         .filter(|_| job.state == JobState::Active)
         .map(|ms| schedule::local_time(ms, tz))
         .unwrap_or_else(|| "-".into());
+    let script = match (&job.script, job.no_agent) {
+        (Some(s), true) => format!("  script: {s} (no agent)"),
+        (Some(s), false) => format!("  script: {s}"),
+        (None, _) => String::new(),
+    };
     format!(
-        "{}  {}  [{}]  {}  next: {}  deliver: {}  last: {}",
+        "{}  {}  [{}]  {}  next: {}  deliver: {}{script}  last: {}",
         job.id,
         job.name,
         job.state,

@@ -1,6 +1,6 @@
 //! The scheduler's settings: `[gateway] timezone`, `[cron] catch_up`, and
 //! the home channels (`[gateway.home_channels]`, `TELEGRAM_HOME_CHANNEL`,
-//! `WECOM_HOME_CHANNEL`, `DISCORD_HOME_CHANNEL`).
+//! `WECOM_HOME_CHANNEL`, `DISCORD_HOME_CHANNEL`, `MATRIX_HOME_ROOM`).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +24,7 @@ pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("telegram", "TELEGRAM_HOME_CHANNEL"),
     ("wecom", "WECOM_HOME_CHANNEL"),
     ("discord", "DISCORD_HOME_CHANNEL"),
+    ("matrix", "MATRIX_HOME_ROOM"),
 ];
 
 /// The scheduler's settings.

@@ -37,6 +37,22 @@ fn is_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 128 && !s.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
+/// A chat and its thread as `chat_id[:thread_id]` writes them. Matrix room
+/// ids have a colon of their own (`!room:server`); a Matrix thread is the
+/// id of its root event, which starts with `$`.
+pub fn split_chat<'a>(platform: &str, text: &'a str) -> (&'a str, Option<&'a str>) {
+    if platform == "matrix" {
+        return match text.rfind(":$") {
+            Some(at) => (&text[..at], Some(&text[at + 1..])),
+            None => (text, None),
+        };
+    }
+    match text.split_once(':') {
+        Some((chat, thread)) => (chat, Some(thread)),
+        None => (text, None),
+    }
+}
+
 impl Target {
     /// Reads a `deliver` value; empty means `origin`.
     pub fn parse(text: &str) -> Result<Target, String> {
@@ -47,15 +63,17 @@ impl Target {
             "local" => return Ok(Target::Local),
             _ => {}
         }
-        let mut parts = text.splitn(3, ':');
-        let platform = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let (platform, rest) = match text.split_once(':') {
+            Some((platform, rest)) => (platform.to_ascii_lowercase(), Some(rest)),
+            None => (text.to_ascii_lowercase(), None),
+        };
         if !is_name(&platform) {
             return Err(refuse());
         }
-        let Some(chat) = parts.next() else {
+        let Some(rest) = rest else {
             return Ok(Target::Home(platform));
         };
-        let thread = parts.next();
+        let (chat, thread) = split_chat(&platform, rest);
         if !is_id(chat) || thread.is_some_and(|t| !is_id(t)) {
             return Err(refuse());
         }
@@ -108,6 +126,8 @@ mod tests {
             "telegram",
             "telegram:-100123",
             "telegram:-100123:77",
+            "matrix:!room:example.org",
+            "matrix:!room:example.org:$root",
         ] {
             assert_eq!(Target::parse(text).unwrap().to_string(), text);
         }
@@ -115,6 +135,14 @@ mod tests {
         assert_eq!(
             Target::parse("Telegram").unwrap(),
             Target::Home("telegram".into())
+        );
+        assert_eq!(
+            Target::parse("matrix:!room:example.org:$root").unwrap(),
+            Target::Chat {
+                platform: "matrix".into(),
+                chat: "!room:example.org".into(),
+                thread: Some("$root".into()),
+            }
         );
     }
 

@@ -86,6 +86,11 @@ pub struct JobRecord {
     pub last_outcome: Option<String>,
     /// When it was created.
     pub created_at_ms: u64,
+    /// A script under `$HERMES_HOME/scripts/` each run starts with (its
+    /// path there); its output is the agent's context.
+    pub script: Option<String>,
+    /// With a script: its output is the answer, with no model call.
+    pub no_agent: bool,
 }
 
 /// A run's state.
@@ -235,7 +240,7 @@ impl Store {
     }
 
     /// Writes the editable fields of `job` (name, schedule, prompt,
-    /// deliver, repeat, state, next run). `false` when there is no such job.
+    /// deliver, repeat, state, next run, script, no agent). `false` when there is no such job.
     pub fn job_update(&mut self, job: &JobRecord) -> Result<bool, StoreError> {
         self.backend.job_update(job)
     }

@@ -125,6 +125,8 @@ impl CronjobTool {
             now_ms: self.clock.now_ms(),
             tz: self.tz.clone(),
             platforms: self.platforms.clone(),
+            // The agent cannot attach scripts: a script is the user's choice.
+            scripts_dir: None,
         }
     }
 
@@ -178,6 +180,8 @@ impl Tool for CronjobTool {
             name: args.name.clone(),
             repeat: args.repeat,
             deliver: args.deliver.clone(),
+            script: None,
+            no_agent: None,
         };
         let ctx = self.ctx();
         let fail = |e: cron::CronError| failed(e.to_string());

@@ -43,6 +43,7 @@ mod delegate;
 mod fs;
 mod memory;
 pub mod sandbox;
+pub mod script;
 mod search;
 mod skills;
 pub mod spill;

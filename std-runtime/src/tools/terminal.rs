@@ -115,7 +115,7 @@ impl TerminalTool {
 
 /// Keeps the first and last bytes of a stream, counting what falls between.
 #[derive(Debug)]
-struct HeadTail {
+pub(super) struct HeadTail {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     head_cap: usize,
@@ -196,10 +196,10 @@ impl HeadTail {
 
 /// A private temp dir for one command (mode 0700), removed on drop.
 #[derive(Debug)]
-struct PrivateTemp(PathBuf);
+pub(super) struct PrivateTemp(pub(super) PathBuf);
 
 impl PrivateTemp {
-    fn create() -> std::io::Result<PrivateTemp> {
+    pub(super) fn create() -> std::io::Result<PrivateTemp> {
         use std::os::unix::fs::DirBuilderExt;
         let base = std::env::temp_dir();
         let mut last = std::io::Error::other("no temp dir name was free");
@@ -225,7 +225,7 @@ impl Drop for PrivateTemp {
 
 /// Collects the output pipe on a thread; `done` fires at end of file.
 /// Output past the cap is kept whole in `spill` when given.
-fn collect_output(
+pub(super) fn collect_output(
     mut reader: std::io::PipeReader,
     cap: usize,
     spill: Option<PathBuf>,
@@ -255,7 +255,7 @@ fn collect_output(
     (output, done_rx)
 }
 
-fn rendered(output: &Mutex<HeadTail>) -> String {
+pub(super) fn rendered(output: &Mutex<HeadTail>) -> String {
     let mut text = match output.lock() {
         Ok(o) => o.render(),
         Err(p) => p.into_inner().render(),
@@ -369,6 +369,7 @@ impl TerminalTool {
             ruleset,
             hide: hide.clone(),
             output: writer.into(),
+            errors: None,
             backstop: Duration::from_secs(timeout_s + 30),
         };
         let mut launched =

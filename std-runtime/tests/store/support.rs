@@ -28,10 +28,10 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-pub(crate) const LATEST_SCHEMA: u32 = 9;
+pub(crate) const LATEST_SCHEMA: u32 = 10;
 
 /// The PostgreSQL schema version this build migrates to.
-pub(crate) const LATEST_PG_SCHEMA: u32 = 4;
+pub(crate) const LATEST_PG_SCHEMA: u32 = 5;
 
 /// 2026-11-30T00:15:03Z
 pub(crate) const T0: u64 = 1_795_997_703_000;

@@ -19,7 +19,8 @@ use crate::store::{Fence, StoreError, from_i64, to_i64};
 macro_rules! job_columns {
     () => {
         "id, name, schedule, prompt, deliver, origin_platform, origin_chat, origin_thread, \
-         repeat_total, runs_done, state, next_run_ms, last_run_ms, last_outcome, created_at_ms"
+         repeat_total, runs_done, state, next_run_ms, last_run_ms, last_outcome, created_at_ms, \
+         script, no_agent"
     };
 }
 
@@ -59,6 +60,8 @@ fn job(row: &Row) -> Result<JobRecord, StoreError> {
         last_run_ms: opt_u64(&id, "last run", row.try_get(12)?)?,
         last_outcome: opt_text(row, 13)?,
         created_at_ms: from_i64(&id, "created_at_ms", row.try_get(14)?)?,
+        script: opt_text(row, 15)?,
+        no_agent: row.try_get(16)?,
         id,
     })
 }
@@ -110,17 +113,20 @@ impl Jobs for Postgres {
         let last = opt_i64("last run", j.last_run_ms)?;
         let outcome = opt_db(j.last_outcome.as_ref());
         let created = to_i64("created_at_ms", j.created_at_ms)?;
+        let script = (opt_db(j.script.as_ref()), j.no_agent);
         self.conn.call(move |session| {
             let stmt = session.statement(concat!(
                 "INSERT INTO cron_jobs (",
                 job_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                 $17)"
             ))?;
             session.client.execute(
                 &stmt,
                 &[
                     &values.0, &values.1, &values.2, &values.3, &values.4, &origin.0, &origin.1,
-                    &origin.2, &repeat, &done, &state, &next, &last, &outcome, &created,
+                    &origin.2, &repeat, &done, &state, &next, &last, &outcome, &created, &script.0,
+                    &script.1,
                 ],
             )?;
             Ok(())
@@ -183,15 +189,18 @@ impl Jobs for Postgres {
         let repeat = j.repeat.map(i64::from);
         let state = j.state.as_str();
         let next = opt_i64("next run", j.next_run_ms)?;
+        let script = (opt_db(j.script.as_ref()), j.no_agent);
         self.conn.call(move |session| {
             let stmt = session.statement(
                 "UPDATE cron_jobs SET name = $2, schedule = $3, prompt = $4, deliver = $5, \
-                 repeat_total = $6, state = $7, next_run_ms = $8 WHERE id = $1",
+                 repeat_total = $6, state = $7, next_run_ms = $8, script = $9, no_agent = $10 \
+                 WHERE id = $1",
             )?;
             let n = session.client.execute(
                 &stmt,
                 &[
                     &fields.0, &fields.1, &fields.2, &fields.3, &fields.4, &repeat, &state, &next,
+                    &script.0, &script.1,
                 ],
             )?;
             Ok(n > 0)

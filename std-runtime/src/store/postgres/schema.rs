@@ -52,6 +52,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "scheduled jobs and their runs (the runs are the deliveries' outbox)",
         sql: V4,
     },
+    Migration {
+        version: 5,
+        what: "scheduled jobs may start with a script (and skip the model)",
+        sql: V5,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -210,4 +215,10 @@ CREATE TABLE cron_runs (
 );
 CREATE INDEX cron_runs_open ON cron_runs (state, job_id);
 CREATE INDEX cron_runs_by_job ON cron_runs (job_id, claimed_at_ms);
+";
+
+/// Version 5: SQLite's version 10 — a job's script.
+const V5: &str = "
+ALTER TABLE cron_jobs ADD COLUMN script TEXT;
+ALTER TABLE cron_jobs ADD COLUMN no_agent BOOLEAN NOT NULL DEFAULT FALSE;
 ";

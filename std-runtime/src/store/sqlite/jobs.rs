@@ -13,7 +13,7 @@ use crate::store::{Fence, StoreError, from_i64, prefix_end};
 
 const JOB_COLUMNS: &str = "id, name, schedule, prompt, deliver, origin_platform, origin_chat, \
      origin_thread, repeat_total, runs_done, state, next_run_ms, last_run_ms, last_outcome, \
-     created_at_ms";
+     created_at_ms, script, no_agent";
 
 const RUN_COLUMNS: &str = "id, job_id, due_ms, state, claimed_at_ms, finished_at_ms, session_id, \
      answer, error, attempts, next_attempt_ms";
@@ -36,8 +36,11 @@ type RawJob = (
     i64,
 );
 
-fn raw_job(row: &Row<'_>) -> rusqlite::Result<RawJob> {
-    Ok((
+/// The columns of schema 10 (a job's script) beside the rest.
+type RawJobScript = (RawJob, Option<String>, bool);
+
+fn raw_job(row: &Row<'_>) -> rusqlite::Result<RawJobScript> {
+    let base = (
         row.get(0)?,
         row.get(1)?,
         row.get(2)?,
@@ -53,10 +56,11 @@ fn raw_job(row: &Row<'_>) -> rusqlite::Result<RawJob> {
         row.get(12)?,
         row.get(13)?,
         row.get(14)?,
-    ))
+    );
+    Ok((base, row.get(15)?, row.get(16)?))
 }
 
-fn job(raw: RawJob) -> Result<JobRecord, StoreError> {
+fn job((raw, script, no_agent): RawJobScript) -> Result<JobRecord, StoreError> {
     let (
         id,
         name,
@@ -90,6 +94,8 @@ fn job(raw: RawJob) -> Result<JobRecord, StoreError> {
         origin_chat: oc,
         origin_thread: ot,
         last_outcome: outcome,
+        script,
+        no_agent,
     })
 }
 
@@ -149,7 +155,7 @@ impl Jobs for Sqlite {
     fn job_insert(&mut self, j: &JobRecord) -> Result<(), StoreError> {
         let sql = format!(
             "INSERT INTO cron_jobs ({JOB_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
         );
         self.conn.prepare_cached(&sql)?.execute(params![
             j.id,
@@ -167,6 +173,8 @@ impl Jobs for Sqlite {
             opt_i64("last run", j.last_run_ms)?,
             j.last_outcome,
             to_i64("created_at_ms", j.created_at_ms)?,
+            j.script,
+            j.no_agent,
         ])?;
         Ok(())
     }
@@ -212,7 +220,8 @@ impl Jobs for Sqlite {
             .conn
             .prepare_cached(
                 "UPDATE cron_jobs SET name = ?2, schedule = ?3, prompt = ?4, deliver = ?5, \
-                 repeat_total = ?6, state = ?7, next_run_ms = ?8 WHERE id = ?1",
+                 repeat_total = ?6, state = ?7, next_run_ms = ?8, script = ?9, no_agent = ?10 \
+                 WHERE id = ?1",
             )?
             .execute(params![
                 j.id,
@@ -223,6 +232,8 @@ impl Jobs for Sqlite {
                 j.repeat,
                 j.state.as_str(),
                 opt_i64("next run", j.next_run_ms)?,
+                j.script,
+                j.no_agent,
             ])?;
         Ok(changed > 0)
     }

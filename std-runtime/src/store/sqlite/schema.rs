@@ -66,6 +66,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         what: "scheduled jobs and their runs (the runs are the deliveries' outbox)",
         sql: V9,
     },
+    Migration {
+        version: 10,
+        what: "scheduled jobs may start with a script (and skip the model)",
+        sql: V10,
+    },
 ];
 
 /// The newest schema this build knows.
@@ -358,4 +363,11 @@ CREATE TABLE cron_runs (
 );
 CREATE INDEX cron_runs_open ON cron_runs (state, job_id);
 CREATE INDEX cron_runs_by_job ON cron_runs (job_id, claimed_at_ms);
+";
+
+/// Version 10: a job's script under `$HERMES_HOME/scripts/` (its output
+/// is the run's context, or with `no_agent` the answer itself).
+const V10: &str = "
+ALTER TABLE cron_jobs ADD COLUMN script TEXT;
+ALTER TABLE cron_jobs ADD COLUMN no_agent INTEGER NOT NULL DEFAULT 0 CHECK (no_agent IN (0, 1));
 ";

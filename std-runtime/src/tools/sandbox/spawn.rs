@@ -105,6 +105,9 @@ pub struct Plan {
     pub hide: Option<CString>,
     /// Where the command's stdout and stderr go.
     pub output: OwnedFd,
+    /// Where its stderr goes instead, when kept apart (a scheduled
+    /// script's stdout is its answer; its stderr says why it failed).
+    pub errors: Option<OwnedFd>,
     /// The init gives up by itself after this long (hermes enforces the
     /// real timeout; this only matters if hermes cannot).
     pub backstop: Duration,
@@ -248,6 +251,7 @@ pub fn probe() -> Containment {
         ruleset: None,
         hide: None,
         output: writer.into(),
+        errors: None,
         backstop: Duration::from_secs(10),
     };
     match launch(plan) {
@@ -273,6 +277,7 @@ struct Raw {
     ruleset: RawFd,
     hide: *const libc::c_char,
     output: RawFd,
+    errors: RawFd,
     stdin: RawFd,
     report: RawFd,
     hermes_pidfd: RawFd,
@@ -343,6 +348,10 @@ pub fn launch(plan: Plan) -> std::io::Result<Launched> {
             ruleset: plan.ruleset.as_ref().map_or(-1, |f| f.as_raw_fd()),
             hide: plan.hide.as_ref().map_or(std::ptr::null(), |h| h.as_ptr()),
             output: plan.output.as_raw_fd(),
+            errors: plan
+                .errors
+                .as_ref()
+                .map_or(plan.output.as_raw_fd(), |f| f.as_raw_fd()),
             stdin: stdin.as_raw_fd(),
             report: report_w.as_raw_fd(),
             hermes_pidfd: hermes_pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()),

@@ -328,7 +328,7 @@ unsafe fn command_main(r: &Raw) -> ! {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // Its own group: the process-group containment kills it whole.
         libc::setpgid(0, 0);
-        if libc::dup2(r.stdin, 0) < 0 || libc::dup2(r.output, 1) < 0 || libc::dup2(r.output, 2) < 0
+        if libc::dup2(r.stdin, 0) < 0 || libc::dup2(r.output, 1) < 0 || libc::dup2(r.errors, 2) < 0
         {
             fail(r, Stage::Exec);
         }

@@ -1,0 +1,326 @@
+//! A scheduled job's script (SPEC Y1, `hermes cron create --script`): a
+//! file of `$HERMES_HOME/scripts/`, run the way the terminal runs a
+//! command — in the sandbox, with the allow-listed environment, in the
+//! working directory, nothing it starts outliving it — with a timeout.
+//!
+//! The script is *copied* into the run's private temp dir and run from
+//! there: the sandbox never grants the home (where `.env` and the store
+//! live), and covers it when the working directory contains it. Its stdout
+//! and stderr are kept apart: stdout is what the job is about (context for
+//! the agent, or the answer itself), stderr says why it failed.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use hermes_core::InterruptFlag;
+
+use super::ToolEnv;
+
+/// The folder of `$HERMES_HOME` scripts must live in.
+pub const SCRIPTS_DIR: &str = "scripts";
+/// How long a script may run unless told otherwise.
+pub const DEFAULT_SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The most of its stdout kept (head and tail, the middle marked).
+const STDOUT_CAP: usize = 64 * 1024;
+/// The most of its stderr kept.
+const STDERR_CAP: usize = 4 * 1024;
+/// The largest script file accepted.
+const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;
+
+/// How a script ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptEnd {
+    /// It exited with this code.
+    Exit(i32),
+    /// A signal killed it.
+    Signal(i32),
+    /// Its timeout passed; it and everything it started were killed.
+    TimedOut(Duration),
+    /// The run was interrupted (the gateway stopping).
+    Interrupted,
+    /// Nobody could tell.
+    Unknown,
+}
+
+/// What a script printed, and how it ended.
+#[derive(Clone, Debug)]
+pub struct ScriptRun {
+    /// Its stdout (cut in the middle past 64 KiB, visibly).
+    pub stdout: String,
+    /// Its stderr (cut past 4 KiB).
+    pub stderr: String,
+    /// How it ended.
+    pub end: ScriptEnd,
+}
+
+impl ScriptRun {
+    /// Exit code 0.
+    pub fn succeeded(&self) -> bool {
+        self.end == ScriptEnd::Exit(0)
+    }
+
+    /// Why it did not succeed, in one sentence with its stderr (or stdout)
+    /// for the run's record; `None` when it succeeded.
+    pub fn failure(&self) -> Option<String> {
+        let why = match &self.end {
+            ScriptEnd::Exit(0) => return None,
+            ScriptEnd::Exit(code) => format!("the script exited with code {code}"),
+            ScriptEnd::Signal(sig) => format!("the script was killed by signal {sig}"),
+            ScriptEnd::TimedOut(after) => format!(
+                "the script timed out after {} s; it and everything it started were killed",
+                after.as_secs()
+            ),
+            ScriptEnd::Interrupted => "the script was interrupted".to_owned(),
+            ScriptEnd::Unknown => "the script's exit status is unknown".to_owned(),
+        };
+        let said = [self.stderr.trim(), self.stdout.trim()]
+            .into_iter()
+            .find(|s| !s.is_empty());
+        Some(match said {
+            Some(said) => format!("{why}: {said}"),
+            None => why,
+        })
+    }
+}
+
+/// The environment scripts run in: the terminal's (working directory,
+/// sandbox, passed-through variables, extra paths) under `settings`.
+pub fn script_env(settings: &crate::config::Settings) -> ToolEnv {
+    let mut env = ToolEnv::new(&settings.workdir, &settings.home);
+    env.allow_outside_workdir = settings.allow_outside_workdir;
+    env.sandbox = settings.sandbox;
+    env.env_passthrough = settings.env_passthrough.clone();
+    env.sandbox_read = settings.sandbox_read.clone();
+    env.sandbox_write = settings.sandbox_write.clone();
+    env
+}
+
+/// Where scripts live under `hermes_home`.
+pub fn scripts_dir(hermes_home: &Path) -> PathBuf {
+    hermes_home.join(SCRIPTS_DIR)
+}
+
+/// Checks a script path as a user gave it (relative to `scripts`, or
+/// absolute inside it) and returns it relative to `scripts`: a regular file
+/// that is inside the folder once every symlink is resolved. Refusals are
+/// one sentence.
+pub fn check_script(scripts: &Path, given: &str) -> Result<String, String> {
+    let given = given.trim();
+    if given.is_empty() || given.contains('\0') {
+        return Err("the script path is empty".into());
+    }
+    let path = Path::new(given);
+    let relative = if path.is_absolute() {
+        match path.strip_prefix(scripts) {
+            Ok(rest) => rest.to_path_buf(),
+            Err(_) => {
+                return Err(format!(
+                    "scripts must live in {}; {given:?} is outside it",
+                    scripts.display()
+                ));
+            }
+        }
+    } else {
+        path.to_path_buf()
+    };
+    if relative
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_)))
+    {
+        return Err(format!(
+            "the script path {given:?} must name a file inside {} (no `..`)",
+            scripts.display()
+        ));
+    }
+    let real_dir = scripts.canonicalize().map_err(|e| {
+        format!(
+            "there is no scripts folder ({}: {e}); put the script there",
+            scripts.display()
+        )
+    })?;
+    let real = scripts
+        .join(&relative)
+        .canonicalize()
+        .map_err(|e| format!("no script {given:?} in {}: {e}", scripts.display()))?;
+    if !real.starts_with(&real_dir) {
+        return Err(format!(
+            "the script {given:?} leads outside {} (a symlink)",
+            scripts.display()
+        ));
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| format!("cannot read {given:?}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("the script {given:?} is not a file"));
+    }
+    if meta.len() > MAX_SCRIPT_BYTES {
+        return Err(format!(
+            "the script {given:?} is {} bytes; at most {MAX_SCRIPT_BYTES} are accepted",
+            meta.len()
+        ));
+    }
+    relative
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the script path {given:?} is not UTF-8"))
+}
+
+/// Runs the script `given` (a path [`check_script`] accepts, checked again
+/// now) in `env`'s sandbox and working directory. `Err` is a sentence: the
+/// script could not be started at all.
+pub fn run_script(
+    env: &ToolEnv,
+    given: &str,
+    timeout: Duration,
+    interrupt: &InterruptFlag,
+) -> Result<ScriptRun, String> {
+    let scripts = scripts_dir(&env.hermes_home);
+    let relative = check_script(&scripts, given)?;
+    let source = scripts.join(relative);
+    let workdir = super::Workdir::new(env).map_err(|e| e.to_string())?;
+    if env.sandbox == super::SandboxMode::On
+        && let Some(why) = super::sandbox::unavailable_reason()
+    {
+        return Err(format!(
+            "the sandbox is unavailable ({why}); scripts are not run unconfined. The user can \
+             opt out with [agent] sandbox = \"off\""
+        ));
+    }
+    launch(env, &workdir, &source, timeout, interrupt)
+}
+
+#[cfg(target_os = "linux")]
+fn launch(
+    env: &ToolEnv,
+    workdir: &super::Workdir,
+    source: &Path,
+    timeout: Duration,
+    interrupt: &InterruptFlag,
+) -> Result<ScriptRun, String> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
+
+    use super::sandbox::rules::{self, Grants};
+    use super::sandbox::spawn::{self, Containment, Plan, Stop};
+    use super::sandbox::{SandboxMode, child_env};
+    use super::terminal::{PrivateTemp, collect_output, rendered};
+
+    let setup = |what: &str, e: &dyn std::fmt::Display| format!("cannot {what}: {e}");
+    let tmp = PrivateTemp::create().map_err(|e| setup("create a temp dir for the script", &e))?;
+    let name = source
+        .file_name()
+        .map_or_else(|| "script".into(), |n| n.to_owned());
+    let copy = tmp.0.join(name);
+    std::fs::copy(source, &copy).map_err(|e| setup("copy the script", &e))?;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| setup("make the script executable", &e))?;
+    let confined = env.sandbox == SandboxMode::On;
+    let mut write = vec![workdir.root().to_path_buf(), tmp.0.clone()];
+    write.extend(env.sandbox_write.iter().cloned());
+    let grants = Grants::new(&env.sandbox_read, write);
+    let hide = match workdir.home() {
+        Some(home) if confined && home.is_dir() && grants.covers(home) => Some(
+            CString::new(home.as_os_str().as_bytes())
+                .map_err(|e| setup("hide the Hermes home", &e))?,
+        ),
+        _ => None,
+    };
+    let ruleset = if confined {
+        rules::build(&grants).map_err(|e| setup("build the Landlock ruleset", &e))?
+    } else {
+        None
+    };
+    let (out_r, out_w) = std::io::pipe().map_err(|e| setup("create a pipe", &e))?;
+    let (err_r, err_w) = std::io::pipe().map_err(|e| setup("create a pipe", &e))?;
+    let plan = Plan {
+        program: c"/bin/sh".to_owned(),
+        // `sh` runs a file without a `#!` line as a shell script.
+        args: vec![
+            c"sh".to_owned(),
+            c"-c".to_owned(),
+            c"\"$0\"".to_owned(),
+            CString::new(copy.as_os_str().as_bytes()).map_err(|e| setup("name the script", &e))?,
+        ],
+        env: child_env(
+            std::env::vars_os(),
+            &env.env_passthrough,
+            workdir.root(),
+            Some(&tmp.0),
+        ),
+        cwd: CString::new(workdir.root().as_os_str().as_bytes())
+            .map_err(|e| setup("enter the working directory", &e))?,
+        ruleset,
+        hide: hide.clone(),
+        output: out_w.into(),
+        errors: Some(err_w.into()),
+        backstop: timeout + Duration::from_secs(30),
+    };
+    let mut launched = spawn::launch(plan).map_err(|e| setup("start a sandboxed process", &e))?;
+    if hide.is_some() && launched.containment == Containment::ProcessGroup {
+        return Err(setup("hide the Hermes home", &"no mount namespace"));
+    }
+    let (stdout, out_done) = collect_output(out_r, STDOUT_CAP, None);
+    let (stderr, err_done) = collect_output(err_r, STDERR_CAP, None);
+    let (outcome, stopped) = launched.wait(Instant::now() + timeout, &|| interrupt.is_set());
+    let grace = Duration::from_secs(2);
+    let _ = (out_done.recv_timeout(grace), err_done.recv_timeout(grace));
+    drop(tmp);
+    if let Some((stage, errno)) = outcome.setup_failure {
+        return Err(format!(
+            "cannot {}: {}",
+            stage.describe(),
+            std::io::Error::from_raw_os_error(errno)
+        ));
+    }
+    let end = match (stopped, outcome.status) {
+        (Some(Stop::TimedOut), _) => ScriptEnd::TimedOut(timeout),
+        (Some(Stop::Interrupted), _) => ScriptEnd::Interrupted,
+        (None, Some(st)) if libc::WIFEXITED(st) => ScriptEnd::Exit(libc::WEXITSTATUS(st)),
+        (None, Some(st)) if libc::WIFSIGNALED(st) => ScriptEnd::Signal(libc::WTERMSIG(st)),
+        (None, _) => ScriptEnd::Unknown,
+    };
+    Ok(ScriptRun {
+        stdout: rendered(&stdout),
+        stderr: rendered(&stderr),
+        end,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn launch(
+    _env: &ToolEnv,
+    _workdir: &super::Workdir,
+    _source: &Path,
+    _timeout: Duration,
+    _interrupt: &InterruptFlag,
+) -> Result<ScriptRun, String> {
+    Err("scheduled scripts run only on Linux (in its sandbox)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn only_files_inside_the_scripts_folder_are_accepted() {
+        let home = tempfile::tempdir().unwrap();
+        let scripts = scripts_dir(home.path());
+        assert!(
+            check_script(&scripts, "x.sh")
+                .unwrap_err()
+                .contains("no scripts folder")
+        );
+        std::fs::create_dir_all(scripts.join("sub")).unwrap();
+        std::fs::write(scripts.join("sub/ok.sh"), "echo hi\n").unwrap();
+        std::fs::write(home.path().join(".env"), "SECRET=1\n").unwrap();
+        std::os::unix::fs::symlink(home.path().join(".env"), scripts.join("leak.sh")).unwrap();
+        assert_eq!(check_script(&scripts, "sub/ok.sh").unwrap(), "sub/ok.sh");
+        let absolute = scripts.join("sub/ok.sh").display().to_string();
+        assert_eq!(check_script(&scripts, &absolute).unwrap(), "sub/ok.sh");
+        for bad in ["../.env", "/etc/passwd", "leak.sh", "sub", "missing.sh", ""] {
+            assert!(check_script(&scripts, bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -293,6 +293,11 @@ fn build_wrapped(
 ) -> Result<ToolRegistry, ToolsError> {
     let cap = env.result_cap_bytes.max(MIN_RESULT_CAP);
     let mut reg = ToolRegistry::new();
+    if let Some(dir) = workdir.spill_dir() {
+        reg.set_output_keeper(Arc::new(spill::DiskKeeper {
+            dir: dir.to_path_buf(),
+        }));
+    }
     #[cfg(feature = "mcp")]
     let mut want_mcp = None;
     let mut add = |tool: Box<dyn Tool>| reg.register(wrap(tool));

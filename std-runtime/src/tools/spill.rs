@@ -3,15 +3,23 @@
 //! may read in ranges (the one read-only allowance in `$HERMES_HOME`, see
 //! [`super::workdir`]).
 //!
-//! The files live in `$HERMES_HOME/tool-output/<scope>/`, one scope per
-//! tool registry (a CLI session, a gateway session's agent), directories
-//! 0700 and files 0600: they may hold whatever a command printed.
+//! The files live in `$HERMES_HOME/tool-output/<session id>/` (a registry
+//! built before its session exists gets a fresh scope of its own instead),
+//! directories 0700 and files 0600: they may hold whatever a command
+//! printed. `read_file` may read only the folder of its own session there.
+//!
+//! Two writers: the terminal streams a long output here while it runs
+//! (it never holds more than the head and the tail), and [`DiskKeeper`] is
+//! the registry's [`OutputKeeper`]: any other tool's result over the loop's
+//! cap is written here whole before the loop cuts it.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use hermes_core::OutputKeeper;
 
 /// The directory under `$HERMES_HOME` that holds kept outputs.
 pub const TOOL_OUTPUT_DIR: &str = "tool-output";
@@ -30,12 +38,46 @@ pub(crate) fn scope_dir(home: &Path) -> PathBuf {
     ))
 }
 
+/// The folder of session `session_id`'s kept outputs. An id that is not a
+/// plain file name (the store's ids are `YYYYMMDD_HHMMSS_xxxxxx`) is
+/// spelled with its unsafe characters replaced, so it can never leave
+/// `tool-output/`.
+pub fn session_dir(home: &Path, session_id: &str) -> PathBuf {
+    let safe: String = session_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = if safe.is_empty() {
+        "_".to_owned()
+    } else {
+        safe
+    };
+    home.join(TOOL_OUTPUT_DIR).join(safe)
+}
+
 /// A file path for one output in `dir`.
 pub(crate) fn output_path(dir: &Path, tool: &str) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
+    let tool: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
     dir.join(format!(
         "{tool}-{ms}-{}.txt",
         COUNTER.fetch_add(1, Ordering::Relaxed)
@@ -120,5 +162,22 @@ impl Spill {
             self.lines,
             self.path.display()
         ))
+    }
+}
+
+/// The registry's [`OutputKeeper`]: writes a result over the loop's cap to
+/// a new file in the session's folder and names that file.
+#[derive(Debug)]
+pub(crate) struct DiskKeeper {
+    pub(crate) dir: PathBuf,
+}
+
+impl OutputKeeper for DiskKeeper {
+    fn keep(&self, tool: &str, output: &str) -> Option<String> {
+        let mut spill = Spill::new(output_path(&self.dir, tool));
+        spill.start();
+        spill.write(output.as_bytes());
+        spill.note(0)?;
+        Some(spill.path.display().to_string())
     }
 }

@@ -44,6 +44,7 @@ mod fs;
 mod memory;
 pub mod sandbox;
 mod search;
+pub mod session_search;
 mod skills;
 pub mod spill;
 mod terminal;
@@ -63,6 +64,7 @@ pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use search::SearchFilesTool;
+pub use session_search::{SearchSource, SessionSearchTool};
 pub use skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
@@ -94,6 +96,9 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     // the store and know the chat (`cronjob::offered`); never in a cron
     // run or a sub-agent.
     ("cronjob", &["cronjob"]),
+    // The user's earlier sessions (SPEC Y6): offered when the front-end
+    // hands the store and the session over (`ToolEnv::session_search`).
+    ("session_search", &["session_search"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -142,6 +147,9 @@ pub struct ToolEnv {
     /// Where outputs past the cap are kept whole
     /// (`$HERMES_HOME/tool-output/<scope>`, SPEC Y6); `None`: they are cut.
     pub tool_output_dir: Option<PathBuf>,
+    /// The store and the session `session_search` searches for (the scope
+    /// comes from that session's record); `None`: the tool is not offered.
+    pub session_search: Option<SearchSource>,
     /// Approval of dangerous terminal commands (`[agent] approvals` and
     /// the front-end's way of asking). The default asks nobody, so
     /// dangerous commands are denied until a front-end provides an
@@ -171,6 +179,7 @@ impl fmt::Debug for ToolEnv {
             .field("context", &self.context.is_some())
             .field("repeat_guard", &self.repeat_guard)
             .field("tool_output_dir", &self.tool_output_dir)
+            .field("session_search", &self.session_search)
             .field("approval", &self.approval)
             .field("web_search", &self.web_search);
         #[cfg(feature = "mcp")]
@@ -198,6 +207,7 @@ impl ToolEnv {
             context: None,
             repeat_guard: None,
             tool_output_dir: None,
+            session_search: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
             #[cfg(feature = "mcp")]
@@ -382,6 +392,12 @@ fn build_wrapped(
             },
             // The front-end registers it (see `cronjob::offered`).
             "cronjob" => {}
+            // Only with the store; the session it serves scopes the search.
+            "session_search" => {
+                if let Some(source) = &env.session_search {
+                    add(Box::new(SessionSearchTool::new(source.clone())));
+                }
+            }
             // Left out of this build (a cargo feature).
             other if explicit => {
                 return Err(ToolsError::Unavailable {

@@ -6,6 +6,7 @@
 
 mod confinement;
 mod delegate;
+mod kept_outputs;
 mod files;
 mod memory_todo;
 mod registry;

@@ -179,16 +179,22 @@ impl Tool for SessionSearchTool {
                 }
                 order.push(hit.session_id.clone());
             }
-            by_session.entry(hit.session_id.clone()).or_default().push(hit);
+            by_session
+                .entry(hit.session_id.clone())
+                .or_default()
+                .push(hit);
         }
         if order.is_empty() {
             return Ok(format!("No earlier session mentions \"{query}\"."));
         }
-        let mut out = format!(
-            "{} earlier session{} mention \"{query}\" (best match first):\n",
-            order.len(),
-            if order.len() == 1 { "" } else { "s" }
-        );
+        let mut out = if order.len() == 1 {
+            format!("1 earlier session mentions \"{query}\":\n")
+        } else {
+            format!(
+                "{} earlier sessions mention \"{query}\" (best match first):\n",
+                order.len()
+            )
+        };
         for id in &order {
             let record = store.session(id).map_err(unavailable)?;
             let _ = write!(out, "\nSession {id}");
@@ -211,7 +217,12 @@ impl Tool for SessionSearchTool {
                 .take(SNIPPETS_PER_SESSION)
             {
                 let snippet = hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ");
-                let _ = writeln!(out, "- {} (message {}): {snippet}", hit.role.as_str(), hit.seq);
+                let _ = writeln!(
+                    out,
+                    "- {} (message {}): {snippet}",
+                    hit.role.as_str(),
+                    hit.seq
+                );
             }
         }
         Ok(out)

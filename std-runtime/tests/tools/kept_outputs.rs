@@ -66,14 +66,19 @@ fn kept_path(out: &str) -> String {
 #[test]
 fn a_read_file_result_over_the_window_cap_is_kept_in_the_sessions_folder() {
     let fx = session_fixture(SESSION_A);
-    let big: String = (1..=1500).map(|n| format!("row {n:05} of the file\n")).collect();
+    let big: String = (1..=1500)
+        .map(|n| format!("row {n:05} of the file\n"))
+        .collect();
     fx.write("big.txt", &big);
     let mut env = ToolEnv::new(fx.work.path(), fx.home.path());
     env.tool_output_dir = Some(session_dir(fx.home.path(), SESSION_A));
     let tools = build_registry(&env, Some(&["file".to_owned()])).unwrap();
     // A 4k window: one result may take about 1000 tokens.
     let agent = Agent::new(Arc::new(ReadThenAnswer), Arc::new(tools), "sys").with_context(
-        ContextConfig::new(Arc::new(ContextWindow::new(4_000, WindowSource::Configured))),
+        ContextConfig::new(Arc::new(ContextWindow::new(
+            4_000,
+            WindowSource::Configured,
+        ))),
     );
     let out = agent.run_conversation("read it", Vec::new());
     assert_eq!(out.stop, StopReason::Completed);
@@ -112,7 +117,10 @@ fn a_read_file_result_over_the_window_cap_is_kept_in_the_sessions_folder() {
     assert_eq!(dir_mode & 0o777, 0o700);
 
     // The same session reads the middle back in ranges.
-    let middle = fx.ok("read_file", json!({"path": path, "offset": 1000, "limit": 2}));
+    let middle = fx.ok(
+        "read_file",
+        json!({"path": path, "offset": 1000, "limit": 2}),
+    );
     assert!(middle.contains("row 01000"), "{middle}");
     assert!(!middle.contains("row 01003"), "{middle}");
 
@@ -161,6 +169,10 @@ fn a_session_id_cannot_lead_out_of_tool_output() {
         ("", "_"),
         ("..", "__"),
     ] {
-        assert_eq!(session_dir(home, id), home.join("tool-output").join(want), "{id}");
+        assert_eq!(
+            session_dir(home, id),
+            home.join("tool-output").join(want),
+            "{id}"
+        );
     }
 }

@@ -6,10 +6,11 @@
 
 mod confinement;
 mod delegate;
-mod kept_outputs;
 mod files;
+mod kept_outputs;
 mod memory_todo;
 mod registry;
+mod session_search;
 mod skills;
 mod spill;
 mod support;

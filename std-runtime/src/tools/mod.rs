@@ -310,7 +310,17 @@ fn build_wrapped(
     }
     #[cfg(feature = "mcp")]
     let mut want_mcp = None;
-    let mut add = |tool: Box<dyn Tool>| reg.register(wrap(tool));
+    let keep_in = workdir.spill_dir().map(Path::to_path_buf);
+    let mut add = |tool: Box<dyn Tool>| {
+        let tool: Box<dyn Tool> = match &keep_in {
+            Some(dir) => Box::new(spill::Keeping {
+                inner: tool,
+                dir: dir.clone(),
+            }),
+            None => tool,
+        };
+        reg.register(wrap(tool));
+    };
     for name in toolsets {
         match *name {
             "file" => {
@@ -462,10 +472,15 @@ pub(crate) fn floor_char_boundary(s: &str, i: usize) -> usize {
 
 /// Cuts `text` to at most `cap` bytes (marker included) on a char boundary,
 /// appending a visible marker that says how many bytes were left out and
-/// `hint` (how to read the rest).
+/// `hint` (how to read the rest). When the call runs under a keeper (a
+/// registry with a `tool_output_dir`, SPEC Y6), the whole text is kept
+/// there first and the result is its head, where it is, and its tail.
 pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
     if text.len() <= cap {
         return text;
+    }
+    if let Some(place) = spill::keep_for_current_call(&text) {
+        return head_and_tail(&text, cap, &place);
     }
     // The marker's own length depends on the number it prints; reserve room
     // for the longest possible number.
@@ -477,6 +492,31 @@ pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
     out.push_str(&format!(
         "…\n[output truncated: {omitted} more bytes; {hint}]"
     ));
+    out
+}
+
+/// `text`'s head (two thirds) and tail within about `cap` bytes, with the
+/// line that says where all of it is kept.
+fn head_and_tail(text: &str, cap: usize, place: &str) -> String {
+    let lines = text.bytes().filter(|b| *b == b'\n').count() + usize::from(!text.ends_with('\n'));
+    let note = |omitted: usize| {
+        format!(
+            "\n[output truncated: {omitted} bytes omitted from the middle. The whole output ({} \
+             bytes, {lines} lines) is saved in {place}: read any part of it with read_file \
+             (offset = first line, limit = number of lines).]\n",
+            text.len()
+        )
+    };
+    let room = cap.saturating_sub(note(text.len()).len());
+    let head = floor_char_boundary(text, room * 2 / 3);
+    let mut tail = text.len().saturating_sub(room / 3).max(head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let mut out = String::with_capacity(cap);
+    out.push_str(&text[..head]);
+    out.push_str(&note(tail - head));
+    out.push_str(&text[tail..]);
     out
 }
 

@@ -8,10 +8,13 @@
 //! directories 0700 and files 0600: they may hold whatever a command
 //! printed. `read_file` may read only the folder of its own session there.
 //!
-//! Two writers: the terminal streams a long output here while it runs
-//! (it never holds more than the head and the tail), and [`DiskKeeper`] is
-//! the registry's [`OutputKeeper`]: any other tool's result over the loop's
-//! cap is written here whole before the loop cuts it.
+//! Three writers: the terminal streams a long output here while it runs
+//! (it never holds more than the head and the tail); a tool's own result
+//! cap ([`super::cap_result`]) keeps the whole result here when the call
+//! runs under [`Keeping`] (every tool of a registry with a folder does);
+//! and [`DiskKeeper`] is the registry's [`OutputKeeper`]: any result over
+//! the loop's cap (set by the context window) is written here whole before
+//! the loop cuts it.
 
 use std::fs::File;
 use std::io::Write;
@@ -19,7 +22,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hermes_core::OutputKeeper;
+use std::cell::RefCell;
+
+use hermes_core::{OutputKeeper, Tool, ToolContext, ToolError, ToolSpec};
 
 /// The directory under `$HERMES_HOME` that holds kept outputs.
 pub const TOOL_OUTPUT_DIR: &str = "tool-output";
@@ -180,4 +185,51 @@ impl OutputKeeper for DiskKeeper {
         spill.note(0)?;
         Some(spill.path.display().to_string())
     }
+}
+
+thread_local! {
+    /// The folder and tool name of the call running on this thread under
+    /// [`Keeping`], for [`keep_for_current_call`].
+    static CALL_KEEPER: RefCell<Option<(PathBuf, String)>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous call's keeper (a sub-agent's tools run inside
+/// `delegate_task`'s call) when a call ends, even by a panic.
+struct Restore(Option<(PathBuf, String)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        CALL_KEEPER.with(|k| *k.borrow_mut() = previous);
+    }
+}
+
+/// A tool whose result, when its own cap cuts it, is kept whole in `dir`
+/// first ([`keep_for_current_call`]).
+pub(crate) struct Keeping {
+    pub(crate) inner: Box<dyn Tool>,
+    pub(crate) dir: PathBuf,
+}
+
+impl Tool for Keeping {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let mine = (self.dir.clone(), self.inner.spec().name.clone());
+        let _restore = Restore(CALL_KEEPER.with(|k| k.borrow_mut().replace(mine)));
+        self.inner.call(arguments, ctx)
+    }
+}
+
+/// Keeps `text` whole for the call running on this thread, if it runs
+/// under [`Keeping`]; returns the file's path.
+pub(crate) fn keep_for_current_call(text: &str) -> Option<String> {
+    let (dir, tool) = CALL_KEEPER.with(|k| k.borrow().clone())?;
+    DiskKeeper { dir }.keep(&tool, text)
 }

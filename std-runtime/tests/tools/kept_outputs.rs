@@ -176,3 +176,35 @@ fn a_session_id_cannot_lead_out_of_tool_output() {
         );
     }
 }
+
+#[test]
+fn a_tools_own_cap_keeps_the_whole_result_too() {
+    // search_files cuts at the tool result cap (4000 bytes here), before
+    // the loop sees the result: the whole of it is kept all the same.
+    let fx = Fx::with(
+        |e| {
+            e.result_cap_bytes = 4_000;
+            e.tool_output_dir = Some(session_dir(&e.hermes_home, SESSION_A));
+        },
+        Some(&["file"]),
+    );
+    let lines: String = (1..=1000).map(|n| format!("needle {n:05}\n")).collect();
+    fx.write("hay.txt", &lines);
+    let out = fx.ok("search_files", json!({"pattern": "needle", "limit": 1000}));
+    assert!(out.len() <= 4_000, "{} bytes", out.len());
+    assert!(out.contains("needle 00001"), "{out}");
+    assert!(out.contains("needle 01000"), "the tail: {out}");
+    let path = kept_path(&out);
+    assert!(
+        path.contains(&format!("/tool-output/{SESSION_A}/search_files-")),
+        "{path}"
+    );
+    let saved = std::fs::read_to_string(&path).unwrap();
+    assert!(saved.contains("needle 00500"), "kept whole");
+    // Without a folder, the cut is the marker alone, as before.
+    let plain = Fx::with(|e| e.result_cap_bytes = 4_000, Some(&["file"]));
+    plain.write("hay.txt", &lines);
+    let out = plain.ok("search_files", json!({"pattern": "needle", "limit": 1000}));
+    assert!(out.contains("[output truncated: "), "{out}");
+    assert!(!out.contains("is saved in"), "{out}");
+}

@@ -25,7 +25,7 @@ fn seeded(home: &std::path::Path) -> (Arc<Mutex<Store>>, String, String, String)
         platform: Some("cli"),
         ..NewSession::default()
     };
-    let old = session(cli.clone(), "the okapi99 recipe needs saffron");
+    let old = session(cli, "the okapi99 recipe needs saffron");
     let now = session(cli, "what was the okapi99 recipe?");
     let chat = session(
         NewSession {

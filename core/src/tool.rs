@@ -118,10 +118,22 @@ pub trait Tool: Send + Sync {
 /// and says where it is, and the model gets the head, the tail and that
 /// place (which the host's file tools must be able to read in ranges).
 pub trait OutputKeeper: Send + Sync {
-    /// Saves `output`, produced by `tool`; returns the path (or another
-    /// name the model can read it by), or `None` when it could not be
-    /// saved (the output is then cut as without a keeper).
-    fn keep(&self, tool: &str, output: &str) -> Option<String>;
+    /// Saves `output`, produced by `tool`, and says where the whole of it
+    /// is — which may be an earlier file when `output` is itself already
+    /// a cut of a kept one. `None` when it could not be saved (the output
+    /// is then cut as without a keeper).
+    fn keep(&self, tool: &str, output: &str) -> Option<KeptOutput>;
+}
+
+/// Where an [`OutputKeeper`] put a whole output, and its size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptOutput {
+    /// The path (or another name the model can read it by).
+    pub place: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Its number of lines (newlines).
+    pub lines: u64,
 }
 
 /// The tools of one agent, dispatched by name.

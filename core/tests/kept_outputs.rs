@@ -62,12 +62,16 @@ struct Recording {
 }
 
 impl OutputKeeper for Recording {
-    fn keep(&self, tool: &str, output: &str) -> Option<String> {
+    fn keep(&self, tool: &str, output: &str) -> Option<KeptOutput> {
         self.kept
             .lock()
             .unwrap()
             .push((tool.to_owned(), output.to_owned()));
-        self.place.clone()
+        self.place.clone().map(|place| KeptOutput {
+            place,
+            bytes: output.len() as u64,
+            lines: output.bytes().filter(|b| *b == b'\n').count() as u64,
+        })
     }
 }
 

@@ -270,19 +270,20 @@ pub fn cap_tool_result(text: String, max_tokens: u64) -> String {
 pub fn cap_tool_result_kept(
     text: String,
     max_tokens: u64,
-    keep: impl FnOnce(&str) -> Option<String>,
+    keep: impl FnOnce(&str) -> Option<crate::tool::KeptOutput>,
 ) -> String {
     if estimate::text_tokens(&text) <= max_tokens {
         return text;
     }
-    let Some(place) = keep(&text) else {
+    let Some(kept) = keep(&text) else {
         return cap_tool_result(text, max_tokens);
     };
-    let note_tokens = 80 + estimate::text_tokens(&place);
+    let place = &kept.place;
+    let note_tokens = 80 + estimate::text_tokens(place);
     let room = max_tokens.saturating_sub(note_tokens);
     let head = estimate::prefix_within(&text, room * 2 / 3);
     let tail = estimate::suffix_within(&text, room / 3).max(head);
-    let lines = text.bytes().filter(|b| *b == b'\n').count() + usize::from(!text.ends_with('\n'));
+    let lines = kept.lines;
     let mut out = String::with_capacity(head + (text.len() - tail) + 300);
     out.push_str(&text[..head]);
     out.push_str(&format!(
@@ -290,7 +291,7 @@ pub fn cap_tool_result_kept(
          {lines} lines) is saved in {place}: read any part of it with read_file (offset = first \
          line, limit = number of lines).]\n",
         tail - head,
-        text.len()
+        kept.bytes
     ));
     out.push_str(&text[tail..]);
     out

@@ -479,8 +479,8 @@ pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
     if text.len() <= cap {
         return text;
     }
-    if let Some(place) = spill::keep_for_current_call(&text) {
-        return head_and_tail(&text, cap, &place);
+    if let Some(kept) = spill::keep_for_current_call(&text) {
+        return head_and_tail(&text, cap, &kept);
     }
     // The marker's own length depends on the number it prints; reserve room
     // for the longest possible number.
@@ -497,14 +497,13 @@ pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
 
 /// `text`'s head (two thirds) and tail within about `cap` bytes, with the
 /// line that says where all of it is kept.
-fn head_and_tail(text: &str, cap: usize, place: &str) -> String {
-    let lines = text.bytes().filter(|b| *b == b'\n').count() + usize::from(!text.ends_with('\n'));
+fn head_and_tail(text: &str, cap: usize, kept: &hermes_core::KeptOutput) -> String {
     let note = |omitted: usize| {
         format!(
             "\n[output truncated: {omitted} bytes omitted from the middle. The whole output ({} \
-             bytes, {lines} lines) is saved in {place}: read any part of it with read_file \
+             bytes, {} lines) is saved in {}: read any part of it with read_file \
              (offset = first line, limit = number of lines).]\n",
-            text.len()
+            kept.bytes, kept.lines, kept.place
         )
     };
     let room = cap.saturating_sub(note(text.len()).len());

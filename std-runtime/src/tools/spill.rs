@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::cell::RefCell;
 
-use hermes_core::{OutputKeeper, Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{KeptOutput, OutputKeeper, Tool, ToolContext, ToolError, ToolSpec};
 
 /// The directory under `$HERMES_HOME` that holds kept outputs.
 pub const TOOL_OUTPUT_DIR: &str = "tool-output";
@@ -178,12 +178,43 @@ pub(crate) struct DiskKeeper {
 }
 
 impl OutputKeeper for DiskKeeper {
-    fn keep(&self, tool: &str, output: &str) -> Option<String> {
+    fn keep(&self, tool: &str, output: &str) -> Option<KeptOutput> {
+        if let Some(earlier) = self.already_kept(output) {
+            return Some(earlier);
+        }
         let mut spill = Spill::new(output_path(&self.dir, tool));
         spill.start();
         spill.write(output.as_bytes());
         spill.note(0)?;
-        Some(spill.path.display().to_string())
+        Some(KeptOutput {
+            place: spill.path.display().to_string(),
+            bytes: spill.bytes,
+            lines: spill.lines,
+        })
+    }
+}
+
+impl DiskKeeper {
+    /// The file `output` says it is a cut of, when that is a file of this
+    /// folder of the size the note states: the terminal (or a tool's own
+    /// cap) kept the whole output already, and the loop's cut must name
+    /// that file rather than keep the cut.
+    fn already_kept(&self, output: &str) -> Option<KeptOutput> {
+        const SIZE: &str = "The whole output (";
+        let at = output.rfind(SIZE)? + SIZE.len();
+        let rest = &output[at..];
+        let (bytes, rest) = rest.split_once(" bytes, ")?;
+        let (lines, rest) = rest.split_once(" lines) is saved in ")?;
+        let (place, _) = rest.split_once(": read any part of it with read_file")?;
+        let bytes: u64 = bytes.parse().ok()?;
+        let lines: u64 = lines.parse().ok()?;
+        let path = Path::new(place);
+        let meta = std::fs::metadata(path).ok()?;
+        (path.parent() == Some(self.dir.as_path()) && meta.len() == bytes).then(|| KeptOutput {
+            place: place.to_owned(),
+            bytes,
+            lines,
+        })
     }
 }
 
@@ -228,8 +259,8 @@ impl Tool for Keeping {
 }
 
 /// Keeps `text` whole for the call running on this thread, if it runs
-/// under [`Keeping`]; returns the file's path.
-pub(crate) fn keep_for_current_call(text: &str) -> Option<String> {
+/// under [`Keeping`]; says where.
+pub(crate) fn keep_for_current_call(text: &str) -> Option<KeptOutput> {
     let (dir, tool) = CALL_KEEPER.with(|k| k.borrow().clone())?;
     DiskKeeper { dir }.keep(&tool, text)
 }

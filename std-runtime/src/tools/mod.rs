@@ -7,7 +7,9 @@
 //!   [`ToolError::Failed`] that names the field, so the model can retry.
 //! - **Results are capped** at [`ToolEnv::result_cap_bytes`]. An over-long
 //!   result is cut on a char boundary with a visible marker that says how much
-//!   was left out and how to get it; nothing is dropped silently.
+//!   was left out and how to get it; nothing is dropped silently. With a
+//!   [`ToolEnv::tool_output_dir`] the whole result is kept there first and
+//!   the model gets its head, its tail and the file's path ([`spill`]).
 //! - **File tools stay inside the working directory** (SPEC E1): every path
 //!   is opened by the kernel beneath a handle to the working directory, and
 //!   `$HERMES_HOME`'s secrets stay refused even when the working directory

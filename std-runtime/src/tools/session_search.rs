@@ -89,19 +89,13 @@ impl SessionSearchTool {
 pub fn spec() -> ToolSpec {
     ToolSpec::new(
         "session_search",
-        "Search the user's earlier conversations with you (past sessions, including parts \
-         summarised away) by keywords. Use it when the user refers to something discussed \
-         before, or when earlier context would help. Returns the matching sessions with \
-         their ids, dates and excerpts (matches in [brackets]). Every word of the query \
-         must match; use distinctive words, not sentences.",
+        "Search the user's earlier sessions with you by keywords (all must match); \
+         returns session ids, dates and excerpts.",
         json!({
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "Keywords to look for."},
-                "limit": {
-                    "type": "integer",
-                    "description": "How many sessions to return (default 3, at most 10)."
-                }
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "description": "Sessions to return (3; at most 10)."}
             },
             "required": ["query"]
         }),

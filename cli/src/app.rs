@@ -127,6 +127,8 @@ pub struct Workbench {
     pub approver: Option<Arc<dyn Approver>>,
     /// The session's "always" approvals (fresh for `/new`).
     pub approvals: Arc<SessionApprovals>,
+    /// The session the tools serve, once there is one ([`Workbench::bind_session`]).
+    pub session_id: Option<String>,
 }
 
 impl Workbench {
@@ -170,6 +172,7 @@ impl Workbench {
             mcp,
             approver: crate::approval::terminal_approver(),
             approvals: Arc::new(SessionApprovals::new()),
+            session_id: None,
         };
         bench.tools = bench.build_tools(chain)?;
         Ok(bench)
@@ -184,6 +187,8 @@ impl Workbench {
             approver: self.approver.clone(),
             approvals: Some(self.approvals.clone()),
             context: Some(self.context.clone()),
+            session_id: self.session_id.clone(),
+            store: Some(Arc::clone(&self.store)),
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;
@@ -203,8 +208,21 @@ impl Workbench {
         Ok(Arc::new(tools))
     }
 
+    /// Rebuilds the tools for the stored session `id` once it exists
+    /// (created or resumed), keeping their state: long outputs go to its
+    /// folder and `session_search` searches from it (SPEC Y6).
+    pub fn bind_session(&mut self, id: &str) -> Result<(), CliError> {
+        if self.session_id.as_deref() == Some(id) {
+            return Ok(());
+        }
+        self.session_id = Some(id.to_owned());
+        self.tools = self.build_tools(self.chain.clone())?;
+        Ok(())
+    }
+
     /// Rebuilds the tools (for a new session: no tool state carries over).
     pub fn reset_tools(&mut self) -> Result<(), CliError> {
+        self.session_id = None;
         self.todo = Arc::new(TodoState::new());
         self.approvals = Arc::new(SessionApprovals::new());
         self.tools = self.build_tools(self.chain.clone())?;

@@ -69,4 +69,4 @@ pub use model::{
     StreamSink, ToolChoice,
 };
 pub use tool::batch::{BatchCall, BatchResult, SequentialBatch, ToolBatchRunner};
-pub use tool::{Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};
+pub use tool::{KeptOutput, OutputKeeper, Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};

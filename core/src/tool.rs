@@ -3,6 +3,7 @@
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -112,12 +113,38 @@ pub trait Tool: Send + Sync {
     }
 }
 
+/// Where a tool output too long for the model's context is kept whole
+/// (SPEC Y6), so the loop's cap never loses it: the host saves the output
+/// and says where it is, and the model gets the head, the tail and that
+/// place (which the host's file tools must be able to read in ranges).
+pub trait OutputKeeper: Send + Sync {
+    /// Saves `output`, produced by `tool`, and says where the whole of it
+    /// is — which may be an earlier file when `output` is itself already
+    /// a cut of a kept one. `None` when it could not be saved (the output
+    /// is then cut as without a keeper).
+    fn keep(&self, tool: &str, output: &str) -> Option<KeptOutput>;
+}
+
+/// Where an [`OutputKeeper`] put a whole output, and its size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptOutput {
+    /// The path (or another name the model can read it by).
+    pub place: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Its number of lines (newlines).
+    pub lines: u64,
+}
+
 /// The tools of one agent, dispatched by name.
 #[derive(Default)]
 pub struct ToolRegistry {
     tools: Vec<Box<dyn Tool>>,
     /// Cached definitions, in registration order: built once, borrowed by every request.
     specs: Vec<ToolSpec>,
+    /// Where over-long outputs are kept ([`OutputKeeper`]); `None`: they
+    /// are cut.
+    keeper: Option<Arc<dyn OutputKeeper>>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -145,6 +172,17 @@ impl ToolRegistry {
             self.tools.push(tool);
             self.specs.push(spec);
         }
+    }
+
+    /// Keeps outputs over the loop's cap with `keeper` instead of only
+    /// cutting them.
+    pub fn set_output_keeper(&mut self, keeper: Arc<dyn OutputKeeper>) {
+        self.keeper = Some(keeper);
+    }
+
+    /// Where outputs over the loop's cap are kept, if anywhere.
+    pub fn output_keeper(&self) -> Option<&dyn OutputKeeper> {
+        self.keeper.as_deref()
     }
 
     /// Builder form of [`register`](Self::register).

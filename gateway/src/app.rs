@@ -147,6 +147,8 @@ pub struct RuntimeAgentFactory {
     media: Arc<MediaServices>,
     /// The `cronjob` tool for chat sessions (SPEC Y1), once the store is open.
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
+    /// The store `session_search` searches (SPEC Y6), once it is open.
+    session_store: std::sync::OnceLock<Arc<Mutex<Store>>>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -210,6 +212,7 @@ impl RuntimeAgentFactory {
                 MediaServices::from_settings(settings).map_err(GatewayError::Provider)?,
             ),
             cron: std::sync::OnceLock::new(),
+            session_store: std::sync::OnceLock::new(),
         };
         let client = factory.client(&settings.provider.model)?;
         let tools = factory.registry(client, None, None)?;
@@ -229,6 +232,12 @@ impl RuntimeAgentFactory {
     /// to a cron run's session).
     pub fn offer_cron(&self, offer: crate::cron::CronOffer) {
         let _ = self.cron.set(offer);
+    }
+
+    /// Offers `session_search` over `store` to every session from now on
+    /// (each searches its own user's sessions, SPEC Y6).
+    pub fn offer_session_search(&self, store: Arc<Mutex<Store>>) {
+        let _ = self.session_store.set(store);
     }
 
     /// The model chain of one agent: the primary on `model`, then the
@@ -264,6 +273,8 @@ impl RuntimeAgentFactory {
                 .map(|(id, hub)| hub.approver(id)),
             approvals: state.map(|s| s.approvals),
             context,
+            session_id: session_id.map(str::to_owned),
+            store: self.session_store.get().cloned(),
         };
         assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| GatewayError::Provider(e.to_string()))
@@ -585,6 +596,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
     let cron_settings = hermes_runtime::cron::CronSettings::load(settings)
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     let clock: Arc<dyn hermes_core::Clock> = Arc::new(SystemClock);
+    factory.offer_session_search(Arc::clone(&store));
     factory.offer_cron(crate::cron::CronOffer::new(
         Arc::clone(&store),
         cron_settings.clone(),

@@ -1,7 +1,7 @@
 //! Building an agent from [`Settings`]: the one recipe the CLI and the
 //! gateway share, so a conversation behaves the same in both.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use hermes_core::{Agent, ContextConfig, Model, ToolRegistry, ToolSpec};
 
@@ -16,9 +16,10 @@ use crate::fallback::{FallbackModel, Link};
 use crate::mcp::McpManager;
 use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
-use crate::store::SystemClock;
+use crate::store::{Store, SystemClock};
 use crate::tools::{
-    ApprovalGate, Approver, SessionApprovals, TodoState, ToolEnv, ToolsError, build_registry,
+    ApprovalGate, Approver, SearchSource, SessionApprovals, TodoState, ToolEnv, ToolsError,
+    build_registry,
 };
 
 /// The primary's own client on `model`: for `hermes doctor`, model
@@ -177,6 +178,13 @@ pub struct ToolDeps {
     /// The window policy sub-agents (`delegate_task`) compact under (SPEC
     /// X1); `None`: they do not.
     pub context: Option<ContextConfig>,
+    /// The session these tools serve: its long outputs are kept in
+    /// `$HERMES_HOME/tool-output/<session id>/` (SPEC Y6); `None` (a
+    /// registry built before its session exists): a folder of its own.
+    pub session_id: Option<String>,
+    /// The session store, for `session_search` (`None`: not offered); it
+    /// searches the sessions `session_id`'s record allows.
+    pub store: Option<Arc<Mutex<Store>>>,
 }
 
 impl std::fmt::Debug for ToolDeps {
@@ -219,7 +227,14 @@ pub fn session_tools(
     }
     env.context = deps.context.clone();
     env.repeat_guard = settings.repeat_guard;
-    env.tool_output_dir = Some(crate::tools::spill::scope_dir(&settings.home));
+    env.tool_output_dir = Some(match &deps.session_id {
+        Some(id) => crate::tools::spill::session_dir(&settings.home, id),
+        None => crate::tools::spill::scope_dir(&settings.home),
+    });
+    env.session_search = deps.store.clone().map(|store| SearchSource {
+        store,
+        session_id: deps.session_id.clone(),
+    });
     build_registry(&env, settings.toolsets.as_deref())
 }
 

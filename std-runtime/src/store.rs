@@ -104,7 +104,7 @@ pub use lease::{Listener, Notification, NotifySink};
 pub use postgres::search_vector;
 pub use records::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, PreviousHolder, SearchHit,
-    SessionRecord, SessionStatus, StoredCompaction,
+    SearchScope, SessionRecord, SessionStatus, StoredCompaction,
 };
 
 use std::fmt;

@@ -267,6 +267,7 @@ impl Chat {
                 .set_status(&record.id, SessionStatus::Active)
                 .map_err(runtime)?;
         }
+        self.bench.bind_session(&record.id)?;
         set_current_session(Some(&record.id));
         self.session = Some(record);
         Ok(())
@@ -295,6 +296,7 @@ impl Chat {
         drop(store);
         record.title = Some(title);
         let id = record.id.clone();
+        self.bench.bind_session(&id)?;
         set_current_session(Some(&id));
         self.session = Some(record);
         self.system_prompt = Some(prompt.clone());

@@ -10,6 +10,7 @@ mod database;
 mod extras;
 mod frugal;
 mod interactive;
+mod kept;
 mod oneshot;
 mod sessions;
 mod skills;

@@ -9,6 +9,7 @@ use super::{Agent, AgentContext, AgentEvent, Run};
 use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens};
 use crate::context::{
     CompactError, Compaction, Compactor, ContextConfig, ContextUsage, Urgency, cap_tool_result,
+    cap_tool_result_kept,
 };
 use crate::interrupt::InterruptFlag;
 use crate::message::{LedgerEntry, SummaryPlacement};
@@ -152,8 +153,9 @@ impl Run<'_> {
         }
     }
 
-    /// The cap on one tool result, from the window.
-    pub(super) fn cap(&self, result: String) -> String {
+    /// The cap on one tool result, from the window; an output over it is
+    /// kept whole by the registry's [`crate::tool::OutputKeeper`] when there is one.
+    pub(super) fn cap(&self, tool: &str, result: String) -> String {
         match &self.agent.context {
             Some(ctx) => {
                 let window = u64::from(ctx.config.window.tokens());
@@ -162,7 +164,10 @@ impl Run<'_> {
                     .policy
                     .budgets(window, ctx.fixed_tokens)
                     .tool_result;
-                cap_tool_result(result, max)
+                match self.agent.tools.output_keeper() {
+                    Some(keeper) => cap_tool_result_kept(result, max, |all| keeper.keep(tool, all)),
+                    None => cap_tool_result(result, max),
+                }
             }
             None => result,
         }

@@ -101,8 +101,8 @@ impl Run<'_> {
     ) -> (String, bool, bool) {
         match outcome {
             None => (SKIPPED_TOOL_RESULT.into(), true, false),
-            Some(Ok(text)) => (self.cap(text), false, true),
-            Some(Err(ToolError::Failed(text))) => (self.cap(text), true, true),
+            Some(Ok(text)) => (self.cap(&call.function.name, text), false, true),
+            Some(Err(ToolError::Failed(text))) => (self.cap(&call.function.name, text), true, true),
             Some(Err(ToolError::Abort(message))) => {
                 let text = format!("Error: {message}");
                 if stop.is_none() {

@@ -83,6 +83,24 @@ pub fn prefix_within(text: &str, tokens: u64) -> usize {
     text.len()
 }
 
+/// The byte offset where the longest suffix of `text` whose estimate is at
+/// most `tokens` begins (a char boundary).
+pub fn suffix_within(text: &str, tokens: u64) -> usize {
+    let mut ascii = 0u64;
+    let mut other = 0u64;
+    for (i, ch) in text.char_indices().rev() {
+        if ch.is_ascii() {
+            ascii += 1;
+        } else {
+            other += 1;
+        }
+        if (ascii * 2).div_ceil(7) + other > tokens {
+            return i + ch.len_utf8();
+        }
+    }
+    0
+}
+
 /// Estimated tokens of one message on the wire.
 pub fn message_tokens(message: &Message) -> u64 {
     let body = match message {

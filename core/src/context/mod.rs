@@ -261,3 +261,38 @@ pub fn cap_tool_result(text: String, max_tokens: u64) -> String {
     ));
     out
 }
+
+/// [`cap_tool_result`], keeping the whole output first with `keep` (SPEC
+/// Y6): when it was kept, the result is the head (about two thirds of the
+/// room), a line saying how much was left out, where everything is and how
+/// to read ranges of it, and the tail. When `keep` returns `None` the
+/// output is cut as by [`cap_tool_result`].
+pub fn cap_tool_result_kept(
+    text: String,
+    max_tokens: u64,
+    keep: impl FnOnce(&str) -> Option<crate::tool::KeptOutput>,
+) -> String {
+    if estimate::text_tokens(&text) <= max_tokens {
+        return text;
+    }
+    let Some(kept) = keep(&text) else {
+        return cap_tool_result(text, max_tokens);
+    };
+    let place = &kept.place;
+    let note_tokens = 80 + estimate::text_tokens(place);
+    let room = max_tokens.saturating_sub(note_tokens);
+    let head = estimate::prefix_within(&text, room * 2 / 3);
+    let tail = estimate::suffix_within(&text, room / 3).max(head);
+    let lines = kept.lines;
+    let mut out = String::with_capacity(head + (text.len() - tail) + 300);
+    out.push_str(&text[..head]);
+    out.push_str(&format!(
+        "\n[output truncated: {} bytes omitted from the middle. The whole output ({} bytes, \
+         {lines} lines) is saved in {place}: read any part of it with read_file (offset = first \
+         line, limit = number of lines).]\n",
+        tail - head,
+        kept.bytes
+    ));
+    out.push_str(&text[tail..]);
+    out
+}

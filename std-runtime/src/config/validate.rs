@@ -71,7 +71,17 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 
 /// Toolset names a configuration may list; `none` enables no tools.
 pub const TOOLSET_NAMES: &[&str] = &[
-    "file", "terminal", "web", "memory", "todo", "skills", "delegate", "mcp", "cronjob", "none",
+    "file",
+    "terminal",
+    "web",
+    "memory",
+    "todo",
+    "skills",
+    "delegate",
+    "mcp",
+    "cronjob",
+    "session_search",
+    "none",
 ];
 
 /// Every section of `config.toml` and its keys.

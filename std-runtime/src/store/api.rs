@@ -8,7 +8,7 @@ use hermes_core::context::Compaction;
 use super::records::{ModelUsage, SessionChange};
 use super::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, Listener, NewSession, NotifySink, SearchHit,
-    SessionRecord, SessionStatus, Store, StoreError, StoredCompaction,
+    SearchScope, SessionRecord, SessionStatus, Store, StoreError, StoredCompaction,
 };
 
 fn ms(d: Duration) -> u64 {
@@ -226,6 +226,19 @@ impl Store {
     /// on PostgreSQL messages are indexed as they are stored.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         self.backend.search(query, limit)
+    }
+
+    /// [`Store::search`] within the sessions of `scope`, leaving out session
+    /// `exclude` (the one asking), best match first. Messages a compaction
+    /// replaced are found too: the store keeps the originals.
+    pub fn search_in(
+        &self,
+        query: &str,
+        scope: SearchScope<'_>,
+        exclude: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        self.backend.search_in(query, scope, exclude, limit)
     }
 
     /// Adds every message not yet in the full-text index to it; returns how

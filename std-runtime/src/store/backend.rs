@@ -21,8 +21,8 @@ use hermes_core::{Clock, LedgerEntry};
 
 use super::jobs::{Claim, JobRecord, RunRecord, RunUpdate};
 use super::records::{
-    Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, SearchHit, SessionChange,
-    SessionRecord, StoredCompaction,
+    Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, SearchHit, SearchScope,
+    SessionChange, SessionRecord, StoredCompaction,
 };
 use super::{StoreError, Synchronous};
 
@@ -141,6 +141,14 @@ pub(crate) trait Transcripts {
 /// Full-text search.
 pub(crate) trait Search {
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
+    /// [`Search::search`] within `scope`, leaving out session `exclude`.
+    fn search_in(
+        &self,
+        query: &str,
+        scope: SearchScope<'_>,
+        exclude: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, StoreError>;
     fn catch_up_search_index(&self) -> Result<u64, StoreError>;
 }
 

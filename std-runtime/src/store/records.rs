@@ -118,6 +118,41 @@ pub struct SearchHit {
     pub snippet: String,
 }
 
+/// Which sessions [`crate::store::Store::search_in`] looks in. The
+/// `session_search` tool takes it from the runtime (the session it serves),
+/// never from the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchScope<'a> {
+    /// The sessions of one session key: one chat, or one user in a group
+    /// chat, across `/new` and expiry.
+    SessionKey(&'a str),
+    /// Sessions started on `platform` without a session key: the local
+    /// user's (`cli`).
+    Platform(&'a str),
+    /// This one session.
+    Session(&'a str),
+}
+
+impl SearchScope<'_> {
+    /// The scope's kind as the SQL of both backends numbers it, and its
+    /// value.
+    pub(crate) fn sql(&self) -> (i32, &str) {
+        match self {
+            SearchScope::SessionKey(k) => (1, k),
+            SearchScope::Platform(p) => (2, p),
+            SearchScope::Session(id) => (3, id),
+        }
+    }
+}
+
+/// The `WHERE` condition of a scoped search over `messages m JOIN sessions
+/// s`; SQLite puts its parameters for the scope's kind and value
+/// ([`SearchScope::sql`]) in place of `KIND` and `VALUE`, PostgreSQL
+/// spells the same condition in its prepared statement.
+pub(crate) const SCOPE_CONDITION: &str = "((KIND = 1 AND s.session_key = VALUE) \
+     OR (KIND = 2 AND s.source_platform = VALUE AND s.session_key IS NULL) \
+     OR (KIND = 3 AND m.session_id = VALUE))";
+
 /// A compaction as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredCompaction {

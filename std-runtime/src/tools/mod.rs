@@ -7,7 +7,9 @@
 //!   [`ToolError::Failed`] that names the field, so the model can retry.
 //! - **Results are capped** at [`ToolEnv::result_cap_bytes`]. An over-long
 //!   result is cut on a char boundary with a visible marker that says how much
-//!   was left out and how to get it; nothing is dropped silently.
+//!   was left out and how to get it; nothing is dropped silently. With a
+//!   [`ToolEnv::tool_output_dir`] the whole result is kept there first and
+//!   the model gets its head, its tail and the file's path ([`spill`]).
 //! - **File tools stay inside the working directory** (SPEC E1): every path
 //!   is opened by the kernel beneath a handle to the working directory, and
 //!   `$HERMES_HOME`'s secrets stay refused even when the working directory
@@ -45,6 +47,7 @@ mod memory;
 pub mod sandbox;
 pub mod script;
 mod search;
+pub mod session_search;
 mod skills;
 pub mod spill;
 mod terminal;
@@ -64,6 +67,7 @@ pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use search::SearchFilesTool;
+pub use session_search::{SearchSource, SessionSearchTool};
 pub use skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
@@ -95,6 +99,9 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     // the store and know the chat (`cronjob::offered`); never in a cron
     // run or a sub-agent.
     ("cronjob", &["cronjob"]),
+    // The user's earlier sessions (SPEC Y6): offered when the front-end
+    // hands the store and the session over (`ToolEnv::session_search`).
+    ("session_search", &["session_search"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -143,6 +150,9 @@ pub struct ToolEnv {
     /// Where outputs past the cap are kept whole
     /// (`$HERMES_HOME/tool-output/<scope>`, SPEC Y6); `None`: they are cut.
     pub tool_output_dir: Option<PathBuf>,
+    /// The store and the session `session_search` searches for (the scope
+    /// comes from that session's record); `None`: the tool is not offered.
+    pub session_search: Option<SearchSource>,
     /// Approval of dangerous terminal commands (`[agent] approvals` and
     /// the front-end's way of asking). The default asks nobody, so
     /// dangerous commands are denied until a front-end provides an
@@ -172,6 +182,7 @@ impl fmt::Debug for ToolEnv {
             .field("context", &self.context.is_some())
             .field("repeat_guard", &self.repeat_guard)
             .field("tool_output_dir", &self.tool_output_dir)
+            .field("session_search", &self.session_search)
             .field("approval", &self.approval)
             .field("web_search", &self.web_search);
         #[cfg(feature = "mcp")]
@@ -199,6 +210,7 @@ impl ToolEnv {
             context: None,
             repeat_guard: None,
             tool_output_dir: None,
+            session_search: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
             #[cfg(feature = "mcp")]
@@ -294,9 +306,24 @@ fn build_wrapped(
 ) -> Result<ToolRegistry, ToolsError> {
     let cap = env.result_cap_bytes.max(MIN_RESULT_CAP);
     let mut reg = ToolRegistry::new();
+    if let Some(dir) = workdir.spill_dir() {
+        reg.set_output_keeper(Arc::new(spill::DiskKeeper {
+            dir: dir.to_path_buf(),
+        }));
+    }
     #[cfg(feature = "mcp")]
     let mut want_mcp = None;
-    let mut add = |tool: Box<dyn Tool>| reg.register(wrap(tool));
+    let keep_in = workdir.spill_dir().map(Path::to_path_buf);
+    let mut add = |tool: Box<dyn Tool>| {
+        let tool: Box<dyn Tool> = match &keep_in {
+            Some(dir) => Box::new(spill::Keeping {
+                inner: tool,
+                dir: dir.clone(),
+            }),
+            None => tool,
+        };
+        reg.register(wrap(tool));
+    };
     for name in toolsets {
         match *name {
             "file" => {
@@ -378,6 +405,12 @@ fn build_wrapped(
             },
             // The front-end registers it (see `cronjob::offered`).
             "cronjob" => {}
+            // Only with the store; the session it serves scopes the search.
+            "session_search" => {
+                if let Some(source) = &env.session_search {
+                    add(Box::new(SessionSearchTool::new(source.clone())));
+                }
+            }
             // Left out of this build (a cargo feature).
             other if explicit => {
                 return Err(ToolsError::Unavailable {
@@ -442,10 +475,15 @@ pub(crate) fn floor_char_boundary(s: &str, i: usize) -> usize {
 
 /// Cuts `text` to at most `cap` bytes (marker included) on a char boundary,
 /// appending a visible marker that says how many bytes were left out and
-/// `hint` (how to read the rest).
+/// `hint` (how to read the rest). When the call runs under a keeper (a
+/// registry with a `tool_output_dir`, SPEC Y6), the whole text is kept
+/// there first and the result is its head, where it is, and its tail.
 pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
     if text.len() <= cap {
         return text;
+    }
+    if let Some(kept) = spill::keep_for_current_call(&text) {
+        return head_and_tail(&text, cap, &kept);
     }
     // The marker's own length depends on the number it prints; reserve room
     // for the longest possible number.
@@ -457,6 +495,30 @@ pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
     out.push_str(&format!(
         "…\n[output truncated: {omitted} more bytes; {hint}]"
     ));
+    out
+}
+
+/// `text`'s head (two thirds) and tail within about `cap` bytes, with the
+/// line that says where all of it is kept.
+fn head_and_tail(text: &str, cap: usize, kept: &hermes_core::KeptOutput) -> String {
+    let note = |omitted: usize| {
+        format!(
+            "\n[output truncated: {omitted} bytes omitted from the middle. The whole output ({} \
+             bytes, {} lines) is saved in {}: read any part of it with read_file \
+             (offset = first line, limit = number of lines).]\n",
+            kept.bytes, kept.lines, kept.place
+        )
+    };
+    let room = cap.saturating_sub(note(text.len()).len());
+    let head = floor_char_boundary(text, room * 2 / 3);
+    let mut tail = text.len().saturating_sub(room / 3).max(head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let mut out = String::with_capacity(cap);
+    out.push_str(&text[..head]);
+    out.push_str(&note(tail - head));
+    out.push_str(&text[tail..]);
     out
 }
 

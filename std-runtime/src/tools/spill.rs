@@ -3,15 +3,28 @@
 //! may read in ranges (the one read-only allowance in `$HERMES_HOME`, see
 //! [`super::workdir`]).
 //!
-//! The files live in `$HERMES_HOME/tool-output/<scope>/`, one scope per
-//! tool registry (a CLI session, a gateway session's agent), directories
-//! 0700 and files 0600: they may hold whatever a command printed.
+//! The files live in `$HERMES_HOME/tool-output/<session id>/` (a registry
+//! built before its session exists gets a fresh scope of its own instead),
+//! directories 0700 and files 0600: they may hold whatever a command
+//! printed. `read_file` may read only the folder of its own session there.
+//!
+//! Three writers: the terminal streams a long output here while it runs
+//! (it never holds more than the head and the tail); a tool's own result
+//! cap ([`super::cap_result`]) keeps the whole result here when the call
+//! runs under [`Keeping`] (every tool of a registry with a folder does);
+//! and [`DiskKeeper`] is the registry's [`OutputKeeper`]: any result over
+//! the loop's cap (set by the context window) is written here whole before
+//! the loop cuts it.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use std::cell::RefCell;
+
+use hermes_core::{KeptOutput, OutputKeeper, Tool, ToolContext, ToolError, ToolSpec};
 
 /// The directory under `$HERMES_HOME` that holds kept outputs.
 pub const TOOL_OUTPUT_DIR: &str = "tool-output";
@@ -30,12 +43,46 @@ pub(crate) fn scope_dir(home: &Path) -> PathBuf {
     ))
 }
 
+/// The folder of session `session_id`'s kept outputs. An id that is not a
+/// plain file name (the store's ids are `YYYYMMDD_HHMMSS_xxxxxx`) is
+/// spelled with its unsafe characters replaced, so it can never leave
+/// `tool-output/`.
+pub fn session_dir(home: &Path, session_id: &str) -> PathBuf {
+    let safe: String = session_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = if safe.is_empty() {
+        "_".to_owned()
+    } else {
+        safe
+    };
+    home.join(TOOL_OUTPUT_DIR).join(safe)
+}
+
 /// A file path for one output in `dir`.
 pub(crate) fn output_path(dir: &Path, tool: &str) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
+    let tool: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
     dir.join(format!(
         "{tool}-{ms}-{}.txt",
         COUNTER.fetch_add(1, Ordering::Relaxed)
@@ -121,4 +168,99 @@ impl Spill {
             self.path.display()
         ))
     }
+}
+
+/// The registry's [`OutputKeeper`]: writes a result over the loop's cap to
+/// a new file in the session's folder and names that file.
+#[derive(Debug)]
+pub(crate) struct DiskKeeper {
+    pub(crate) dir: PathBuf,
+}
+
+impl OutputKeeper for DiskKeeper {
+    fn keep(&self, tool: &str, output: &str) -> Option<KeptOutput> {
+        if let Some(earlier) = self.already_kept(output) {
+            return Some(earlier);
+        }
+        let mut spill = Spill::new(output_path(&self.dir, tool));
+        spill.start();
+        spill.write(output.as_bytes());
+        spill.note(0)?;
+        Some(KeptOutput {
+            place: spill.path.display().to_string(),
+            bytes: spill.bytes,
+            lines: spill.lines,
+        })
+    }
+}
+
+impl DiskKeeper {
+    /// The file `output` says it is a cut of, when that is a file of this
+    /// folder of the size the note states: the terminal (or a tool's own
+    /// cap) kept the whole output already, and the loop's cut must name
+    /// that file rather than keep the cut.
+    fn already_kept(&self, output: &str) -> Option<KeptOutput> {
+        const SIZE: &str = "The whole output (";
+        let at = output.rfind(SIZE)? + SIZE.len();
+        let rest = &output[at..];
+        let (bytes, rest) = rest.split_once(" bytes, ")?;
+        let (lines, rest) = rest.split_once(" lines) is saved in ")?;
+        let (place, _) = rest.split_once(": read any part of it with read_file")?;
+        let bytes: u64 = bytes.parse().ok()?;
+        let lines: u64 = lines.parse().ok()?;
+        let path = Path::new(place);
+        let meta = std::fs::metadata(path).ok()?;
+        (path.parent() == Some(self.dir.as_path()) && meta.len() == bytes).then(|| KeptOutput {
+            place: place.to_owned(),
+            bytes,
+            lines,
+        })
+    }
+}
+
+thread_local! {
+    /// The folder and tool name of the call running on this thread under
+    /// [`Keeping`], for [`keep_for_current_call`].
+    static CALL_KEEPER: RefCell<Option<(PathBuf, String)>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous call's keeper (a sub-agent's tools run inside
+/// `delegate_task`'s call) when a call ends, even by a panic.
+struct Restore(Option<(PathBuf, String)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        CALL_KEEPER.with(|k| *k.borrow_mut() = previous);
+    }
+}
+
+/// A tool whose result, when its own cap cuts it, is kept whole in `dir`
+/// first ([`keep_for_current_call`]).
+pub(crate) struct Keeping {
+    pub(crate) inner: Box<dyn Tool>,
+    pub(crate) dir: PathBuf,
+}
+
+impl Tool for Keeping {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let mine = (self.dir.clone(), self.inner.spec().name.clone());
+        let _restore = Restore(CALL_KEEPER.with(|k| k.borrow_mut().replace(mine)));
+        self.inner.call(arguments, ctx)
+    }
+}
+
+/// Keeps `text` whole for the call running on this thread, if it runs
+/// under [`Keeping`]; says where.
+pub(crate) fn keep_for_current_call(text: &str) -> Option<KeptOutput> {
+    let (dir, tool) = CALL_KEEPER.with(|k| k.borrow().clone())?;
+    DiskKeeper { dir }.keep(&tool, text)
 }

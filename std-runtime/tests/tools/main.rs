@@ -7,8 +7,10 @@
 mod confinement;
 mod delegate;
 mod files;
+mod kept_outputs;
 mod memory_todo;
 mod registry;
+mod session_search;
 mod skills;
 mod spill;
 mod support;

@@ -6,7 +6,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Sqlite, WriteTx, from_i64};
 use crate::store::backend::Search;
-use crate::store::{SearchHit, StoreError};
+use crate::store::records::SCOPE_CONDITION;
+use crate::store::{SearchHit, SearchScope, StoreError};
 
 impl Search for Sqlite {
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
@@ -52,6 +53,51 @@ impl Search for Sqlite {
         Ok(out)
     }
 
+    fn search_in(
+        &self,
+        query: &str,
+        scope: SearchScope<'_>,
+        exclude: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let Some(fts_query) = fts_query(query) else {
+            return Ok(Vec::new());
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        Search::catch_up_search_index(self)?;
+        let sql = format!(
+            "SELECT m.session_id, m.seq, m.role, \
+             snippet(messages_fts, 0, '[', ']', '…', 16) \
+             FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid \
+             JOIN sessions s ON s.id = m.session_id \
+             WHERE messages_fts MATCH ?1 AND {} AND m.session_id <> ?5 \
+             ORDER BY rank, m.id LIMIT ?2",
+            SCOPE_CONDITION.replace("KIND", "?3").replace("VALUE", "?4")
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (kind, value) = scope.sql();
+        let rows = stmt.query_map(
+            params![fts_query, limit, kind, value, exclude.unwrap_or("")],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                ))
+            },
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (session_id, seq, role, snippet) = row?;
+            out.push(hit(session_id, seq, &role, snippet)?);
+        }
+        Ok(out)
+    }
+
     // One `INSERT … SELECT` of the messages above the indexed watermark and
     // the watermark bump, in one `IMMEDIATE` transaction (so two processes
     // never index a row twice). Checked first without a write lock, so the
@@ -79,6 +125,28 @@ impl Search for Sqlite {
         tx.commit()?;
         Ok(u64::try_from(added).unwrap_or(u64::MAX))
     }
+}
+
+/// One result row as a hit.
+fn hit(
+    session_id: String,
+    seq: i64,
+    role: &str,
+    snippet: Option<String>,
+) -> Result<SearchHit, StoreError> {
+    let Some(role) = Role::parse(role) else {
+        return Err(StoreError::Corrupt {
+            session_id,
+            what: format!("message {seq} has unknown role {role:?}"),
+        });
+    };
+    let seq = from_i64(&session_id, "seq", seq)?;
+    Ok(SearchHit {
+        session_id,
+        seq,
+        role,
+        snippet: snippet.unwrap_or_default(),
+    })
 }
 
 /// `(indexed_upto, MAX(messages.id))`: the full-text watermark and the

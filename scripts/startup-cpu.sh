@@ -29,14 +29,18 @@ exe=${HERMES_EXE:-target/release/hermes}
 tmp=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-start_provider() { # TURNS → base URL
+# Started in this shell, not in a command substitution: a provider started
+# in `$(...)` would be the subshell's child, missing from `pids`, never
+# killed, and holding a caller's pipe (`| tail`) open for ever.
+start_provider() { # TURNS; its base URL lands in $tmp/urlTURNS
   target/debug/examples/fake_provider "$1" "$tmp/count$1" >"$tmp/url$1" &
   pids+=($!)
   for _ in $(seq 100); do [ -s "$tmp/url$1" ] && break; sleep 0.1; done
-  cat "$tmp/url$1"
 }
-url0=$(start_provider 0)
-url20=$(start_provider 20)
+start_provider 0
+start_provider 20
+url0=$(cat "$tmp/url0")
+url20=$(cat "$tmp/url20")
 
 # The median task-clock (ms) of RUNS runs of "$@", each with HERMES_HOME=$home.
 median_ms() {

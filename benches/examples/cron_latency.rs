@@ -5,10 +5,13 @@
 //! measured is the scheduler: the tick's phase, the claim, the run's
 //! session and transcript writes, the outbox, the send).
 //!
-//! `cargo run --release -p hermes-benches --example cron_latency [JOBS]`
+//! `cargo run --release -p hermes-benches --example cron_latency [JOBS [IDLE]]`
 //!
 //! Jobs fall due 1.37 s apart, so their due times fall at every phase of
 //! the tick; the report is min / p50 / p95 / max over JOBS (default 20).
+//! IDLE more jobs (default 0), due in 30 days, sit in the store meanwhile —
+//! the scheduler's load with many jobs — and the process's resident memory
+//! (`VmRSS`, `VmHWM`) is printed at the end.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -60,6 +63,10 @@ fn main() {
         .nth(1)
         .map(|n| n.parse().expect("JOBS is a number"))
         .unwrap_or(20);
+    let idle: usize = std::env::args()
+        .nth(2)
+        .map(|n| n.parse().expect("IDLE is a number"))
+        .unwrap_or(0);
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Mutex::new(
         Store::open(&dir.path().join("state.db")).unwrap(),
@@ -100,6 +107,24 @@ fn main() {
         chat: "chat".into(),
         thread: None,
     };
+    if idle > 0 {
+        let mut s = store.lock().unwrap();
+        let ctx = CronContext {
+            now_ms: now_ms(),
+            tz: TimeZone::UTC,
+            platforms: None,
+            scripts_dir: None,
+        };
+        for i in 0..idle {
+            let spec = JobSpec {
+                schedule: Some("30d".into()),
+                prompt: Some(format!("idle {i}")),
+                name: Some(format!("idle{i}")),
+                ..JobSpec::default()
+            };
+            cron::create(&mut s, &spec, Some(&origin), &ctx).unwrap();
+        }
+    }
     // Due times 1.37 s apart from 2 s on (ISO timestamps carry seconds, so
     // each job is moved to its exact due millisecond after creation).
     let start = now_ms() + 2_000;
@@ -155,6 +180,18 @@ fn main() {
         pick(0.5),
         pick(0.95),
         latencies[latencies.len() - 1]
+    );
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map_or("?".to_owned(), |l| l[name.len()..].trim().to_owned())
+    };
+    println!(
+        "{idle} idle jobs in the store: VmRSS {}, VmHWM {}",
+        field("VmRSS:"),
+        field("VmHWM:")
     );
     rt.block_on(scheduler.stop(Duration::from_secs(5)));
     rt.block_on(runner.shutdown());

@@ -201,7 +201,7 @@ fn launch(
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
-    use super::sandbox::rules::{self, Grants};
+    use super::sandbox::rules;
     use super::sandbox::spawn::{self, Containment, Plan, Stop};
     use super::sandbox::{SandboxMode, child_env};
     use super::terminal::{PrivateTemp, collect_output, rendered};
@@ -216,21 +216,15 @@ fn launch(
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| setup("make the script executable", &e))?;
     let confined = env.sandbox == SandboxMode::On;
-    let mut write = vec![workdir.root().to_path_buf(), tmp.0.clone()];
-    write.extend(env.sandbox_write.iter().cloned());
-    let grants = Grants::new(&env.sandbox_read, write);
-    let hide = match workdir.home() {
-        Some(home) if confined && home.is_dir() && grants.covers(home) => Some(
-            CString::new(home.as_os_str().as_bytes())
-                .map_err(|e| setup("hide the Hermes home", &e))?,
-        ),
-        _ => None,
-    };
-    let ruleset = if confined {
-        rules::build(&grants).map_err(|e| setup("build the Landlock ruleset", &e))?
-    } else {
-        None
-    };
+    let rules::Confinement { ruleset, hide } = rules::confinement(
+        confined,
+        workdir.root(),
+        &tmp.0,
+        workdir.home(),
+        &env.sandbox_read,
+        &env.sandbox_write,
+    )
+    .map_err(|(what, e)| setup(what, &e))?;
     let (out_r, out_w) = std::io::pipe().map_err(|e| setup("create a pipe", &e))?;
     let (err_r, err_w) = std::io::pipe().map_err(|e| setup("create a pipe", &e))?;
     let plan = Plan {

@@ -323,7 +323,7 @@ impl TerminalTool {
         timeout_s: u64,
         ctx: &ToolContext<'_>,
     ) -> Result<String, ToolError> {
-        use super::sandbox::rules::{self, Grants};
+        use super::sandbox::rules;
         use super::sandbox::spawn::{self, Containment, Plan, Stage, Stop};
         use std::ffi::CString;
         use std::os::unix::ffi::OsStrExt;
@@ -333,21 +333,15 @@ impl TerminalTool {
         };
         let tmp = PrivateTemp::create().map_err(|e| setup("create a temp dir", &e))?;
         let confined = self.settings.mode == SandboxMode::On;
-        let mut write = vec![self.workdir.root().to_path_buf(), tmp.0.clone()];
-        write.extend(self.settings.extra_write.iter().cloned());
-        let grants = Grants::new(&self.settings.extra_read, write);
-        let hide = match self.workdir.home() {
-            Some(home) if confined && home.is_dir() && grants.covers(home) => Some(
-                CString::new(home.as_os_str().as_bytes())
-                    .map_err(|e| setup("hide the Hermes home", &e))?,
-            ),
-            _ => None,
-        };
-        let ruleset = if confined {
-            rules::build(&grants).map_err(|e| setup("build the Landlock ruleset", &e))?
-        } else {
-            None
-        };
+        let rules::Confinement { ruleset, hide } = rules::confinement(
+            confined,
+            self.workdir.root(),
+            &tmp.0,
+            self.workdir.home(),
+            &self.settings.extra_read,
+            &self.settings.extra_write,
+        )
+        .map_err(|(what, e)| setup(what, &e))?;
         let (reader, writer) = std::io::pipe().map_err(|e| setup("create a pipe", &e))?;
         let env: Vec<(OsString, OsString)> = child_env(
             std::env::vars_os(),

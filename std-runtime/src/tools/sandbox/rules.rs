@@ -116,3 +116,46 @@ pub fn kernel_abi() -> Option<u32> {
     };
     u32::try_from(v).ok().filter(|v| *v >= 1)
 }
+
+/// What confines one child process — a terminal command or a scheduled
+/// job's script — built in one place so the two cannot drift apart.
+#[derive(Debug, Default)]
+pub struct Confinement {
+    /// The Landlock ruleset to apply (`None`: not confined, or no Landlock).
+    pub ruleset: Option<OwnedFd>,
+    /// The Hermes home, hidden behind an empty mount when a grant would
+    /// otherwise cover it (its `.env` holds the credentials).
+    pub hide: Option<std::ffi::CString>,
+}
+
+/// The confinement of a child working in `root` with the private temp dir
+/// `tmp`: `root`, `tmp` and `extra_write` writable, the system and
+/// `extra_read` readable; `home` hidden if a grant covers it. `confined`
+/// false (the user opted out): nothing. An error names what could not be
+/// done and why.
+pub fn confinement(
+    confined: bool,
+    root: &Path,
+    tmp: &Path,
+    home: Option<&Path>,
+    extra_read: &[PathBuf],
+    extra_write: &[PathBuf],
+) -> Result<Confinement, (&'static str, String)> {
+    use std::os::unix::ffi::OsStrExt;
+
+    if !confined {
+        return Ok(Confinement::default());
+    }
+    let mut write = vec![root.to_path_buf(), tmp.to_path_buf()];
+    write.extend(extra_write.iter().cloned());
+    let grants = Grants::new(extra_read, write);
+    let hide = match home {
+        Some(home) if home.is_dir() && grants.covers(home) => Some(
+            std::ffi::CString::new(home.as_os_str().as_bytes())
+                .map_err(|e| ("hide the Hermes home", e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let ruleset = build(&grants).map_err(|e| ("build the Landlock ruleset", e.to_string()))?;
+    Ok(Confinement { ruleset, hide })
+}

@@ -124,6 +124,9 @@ pub(crate) struct State {
     pub buckets: HashMap<String, (Instant, u32)>,
     pub forced_429: VecDeque<(f64, bool)>,
     pub typing: Vec<String>,
+    /// Every message of every channel (users' and the bot's), whether a
+    /// Gateway connection saw it or not: what `GET …/messages` reads.
+    pub history: HashMap<String, Vec<Value>>,
     /// The next RESUME replays the whole session, not only what the client
     /// missed: Discord delivers at least once, and a client must cope.
     pub replay_all: bool,
@@ -281,6 +284,11 @@ impl FakeDiscord {
         let mentions_bot = m["mentions"]
             .as_array()
             .is_some_and(|a| a.iter().any(|u| u["id"] == BOT_ID));
+        {
+            let mut state = self.shared.state();
+            let channel = m["channel_id"].as_str().unwrap_or_default().to_owned();
+            state.history.entry(channel).or_default().push(m.clone());
+        }
         if intents & MESSAGE_CONTENT == 0 && in_guild && !mentions_bot {
             m["content"] = json!("");
         }

@@ -76,6 +76,24 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         Some((_, boundary)) => multipart(&bytes, boundary),
         None => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     };
+    // The CDN (no token: attachment URLs are signed by Discord).
+    if method == "GET" && path.starts_with("/attachments/") {
+        let mut state = shared.state();
+        state.cdn_requests.push((path.clone(), auth.clone()));
+        let file = state.cdn.get(&path).cloned();
+        drop(state);
+        shared.changed.notify_waiters();
+        return match file {
+            Some((mime, bytes)) => Response::builder()
+                .status(200)
+                .header("content-type", mime)
+                .body(Full::new(Bytes::from(bytes))),
+            None => Response::builder()
+                .status(404)
+                .body(Full::new(Bytes::new())),
+        }
+        .unwrap();
+    }
     let route = path.strip_prefix("/api/v10").unwrap_or("").to_owned();
     let o = if auth != format!("Bot {TOKEN}") || !shared.state().token_valid {
         out(401, json!({"message": "401: Unauthorized", "code": 0}))

@@ -566,6 +566,16 @@ impl Link<'_> {
                 if let Some((user, channel)) = accepted.dm_channel {
                     lock(&self.inner.dm_channels).insert(user, channel);
                 }
+                // A channel seen for the first time is marked just before
+                // this message: a kill before it is accepted leaves it to
+                // the next start's catch-up.
+                if let Some(id) = id
+                    && !self.inner.marks.tracks(&channel)
+                {
+                    self.inner
+                        .marks
+                        .advance(&channel, id.saturating_sub(1), &self.inner.gate);
+                }
                 // Returns once the runner made it durable (or dropped it
                 // as seen before).
                 (self.handler)(accepted.event);

@@ -15,6 +15,10 @@
 //!   start a new session (IDENTIFY after Discord's 1–5 s). A replayed
 //!   message is answered once: the runner's durable inbox remembers every
 //!   accepted message id (SPEC X5).
+//! - **Catch-up** ([`catchup`]): a new session (a restart, op 9) reads, in
+//!   the channels the bot has served, what was written since the newest
+//!   message it handled there (kept in the store), which Discord does not
+//!   replay; answered once like a replay.
 //! - **Fatal**: close code 4004 (the token), 4013/4014 (intents) and the
 //!   other non-recoverable codes stop the adapter with one error line that
 //!   says what to fix — no reconnect storm. Failed connections back off

@@ -449,7 +449,10 @@ pub fn build_adapters(
     {
         if let Some(built) = crate::discord::DiscordConfig::from_sources(&env, &settings.file) {
             let config = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(crate::discord::DiscordAdapter::new(config)));
+            adapters.push(Arc::new(crate::discord::DiscordAdapter::with_store(
+                config,
+                store.clone(),
+            )));
         }
     }
     #[cfg(feature = "wecom_callback")]

@@ -89,6 +89,13 @@ impl Model for Counting {
             })
             .collect();
         let last = users.last().copied().unwrap_or_default();
+        if last == "hello there" {
+            // A turn that takes a moment, as a real one does. An instant
+            // answer can end the turn before the typing task's first
+            // request, and then no typing is sent — on purpose: typing
+            // after the reply would show the bot typing once it answered.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
         let content = if last == "long" {
             long_answer()
         } else if last == "huge" {
@@ -211,9 +218,9 @@ async fn dms_are_answered_in_the_dm_as_a_reply_with_typing() {
     assert_eq!(posted[0].content, "1 seen; reply to: hello there");
     assert_eq!(posted[0].channel, b.fake.dm_channel(ALICE));
     assert_eq!(posted[0].reply_to.as_deref(), Some(id.as_str()));
-    // The runner starts the typing indicator beside the turn; with a model
-    // that answers at once its request may reach the server just after the
-    // reply, so it is waited for (bounded), not expected first.
+    // The runner starts the typing indicator beside the turn; its request
+    // may reach the server just after the reply, so it is waited for
+    // (bounded), not expected first.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !b.fake.typing().contains(&b.fake.dm_channel(ALICE)) {
         assert!(

@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{Connector, connect_async_tls_with_config};
 
+use super::catchup::{self, MAX_PAGES, PAGE};
 use super::inbound::{self, Rules};
 use super::rest::RestError;
 use super::{DiscordState, INTENTS, Inner, PLATFORM, lock};
@@ -439,7 +440,12 @@ impl Link<'_> {
                     if let Some(s) = payload["s"].as_u64() {
                         *self.seq = Some(s);
                     }
-                    self.dispatch(payload["t"].as_str().unwrap_or(""), &payload["d"]);
+                    let kind = payload["t"].as_str().unwrap_or("");
+                    self.dispatch(kind, &payload["d"]);
+                    // A new session: read what Discord will not replay.
+                    if kind == "READY" {
+                        self.catch_up().await;
+                    }
                 }
                 Some(1) => {
                     let beat = json!({"op": 1, "d": *self.seq}).to_string();
@@ -500,6 +506,37 @@ impl Link<'_> {
         }
     }
 
+    /// Reads, in every channel the bot has served, the messages after the
+    /// newest it handled there, and handles them like live ones (see
+    /// [`super::catchup`]).
+    async fn catch_up(&self) {
+        for (channel, mark) in self.inner.marks.load() {
+            let mut after = mark;
+            for _ in 0..MAX_PAGES {
+                let path = format!("/channels/{channel}/messages?after={after}&limit={PAGE}");
+                let page = match self.inner.rest.request("GET", &path, None).await {
+                    Ok(page) => page,
+                    Err(e) => {
+                        tracing::warn!(%channel, error = %e, "discord: cannot catch up in a channel");
+                        break;
+                    }
+                };
+                let full = page.as_array().is_some_and(|a| a.len() >= PAGE);
+                let messages = catchup::in_order(page, after);
+                if !messages.is_empty() {
+                    tracing::info!(%channel, count = messages.len(), "discord: catching up on messages sent while disconnected");
+                }
+                for m in &messages {
+                    self.message(m);
+                }
+                match messages.last().and_then(catchup::snowflake) {
+                    Some(newest) if full => after = newest,
+                    _ => break,
+                }
+            }
+        }
+    }
+
     fn message(&self, d: &Value) {
         let Some(bot_id) = lock(&self.inner.bot_id).clone() else {
             return;
@@ -516,20 +553,41 @@ impl Link<'_> {
             require_mention: self.inner.config.require_mention,
             free_response_channels: &self.inner.config.free_response_channels,
         };
-        match inbound::accept(msg, &rules) {
+        let channel = msg.channel_id.clone();
+        let id = msg.id.parse::<u64>().ok();
+        if !self.inner.gate.is_open() {
+            tracing::info!(
+                "discord: the bot's lease is gone; message left to the gateway that holds it"
+            );
+            return;
+        }
+        let handled = match inbound::accept(msg, &rules) {
             Ok(accepted) => {
                 if let Some((user, channel)) = accepted.dm_channel {
                     lock(&self.inner.dm_channels).insert(user, channel);
                 }
-                if self.inner.gate.is_open() {
-                    (self.handler)(accepted.event);
-                } else {
-                    tracing::info!(
-                        "discord: the bot's lease is gone; message left to the gateway that holds it"
-                    );
+                // A channel seen for the first time is marked just before
+                // this message: a kill before it is accepted leaves it to
+                // the next start's catch-up.
+                if let Some(id) = id
+                    && !self.inner.marks.tracks(&channel)
+                {
+                    self.inner
+                        .marks
+                        .advance(&channel, id.saturating_sub(1), &self.inner.gate);
                 }
+                // Returns once the runner made it durable (or dropped it
+                // as seen before).
+                (self.handler)(accepted.event);
+                true
             }
-            Err(why) => tracing::debug!(?why, "discord: message not for the bot"),
+            Err(why) => {
+                tracing::debug!(?why, "discord: message not for the bot");
+                self.inner.marks.tracks(&channel)
+            }
+        };
+        if handled && let Some(id) = id {
+            self.inner.marks.advance(&channel, id, &self.inner.gate);
         }
     }
 }

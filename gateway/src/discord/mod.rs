@@ -15,6 +15,10 @@
 //!   start a new session (IDENTIFY after Discord's 1–5 s). A replayed
 //!   message is answered once: the runner's durable inbox remembers every
 //!   accepted message id (SPEC X5).
+//! - **Catch-up** ([`catchup`]): a new session (a restart, op 9) reads, in
+//!   the channels the bot has served, what was written since the newest
+//!   message it handled there (kept in the store), which Discord does not
+//!   replay; answered once like a replay.
 //! - **Fatal**: close code 4004 (the token), 4013/4014 (intents) and the
 //!   other non-recoverable codes stop the adapter with one error line that
 //!   says what to fix — no reconnect storm. Failed connections back off
@@ -27,6 +31,7 @@
 //!   enforced nonce so a retry never posts it twice.
 //! - The token never reaches a log line, an error or a `Debug` output.
 
+mod catchup;
 mod check;
 mod conn;
 mod inbound;
@@ -50,6 +55,7 @@ use crate::lease::LeaseGate;
 use crate::split::{LengthUnit, split_message};
 use rest::{Rest, RestError};
 
+pub use catchup::MARK_KV_PREFIX;
 pub use check::{BotCheck, ENABLE_INTENT, check_bot};
 pub use settings::{DEFAULT_API_URL, DiscordConfig, DiscordConfigError};
 
@@ -98,6 +104,8 @@ struct Inner {
     dm_channels: Mutex<HashMap<String, String>>,
     nonces: AtomicU64,
     nonce_seed: u64,
+    /// The newest handled message per channel, for the catch-up.
+    marks: catchup::Marks,
 }
 
 impl Inner {
@@ -157,8 +165,20 @@ impl fmt::Debug for DiscordAdapter {
 }
 
 impl DiscordAdapter {
-    /// An adapter with `config`; nothing happens until `connect`.
+    /// An adapter with `config`; nothing happens until `connect`. It
+    /// catches up on what it missed while the connection was down only
+    /// within this process: see [`DiscordAdapter::with_store`].
     pub fn new(config: DiscordConfig) -> Self {
+        Self::with_store(config, None)
+    }
+
+    /// An adapter that keeps, in `store`, the newest message it handled in
+    /// each channel, and after a restart reads what was written there
+    /// since (messages Discord does not replay to a new session).
+    pub fn with_store(
+        config: DiscordConfig,
+        store: Option<Arc<Mutex<hermes_runtime::store::Store>>>,
+    ) -> Self {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(
@@ -170,6 +190,7 @@ impl DiscordAdapter {
         DiscordAdapter {
             inner: Arc::new(Inner {
                 rest: Rest::new(&config),
+                marks: catchup::Marks::new(store, &application_id(&config.token)),
                 config,
                 gate: LeaseGate::default(),
                 state,
@@ -264,6 +285,17 @@ impl DiscordAdapter {
     }
 }
 
+/// The first part of a bot token (the application id, base64); the secret
+/// part is never used.
+fn application_id(token: &str) -> String {
+    token
+        .split('.')
+        .next()
+        .filter(|p| !p.is_empty() && p.len() <= 64)
+        .unwrap_or("default")
+        .to_owned()
+}
+
 fn adapter_error(e: RestError) -> AdapterError {
     match e {
         RestError::Api {
@@ -302,14 +334,7 @@ impl PlatformAdapter for DiscordAdapter {
     /// The bot's application id is the first part of its token; the
     /// token itself is never named.
     fn bot_id(&self) -> String {
-        self.inner
-            .config
-            .token
-            .split('.')
-            .next()
-            .filter(|p| !p.is_empty() && p.len() <= 64)
-            .unwrap_or("default")
-            .to_owned()
+        application_id(&self.inner.config.token)
     }
 
     fn set_lease(&self, lease: Option<crate::lease::Held>) {

@@ -124,6 +124,13 @@ pub(crate) struct State {
     pub buckets: HashMap<String, (Instant, u32)>,
     pub forced_429: VecDeque<(f64, bool)>,
     pub typing: Vec<String>,
+    /// Every message of every channel (users' and the bot's), whether a
+    /// Gateway connection saw it or not: what `GET …/messages` reads.
+    pub history: HashMap<String, Vec<Value>>,
+    /// The CDN's files by path: (content type, bytes).
+    pub cdn: HashMap<String, (String, Vec<u8>)>,
+    /// Every CDN request: (path, its Authorization header).
+    pub cdn_requests: Vec<(String, String)>,
     /// The next RESUME replays the whole session, not only what the client
     /// missed: Discord delivers at least once, and a client must cope.
     pub replay_all: bool,
@@ -237,6 +244,44 @@ impl FakeDiscord {
         }))
     }
 
+    /// A user sends the bot a DM with a file: the bytes go on the fake's
+    /// CDN, the message carries Discord's attachment object, whose `size`
+    /// is `declared_size` (Discord's is the true size; a hostile or broken
+    /// payload may say less). Returns the message id.
+    pub fn dm_with_attachment(
+        &self,
+        user: &str,
+        text: &str,
+        file: (&str, &str, Vec<u8>),
+        declared_size: usize,
+    ) -> String {
+        let (name, mime, bytes) = file;
+        let channel = self.dm_channel(user);
+        let base = self.shared.api_url.trim_end_matches("/api/v10").to_owned();
+        let path = {
+            let mut state = self.shared.state();
+            let id = Shared::snowflake(&mut state);
+            let path = format!("/attachments/{channel}/{id}/{name}");
+            state.cdn.insert(path.clone(), (mime.to_owned(), bytes));
+            path
+        };
+        let attachment = json!({
+            "id": path.rsplit('/').nth(1), "filename": name, "size": declared_size,
+            "url": format!("{base}{path}"), "proxy_url": format!("{base}{path}"),
+            "content_type": mime,
+        });
+        self.message(json!({
+            "channel_id": channel, "content": text, "mentions": [],
+            "author": {"id": user, "username": format!("user{user}")},
+            "attachments": [attachment],
+        }))
+    }
+
+    /// The CDN requests so far: (path, Authorization header).
+    pub fn cdn_requests(&self) -> Vec<(String, String)> {
+        self.shared.state().cdn_requests.clone()
+    }
+
     /// A message from another bot in a server channel, mentioning ours.
     pub fn bot_message(&self, channel: &str, text: &str) -> String {
         self.add_channel(channel);
@@ -272,7 +317,9 @@ impl FakeDiscord {
         m["id"] = json!(id);
         m["type"] = json!(0);
         m["timestamp"] = json!("2026-01-01T00:00:00.000000+00:00");
-        m["attachments"] = json!([]);
+        if m.get("attachments").is_none() {
+            m["attachments"] = json!([]);
+        }
         m["embeds"] = json!([]);
         m["tts"] = json!(false);
         m["mention_everyone"] = json!(false);
@@ -281,6 +328,11 @@ impl FakeDiscord {
         let mentions_bot = m["mentions"]
             .as_array()
             .is_some_and(|a| a.iter().any(|u| u["id"] == BOT_ID));
+        {
+            let mut state = self.shared.state();
+            let channel = m["channel_id"].as_str().unwrap_or_default().to_owned();
+            state.history.entry(channel).or_default().push(m.clone());
+        }
         if intents & MESSAGE_CONTENT == 0 && in_guild && !mentions_bot {
             m["content"] = json!("");
         }

@@ -51,6 +51,7 @@ fn out(status: u16, body: Value) -> Out {
 async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or_default().to_owned();
     let auth = req
         .headers()
         .get("authorization")
@@ -75,11 +76,29 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         Some((_, boundary)) => multipart(&bytes, boundary),
         None => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     };
+    // The CDN (no token: attachment URLs are signed by Discord).
+    if method == "GET" && path.starts_with("/attachments/") {
+        let mut state = shared.state();
+        state.cdn_requests.push((path.clone(), auth.clone()));
+        let file = state.cdn.get(&path).cloned();
+        drop(state);
+        shared.changed.notify_waiters();
+        return match file {
+            Some((mime, bytes)) => Response::builder()
+                .status(200)
+                .header("content-type", mime)
+                .body(Full::new(Bytes::from(bytes))),
+            None => Response::builder()
+                .status(404)
+                .body(Full::new(Bytes::new())),
+        }
+        .unwrap();
+    }
     let route = path.strip_prefix("/api/v10").unwrap_or("").to_owned();
     let o = if auth != format!("Bot {TOKEN}") || !shared.state().token_valid {
         out(401, json!({"message": "401: Unauthorized", "code": 0}))
     } else {
-        route_request(shared, &method, &route, &body)
+        route_request(shared, &method, &route, &query, &body)
     };
     {
         let mut state = shared.state();
@@ -105,7 +124,7 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     .unwrap()
 }
 
-fn route_request(shared: &Shared, method: &str, route: &str, body: &Value) -> Out {
+fn route_request(shared: &Shared, method: &str, route: &str, query: &str, body: &Value) -> Out {
     let parts: Vec<&str> = route.trim_start_matches('/').split('/').collect();
     match (method, parts.as_slice()) {
         ("GET", ["gateway", "bot"]) => out(
@@ -159,6 +178,7 @@ fn route_request(shared: &Shared, method: &str, route: &str, body: &Value) -> Ou
             }
         }
         ("POST", ["channels", channel, "messages"]) => create_message(shared, channel, body),
+        ("GET", ["channels", channel, "messages"]) => list_messages(shared, channel, query),
         _ => out(404, json!({"message": "404: Not Found", "code": 0})),
     }
 }
@@ -266,6 +286,11 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
     if let Some(n) = nonce {
         state.nonces.insert(n, message.clone());
     }
+    state
+        .history
+        .entry(channel.to_owned())
+        .or_default()
+        .push(message.clone());
     state.posted.push(Posted {
         id,
         channel: channel.to_owned(),
@@ -278,6 +303,62 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
         headers,
         body: Some(message),
     }
+}
+
+/// `GET /channels/{id}/messages` as Discord answers it: `limit` 1–100
+/// (default 50, else 400); with `after`, the `limit` messages that follow
+/// that id; with neither, the newest `limit`; always newest first.
+fn list_messages(shared: &Shared, channel: &str, query: &str) -> Out {
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+    };
+    let limit = match param("limit").map(|l| l.parse::<usize>()) {
+        None => 50,
+        Some(Ok(l)) if (1..=100).contains(&l) => l,
+        _ => {
+            return out(
+                400,
+                json!({"message": "Invalid Form Body", "code": 50035, "errors": {"limit": {"_errors": [
+                {"code": "NUMBER_TYPE_MAX", "message": "int value should be less than or equal to 100."}]}}}),
+            );
+        }
+    };
+    let after = match param("after").map(|a| a.parse::<u64>()) {
+        None => None,
+        Some(Ok(a)) => Some(a),
+        Some(Err(_)) => {
+            return out(
+                400,
+                json!({"message": "Invalid Form Body", "code": 50035, "errors": {"after": {"_errors": [
+                {"code": "NUMBER_TYPE_COERCE", "message": "Value is not snowflake."}]}}}),
+            );
+        }
+    };
+    let state = shared.state();
+    if !state.channels.contains(channel) {
+        return unknown_channel();
+    }
+    let id = |m: &Value| {
+        m["id"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut all: Vec<Value> = state.history.get(channel).cloned().unwrap_or_default();
+    all.sort_by_key(id);
+    let mut page: Vec<Value> = match after {
+        Some(a) => all.into_iter().filter(|m| id(m) > a).take(limit).collect(),
+        None => {
+            let skip = all.len().saturating_sub(limit);
+            all.into_iter().skip(skip).collect()
+        }
+    };
+    page.reverse();
+    out(200, Value::Array(page))
 }
 
 /// The parts of a `multipart/form-data` body (RFC 7578).

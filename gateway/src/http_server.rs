@@ -1,5 +1,6 @@
 //! The one HTTP/1 accept loop of the gateway's servers (the WeCom app's
-//! callback endpoint and the OpenAI-compatible API server): hyper 1
+//! callback endpoint, the OpenAI-compatible API server, `/healthz` and
+//! `/metrics`): hyper 1
 //! `http1` + hyper-util, a cap on open connections, a deadline for each
 //! request head, a bounded read buffer and a graceful stop.
 //!

@@ -24,7 +24,11 @@ pub mod discord;
 pub mod event;
 #[doc(hidden)]
 pub mod fuzz_entry;
-#[cfg(any(feature = "api_server", feature = "wecom_callback"))]
+#[cfg(any(
+    feature = "api_server",
+    feature = "wecom_callback",
+    feature = "metrics"
+))]
 mod http_server;
 pub mod inbox;
 pub mod lease;

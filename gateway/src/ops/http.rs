@@ -1,23 +1,21 @@
 //! `GET /healthz` and `GET /metrics` on a loopback port (issue 31, item 9),
-//! served with hyper 1 like the API server. Off unless
+//! served by the gateway's one accept loop ([`crate::http_server`]). Off unless
 //! `[gateway] metrics_port` / `GATEWAY_METRICS_PORT` is set; always bound
 //! to 127.0.0.1 — a scraper elsewhere goes through the operator's own
 //! proxy. No request reads a body; nothing here changes the gateway.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+use crate::http_server::{self, Limits};
 
 /// The running endpoint.
 #[derive(Debug)]
@@ -55,41 +53,17 @@ impl OpsServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, mut stop: watch::Receiver<bool>) {
-    // A scrape is one small request: a few at a time is plenty.
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(8));
-    loop {
-        let permit = tokio::select! {
-            p = std::sync::Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-            _ = stop.changed() => return,
-        };
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = stop.changed() => return,
-        };
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(5))
-            .max_buf_size(16 * 1024)
-            .serve_connection(
-                TokioIo::new(stream),
-                service_fn(|req| async move { Ok::<_, Infallible>(respond(&req)) }),
-            );
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
-        });
-    }
+async fn accept_loop(listener: TcpListener, stop: watch::Receiver<bool>) {
+    let limits = Limits {
+        name: "metrics endpoint",
+        // A scrape is one small request: a few at a time is plenty.
+        max_connections: 8,
+        header_timeout: Duration::from_secs(5),
+        max_buf_size: 16 * 1024,
+        shutdown_grace: Duration::from_secs(1),
+    };
+    let answer = |req: Request<Incoming>, _peer| async move { respond(&req) };
+    http_server::serve(listener, limits, answer, stop).await;
 }
 
 fn respond(req: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -43,7 +43,7 @@ SIZE_AARCH64_LIMIT=13700000    # estimated 12.95 MB from x86_64 (aarch64 was 0.9
 RSS_ONESHOT_TARGET_KIB=8000
 RSS_ONESHOT_LIMIT_KIB=12100    # measured 11,452 KiB after the third wave (10,200-10,768 before; most of it mapped pages); +~6 %
 RSS_IDLE_GATEWAY_TARGET_KIB=10000
-RSS_IDLE_GATEWAY_LIMIT_KIB=14400  # measured 13,428-13,720 KiB after the third wave (11,816 before); +~5 %
+RSS_IDLE_GATEWAY_LIMIT_KIB=15100  # measured 13,968-14,344 KiB after the second session of the third wave (13,428-13,720 after the first; 11,816 before): the status-file and metrics tasks; +~5 %
 CPU_ITERATION_TARGET_US=150    # reported only
 
 check=0

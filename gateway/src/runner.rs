@@ -64,8 +64,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use hermes_core::{Agent, Clock, InterruptFlag};
-use hermes_runtime::pricing::PriceList;
+use hermes_core::{Clock, InterruptFlag};
 use hermes_runtime::store::{BackendKind, Store, StoreError};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
@@ -79,7 +78,6 @@ use crate::dedup::Dedup;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::{Inbox, InboxError};
 use crate::lease::LeaseTiming;
-use crate::media::MediaServices;
 use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
@@ -90,6 +88,7 @@ mod chat_prefs;
 mod cluster;
 mod commands;
 mod context;
+mod factory;
 mod fetch;
 mod intake;
 mod lifecycle;
@@ -99,6 +98,7 @@ mod recovery;
 mod steer;
 mod turn;
 
+pub use factory::{AgentFactory, BuildOptions, FactoryError};
 pub use fetch::DOWNLOAD_TIMEOUT;
 pub use lifecycle::{last_daily_boundary, system_utc_offset};
 pub use progress::{StreamEvent, TYPING_INTERVAL};
@@ -130,100 +130,6 @@ pub const STOPPED_NOTICE: &str = "⏹ The gateway was stopped before this answer
 pub const INTERRUPT_NOTICE: &str = "⏳ Interrupting the current reply to answer your new message…";
 /// Sent when a message arrives for a busy session in queue mode.
 pub const QUEUE_NOTICE: &str = "⏳ Your message is queued; I'll answer it after the current reply.";
-
-/// Why an agent could not be built for a session. Reported to the user and
-/// logged; the user's message is already stored.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct FactoryError(pub String);
-
-/// Builds agents for sessions. The real one (`hermes gateway run`) uses the
-/// provider client, the built-in tools and the assembled system prompt;
-/// tests use a scripted model.
-pub trait AgentFactory: Send + Sync {
-    /// The model a new session starts with.
-    fn default_model(&self) -> String;
-
-    /// The config signature of an agent on `model` (SPEC G4): everything that
-    /// makes two agents differ — model, provider, base URL, a hash of the API
-    /// key, toolsets. Never the key itself.
-    fn signature(&self, model: &str) -> String;
-
-    /// Assembles the system prompt of a new session (once per session; it is
-    /// stored and reused byte-for-byte afterwards, SPEC L6).
-    fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError>;
-
-    /// Builds an agent for the stored session `session_id`. It must hold no
-    /// transcript; per-session tool state (the todo list) is keyed by the
-    /// session id outside the agent, so dropping the agent loses nothing.
-    fn build(
-        &self,
-        session_id: &str,
-        model: &str,
-        system_prompt: &str,
-    ) -> Result<Agent, FactoryError>;
-
-    /// [`AgentFactory::build`] with a chat's own settings (`/reasoning`).
-    /// The default ignores them.
-    fn build_with(
-        &self,
-        session_id: &str,
-        model: &str,
-        system_prompt: &str,
-        _options: &BuildOptions,
-    ) -> Result<Agent, FactoryError> {
-        self.build(session_id, model, system_prompt)
-    }
-
-    /// The personalities `/personality` offers (the built-in ones unless
-    /// overridden).
-    fn personalities(&self) -> crate::personality::Personalities {
-        crate::personality::Personalities::built_in()
-    }
-
-    /// Where the context window of `model` came from, for `/status`
-    /// (`provider metadata (GET …/props n_ctx)`); `None` when unknown.
-    fn window_detail(&self, _model: &str) -> Option<String> {
-        None
-    }
-
-    /// What turns photos, voice notes and files into the user message
-    /// (SPEC X6); `None`: media are not downloaded, the model reads a note
-    /// that they were not processed.
-    fn media(&self) -> Option<Arc<MediaServices>> {
-        None
-    }
-
-    /// Where the agents' terminals ask for approval of dangerous commands
-    /// (SPEC X7): the runner sends the questions to the session's chat and
-    /// routes `/approve` and `/deny` to it. `None` (the default): nobody is
-    /// asked; the tools decide alone (they deny such commands unless
-    /// approvals are off).
-    fn approvals(&self) -> Option<Arc<ApprovalHub>> {
-        None
-    }
-
-    /// The skills its agents are offered, for `/skills` (SPEC Y8; none
-    /// unless overridden). Reads a few small files.
-    fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {
-        Vec::new()
-    }
-
-    /// The prices of the models its agents use, for `/usage` (none unless
-    /// overridden). May fetch a price list; never called with the store
-    /// locked.
-    fn prices(&self, _store: &Mutex<Store>, _now_ms: u64) -> PriceList {
-        PriceList::default()
-    }
-}
-
-/// A chat's own settings for the agents built for it (SPEC Y5).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BuildOptions {
-    /// `/reasoning EFFORT`: the reasoning effort asked of the provider
-    /// instead of the configured one.
-    pub reasoning_effort: Option<String>,
-}
 
 /// Local-time offset from UTC, in seconds, at a given instant (ms since the
 /// epoch). Injectable so tests do not depend on the machine's time zone.

@@ -2,6 +2,8 @@
 //! with SQLite's word rules (`fts.rs`), matched with a `tsquery` built the
 //! same way, ranked by `ts_rank`.
 
+use std::collections::HashSet;
+
 use hermes_core::Role;
 
 use super::{Postgres, from_db, fts};
@@ -20,6 +22,40 @@ const SEARCH_IN: &str = "SELECT m.session_id, m.seq, m.role, m.content \
      AND m.session_id <> $5 \
      ORDER BY ts_rank(m.search, q.q) DESC, m.id LIMIT $2";
 
+/// One matching message as read: session id, seq, role, content.
+type MatchRow = (String, i64, String, Option<String>);
+
+fn decode(row: &postgres::Row) -> Result<MatchRow, StoreError> {
+    Ok((
+        row.try_get::<_, String>(0)?,
+        row.try_get::<_, i64>(1)?,
+        row.try_get::<_, String>(2)?,
+        row.try_get::<_, Option<String>>(3)?,
+    ))
+}
+
+/// The hits of `rows`, each with a snippet around `terms`.
+fn hits(rows: Vec<MatchRow>, terms: &HashSet<String>) -> Result<Vec<SearchHit>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for (session_id, seq, role, content) in rows {
+        let Some(role) = Role::parse(&role) else {
+            return Err(StoreError::Corrupt {
+                session_id,
+                what: format!("message {seq} has unknown role {role:?}"),
+            });
+        };
+        let seq = from_i64(&session_id, "seq", seq)?;
+        let snippet = content.map_or_else(String::new, |c| fts::snippet(&from_db(&c), terms));
+        out.push(SearchHit {
+            session_id,
+            seq,
+            role,
+            snippet,
+        });
+    }
+    Ok(out)
+}
+
 impl Search for Postgres {
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         let Some((tsquery, terms)) = fts::query(query) else {
@@ -37,34 +73,10 @@ impl Search for Postgres {
             )?;
             let rows = session.client.query(&stmt, &[&tsquery, &limit])?;
             rows.iter()
-                .map(|row| {
-                    Ok((
-                        row.try_get::<_, String>(0)?,
-                        row.try_get::<_, i64>(1)?,
-                        row.try_get::<_, String>(2)?,
-                        row.try_get::<_, Option<String>>(3)?,
-                    ))
-                })
+                .map(decode)
                 .collect::<Result<Vec<_>, StoreError>>()
         })?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (session_id, seq, role, content) in rows {
-            let Some(role) = Role::parse(&role) else {
-                return Err(StoreError::Corrupt {
-                    session_id,
-                    what: format!("message {seq} has unknown role {role:?}"),
-                });
-            };
-            let seq = from_i64(&session_id, "seq", seq)?;
-            let snippet = content.map_or_else(String::new, |c| fts::snippet(&from_db(&c), &terms));
-            out.push(SearchHit {
-                session_id,
-                seq,
-                role,
-                snippet,
-            });
-        }
-        Ok(out)
+        hits(rows, &terms)
     }
 
     fn search_in(
@@ -90,34 +102,10 @@ impl Search for Postgres {
                 .client
                 .query(&stmt, &[&tsquery, &limit, &kind, &value, &exclude])?;
             rows.iter()
-                .map(|row| {
-                    Ok((
-                        row.try_get::<_, String>(0)?,
-                        row.try_get::<_, i64>(1)?,
-                        row.try_get::<_, String>(2)?,
-                        row.try_get::<_, Option<String>>(3)?,
-                    ))
-                })
+                .map(decode)
                 .collect::<Result<Vec<_>, StoreError>>()
         })?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (session_id, seq, role, content) in rows {
-            let Some(role) = Role::parse(&role) else {
-                return Err(StoreError::Corrupt {
-                    session_id,
-                    what: format!("message {seq} has unknown role {role:?}"),
-                });
-            };
-            let seq = from_i64(&session_id, "seq", seq)?;
-            let snippet = content.map_or_else(String::new, |c| fts::snippet(&from_db(&c), &terms));
-            out.push(SearchHit {
-                session_id,
-                seq,
-                role,
-                snippet,
-            });
-        }
-        Ok(out)
+        hits(rows, &terms)
     }
 
     fn catch_up_search_index(&self) -> Result<u64, StoreError> {

@@ -265,8 +265,10 @@ impl Drop for AsyncBridge {
 /// Runs a blocking wait. On a worker thread of a multi-thread runtime the wait
 /// goes through `block_in_place`, so the worker's other tasks (possibly the
 /// very task being waited for) move to another thread instead of starving.
-/// On a plain thread or a `spawn_blocking` thread it is a plain call.
-fn wait_outside_runtime<R>(f: impl FnOnce() -> R) -> R {
+/// On a plain thread, a `spawn_blocking` thread or a current-thread
+/// runtime (where `block_in_place` is not allowed) it is a plain call.
+/// The gateway runs its brief store I/O from async tasks through it too.
+pub fn wait_outside_runtime<R>(f: impl FnOnce() -> R) -> R {
     match Handle::try_current() {
         Ok(current) if current.runtime_flavor() == RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)

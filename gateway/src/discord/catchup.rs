@@ -21,9 +21,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use hermes_runtime::bridge::wait_outside_runtime as blocking;
 use hermes_runtime::store::{KvWrite, Store, StoreError};
 use serde_json::Value;
-use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::lock;
 use crate::lease::LeaseGate;
@@ -36,17 +36,6 @@ pub(crate) const PAGE: usize = 100;
 /// meanwhile): a channel busier than that while the gateway was down is
 /// read on from its newest mark after the next READY.
 pub(crate) const MAX_PAGES: usize = 20;
-
-/// Runs `f`, which does store I/O, off the async workers when it can.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let multi_thread =
-        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if multi_thread {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
-    }
-}
 
 /// The newest handled message per channel, in memory and in the store.
 pub(crate) struct Marks {

@@ -4,8 +4,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
-use tokio::runtime::{Handle, RuntimeFlavor};
-
 use super::{
     INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, Slot, State, Work, duration_ms, lock,
 };
@@ -34,20 +32,9 @@ pub(super) fn drop_queued_messages(slot: &mut Slot) -> Vec<u64> {
     dropped
 }
 
-/// Runs `f`, which blocks briefly on SQLite, from an adapter's task: on a
-/// multi-thread runtime under [`tokio::task::block_in_place`] (the worker's
-/// other tasks move to another thread meanwhile instead of stalling);
-/// elsewhere (a plain thread, a blocking-pool thread, a current-thread
-/// runtime, where `block_in_place` is not allowed) it simply runs.
-pub(super) fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let multi_thread =
-        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if multi_thread {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
-    }
-}
+/// Runs `f`, which blocks briefly on SQLite, from an adapter's task:
+/// under `block_in_place` on a multi-thread runtime, else a plain call.
+pub(super) use hermes_runtime::bridge::wait_outside_runtime as blocking;
 
 impl Inner {
     /// Sends `text` in the background (notices, refusals, command replies).

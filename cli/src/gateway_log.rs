@@ -16,7 +16,7 @@ use hermes_gateway::config::LogFormat;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -27,7 +27,7 @@ const OWN_CRATES: &[&str] = &["hermes", "hermes_gateway", "hermes_runtime", "her
 
 /// The filter for a level or filter `spec` (`None`: the default, `info`).
 /// `source` names where the spec came from, for the error.
-pub fn filter(spec: Option<&str>, source: &str) -> Result<EnvFilter, String> {
+pub fn filter(spec: Option<&str>, source: &str) -> Result<Targets, String> {
     let spec = spec
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -53,16 +53,20 @@ pub fn filter(spec: Option<&str>, source: &str) -> Result<EnvFilter, String> {
         let own: Vec<String> = OWN_CRATES.iter().map(|c| format!("{c}={level}")).collect();
         format!("{libraries},{}", own.join(","))
     };
-    EnvFilter::try_new(&directives)
+    directives
+        .parse::<Targets>()
         .map_err(|e| format!("{source}: `{spec}` is not a log filter: {e}"))
 }
 
 /// Installs the gateway's subscriber, writing to stderr.
-pub fn init(format: LogFormat, filter: EnvFilter) {
+pub fn init(format: LogFormat, filter: Targets) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .event_format(Line { format })
+        .finish()
+        .with(filter)
         .try_init();
 }
 

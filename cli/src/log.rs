@@ -8,8 +8,10 @@ use std::fmt::{self, Write as _};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::term::{LogWriter, term};
@@ -24,16 +26,21 @@ pub fn init(quiet: bool) {
 /// (`tracing::subscriber::with_default`).
 pub fn subscriber(quiet: bool) -> impl Subscriber + Send + Sync + 'static {
     let from_env = std::env::var("RUST_LOG").is_ok_and(|v| !v.is_empty());
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(if quiet { "error" } else { "warn" })
-    });
+    // `target=level` lists (`hermes_runtime=debug,warn`); a filter that does
+    // not parse falls back to the default, as before.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| {
+            Targets::new().with_default(if quiet { Level::ERROR } else { Level::WARN })
+        });
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_writer(LogWriter::default)
         .event_format(Human {
             all_fields: from_env,
         })
         .finish()
+        .with(filter)
 }
 
 /// The event formatter.

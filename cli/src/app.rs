@@ -189,6 +189,7 @@ impl Workbench {
             context: Some(self.context.clone()),
             session_id: self.session_id.clone(),
             store: Some(Arc::clone(&self.store)),
+            outbox: Some(Arc::new(crate::display::PrintedFiles)),
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;

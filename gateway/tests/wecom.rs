@@ -282,6 +282,7 @@ async fn a_file_is_uploaded_in_chunks_and_sent_as_a_file_message() {
         file_name: "reply.md".into(),
         content: content.clone(),
         caption: "ignored: WeCom files have no caption".into(),
+        ..OutgoingFile::default()
     };
     adapter.send_file("alice", &file, None).await.unwrap();
     assert_eq!(

@@ -31,7 +31,7 @@ pub fn offered(toolsets: Option<&[String]>) -> bool {
 }
 
 /// How a file is shown in the chat.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FileKind {
     /// A picture shown inline (Telegram `sendPhoto`).
     Photo,
@@ -40,6 +40,7 @@ pub enum FileKind {
     /// A voice note (`sendVoice`, Ogg/Opus): spoken replies.
     Voice,
     /// Anything else, as a file to download (`sendDocument`).
+    #[default]
     Document,
 }
 

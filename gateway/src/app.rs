@@ -217,9 +217,11 @@ impl RuntimeAgentFactory {
             ),
             cron: std::sync::OnceLock::new(),
             session_store: std::sync::OnceLock::new(),
-            speech: settings.media.tts.clone().map(|tts| {
-                Arc::new(hermes_runtime::media::tts::Speaker::new(tts))
-            }),
+            speech: settings
+                .media
+                .tts
+                .clone()
+                .map(|tts| Arc::new(hermes_runtime::media::tts::Speaker::new(tts))),
             files: crate::outbox::FileHub::new(),
         };
         let client = factory.client(&settings.provider.model)?;

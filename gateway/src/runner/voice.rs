@@ -97,7 +97,10 @@ impl Inner {
                 self.send(platform, chat, &notice, Some(reply_to)).await;
             }
         }
-        match self.speak(&plan.speaker, spoken, platform, chat, reply_to).await {
+        match self
+            .speak(&plan.speaker, spoken, platform, chat, reply_to)
+            .await
+        {
             Ok(()) => pieces + 1,
             Err(e) => {
                 tracing::warn!(platform, chat, error = %e, "the spoken reply failed; the answer went as text");
@@ -141,7 +144,9 @@ impl Inner {
         let size = speech.audio.len() as u64;
         let limit = adapter.max_upload_bytes(kind);
         if size > limit {
-            return Err(format!("{size} bytes of speech; the platform takes {limit}"));
+            return Err(format!(
+                "{size} bytes of speech; the platform takes {limit}"
+            ));
         }
         let file = OutgoingFile {
             file_name: format!("reply.{}", speech.format.extension()),
@@ -252,7 +257,10 @@ impl FileSender for ChatFiles {
     fn limit(&self, route: &FileRoute, kind: FileKind) -> Result<u64, String> {
         let (_, adapter) = self.adapter(route)?;
         if !adapter.can_send_files() {
-            return Err(format!("{} chats take no files from the bot", route.platform));
+            return Err(format!(
+                "{} chats take no files from the bot",
+                route.platform
+            ));
         }
         Ok(adapter.max_upload_bytes(kind))
     }

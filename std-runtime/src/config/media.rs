@@ -6,11 +6,11 @@ use std::fmt;
 use std::time::Duration;
 
 use super::resolve::Resolver;
+use super::{ConfigError, Origin, mask, redact_url, validate_url};
 use crate::media::tts::{
     AudioFormat, DEFAULT_TTS_MAX_CHARS, DEFAULT_TTS_MODEL, DEFAULT_TTS_TIMEOUT, DEFAULT_TTS_VOICE,
     TtsSettings,
 };
-use super::{ConfigError, Origin, mask, redact_url, validate_url};
 
 /// The transcription model when `[transcription] model` is not set
 /// (OpenAI's; whisper.cpp and faster-whisper servers accept any name).

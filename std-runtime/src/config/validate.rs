@@ -151,7 +151,10 @@ pub const SECTIONS: &[Section] = &[
             key("api_key", Kind::Str),
             key("model", Kind::Str),
             key("voice", Kind::Str),
-            key("format", Kind::OneOf(&["opus", "mp3", "aac", "flac", "wav"])),
+            key(
+                "format",
+                Kind::OneOf(&["opus", "mp3", "aac", "flac", "wav"]),
+            ),
             key("max_chars", Kind::PositiveInt),
             key("timeout_secs", Kind::PositiveInt),
         ]),

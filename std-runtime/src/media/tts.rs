@@ -372,8 +372,7 @@ fn strip_inline(line: &str) -> String {
             rest = &rest[close + end + 1..];
             continue;
         }
-        if rest.starts_with("http://") || rest.starts_with("https://") || rest.starts_with("www.")
-        {
+        if rest.starts_with("http://") || rest.starts_with("https://") || rest.starts_with("www.") {
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
             rest = &rest[end..];
             continue;

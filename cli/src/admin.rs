@@ -323,6 +323,17 @@ pub fn doctor(settings: &Settings) -> i32 {
             },
         }
     }
+    // Spoken replies (`[tts]`): one short sentence asked of the service.
+    if let Some(tts) = &settings.media.tts {
+        match hermes_runtime::media::tts::Speaker::new(tts.clone()).check() {
+            Ok(line) => check(true, line, ""),
+            Err(e) => check(
+                false,
+                e.to_string(),
+                "check [tts] base_url, model and voice, and HERMES_TTS_API_KEY if the service wants a key",
+            ),
+        }
+    }
     for name in ["SOUL.md", "MEMORY.md", "USER.md"] {
         let path = settings.home.join(name);
         match std::fs::metadata(&path) {

@@ -329,3 +329,89 @@ async fn send_file_refuses_the_homes_secrets_even_from_a_workdir_holding_the_hom
     assert!(gw.fake.uploads("sendDocument").is_empty());
     gw.runner.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_text_false_sends_the_voice_alone_unless_the_answer_was_cut() {
+    let speech = SpeechService::start();
+    let long = "This answer has many sentences. ".repeat(20);
+    let answer_for = long.clone();
+    let gw = gateway(Setup {
+        config_toml: format!(
+            "[tts]\nbase_url = \"{}\"\nmax_chars = 100\n[gateway]\nvoice_replies = \"always\"\nvoice_text = false\n",
+            speech.base_url
+        ),
+        responder: Arc::new(move |request: &Value| {
+            let text = request.to_string();
+            if text.contains("tell me everything") {
+                Reply::text(answer_for.clone())
+            } else {
+                Reply::text("Short and sweet.")
+            }
+        }),
+        ..Setup::default()
+    })
+    .await;
+    gw.send(101, json!({"text": "hi"}));
+    let sent = uploads(&gw, "sendVoice", 1).await;
+    assert_eq!(part(&sent[0], "voice").data, SPEECH);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        gw.fake.requests("sendMessage").is_empty(),
+        "the voice alone"
+    );
+    assert_eq!(speech.requests()[0]["input"], "Short and sweet.");
+
+    gw.send(102, json!({"text": "tell me everything"}));
+    uploads(&gw, "sendVoice", 2).await;
+    let texts = gw.replies(1).await;
+    assert_eq!(
+        texts[0].trim(),
+        long.trim(),
+        "cut short aloud: the text too"
+    );
+    let spoken = speech.requests()[1]["input"].as_str().unwrap().to_owned();
+    assert!(
+        spoken.len() <= 100 && spoken.ends_with("sentences."),
+        "{spoken}"
+    );
+    gw.runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_over_telegrams_limit_is_refused_before_the_upload() {
+    let gw = gateway(Setup {
+        toolsets: "send_file",
+        responder: calls(vec![("send_file", json!({"path": "huge.png"}).to_string())]),
+        ..Setup::default()
+    })
+    .await;
+    let mut png = telegram_gateway::PNG.to_vec();
+    png.resize(10_000_001, 0);
+    std::fs::write(gw.work.path().join("huge.png"), &png).unwrap();
+    gw.send(111, json!({"text": "send the picture"}));
+    assert_eq!(gw.replies(1).await[0], "done");
+    let result = &tool_results(&gw)[0];
+    assert!(
+        result.contains("10000001 bytes") && result.contains("a photo of at most 10000000 bytes"),
+        "{result}"
+    );
+    assert!(gw.fake.uploads("sendPhoto").is_empty());
+    gw.runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_only_with_the_speech_service_down_sends_the_text_and_one_line() {
+    let gw = gateway(Setup {
+        config_toml: format!(
+            "[tts]\nbase_url = \"{}\"\n[gateway]\nvoice_replies = \"always\"\nvoice_text = false\n",
+            SpeechService::down()
+        ),
+        ..Setup::default()
+    })
+    .await;
+    gw.send(121, json!({"text": "hi"}));
+    let texts = gw.replies(2).await;
+    assert_eq!(texts, ["I read your message.", VOICE_FAILED]);
+    assert!(gw.fake.uploads("sendVoice").is_empty());
+    gw.runner.shutdown().await;
+}

@@ -285,10 +285,29 @@ impl RuntimeAgentFactory {
             context,
             session_id: session_id.map(str::to_owned),
             store: self.session_store.get().cloned(),
-            outbox: session_id.map(|id| self.files.outbox(id)),
+            outbox: session_id.and_then(|id| self.chat_outbox(id)),
         };
         assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+
+    /// Where `send_file` of `session_id` sends: its chat. A session with
+    /// no chat — the API server's, a scheduled job's run — is not offered
+    /// the tool.
+    fn chat_outbox(&self, session_id: &str) -> Option<Arc<dyn hermes_runtime::tools::FileOutbox>> {
+        if let Some(store) = self.session_store.get() {
+            let record = store
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .session(session_id);
+            if let Ok(Some(s)) = record
+                && (s.platform.as_deref() == Some("api_server")
+                    || hermes_runtime::cron::is_cron_session(s.session_key.as_deref()))
+            {
+                return None;
+            }
+        }
+        Some(self.files.outbox(session_id))
     }
 
     /// The todo list of `session_id`.

@@ -115,6 +115,18 @@ pub fn config_show(settings: &Settings) {
             .as_deref()
             .map_or_else(String::new, |u| format!("  ({u})"))
     );
+    if let Some(tts) = &settings.media.tts {
+        println!(
+            "speech           {}  (model {}, voice {}, {}; key {})",
+            hermes_runtime::config::redact_url(&tts.base_url),
+            tts.model,
+            tts.voice,
+            tts.format.api_name(),
+            tts.api_key
+                .as_deref()
+                .map_or_else(|| "none".to_owned(), mask)
+        );
+    }
     if !settings.mcp_servers.is_empty() {
         let names: Vec<&str> = settings
             .mcp_servers

@@ -28,6 +28,15 @@ fn doctor_checks_the_speech_service() {
     );
     assert!(!stdout(&o).contains("sk-tts-0123456789") && !stderr(&o).contains("sk-tts-0123456789"));
     assert_eq!(speech.requests()[0]["input"], "Hermes speech check.");
+    let o = env.run(&provider.base_url(), &["config", "show"]);
+    assert!(
+        stdout(&o).contains(&format!(
+            "speech           {}  (model tts-1, voice alloy, opus; key sk-…6789)",
+            speech.base_url
+        )) && !stdout(&o).contains("sk-tts-0123456789"),
+        "{}",
+        stdout(&o)
+    );
 
     env.write_home(
         "config.toml",

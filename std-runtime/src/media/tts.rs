@@ -176,10 +176,20 @@ impl fmt::Debug for Speech {
 }
 
 /// Turns text into speech at the configured endpoint.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Speaker {
     settings: TtsSettings,
     url: String,
+}
+
+impl fmt::Debug for Speaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry credentials: shown masked, like the settings.
+        f.debug_struct("Speaker")
+            .field("settings", &self.settings)
+            .field("url", &self.shown_url())
+            .finish()
+    }
 }
 
 impl Speaker {
@@ -448,7 +458,7 @@ mod tests {
             max_chars: 10,
             timeout: DEFAULT_TTS_TIMEOUT,
         };
-        let shown = format!("{s:?}");
+        let shown = format!("{s:?} {:?}", Speaker::new(s.clone()));
         assert!(!shown.contains("sk-secret-0123456789"), "{shown}");
         assert!(!shown.contains("pw@"), "{shown}");
     }

@@ -415,3 +415,39 @@ async fn voice_only_with_the_speech_service_down_sends_the_text_and_one_line() {
     assert!(gw.fake.uploads("sendVoice").is_empty());
     gw.runner.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_is_finished_before_the_voice_note_follows() {
+    let speech = SpeechService::start();
+    let gw = gateway(Setup {
+        config_toml: config(&speech.base_url),
+        stream: true,
+        responder: Arc::new(|_| Reply::text("Streamed, then spoken.")),
+        ..Setup::default()
+    })
+    .await;
+    gw.provider.set_transcription(Reply::text("Say it."));
+    gw.fake.add_file("vo3", "voice/file_3.oga", OGG.to_vec());
+    gw.send(131, voice("vo3"));
+    let sent = uploads(&gw, "sendVoice", 1).await;
+    assert_eq!(part(&sent[0], "voice").data, SPEECH);
+    let voice_at = gw.fake.requests("sendVoice")[0].at;
+    let texts: Vec<_> = gw
+        .fake
+        .requests("sendMessage")
+        .into_iter()
+        .chain(gw.fake.requests("editMessageText"))
+        .collect();
+    assert!(
+        texts.iter().any(|r| r.body["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Streamed, then spoken.")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().all(|r| r.at < voice_at),
+        "the text is done first"
+    );
+    gw.runner.shutdown().await;
+}

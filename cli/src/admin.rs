@@ -115,6 +115,18 @@ pub fn config_show(settings: &Settings) {
             .as_deref()
             .map_or_else(String::new, |u| format!("  ({u})"))
     );
+    if let Some(tts) = &settings.media.tts {
+        println!(
+            "speech           {}  (model {}, voice {}, {}; key {})",
+            hermes_runtime::config::redact_url(&tts.base_url),
+            tts.model,
+            tts.voice,
+            tts.format.api_name(),
+            tts.api_key
+                .as_deref()
+                .map_or_else(|| "none".to_owned(), mask)
+        );
+    }
     if !settings.mcp_servers.is_empty() {
         let names: Vec<&str> = settings
             .mcp_servers
@@ -321,6 +333,17 @@ pub fn doctor(settings: &Settings) -> i32 {
                 ),
                 Err(e) => check(false, e, "check DISCORD_BOT_TOKEN and DISCORD_API_URL"),
             },
+        }
+    }
+    // Spoken replies (`[tts]`): one short sentence asked of the service.
+    if let Some(tts) = &settings.media.tts {
+        match hermes_runtime::media::tts::Speaker::new(tts.clone()).check() {
+            Ok(line) => check(true, line, ""),
+            Err(e) => check(
+                false,
+                e.to_string(),
+                "check [tts] base_url, model and voice, and HERMES_TTS_API_KEY if the service wants a key",
+            ),
         }
     }
     for name in ["SOUL.md", "MEMORY.md", "USER.md"] {

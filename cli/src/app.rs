@@ -189,6 +189,17 @@ impl Workbench {
             context: Some(self.context.clone()),
             session_id: self.session_id.clone(),
             store: Some(Arc::clone(&self.store)),
+            // Only when asked for by name: in a terminal the file is at
+            // hand already, and every offered tool costs request tokens.
+            outbox: self
+                .settings
+                .toolsets
+                .as_ref()
+                .is_some_and(|t| t.iter().any(|n| n == "send_file"))
+                .then(|| {
+                    Arc::new(crate::display::PrintedFiles)
+                        as Arc<dyn hermes_runtime::tools::FileOutbox>
+                }),
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;

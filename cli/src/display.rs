@@ -299,3 +299,26 @@ mod tests {
         assert_eq!(duration(Duration::from_millis(1400)), "1.4 s");
     }
 }
+
+/// Where `send_file` sends in the terminal: nowhere to upload, so the file
+/// is named — its real path — for the user to open.
+#[derive(Debug)]
+pub struct PrintedFiles;
+
+impl hermes_runtime::tools::FileOutbox for PrintedFiles {
+    fn limit(&self, _kind: hermes_runtime::tools::FileKind) -> Result<u64, String> {
+        // Nothing is uploaded, but the tool reads the file whole: a bound
+        // keeps a runaway path from filling memory.
+        Ok(256 * 1024 * 1024)
+    }
+
+    fn send(&self, file: hermes_runtime::tools::OutboundFile) -> Result<String, String> {
+        let caption = if file.caption.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", file.caption)
+        };
+        term().line(&format!("📎 {}{caption}", file.path.display()));
+        Ok("(printed its path in the terminal)".to_owned())
+    }
+}

@@ -65,9 +65,12 @@ pub enum AdapterError {
     },
 }
 
+pub use hermes_runtime::tools::FileKind;
+
 /// A file to send to a chat: the part of a reply too long for messages
-/// ([`crate::overflow`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// ([`crate::overflow`]), a spoken reply ([`crate::voice`]), a file the
+/// agent sends (`send_file`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutgoingFile {
     /// The file name the user sees (`reply.md`).
     pub file_name: String,
@@ -75,6 +78,21 @@ pub struct OutgoingFile {
     pub content: Vec<u8>,
     /// A short text shown with the file where the platform has captions.
     pub caption: String,
+    /// How the chat shows it (a document unless said otherwise).
+    pub kind: FileKind,
+    /// Its MIME type; empty: `application/octet-stream`.
+    pub media_type: String,
+}
+
+impl OutgoingFile {
+    /// The MIME type to upload with.
+    pub fn content_type(&self) -> &str {
+        if self.media_type.trim().is_empty() {
+            "application/octet-stream"
+        } else {
+            &self.media_type
+        }
+    }
 }
 
 /// A file downloaded from a platform ([`PlatformAdapter::fetch_media`]).
@@ -178,9 +196,24 @@ pub trait PlatformAdapter: Send + Sync {
         false
     }
 
-    /// Sends `file` to `chat_id` as a document. Adapters of platforms that
-    /// take files override this (and [`PlatformAdapter::can_send_files`]);
-    /// the default says they cannot.
+    /// Whether a [`FileKind::Voice`] file goes out as something the user
+    /// can play (a voice note, an audio attachment). WeCom's AI bot has no
+    /// voice upload: its spoken replies stay text.
+    fn can_send_voice(&self) -> bool {
+        false
+    }
+
+    /// The largest file of `kind` [`PlatformAdapter::send_file`] uploads,
+    /// in bytes (checked before an upload: the platform's own limit); 0
+    /// where no files are sent.
+    fn max_upload_bytes(&self, _kind: FileKind) -> u64 {
+        0
+    }
+
+    /// Sends `file` to `chat_id`, shown as its [`OutgoingFile::kind`]
+    /// says where the platform can (else as a document). Adapters of
+    /// platforms that take files override this (and
+    /// [`PlatformAdapter::can_send_files`]); the default says they cannot.
     async fn send_file(
         &self,
         _chat_id: &str,

@@ -149,6 +149,10 @@ pub struct RuntimeAgentFactory {
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
     /// The store `session_search` searches (SPEC Y6), once it is open.
     session_store: std::sync::OnceLock<Arc<Mutex<Store>>>,
+    /// Spoken replies (`[tts]`), when configured.
+    speech: Option<Arc<hermes_runtime::media::tts::Speaker>>,
+    /// Where `send_file` sends: each turn's chat.
+    files: Arc<crate::outbox::FileHub>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -213,6 +217,12 @@ impl RuntimeAgentFactory {
             ),
             cron: std::sync::OnceLock::new(),
             session_store: std::sync::OnceLock::new(),
+            speech: settings
+                .media
+                .tts
+                .clone()
+                .map(|tts| Arc::new(hermes_runtime::media::tts::Speaker::new(tts))),
+            files: crate::outbox::FileHub::new(),
         };
         let client = factory.client(&settings.provider.model)?;
         let tools = factory.registry(client, None, None)?;
@@ -275,9 +285,29 @@ impl RuntimeAgentFactory {
             context,
             session_id: session_id.map(str::to_owned),
             store: self.session_store.get().cloned(),
+            outbox: session_id.and_then(|id| self.chat_outbox(id)),
         };
         assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| GatewayError::Provider(e.to_string()))
+    }
+
+    /// Where `send_file` of `session_id` sends: its chat. A session with
+    /// no chat — the API server's, a scheduled job's run — is not offered
+    /// the tool.
+    fn chat_outbox(&self, session_id: &str) -> Option<Arc<dyn hermes_runtime::tools::FileOutbox>> {
+        if let Some(store) = self.session_store.get() {
+            let record = store
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .session(session_id);
+            if let Ok(Some(s)) = record
+                && (s.platform.as_deref() == Some("api_server")
+                    || hermes_runtime::cron::is_cron_session(s.session_key.as_deref()))
+            {
+                return None;
+            }
+        }
+        Some(self.files.outbox(session_id))
     }
 
     /// The todo list of `session_id`.
@@ -313,6 +343,14 @@ impl RuntimeAgentFactory {
 impl AgentFactory for RuntimeAgentFactory {
     fn approvals(&self) -> Option<Arc<ApprovalHub>> {
         self.approvals.clone()
+    }
+
+    fn speech(&self) -> Option<Arc<hermes_runtime::media::tts::Speaker>> {
+        self.speech.clone()
+    }
+
+    fn files(&self) -> Option<Arc<crate::outbox::FileHub>> {
+        Some(Arc::clone(&self.files))
     }
 
     fn prices(&self, store: &Mutex<Store>, now_ms: u64) -> PriceList {

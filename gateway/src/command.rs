@@ -61,6 +61,9 @@ pub enum Command {
     /// `/personality` (list) or `/personality NAME|none`: this chat's
     /// personality, a named overlay on the system prompt.
     Personality(Option<String>),
+    /// `/voice` (show) or `/voice on|off|auto`: whether this chat's answers
+    /// are spoken ([`crate::voice`]).
+    Voice(Option<String>),
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
@@ -89,6 +92,7 @@ pub const NAMES: &[&str] = &[
     "resume",
     "reasoning",
     "personality",
+    "voice",
 ];
 
 /// The reply to an unknown command: the closest command, if one is close.
@@ -120,6 +124,7 @@ pub const HELP: &str = "Commands:\n\
 /resume [ID or title]: continue an earlier conversation of this chat (alone: the list)\n\
 /reasoning [none|low|medium|high|on|off|show|hide]: reasoning effort, and whether to show it\n\
 /personality [NAME|none]: answer in a personality (alone: the list)\n\
+/voice [on|off|auto]: spoken replies in this chat (auto: a voice note gets one)\n\
 /help: this list";
 
 /// The command menu a platform shows (Telegram's `setMyCommands`): each
@@ -191,6 +196,7 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "resume" => Command::Resume((!arg.is_empty()).then(|| arg.to_owned())),
         "reasoning" => Command::Reasoning((!arg.is_empty()).then(|| arg.to_ascii_lowercase())),
         "personality" => Command::Personality((!arg.is_empty()).then(|| arg.to_owned())),
+        "voice" => Command::Voice((!arg.is_empty()).then(|| arg.to_ascii_lowercase())),
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)

@@ -148,6 +148,8 @@ pub struct GatewayConfig {
     /// The zone scheduled jobs are read and shown in (`timezone`, an IANA
     /// name; the system's when unset): `/cron` shows its times in it.
     pub timezone: hermes_runtime::cron::TimeZone,
+    /// Spoken replies (`voice_replies`, `voice_text`; see [`crate::voice`]).
+    pub voice: crate::voice::VoiceSettings,
 }
 
 /// The gateway log's format (`[gateway] log_format`).
@@ -186,6 +188,7 @@ impl Default for GatewayConfig {
             metrics_port: None,
             timezone: hermes_runtime::cron::TimeZone::try_system()
                 .unwrap_or(hermes_runtime::cron::TimeZone::UTC),
+            voice: crate::voice::VoiceSettings::default(),
         }
     }
 }
@@ -216,6 +219,9 @@ const KNOWN_KEYS: &[&str] = &[
     "pairing",
     "log_format",
     "metrics_port",
+    // Read by `crate::voice::VoiceSettings`.
+    "voice_replies",
+    "voice_text",
 ];
 
 impl GatewayConfig {
@@ -415,6 +421,7 @@ impl GatewayConfig {
                 }
             };
         }
+        cfg.voice = crate::voice::VoiceSettings::from_sources(table, env)?;
         if let Some((key, v)) = pick("GATEWAY_METRICS_PORT", "metrics_port") {
             let port = v.count(&key, 1, 65_535)?;
             cfg.metrics_port = Some(

@@ -37,6 +37,7 @@ pub mod lock;
 pub mod matrix;
 pub mod media;
 pub mod ops;
+pub mod outbox;
 pub mod overflow;
 pub mod pairing;
 pub mod personality;
@@ -47,6 +48,7 @@ pub mod split;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 pub mod testing;
+pub mod voice;
 #[cfg(feature = "wecom")]
 pub mod wecom;
 #[cfg(feature = "wecom_callback")]

@@ -97,6 +97,7 @@ mod progress;
 mod recovery;
 mod steer;
 mod turn;
+mod voice;
 
 pub use factory::{AgentFactory, BuildOptions, FactoryError};
 pub use fetch::DOWNLOAD_TIMEOUT;
@@ -435,6 +436,9 @@ impl GatewayRunner {
                 }
             }));
         }
+        if let Some(hub) = self.inner.factory.files() {
+            hub.set_sender(Arc::new(voice::ChatFiles(Arc::downgrade(&self.inner))));
+        }
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {
             if let Some(inner) = weak.upgrade() {
@@ -722,6 +726,8 @@ impl Inner {
             file_name: overflow::REPLY_FILE_NAME.to_owned(),
             content: rest.into_bytes(),
             caption: overflow::REPLY_FILE_CAPTION.to_owned(),
+            kind: crate::adapter::FileKind::Document,
+            media_type: "text/markdown; charset=utf-8".to_owned(),
         };
         if let Err(e) = adapter.send_file(chat_id, &file, None).await {
             tracing::warn!(platform = adapter.platform(), chat_id, error = %e, "sending the rest of a long reply as a file failed");

@@ -216,6 +216,14 @@ impl PlatformAdapter for TestAdapter {
         self.files.load(Ordering::Relaxed)
     }
 
+    fn can_send_voice(&self) -> bool {
+        self.can_send_files()
+    }
+
+    fn max_upload_bytes(&self, _kind: crate::adapter::FileKind) -> u64 {
+        if self.can_send_files() { 1 << 20 } else { 0 }
+    }
+
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
         if self.refuse_connect.load(Ordering::Relaxed) {
             return Err(AdapterError::Network {
@@ -540,6 +548,7 @@ pub struct TestAgentFactory {
     provider: Mutex<String>,
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
     skills_home: Mutex<Option<std::path::PathBuf>>,
+    speech: std::sync::OnceLock<Arc<hermes_runtime::media::tts::Speaker>>,
 }
 
 impl std::fmt::Debug for TestAgentFactory {
@@ -563,7 +572,14 @@ impl TestAgentFactory {
             provider: Mutex::new("test-provider".into()),
             cron: std::sync::OnceLock::new(),
             skills_home: Mutex::new(None),
+            speech: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Speaks answers with `speaker`, as the production factory does when
+    /// `[tts]` is configured.
+    pub fn set_speech(&self, speaker: hermes_runtime::media::tts::Speaker) {
+        let _ = self.speech.set(Arc::new(speaker));
     }
 
     /// Offers the `cronjob` tool to chat sessions, as the production
@@ -613,6 +629,10 @@ impl TestAgentFactory {
 impl AgentFactory for TestAgentFactory {
     fn default_model(&self) -> String {
         "test-model".into()
+    }
+
+    fn speech(&self) -> Option<Arc<hermes_runtime::media::tts::Speaker>> {
+        self.speech.get().cloned()
     }
 
     fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {

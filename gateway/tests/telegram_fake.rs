@@ -263,6 +263,8 @@ async fn a_file_goes_as_send_document_multipart_and_5xx_is_retried() {
         file_name: "reply.md".into(),
         content: content.clone().into_bytes(),
         caption: "The rest of the reply above.".into(),
+        media_type: "text/markdown; charset=utf-8".into(),
+        ..OutgoingFile::default()
     };
     adapter.send_file("7", &file, Some("12")).await.unwrap();
     let sends = fake.requests("sendDocument");

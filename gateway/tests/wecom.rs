@@ -282,7 +282,10 @@ async fn a_file_is_uploaded_in_chunks_and_sent_as_a_file_message() {
         file_name: "reply.md".into(),
         content: content.clone(),
         caption: "ignored: WeCom files have no caption".into(),
+        ..OutgoingFile::default()
     };
+    // The AI-bot upload has no voice type: spoken replies stay text.
+    assert!(!adapter.can_send_voice());
     adapter.send_file("alice", &file, None).await.unwrap();
     assert_eq!(
         fake.files(),

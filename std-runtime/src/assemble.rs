@@ -185,6 +185,9 @@ pub struct ToolDeps {
     /// The session store, for `session_search` (`None`: not offered); it
     /// searches the sessions `session_id`'s record allows.
     pub store: Option<Arc<Mutex<Store>>>,
+    /// Where `send_file` sends (the chat; the CLI prints the path); `None`:
+    /// the tool is not offered.
+    pub outbox: Option<Arc<dyn crate::tools::FileOutbox>>,
 }
 
 impl std::fmt::Debug for ToolDeps {
@@ -235,7 +238,16 @@ pub fn session_tools(
         store,
         session_id: deps.session_id.clone(),
     });
-    build_registry(&env, settings.toolsets.as_deref())
+    let mut tools = build_registry(&env, settings.toolsets.as_deref())?;
+    if let Some(outbox) = &deps.outbox
+        && crate::tools::send_file::offered(settings.toolsets.as_deref())
+    {
+        tools.register(Box::new(crate::tools::SendFileTool::new(
+            &env,
+            Arc::clone(outbox),
+        )?));
+    }
+    Ok(tools)
 }
 
 /// Whether `settings` configure MCP servers and enable the `mcp` toolset:

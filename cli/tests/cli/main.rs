@@ -14,4 +14,7 @@ mod kept;
 mod oneshot;
 mod sessions;
 mod skills;
+mod speech;
+#[path = "../../../gateway/tests/speech_support/mod.rs"]
+mod speech_support;
 mod support;

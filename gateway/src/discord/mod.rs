@@ -49,7 +49,9 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, FetchedMedia, OutgoingFile, PlatformAdapter};
+use crate::adapter::{
+    AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter,
+};
 use crate::event::MediaRef;
 use crate::lease::LeaseGate;
 use crate::split::{LengthUnit, split_message};
@@ -63,6 +65,8 @@ pub use settings::{DEFAULT_API_URL, DiscordConfig, DiscordConfigError};
 pub const PLATFORM: &str = "discord";
 /// Discord's limit for one message's `content`, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
+/// The largest attachment a bot uploads (10 MiB without server boosts).
+pub const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
 /// GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT.
 pub const INTENTS: u64 = (1 << 9) | (1 << 12) | (1 << 15);
 
@@ -437,6 +441,16 @@ impl PlatformAdapter for DiscordAdapter {
         true
     }
 
+    /// A spoken reply goes as an audio attachment (Discord plays it).
+    fn can_send_voice(&self) -> bool {
+        true
+    }
+
+    /// Discord's attachment limit for bots in servers without boosts.
+    fn max_upload_bytes(&self, _kind: FileKind) -> u64 {
+        MAX_UPLOAD_BYTES
+    }
+
     /// A message with the file attached (`multipart/form-data`: the
     /// message as `payload_json`, the file as `files[0]`).
     async fn send_file(
@@ -456,7 +470,7 @@ impl PlatformAdapter for DiscordAdapter {
             .file(
                 "files[0]",
                 &file.file_name,
-                "application/octet-stream",
+                file.content_type(),
                 file.content.clone(),
             )
             .finish();

@@ -43,6 +43,9 @@ pub(super) struct ChatPrefs {
     /// The personality's name; `None`: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) personality: Option<String>,
+    /// `/voice`: when answers are spoken; `None`: `[gateway] voice_replies`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) voice: Option<crate::voice::VoiceMode>,
 }
 
 impl ChatPrefs {
@@ -120,7 +123,7 @@ impl Inner {
         }
     }
 
-    fn save_prefs(&self, key: &str, prefs: &ChatPrefs) -> Result<(), StoreError> {
+    pub(super) fn save_prefs(&self, key: &str, prefs: &ChatPrefs) -> Result<(), StoreError> {
         let json = serde_json::to_string(prefs).unwrap_or_default();
         self.store()
             .kv_set(&format!("{PREFS_PREFIX}{key}"), &json)?;

@@ -250,6 +250,7 @@ impl Inner {
             Command::Resume(arg) => self.resume(key, source, arg.as_deref()),
             Command::Reasoning(arg) => self.reasoning(key, arg.as_deref()),
             Command::Personality(arg) => self.personality(key, arg.as_deref()),
+            Command::Voice(arg) => self.voice_command(key, arg.as_deref()),
             Command::Status
             | Command::Usage
             | Command::Stop

@@ -84,6 +84,19 @@ pub trait AgentFactory: Send + Sync {
         None
     }
 
+    /// What speaks answers aloud (`[tts]`, see [`crate::voice`]); `None`
+    /// (the default): answers are never spoken.
+    fn speech(&self) -> Option<Arc<hermes_runtime::media::tts::Speaker>> {
+        None
+    }
+
+    /// Where the agents' `send_file` tools send: the runner binds each
+    /// turn's session to its chat and uploads through the adapter. `None`
+    /// (the default): the tool is not offered.
+    fn files(&self) -> Option<Arc<crate::outbox::FileHub>> {
+        None
+    }
+
     /// The skills its agents are offered, for `/skills` (SPEC Y8; none
     /// unless overridden). Reads a few small files.
     fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {

@@ -222,6 +222,7 @@ impl Inner {
                 | Command::Resume(_)
                 | Command::Reasoning(_)
                 | Command::Personality(_)
+                | Command::Voice(_)
                 | Command::Retry),
             ) => {
                 self.push_work(state, key, Work::Command(cmd, event, position));

@@ -15,9 +15,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::progress::{StreamEvent, Streaming, Typing};
 use super::recovery::Transcribed;
+use super::voice::VoicePlan;
 use super::{Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::adapter::Finished;
-use crate::approval::Route;
 use crate::event::MessageEvent;
 use crate::inbox::TurnMarker;
 use crate::lease::Held;
@@ -109,6 +109,8 @@ pub(super) struct TurnReply {
     pub(super) orphan: Option<TurnMarker>,
     /// Tokens the run used (none when it did not run).
     pub(super) usage: Usage,
+    /// The model's answer of a completed run, for a spoken reply.
+    pub(super) answer: Option<String>,
 }
 
 impl TurnReply {
@@ -120,6 +122,7 @@ impl TurnReply {
             taken_over,
             orphan,
             usage: Usage::default(),
+            answer: None,
         }
     }
 
@@ -294,8 +297,9 @@ impl Inner {
         let typing = adapter
             .as_ref()
             .map(|a| Typing::start(Arc::clone(a), chat.clone()));
+        let voice = self.voice_plan(key, &event);
         let streaming = match &adapter {
-            Some(a) if self.config.stream_replies => a
+            Some(a) if self.config.stream_replies && VoicePlan::streams(voice.as_ref()) => a
                 .begin_reply(
                     &chat,
                     Some(&reply_to)
@@ -359,8 +363,9 @@ impl Inner {
         };
         keeper.abort();
         if ours {
+            let to = (platform.as_str(), chat.as_str(), reply_to.as_str());
             let pieces = self
-                .deliver_reply(reply.texts, streaming, &platform, &chat, &reply_to)
+                .deliver_spoken(reply.texts, reply.answer, streaming, voice, to)
                 .await;
             super::oplog::reply_out(&platform, &chat, pieces, started.elapsed(), &reply.usage);
         } else {
@@ -381,7 +386,7 @@ impl Inner {
     /// Sends a turn's texts: all but the last as messages, the last (the
     /// reply) as the end of the streamed preview where there is one, else
     /// as a message. Returns how many platform messages that took.
-    async fn deliver_reply(
+    pub(super) async fn deliver_reply(
         &self,
         mut texts: Vec<String>,
         streaming: Option<Streaming>,
@@ -421,7 +426,7 @@ impl Inner {
 
     /// How many platform messages [`Inner::send`] makes of `text` (at most
     /// `max_reply_messages`; the rest of a longer one goes as a file).
-    fn pieces(&self, platform: &str, text: &str) -> usize {
+    pub(super) fn pieces(&self, platform: &str, text: &str) -> usize {
         match self.adapters.get(platform) {
             Some(a) if !text.is_empty() => {
                 crate::split::split_message(text, a.max_message_len(), a.length_unit())
@@ -602,17 +607,7 @@ impl Inner {
         // 5. Run, interruptibly, persisting as the run goes; approval
         //    questions of this turn go to this chat.
         ctl.attach(agent.interrupt_flag().clone());
-        let _route = self.approvals.as_ref().map(|hub| {
-            hub.bind(
-                &session.id,
-                Route {
-                    key: key.to_owned(),
-                    platform: event.source.platform.clone(),
-                    chat_id: event.source.chat_id.clone(),
-                    reply_to: event.message_id.clone(),
-                },
-            )
-        });
+        let _routes = self.bind_routes(&session.id, key, event);
         let budget = IterationBudget::new(agent.max_iterations());
         let mut observer = TurnObserver {
             ctl,
@@ -724,6 +719,7 @@ impl Inner {
         texts.push(reply);
         let mut done = TurnReply::ended(texts, false, orphan);
         done.usage = outcome.usage;
+        done.answer = matches!(outcome.stop, StopReason::Completed).then_some(outcome.final_text);
         done
     }
 }

@@ -47,7 +47,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::adapter::{
-    AdapterError, EventHandler, FetchedMedia, OutgoingFile, PlatformAdapter, ReplyStream,
+    AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter, ReplyStream,
 };
 use crate::event::MediaRef;
 use crate::lease::{Held, LeaseGate};
@@ -69,6 +69,10 @@ pub const MAX_MESSAGE_UTF16: usize = 4096;
 
 /// Telegram's limit for a document caption, in characters.
 const MAX_CAPTION_CHARS: usize = 1024;
+/// The largest photo the Bot API takes by upload.
+const MAX_PHOTO_BYTES: u64 = 10 * 1000 * 1000;
+/// The largest other file the Bot API takes by upload.
+const MAX_UPLOAD_BYTES: u64 = 50 * 1000 * 1000;
 
 /// The public Bot API endpoint.
 pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
@@ -448,7 +452,20 @@ impl PlatformAdapter for TelegramAdapter {
         true
     }
 
-    /// `sendDocument`: the file as a multipart upload, with its caption
+    fn can_send_voice(&self) -> bool {
+        true
+    }
+
+    /// The Bot API's upload limits: photos 10 MB, other files 50 MB.
+    fn max_upload_bytes(&self, kind: FileKind) -> u64 {
+        match kind {
+            FileKind::Photo => MAX_PHOTO_BYTES,
+            FileKind::Audio | FileKind::Voice | FileKind::Document => MAX_UPLOAD_BYTES,
+        }
+    }
+
+    /// `sendDocument`, `sendPhoto`, `sendAudio` or `sendVoice` (by the
+    /// file's kind): the file as a multipart upload, with its caption
     /// (plain text, cut to Telegram's 1024 characters).
     async fn send_file(
         &self,
@@ -463,12 +480,18 @@ impl PlatformAdapter for TelegramAdapter {
         let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
         let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
         let caption: String = file.caption.chars().take(MAX_CAPTION_CHARS).collect();
+        let (method, field) = match file.kind {
+            FileKind::Photo => ("sendPhoto", "photo"),
+            FileKind::Audio => ("sendAudio", "audio"),
+            FileKind::Voice => ("sendVoice", "voice"),
+            FileKind::Document => ("sendDocument", "document"),
+        };
         let mut form = http::multipart::Form::new()
             .text("chat_id", &chat.to_string())
             .file(
-                "document",
+                field,
                 &file.file_name,
-                "text/markdown; charset=utf-8",
+                file.content_type(),
                 file.content.clone(),
             );
         if !caption.is_empty() {
@@ -484,7 +507,7 @@ impl PlatformAdapter for TelegramAdapter {
         let form = form.finish();
         self.inner
             .api
-            .call_multipart("sendDocument", form, Duration::from_secs(120))
+            .call_multipart(method, form, Duration::from_secs(120))
             .await
             .map(|_| ())
             .map_err(CallError::into_adapter_error)

@@ -42,7 +42,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::adapter::{
-    AdapterError, EventHandler, FetchedMedia, OutgoingFile, PlatformAdapter, ReplyStream,
+    AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter, ReplyStream,
 };
 use crate::event::MediaRef;
 use crate::split::{LengthUnit, split_message};
@@ -531,6 +531,12 @@ impl PlatformAdapter for WecomAdapter {
 
     fn can_send_files(&self) -> bool {
         true
+    }
+
+    /// Every kind goes as a `file` message (the AI-bot upload has no image
+    /// or voice type; spoken replies stay text: `can_send_voice` is false).
+    fn max_upload_bytes(&self, _kind: FileKind) -> u64 {
+        MAX_FILE_BYTES as u64
     }
 
     /// Uploads the file over the WebSocket (the upload commands of the

@@ -361,28 +361,26 @@ fn list_messages(shared: &Shared, channel: &str, query: &str) -> Out {
     out(200, Value::Array(page))
 }
 
-/// The parts of a `multipart/form-data` body (RFC 7578).
+/// The parts of a `multipart/form-data` body (RFC 7578): the
+/// `payload_json` part as the body, files under `"files"` (name, file name,
+/// content type, the content as text and, byte for byte, as hex).
 fn multipart(bytes: &[u8], boundary: &str) -> Value {
-    let text = String::from_utf8_lossy(bytes);
+    let content_type = format!("multipart/form-data; boundary={boundary}");
     let mut payload = Value::Null;
     let mut files = Vec::new();
-    for part in text.split(&format!("--{boundary}")) {
-        let Some((head, data)) = part.split_once("\r\n\r\n") else {
-            continue;
-        };
-        let data = data.strip_suffix("\r\n").unwrap_or(data);
-        let param = |name: &str| {
-            head.split(&format!("{name}=\""))
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-                .map(str::to_owned)
-        };
-        match (param("name"), param("filename")) {
-            (Some(n), None) if n == "payload_json" => {
-                payload = serde_json::from_str(data).unwrap_or(Value::Null);
+    for part in hermes_tests::multipart::fields(&content_type, bytes) {
+        match &part.file_name {
+            None if part.name == "payload_json" => {
+                payload = serde_json::from_slice(&part.data).unwrap_or(Value::Null);
             }
-            (Some(n), Some(f)) => files.push(json!({"name": n, "filename": f, "content": data})),
-            _ => {}
+            Some(f) => files.push(json!({
+                "name": part.name,
+                "filename": f,
+                "content_type": part.content_type,
+                "content": String::from_utf8_lossy(&part.data),
+                "hex": part.data.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            })),
+            None => {}
         }
     }
     if payload.is_object() {

@@ -51,6 +51,9 @@ pub struct Setup {
     pub stream: bool,
     pub toolsets: &'static str,
     pub responder: Responder,
+    /// `$HERMES_HOME` is a directory inside the working directory (a CLI
+    /// started from `~`).
+    pub home_in_workdir: bool,
 }
 
 impl Default for Setup {
@@ -61,6 +64,7 @@ impl Default for Setup {
             stream: false,
             toolsets: "todo",
             responder: Arc::new(|_| Reply::text("I read your message.")),
+            home_in_workdir: false,
         }
     }
 }
@@ -77,8 +81,12 @@ pub fn retry() -> RetryPolicy {
 pub async fn gateway(setup: Setup) -> Gateway {
     let fake = Fake::start(true).await;
     let provider = FakeProvider::start_with(vec![], None, Some(setup.responder)).unwrap();
-    let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
+    let home = if setup.home_in_workdir {
+        tempfile::tempdir_in(work.path()).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
     let config_toml = setup
         .config_toml
         .replace("{provider}", &provider.base_url());

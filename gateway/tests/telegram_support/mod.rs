@@ -3,7 +3,8 @@
 //!
 //! It speaks plain HTTP/1.1 with keep-alive, like the real API behind its
 //! TLS: `POST /bot{token}/{method}` with a JSON (or, for `sendDocument`,
-//! `multipart/form-data`) body, a JSON envelope back. Its `getUpdates`
+//! `sendPhoto`, `sendAudio` and `sendVoice`, `multipart/form-data`) body, a
+//! JSON envelope back. Uploads are kept byte for byte ([`Fake::uploads`]). Its `getUpdates`
 //! follows Telegram's documented rules: updates below `offset` are
 //! forgotten, and with nothing pending the request is held for `timeout`
 //! seconds (unless the test turns holding off, as the npm emulator does).
@@ -88,6 +89,8 @@ struct State {
     shown: HashMap<i64, String>,
     /// File downloads served (their paths).
     downloads: Vec<String>,
+    /// Multipart uploads, byte for byte: (method, parts).
+    uploads: Vec<(String, Vec<hermes_tests::multipart::FormField>)>,
 }
 
 /// Telegram's limit on the files a bot may download.
@@ -208,6 +211,16 @@ impl Fake {
         }
     }
 
+    /// The parts of every multipart upload of `method`, byte for byte.
+    pub fn uploads(&self, method: &str) -> Vec<Vec<hermes_tests::multipart::FormField>> {
+        let st = self.state.lock().unwrap();
+        st.uploads
+            .iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, parts)| parts.clone())
+            .collect()
+    }
+
     /// The file paths downloaded so far.
     pub fn downloads(&self) -> Vec<String> {
         self.state.lock().unwrap().downloads.clone()
@@ -273,7 +286,12 @@ impl Fake {
                 Some(file_path) => self.download(file_path),
                 None => {
                     let body: Value = match multipart_boundary(&content_type) {
-                        Some(boundary) => parse_multipart(&body, &boundary),
+                        Some(boundary) => {
+                            let method = path.rsplit('/').next().unwrap_or("").to_owned();
+                            let parts = hermes_tests::multipart::fields(&content_type, &body);
+                            self.state.lock().unwrap().uploads.push((method, parts));
+                            parse_multipart(&body, &boundary)
+                        }
                         None => serde_json::from_slice(&body).unwrap_or(Value::Null),
                     };
                     // A client that hangs up while its request is held (a
@@ -477,6 +495,46 @@ impl Fake {
                 ok(
                     json!({"message_id": st.next_message_id, "chat": {"id": body["chat_id"], "type": "private"},
                           "document": {"file_name": body["document"]["filename"]}, "caption": body["caption"]}),
+                )
+            }
+            // The other uploads, by Bot API rules: the file in the field
+            // named after the method; a voice note must be Ogg/Opus (the
+            // fake takes no MP3/M4A voice), a photo an image.
+            "sendPhoto" | "sendAudio" | "sendVoice" => {
+                let field = match method.as_str() {
+                    "sendPhoto" => "photo",
+                    "sendAudio" => "audio",
+                    _ => "voice",
+                };
+                let mut st = self.state.lock().unwrap();
+                st.next_message_id += 1;
+                let parts = st
+                    .uploads
+                    .last()
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_default();
+                let file = parts
+                    .iter()
+                    .find(|p| p.name == field && p.file_name.is_some());
+                let valid = match (field, file) {
+                    (_, None) => false,
+                    ("voice", Some(f)) => {
+                        f.data.starts_with(b"OggS") && f.data.windows(8).any(|w| w == b"OpusHead")
+                    }
+                    ("photo", Some(f)) => {
+                        f.data.starts_with(b"\x89PNG") || f.data.starts_with(&[0xFF, 0xD8, 0xFF])
+                    }
+                    (_, Some(f)) => !f.data.is_empty(),
+                };
+                if !valid || body["chat_id"].as_str().is_none() {
+                    return (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": format!("Bad Request: there is no {field} in the request")}),
+                    );
+                }
+                ok(
+                    json!({"message_id": st.next_message_id, "chat": {"id": body["chat_id"], "type": "private"},
+                          field: {"file_id": format!("{field}-{}", st.next_message_id)}, "caption": body["caption"]}),
                 )
             }
             "sendChatAction" => ok(json!(true)),

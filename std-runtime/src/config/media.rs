@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use super::resolve::Resolver;
 use super::{ConfigError, Origin, mask, redact_url, validate_url};
+use crate::media::tts::{
+    AudioFormat, DEFAULT_TTS_MAX_CHARS, DEFAULT_TTS_MODEL, DEFAULT_TTS_TIMEOUT, DEFAULT_TTS_VOICE,
+    TtsSettings,
+};
 
 /// The transcription model when `[transcription] model` is not set
 /// (OpenAI's; whisper.cpp and faster-whisper servers accept any name).
@@ -27,6 +31,8 @@ pub struct MediaSettings {
     pub vision_model: Option<String>,
     /// Where voice messages are transcribed; `None`: nowhere configured.
     pub transcription: Option<TranscriptionSettings>,
+    /// Where answers are spoken (`[tts]`); `None`: nowhere configured.
+    pub tts: Option<TtsSettings>,
 }
 
 /// An OpenAI-compatible `POST /audio/transcriptions` endpoint: OpenAI, or a
@@ -157,9 +163,76 @@ pub(super) fn load(
             })
         }
     };
+    let tts = load_tts(resolver, origins)?;
     Ok(MediaSettings {
         vision,
         vision_model,
         transcription,
+        tts,
     })
+}
+
+/// `[tts]` (and `HERMES_TTS_*`); `None` without a base URL.
+fn load_tts(
+    resolver: &Resolver<'_>,
+    origins: &mut std::collections::BTreeMap<&'static str, Origin>,
+) -> Result<Option<TtsSettings>, ConfigError> {
+    let base_url = match resolver.var("HERMES_TTS_BASE_URL") {
+        Some((v, o)) => Some((v.trim().to_owned(), o)),
+        None => resolver
+            .toml_str("tts", "base_url")?
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(|u| (u.to_owned(), Origin::ConfigFile("tts.base_url"))),
+    };
+    let Some((base_url, origin)) = base_url else {
+        return Ok(None);
+    };
+    validate_url(&base_url, origin)?;
+    origins.insert("tts_base_url", origin);
+    let api_key = match resolver.var("HERMES_TTS_API_KEY") {
+        Some((k, _)) => Some(k.trim().to_owned()),
+        None => match resolver.toml_str("tts", "api_key")? {
+            Some(k) => Some(k.trim().to_owned()),
+            // A vendor's key goes only to that vendor.
+            None if base_url.contains("api.openai.com") => resolver
+                .var("OPENAI_API_KEY")
+                .map(|(k, _)| k.trim().to_owned()),
+            None => None,
+        },
+    }
+    .filter(|k| !k.is_empty());
+    let text = |key: &str, default: &str| -> Result<String, ConfigError> {
+        Ok(resolver
+            .toml_str("tts", key)?
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .unwrap_or(default)
+            .to_owned())
+    };
+    let format = match resolver.toml_str("tts", "format")? {
+        None => AudioFormat::default(),
+        Some(name) => AudioFormat::parse(name).ok_or_else(|| {
+            resolver.type_error("tts", "format", "one of opus, mp3, aac, flac, wav")
+        })?,
+    };
+    let max_chars = match resolver.toml_int("tts", "max_chars")? {
+        Some(0) => return Err(resolver.type_error("tts", "max_chars", "at least 1")),
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => DEFAULT_TTS_MAX_CHARS,
+    };
+    let timeout = match resolver.toml_int("tts", "timeout_secs")? {
+        Some(0) => return Err(resolver.type_error("tts", "timeout_secs", "at least 1")),
+        Some(n) => Duration::from_secs(u64::from(n)),
+        None => DEFAULT_TTS_TIMEOUT,
+    };
+    Ok(Some(TtsSettings {
+        base_url,
+        api_key,
+        model: text("model", DEFAULT_TTS_MODEL)?,
+        voice: text("voice", DEFAULT_TTS_VOICE)?,
+        format,
+        max_chars,
+        timeout,
+    }))
 }

@@ -515,3 +515,64 @@ fn approvals_web_search_and_mcp_keys() {
         assert!(err.to_string().contains(want), "{text:?}: {err}");
     }
 }
+
+#[test]
+fn tts_settings_defaults_env_key_and_errors() {
+    use crate::media::tts::{AudioFormat, DEFAULT_TTS_MAX_CHARS, DEFAULT_TTS_VOICE};
+    let home = home_with(&[]);
+    let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();
+    assert!(s.media.tts.is_none(), "nothing configured: no speech");
+
+    let home = home_with(&[(
+        "config.toml",
+        "[tts]\nbase_url = \"http://127.0.0.1:8880/v1\"\nmodel = \"kokoro\"\nmax_chars = 400\n",
+    )]);
+    let s = load(
+        &cwd_overrides(),
+        &env(
+            home.path(),
+            &[
+                ("HERMES_TTS_API_KEY", "sk-tts-0123456789"),
+                ("OPENAI_API_KEY", "sk-openai-123456789"),
+            ],
+        ),
+    )
+    .unwrap();
+    let t = s.media.tts.clone().unwrap();
+    assert_eq!(t.model, "kokoro");
+    assert_eq!(t.voice, DEFAULT_TTS_VOICE);
+    assert_eq!(t.format, AudioFormat::Opus, "Ogg/Opus unless told");
+    assert_eq!(t.max_chars, 400);
+    assert_eq!(t.api_key.as_deref(), Some("sk-tts-0123456789"));
+    assert!(
+        !format!("{:?}", s.media).contains("sk-tts-0123456789"),
+        "masked"
+    );
+
+    // A local server never gets the vendor's key.
+    let home = home_with(&[(
+        "config.toml",
+        "[tts]\nbase_url = \"http://127.0.0.1:8880/v1\"\n",
+    )]);
+    let s = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("OPENAI_API_KEY", "sk-openai-123456789")]),
+    )
+    .unwrap();
+    let t = s.media.tts.unwrap();
+    assert_eq!(t.api_key, None);
+    assert_eq!(t.max_chars, DEFAULT_TTS_MAX_CHARS);
+
+    for bad in [
+        "[tts]\nbase_url = \"http://x/v1\"\nformat = \"ogg-vorbis\"\n",
+        "[tts]\nbase_url = \"http://x/v1\"\nmax_chars = 0\n",
+        "[tts]\nbase_url = \"http://x/v1\"\nvoise = \"nova\"\n",
+        "[tts]\nbase_url = \"ftp://x\"\n",
+    ] {
+        let home = home_with(&[("config.toml", bad)]);
+        assert!(
+            load(&cwd_overrides(), &env(home.path(), &[])).is_err(),
+            "{bad}"
+        );
+    }
+}

@@ -81,6 +81,7 @@ pub const TOOLSET_NAMES: &[&str] = &[
     "mcp",
     "cronjob",
     "session_search",
+    "send_file",
     "none",
 ];
 
@@ -139,6 +140,22 @@ pub const SECTIONS: &[Section] = &[
             key("api_key", Kind::Str),
             key("model", Kind::Str),
             key("language", Kind::Str),
+            key("timeout_secs", Kind::PositiveInt),
+        ]),
+    },
+    Section {
+        // Spoken answers (`media::tts::TtsSettings`).
+        name: "tts",
+        keys: Keys::These(&[
+            key("base_url", Kind::Url),
+            key("api_key", Kind::Str),
+            key("model", Kind::Str),
+            key("voice", Kind::Str),
+            key(
+                "format",
+                Kind::OneOf(&["opus", "mp3", "aac", "flac", "wav"]),
+            ),
+            key("max_chars", Kind::PositiveInt),
             key("timeout_secs", Kind::PositiveInt),
         ]),
     },
@@ -214,6 +231,8 @@ pub const KNOWN_VARS: &[&str] = &[
     "HERMES_TRANSCRIPTION_BASE_URL",
     "HERMES_TRANSCRIPTION_API_KEY",
     "HERMES_TRANSCRIPTION_MODEL",
+    "HERMES_TTS_BASE_URL",
+    "HERMES_TTS_API_KEY",
     "HERMES_REASONING_EFFORT",
     "HERMES_FALLBACK_MODEL",
     "HERMES_FALLBACK_BASE_URL",
@@ -241,6 +260,7 @@ pub const KNOWN_VARS: &[&str] = &[
     "GATEWAY_LEASE_TTL_MS",
     "GATEWAY_STREAM_REPLIES",
     "GATEWAY_MAX_FILE_MB",
+    "GATEWAY_VOICE_REPLIES",
     "MATRIX_HOMESERVER",
     "MATRIX_USER_ID",
     "MATRIX_PASSWORD",

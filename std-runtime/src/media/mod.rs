@@ -12,6 +12,8 @@
 //!   model to describe a picture for one that does not.
 //! - [`transcribe::Transcriber`] sends audio to an OpenAI-compatible
 //!   `POST /audio/transcriptions`.
+//! - [`tts::Speaker`] turns an answer into speech with an OpenAI-compatible
+//!   `POST /audio/speech`.
 //! - [`documents::save_document`] writes a file into the working directory:
 //!   name sanitised, never overwriting, never outside.
 //! - [`fetch::download`] fetches a platform's file, bounded, without ever
@@ -21,6 +23,7 @@ pub mod documents;
 pub mod fetch;
 pub mod inline;
 pub mod transcribe;
+pub mod tts;
 pub mod vision;
 
 use std::io::{self, Read, Write};

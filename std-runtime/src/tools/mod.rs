@@ -47,6 +47,7 @@ mod memory;
 pub mod sandbox;
 pub mod script;
 mod search;
+pub mod send_file;
 pub mod session_search;
 mod skills;
 pub mod spill;
@@ -67,6 +68,7 @@ pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use search::SearchFilesTool;
+pub use send_file::{FileKind, FileOutbox, OutboundFile, SendFileTool};
 pub use session_search::{SearchSource, SessionSearchTool};
 pub use skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 pub use terminal::TerminalTool;
@@ -102,6 +104,9 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     // The user's earlier sessions (SPEC Y6): offered when the front-end
     // hands the store and the session over (`ToolEnv::session_search`).
     ("session_search", &["session_search"]),
+    // Files for the user (`send_file`): registered by the front-ends,
+    // which know where a file goes (the chat; the CLI prints its path).
+    ("send_file", &["send_file"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -403,8 +408,9 @@ fn build_wrapped(
                 }
                 None => {}
             },
-            // The front-end registers it (see `cronjob::offered`).
-            "cronjob" => {}
+            // The front-ends register them (see `cronjob::offered`,
+            // `send_file::offered`): they know the chat.
+            "cronjob" | "send_file" => {}
             // Only with the store; the session it serves scopes the search.
             "session_search" => {
                 if let Some(source) = &env.session_search {

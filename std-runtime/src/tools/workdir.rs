@@ -58,6 +58,8 @@ const HOME_SCAN_LIMIT: usize = 4096;
 pub(crate) enum Access {
     Read,
     Write,
+    /// Sent out of the process (`send_file`): nothing of the home at all.
+    Send,
 }
 
 /// The working directory the file and shell tools are confined to.
@@ -244,6 +246,13 @@ impl Workdir {
         })
     }
 
+    /// This working directory without `allow_outside_workdir`: what leaves
+    /// the process (`send_file`) stays beneath it whatever the setting.
+    pub(crate) fn confined(mut self) -> Self {
+        self.allow_outside = false;
+        self
+    }
+
     /// Where long tool outputs of this registry are kept, if anywhere.
     pub(crate) fn spill_dir(&self) -> Option<&Path> {
         self.spill.as_deref()
@@ -277,6 +286,7 @@ impl Workdir {
             Access::Write => {
                 "the file tools cannot write there (use the memory tool to change MEMORY.md or USER.md)"
             }
+            Access::Send => "nothing in it is ever sent",
         };
         failed(format!(
             "Error: '{path}' is refused: it is inside the Hermes home directory {}, which holds \
@@ -618,7 +628,7 @@ impl Workdir {
         {
             return true;
         }
-        if access == Access::Write {
+        if access != Access::Read {
             return false;
         }
         if self.spill.as_ref().is_some_and(|d| real.starts_with(d)) {

@@ -10,6 +10,7 @@ mod files;
 mod kept_outputs;
 mod memory_todo;
 mod registry;
+mod send_file;
 mod session_search;
 mod skills;
 mod spill;

@@ -188,26 +188,29 @@ impl PlatformAdapter for EmailAdapter {
         if running.is_some() {
             return Ok(());
         }
+        let failed = |e: imap::ImapError| match e {
+            imap::ImapError::Auth(_) => AdapterError::Auth {
+                platform: PLATFORM,
+                message: e.to_string(),
+            },
+            imap::ImapError::Other(m) => AdapterError::Network {
+                platform: PLATFORM,
+                message: m,
+            },
+        };
         // The login is checked now, so a wrong password fails the start.
-        let session = imap::connect(&self.inner.config, &self.inner.tls)
+        let mut session = imap::connect(&self.inner.config, &self.inner.tls)
             .await
-            .map_err(|e| match e {
-                imap::ImapError::Auth(_) => AdapterError::Auth {
-                    platform: PLATFORM,
-                    message: e.to_string(),
-                },
-                imap::ImapError::Other(m) => AdapterError::Network {
-                    platform: PLATFORM,
-                    message: m,
-                },
-            })?;
-        imap::log_out(session).await;
+            .map_err(failed)?;
+        watch::first_position(&self.inner, &mut session)
+            .await
+            .map_err(failed)?;
         tracing::info!(address = %self.inner.config.address, "email: connected");
         let (stop, stop_rx) = channel::channel(false);
         let inner = Arc::clone(&self.inner);
         let stopped = Arc::clone(&self.stopped);
         let task = tokio::spawn(async move {
-            if let Some(e) = watch::watch_loop(inner, handler, stop_rx).await {
+            if let Some(e) = watch::watch_loop(inner, handler, stop_rx, session).await {
                 tracing::error!(error = %e, "email: reading stopped");
                 stopped.send_replace(Some(Arc::new(e)));
             }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_imap::Session;
 use async_imap::extensions::idle::IdleResponse;
+use async_imap::types::UnsolicitedResponse;
 use tokio::sync::watch;
 
 use crate::adapter::{AdapterError, EventHandler};
@@ -43,8 +44,10 @@ pub(super) async fn watch_loop(
     inner: Arc<Inner>,
     handler: EventHandler,
     mut stop: watch::Receiver<bool>,
+    first: Session<Conn>,
 ) -> Option<AdapterError> {
     let mut failures = 0u32;
+    let mut first = Some(first);
     loop {
         if !inner.gate.is_open() {
             tracing::info!("email: the bot's lease is gone; reading stopped");
@@ -52,7 +55,7 @@ pub(super) async fn watch_loop(
         }
         let mut inner_stop = stop.clone();
         let result = tokio::select! {
-            r = session(&inner, &handler, &mut inner_stop, &mut failures) => r,
+            r = session(&inner, &handler, &mut inner_stop, &mut failures, first.take()) => r,
             _ = stop.wait_for(|s| *s) => return None,
         };
         match result {
@@ -83,14 +86,23 @@ async fn session(
     handler: &EventHandler,
     stop: &mut watch::Receiver<bool>,
     failures: &mut u32,
+    connected: Option<Session<Conn>>,
 ) -> Result<Outcome, ImapError> {
-    let mut session = imap::connect(&inner.config, &inner.tls).await?;
+    let mut session = match connected {
+        Some(s) => s,
+        None => imap::connect(&inner.config, &inner.tls).await?,
+    };
     let can_idle = inner.config.idle
         && session
             .capabilities()
             .await
             .is_ok_and(|c| c.has_str("IDLE"));
+    // What the server said between commands (EXISTS above all) queues
+    // here; a mail that arrives after the search and before IDLE starts is
+    // announced there too, and must not wait for the next renewal.
+    let news = session.unsolicited_responses.clone();
     loop {
+        while news.try_recv().is_ok() {}
         let mailbox = session.select(&inner.config.mailbox).await?;
         *failures = 0;
         let uid_validity = mailbox.uid_validity.unwrap_or(0);
@@ -109,7 +121,15 @@ async fn session(
         session = if can_idle {
             let mut idle = session.idle();
             idle.init().await?;
-            let stopped = {
+            let pending = std::iter::from_fn(|| news.try_recv().ok()).any(|r| {
+                matches!(
+                    r,
+                    UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
+                )
+            });
+            let stopped = if pending {
+                false
+            } else {
                 let (wait, _interrupt) = idle.wait_with_timeout(IDLE_RENEW);
                 tokio::select! {
                     r = wait => {
@@ -194,6 +214,38 @@ async fn catch_up(
         handle(inner, handler, session, Place { uid_validity, uid }).await?;
         save(inner, uid_validity, uid).await;
     }
+    Ok(())
+}
+
+/// Takes the mailbox's present as the position when there is none yet (a
+/// first start), before the adapter reports itself connected: mail sent
+/// after that is answered, mail from before is history.
+pub(super) async fn first_position(
+    inner: &Arc<Inner>,
+    session: &mut Session<Conn>,
+) -> Result<(), ImapError> {
+    if blocking(inner, |i| i.memory.position())
+        .await
+        .flatten()
+        .is_some()
+    {
+        return Ok(());
+    }
+    let mailbox = session.select(&inner.config.mailbox).await?;
+    let uid_validity = mailbox.uid_validity.unwrap_or(0);
+    let newest = match mailbox.uid_next {
+        Some(n) => n.saturating_sub(1),
+        None => imap::search(session, "ALL")
+            .await?
+            .last()
+            .copied()
+            .unwrap_or(0),
+    };
+    tracing::info!(
+        uid_validity,
+        "email: first start on this mailbox; mail already there is not answered"
+    );
+    save(inner, uid_validity, newest).await;
     Ok(())
 }
 

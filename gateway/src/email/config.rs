@@ -162,9 +162,9 @@ impl Raw<'_> {
 
     fn security(&self, key: &str) -> Result<Security, EmailConfigError> {
         match self.string(key)?.to_ascii_lowercase().as_str() {
-            "" | "tls" | "ssl" => Ok(Security::Tls),
+            "" | "tls" => Ok(Security::Tls),
             "starttls" => Ok(Security::StartTls),
-            "none" | "plain" => Ok(Security::None),
+            "none" => Ok(Security::None),
             other => Err(err(key, format!("`{other}` is not tls, starttls or none"))),
         }
     }

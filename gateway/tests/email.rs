@@ -389,6 +389,74 @@ async fn a_restart_answers_mail_from_while_it_was_down_and_nothing_twice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renumbered_mailbox_is_not_answered_again() {
+    let alice = blocking(|| dovecot::server().user("alice"));
+    let mut bot = Bot::new(&[&alice], answer("noted"));
+    blocking(|| {
+        send(
+            &alice,
+            &bot.bot,
+            &mail(&alice, &bot.bot, "old@alice", "old", "", "old news"),
+        );
+        bot.bot.wait_for_mails(1, WAIT);
+    });
+    bot.start().await;
+    blocking(|| {
+        send(
+            &alice,
+            &bot.bot,
+            &mail(&alice, &bot.bot, "one@alice", "one", "", "one"),
+        );
+        alice.wait_for_mails(1, WAIT);
+    });
+    bot.stop().await;
+    // The server forgets its numbering (its UID list and indexes gone, as
+    // after a rebuild): the mailbox gets a new UIDVALIDITY, the messages
+    // and their flags stay.
+    let maildir = dovecot::server()
+        .dir
+        .join("home")
+        .join(&bot.bot.address)
+        .join("Maildir");
+    for entry in std::fs::read_dir(&maildir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("dovecot-uidlist")
+            || name.starts_with("dovecot.index")
+            || name.starts_with("dovecot-uidvalidity")
+        {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    // One second on, so the new UIDVALIDITY (a time) differs.
+    std::thread::sleep(Duration::from_millis(1100));
+    blocking(|| {
+        send(
+            &alice,
+            &bot.bot,
+            &mail(&alice, &bot.bot, "two@alice", "two", "", "two"),
+        );
+        bot.bot.wait_for_mails(3, WAIT);
+    });
+    bot.start().await;
+    let mails = blocking(|| {
+        alice.wait_for_mails(2, WAIT);
+        std::thread::sleep(Duration::from_secs(3));
+        alice.mails()
+    });
+    assert_eq!(
+        mails.len(),
+        2,
+        "neither the old mail nor the answered one again"
+    );
+    assert_eq!(
+        header(&mails[1], "In-Reply-To").as_deref(),
+        Some("<two@alice>")
+    );
+    assert_eq!(bot.asked(), ["Subject: one\n\none", "Subject: two\n\ntwo"]);
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attachment_reaches_the_media_pipeline() {
     let alice = blocking(|| dovecot::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("got it"));

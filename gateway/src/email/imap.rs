@@ -211,6 +211,33 @@ pub(crate) async fn fetch(
         }))
 }
 
+/// When each of `uids` arrived (INTERNALDATE, Unix seconds).
+pub(crate) async fn arrival_times(
+    session: &mut Session<Conn>,
+    uids: &[u32],
+) -> Result<std::collections::HashMap<u32, i64>, ImapError> {
+    if uids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let set = uids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let fetched: Vec<async_imap::types::Fetch> = within("FETCH", async {
+        session
+            .uid_fetch(set, "(UID INTERNALDATE)")
+            .await?
+            .try_collect()
+            .await
+    })
+    .await?;
+    Ok(fetched
+        .iter()
+        .filter_map(|f| Some((f.uid?, f.internal_date()?.timestamp())))
+        .collect())
+}
+
 /// Marks `uid` seen and handed on.
 pub(crate) async fn mark_done(session: &mut Session<Conn>, uid: u32) -> Result<(), ImapError> {
     let query = format!("+FLAGS.SILENT (\\Seen {DONE_KEYWORD})");

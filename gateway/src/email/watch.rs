@@ -175,7 +175,7 @@ async fn catch_up(
 ) -> Result<(), ImapError> {
     let saved = blocking(inner, |i| i.memory.position()).await.flatten();
     let newest = uid_next.saturating_sub(1);
-    let uids = match saved {
+    let uids: Vec<u32> = match saved {
         None => {
             tracing::info!(
                 uid_validity,
@@ -194,10 +194,22 @@ async fn catch_up(
             let since =
                 jiff::Timestamp::from_second(day_before).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
             let date = since.strftime("%d-%b-%Y").to_string();
-            let uids =
+            let candidates =
                 imap::search(session, &format!("UNKEYWORD {DONE_KEYWORD} SINCE {date}")).await?;
-            save(inner, uid_validity, 0).await;
-            uids
+            // SEARCH SINCE counts whole days: the delivery time decides.
+            let saved_at = i64::try_from(p.saved_at).unwrap_or(i64::MAX);
+            let arrived = imap::arrival_times(session, &candidates).await?;
+            for uid in candidates {
+                if !inner.gate.is_open() {
+                    return Ok(());
+                }
+                if arrived.get(&uid).is_some_and(|t| *t >= saved_at) {
+                    handle(inner, handler, session, Place { uid_validity, uid }).await?;
+                }
+            }
+            // Only now: a crash before this point runs the same recovery.
+            save(inner, uid_validity, newest).await;
+            return Ok(());
         }
         Some(p) if p.last_uid >= newest => return Ok(()),
         Some(p) => imap::search(session, &format!("UID {}:*", p.last_uid.saturating_add(1)))

@@ -24,7 +24,7 @@ use hermes_tests::{FakeProvider, Reply, Responder};
 const WAIT: Duration = Duration::from_secs(60);
 
 struct Bot {
-    _home: tempfile::TempDir,
+    home: tempfile::TempDir,
     work: tempfile::TempDir,
     settings: Settings,
     provider: FakeProvider,
@@ -32,6 +32,7 @@ struct Bot {
     allowed: Vec<String>,
     idle: bool,
     runner: Option<GatewayRunner>,
+    store: Option<Arc<Mutex<Store>>>,
 }
 
 fn answer(text: &'static str) -> Responder {
@@ -62,7 +63,7 @@ impl Bot {
         )
         .unwrap();
         Bot {
-            _home: home,
+            home,
             work,
             settings,
             provider,
@@ -70,6 +71,7 @@ impl Bot {
             allowed: allowed.iter().map(|u| u.address.clone()).collect(),
             idle: true,
             runner: None,
+            store: None,
         }
     }
 
@@ -105,12 +107,13 @@ impl Bot {
         let runner = GatewayRunner::new(RunnerDeps {
             adapters: vec![Arc::new(adapter)],
             factory: Arc::new(RuntimeAgentFactory::new(&self.settings, None).unwrap()),
-            store,
+            store: Arc::clone(&store),
             clock: Arc::new(SystemClock),
             config,
         });
         runner.start().await.unwrap();
         self.runner = Some(runner);
+        self.store = Some(store);
     }
 
     async fn stop(&mut self) {
@@ -400,6 +403,9 @@ async fn a_renumbered_mailbox_is_not_answered_again() {
         );
         bot.bot.wait_for_mails(1, WAIT);
     });
+    // Delivery times count in seconds: the old mail's is before the first
+    // save's.
+    std::thread::sleep(Duration::from_millis(1100));
     bot.start().await;
     blocking(|| {
         send(
@@ -443,16 +449,102 @@ async fn a_renumbered_mailbox_is_not_answered_again() {
         std::thread::sleep(Duration::from_secs(3));
         alice.mails()
     });
+    let answered: Vec<Option<String>> = mails.iter().map(|m| header(m, "In-Reply-To")).collect();
     assert_eq!(
         mails.len(),
         2,
-        "neither the old mail nor the answered one again"
+        "neither the old mail nor the answered one again: {answered:?}"
     );
     assert_eq!(
         header(&mails[1], "In-Reply-To").as_deref(),
         Some("<two@alice>")
     );
     assert_eq!(bot.asked(), ["Subject: one\n\none", "Subject: two\n\ntwo"]);
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_go_to_the_home_address_or_into_their_thread() {
+    use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
+    use hermes_runtime::cron::{self, CronContext, CronSettings, JobSpec};
+
+    let alice = blocking(|| dovecot::server().user("alice"));
+    let mut bot = Bot::new(&[&alice], answer("# Morning briefing\nAll quiet."));
+    bot.start().await;
+    let env = Environment::from_pairs([
+        ("HERMES_HOME", bot.home.path().display().to_string()),
+        ("EMAIL_HOME_ADDRESS", alice.address.clone()),
+    ]);
+    let with_home = hermes_runtime::config::load(&Overrides::default(), &env).unwrap();
+    let cron_settings = CronSettings::load(&with_home).unwrap();
+    assert_eq!(
+        cron_settings.home_channels.get("email"),
+        Some(&alice.address)
+    );
+    let store = bot.store.clone().unwrap();
+    let scheduler = Scheduler::start(SchedulerDeps {
+        runner: bot.runner.clone().unwrap(),
+        factory: Arc::new(RuntimeAgentFactory::new(&bot.settings, None).unwrap()),
+        store: Arc::clone(&store),
+        clock: Arc::new(SystemClock),
+        settings: cron_settings.clone(),
+        timing: SchedulerTiming::default(),
+        scripts: None,
+    });
+    let create = |deliver: String| {
+        let ctx = CronContext {
+            now_ms: hermes_core::Clock::now_ms(&SystemClock),
+            tz: cron_settings.tz.clone(),
+            platforms: Some(vec!["email".into()]),
+            scripts_dir: None,
+        };
+        let spec = JobSpec {
+            schedule: Some("1s".into()),
+            prompt: Some("brief me".into()),
+            deliver: Some(deliver),
+            ..JobSpec::default()
+        };
+        cron::create(&mut store.lock().unwrap(), &spec, None, &ctx).unwrap();
+    };
+    // `deliver: email`: a new mail to EMAIL_HOME_ADDRESS, its subject the
+    // answer's first line.
+    create("email".into());
+    let mail_home = blocking(|| alice.wait_for_mails(1, WAIT).remove(0));
+    assert_eq!(
+        header(&mail_home, "Subject").as_deref(),
+        Some("Morning briefing")
+    );
+    assert_eq!(header(&mail_home, "In-Reply-To"), None);
+    // Into a thread: `email:ADDRESS:THREAD` answers the thread's latest mail.
+    let answer_id = blocking(|| {
+        send(
+            &alice,
+            &bot.bot,
+            &mail(
+                &alice,
+                &bot.bot,
+                "disk@alice",
+                "The disk",
+                "",
+                "is it full?",
+            ),
+        );
+        header(&alice.wait_for_mails(2, WAIT)[1], "Message-ID").unwrap()
+    });
+    let thread = hermes_gateway::email::thread_id("disk@alice");
+    create(format!("email:{}:{thread}", alice.address));
+    let threaded = blocking(|| alice.wait_for_mails(3, WAIT).remove(2));
+    assert_eq!(
+        header(&threaded, "Subject").as_deref(),
+        Some("Re: The disk")
+    );
+    // (the thread's latest mail is the bot's answer)
+    assert_eq!(header(&threaded, "In-Reply-To"), Some(answer_id.clone()));
+    assert_eq!(
+        header(&threaded, "References"),
+        Some(format!("<disk@alice> {answer_id}"))
+    );
+    scheduler.stop(Duration::from_secs(5)).await;
     bot.stop().await;
 }
 

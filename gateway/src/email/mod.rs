@@ -50,6 +50,7 @@ use crate::split::LengthUnit;
 
 pub use config::{EmailConfig, EmailConfigError, Endpoint, Security, is_loopback};
 pub use imap::DONE_KEYWORD;
+pub use parse::thread_id;
 pub use smtp::reply_subject;
 
 /// The platform name in session keys.

@@ -53,10 +53,11 @@ pub(crate) struct Place {
     pub uid: u32,
 }
 
-/// A stable 64-bit FNV-1a hash as 16 hex digits: thread ids go into session
+/// The thread id of a thread whose first mail has Message-ID `root`
+/// (without `<>`): a stable 64-bit FNV-1a hash as 16 hex digits. Thread ids go into session
 /// keys in the store, so they must not change between builds (std's hasher
 /// may).
-pub(crate) fn thread_id(root: &str) -> String {
+pub fn thread_id(root: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in root.bytes() {
         h ^= u64::from(b);

@@ -196,14 +196,17 @@ async fn catch_up(
             let date = since.strftime("%d-%b-%Y").to_string();
             let candidates =
                 imap::search(session, &format!("UNKEYWORD {DONE_KEYWORD} SINCE {date}")).await?;
-            // SEARCH SINCE counts whole days: the delivery time decides.
+            // SEARCH SINCE counts whole days: the delivery time decides, in
+            // whole seconds. Mail of the very second of the last save is
+            // left (it may be history); answering old mail is the worse
+            // mistake.
             let saved_at = i64::try_from(p.saved_at).unwrap_or(i64::MAX);
             let arrived = imap::arrival_times(session, &candidates).await?;
             for uid in candidates {
                 if !inner.gate.is_open() {
                     return Ok(());
                 }
-                if arrived.get(&uid).is_some_and(|t| *t >= saved_at) {
+                if arrived.get(&uid).is_some_and(|t| *t > saved_at) {
                     handle(inner, handler, session, Place { uid_validity, uid }).await?;
                 }
             }

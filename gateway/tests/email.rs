@@ -31,6 +31,10 @@ struct Bot {
     bot: MailUser,
     allowed: Vec<String>,
     idle: bool,
+    /// IMAP host, port and security instead of plain 127.0.0.1.
+    imap: Option<(&'static str, u16, &'static str)>,
+    /// Trust the mail server's self-signed certificate.
+    trust: bool,
     runner: Option<GatewayRunner>,
     store: Option<Arc<Mutex<Store>>>,
 }
@@ -70,6 +74,8 @@ impl Bot {
             bot: dovecot::server().user("bot"),
             allowed: allowed.iter().map(|u| u.address.clone()).collect(),
             idle: true,
+            imap: None,
+            trust: true,
             runner: None,
             store: None,
         }
@@ -77,7 +83,25 @@ impl Bot {
 
     fn config(&self) -> EmailConfig {
         let server = dovecot::server();
-        let env = |name: &str| match name {
+        let env = |name: &str| match (name, self.imap) {
+            ("EMAIL_IMAP_HOST", Some((host, _, _))) => Some(host.to_owned()),
+            ("EMAIL_IMAP_PORT", Some((_, port, _))) => Some(port.to_string()),
+            ("EMAIL_IMAP_SECURITY", Some((_, _, security))) => Some(security.to_owned()),
+            _ => self.plain_env(name),
+        };
+        let mut config = EmailConfig::from_sources(&env, &toml::Table::new())
+            .unwrap()
+            .unwrap();
+        config.idle = self.idle;
+        if self.trust {
+            config.extra_roots_pem = Some(server.cert_pem.clone());
+        }
+        config
+    }
+
+    fn plain_env(&self, name: &str) -> Option<String> {
+        let server = dovecot::server();
+        match name {
             "EMAIL_ADDRESS" => Some(self.bot.address.clone()),
             "EMAIL_PASSWORD" => Some(self.bot.password.clone()),
             "EMAIL_IMAP_HOST" | "EMAIL_SMTP_HOST" => Some("127.0.0.1".to_owned()),
@@ -87,12 +111,7 @@ impl Bot {
             "EMAIL_ALLOWED_USERS" => Some(self.allowed.join(",")),
             "EMAIL_POLL_INTERVAL" => Some("1".to_owned()),
             _ => None,
-        };
-        let mut config = EmailConfig::from_sources(&env, &toml::Table::new())
-            .unwrap()
-            .unwrap();
-        config.idle = self.idle;
-        config
+        }
     }
 
     /// Starts (or restarts) the gateway over the same home and store.
@@ -592,6 +611,48 @@ fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
         }
     }
     None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imap_over_tls_and_starttls_checks_the_certificate() {
+    use hermes_gateway::adapter::PlatformAdapter;
+    let alice = blocking(|| dovecot::server().user("alice"));
+    let mut bot = Bot::new(&[&alice], answer("over TLS"));
+    let (imap, imaps) = (dovecot::server().imap_port, dovecot::server().imaps_port);
+    for (host, port, security) in [("localhost", imaps, "tls"), ("localhost", imap, "starttls")] {
+        bot.imap = Some((host, port, security));
+        let adapter = EmailAdapter::new(bot.config(), None).unwrap();
+        assert_eq!(
+            adapter.verify().await,
+            Ok(Some(bot.bot.address.clone())),
+            "{security}"
+        );
+    }
+    // A certificate nobody vouches for is refused, with or without STARTTLS.
+    bot.trust = false;
+    for (port, security) in [(imaps, "tls"), (imap, "starttls")] {
+        bot.imap = Some(("localhost", port, security));
+        let adapter = EmailAdapter::new(bot.config(), None).unwrap();
+        let err = adapter.verify().await.unwrap_err();
+        assert!(
+            err.to_lowercase().contains("certificate"),
+            "{security}: {err}"
+        );
+    }
+    // The whole way over IMAPS.
+    bot.trust = true;
+    bot.imap = Some(("localhost", imaps, "tls"));
+    bot.start().await;
+    let answered = blocking(|| {
+        send(
+            &alice,
+            &bot.bot,
+            &mail(&alice, &bot.bot, "tls@alice", "secure", "", "hello"),
+        );
+        alice.wait_for_mails(1, WAIT).remove(0)
+    });
+    assert_eq!(body(&answered).trim(), "over TLS");
+    bot.stop().await;
 }
 
 #[test]

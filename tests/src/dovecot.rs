@@ -1,6 +1,6 @@
 //! A private mail system for the Email tests of one test binary: Dovecot
-//! (IMAP and LMTP on free loopback ports, a passwd-file of users, maildirs
-//! in a fresh directory, no TLS) and an SMTP server in front of it
+//! (IMAP, IMAPS and LMTP on free loopback ports, a passwd-file of users,
+//! maildirs in a fresh directory, a self-signed certificate) and an SMTP server in front of it
 //! (`tests/python/smtp_relay.py`, aiosmtpd) that delivers what it accepts
 //! into the recipients' mailboxes through Dovecot's LMTP.
 //!
@@ -33,6 +33,12 @@ pub struct MailServer {
     pub smtp_port: u16,
     /// Dovecot's LMTP port on 127.0.0.1.
     pub lmtp_port: u16,
+    /// Dovecot's IMAPS port on 127.0.0.1 (TLS from the first byte; the
+    /// plain port offers STARTTLS too), with [`MailServer::cert_pem`].
+    pub imaps_port: u16,
+    /// The server's self-signed certificate (PEM) for `localhost` and
+    /// 127.0.0.1: the root a client must trust.
+    pub cert_pem: Vec<u8>,
     /// Everything: config, users, mailboxes, logs.
     pub dir: PathBuf,
     users: Mutex<String>,
@@ -82,7 +88,7 @@ fn mail_ids() -> (u32, u32) {
     }
 }
 
-fn config(dir: &Path, imap: u16, lmtp: u16) -> String {
+fn config(dir: &Path, imap: u16, imaps: u16, lmtp: u16) -> String {
     let d = dir.display();
     // Not root: every Dovecot process runs as us (no privilege drop).
     let who = if is_root() {
@@ -99,7 +105,9 @@ state_dir = {d}/state
 log_path = {d}/dovecot.log
 protocols = imap lmtp
 listen = 127.0.0.1
-ssl = no
+ssl = yes
+ssl_cert = <{d}/cert.pem
+ssl_key = <{d}/key.pem
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 first_valid_uid = 1
@@ -119,7 +127,8 @@ service imap-login {{
     port = {imap}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {imaps}
   }}
 }}
 service lmtp {{
@@ -209,8 +218,14 @@ fn start() -> MailServer {
     unsafe {
         libc::atexit(stop_at_exit);
     }
-    let (imap_port, lmtp_port, smtp_port) = (free_port(), free_port(), free_port());
-    std::fs::write(dir.join("dovecot.conf"), config(&dir, imap_port, lmtp_port)).unwrap();
+    make_certificate(&dir);
+    let (imap_port, imaps_port) = (free_port(), free_port());
+    let (lmtp_port, smtp_port) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("dovecot.conf"),
+        config(&dir, imap_port, imaps_port, lmtp_port),
+    )
+    .unwrap();
     let out = std::fs::File::create(dir.join("dovecot.out")).unwrap();
     let mut command = Command::new(dovecot);
     command
@@ -237,11 +252,43 @@ fn start() -> MailServer {
     wait_for_port(smtp_port, "the SMTP server", &dir.join("smtp.log"));
     MailServer {
         imap_port,
+        imaps_port,
+        cert_pem: std::fs::read(dir.join("cert.pem")).unwrap(),
         smtp_port,
         lmtp_port,
         dir,
         users: Mutex::new(String::new()),
     }
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, made with the
+/// `openssl` command (Dovecot's package depends on it). Not a CA: it is its
+/// own trust anchor.
+fn make_certificate(dir: &Path) {
+    std::fs::write(
+        dir.join("openssl.cnf"),
+        "[req]\ndistinguished_name = dn\nx509_extensions = ext\nprompt = no\n\
+         [dn]\nCN = localhost\n\
+         [ext]\nsubjectAltName = DNS:localhost, IP:127.0.0.1\nbasicConstraints = critical, CA:FALSE\n\
+         keyUsage = critical, digitalSignature, keyEncipherment\nextendedKeyUsage = serverAuth\n",
+    )
+    .unwrap();
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-config",
+        ])
+        .arg(dir.join("openssl.cnf"))
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .expect("run openssl to make the test certificate");
+    assert!(
+        out.status.success(),
+        "openssl req failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 extern "C" fn stop_at_exit() {

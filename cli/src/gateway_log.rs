@@ -25,6 +25,9 @@ use tracing_subscriber::registry::LookupSpan;
 /// hermes's own crates: what a bare level applies to.
 const OWN_CRATES: &[&str] = &["hermes", "hermes_gateway", "hermes_runtime", "hermes_core"];
 
+/// Library log targets that write credentials at trace level: always off.
+const SECRET_TRACING: &str = "async_imap::imap_stream=off";
+
 /// The filter for a level or filter `spec` (`None`: the default, `info`).
 /// `source` names where the spec came from, for the error.
 pub fn filter(spec: Option<&str>, source: &str) -> Result<Targets, String> {
@@ -53,6 +56,10 @@ pub fn filter(spec: Option<&str>, source: &str) -> Result<Targets, String> {
         let own: Vec<String> = OWN_CRATES.iter().map(|c| format!("{c}={level}")).collect();
         format!("{libraries},{}", own.join(","))
     };
+    // The IMAP client traces every command it writes, the LOGIN with the
+    // mailbox password among them: never shown, whatever the filter says
+    // (the most specific target wins).
+    let directives = format!("{directives},{SECRET_TRACING}");
     directives
         .parse::<Targets>()
         .map_err(|e| format!("{source}: `{spec}` is not a log filter: {e}"))
@@ -189,7 +196,18 @@ mod tests {
         let f = filter(None, "HERMES_LOG").unwrap().to_string();
         assert!(f.contains("hermes_gateway=info"), "{f}");
         let f = filter(Some("ureq=trace"), "RUST_LOG").unwrap().to_string();
-        assert_eq!(f, "ureq=trace");
+        assert!(f.contains("ureq=trace"), "{f}");
+        // Whatever is asked, the IMAP client's command trace (it shows the
+        // LOGIN password) stays off.
+        for spec in ["ureq=trace", "trace", "trace,async_imap=trace"] {
+            let f = filter(Some(spec), "RUST_LOG").unwrap();
+            assert!(
+                !f.would_enable("async_imap::imap_stream", &tracing::Level::TRACE),
+                "{spec}"
+            );
+        }
+        let f = filter(Some("trace,async_imap=trace"), "RUST_LOG").unwrap();
+        assert!(f.would_enable("async_imap::client", &tracing::Level::TRACE));
         let e = filter(Some("loud"), "--log-level").unwrap_err();
         assert!(e.contains("--log-level") && e.contains("debug"), "{e}");
     }

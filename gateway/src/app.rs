@@ -507,6 +507,15 @@ pub fn build_adapters(
             adapters.push(Arc::new(adapter));
         }
     }
+    #[cfg(feature = "email")]
+    {
+        if let Some(built) =
+            crate::email::EmailAdapter::from_sources(&env, &settings.file, store.clone())
+        {
+            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
+            adapters.push(Arc::new(adapter));
+        }
+    }
     let _ = (&env, &store);
     if adapters.is_empty() {
         return Err(GatewayError::NoPlatform);

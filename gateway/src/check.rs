@@ -119,7 +119,7 @@ pub fn describe_allow(allow: &AllowList) -> String {
     }
     if allow.is_empty() {
         return "warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / \
-                DISCORD_ALLOWED_USERS / MATRIX_ALLOWED_USERS / WECOM_ALLOWED_USERS / \
+                DISCORD_ALLOWED_USERS / MATRIX_ALLOWED_USERS / EMAIL_ALLOWED_USERS / WECOM_ALLOWED_USERS / \
                 WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids), \
                 approve paired users (`hermes pairing approve`), or set GATEWAY_ALLOW_ALL_USERS=true"
             .to_owned();

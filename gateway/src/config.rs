@@ -324,6 +324,20 @@ impl GatewayConfig {
                 .or_default()
                 .extend(ids);
         }
+        // `[email] allowed_users`, likewise (the Email adapter answers
+        // nobody else; the runner must admit them).
+        if let Some(list) = file
+            .get("email")
+            .and_then(|d| d.get("allowed_users"))
+            .filter(|_| env_var("EMAIL_ALLOWED_USERS").is_none())
+        {
+            let ids = Setting::Toml(list).id_list("email.allowed_users")?;
+            cfg.allow
+                .per_platform
+                .entry("email".to_owned())
+                .or_default()
+                .extend(ids);
+        }
         if let Some((key, v)) = pick("GATEWAY_BUSY_MODE", "busy_mode") {
             cfg.busy_mode = match v.string(&key)?.trim() {
                 "interrupt" => BusyMode::Interrupt,
@@ -591,6 +605,8 @@ mod tests {
 
     #[test]
     fn discord_allow_list_from_its_section_or_variable() {
+        let cfg = parse("[email]\nallowed_users = [\"a@example.org\"]", &[]).unwrap();
+        assert!(cfg.allow.allows("email", "a@example.org"));
         let cfg = parse("[discord]\nallowed_users = [\"111\", 222]", &[]).unwrap();
         assert!(cfg.allow.allows("discord", "111") && cfg.allow.allows("discord", "222"));
         assert!(!cfg.allow.allows("telegram", "111"));

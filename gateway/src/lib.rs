@@ -21,6 +21,8 @@ pub mod cron;
 pub mod dedup;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "email")]
+pub mod email;
 pub mod event;
 #[doc(hidden)]
 pub mod fuzz_entry;

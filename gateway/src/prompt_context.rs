@@ -22,6 +22,7 @@ fn platform_name(platform: &str) -> &str {
         "telegram" => "Telegram",
         "discord" => "Discord",
         "matrix" => "Matrix",
+        "email" => "Email",
         "wecom" | "wecom_callback" => "WeCom",
         other => other,
     }

@@ -1,9 +1,11 @@
 //! Test support shared by the crates' process-level tests: a scripted,
 //! loopback, OpenAI-compatible provider ([`FakeProvider`]), the launcher of
 //! the third-party aimock emulator ([`aimock`]), a private PostgreSQL
-//! server ([`postgres`]), and a private Synapse homeserver ([`synapse`]).
+//! server ([`postgres`]), a private Synapse homeserver ([`synapse`]), and a
+//! private mail system: Dovecot and an SMTP server ([`dovecot`]).
 
 pub mod aimock;
+pub mod dovecot;
 pub mod fuzz_inputs;
 pub mod http;
 pub mod multipart;

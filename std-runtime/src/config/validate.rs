@@ -192,6 +192,24 @@ pub const SECTIONS: &[Section] = &[
         ]),
     },
     Section {
+        // The Email adapter (hermes_gateway::email) checks the values
+        // further (addresses, `none` only towards loopback).
+        name: "email",
+        keys: Keys::These(&[
+            key("address", Kind::Str),
+            key("password", Kind::Str),
+            key("imap_host", Kind::Str),
+            key("imap_port", Kind::PositiveInt),
+            key("imap_security", Kind::OneOf(&["tls", "starttls", "none"])),
+            key("smtp_host", Kind::Str),
+            key("smtp_port", Kind::PositiveInt),
+            key("smtp_security", Kind::OneOf(&["tls", "starttls", "none"])),
+            key("allowed_users", Kind::List),
+            key("poll_interval", Kind::PositiveInt),
+            key("home_address", Kind::Str),
+        ]),
+    },
+    Section {
         // Scheduled jobs (SPEC Y1; `cron::CronSettings`).
         name: "cron",
         keys: Keys::These(&[key("catch_up", Kind::OneOf(&["once", "skip"]))]),
@@ -269,6 +287,17 @@ pub const KNOWN_VARS: &[&str] = &[
     "MATRIX_REQUIRE_MENTION",
     "MATRIX_ALLOWED_ROOMS",
     "MATRIX_HOME_ROOM",
+    "EMAIL_ADDRESS",
+    "EMAIL_PASSWORD",
+    "EMAIL_IMAP_HOST",
+    "EMAIL_IMAP_PORT",
+    "EMAIL_IMAP_SECURITY",
+    "EMAIL_SMTP_HOST",
+    "EMAIL_SMTP_PORT",
+    "EMAIL_SMTP_SECURITY",
+    "EMAIL_ALLOWED_USERS",
+    "EMAIL_POLL_INTERVAL",
+    "EMAIL_HOME_ADDRESS",
     "GATEWAY_PAIRING",
     "GATEWAY_LOG_FORMAT",
     "GATEWAY_METRICS_PORT",
@@ -593,6 +622,20 @@ mod tests {
             .collect();
         assert!(p[0].contains("did you mean DISCORD_BOT_TOKEN"), "{p:?}");
         assert!(unknown_var("DISCORD_HOME_CHANNEL").is_none());
+    }
+
+    #[test]
+    fn the_email_section_is_checked_like_the_rest() {
+        let ok = "[email]\naddress = \"bot@example.org\"\npassword = \"p\"\nimap_host = \"h\"\n\
+                  imap_port = 993\nimap_security = \"tls\"\nsmtp_host = \"h\"\nsmtp_port = 587\n\
+                  smtp_security = \"starttls\"\nallowed_users = [\"a@example.org\"]\n\
+                  poll_interval = 30\nhome_address = \"a@example.org\"\n";
+        assert_eq!(problems(ok), Vec::<String>::new());
+        let p = problems("[email]\nimap_securty = \"tls\"\n");
+        assert!(p[0].contains("did you mean 'imap_security'"), "{p:?}");
+        assert!(!problems("[email]\nsmtp_security = \"ssl\"\n").is_empty());
+        assert!(unknown_var("EMAIL_HOME_ADDRESS").is_none());
+        assert!(unknown_var("EMAIL_PASSWORD").is_none());
     }
 
     #[test]

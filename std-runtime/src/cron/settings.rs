@@ -1,6 +1,7 @@
 //! The scheduler's settings: `[gateway] timezone`, `[cron] catch_up`, and
 //! the home channels (`[gateway.home_channels]`, `TELEGRAM_HOME_CHANNEL`,
-//! `WECOM_HOME_CHANNEL`, `DISCORD_HOME_CHANNEL`, `MATRIX_HOME_ROOM`).
+//! `WECOM_HOME_CHANNEL`, `DISCORD_HOME_CHANNEL`, `MATRIX_HOME_ROOM`,
+//! `EMAIL_HOME_ADDRESS`).
 
 use std::collections::BTreeMap;
 
@@ -25,6 +26,7 @@ pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("wecom", "WECOM_HOME_CHANNEL"),
     ("discord", "DISCORD_HOME_CHANNEL"),
     ("matrix", "MATRIX_HOME_ROOM"),
+    ("email", "EMAIL_HOME_ADDRESS"),
 ];
 
 /// The scheduler's settings.

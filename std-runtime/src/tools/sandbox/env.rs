@@ -148,6 +148,7 @@ mod tests {
             // the credential suffixes, so `env_passthrough = ["MATRIX_*"]`
             // would have handed the bot's password to every command.
             "MATRIX_PASSWORD",
+            "EMAIL_PASSWORD",
         ] {
             assert!(is_hermes_credential(name), "{name}");
         }

@@ -61,12 +61,12 @@ mode() { stat -c '%a %u %g' "$root$1"; }
 readelf -h "$root/usr/bin/hermes" | grep -q "Machine:.*$machine" ||
   fail "/usr/bin/hermes is not a $machine binary"
 # The binary needs no newer glibc than the package's Depends promises (and
-# the README: "glibc 2.34 or newer", 2.36 for the arm builds).
+# the README: "glibc 2.34 or newer").
 promised=$(dpkg-deb --field "$deb" Depends | sed -n 's/.*libc6 (>= \([0-9.]*\)).*/\1/p')
 [ -n "$promised" ] || fail "Depends names no libc6 version"
 needed=$(readelf -V -W "$root/usr/bin/hermes" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)
-# Packed relative relocations (the arm builds, README "Boards") need 2.36:
-# the loader of an older glibc refuses such a binary.
+# Packed relative relocations (DT_RELR, if a build ever links with them)
+# need 2.36: the loader of an older glibc refuses such a binary.
 if readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR'; then
   needed=$(printf '%s\n2.36\n' "$needed" | sort -V | tail -1)
 fi

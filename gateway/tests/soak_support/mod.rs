@@ -27,7 +27,7 @@
 //!
 //! `HERMES_SOAK_ROUNDS` overrides a soak's round count, `HERMES_SOAK_SEED`
 //! replays the kill timings of a run (each run prints its seed).
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -189,7 +189,12 @@ impl Gateway {
     }
 }
 
-fn spawn_gateway(test: &str, env: &[(&'static str, String)], home: &Path, provider: &str) -> Gateway {
+fn spawn_gateway(
+    test: &str,
+    env: &[(&'static str, String)],
+    home: &Path,
+    provider: &str,
+) -> Gateway {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
@@ -242,7 +247,10 @@ pub fn run<P: Platform>(plan: &Plan, start: impl FnOnce(&tokio::runtime::Runtime
             .map_or(1, |d| d.as_nanos() as u64)
             | 1
     });
-    eprintln!("{} soak: {rounds} rounds, HERMES_SOAK_SEED={seed}", plan.name);
+    eprintln!(
+        "{} soak: {rounds} rounds, HERMES_SOAK_SEED={seed}",
+        plan.name
+    );
     let mut rng = Rng(seed);
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -299,27 +307,6 @@ pub fn run<P: Platform>(plan: &Plan, start: impl FnOnce(&tokio::runtime::Runtime
     write(&mut platform, plan.before_last);
     let total = next - 1;
 
-    // Per message: (answers — whole, or cut short by a graceful stop and
-    // saying so —, restart notices). Anything else replying to it fails.
-    let outcome = |said: &[Said], n: u64| -> (usize, usize) {
-        let id = posted[&n].id.as_str();
-        let replies: Vec<&str> = said
-            .iter()
-            .filter(|s| s.reply_to.as_deref() == Some(id) && s.text != QUEUE_NOTICE)
-            .map(|s| s.text.as_str())
-            .collect();
-        let answers = replies
-            .iter()
-            .filter(|t| **t == answer(n) || t.ends_with(STOPPED_NOTICE))
-            .count();
-        let notices = replies.iter().filter(|t| **t == RESTART_NOTICE).count();
-        assert_eq!(
-            answers + notices,
-            replies.len(),
-            "message {n} got something else: {replies:?}"
-        );
-        (answers, notices)
-    };
     let mark = platform.mark();
     let mut gateway = spawn();
     platform.wait_up(mark);
@@ -327,7 +314,7 @@ pub fn run<P: Platform>(plan: &Plan, start: impl FnOnce(&tokio::runtime::Runtime
     loop {
         let said = platform.said();
         let missing: Vec<u64> = (1..=total)
-            .filter(|&n| outcome(&said, n) == (0, 0))
+            .filter(|&n| outcome(&said, &posted[&n].id, n) == (0, 0))
             .collect();
         if missing.is_empty() {
             break;
@@ -349,7 +336,7 @@ pub fn run<P: Platform>(plan: &Plan, start: impl FnOnce(&tokio::runtime::Runtime
     let said = platform.said();
     let (mut answered, mut told, mut both) = (0, 0, 0);
     for n in 1..=total {
-        let (answers, notices) = outcome(&said, n);
+        let (answers, notices) = outcome(&said, &posted[&n].id, n);
         assert!(answers <= 1, "message {n} was answered {answers} times");
         assert!(answers + notices >= 1, "message {n} was lost");
         answered += answers;
@@ -362,17 +349,7 @@ pub fn run<P: Platform>(plan: &Plan, start: impl FnOnce(&tokio::runtime::Runtime
         .iter()
         .filter(|s| s.text.ends_with(STOPPED_NOTICE))
         .count();
-    let number_of: HashMap<&str, u64> = posted.iter().map(|(n, p)| (p.id.as_str(), *n)).collect();
-    for s in &said {
-        let to = s.reply_to.as_deref();
-        let n = to
-            .and_then(|id| number_of.get(id))
-            .unwrap_or_else(|| panic!("{:?} replies to no soak message ({to:?})", s.text));
-        assert_eq!(s.chat, posted[n].chat, "{:?} went to chat {}", s.text, s.chat);
-        if s.text.starts_with("answer to #") {
-            assert_eq!(s.text, answer(*n), "{:?} replied to message {n}", s.text);
-        }
-    }
+    check_addressed(&said, &posted);
     let tool_calls = check_store(&home.join("state.db"), total);
     assert!(
         provider.violations().is_empty(),
@@ -388,6 +365,50 @@ pub fn run<P: Platform>(plan: &Plan, start: impl FnOnce(&tokio::runtime::Runtime
         started.elapsed().as_secs_f64()
     );
     drop(rt);
+}
+
+/// Per message `n` (platform id `id`): (answers — whole, or cut short by a
+/// graceful stop and saying so —, restart notices). Anything else replying
+/// to it fails.
+fn outcome(said: &[Said], id: &str, n: u64) -> (usize, usize) {
+    let replies: Vec<&str> = said
+        .iter()
+        .filter(|s| s.reply_to.as_deref() == Some(id) && s.text != QUEUE_NOTICE)
+        .map(|s| s.text.as_str())
+        .collect();
+    let answers = replies
+        .iter()
+        .filter(|t| **t == answer(n) || t.ends_with(STOPPED_NOTICE))
+        .count();
+    let notices = replies.iter().filter(|t| **t == RESTART_NOTICE).count();
+    assert_eq!(
+        answers + notices,
+        replies.len(),
+        "message {n} got something else: {replies:?}"
+    );
+    (answers, notices)
+}
+
+/// Everything the bot said replies to a soak message, in that message's
+/// chat, and an answer answers that very message.
+fn check_addressed(said: &[Said], posted: &HashMap<u64, Posted>) {
+    let number_of: HashMap<&str, u64> = posted.iter().map(|(n, p)| (p.id.as_str(), *n)).collect();
+    for s in said {
+        let to = s.reply_to.as_deref();
+        let n = to
+            .and_then(|id| number_of.get(id))
+            .unwrap_or_else(|| panic!("{:?} replies to no soak message ({to:?})", s.text));
+        assert_eq!(
+            s.chat, posted[n].chat,
+            "{:?} went to chat {}",
+            s.text, s.chat
+        );
+        // Whole, or cut short by a graceful stop: the number is the same.
+        if let Some(rest) = s.text.strip_prefix("answer to #") {
+            let number: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            assert_eq!(number, n.to_string(), "{:?} replied to message {n}", s.text);
+        }
+    }
 }
 
 /// 0 transcribed twice, every tool call answered, nothing left in the

@@ -91,8 +91,9 @@ impl Platform for Matrix {
     }
 
     /// Once the bot has joined every room, a gateway sees whatever is
-    /// written next: its first sync stored the position it syncs from
-    /// before it joined, and later ones resume there.
+    /// written next: the first gateway joins during its first sync, whose
+    /// position it stores right after (the first round's gateway lives on
+    /// well past that), and later gateways resume from the stored position.
     fn wait_up(&self, _: usize) {
         let deadline = Instant::now() + Duration::from_secs(120);
         while !self

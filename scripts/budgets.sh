@@ -40,9 +40,9 @@ cd "$(dirname "$0")/.."
 #   met; where it is not, today's figure plus stated slack, so growth fails
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
-SIZE_X86_64_LIMIT=14800000     # measured 14,101,744 B (third wave: + Discord, Matrix, API server, scheduler, skills, pairing; was 12,087,536 B); +~5 %
+SIZE_X86_64_LIMIT=15600000     # measured 14,847,024 B (issue 32's trims, then Email (issue 33), voice replies and send_file (issue 29); 14,409,328 B before); +~5 %
 RSS_ONESHOT_LIMIT_KIB=12100    # measured 11,452 KiB after the third wave (10,200-10,768 before; most of it mapped pages); +~6 %
-RSS_IDLE_GATEWAY_LIMIT_KIB=15100  # measured 13,968-14,344 KiB after the second session of the third wave (13,428-13,720 after the first; 11,816 before): the status-file and metrics tasks; +~5 %
+RSS_IDLE_GATEWAY_LIMIT_KIB=15400  # measured 14,576 KiB with Email and voice (issues 33, 29; 13,968-14,344 KiB before); +~5 %
 BOARD_SIZE_X86_64_TARGET=6500000
 BOARD_SIZE_X86_64_LIMIT=9950000       # measured 9,367,216-9,479,600 B (issue 32; 10,071,152 B before its trims); +~5 %
 BOARD_SIZE_AARCH64_TARGET=6000000

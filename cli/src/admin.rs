@@ -2,8 +2,9 @@
 
 use hermes_core::{ModelErrorKind, WindowSource};
 use hermes_runtime::client::ClientError;
-use hermes_runtime::config::{ConfigError, Settings, mask, unknown_var};
+use hermes_runtime::config::{ConfigError, Settings, unknown_var};
 use hermes_runtime::context;
+use hermes_runtime::redact::mask;
 use hermes_runtime::tools::SandboxStatus;
 
 use crate::app::{CliError, client};

@@ -146,7 +146,7 @@ struct Endpoint {
 
 impl Endpoint {
     fn new(url: String) -> Self {
-        let shown = crate::config::redact_url(&url).into_owned();
+        let shown = crate::redact::redact_url(&url).into_owned();
         Endpoint {
             url: url.into(),
             shown: shown.into(),
@@ -174,7 +174,7 @@ impl OpenAiClient {
     pub(crate) fn with_wire(opts: ClientOptions, wire: Wire) -> Result<Self, ClientError> {
         let base = opts.base_url.trim().trim_end_matches('/');
         let lower = base.to_ascii_lowercase();
-        let shown_base = crate::config::redact_url(base);
+        let shown_base = crate::redact::redact_url(base);
         if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             return Err(ClientError::Config(format!(
                 "base URL {shown_base:?} must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)"
@@ -187,7 +187,7 @@ impl OpenAiClient {
                 "base URL {shown_base:?} is not a valid URL: {e}"
             )));
         }
-        let userinfo = crate::config::userinfo_span(base)
+        let userinfo = crate::redact::userinfo_span(base)
             .map(|(start, end)| Arc::<str>::from(&base[start..end]))
             .filter(|u| !u.is_empty());
 

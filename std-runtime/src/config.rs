@@ -7,7 +7,7 @@
 //! OpenAI-compatible server at Ollama's address.
 //!
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
-//! [`mask`] is what any display uses (SPEC E2).
+//! [`crate::redact::mask`] is what any display uses (SPEC E2).
 
 mod load;
 mod media;
@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::mcp::ServerConfig;
 use crate::pricing::Price;
+use crate::redact::{mask, redact_url};
 use crate::tools::{ApprovalMode, SandboxMode, WebSearchSettings};
 
 pub use load::load;
@@ -341,36 +342,6 @@ pub fn hermes_home(env: &Environment) -> Result<PathBuf, ConfigError> {
     env.get("HOME")
         .map(|h| Path::new(h).join(".hermes"))
         .ok_or(ConfigError::NoHome)
-}
-
-/// Shows only enough of a secret to recognise it: `sk-…1234`.
-pub fn mask(secret: &str) -> String {
-    let chars: Vec<char> = secret.chars().collect();
-    if chars.len() <= 8 {
-        return "****".into();
-    }
-    let head: String = chars.iter().take(3).collect();
-    let tail: String = chars.iter().skip(chars.len() - 4).collect();
-    format!("{head}…{tail}")
-}
-
-/// `url` for display: credentials written into it (`https://user:pass@host/…`)
-/// are replaced by `***`, so logs, errors and `config show` never carry
-/// them. Everything else is kept, so the URL stays recognisable.
-pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
-    let Some((start, end)) = userinfo_span(url) else {
-        return std::borrow::Cow::Borrowed(url);
-    };
-    std::borrow::Cow::Owned(format!("{}***{}", &url[..start], &url[end..]))
-}
-
-/// The byte range of the `user:password` part of `url`, if it has one.
-pub fn userinfo_span(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://")? + 3;
-    let rest = &url[start..];
-    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let at = rest[..authority_len].rfind('@')?;
-    Some((start, start + at))
 }
 
 /// Parses a `.env` file: `KEY=value` lines, `#` comments, optional `export`,

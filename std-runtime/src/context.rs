@@ -228,7 +228,7 @@ pub fn probe_provider(client: &OpenAiClient, model: &str, provider: &str) -> Opt
     let base = client.base_url();
     // What is reported (doctor, /status) names the URLs with any
     // credentials in them masked.
-    let shown = crate::config::redact_url(base);
+    let shown = crate::redact::redact_url(base);
     match client.fetch_json(&format!("{base}/models"), None, PROBE_TIMEOUT) {
         Ok(listing) => {
             if let Some((n, key)) = models_entry_window(&listing, model) {
@@ -248,7 +248,7 @@ pub fn probe_provider(client: &OpenAiClient, model: &str, provider: &str) -> Opt
         return None;
     }
     let root = client.server_root();
-    let shown = crate::config::redact_url(root);
+    let shown = crate::redact::redact_url(root);
     if let Ok(props) = client.fetch_json(&format!("{root}/props"), None, PROBE_TIMEOUT)
         && let Some(n) = props_window(&props)
     {

@@ -42,6 +42,7 @@ pub mod parallel;
 pub mod persist;
 pub mod pricing;
 pub mod prompt;
+pub mod redact;
 pub mod skills;
 pub mod store;
 pub mod tools;

@@ -4,7 +4,8 @@
 //! `response_format=json`, optionally `language`); the answer's `text` is
 //! the transcript.
 
-use crate::config::{TranscriptionSettings, redact_url};
+use crate::config::TranscriptionSettings;
+use crate::redact::redact_url;
 
 use super::fetch::describe;
 use crate::http::multipart::Form;

@@ -107,7 +107,7 @@ pub struct WebSearchSettings {
 
 impl fmt::Debug for WebSearchSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let key = |k: &Option<String>| k.as_deref().map(crate::config::mask);
+        let key = |k: &Option<String>| k.as_deref().map(crate::redact::mask);
         f.debug_struct("WebSearchSettings")
             .field("backend", &self.backend)
             .field("searxng_url", &self.searxng_url)

@@ -23,6 +23,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Re-exported: the front-ends and their tests build settings from an
+/// [`Environment`] they load through here.
+pub use crate::env::Environment;
 use crate::mcp::ServerConfig;
 use crate::pricing::Price;
 use crate::redact::{mask, redact_url};
@@ -38,8 +41,8 @@ pub use provider::{
 };
 use resolve::Resolver;
 pub use validate::{
-    KNOWN_VARS, Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file,
-    did_you_mean, suggestion, unknown_var,
+    Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file, did_you_mean,
+    suggestion, unknown_var,
 };
 
 /// The local default: Ollama's OpenAI-compatible endpoint.
@@ -50,42 +53,6 @@ pub const OPENROUTER_BASE_URL: &str = "https://openrouter.ai/api/v1";
 pub const OPENROUTER_DEFAULT_MODEL: &str = "nousresearch/hermes-4-70b";
 /// The default model on a local server (Ollama's tag for Hermes 3).
 pub const LOCAL_DEFAULT_MODEL: &str = "hermes3";
-
-/// A snapshot of environment variables (the process's, or a test's).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Environment(BTreeMap<String, String>);
-
-impl Environment {
-    /// The current process environment (variables that are not UTF-8 are skipped).
-    pub fn from_process() -> Self {
-        Environment(std::env::vars().collect())
-    }
-
-    /// An environment made of `pairs`.
-    pub fn from_pairs<K: Into<String>, V: Into<String>>(
-        pairs: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        Environment(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-        )
-    }
-
-    /// The value of `name`, if set and not empty.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .get(name)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    }
-
-    /// All variables.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-}
 
 /// Settings given on the command line; `None` means "not given".
 #[derive(Clone, Debug, Default)]

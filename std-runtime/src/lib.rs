@@ -32,6 +32,7 @@ pub mod client;
 pub mod config;
 pub mod context;
 pub mod cron;
+pub mod env;
 pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;

@@ -293,7 +293,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .toml_string_list("agent", "env_passthrough")?
         .unwrap_or_default();
     for name in &env_passthrough {
-        if crate::tools::sandbox::is_hermes_credential(name) {
+        if crate::env::is_hermes_credential(name) {
             tracing::warn!(
                 "[agent] env_passthrough names {name}, one of hermes's own credentials: \
                  it is never passed to commands"

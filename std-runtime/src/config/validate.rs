@@ -2,7 +2,7 @@
 //! typo into an error with a suggestion instead of a silent default.
 //!
 //! [`SECTIONS`] lists every `config.toml` section and key with the kind of
-//! value it takes; [`KNOWN_VARS`] lists the environment variables (also
+//! value it takes; [`KNOWN_VARS`](crate::env::KNOWN_VARS) lists the environment variables (also
 //! accepted in `$HERMES_HOME/.env`). **Adding a setting means adding its line
 //! here**; the loader, `hermes doctor` and start-up all check against these
 //! tables. The `[gateway]` section's own keys are checked by the gateway
@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use super::ConfigError;
+use crate::env::KNOWN_VARS;
 
 /// The kind of value a key takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,108 +193,6 @@ pub const SECTIONS: &[Section] = &[
             key("max_concurrent", Kind::PositiveInt),
         ]),
     },
-];
-
-/// Environment variables hermes reads (from the process or `.env`). Names
-/// with a prefix in [`OWNED_PREFIXES`] must be in this list.
-pub const KNOWN_VARS: &[&str] = &[
-    "HERMES_HOME",
-    "HERMES_BASE_URL",
-    "HERMES_API_KEY",
-    "HERMES_MODEL",
-    "HERMES_MAX_ITERATIONS",
-    "HERMES_TOOLSETS",
-    "HERMES_CONTEXT_LENGTH",
-    "HERMES_COMPRESSION_MODEL",
-    "HERMES_COMPRESS_THRESHOLD",
-    "HERMES_FIRST_BYTE_TIMEOUT",
-    "HERMES_CALL_TIMEOUT",
-    "HERMES_DATABASE_URL",
-    "HERMES_VISION",
-    "HERMES_VISION_MODEL",
-    "HERMES_TRANSCRIPTION_BASE_URL",
-    "HERMES_TRANSCRIPTION_API_KEY",
-    "HERMES_TRANSCRIPTION_MODEL",
-    "HERMES_REASONING_EFFORT",
-    "HERMES_FALLBACK_MODEL",
-    "HERMES_FALLBACK_BASE_URL",
-    "HERMES_FALLBACK_API_KEY",
-    "HERMES_FALLBACK_API",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "GATEWAY_ALLOWED_USERS",
-    "GATEWAY_ALLOW_ALL_USERS",
-    "GATEWAY_BUSY_MODE",
-    "GATEWAY_GROUP_SESSIONS_PER_USER",
-    "GATEWAY_IDLE_RESET_HOURS",
-    "GATEWAY_DAILY_RESET_HOUR",
-    "GATEWAY_UTC_OFFSET_MINUTES",
-    "GATEWAY_MAX_WORKERS",
-    "GATEWAY_AGENT_CACHE_SIZE",
-    "GATEWAY_AGENT_CACHE_IDLE_SECS",
-    "GATEWAY_DEDUP_WINDOW_SECS",
-    "GATEWAY_DEDUP_CAPACITY",
-    "GATEWAY_MAX_QUEUED",
-    "GATEWAY_MAX_REPLY_MESSAGES",
-    "GATEWAY_DEDUP_RETENTION_HOURS",
-    "GATEWAY_LEASE_TTL_MS",
-    "GATEWAY_STREAM_REPLIES",
-    "GATEWAY_MAX_FILE_MB",
-    "MATRIX_HOMESERVER",
-    "MATRIX_USER_ID",
-    "MATRIX_PASSWORD",
-    "MATRIX_ACCESS_TOKEN",
-    "MATRIX_ALLOWED_USERS",
-    "MATRIX_REQUIRE_MENTION",
-    "MATRIX_ALLOWED_ROOMS",
-    "MATRIX_HOME_ROOM",
-    "GATEWAY_PAIRING",
-    "GATEWAY_LOG_FORMAT",
-    "GATEWAY_METRICS_PORT",
-    "HERMES_LOG",
-    "TELEGRAM_BOT_TOKEN",
-    "TELEGRAM_ALLOWED_USERS",
-    "TELEGRAM_API_URL",
-    "TELEGRAM_GROUP_POLICY",
-    "TELEGRAM_POLL_TIMEOUT",
-    "DISCORD_BOT_TOKEN",
-    "DISCORD_ALLOWED_USERS",
-    "DISCORD_REQUIRE_MENTION",
-    "DISCORD_FREE_RESPONSE_CHANNELS",
-    "DISCORD_HOME_CHANNEL",
-    "DISCORD_API_URL",
-    "WECOM_BOT_ID",
-    "WECOM_SECRET",
-    "WECOM_ALLOWED_USERS",
-    "WECOM_WS_URL",
-    "WECOM_CALLBACK_AGENT_ID",
-    "WECOM_CALLBACK_ALLOWED_USERS",
-    "WECOM_CALLBACK_API_URL",
-    "WECOM_CALLBACK_CORP_ID",
-    "WECOM_CALLBACK_CORP_SECRET",
-    "WECOM_CALLBACK_ENCODING_AES_KEY",
-    "WECOM_CALLBACK_HOST",
-    "WECOM_CALLBACK_MESSAGE_FORMAT",
-    "WECOM_CALLBACK_PATH",
-    "WECOM_CALLBACK_PORT",
-    "WECOM_CALLBACK_REPLAY_WINDOW_SECS",
-    "WECOM_CALLBACK_TOKEN",
-    "API_SERVER_ENABLED",
-    "API_SERVER_HOST",
-    "API_SERVER_PORT",
-    "API_SERVER_KEY",
-    "API_SERVER_MODEL_NAME",
-    "API_SERVER_CORS_ORIGINS",
-    "API_SERVER_MAX_CONCURRENT",
-    "BRAVE_API_KEY",
-    "TAVILY_API_KEY",
-    "SEARXNG_URL",
-    // Home channels of scheduled jobs' deliveries (SPEC Y2).
-    "TELEGRAM_HOME_CHANNEL",
-    "WECOM_HOME_CHANNEL",
-    "DISCORD_HOME_CHANNEL",
 ];
 
 /// Prefixes that only hermes uses: an unknown variable with one of them in

@@ -27,15 +27,12 @@ use std::time::Duration;
 /// [`Environment`] they load through here.
 pub use crate::env::Environment;
 use crate::mcp::ServerConfig;
+use crate::media::MediaSettings;
 use crate::pricing::Price;
 use crate::redact::{mask, redact_url};
 use crate::tools::{ApprovalMode, SandboxMode, WebSearchSettings};
 
 pub use load::load;
-pub use media::{
-    DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
-    TranscriptionSettings,
-};
 pub use provider::{
     ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
 };

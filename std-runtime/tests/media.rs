@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use hermes_core::{Attachment, ChatRequest, LedgerEntry, Message, Model, NullSink};
 use hermes_runtime::client::{ClientOptions, OpenAiClient};
-use hermes_runtime::config::TranscriptionSettings;
+use hermes_runtime::media::TranscriptionSettings;
 use hermes_runtime::media::documents::save_document;
 use hermes_runtime::media::transcribe::{TranscribeError, Transcriber};
 use hermes_runtime::media::vision::describe;

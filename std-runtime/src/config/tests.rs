@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+use crate::media::DEFAULT_TRANSCRIPTION_MODEL;
 use crate::tools::SearchBackend;
 
 fn home_with(files: &[(&str, &str)]) -> tempfile::TempDir {

@@ -4,7 +4,7 @@
 //! `response_format=json`, optionally `language`); the answer's `text` is
 //! the transcript.
 
-use crate::config::TranscriptionSettings;
+use super::settings::TranscriptionSettings;
 use crate::redact::redact_url;
 
 use super::fetch::describe;

@@ -28,7 +28,7 @@ use std::time::Duration;
 pub use crate::env::Environment;
 use crate::mcp::ServerConfig;
 use crate::media::MediaSettings;
-use crate::pricing::Price;
+use crate::price::Price;
 use crate::redact::{mask, redact_url};
 use crate::tools::{ApprovalMode, SandboxMode, WebSearchSettings};
 

@@ -41,6 +41,7 @@ pub mod mcp;
 pub mod media;
 pub mod parallel;
 pub mod persist;
+pub mod price;
 pub mod pricing;
 pub mod prompt;
 pub mod redact;

@@ -28,7 +28,7 @@
 use std::fmt;
 
 use super::{ConfigError, Origin, Resolver, mask, provider_label, validate_url};
-use crate::pricing::Price;
+use crate::price::Price;
 
 /// Anthropic's endpoint, the default when `api = "anthropic"`.
 pub const ANTHROPIC_BASE_URL: &str = crate::client::ANTHROPIC_BASE_URL;

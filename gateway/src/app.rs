@@ -640,7 +640,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
                     clock,
                     settings: cron_settings,
                     timing: crate::cron::SchedulerTiming::default(),
-                    scripts: Some(hermes_runtime::tools::script::script_env(settings)),
+                    scripts: Some(hermes_runtime::assemble::script_env(settings)),
                 }))
             }
             None => None,

@@ -198,6 +198,18 @@ impl std::fmt::Debug for ToolDeps {
     }
 }
 
+/// The environment scripts run in: the terminal's (working directory,
+/// sandbox, passed-through variables, extra paths) under `settings`.
+pub fn script_env(settings: &Settings) -> ToolEnv {
+    let mut env = ToolEnv::new(&settings.workdir, &settings.home);
+    env.allow_outside_workdir = settings.allow_outside_workdir;
+    env.sandbox = settings.sandbox;
+    env.env_passthrough = settings.env_passthrough.clone();
+    env.sandbox_read = settings.sandbox_read.clone();
+    env.sandbox_write = settings.sandbox_write.clone();
+    env
+}
+
 /// The tools of one session: the configured toolsets, confined to the
 /// configured working directory; sub-agents (`delegate_task`) run on
 /// `model`; everything else comes from `deps`.

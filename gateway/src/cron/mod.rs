@@ -208,7 +208,7 @@ pub struct SchedulerDeps {
     /// Timing.
     pub timing: SchedulerTiming,
     /// Where jobs' scripts run (the terminal's sandbox settings:
-    /// `hermes_runtime::tools::script::script_env`); `None`: a job with a
+    /// `hermes_runtime::assemble::script_env`); `None`: a job with a
     /// script fails with that reason.
     pub scripts: Option<hermes_runtime::tools::ToolEnv>,
 }

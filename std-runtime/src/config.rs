@@ -9,6 +9,7 @@
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
 //! [`crate::redact::mask`] is what any display uses (SPEC E2).
 
+mod cron;
 mod load;
 mod media;
 mod provider;

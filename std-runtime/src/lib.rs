@@ -37,6 +37,8 @@ pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod http;
+#[cfg(test)]
+mod layering;
 pub mod mcp;
 pub mod media;
 pub mod parallel;

@@ -70,8 +70,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
+use hermes_core::codec::SseStatus;
 use hermes_core::codec::request::RequestEncoder;
-use hermes_core::codec::sse::SseStatus;
 use hermes_core::{AttachmentResolver, TextReferences};
 use hermes_core::{
     ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, StreamSink,

@@ -96,6 +96,7 @@ mod oplog;
 mod progress;
 mod recovery;
 mod steer;
+mod transcribe;
 mod turn;
 
 pub use factory::{AgentFactory, BuildOptions, FactoryError};

@@ -468,7 +468,14 @@ impl OpenAiClient {
             .api_key
             .as_deref()
             .is_some_and(|k| !k.trim().is_empty());
-        status_failure(head, url, &body, key_sent)
+        status_failure(
+            head.status,
+            head.retry_after_ms.as_deref(),
+            head.retry_after.as_deref(),
+            url,
+            &body,
+            key_sent,
+        )
     }
 
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {

@@ -5,10 +5,9 @@
 //! the transcript.
 
 use super::settings::TranscriptionSettings;
-use crate::redact::redact_url;
-
-use super::fetch::describe;
+use crate::http::describe;
 use crate::http::multipart::Form;
+use crate::redact::redact_url;
 
 /// The longest answer read (a transcript is a few KB).
 const MAX_ANSWER_BYTES: u64 = 1024 * 1024;

@@ -145,6 +145,11 @@ mod tests {
             .as_deref(),
             Some("报告.pdf")
         );
+        // Parameter names are case-insensitive (WeCom's media/get).
+        assert_eq!(
+            disposition_file_name("attachment;FILENAME=x.amr").as_deref(),
+            Some("x.amr")
+        );
         assert_eq!(disposition_file_name("inline"), None);
     }
 }

@@ -49,4 +49,5 @@ pub mod prompt;
 pub mod redact;
 pub mod skills;
 pub mod store;
+pub mod sync;
 pub mod tools;

@@ -37,11 +37,12 @@ mod media;
 mod offsets;
 mod poll;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use hermes_runtime::http;
+use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -188,12 +189,6 @@ fn bot_name(bot: &BotIdentity) -> String {
         Some(u) => format!("@{u} (bot id {})", bot.id),
         None => format!("bot id {}", bot.id),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a handler panicked mid-update; the data
-    // (a dedup window, the bot identity) is still usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl TelegramAdapter {

@@ -13,7 +13,7 @@
 //! and the completion at the output price.
 
 use std::fmt::Write as _;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use hermes_core::Usage;
 
@@ -290,7 +290,7 @@ pub fn price_book(settings: &Settings, store: &Mutex<Store>, now_ms: u64) -> Pri
             None => {}
         }
     }
-    let lock = || store.lock().unwrap_or_else(PoisonError::into_inner);
+    let lock = || crate::sync::lock(store);
     let mut fetched: Option<Vec<(String, Price)>> = None;
     for (model, base_url, key) in wanted {
         if let Ok(Some(price)) = cached_price(&lock(), model, now_ms) {
@@ -316,8 +316,7 @@ pub fn session_usage_text(
     id: &str,
     now_ms: u64,
 ) -> Result<String, StoreError> {
-    let report =
-        UsageReport::for_session(&store.lock().unwrap_or_else(PoisonError::into_inner), id)?;
+    let report = UsageReport::for_session(&crate::sync::lock(store), id)?;
     Ok(report.render(&price_book(settings, store, now_ms)))
 }
 

@@ -478,6 +478,9 @@ impl OpenAiClient {
         )
     }
 
+    /// The request body for `request` (streamed or not) on this client's
+    /// wire, with this turn's images inlined when the client has a media
+    /// directory (SPEC X6) and the encoder's kept state reused when free.
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
         let mut body = Vec::with_capacity(4096);
         // The images of this turn, read for this request only (SPEC X6).

@@ -54,6 +54,7 @@ pub mod price;
 pub mod pricing;
 pub mod prompt;
 pub mod redact;
+pub mod secret;
 pub mod skills;
 pub mod store;
 pub mod sync;

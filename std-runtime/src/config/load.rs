@@ -447,8 +447,8 @@ fn web_search_settings(r: &Resolver<'_>) -> Result<WebSearchSettings, ConfigErro
     let settings = WebSearchSettings {
         backend,
         searxng_url,
-        brave_api_key: r.var("BRAVE_API_KEY").map(|(v, _)| v.to_owned()),
-        tavily_api_key: r.var("TAVILY_API_KEY").map(|(v, _)| v.to_owned()),
+        brave_api_key: r.var("BRAVE_API_KEY").map(|(v, _)| v.into()),
+        tavily_api_key: r.var("TAVILY_API_KEY").map(|(v, _)| v.into()),
         ..WebSearchSettings::default()
     };
     if let Some(missing) = settings.missing() {

@@ -4,7 +4,7 @@ use hermes_core::{ModelErrorKind, WindowSource};
 use hermes_runtime::client::ClientError;
 use hermes_runtime::config::{ConfigError, Settings, unknown_var};
 use hermes_runtime::context;
-use hermes_runtime::redact::mask;
+use hermes_runtime::secret::Secret;
 use hermes_runtime::tools::SandboxStatus;
 
 use crate::app::{CliError, client};
@@ -40,8 +40,8 @@ pub fn config_show(settings: &Settings) {
         settings
             .provider
             .api_key
-            .as_deref()
-            .map_or_else(|| "(none)".to_owned(), mask),
+            .as_ref()
+            .map_or_else(|| "(none)".to_owned(), Secret::to_string),
         origin("api_key")
     );
     println!(
@@ -65,7 +65,9 @@ pub fn config_show(settings: &Settings) {
             n + 1,
             f.model,
             f.base_url,
-            f.api_key.as_deref().map_or_else(|| "none".to_owned(), mask),
+            f.api_key
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), Secret::to_string),
             f.api.as_str(),
             origin("fallback")
         );
@@ -200,8 +202,8 @@ pub fn doctor(settings: &Settings) -> i32 {
             settings
                 .provider
                 .api_key
-                .as_deref()
-                .map_or_else(|| "none".to_owned(), mask)
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), Secret::to_string)
         ),
         "",
     );

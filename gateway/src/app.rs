@@ -194,8 +194,8 @@ impl RuntimeAgentFactory {
                 settings
                     .provider
                     .api_key
-                    .as_deref()
-                    .unwrap_or("")
+                    .as_ref()
+                    .map_or("", hermes_runtime::secret::Secret::expose)
                     .as_bytes(),
             ),
             settings: settings.clone(),

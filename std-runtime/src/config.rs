@@ -30,7 +30,8 @@ pub use crate::env::Environment;
 use crate::mcp::ServerConfig;
 use crate::media::MediaSettings;
 use crate::price::Price;
-use crate::redact::{mask, redact_url};
+use crate::redact::redact_url;
+use crate::secret::Secret;
 use crate::tools::{ApprovalMode, SandboxMode, WebSearchSettings};
 
 pub use load::load;
@@ -106,7 +107,7 @@ pub struct ProviderSettings {
     /// The OpenAI-compatible base URL (…/v1).
     pub base_url: String,
     /// The API key, if any (local servers need none).
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The model name as the provider spells it.
     pub model: String,
     /// A short provider label: `openrouter`, `openai`, `anthropic`,
@@ -147,7 +148,7 @@ impl fmt::Debug for ProviderSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProviderSettings")
             .field("base_url", &self.display_url())
-            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("api_key", &self.api_key)
             .field("model", &self.model)
             .field("provider_name", &self.provider_name)
             .field("first_byte_timeout", &self.first_byte_timeout)

@@ -21,6 +21,7 @@ use crate::client::{ClientOptions, OpenAiClient};
 use crate::config::Settings;
 /// Re-exported: a price is what the pricing code works with.
 pub use crate::price::Price;
+use crate::secret::Secret;
 use crate::store::{ModelUsage, Store, StoreError};
 
 /// Where a price came from, for the report.
@@ -272,14 +273,14 @@ pub fn price_book(settings: &Settings, store: &Mutex<Store>, now_ms: u64) -> Pri
     let mut links = vec![(
         p.model.as_str(),
         p.base_url.as_str(),
-        p.api_key.as_deref(),
+        p.api_key.as_ref().map(Secret::expose),
         p.price,
     )];
     links.extend(p.fallbacks.iter().map(|f| {
         (
             f.model.as_str(),
             f.base_url.as_str(),
-            f.api_key.as_deref(),
+            f.api_key.as_ref().map(Secret::expose),
             f.price,
         )
     }));

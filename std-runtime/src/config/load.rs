@@ -12,6 +12,7 @@ use super::{
     parse_dotenv, provider, split_list, validate, validate_url,
 };
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+use crate::secret::Secret;
 /// How long a failed summariser is left alone by default (ten minutes).
 const DEFAULT_SUMMARIZER_COOLDOWN: std::time::Duration =
     std::time::Duration::from_millis(hermes_core::context::DEFAULT_SUMMARIZER_COOLDOWN_MS);
@@ -360,7 +361,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         home,
         provider: ProviderSettings {
             base_url,
-            api_key,
+            api_key: api_key.map(Secret::from),
             model,
             provider_name,
             first_byte_timeout,

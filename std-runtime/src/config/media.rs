@@ -10,6 +10,7 @@ use crate::media::settings::{
     DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
     TranscriptionSettings,
 };
+use crate::secret::Secret;
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
@@ -99,7 +100,7 @@ pub(super) fn load(
             };
             Some(TranscriptionSettings {
                 base_url,
-                api_key,
+                api_key: api_key.map(Secret::from),
                 model,
                 language,
                 timeout,

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::redact::{mask, redact_url};
+use crate::redact::redact_url;
+use crate::secret::Secret;
 
 /// The transcription model when `[transcription] model` is not set
 /// (OpenAI's; whisper.cpp and faster-whisper servers accept any name).
@@ -38,7 +39,7 @@ pub struct TranscriptionSettings {
     /// The key, if the server wants one (`[transcription] api_key`,
     /// `HERMES_TRANSCRIPTION_API_KEY`; `OPENAI_API_KEY` for OpenAI's own
     /// endpoint).
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The model (`[transcription] model`, `HERMES_TRANSCRIPTION_MODEL`;
     /// default [`DEFAULT_TRANSCRIPTION_MODEL`]).
     pub model: String,
@@ -53,7 +54,7 @@ impl fmt::Debug for TranscriptionSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TranscriptionSettings")
             .field("base_url", &redact_url(&self.base_url))
-            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("api_key", &self.api_key)
             .field("model", &self.model)
             .field("language", &self.language)
             .field("timeout", &self.timeout)

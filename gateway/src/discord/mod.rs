@@ -186,7 +186,7 @@ impl DiscordAdapter {
         DiscordAdapter {
             inner: Arc::new(Inner {
                 rest: Rest::new(&config),
-                marks: catchup::Marks::new(store, &application_id(&config.token)),
+                marks: catchup::Marks::new(store, &application_id(config.token.expose())),
                 config,
                 gate: LeaseGate::default(),
                 state,
@@ -330,7 +330,7 @@ impl PlatformAdapter for DiscordAdapter {
     /// The bot's application id is the first part of its token; the
     /// token itself is never named.
     fn bot_id(&self) -> String {
-        application_id(&self.inner.config.token)
+        application_id(self.inner.config.token.expose())
     }
 
     fn set_lease(&self, lease: Option<crate::lease::Held>) {

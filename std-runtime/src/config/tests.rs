@@ -563,5 +563,8 @@ fn the_loaded_settings_types_never_show_a_key() {
         let middle = &secret[4..secret.len() - 4];
         assert!(!shown.contains(middle), "{secret} shown: {shown}");
     }
-    assert!(shown.contains("sk-…0001"), "the key is recognisable: {shown}");
+    assert!(
+        shown.contains("sk-…0001"),
+        "the key is recognisable: {shown}"
+    );
 }

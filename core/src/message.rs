@@ -520,7 +520,8 @@ pub fn current_turn_start(entries: &[LedgerEntry]) -> usize {
     let before = entries.get(..last_user).map_or(0, |head| {
         head.iter().rev().take_while(|e| is_user(e)).count()
     });
-    last_user - before
+    // `before` counts entries before `last_user`, so this never saturates.
+    last_user.saturating_sub(before)
 }
 
 #[cfg(test)]

@@ -352,7 +352,7 @@ impl Windows {
         }
         let cached = match (&self.store, settings.context_length) {
             (Some(store), None) => {
-                let store = lock(&store);
+                let store = lock(store);
                 cache::load(&store, client.base_url(), model, cache::now_secs())
                     .inspect_err(
                         |e| tracing::warn!(error = %e, "could not read the cached context window"),
@@ -423,7 +423,7 @@ impl Windows {
         if info.source == WindowSource::Configured {
             return None;
         }
-        let mut store = lock(&store);
+        let mut store = lock(store);
         match cache::save(&mut store, base_url, model, info, cache::now_secs()) {
             Ok(()) => Some(info.tokens),
             Err(e) => {

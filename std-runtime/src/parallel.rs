@@ -71,7 +71,7 @@ impl ToolBatchRunner for ParallelBatch {
                         if let (Some(slot), Some(r)) = (slots.get(i), result) {
                             // A slot is written by one thread only; a
                             // poisoned lock still holds a usable value.
-                            let mut guard = lock(&slot);
+                            let mut guard = lock(slot);
                             *guard = Some(r);
                         }
                     }

@@ -97,7 +97,7 @@ impl<'a> TurnWriter<'a> {
             _ => self.buffered.push(entry.clone()),
         }
         let batch = std::mem::take(&mut self.buffered);
-        let mut store = lock(&self.store);
+        let mut store = lock(self.store);
         let written = if self.fences.is_empty() {
             store.append_messages(self.session_id, &batch)
         } else {
@@ -131,7 +131,7 @@ impl<'a> TurnWriter<'a> {
                 "{why}; compacted with an automatic digest instead, and the summariser is left alone for a while"
             );
         }
-        let recorded = lock(&self.store).record_compaction(self.session_id, compaction);
+        let recorded = lock(self.store).record_compaction(self.session_id, compaction);
         match recorded {
             Ok(_) => true,
             Err(e) => {

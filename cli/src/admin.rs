@@ -2,8 +2,9 @@
 
 use hermes_core::{ModelErrorKind, WindowSource};
 use hermes_runtime::client::ClientError;
-use hermes_runtime::config::{ConfigError, Settings, mask, unknown_var};
+use hermes_runtime::config::{ConfigError, Settings, unknown_var};
 use hermes_runtime::context;
+use hermes_runtime::secret::Secret;
 use hermes_runtime::tools::SandboxStatus;
 
 use crate::app::{CliError, client};
@@ -39,8 +40,8 @@ pub fn config_show(settings: &Settings) {
         settings
             .provider
             .api_key
-            .as_deref()
-            .map_or_else(|| "(none)".to_owned(), mask),
+            .as_ref()
+            .map_or_else(|| "(none)".to_owned(), Secret::to_string),
         origin("api_key")
     );
     println!(
@@ -64,7 +65,9 @@ pub fn config_show(settings: &Settings) {
             n + 1,
             f.model,
             f.base_url,
-            f.api_key.as_deref().map_or_else(|| "none".to_owned(), mask),
+            f.api_key
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), Secret::to_string),
             f.api.as_str(),
             origin("fallback")
         );
@@ -118,13 +121,13 @@ pub fn config_show(settings: &Settings) {
     if let Some(tts) = &settings.media.tts {
         println!(
             "speech           {}  (model {}, voice {}, {}; key {})",
-            hermes_runtime::config::redact_url(&tts.base_url),
+            hermes_runtime::redact::redact_url(&tts.base_url),
             tts.model,
             tts.voice,
             tts.format.api_name(),
             tts.api_key
-                .as_deref()
-                .map_or_else(|| "none".to_owned(), mask)
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |k| k.to_string())
         );
     }
     if !settings.mcp_servers.is_empty() {
@@ -211,8 +214,8 @@ pub fn doctor(settings: &Settings) -> i32 {
             settings
                 .provider
                 .api_key
-                .as_deref()
-                .map_or_else(|| "none".to_owned(), mask)
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), Secret::to_string)
         ),
         "",
     );

@@ -13,6 +13,7 @@ use hermes_runtime::fallback::FallbackModel;
 #[cfg(feature = "mcp")]
 use hermes_runtime::mcp::McpManager;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
+use hermes_runtime::sync::lock;
 use hermes_runtime::tools::{Approver, SessionApprovals, TodoState};
 
 use crate::args::ProviderArgs;
@@ -277,9 +278,7 @@ impl Workbench {
     /// Locks the store (a poisoned lock only means another thread panicked
     /// mid-write; SQLite's transaction already protected the data).
     pub fn store(&self) -> std::sync::MutexGuard<'_, Store> {
-        self.store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.store)
     }
 }
 

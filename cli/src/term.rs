@@ -14,8 +14,10 @@
 //! runs from being echoed into the answer.
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+use hermes_runtime::sync::lock;
 
 /// What the terminal allows, decided once at start-up.
 #[derive(Clone, Copy, Debug)]
@@ -164,7 +166,7 @@ const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 
 impl Term {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// Styles for stderr.
@@ -368,12 +370,7 @@ impl TypeAhead {
     /// outer hold, whose drop puts the original settings back).
     pub fn hold() -> Self {
         use nix::sys::termios::{InputFlags, LocalFlags, SetArg, tcgetattr, tcsetattr};
-        if !term().caps.in_tty
-            || SAVED_TERMIOS
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some()
-        {
+        if !term().caps.in_tty || lock(&SAVED_TERMIOS).is_some() {
             return TypeAhead { active: false };
         }
         let stdin = std::io::stdin();
@@ -387,7 +384,7 @@ impl TypeAhead {
         quiet.input_flags.remove(InputFlags::ICRNL);
         let active = tcsetattr(&stdin, SetArg::TCSANOW, &quiet).is_ok();
         if active {
-            *SAVED_TERMIOS.lock().unwrap_or_else(PoisonError::into_inner) = Some(original);
+            *lock(&SAVED_TERMIOS) = Some(original);
         }
         TypeAhead { active }
     }
@@ -404,10 +401,7 @@ impl Drop for TypeAhead {
 /// Puts back the terminal settings [`TypeAhead::hold`] changed, if any.
 pub fn restore_terminal() {
     use nix::sys::termios::{SetArg, tcsetattr};
-    let saved = SAVED_TERMIOS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    let saved = lock(&SAVED_TERMIOS).take();
     if let Some(original) = saved {
         let _ = tcsetattr(std::io::stdin(), SetArg::TCSANOW, &original);
     }

@@ -1,7 +1,7 @@
 //! Files a user sent with a message, by reference (SPEC X6).
 //!
 //! A photo sent to the gateway becomes an [`Attachment`] on the user
-//! [`Message`]: its media type, where the runtime keeps the bytes (a path
+//! [`Message`](crate::Message): its media type, where the runtime keeps the bytes (a path
 //! relative to the runtime's media directory), its size and, for models that
 //! cannot see images, a text description written by a vision model. The
 //! ledger never holds the bytes: a resumed session, a compaction or an export
@@ -23,8 +23,6 @@ use alloc::format;
 use alloc::string::String;
 
 use serde::{Deserialize, Serialize};
-
-use crate::message::{LedgerEntry, Message};
 
 /// What kind of file an [`Attachment`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,20 +103,4 @@ impl AttachmentResolver for TextReferences {
     fn image_url(&self, _attachment: &Attachment) -> Option<&str> {
         None
     }
-}
-
-/// Where the current turn starts in `entries`: the first of the last run of
-/// consecutive user messages (a message the gateway queued is transcribed
-/// just before the one that replaced it, so a turn may start with several),
-/// or `entries.len()` when the ledger ends without one. Everything from
-/// there on was said in this turn; attachments before it are history.
-pub fn current_turn_start(entries: &[LedgerEntry]) -> usize {
-    let is_user = |e: &LedgerEntry| matches!(e.message, Message::User { .. });
-    let Some(last_user) = entries.iter().rposition(is_user) else {
-        return entries.len();
-    };
-    let before = entries.get(..last_user).map_or(0, |head| {
-        head.iter().rev().take_while(|e| is_user(e)).count()
-    });
-    last_user - before
 }

@@ -10,7 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::codec::anthropic::{MessagesStreamDecoder, decode_messages_response};
-use crate::codec::sse::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseStatus, decode_stream};
+use crate::codec::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseStatus, decode_stream};
 use crate::codec::{DecodeError, StreamError, decode_error_body, decode_response};
 use crate::model::{Completion, Flow, NullSink, StreamSink};
 

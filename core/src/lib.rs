@@ -47,9 +47,7 @@ pub use agent::{
     Agent, AgentEvent, AgentObserver, FnObserver, NoObserver, NoSteering, RepeatGuard,
     RepeatGuardError, RunOutcome, SKIPPED_TOOL_RESULT, Steering, StopReason,
 };
-pub use attachment::{
-    Attachment, AttachmentKind, AttachmentResolver, TextReferences, current_turn_start,
-};
+pub use attachment::{Attachment, AttachmentKind, AttachmentResolver, TextReferences};
 pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
 pub use clock::{Clock, NoClock};
 pub use codec::{
@@ -62,7 +60,7 @@ pub use context::{
 pub use interrupt::InterruptFlag;
 pub use message::{
     CompactionMark, EntryMeta, FinishReason, FunctionCall, LedgerEntry, Message, Role,
-    SummaryPlacement, ToolCall, ToolCallKind, Usage,
+    SummaryPlacement, ToolCall, ToolCallKind, Usage, current_turn_start,
 };
 pub use model::{
     ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, NullSink,

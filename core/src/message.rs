@@ -507,6 +507,23 @@ impl From<Message> for LedgerEntry {
     }
 }
 
+/// Where the current turn starts in `entries`: the first of the last run of
+/// consecutive user messages (a message the gateway queued is transcribed
+/// just before the one that replaced it, so a turn may start with several),
+/// or `entries.len()` when the ledger ends without one. Everything from
+/// there on was said in this turn; attachments before it are history.
+pub fn current_turn_start(entries: &[LedgerEntry]) -> usize {
+    let is_user = |e: &LedgerEntry| matches!(e.message, Message::User { .. });
+    let Some(last_user) = entries.iter().rposition(is_user) else {
+        return entries.len();
+    };
+    let before = entries.get(..last_user).map_or(0, |head| {
+        head.iter().rev().take_while(|e| is_user(e)).count()
+    });
+    // `before` counts entries before `last_user`, so this never saturates.
+    last_user.saturating_sub(before)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

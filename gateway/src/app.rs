@@ -24,6 +24,7 @@ use hermes_runtime::fallback::FallbackModel;
 use hermes_runtime::mcp::McpManager;
 use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{BackendKind, Store, StoreError, SystemClock};
+use hermes_runtime::sync::lock;
 use hermes_runtime::tools::{ApprovalMode, SandboxMode, SessionApprovals, TodoState};
 
 use crate::adapter::PlatformAdapter;
@@ -197,8 +198,8 @@ impl RuntimeAgentFactory {
                 settings
                     .provider
                     .api_key
-                    .as_deref()
-                    .unwrap_or("")
+                    .as_ref()
+                    .map_or("", hermes_runtime::secret::Secret::expose)
                     .as_bytes(),
             ),
             settings: settings.clone(),
@@ -321,10 +322,7 @@ impl RuntimeAgentFactory {
     /// or rebuilt agent loses nothing (SPEC G4). A new session (`/new`,
     /// expiry) has a new id and so fresh state.
     fn session_state(&self, session_id: &str) -> SessionToolState {
-        let mut lists = self
-            .todo_lists
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut lists = lock(&self.todo_lists);
         if let Some(pos) = lists.iter().position(|(id, _)| id == session_id) {
             let entry = lists.remove(pos);
             let state = entry.1.clone();
@@ -687,7 +685,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
                     clock,
                     settings: cron_settings,
                     timing: crate::cron::SchedulerTiming::default(),
-                    scripts: Some(hermes_runtime::tools::script::script_env(settings)),
+                    scripts: Some(hermes_runtime::assemble::script_env(settings)),
                 }))
             }
             None => None,

@@ -18,18 +18,15 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hermes_core::InterruptFlag;
+use hermes_runtime::sync::lock;
 use hermes_runtime::tools::{ApprovalRequest, Approver, Decision};
 
 /// How often a waiting approval looks at the interrupt flag.
 const POLL: Duration = Duration::from_millis(100);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Where a session's approval question goes: its chat, during a turn.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -22,10 +22,11 @@
 //! process of this home, gone), so the same code runs there unchanged.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_runtime::store::{Fence, LeaseGrant, Store, StoreError};
+use hermes_runtime::sync::lock;
 use tokio::sync::watch;
 
 /// How leases are timed.
@@ -110,10 +111,6 @@ fn rand_u16() -> u16 {
         // for one machine's processes.
         0
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct HeldInner {

@@ -31,7 +31,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hermes_core::{Attachment, Message, Model};
-use hermes_runtime::config::{MediaSettings, Settings};
+use hermes_runtime::config::Settings;
+use hermes_runtime::media::MediaSettings;
 use hermes_runtime::media::documents::save_document;
 use hermes_runtime::media::transcribe::Transcriber;
 use hermes_runtime::media::{MediaDir, vision};

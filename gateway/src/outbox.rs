@@ -10,15 +10,13 @@
 //! result says what was sent — or why not.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use hermes_runtime::sync::lock;
 
 use hermes_runtime::tools::{FileKind, FileOutbox, OutboundFile};
 
 use crate::adapter::OutgoingFile;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Where a session's files go: its chat, during a turn.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -66,6 +66,7 @@ use std::time::{Duration, Instant};
 
 use hermes_core::{Clock, InterruptFlag};
 use hermes_runtime::store::{BackendKind, Store, StoreError};
+use hermes_runtime::sync::lock;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -96,6 +97,7 @@ mod oplog;
 mod progress;
 mod recovery;
 mod steer;
+mod transcribe;
 mod turn;
 mod voice;
 
@@ -306,12 +308,6 @@ impl TurnCtl {
             let _ = tx.send(StreamEvent::Break);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic inside a turn must not take the whole gateway down (E4): the
-    // state it guarded is still structurally valid, so carry on.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn duration_ms(d: Duration) -> u64 {

@@ -9,7 +9,7 @@
 //! them too.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -17,15 +17,12 @@ use hermes_core::{
     Agent, ChatRequest, Clock, Completion, FinishReason, Flow, Message, Model, ModelError,
     StreamSink, ToolRegistry,
 };
+use hermes_runtime::sync::lock;
 
 use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
 use crate::runner::{AgentFactory, FactoryError};
 use crate::split::{LengthUnit, split_message};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// A message the runner sent through a [`TestAdapter`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@ use crate::fallback::{FallbackModel, Link};
 use crate::mcp::McpManager;
 use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
+use crate::secret::Secret;
 use crate::store::{Store, SystemClock};
 use crate::tools::{
     ApprovalGate, Approver, SearchSource, SessionApprovals, TodoState, ToolEnv, ToolsError,
@@ -28,7 +29,13 @@ use crate::tools::{
 /// shared HTTP client; [`AnthropicClient`] is the same thing as a `Model`).
 pub fn provider_client(settings: &Settings, model: &str) -> Result<OpenAiClient, ClientError> {
     let p = &settings.provider;
-    let opts = client_options(p, &p.base_url, p.api_key.as_deref(), model, p.api);
+    let opts = client_options(
+        p,
+        &p.base_url,
+        p.api_key.as_ref().map(Secret::expose),
+        model,
+        p.api,
+    );
     match p.api {
         Api::OpenAi => OpenAiClient::new(opts),
         Api::Anthropic => OpenAiClient::with_wire(opts, crate::client::Wire::AnthropicMessages),
@@ -68,9 +75,21 @@ pub fn provider_model(settings: &Settings, model: &str) -> Result<Arc<FallbackMo
         });
         Ok::<_, ClientError>(())
     };
-    add(&p.base_url, p.api_key.as_deref(), model, p.api, 0)?;
+    add(
+        &p.base_url,
+        p.api_key.as_ref().map(Secret::expose),
+        model,
+        p.api,
+        0,
+    )?;
     for (n, f) in p.fallbacks.iter().enumerate() {
-        add(&f.base_url, f.api_key.as_deref(), &f.model, f.api, n + 1)?;
+        add(
+            &f.base_url,
+            f.api_key.as_ref().map(Secret::expose),
+            &f.model,
+            f.api,
+            n + 1,
+        )?;
     }
     let mut links = links.into_iter();
     let primary = links
@@ -148,7 +167,7 @@ pub fn vision_client(settings: &Settings) -> Option<Result<OpenAiClient, ClientE
     let p = &settings.provider;
     Some(OpenAiClient::new(ClientOptions {
         base_url: p.base_url.clone(),
-        api_key: p.api_key.clone(),
+        api_key: p.api_key.as_ref().map(|k| k.expose().to_owned()),
         model: model.to_owned(),
         stream: false,
         first_byte_timeout: p.first_byte_timeout.max(p.call_timeout),
@@ -199,6 +218,18 @@ impl std::fmt::Debug for ToolDeps {
         f.field("approver", &self.approver.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// The environment scripts run in: the terminal's (working directory,
+/// sandbox, passed-through variables, extra paths) under `settings`.
+pub fn script_env(settings: &Settings) -> ToolEnv {
+    let mut env = ToolEnv::new(&settings.workdir, &settings.home);
+    env.allow_outside_workdir = settings.allow_outside_workdir;
+    env.sandbox = settings.sandbox;
+    env.env_passthrough = settings.env_passthrough.clone();
+    env.sandbox_read = settings.sandbox_read.clone();
+    env.sandbox_write = settings.sandbox_write.clone();
+    env
 }
 
 /// The tools of one session: the configured toolsets, confined to the

@@ -70,8 +70,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hermes_core::codec::DecodeError;
+use hermes_core::codec::SseStatus;
 use hermes_core::codec::request::RequestEncoder;
-use hermes_core::codec::sse::SseStatus;
 use hermes_core::{AttachmentResolver, TextReferences};
 use hermes_core::{
     ChatRequest, Completion, Fallback, Flow, Model, ModelError, ModelErrorKind, StreamSink,
@@ -146,7 +146,7 @@ struct Endpoint {
 
 impl Endpoint {
     fn new(url: String) -> Self {
-        let shown = crate::config::redact_url(&url).into_owned();
+        let shown = crate::redact::redact_url(&url).into_owned();
         Endpoint {
             url: url.into(),
             shown: shown.into(),
@@ -174,7 +174,7 @@ impl OpenAiClient {
     pub(crate) fn with_wire(opts: ClientOptions, wire: Wire) -> Result<Self, ClientError> {
         let base = opts.base_url.trim().trim_end_matches('/');
         let lower = base.to_ascii_lowercase();
-        let shown_base = crate::config::redact_url(base);
+        let shown_base = crate::redact::redact_url(base);
         if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             return Err(ClientError::Config(format!(
                 "base URL {shown_base:?} must start with http:// or https:// (e.g. http://127.0.0.1:11434/v1)"
@@ -187,7 +187,7 @@ impl OpenAiClient {
                 "base URL {shown_base:?} is not a valid URL: {e}"
             )));
         }
-        let userinfo = crate::config::userinfo_span(base)
+        let userinfo = crate::redact::userinfo_span(base)
             .map(|(start, end)| Arc::<str>::from(&base[start..end]))
             .filter(|u| !u.is_empty());
 
@@ -468,9 +468,19 @@ impl OpenAiClient {
             .api_key
             .as_deref()
             .is_some_and(|k| !k.trim().is_empty());
-        status_failure(head, url, &body, key_sent)
+        status_failure(
+            head.status,
+            head.retry_after_ms.as_deref(),
+            head.retry_after.as_deref(),
+            url,
+            &body,
+            key_sent,
+        )
     }
 
+    /// The request body for `request` (streamed or not) on this client's
+    /// wire, with this turn's images inlined when the client has a media
+    /// directory (SPEC X6) and the encoder's kept state reused when free.
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
         let mut body = Vec::with_capacity(4096);
         // The images of this turn, read for this request only (SPEC X6).

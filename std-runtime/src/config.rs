@@ -7,8 +7,9 @@
 //! OpenAI-compatible server at Ollama's address.
 //!
 //! Secrets (API keys, tokens) are held here only to be handed to the client;
-//! [`mask`] is what any display uses (SPEC E2).
+//! [`crate::redact::mask`] is what any display uses (SPEC E2).
 
+mod cron;
 mod load;
 mod media;
 mod provider;
@@ -23,22 +24,24 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Re-exported: the front-ends and their tests build settings from an
+/// [`Environment`] they load through here.
+pub use crate::env::Environment;
 use crate::mcp::ServerConfig;
-use crate::pricing::Price;
+use crate::media::MediaSettings;
+use crate::price::Price;
+use crate::redact::redact_url;
+use crate::secret::Secret;
 use crate::tools::{ApprovalMode, SandboxMode, WebSearchSettings};
 
 pub use load::load;
-pub use media::{
-    DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
-    TranscriptionSettings,
-};
 pub use provider::{
     ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MODEL, Api, CacheMode, EchoMode, FallbackProvider,
 };
 use resolve::Resolver;
 pub use validate::{
-    KNOWN_VARS, Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file,
-    did_you_mean, suggestion, unknown_var,
+    Key, Keys, Kind, SECTIONS, Section, TOOLSET_NAMES, check_dotenv, check_file, did_you_mean,
+    suggestion, unknown_var,
 };
 
 /// The local default: Ollama's OpenAI-compatible endpoint.
@@ -49,42 +52,6 @@ pub const OPENROUTER_BASE_URL: &str = "https://openrouter.ai/api/v1";
 pub const OPENROUTER_DEFAULT_MODEL: &str = "nousresearch/hermes-4-70b";
 /// The default model on a local server (Ollama's tag for Hermes 3).
 pub const LOCAL_DEFAULT_MODEL: &str = "hermes3";
-
-/// A snapshot of environment variables (the process's, or a test's).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Environment(BTreeMap<String, String>);
-
-impl Environment {
-    /// The current process environment (variables that are not UTF-8 are skipped).
-    pub fn from_process() -> Self {
-        Environment(std::env::vars().collect())
-    }
-
-    /// An environment made of `pairs`.
-    pub fn from_pairs<K: Into<String>, V: Into<String>>(
-        pairs: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        Environment(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-        )
-    }
-
-    /// The value of `name`, if set and not empty.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .get(name)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    }
-
-    /// All variables.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-}
 
 /// Settings given on the command line; `None` means "not given".
 #[derive(Clone, Debug, Default)]
@@ -140,7 +107,7 @@ pub struct ProviderSettings {
     /// The OpenAI-compatible base URL (…/v1).
     pub base_url: String,
     /// The API key, if any (local servers need none).
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The model name as the provider spells it.
     pub model: String,
     /// A short provider label: `openrouter`, `openai`, `anthropic`,
@@ -181,7 +148,7 @@ impl fmt::Debug for ProviderSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProviderSettings")
             .field("base_url", &self.display_url())
-            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("api_key", &self.api_key)
             .field("model", &self.model)
             .field("provider_name", &self.provider_name)
             .field("first_byte_timeout", &self.first_byte_timeout)
@@ -341,36 +308,6 @@ pub fn hermes_home(env: &Environment) -> Result<PathBuf, ConfigError> {
     env.get("HOME")
         .map(|h| Path::new(h).join(".hermes"))
         .ok_or(ConfigError::NoHome)
-}
-
-/// Shows only enough of a secret to recognise it: `sk-…1234`.
-pub fn mask(secret: &str) -> String {
-    let chars: Vec<char> = secret.chars().collect();
-    if chars.len() <= 8 {
-        return "****".into();
-    }
-    let head: String = chars.iter().take(3).collect();
-    let tail: String = chars.iter().skip(chars.len() - 4).collect();
-    format!("{head}…{tail}")
-}
-
-/// `url` for display: credentials written into it (`https://user:pass@host/…`)
-/// are replaced by `***`, so logs, errors and `config show` never carry
-/// them. Everything else is kept, so the URL stays recognisable.
-pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
-    let Some((start, end)) = userinfo_span(url) else {
-        return std::borrow::Cow::Borrowed(url);
-    };
-    std::borrow::Cow::Owned(format!("{}***{}", &url[..start], &url[end..]))
-}
-
-/// The byte range of the `user:password` part of `url`, if it has one.
-pub fn userinfo_span(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://")? + 3;
-    let rest = &url[start..];
-    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let at = rest[..authority_len].rfind('@')?;
-    Some((start, start + at))
 }
 
 /// Parses a `.env` file: `KEY=value` lines, `#` comments, optional `export`,

@@ -26,7 +26,7 @@
 //! process ([`ContextWindow::learn`], done by the agent loop).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes_core::context::{ContextConfig, ContextPolicy, ContextWindow, WindowSource};
@@ -36,6 +36,7 @@ use serde_json::Value;
 use crate::client::{ClientError, OpenAiClient};
 use crate::config::Settings;
 use crate::store::Store;
+use crate::sync::lock;
 
 pub mod cache;
 
@@ -228,7 +229,7 @@ pub fn probe_provider(client: &OpenAiClient, model: &str, provider: &str) -> Opt
     let base = client.base_url();
     // What is reported (doctor, /status) names the URLs with any
     // credentials in them masked.
-    let shown = crate::config::redact_url(base);
+    let shown = crate::redact::redact_url(base);
     match client.fetch_json(&format!("{base}/models"), None, PROBE_TIMEOUT) {
         Ok(listing) => {
             if let Some((n, key)) = models_entry_window(&listing, model) {
@@ -248,7 +249,7 @@ pub fn probe_provider(client: &OpenAiClient, model: &str, provider: &str) -> Opt
         return None;
     }
     let root = client.server_root();
-    let shown = crate::config::redact_url(root);
+    let shown = crate::redact::redact_url(root);
     if let Ok(props) = client.fetch_json(&format!("{root}/props"), None, PROBE_TIMEOUT)
         && let Some(n) = props_window(&props)
     {
@@ -351,7 +352,7 @@ impl Windows {
         }
         let cached = match (&self.store, settings.context_length) {
             (Some(store), None) => {
-                let store = store.lock().unwrap_or_else(PoisonError::into_inner);
+                let store = lock(store);
                 cache::load(&store, client.base_url(), model, cache::now_secs())
                     .inspect_err(
                         |e| tracing::warn!(error = %e, "could not read the cached context window"),
@@ -422,7 +423,7 @@ impl Windows {
         if info.source == WindowSource::Configured {
             return None;
         }
-        let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut store = lock(store);
         match cache::save(&mut store, base_url, model, info, cache::now_secs()) {
             Ok(()) => Some(info.tokens),
             Err(e) => {
@@ -450,7 +451,7 @@ impl Windows {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
-        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.known)
     }
 }
 

@@ -25,13 +25,14 @@
 //! [`AgentEvent::Fallback`](hermes_core::AgentEvent::Fallback): the CLI
 //! prints it, the gateway tells the user and drops the cached agent (G4).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use hermes_core::{
     ChatRequest, Completion, Fallback, Flow, Message, Model, ModelError, ModelErrorKind, StreamSink,
 };
 
 use crate::client::ShownTracker;
+use crate::sync::lock;
 
 /// Why a provider failed, for the user and the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,7 +213,7 @@ impl FallbackModel {
 
     /// The name of the model the current turn runs on.
     pub fn active_name(&self) -> &str {
-        let at = *self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = *lock(&self.active);
         self.links.get(at).map_or("", |l| l.name.as_str())
     }
 }
@@ -228,7 +229,7 @@ impl Model for FallbackModel {
             Some(Message::User { .. }) | None
         );
         let start = {
-            let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut active = lock(&self.active);
             if new_turn {
                 *active = 0;
             }
@@ -250,7 +251,7 @@ impl Model for FallbackModel {
             };
             let error = match link.model.complete(request, &mut shown) {
                 Ok(completion) => {
-                    *self.active.lock().unwrap_or_else(PoisonError::into_inner) = at;
+                    *lock(&self.active) = at;
                     return Ok(completion);
                 }
                 Err(error) => error,
@@ -278,7 +279,7 @@ impl Model for FallbackModel {
                 reason: &reason,
                 answering: &next.name,
             });
-            *self.active.lock().unwrap_or_else(PoisonError::into_inner) = at + 1;
+            *lock(&self.active) = at + 1;
             if flow == Flow::Stop {
                 // Interrupted between providers: nothing was received.
                 return Ok(Completion::default());

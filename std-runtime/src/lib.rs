@@ -6,7 +6,8 @@
 //!   caller uses, with interruptible waits.
 //! - [`bridge`]: the one persistent tokio runtime that runs async tools for
 //!   the synchronous loop (SPEC L9).
-//! - [`store`]: SQLite persistence of sessions and transcripts (SPEC E3).
+//! - [`store`]: persistence of sessions and transcripts (SPEC E3), in SQLite
+//!   (the embedded default) or PostgreSQL (several gateways).
 //! - [`prompt`]: system prompt assembly, once per session (SPEC L6).
 //! - [`tools`]: the built-in tools.
 //! - [`skills`]: `SKILL.md` folders in `$HERMES_HOME/skills`, and the one
@@ -18,10 +19,16 @@
 //! - [`persist`]: storing a run's ledger as it grows (CLI and gateway).
 //! - [`mcp`]: the MCP client: configured servers' tools, kept alive on
 //!   the bridge (SPEC X7).
-//! - [`config`]: provider settings and their precedence, shared by the CLI and
-//!   the gateway.
+//! - [`config`]: loading and validating the settings (their precedence is
+//!   shared by the CLI and the gateway).
 //! - [`context`]: the model's context window and where it came from (SPEC X1).
 //! - [`media`]: images, voice and documents users send (SPEC X6).
+//! - Below every feature: [`redact`] (masking keys and URL credentials),
+//!   [`env`] (the environment snapshot and the variables hermes reads),
+//!   [`price`] (a model's token prices), [`sync`] (the one poison-tolerant
+//!   lock). The features own their settings types and never import
+//!   [`config`], which loads and hands them out (ARCHITECTURE.md,
+//!   "Invariants").
 //!
 //! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
 //! SQLite and tokio; the core never does.
@@ -32,16 +39,23 @@ pub mod client;
 pub mod config;
 pub mod context;
 pub mod cron;
+pub mod env;
 pub mod fallback;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod http;
+#[cfg(test)]
+mod layering;
 pub mod mcp;
 pub mod media;
 pub mod parallel;
 pub mod persist;
+pub mod price;
 pub mod pricing;
 pub mod prompt;
+pub mod redact;
+pub mod secret;
 pub mod skills;
 pub mod store;
+pub mod sync;
 pub mod tools;

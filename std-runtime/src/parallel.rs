@@ -16,6 +16,8 @@ use hermes_core::{
     BatchCall, BatchResult, InterruptFlag, IterationBudget, ToolBatchRunner, ToolRegistry,
 };
 
+use crate::sync::lock;
+
 /// The most calls of one batch that run at once.
 pub const MAX_PARALLEL: usize = 8;
 
@@ -69,7 +71,7 @@ impl ToolBatchRunner for ParallelBatch {
                         if let (Some(slot), Some(r)) = (slots.get(i), result) {
                             // A slot is written by one thread only; a
                             // poisoned lock still holds a usable value.
-                            let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut guard = lock(slot);
                             *guard = Some(r);
                         }
                     }

@@ -19,11 +19,12 @@
 //! next load gives the uncompacted view, which the next turn compacts
 //! again), so it does not stop the writer.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use hermes_core::{Compaction, LedgerEntry, Message};
 
 use crate::store::{Fence, Store, StoreError};
+use crate::sync::lock;
 
 /// Appends one run's new ledger entries to one session.
 #[derive(Debug)]
@@ -96,7 +97,7 @@ impl<'a> TurnWriter<'a> {
             _ => self.buffered.push(entry.clone()),
         }
         let batch = std::mem::take(&mut self.buffered);
-        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut store = lock(self.store);
         let written = if self.fences.is_empty() {
             store.append_messages(self.session_id, &batch)
         } else {
@@ -130,11 +131,7 @@ impl<'a> TurnWriter<'a> {
                 "{why}; compacted with an automatic digest instead, and the summariser is left alone for a while"
             );
         }
-        let recorded = self
-            .store
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .record_compaction(self.session_id, compaction);
+        let recorded = lock(self.store).record_compaction(self.session_id, compaction);
         match recorded {
             Ok(_) => true,
             Err(e) => {

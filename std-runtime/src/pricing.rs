@@ -13,46 +13,16 @@
 //! and the completion at the output price.
 
 use std::fmt::Write as _;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use hermes_core::Usage;
 
 use crate::client::{ClientOptions, OpenAiClient};
 use crate::config::Settings;
+/// Re-exported: a price is what the pricing code works with.
+pub use crate::price::Price;
+use crate::secret::Secret;
 use crate::store::{ModelUsage, Store, StoreError};
-
-/// Dollars per million tokens.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Price {
-    /// Uncached prompt tokens.
-    pub input: f64,
-    /// Generated tokens.
-    pub output: f64,
-    /// Prompt tokens read from the cache (input price when `None`).
-    pub cache_read: Option<f64>,
-    /// Prompt tokens written to the cache (input price when `None`).
-    pub cache_write: Option<f64>,
-}
-
-impl Price {
-    /// What `usage` costs at this price, in dollars.
-    pub fn cost(&self, usage: &Usage) -> f64 {
-        let cached = usage.cached_tokens.min(usage.prompt_tokens);
-        let written = usage
-            .cache_write_tokens
-            .min(usage.prompt_tokens.saturating_sub(cached));
-        let plain = usage
-            .prompt_tokens
-            .saturating_sub(cached)
-            .saturating_sub(written);
-        let per_token =
-            |dollars_per_million: f64, tokens: u64| dollars_per_million * tokens as f64 / 1e6;
-        per_token(self.input, plain)
-            + per_token(self.cache_read.unwrap_or(self.input), cached)
-            + per_token(self.cache_write.unwrap_or(self.input), written)
-            + per_token(self.output, usage.completion_tokens)
-    }
-}
 
 /// Where a price came from, for the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,14 +273,14 @@ pub fn price_book(settings: &Settings, store: &Mutex<Store>, now_ms: u64) -> Pri
     let mut links = vec![(
         p.model.as_str(),
         p.base_url.as_str(),
-        p.api_key.as_deref(),
+        p.api_key.as_ref().map(Secret::expose),
         p.price,
     )];
     links.extend(p.fallbacks.iter().map(|f| {
         (
             f.model.as_str(),
             f.base_url.as_str(),
-            f.api_key.as_deref(),
+            f.api_key.as_ref().map(Secret::expose),
             f.price,
         )
     }));
@@ -321,7 +291,7 @@ pub fn price_book(settings: &Settings, store: &Mutex<Store>, now_ms: u64) -> Pri
             None => {}
         }
     }
-    let lock = || store.lock().unwrap_or_else(PoisonError::into_inner);
+    let lock = || crate::sync::lock(store);
     let mut fetched: Option<Vec<(String, Price)>> = None;
     for (model, base_url, key) in wanted {
         if let Ok(Some(price)) = cached_price(&lock(), model, now_ms) {
@@ -347,8 +317,7 @@ pub fn session_usage_text(
     id: &str,
     now_ms: u64,
 ) -> Result<String, StoreError> {
-    let report =
-        UsageReport::for_session(&store.lock().unwrap_or_else(PoisonError::into_inner), id)?;
+    let report = UsageReport::for_session(&crate::sync::lock(store), id)?;
     Ok(report.render(&price_book(settings, store, now_ms)))
 }
 

@@ -21,8 +21,8 @@ use hermes_core::{
 };
 use hermes_runtime::client::{AnthropicClient, CacheControl, ClientOptions, OpenAiClient};
 use hermes_runtime::fallback::{FallbackModel, Link};
+use hermes_tests::aimock::Aimock;
 use serde_json::Value;
-use support::aimock::Aimock;
 use support::proxy::RecordingProxy;
 use support::within;
 

@@ -20,7 +20,7 @@ use hermes_core::{
     ToolSpec,
 };
 use hermes_runtime::client::{ClientOptions, OpenAiClient};
-use support::aimock::Aimock;
+use hermes_tests::aimock::Aimock;
 use support::within;
 
 const FIXTURES: &str = "client.json";

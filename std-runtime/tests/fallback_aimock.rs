@@ -23,8 +23,8 @@ use hermes_runtime::assemble;
 use hermes_runtime::client::{ClientOptions, OpenAiClient};
 use hermes_runtime::config::{self, Environment, Overrides};
 use hermes_runtime::fallback::{FallbackModel, Link};
+use hermes_tests::aimock::Aimock;
 use serde_json::Value;
-use support::aimock::Aimock;
 use support::within;
 
 const FIXTURES: &str = "fallback.json";

@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use hermes_core::{Attachment, ChatRequest, LedgerEntry, Message, Model, NullSink};
 use hermes_runtime::client::{ClientOptions, OpenAiClient};
-use hermes_runtime::config::TranscriptionSettings;
+use hermes_runtime::media::TranscriptionSettings;
 use hermes_runtime::media::documents::save_document;
 use hermes_runtime::media::transcribe::{TranscribeError, Transcriber};
 use hermes_runtime::media::vision::describe;
 use hermes_runtime::media::{MAX_IMAGE_BYTES, MediaDir, MediaError};
 use hermes_runtime::store::{NewSession, Store};
+use hermes_tests::aimock::Aimock;
 use serde_json::{Value, json};
-use support::aimock::Aimock;
 use support::{Reply, ScriptedServer, closed_port, multipart_fields, within};
 
 /// A real 1×1 PNG.

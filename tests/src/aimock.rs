@@ -47,14 +47,21 @@ impl Aimock {
     /// directory, on a port the OS picks. Panics (failing the test) with
     /// install instructions when the emulator is missing.
     pub fn start(fixture_file: &str) -> Aimock {
+        Self::start_with(fixture_file, &[])
+    }
+
+    /// [`Self::start`] with extra command-line flags (e.g. `--strict`, which
+    /// also makes aimock check Anthropic's extended-thinking rules).
+    pub fn start_with(fixture_file: &str, extra_args: &[&str]) -> Aimock {
         let dir = emulator_dir();
         let cli = dir.join("node_modules/@copilotkit/aimock/dist/cli.js");
         assert!(
             cli.is_file(),
             "the aimock emulator is not installed ({} is missing).\n\
              Install it with:  npm ci --prefix {}\n\
-             Node.js >= 20 is required.",
+             (or: {}/aimock.sh install). Node.js >= 20 is required.",
             cli.display(),
+            dir.display(),
             dir.display(),
         );
         let fixtures = dir.join("fixtures").join(fixture_file);
@@ -68,6 +75,7 @@ impl Aimock {
             .args(["--port", "0", "--host", "127.0.0.1", "--log-level", "info"])
             .arg("--fixtures")
             .arg(&fixtures)
+            .args(extra_args)
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -146,6 +154,12 @@ impl Aimock {
     /// Chat-completion requests aimock recorded.
     pub fn chat_requests(&self) -> Vec<Value> {
         self.journal("/chat/completions")
+    }
+
+    /// Anthropic Messages requests aimock recorded (the body is aimock's
+    /// converted view, not the bytes the client sent).
+    pub fn messages_requests(&self) -> Vec<Value> {
+        self.journal("/messages")
     }
 
     /// Transcription requests aimock recorded.

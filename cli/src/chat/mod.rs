@@ -7,12 +7,13 @@ pub mod oneshot;
 pub mod repl;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hermes_core::{InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason, Usage};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus};
+use hermes_runtime::sync::lock;
 
 use crate::app::{CliError, Workbench, find_session, provider_hint, runtime};
 use crate::args::ChatArgs;
@@ -25,9 +26,7 @@ use crate::term::{TypeAhead, restore_terminal, term, width};
 static CURRENT_SESSION: Mutex<Option<String>> = Mutex::new(None);
 
 fn set_current_session(id: Option<&str>) {
-    *CURRENT_SESSION
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = id.map(str::to_owned);
+    *lock(&CURRENT_SESSION) = id.map(str::to_owned);
 }
 
 /// Routes Ctrl-C while a turn runs (the line editor handles it at the
@@ -59,10 +58,7 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
                 let exit = |s: &CtrlC| {
                     restore_terminal();
                     term().spinner_stop();
-                    let current = CURRENT_SESSION
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
+                    let current = lock(&CURRENT_SESSION).clone();
                     term().line("");
                     if let Some(id) = current {
                         term().line(&goodbye(&id));
@@ -79,7 +75,7 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
                 if !s.running.load(Ordering::Acquire) {
                     exit(&s);
                 }
-                let mut last = s.last.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut last = lock(&s.last);
                 if last.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
                     exit(&s);
                 }

@@ -26,9 +26,27 @@ use alloc::vec::Vec;
 
 use serde::de::IgnoredAny;
 
-use super::sse::SseStatus;
 use super::{DecodeError, fast};
 use crate::model::{Flow, StreamSink};
+
+/// Default cap on one line or one event (16 MiB): far above any real chunk,
+/// low enough that a server that never sends a line end cannot exhaust memory.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// How many parallel tool calls one completion may open.
+pub const MAX_TOOL_CALLS: usize = 64;
+
+/// What a stream decoder's `feed` saw ([`super::SseDecoder::feed`],
+/// [`super::anthropic::MessagesStreamDecoder::feed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SseStatus {
+    /// All fed bytes were consumed; the stream is not over.
+    NeedMore,
+    /// `data: [DONE]` arrived: the stream is complete, stop reading.
+    Done,
+    /// The sink returned [`Flow::Stop`]: stop reading (an interrupt).
+    Stopped,
+}
 
 /// Longest `event:` name kept; longer names are handed over as empty.
 const EVENT_NAME_CAP: usize = 24;

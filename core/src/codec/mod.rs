@@ -40,12 +40,13 @@ pub mod request;
 pub mod response;
 pub mod sse;
 
+pub use frame::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseStatus};
 pub use request::{
     CacheControl, Reasoning, ReasoningEcho, RequestEncoder, RequestOptions, encode_request,
     encode_request_with,
 };
 pub use response::{decode_error_body, decode_response};
-pub use sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseDecoder, SseStatus, decode_stream};
+pub use sse::{SseDecoder, decode_stream};
 
 /// Building a request body failed. Nothing was sent; retrying the same
 /// request fails the same way, so the transport reports it as a request error.

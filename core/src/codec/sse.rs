@@ -54,33 +54,15 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 
 use super::fast;
-use super::frame::{FrameHandler, SseFramer};
+use super::frame::{DEFAULT_MAX_EVENT_BYTES, FrameHandler, MAX_TOOL_CALLS, SseFramer, SseStatus};
 use super::reasoning;
 use super::response::{decode_error_body, decode_response, provider_error};
 use super::{DecodeError, StreamError};
 use crate::message::{FinishReason, FunctionCall, ToolCall, ToolCallKind, Usage};
 use crate::model::{Completion, Flow, NullSink, StreamSink};
 
-/// Default cap on one line or one event (16 MiB): far above any real chunk,
-/// low enough that a server that never sends a line end cannot exhaust memory.
-pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
-
-/// How many parallel tool calls one completion may open.
-pub const MAX_TOOL_CALLS: usize = 64;
-
 /// Bytes asked of the reader per `read` in [`decode_stream`].
 const READ_CHUNK: usize = 8 * 1024;
-
-/// What [`SseDecoder::feed`] saw.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SseStatus {
-    /// All fed bytes were consumed; the stream is not over.
-    NeedMore,
-    /// `data: [DONE]` arrived: the stream is complete, stop reading.
-    Done,
-    /// The sink returned [`Flow::Stop`]: stop reading (an interrupt).
-    Stopped,
-}
 
 /// Where the decoder is.
 #[derive(Clone, Debug, PartialEq, Eq)]

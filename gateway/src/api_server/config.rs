@@ -5,6 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use hermes_runtime::secret::Secret;
+
 /// hermes-agent's port.
 pub const DEFAULT_PORT: u16 = 8642;
 /// The model id `GET /v1/models` lists and requests must name.
@@ -19,8 +21,8 @@ pub struct ApiServerConfig {
     /// Where it listens (`API_SERVER_HOST`, `API_SERVER_PORT`).
     pub listen: SocketAddr,
     /// The bearer key every request must carry (`API_SERVER_KEY`). Never
-    /// logged; compared in constant time.
-    pub key: String,
+    /// logged (a [`Secret`]); compared in constant time.
+    pub key: Secret,
     /// The one model id served (`API_SERVER_MODEL_NAME`).
     pub model_name: String,
     /// Browser origins allowed to call it (`API_SERVER_CORS_ORIGINS`,
@@ -50,7 +52,7 @@ impl std::fmt::Debug for ApiServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiServerConfig")
             .field("listen", &self.listen)
-            .field("key", &"***")
+            .field("key", &self.key)
             .field("model_name", &self.model_name)
             .field("cors_origins", &self.cors_origins)
             .field("max_concurrent", &self.max_concurrent)
@@ -63,7 +65,7 @@ impl ApiServerConfig {
     pub fn new(key: impl Into<String>) -> Self {
         Self {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
-            key: key.into(),
+            key: Secret::new(key),
             model_name: DEFAULT_MODEL_NAME.to_owned(),
             cors_origins: Vec::new(),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
@@ -224,7 +226,7 @@ mod tests {
                     model_name = \"board\"\ncors_origins = [\"http://a:3000\", \"http://b/\"]\nmax_concurrent = 2\n";
         let c = parse(file, &[]).unwrap().unwrap();
         assert_eq!(c.listen, "0.0.0.0:9000".parse().unwrap());
-        assert_eq!(c.key, "file-key");
+        assert_eq!(c.key.expose(), "file-key");
         assert_eq!(c.model_name, "board");
         assert_eq!(c.cors_origins, vec!["http://a:3000", "http://b"]);
         assert_eq!(c.max_concurrent, 2);
@@ -235,7 +237,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(c.listen.port(), 9001);
-        assert_eq!(c.key, "env-key");
+        assert_eq!(c.key.expose(), "env-key");
     }
 
     #[test]

@@ -71,7 +71,7 @@ async fn route(state: &Arc<State>, req: Request<Incoming>, peer: SocketAddr) -> 
             _ => method_not_allowed("GET"),
         };
     }
-    if !authorized(&state.config.key, req.headers()) {
+    if !authorized(state.config.key.expose(), req.headers()) {
         tracing::info!(%peer, %path, "api_server: refused a request without the right key");
         return error_response(&ApiError::unauthorized());
     }

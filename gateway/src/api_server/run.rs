@@ -5,7 +5,7 @@
 //! response — answer text only, never tool activity.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use hermes_core::{
     AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message,
@@ -13,6 +13,7 @@ use hermes_core::{
 };
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, Store};
+use hermes_runtime::sync::lock;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::wire::{ApiError, ChatRequest, Role};
@@ -72,10 +73,6 @@ impl Drop for Claim {
     fn drop(&mut self) {
         lock(&self.services.busy).remove(&self.session_id);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn store_error(e: impl std::fmt::Display) -> ApiError {

@@ -35,6 +35,7 @@ use std::time::Duration;
 use hermes_core::{Clock, ToolRegistry};
 use hermes_runtime::cron::{CatchUp, CronSettings, Origin, is_cron_session};
 use hermes_runtime::store::{Claim, JobRecord, RunState, Store, StoreError, new_run_id};
+use hermes_runtime::sync::lock;
 use hermes_runtime::tools::CronjobTool;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
@@ -49,10 +50,6 @@ pub const MISSED_AFTER: Duration = Duration::from_secs(60);
 const STATUS_EVERY_MS: u64 = 5_000;
 /// Jobs claimed per tick at most (the rest next tick).
 const CLAIMS_PER_TICK: usize = 256;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Offers the `cronjob` tool to chat sessions (never to a cron run's).
 #[derive(Clone)]
@@ -208,7 +205,7 @@ pub struct SchedulerDeps {
     /// Timing.
     pub timing: SchedulerTiming,
     /// Where jobs' scripts run (the terminal's sandbox settings:
-    /// `hermes_runtime::tools::script::script_env`); `None`: a job with a
+    /// `hermes_runtime::assemble::script_env`); `None`: a job with a
     /// script fails with that reason.
     pub scripts: Option<hermes_runtime::tools::ToolEnv>,
 }

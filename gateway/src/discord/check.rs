@@ -53,9 +53,9 @@ fn get(config: &DiscordConfig, path: &str) -> Result<(u16, Value), String> {
         .config()
         .timeout_global(Some(config.connect_timeout))
         .build()
-        .header("authorization", &format!("Bot {}", config.token))
+        .header("authorization", &format!("Bot {}", config.token.expose()))
         .call()
-        .map_err(|e| http::describe(&e).replace(&config.token, "<redacted>"))?;
+        .map_err(|e| http::describe(&e).replace(config.token.expose(), "<redacted>"))?;
     let status = resp.status().as_u16();
     let body = resp
         .body_mut()

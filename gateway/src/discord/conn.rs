@@ -383,10 +383,10 @@ impl Link<'_> {
         };
         let hello_frame = match self.session.as_ref() {
             Some(s) => json!({"op": 6, "d": {
-                "token": config.token, "session_id": s.id, "seq": *self.seq,
+                "token": config.token.expose(), "session_id": s.id, "seq": *self.seq,
             }}),
             None => json!({"op": 2, "d": {
-                "token": config.token,
+                "token": config.token.expose(),
                 "intents": INTENTS,
                 "properties": {"os": std::env::consts::OS, "browser": "hermes-rs", "device": "hermes-rs"},
             }}),

@@ -41,10 +41,11 @@ mod settings;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -87,11 +88,6 @@ pub enum DiscordState {
     },
     /// Stopped for good; the error says what to fix.
     Stopped(String),
-}
-
-/// Locks a std mutex, recovering from poisoning (plain maps stay valid).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// State shared by the adapter handle and the connection task.
@@ -194,7 +190,7 @@ impl DiscordAdapter {
         DiscordAdapter {
             inner: Arc::new(Inner {
                 rest: Rest::new(&config),
-                marks: catchup::Marks::new(store, &application_id(&config.token)),
+                marks: catchup::Marks::new(store, &application_id(config.token.expose())),
                 config,
                 gate: LeaseGate::default(),
                 state,
@@ -338,7 +334,7 @@ impl PlatformAdapter for DiscordAdapter {
     /// The bot's application id is the first part of its token; the
     /// token itself is never named.
     fn bot_id(&self) -> String {
-        application_id(&self.inner.config.token)
+        application_id(self.inner.config.token.expose())
     }
 
     fn set_lease(&self, lease: Option<crate::lease::Held>) {

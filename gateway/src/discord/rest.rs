@@ -107,7 +107,7 @@ impl Rest {
     pub(crate) fn new(config: &super::DiscordConfig) -> Self {
         Rest {
             base: config.api_url.trim_end_matches('/').to_owned(),
-            token: config.token.clone(),
+            token: config.token.expose().to_owned(),
             timeout: config.connect_timeout.max(Duration::from_secs(1)),
             max_retry_after: config.max_retry_after,
             max_attempts: config.max_attempts.max(1),

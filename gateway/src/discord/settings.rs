@@ -6,14 +6,16 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
 
+use hermes_runtime::secret::Secret;
+
 /// The production REST base; the Gateway URL comes from `GET /gateway/bot`.
 pub const DEFAULT_API_URL: &str = "https://discord.com/api/v10";
 
 /// The Discord settings, with the timings tests shorten.
 #[derive(Clone)]
 pub struct DiscordConfig {
-    /// The bot token (`DISCORD_BOT_TOKEN`). Never logged.
-    pub token: String,
+    /// The bot token (`DISCORD_BOT_TOKEN`). Never logged (a [`Secret`]).
+    pub token: Secret,
     /// The REST base (`DISCORD_API_URL`), without a trailing slash.
     pub api_url: String,
     /// User ids allowed to talk to the bot (`DISCORD_ALLOWED_USERS`); the
@@ -48,7 +50,7 @@ impl DiscordConfig {
     /// The production defaults with `token`.
     pub fn new(token: impl Into<String>) -> Self {
         DiscordConfig {
-            token: token.into(),
+            token: Secret::new(token),
             api_url: DEFAULT_API_URL.to_owned(),
             allowed_users: Vec::new(),
             require_mention: true,
@@ -67,7 +69,7 @@ impl DiscordConfig {
 impl fmt::Debug for DiscordConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DiscordConfig")
-            .field("token", &"<redacted>")
+            .field("token", &self.token)
             .field("api_url", &self.api_url)
             .field("allowed_users", &self.allowed_users)
             .field("require_mention", &self.require_mention)
@@ -290,7 +292,7 @@ mod tests {
         let file = "[discord]\nbot_token = \"t.o.k\"\nallowed_users = [111, \"222\"]\n\
                     require_mention = false\nfree_response_channels = \"9\"\nhome_channel = \"8\"";
         let c = parse(file, &[]).unwrap().unwrap();
-        assert_eq!(c.token, "t.o.k");
+        assert_eq!(c.token.expose(), "t.o.k");
         assert_eq!(c.allowed_users, ["111", "222"]);
         assert!(!c.require_mention);
         assert_eq!(c.home_channel.as_deref(), Some("8"));
@@ -304,7 +306,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(c.require_mention);
-        assert_eq!(c.token, "e.n.v");
+        assert_eq!(c.token.expose(), "e.n.v");
     }
 
     #[test]

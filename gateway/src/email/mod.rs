@@ -34,7 +34,7 @@ mod smtp;
 mod state;
 mod watch;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -59,11 +59,6 @@ pub const PLATFORM: &str = "email";
 /// The longest answer, in bytes: far above any answer, below what mail
 /// servers take (10 MB is a common limit). Answers are never split.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a handler panicked mid-update.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// State shared by the adapter and its watch task.
 struct Inner {

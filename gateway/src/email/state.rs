@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use hermes_runtime::store::{KvWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-use super::lock;
 use super::parse::Threading;
 use crate::lease::LeaseGate;
+use hermes_runtime::sync::lock;
 
 /// Where reading stopped: UIDs up to `last_uid` of the mailbox whose
 /// UIDVALIDITY is `uid_validity` have been handed on (or skipped).

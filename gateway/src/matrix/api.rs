@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use hermes_runtime::http;
+use hermes_runtime::sync::lock;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
@@ -129,17 +130,11 @@ impl Api {
     }
 
     pub(crate) fn set_token(&self, token: &str) {
-        *self
-            .token
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = token.to_owned();
+        *lock(&self.token) = token.to_owned();
     }
 
     fn token(&self) -> String {
-        self.token
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.token).clone()
     }
 
     /// `s` with the access token replaced, so no error carries it.

@@ -31,11 +31,12 @@ mod translate;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use hermes_runtime::store::Store;
+use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -56,12 +57,6 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 /// How many of the bot's own event ids are remembered, so a reply to one of
 /// them counts as addressing the bot in a group room.
 const SENT_REMEMBERED: usize = 512;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a handler panicked mid-update; the data
-    // (caches of ids and counts) is still usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Who the bot is, once logged in.
 #[derive(Clone, Debug, PartialEq, Eq)]

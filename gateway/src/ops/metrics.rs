@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hermes_core::Usage;
+use hermes_runtime::sync::lock;
 use serde::{Deserialize, Serialize};
 
 /// Upper bounds of the turn-latency histogram's buckets, in seconds.
@@ -96,9 +97,7 @@ pub fn now_unix() -> u64 {
 
 impl Ops {
     fn platforms(&self) -> MutexGuard<'_, BTreeMap<String, PlatformOps>> {
-        self.platforms
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.platforms)
     }
 
     fn platform_entry<'a>(

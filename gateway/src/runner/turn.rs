@@ -14,7 +14,7 @@ use hermes_runtime::store::StoreError;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::progress::{StreamEvent, Streaming, Typing};
-use super::recovery::Transcribed;
+use super::transcribe::Transcribed;
 use super::voice::VoicePlan;
 use super::{Inner, RESTART_NOTICE, STOPPED_NOTICE, TurnCtl, Work, lock};
 use crate::adapter::Finished;

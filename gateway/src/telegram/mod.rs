@@ -37,11 +37,13 @@ mod media;
 mod offsets;
 mod poll;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use hermes_runtime::http;
+use hermes_runtime::secret::Secret;
+use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -78,10 +80,10 @@ const MAX_UPLOAD_BYTES: u64 = 50 * 1000 * 1000;
 pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
 
 /// Settings for [`TelegramAdapter`].
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TelegramConfig {
-    /// The bot token from @BotFather. Never logged.
-    pub token: String,
+    /// The bot token from @BotFather. Never logged (a [`Secret`]).
+    pub token: Secret,
     /// The API base; requests go to `{api_url}/bot{token}/{method}`.
     pub api_url: String,
     /// The `getUpdates` long-poll timeout in seconds (Telegram holds the
@@ -103,7 +105,7 @@ impl TelegramConfig {
     /// triggered-only groups.
     pub fn new(token: impl Into<String>) -> Self {
         Self {
-            token: token.into(),
+            token: Secret::new(token),
             api_url: DEFAULT_API_URL.to_owned(),
             poll_timeout_s: 30,
             group_policy: GroupPolicy::default(),
@@ -111,20 +113,6 @@ impl TelegramConfig {
             retry: RetryPolicy::default(),
             dedup_window: 2048,
         }
-    }
-}
-
-impl std::fmt::Debug for TelegramConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TelegramConfig")
-            .field("token", &"<redacted>")
-            .field("api_url", &self.api_url)
-            .field("poll_timeout_s", &self.poll_timeout_s)
-            .field("group_policy", &self.group_policy)
-            .field("empty_poll_pause", &self.empty_poll_pause)
-            .field("retry", &self.retry)
-            .field("dedup_window", &self.dedup_window)
-            .finish()
     }
 }
 
@@ -194,12 +182,6 @@ fn bot_name(bot: &BotIdentity) -> String {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a handler panicked mid-update; the data
-    // (a dedup window, the bot identity) is still usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl TelegramAdapter {
     /// Fills the bot's command menu (`setMyCommands`) from the gateway's
     /// commands. Best effort: without it the commands still work, so a
@@ -231,7 +213,7 @@ impl TelegramAdapter {
         config: TelegramConfig,
         offset_store: Arc<dyn OffsetStore>,
     ) -> Result<Self, TelegramConfigError> {
-        let token = config.token.trim();
+        let token = config.token.expose().trim();
         if token.is_empty()
             || token.contains(|c: char| c.is_whitespace() || matches!(c, '/' | '?' | '#'))
         {
@@ -425,6 +407,7 @@ impl PlatformAdapter for TelegramAdapter {
             .inner
             .config
             .token
+            .expose()
             .trim()
             .split(':')
             .next()

@@ -252,7 +252,7 @@ async fn connect_once(
         .send(Message::text(wire::subscribe(
             &sub_req,
             &config.bot_id,
-            &config.secret,
+            config.secret.expose(),
         )))
         .await
     {

@@ -34,10 +34,12 @@ pub mod wire;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use hermes_runtime::secret::Secret;
+use hermes_runtime::sync::lock;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -64,8 +66,8 @@ const REMEMBERED_MESSAGES: usize = 2048;
 pub struct WecomConfig {
     /// The bot id (`WECOM_BOT_ID`).
     pub bot_id: String,
-    /// The bot secret (`WECOM_SECRET`). Never logged.
-    pub secret: String,
+    /// The bot secret (`WECOM_SECRET`). Never logged (a [`Secret`]).
+    pub secret: Secret,
     /// The WebSocket endpoint (`WECOM_WS_URL`), `ws://` or `wss://`.
     pub ws_url: String,
     /// Time between `ping` frames; two unanswered pings mean a dead connection.
@@ -93,7 +95,7 @@ impl WecomConfig {
     pub fn new(bot_id: impl Into<String>, secret: impl Into<String>) -> Self {
         Self {
             bot_id: bot_id.into(),
-            secret: secret.into(),
+            secret: Secret::new(secret),
             ..Self::default()
         }
     }
@@ -112,7 +114,7 @@ impl Default for WecomConfig {
     fn default() -> Self {
         Self {
             bot_id: String::new(),
-            secret: String::new(),
+            secret: Secret::default(),
             ws_url: DEFAULT_WS_URL.to_owned(),
             heartbeat_interval: Duration::from_secs(30),
             ack_timeout: Duration::from_secs(5),
@@ -131,7 +133,7 @@ impl fmt::Debug for WecomConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WecomConfig")
             .field("bot_id", &self.bot_id)
-            .field("secret", &"<redacted>")
+            .field("secret", &self.secret)
             .field("ws_url", &self.ws_url)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("ack_timeout", &self.ack_timeout)
@@ -264,12 +266,6 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// Locks a std mutex, recovering from poisoning: the data are plain maps
-/// that stay consistent even if a holder panicked.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl WecomAdapter {

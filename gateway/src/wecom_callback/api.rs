@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::Clock;
+use hermes_runtime::media::fetch::disposition_file_name;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::json;
@@ -224,17 +225,6 @@ impl std::fmt::Debug for QyApi {
 
 fn enc(s: &str) -> impl std::fmt::Display + '_ {
     utf8_percent_encode(s, NON_ALPHANUMERIC)
-}
-
-/// The `filename` of a `Content-Disposition` header.
-fn disposition_file_name(header: &str) -> Option<String> {
-    header.split(';').find_map(|part| {
-        let (k, v) = part.trim().split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("filename")
-            .then(|| v.trim().trim_matches('"').to_owned())
-            .filter(|v| !v.is_empty())
-    })
 }
 
 impl QyApi {
@@ -509,23 +499,5 @@ impl QyApi {
             })
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names_from_content_disposition() {
-        assert_eq!(
-            disposition_file_name("attachment; filename=\"a b.jpg\"").as_deref(),
-            Some("a b.jpg")
-        );
-        assert_eq!(
-            disposition_file_name("attachment;FILENAME=x.amr").as_deref(),
-            Some("x.amr")
-        );
-        assert_eq!(disposition_file_name("inline"), None);
     }
 }

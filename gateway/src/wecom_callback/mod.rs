@@ -32,10 +32,11 @@ pub mod transport;
 pub mod xml;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hermes_runtime::sync::lock;
 
 use crate::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
 use crate::dedup::Dedup;
@@ -61,10 +62,6 @@ const ACK: &str = "success";
 /// How long `connect` waits for the first access token before going on
 /// without one (replies fetch it again).
 const FIRST_TOKEN_WAIT: Duration = Duration::from_secs(10);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// The callback adapter. Cheap to share.
 #[derive(Clone)]

@@ -7,7 +7,6 @@ use hermes_core::codec::DecodeError;
 use hermes_core::codec::response::decode_error_body;
 use hermes_core::{ModelError, ModelErrorKind};
 
-use super::pump::Head;
 use super::{ClientOptions, retry};
 
 /// Longest raw body excerpt quoted in an error when the body is not JSON.
@@ -244,10 +243,18 @@ pub(super) fn excerpt(body: &[u8]) -> String {
     out
 }
 
-/// Names a non-2xx answer from its status and (capped) error body: the
+/// Names a non-2xx answer from its status, its `Retry-After` headers
+/// (`retry_after_ms`, `retry_after`) and (capped) error body: the
 /// provider's own message when the body has one, and what to check
 /// (`key_sent`: whether the request carried an API key at all).
-pub(super) fn status_failure(head: &Head, url: &str, body: &[u8], key_sent: bool) -> Failure {
+pub(super) fn status_failure(
+    status: u16,
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    url: &str,
+    body: &[u8],
+    key_sent: bool,
+) -> Failure {
     let html = decode_error_body(body).is_none() && looks_like_html(body);
     let detail = match decode_error_body(body) {
         Some(d) => d,
@@ -257,7 +264,6 @@ pub(super) fn status_failure(head: &Head, url: &str, body: &[u8], key_sent: bool
         },
         None => excerpt(body),
     };
-    let status = head.status;
     // Several servers put the limit outside the message (llama.cpp's
     // `n_ctx`), so the whole body is read.
     let overflow = hermes_core::context::overflow::classify(&String::from_utf8_lossy(body));
@@ -290,9 +296,6 @@ pub(super) fn status_failure(head: &Head, url: &str, body: &[u8], key_sent: bool
     Failure {
         error: ModelError::new(kind, message),
         retryable,
-        retry_after: retry::parse_retry_after(
-            head.retry_after_ms.as_deref(),
-            head.retry_after.as_deref(),
-        ),
+        retry_after: retry::parse_retry_after(retry_after_ms, retry_after),
     }
 }

@@ -44,7 +44,7 @@ impl OpenAiClient {
     ) -> Result<serde_json::Value, ClientError> {
         let agent = crate::http::agent();
         // Messages name the URL with any credentials in it masked.
-        let shown = crate::config::redact_url(url);
+        let shown = crate::redact::redact_url(url);
         let failed =
             |what: String| ClientError::Model(ModelError::new(ModelErrorKind::Transport, what));
         macro_rules! configured {

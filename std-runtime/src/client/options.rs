@@ -120,7 +120,7 @@ impl Default for ClientOptions {
 impl fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientOptions")
-            .field("base_url", &crate::config::redact_url(&self.base_url))
+            .field("base_url", &crate::redact::redact_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("stream", &self.stream)

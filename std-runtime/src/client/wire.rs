@@ -9,8 +9,8 @@ use hermes_core::codec::anthropic::{
 };
 use hermes_core::codec::request::{Reasoning, RequestEncoder, RequestOptions, encode_request_with};
 use hermes_core::codec::response::decode_response;
-use hermes_core::codec::sse::{SseDecoder, SseStatus};
 use hermes_core::codec::{DecodeError, EncodeError};
+use hermes_core::codec::{SseDecoder, SseStatus};
 use hermes_core::{AttachmentResolver, ChatRequest, Completion, StreamSink};
 use ureq::http::{HeaderName, HeaderValue};
 

@@ -12,6 +12,7 @@ use super::{
     parse_dotenv, provider, split_list, validate, validate_url,
 };
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+use crate::secret::Secret;
 /// How long a failed summariser is left alone by default (ten minutes).
 const DEFAULT_SUMMARIZER_COOLDOWN: std::time::Duration =
     std::time::Duration::from_millis(hermes_core::context::DEFAULT_SUMMARIZER_COOLDOWN_MS);
@@ -293,7 +294,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         .toml_string_list("agent", "env_passthrough")?
         .unwrap_or_default();
     for name in &env_passthrough {
-        if crate::tools::sandbox::is_hermes_credential(name) {
+        if crate::env::is_hermes_credential(name) {
             tracing::warn!(
                 "[agent] env_passthrough names {name}, one of hermes's own credentials: \
                  it is never passed to commands"
@@ -360,7 +361,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         home,
         provider: ProviderSettings {
             base_url,
-            api_key,
+            api_key: api_key.map(Secret::from),
             model,
             provider_name,
             first_byte_timeout,
@@ -447,8 +448,8 @@ fn web_search_settings(r: &Resolver<'_>) -> Result<WebSearchSettings, ConfigErro
     let settings = WebSearchSettings {
         backend,
         searxng_url,
-        brave_api_key: r.var("BRAVE_API_KEY").map(|(v, _)| v.to_owned()),
-        tavily_api_key: r.var("TAVILY_API_KEY").map(|(v, _)| v.to_owned()),
+        brave_api_key: r.var("BRAVE_API_KEY").map(|(v, _)| v.into()),
+        tavily_api_key: r.var("TAVILY_API_KEY").map(|(v, _)| v.into()),
         ..WebSearchSettings::default()
     };
     if let Some(missing) = settings.missing() {

@@ -1,72 +1,20 @@
-//! Settings for what users send besides text (SPEC X6): whether the model
-//! sees images, which model describes them when it does not, and where
-//! voice is transcribed.
+//! Loads the media settings ([`MediaSettings`], owned by [`crate::media`]):
+//! whether the model sees images, which model describes them when it does
+//! not, and where voice is transcribed (SPEC X6).
 
-use std::fmt;
 use std::time::Duration;
 
 use super::resolve::Resolver;
-use super::{ConfigError, Origin, mask, redact_url, validate_url};
+use super::{ConfigError, Origin, validate_url};
+use crate::media::settings::{
+    DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
+    TranscriptionSettings,
+};
 use crate::media::tts::{
     AudioFormat, DEFAULT_TTS_MAX_CHARS, DEFAULT_TTS_MODEL, DEFAULT_TTS_TIMEOUT, DEFAULT_TTS_VOICE,
     TtsSettings,
 };
-
-/// The transcription model when `[transcription] model` is not set
-/// (OpenAI's; whisper.cpp and faster-whisper servers accept any name).
-pub const DEFAULT_TRANSCRIPTION_MODEL: &str = "whisper-1";
-/// How long one transcription may take (`[transcription] timeout_secs`).
-pub const DEFAULT_TRANSCRIPTION_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Images and voice.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MediaSettings {
-    /// Whether the chat model accepts images (`[provider] vision`,
-    /// `HERMES_VISION`); `None`: decided by the model's family
-    /// ([`crate::media::vision::model_sees_images`]).
-    pub vision: Option<bool>,
-    /// The model (on the same provider) that describes images for a chat
-    /// model that cannot see them (`[provider] vision_model`,
-    /// `HERMES_VISION_MODEL`).
-    pub vision_model: Option<String>,
-    /// Where voice messages are transcribed; `None`: nowhere configured.
-    pub transcription: Option<TranscriptionSettings>,
-    /// Where answers are spoken (`[tts]`); `None`: nowhere configured.
-    pub tts: Option<TtsSettings>,
-}
-
-/// An OpenAI-compatible `POST /audio/transcriptions` endpoint: OpenAI, or a
-/// local whisper.cpp / faster-whisper server.
-#[derive(Clone, PartialEq, Eq)]
-pub struct TranscriptionSettings {
-    /// The base URL (`…/v1`); `[transcription] base_url`,
-    /// `HERMES_TRANSCRIPTION_BASE_URL`.
-    pub base_url: String,
-    /// The key, if the server wants one (`[transcription] api_key`,
-    /// `HERMES_TRANSCRIPTION_API_KEY`; `OPENAI_API_KEY` for OpenAI's own
-    /// endpoint).
-    pub api_key: Option<String>,
-    /// The model (`[transcription] model`, `HERMES_TRANSCRIPTION_MODEL`;
-    /// default [`DEFAULT_TRANSCRIPTION_MODEL`]).
-    pub model: String,
-    /// A language hint (ISO 639-1, `[transcription] language`); `None` lets
-    /// the server detect it.
-    pub language: Option<String>,
-    /// One transcription's deadline (`[transcription] timeout_secs`).
-    pub timeout: Duration,
-}
-
-impl fmt::Debug for TranscriptionSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TranscriptionSettings")
-            .field("base_url", &redact_url(&self.base_url))
-            .field("api_key", &self.api_key.as_deref().map(mask))
-            .field("model", &self.model)
-            .field("language", &self.language)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
+use crate::secret::Secret;
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
@@ -156,7 +104,7 @@ pub(super) fn load(
             };
             Some(TranscriptionSettings {
                 base_url,
-                api_key,
+                api_key: api_key.map(Secret::from),
                 model,
                 language,
                 timeout,
@@ -228,7 +176,7 @@ fn load_tts(
     };
     Ok(Some(TtsSettings {
         base_url,
-        api_key,
+        api_key: api_key.map(Secret::from),
         model: text("model", DEFAULT_TTS_MODEL)?,
         voice: text("voice", DEFAULT_TTS_VOICE)?,
         format,

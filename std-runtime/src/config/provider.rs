@@ -27,8 +27,9 @@
 
 use std::fmt;
 
-use super::{ConfigError, Origin, Resolver, mask, provider_label, validate_url};
-use crate::pricing::Price;
+use super::{ConfigError, Origin, Resolver, provider_label, validate_url};
+use crate::price::Price;
+use crate::secret::Secret;
 
 /// Anthropic's endpoint, the default when `api = "anthropic"`.
 pub const ANTHROPIC_BASE_URL: &str = crate::client::ANTHROPIC_BASE_URL;
@@ -99,7 +100,7 @@ pub struct FallbackProvider {
     /// Its base URL (…/v1).
     pub base_url: String,
     /// Its key, if any.
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The model to ask.
     pub model: String,
     /// The API it speaks.
@@ -114,7 +115,7 @@ impl fmt::Debug for FallbackProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FallbackProvider")
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("api_key", &self.api_key)
             .field("model", &self.model)
             .field("api", &self.api)
             .field("provider_name", &self.provider_name)
@@ -403,7 +404,7 @@ fn resolve_fallbacks(
         };
         out.push(FallbackProvider {
             base_url,
-            api_key,
+            api_key: api_key.map(Secret::from),
             model,
             api,
             provider_name,
@@ -460,7 +461,10 @@ mod tests {
         assert_eq!(p.base_url, ANTHROPIC_BASE_URL);
         assert_eq!(p.model, ANTHROPIC_DEFAULT_MODEL);
         assert_eq!(p.provider_name, "anthropic");
-        assert_eq!(p.api_key.as_deref(), Some("sk-ant-1234567890"));
+        assert_eq!(
+            p.api_key.as_ref().map(Secret::expose),
+            Some("sk-ant-1234567890")
+        );
         assert_eq!(p.cache, CacheMode::Off);
         assert!(p.cache_ttl_1h);
         assert_eq!(p.reasoning_effort.as_deref(), Some("high"));
@@ -492,7 +496,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.provider.api, Api::OpenAi);
-        assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-1234567890"));
+        assert_eq!(
+            s.provider.api_key.as_ref().map(Secret::expose),
+            Some("sk-or-1234567890")
+        );
     }
 
     #[test]
@@ -514,18 +521,24 @@ mod tests {
         assert_eq!(f.len(), 4);
         // Same provider, another model: the primary's key.
         assert_eq!(f[0].base_url, "https://api.openai.com/v1");
-        assert_eq!(f[0].api_key.as_deref(), Some("sk-primary-123456"));
+        assert_eq!(
+            f[0].api_key.as_ref().map(Secret::expose),
+            Some("sk-primary-123456")
+        );
         // Another vendor: its own key, never the primary's.
         assert_eq!(f[1].base_url, "https://openrouter.ai/api/v1");
         assert_eq!(f[1].provider_name, "openrouter");
-        assert_eq!(f[1].api_key.as_deref(), Some("sk-or-1234567890"));
+        assert_eq!(
+            f[1].api_key.as_ref().map(Secret::expose),
+            Some("sk-or-1234567890")
+        );
         assert_eq!(f[1].price.map(|p| p.output), Some(15.0));
         assert_eq!(
-            (f[2].api, f[2].api_key.as_deref()),
+            (f[2].api, f[2].api_key.as_ref().map(Secret::expose)),
             (Api::Anthropic, Some("sk-ant-1234567890"))
         );
         assert_eq!(
-            (f[3].api, f[3].api_key.as_deref()),
+            (f[3].api, f[3].api_key.as_ref().map(Secret::expose)),
             (Api::Anthropic, Some("sk-own-1234567"))
         );
         assert!(!format!("{:?}", s.provider).contains("sk-own-1234567"));
@@ -558,7 +571,10 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].model, "from-env");
         assert_eq!(f[0].base_url, "http://127.0.0.1:9/v1");
-        assert_eq!(f[0].api_key.as_deref(), Some("sk-fallback-123456"));
+        assert_eq!(
+            f[0].api_key.as_ref().map(Secret::expose),
+            Some("sk-fallback-123456")
+        );
         assert_eq!(s.provider.reasoning_effort.as_deref(), Some("low"));
         assert_eq!(s.origins["fallback"], Origin::Env("HERMES_FALLBACK_MODEL"));
     }

@@ -3,6 +3,9 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 use crate::client::{DEFAULT_CALL_TIMEOUT, DEFAULT_FIRST_BYTE_TIMEOUT};
+use crate::media::DEFAULT_TRANSCRIPTION_MODEL;
+use crate::redact::mask;
+use crate::secret::Secret;
 use crate::tools::SearchBackend;
 
 fn home_with(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -51,7 +54,10 @@ fn openrouter_key_selects_openrouter() {
     .unwrap();
     assert_eq!(s.provider.base_url, OPENROUTER_BASE_URL);
     assert_eq!(s.provider.provider_name, "openrouter");
-    assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+    assert_eq!(
+        s.provider.api_key.as_ref().map(Secret::expose),
+        Some("sk-or-123456789")
+    );
 }
 
 #[test]
@@ -63,12 +69,18 @@ fn a_vendors_key_only_goes_to_that_vendor() {
     ];
     let s = load(&cwd_overrides(), &env(home.path(), &both)).unwrap();
     assert_eq!(s.provider.provider_name, "openrouter");
-    assert_eq!(s.provider.api_key.as_deref(), Some("sk-or-123456789"));
+    assert_eq!(
+        s.provider.api_key.as_ref().map(Secret::expose),
+        Some("sk-or-123456789")
+    );
 
     let mut custom = both.to_vec();
     custom.push(("HERMES_BASE_URL", "https://api.openai.com/v1"));
     let s = load(&cwd_overrides(), &env(home.path(), &custom)).unwrap();
-    assert_eq!(s.provider.api_key.as_deref(), Some("sk-openai-123456789"));
+    assert_eq!(
+        s.provider.api_key.as_ref().map(Secret::expose),
+        Some("sk-openai-123456789")
+    );
 
     let only_or = [
         ("OPENROUTER_API_KEY", "sk-or-123456789"),
@@ -97,7 +109,10 @@ fn precedence_flag_env_dotenv_file() {
     let s = load(&cwd_overrides(), &e).unwrap();
     assert_eq!(s.provider.base_url, "http://env/v1");
     assert_eq!(s.provider.model, "from-dotenv");
-    assert_eq!(s.provider.api_key.as_deref(), Some("file-key-123456"));
+    assert_eq!(
+        s.provider.api_key.as_ref().map(Secret::expose),
+        Some("file-key-123456")
+    );
     assert_eq!(s.max_iterations, 7);
     assert_eq!(s.toolsets, Some(vec!["file".to_owned()]));
     assert_eq!(s.origins["model"], Origin::DotEnv("HERMES_MODEL"));
@@ -451,7 +466,10 @@ fn media_settings_vision_and_transcription() {
     .unwrap();
     assert_eq!(s.media.vision, Some(true));
     let t = s.media.transcription.unwrap();
-    assert_eq!(t.api_key.as_deref(), Some("sk-openai-123456789"));
+    assert_eq!(
+        t.api_key.as_ref().map(Secret::expose),
+        Some("sk-openai-123456789")
+    );
     assert_eq!(t.model, "gpt-4o-mini-transcribe");
     assert!(!format!("{t:?}").contains("sk-openai-123456789"));
 }
@@ -543,7 +561,10 @@ fn tts_settings_defaults_env_key_and_errors() {
     assert_eq!(t.voice, DEFAULT_TTS_VOICE);
     assert_eq!(t.format, AudioFormat::Opus, "Ogg/Opus unless told");
     assert_eq!(t.max_chars, 400);
-    assert_eq!(t.api_key.as_deref(), Some("sk-tts-0123456789"));
+    assert_eq!(
+        t.api_key.as_ref().map(Secret::expose),
+        Some("sk-tts-0123456789")
+    );
     assert!(
         !format!("{:?}", s.media).contains("sk-tts-0123456789"),
         "masked"
@@ -575,4 +596,39 @@ fn tts_settings_defaults_env_key_and_errors() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn the_loaded_settings_types_never_show_a_key() {
+    // Every key the loader reads, through the real loader: what `Debug`
+    // shows of the settings that hold them is the mask, never the key.
+    let keys = [
+        ("OPENROUTER_API_KEY", "sk-or-v1-primarysecret0001"),
+        ("HERMES_FALLBACK_MODEL", "backup"),
+        ("HERMES_FALLBACK_BASE_URL", "https://llm.example/v1"),
+        ("HERMES_FALLBACK_API_KEY", "sk-fallbacksecret0002"),
+        ("HERMES_TRANSCRIPTION_BASE_URL", "https://stt.example/v1"),
+        ("HERMES_TRANSCRIPTION_API_KEY", "sk-whispersecret0003"),
+        ("BRAVE_API_KEY", "brave-searchsecret0004"),
+        ("TAVILY_API_KEY", "tvly-searchsecret0005"),
+    ];
+    let home = home_with(&[]);
+    let s = load(&cwd_overrides(), &env(home.path(), &keys)).unwrap();
+    assert_eq!(
+        s.provider.api_key.as_ref().map(Secret::expose),
+        Some("sk-or-v1-primarysecret0001"),
+        "the loader read the key"
+    );
+    let shown = format!(
+        "{:?} {:?} {:?} {:#?}",
+        s.provider, s.media, s.web_search, s.provider.fallbacks
+    );
+    for (_, secret) in keys.iter().filter(|(name, _)| name.ends_with("_KEY")) {
+        let middle = &secret[4..secret.len() - 4];
+        assert!(!shown.contains(middle), "{secret} shown: {shown}");
+    }
+    assert!(
+        shown.contains("sk-…0001"),
+        "the key is recognisable: {shown}"
+    );
 }

@@ -30,7 +30,7 @@ pub const KEY_PREFIX: &str = "context_window\u{1f}";
 pub fn key(base_url: &str, model: &str) -> String {
     format!(
         "{KEY_PREFIX}{}\u{1f}{model}",
-        crate::config::redact_url(base_url)
+        crate::redact::redact_url(base_url)
     )
 }
 

@@ -19,8 +19,10 @@
 //! what is decided here.
 
 use std::cell::Cell;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+
+use crate::sync::lock;
 
 /// Connections marked to be dropped rather than lent out again, at most
 /// this many (a marked connection that expires idle is never asked again).
@@ -83,7 +85,7 @@ pub(super) fn may_reuse(id: u64) -> bool {
     if FRESH.get() {
         return false;
     }
-    let mut discarded = DISCARDED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut discarded = lock(&DISCARDED);
     match discarded.iter().position(|d| *d == id) {
         Some(at) => {
             discarded.swap_remove(at);
@@ -101,7 +103,7 @@ pub fn discard_last_connection() {
     if id == 0 {
         return;
     }
-    let mut discarded = DISCARDED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut discarded = lock(&DISCARDED);
     if discarded.len() >= MAX_DISCARDED {
         discarded.remove(0);
     }

@@ -28,7 +28,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::Environment;
+use crate::env::Environment;
 
 /// Default: a call that reports no progress for this long is given up.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);

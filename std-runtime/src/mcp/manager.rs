@@ -2,7 +2,7 @@
 //! tools ([`McpTool`]).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
@@ -11,10 +11,6 @@ use super::config::ServerConfig;
 use super::render;
 use super::server::Server;
 use crate::bridge::AsyncBridge;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// A server that failed to start is tried again (when a registry is built)
 /// at most this often.

@@ -39,6 +39,5 @@ pub use config::{McpConfigError, ServerConfig, Transport};
 #[cfg(feature = "mcp")]
 pub use http::{UreqHttpClient, UreqHttpError};
 #[cfg(feature = "mcp")]
-pub(crate) use manager::lock;
 #[cfg(feature = "mcp")]
 pub use manager::{McpManager, ServerState, ServerStatus, ToolInfo};

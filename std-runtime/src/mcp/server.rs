@@ -35,7 +35,8 @@ use tokio::sync::oneshot;
 
 use super::config::{ServerConfig, Transport};
 use super::stdio::{self, ServerProcess, describe_exit, redact};
-use super::{ServerState, ServerStatus, ToolInfo, lock};
+use super::{ServerState, ServerStatus, ToolInfo};
+use crate::sync::lock;
 
 /// The longest JSON-RPC line accepted from a stdio server (a tool result
 /// bigger than this is refused, not buffered).

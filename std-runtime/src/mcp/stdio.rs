@@ -31,7 +31,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use super::lock;
+use crate::sync::lock;
 use crate::tools::child_env;
 
 /// How much of a server's stderr is kept.

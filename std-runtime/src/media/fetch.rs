@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::http::describe;
+
 /// A downloaded file.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Downloaded {
@@ -126,28 +128,6 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// A ureq error in a few words, never with the URL.
-pub(crate) fn describe(err: &ureq::Error) -> String {
-    use ureq::Error as E;
-    match err {
-        E::Timeout(_) => "timed out".into(),
-        E::HostNotFound => "host not found".into(),
-        E::ConnectionFailed => "could not connect".into(),
-        E::Io(e) => match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
-            std::io::ErrorKind::ConnectionReset => "connection reset by the server".into(),
-            std::io::ErrorKind::UnexpectedEof => "the server closed the connection early".into(),
-            _ => e.to_string(),
-        },
-        E::BodyExceedsLimit(n) => format!("the answer is larger than {n} bytes"),
-        E::BadUri(_) => "not a valid URL".into(),
-        E::Tls(m) => format!("TLS: {m}"),
-        E::Rustls(e) => format!("TLS: {e}"),
-        E::TooManyRedirects => "too many redirects".into(),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +144,11 @@ mod tests {
             )
             .as_deref(),
             Some("报告.pdf")
+        );
+        // Parameter names are case-insensitive (WeCom's media/get).
+        assert_eq!(
+            disposition_file_name("attachment;FILENAME=x.amr").as_deref(),
+            Some("x.amr")
         );
         assert_eq!(disposition_file_name("inline"), None);
     }

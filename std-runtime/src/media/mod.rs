@@ -22,6 +22,7 @@
 pub mod documents;
 pub mod fetch;
 pub mod inline;
+pub mod settings;
 pub mod transcribe;
 pub mod tts;
 pub mod vision;
@@ -32,6 +33,11 @@ use std::path::{Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, OpenOptions};
 use hermes_core::Attachment;
+
+pub use settings::{
+    DEFAULT_TRANSCRIPTION_MODEL, DEFAULT_TRANSCRIPTION_TIMEOUT, MediaSettings,
+    TranscriptionSettings,
+};
 
 /// The largest image sent to a model (providers refuse bigger ones: OpenAI
 /// at 20 MB, Anthropic at 5 MB per image; 10 MB is what most accept).

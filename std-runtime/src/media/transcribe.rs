@@ -4,10 +4,11 @@
 //! `response_format=json`, optionally `language`); the answer's `text` is
 //! the transcript.
 
-use crate::config::{TranscriptionSettings, redact_url};
-
-use super::fetch::describe;
+use super::settings::TranscriptionSettings;
+use crate::http::describe;
 use crate::http::multipart::Form;
+use crate::redact::redact_url;
+use crate::secret::Secret;
 
 /// The longest answer read (a transcript is a few KB).
 const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
@@ -91,7 +92,7 @@ impl Transcriber {
                 .timeout_global(Some(self.settings.timeout))
                 .build()
                 .header("Content-Type", &body.content_type);
-            if let Some(key) = self.settings.api_key.as_deref() {
+            if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
                 request = request.header("Authorization", format!("Bearer {key}"));
             }
             request.send(&body.bytes[..])

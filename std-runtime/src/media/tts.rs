@@ -10,9 +10,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::config::{mask, redact_url};
+use crate::redact::redact_url;
+use crate::secret::Secret;
 
-use super::fetch::describe;
+use crate::http::describe;
 
 /// The speech model when `[tts] model` is not set (OpenAI's).
 pub const DEFAULT_TTS_MODEL: &str = "tts-1";
@@ -106,7 +107,7 @@ pub struct TtsSettings {
     pub base_url: String,
     /// The key, if the service wants one (`[tts] api_key`,
     /// `HERMES_TTS_API_KEY`; `OPENAI_API_KEY` for OpenAI's own endpoint).
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The model (`[tts] model`; default [`DEFAULT_TTS_MODEL`]).
     pub model: String,
     /// The voice (`[tts] voice`; default [`DEFAULT_TTS_VOICE`]).
@@ -123,7 +124,7 @@ impl fmt::Debug for TtsSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TtsSettings")
             .field("base_url", &redact_url(&self.base_url))
-            .field("api_key", &self.api_key.as_deref().map(mask))
+            .field("api_key", &self.api_key)
             .field("model", &self.model)
             .field("voice", &self.voice)
             .field("format", &self.format)
@@ -232,7 +233,7 @@ impl Speaker {
                 .timeout_global(Some(self.settings.timeout))
                 .build()
                 .header("Content-Type", "application/json");
-            if let Some(key) = self.settings.api_key.as_deref() {
+            if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
                 request = request.header("Authorization", format!("Bearer {key}"));
             }
             request.send(body.as_bytes())

@@ -12,7 +12,7 @@ use hermes_core::{
     Attachment, ChatRequest, LedgerEntry, Message, Model, ModelError, ModelErrorKind, NullSink,
 };
 
-use crate::config::MediaSettings;
+use super::settings::MediaSettings;
 
 /// The system prompt of a description call.
 pub const DESCRIBE_PROMPT: &str = "You describe images for an assistant that cannot see them. \

@@ -27,7 +27,7 @@ use crate::tools::write_atomic_in;
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
 
 pub(crate) fn lock() -> MutexGuard<'static, ()> {
-    WRITE_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(&WRITE_LOCK)
 }
 
 /// Checks the text of a new `SKILL.md` for skill `name`.

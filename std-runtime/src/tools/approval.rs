@@ -31,6 +31,8 @@ use std::time::Duration;
 use hermes_core::{InterruptFlag, ToolError};
 use regex::Regex;
 
+use crate::sync::lock;
+
 /// Whether dangerous commands need the user's approval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ApprovalMode {
@@ -282,18 +284,12 @@ impl SessionApprovals {
     }
 
     fn covers(&self, dangers: &[&'static Danger]) -> bool {
-        let allowed = self
-            .allowed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let allowed = lock(&self.allowed);
         dangers.iter().all(|d| allowed.contains(d.key))
     }
 
     fn allow(&self, dangers: &[&'static Danger]) {
-        self.allowed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend(dangers.iter().map(|d| d.key));
+        lock(&self.allowed).extend(dangers.iter().map(|d| d.key));
     }
 }
 

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::{failed, parse_args};
 use crate::cron::{self, ACCEPTED_FORMS, CronContext, JobSpec, Origin, TARGET_FORMS};
 use crate::store::{JobRecord, Store};
+use crate::sync::lock;
 
 /// The tool's name (and its toolset's).
 pub const NAME: &str = "cronjob";
@@ -115,9 +116,7 @@ impl CronjobTool {
     }
 
     fn store(&self) -> MutexGuard<'_, Store> {
-        self.store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.store)
     }
 
     fn ctx(&self) -> CronContext {

@@ -29,6 +29,8 @@ use serde_json::json;
 
 use super::{failed, parse_args, write_atomic};
 
+use crate::sync::lock;
+
 /// The line that separates two entries.
 pub const MEMORY_ENTRY_SEPARATOR: &str = "§";
 /// Default size limit of one memory file, in bytes.
@@ -207,7 +209,7 @@ impl Tool for MemoryTool {
         let args: MemoryArgs = parse_args("memory", arguments)?;
         let file = args.target.file();
         let path = self.home.join(file);
-        let _guard = WRITE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = lock(&WRITE_LOCK);
         let current = match std::fs::read(&path) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

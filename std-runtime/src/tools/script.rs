@@ -83,18 +83,6 @@ impl ScriptRun {
     }
 }
 
-/// The environment scripts run in: the terminal's (working directory,
-/// sandbox, passed-through variables, extra paths) under `settings`.
-pub fn script_env(settings: &crate::config::Settings) -> ToolEnv {
-    let mut env = ToolEnv::new(&settings.workdir, &settings.home);
-    env.allow_outside_workdir = settings.allow_outside_workdir;
-    env.sandbox = settings.sandbox;
-    env.env_passthrough = settings.env_passthrough.clone();
-    env.sandbox_read = settings.sandbox_read.clone();
-    env.sandbox_write = settings.sandbox_write.clone();
-    env
-}
-
 /// Where scripts live under `hermes_home`.
 pub fn scripts_dir(hermes_home: &Path) -> PathBuf {
     hermes_home.join(SCRIPTS_DIR)

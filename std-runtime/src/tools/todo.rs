@@ -15,6 +15,8 @@ use serde_json::json;
 
 use super::{failed, parse_args};
 
+use crate::sync::lock;
+
 /// Items beyond this are refused: a plan that long is not a plan.
 const MAX_ITEMS: usize = 100;
 
@@ -166,7 +168,7 @@ impl Tool for TodoTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: TodoArgs = parse_args("todo", arguments)?;
-        let mut state = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state.0);
         match args.action {
             Action::List => {}
             Action::Add => {

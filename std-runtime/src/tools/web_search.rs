@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use super::{cap_result, failed, parse_args};
 use crate::http;
+use crate::secret::Secret;
 
 /// The whole request, connect to last byte.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -86,7 +87,7 @@ impl SearchBackend {
     }
 }
 
-/// How searches are made. Keys are secrets: `Debug` masks them.
+/// How searches are made. Keys are [`Secret`]s: `Debug` masks them.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct WebSearchSettings {
     /// The chosen backend; `None`: pick from what is configured.
@@ -94,9 +95,9 @@ pub struct WebSearchSettings {
     /// The SearXNG instance, e.g. `http://127.0.0.1:8888`.
     pub searxng_url: Option<String>,
     /// `BRAVE_API_KEY`.
-    pub brave_api_key: Option<String>,
+    pub brave_api_key: Option<Secret>,
     /// `TAVILY_API_KEY`.
-    pub tavily_api_key: Option<String>,
+    pub tavily_api_key: Option<Secret>,
     /// Endpoint overrides (a proxy, a test server); `None`: the public one.
     pub brave_url: Option<String>,
     /// See `brave_url`.
@@ -107,12 +108,13 @@ pub struct WebSearchSettings {
 
 impl fmt::Debug for WebSearchSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let key = |k: &Option<String>| k.as_deref().map(crate::config::mask);
+        // The endpoint overrides are left out: a proxy's URL may carry a
+        // password. The keys are `Secret`s, shown masked.
         f.debug_struct("WebSearchSettings")
             .field("backend", &self.backend)
             .field("searxng_url", &self.searxng_url)
-            .field("brave_api_key", &key(&self.brave_api_key))
-            .field("tavily_api_key", &key(&self.tavily_api_key))
+            .field("brave_api_key", &self.brave_api_key)
+            .field("tavily_api_key", &self.tavily_api_key)
             .finish_non_exhaustive()
     }
 }
@@ -306,7 +308,7 @@ impl WebSearchTool {
                     .header("Accept", "application/json")
                     .header(
                         "X-Subscription-Token",
-                        s.brave_api_key.as_deref().unwrap_or_default(),
+                        s.brave_api_key.as_ref().map_or("", Secret::expose),
                     )
                     .call()
             }
@@ -315,7 +317,10 @@ impl WebSearchTool {
                     .header("Accept", "application/json")
                     .header(
                         "Authorization",
-                        &format!("Bearer {}", s.tavily_api_key.as_deref().unwrap_or_default()),
+                        &format!(
+                            "Bearer {}",
+                            s.tavily_api_key.as_ref().map_or("", Secret::expose)
+                        ),
                     )
                     .send_json(
                         json!({"query": query, "max_results": count, "search_depth": "basic"}),

@@ -3,15 +3,14 @@
 //! - [`ScriptedServer`]: a loopback HTTP/1.1 server (std `TcpListener` +
 //!   threads, hand-written responses, chunked SSE) that plays a script of
 //!   replies and checks the OpenAI protocol rules on **every** request;
-//! - [`aimock`]: starts the pinned `@copilotkit/aimock` emulator as a child
-//!   process on a free port.
+//! - the aimock emulator is started by the one launcher every crate's tests
+//!   share, `hermes_tests::aimock`.
 //!
 //! Use it from a test file with `mod support;`. Each test binary uses a
 //! subset, hence the `dead_code` allowance.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod aimock;
 pub mod mcp_servers;
 pub mod proxy;
 

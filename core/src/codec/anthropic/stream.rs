@@ -31,10 +31,11 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 
 use super::super::DecodeError;
-use super::super::frame::{FrameHandler, SseFramer};
+use super::super::frame::{
+    DEFAULT_MAX_EVENT_BYTES, FrameHandler, MAX_TOOL_CALLS, SseFramer, SseStatus,
+};
 use super::super::reasoning::Details;
 use super::super::response::decode_error_body;
-use super::super::sse::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseStatus};
 use super::response::{
     Block, decode_messages_response, encrypted_detail, stop_reason, text_detail,
 };

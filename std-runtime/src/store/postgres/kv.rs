@@ -4,10 +4,35 @@
 //! one batch wins.
 
 use super::conn::{Statements, prepare};
-use super::transcript::OwnedWrite;
 use super::{Postgres, check_fence, from_db, to_db};
 use crate::store::backend::KeyValue;
 use crate::store::{Fence, KvWrite, StoreError, prefix_end, to_i64};
+
+/// Owned key-value writes, for the connection's thread.
+pub(super) enum OwnedWrite {
+    Claim(String, String),
+    Set(String, String),
+    Delete(String),
+    Consume(String),
+}
+
+impl OwnedWrite {
+    pub fn all(writes: &[KvWrite<'_>]) -> Vec<OwnedWrite> {
+        writes
+            .iter()
+            .map(|w| match *w {
+                KvWrite::Claim { key, value } => {
+                    OwnedWrite::Claim(key.to_owned(), to_db(value).into_owned())
+                }
+                KvWrite::Set { key, value } => {
+                    OwnedWrite::Set(key.to_owned(), to_db(value).into_owned())
+                }
+                KvWrite::Delete(key) => OwnedWrite::Delete(key.to_owned()),
+                KvWrite::Consume(key) => OwnedWrite::Consume(key.to_owned()),
+            })
+            .collect()
+    }
+}
 
 /// Applies `writes` inside the open transaction; `false` when a claim
 /// failed (the caller drops the transaction, rolling everything back).

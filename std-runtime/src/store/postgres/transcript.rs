@@ -7,7 +7,7 @@ use hermes_core::{LedgerEntry, Usage};
 use postgres::Row;
 
 use super::conn::{Statements, prepare};
-use super::kv::apply as apply_kv;
+use super::kv::{OwnedWrite, apply as apply_kv};
 use super::{Postgres, check_fence, from_db, fts, to_db};
 use crate::store::backend::Transcripts;
 use crate::store::codec::{Columns, encode};
@@ -220,32 +220,6 @@ fn touch(
         .query_opt(&stmt, &[&id, &now, &count])?
         .map(|row| row.try_get(0))
         .transpose()?)
-}
-
-/// Owned key-value writes, for the connection's thread.
-pub(super) enum OwnedWrite {
-    Claim(String, String),
-    Set(String, String),
-    Delete(String),
-    Consume(String),
-}
-
-impl OwnedWrite {
-    pub fn all(writes: &[KvWrite<'_>]) -> Vec<OwnedWrite> {
-        writes
-            .iter()
-            .map(|w| match *w {
-                KvWrite::Claim { key, value } => {
-                    OwnedWrite::Claim(key.to_owned(), to_db(value).into_owned())
-                }
-                KvWrite::Set { key, value } => {
-                    OwnedWrite::Set(key.to_owned(), to_db(value).into_owned())
-                }
-                KvWrite::Delete(key) => OwnedWrite::Delete(key.to_owned()),
-                KvWrite::Consume(key) => OwnedWrite::Consume(key.to_owned()),
-            })
-            .collect()
-    }
 }
 
 impl Transcripts for Postgres {

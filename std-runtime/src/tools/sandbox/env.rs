@@ -14,23 +14,13 @@
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-use crate::config::KNOWN_VARS;
+use crate::env::is_hermes_credential;
 
 /// Variables a command inherits from hermes when they are set.
 pub const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LANGUAGE", "TERM", "TZ"];
 
 /// The `PATH` a command gets when hermes has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
-
-/// Whether `name` is one of the variables hermes reads its own credentials
-/// from: a key, token, secret or password, or a URL (which may carry a password, as
-/// `HERMES_DATABASE_URL` and a `user:pass@` base URL do).
-pub fn is_hermes_credential(name: &str) -> bool {
-    KNOWN_VARS.contains(&name)
-        && ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_URL"]
-            .iter()
-            .any(|end| name.ends_with(end))
-}
 
 /// Whether `name` matches one of the user's pass-through patterns (exact,
 /// or a prefix ending in `*`) and is not one of hermes's credentials.
@@ -134,31 +124,5 @@ mod tests {
         ));
         assert!(env.contains(&"OPENAI_ORG_HINT".to_owned()), "{env:?}");
         assert!(env.contains(&"EDITOR".to_owned()), "{env:?}");
-    }
-
-    #[test]
-    fn hermes_own_credentials_are_recognised() {
-        for name in [
-            "ANTHROPIC_API_KEY",
-            "WECOM_SECRET",
-            "WECOM_CALLBACK_TOKEN",
-            "SEARXNG_URL",
-            "MATRIX_ACCESS_TOKEN",
-            // Found adding Matrix: a password variable did not end in one of
-            // the credential suffixes, so `env_passthrough = ["MATRIX_*"]`
-            // would have handed the bot's password to every command.
-            "MATRIX_PASSWORD",
-            "EMAIL_PASSWORD",
-        ] {
-            assert!(is_hermes_credential(name), "{name}");
-        }
-        for name in [
-            "HERMES_MODEL",
-            "EDITOR",
-            "OPENAI_ORG_HINT",
-            "GATEWAY_MAX_WORKERS",
-        ] {
-            assert!(!is_hermes_credential(name), "{name}");
-        }
     }
 }

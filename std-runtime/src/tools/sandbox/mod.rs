@@ -32,7 +32,7 @@ pub(crate) mod spawn;
 
 use std::fmt;
 
-pub use env::{INHERITED_ENV, child_env, is_hermes_credential};
+pub use env::{INHERITED_ENV, child_env};
 #[cfg(target_os = "linux")]
 pub use spawn::Containment;
 

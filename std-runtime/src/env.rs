@@ -1,0 +1,201 @@
+//! The environment hermes reads its settings from: a snapshot of the
+//! variables ([`Environment`]), the names hermes reads ([`KNOWN_VARS`]) and
+//! which of them carry its own credentials ([`is_hermes_credential`]) — what
+//! the configuration loader, the sandbox and the MCP launcher all need,
+//! without any of them reaching into another.
+
+use std::collections::BTreeMap;
+
+/// A snapshot of environment variables (the process's, or a test's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Environment(pub(crate) BTreeMap<String, String>);
+
+impl Environment {
+    /// The current process environment (variables that are not UTF-8 are skipped).
+    pub fn from_process() -> Self {
+        Environment(std::env::vars().collect())
+    }
+
+    /// An environment made of `pairs`.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Environment(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// The value of `name`, if set and not empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// All variables.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// Environment variables hermes reads (from the process or `.env`). Names
+/// with a prefix the configuration loader owns (`HERMES_`) must be in this
+/// list.
+pub const KNOWN_VARS: &[&str] = &[
+    "HERMES_HOME",
+    "HERMES_BASE_URL",
+    "HERMES_API_KEY",
+    "HERMES_MODEL",
+    "HERMES_MAX_ITERATIONS",
+    "HERMES_TOOLSETS",
+    "HERMES_CONTEXT_LENGTH",
+    "HERMES_COMPRESSION_MODEL",
+    "HERMES_COMPRESS_THRESHOLD",
+    "HERMES_FIRST_BYTE_TIMEOUT",
+    "HERMES_CALL_TIMEOUT",
+    "HERMES_DATABASE_URL",
+    "HERMES_VISION",
+    "HERMES_VISION_MODEL",
+    "HERMES_TRANSCRIPTION_BASE_URL",
+    "HERMES_TRANSCRIPTION_API_KEY",
+    "HERMES_TRANSCRIPTION_MODEL",
+    "HERMES_TTS_BASE_URL",
+    "HERMES_TTS_API_KEY",
+    "HERMES_REASONING_EFFORT",
+    "HERMES_FALLBACK_MODEL",
+    "HERMES_FALLBACK_BASE_URL",
+    "HERMES_FALLBACK_API_KEY",
+    "HERMES_FALLBACK_API",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GATEWAY_ALLOWED_USERS",
+    "GATEWAY_ALLOW_ALL_USERS",
+    "GATEWAY_BUSY_MODE",
+    "GATEWAY_GROUP_SESSIONS_PER_USER",
+    "GATEWAY_IDLE_RESET_HOURS",
+    "GATEWAY_DAILY_RESET_HOUR",
+    "GATEWAY_UTC_OFFSET_MINUTES",
+    "GATEWAY_MAX_WORKERS",
+    "GATEWAY_AGENT_CACHE_SIZE",
+    "GATEWAY_AGENT_CACHE_IDLE_SECS",
+    "GATEWAY_DEDUP_WINDOW_SECS",
+    "GATEWAY_DEDUP_CAPACITY",
+    "GATEWAY_MAX_QUEUED",
+    "GATEWAY_MAX_REPLY_MESSAGES",
+    "GATEWAY_DEDUP_RETENTION_HOURS",
+    "GATEWAY_LEASE_TTL_MS",
+    "GATEWAY_STREAM_REPLIES",
+    "GATEWAY_MAX_FILE_MB",
+    "GATEWAY_VOICE_REPLIES",
+    "MATRIX_HOMESERVER",
+    "MATRIX_USER_ID",
+    "MATRIX_PASSWORD",
+    "MATRIX_ACCESS_TOKEN",
+    "MATRIX_ALLOWED_USERS",
+    "MATRIX_REQUIRE_MENTION",
+    "MATRIX_ALLOWED_ROOMS",
+    "MATRIX_HOME_ROOM",
+    "EMAIL_ADDRESS",
+    "EMAIL_PASSWORD",
+    "EMAIL_IMAP_HOST",
+    "EMAIL_IMAP_PORT",
+    "EMAIL_IMAP_SECURITY",
+    "EMAIL_SMTP_HOST",
+    "EMAIL_SMTP_PORT",
+    "EMAIL_SMTP_SECURITY",
+    "EMAIL_ALLOWED_USERS",
+    "EMAIL_POLL_INTERVAL",
+    "EMAIL_HOME_ADDRESS",
+    "GATEWAY_PAIRING",
+    "GATEWAY_LOG_FORMAT",
+    "GATEWAY_METRICS_PORT",
+    "HERMES_LOG",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_ALLOWED_USERS",
+    "TELEGRAM_API_URL",
+    "TELEGRAM_GROUP_POLICY",
+    "TELEGRAM_POLL_TIMEOUT",
+    "DISCORD_BOT_TOKEN",
+    "DISCORD_ALLOWED_USERS",
+    "DISCORD_REQUIRE_MENTION",
+    "DISCORD_FREE_RESPONSE_CHANNELS",
+    "DISCORD_HOME_CHANNEL",
+    "DISCORD_API_URL",
+    "WECOM_BOT_ID",
+    "WECOM_SECRET",
+    "WECOM_ALLOWED_USERS",
+    "WECOM_WS_URL",
+    "WECOM_CALLBACK_AGENT_ID",
+    "WECOM_CALLBACK_ALLOWED_USERS",
+    "WECOM_CALLBACK_API_URL",
+    "WECOM_CALLBACK_CORP_ID",
+    "WECOM_CALLBACK_CORP_SECRET",
+    "WECOM_CALLBACK_ENCODING_AES_KEY",
+    "WECOM_CALLBACK_HOST",
+    "WECOM_CALLBACK_MESSAGE_FORMAT",
+    "WECOM_CALLBACK_PATH",
+    "WECOM_CALLBACK_PORT",
+    "WECOM_CALLBACK_REPLAY_WINDOW_SECS",
+    "WECOM_CALLBACK_TOKEN",
+    "API_SERVER_ENABLED",
+    "API_SERVER_HOST",
+    "API_SERVER_PORT",
+    "API_SERVER_KEY",
+    "API_SERVER_MODEL_NAME",
+    "API_SERVER_CORS_ORIGINS",
+    "API_SERVER_MAX_CONCURRENT",
+    "BRAVE_API_KEY",
+    "TAVILY_API_KEY",
+    "SEARXNG_URL",
+    // Home channels of scheduled jobs' deliveries (SPEC Y2).
+    "TELEGRAM_HOME_CHANNEL",
+    "WECOM_HOME_CHANNEL",
+    "DISCORD_HOME_CHANNEL",
+];
+
+/// Whether `name` is one of the variables hermes reads its own credentials
+/// from: a key, token, secret or password, or a URL (which may carry a password, as
+/// `HERMES_DATABASE_URL` and a `user:pass@` base URL do).
+pub fn is_hermes_credential(name: &str) -> bool {
+    KNOWN_VARS.contains(&name)
+        && ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_URL"]
+            .iter()
+            .any(|end| name.ends_with(end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hermes_own_credentials_are_recognised() {
+        for name in [
+            "ANTHROPIC_API_KEY",
+            "WECOM_SECRET",
+            "WECOM_CALLBACK_TOKEN",
+            "SEARXNG_URL",
+            "MATRIX_ACCESS_TOKEN",
+            // Found adding Matrix: a password variable did not end in one of
+            // the credential suffixes, so `env_passthrough = ["MATRIX_*"]`
+            // would have handed the bot's password to every command.
+            "MATRIX_PASSWORD",
+            "EMAIL_PASSWORD",
+        ] {
+            assert!(is_hermes_credential(name), "{name}");
+        }
+        for name in [
+            "HERMES_MODEL",
+            "EDITOR",
+            "OPENAI_ORG_HINT",
+            "GATEWAY_MAX_WORKERS",
+        ] {
+            assert!(!is_hermes_credential(name), "{name}");
+        }
+    }
+}

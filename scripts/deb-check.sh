@@ -171,7 +171,9 @@ unit_env() {
   # unconfined terminal: under emulation the terminal is left out (natively
   # the default toolsets run, sandbox included).
   if [ ${#runner[@]} -gt 0 ]; then
-    service_env+=(HERMES_TOOLSETS=file,web,memory,todo,delegate)
+    # (No `delegate`: the arm packages are the board build, which leaves it
+    # out — README "Boards".)
+    service_env+=(HERMES_TOOLSETS=file,web,memory,todo)
   fi
 }
 as_service() {

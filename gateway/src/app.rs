@@ -51,7 +51,7 @@ pub enum GatewayError {
     Platform(String),
     /// No platform has credentials (exit 2).
     #[error(
-        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or DISCORD_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
+        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or DISCORD_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, or EMAIL_ADDRESS with EMAIL_PASSWORD, EMAIL_IMAP_HOST and EMAIL_SMTP_HOST, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
     )]
     NoPlatform,
     /// Another gateway runs on this `$HERMES_HOME` (exit 1).

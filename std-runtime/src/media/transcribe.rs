@@ -129,14 +129,17 @@ impl Transcriber {
     }
 }
 
-/// The `error.message` of an OpenAI-style error body, else its start.
-fn error_message(body: &str) -> String {
+/// The `error.message` of an OpenAI-style error body (or the `error`,
+/// `message` or `detail` string local servers answer with), else its start.
+/// Shared with the speech client (`tts.rs`).
+pub(super) fn error_message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| {
             v.pointer("/error/message")
                 .or_else(|| v.get("error"))
                 .or_else(|| v.get("message"))
+                .or_else(|| v.get("detail"))
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_owned)
         })

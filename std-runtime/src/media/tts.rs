@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::redact::redact_url;
 use crate::secret::Secret;
 
+use super::transcribe::error_message;
 use crate::http::describe;
 
 /// The speech model when `[tts] model` is not set (OpenAI's).
@@ -290,20 +291,6 @@ impl Speaker {
             self.settings.format.api_name()
         ))
     }
-}
-
-/// The `error.message` of an OpenAI-style error body, else its start.
-fn error_message(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .or_else(|| v.get("error"))
-                .or_else(|| v.get("detail"))
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| body.chars().take(200).collect())
 }
 
 /// What of a Markdown `answer` is read aloud: fenced code blocks and URLs

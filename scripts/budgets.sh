@@ -41,7 +41,7 @@ cd "$(dirname "$0")/.."
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
 SIZE_X86_64_LIMIT=15600000     # measured 14,847,024 B (issue 32's trims, then Email (issue 33), voice replies and send_file (issue 29); 14,409,328 B before); +~5 %
-RSS_ONESHOT_LIMIT_KIB=12100    # measured 11,452 KiB after the third wave (10,200-10,768 before; most of it mapped pages); +~6 %
+RSS_ONESHOT_LIMIT_KIB=12300    # measured 11,460-11,696 KiB in the fresh-clone runs of the third session (11,284-11,460 before; most of it mapped pages); +~5 %
 RSS_IDLE_GATEWAY_LIMIT_KIB=15400  # measured 14,576 KiB with Email and voice (issues 33, 29; 13,968-14,344 KiB before); +~5 %
 BOARD_SIZE_X86_64_TARGET=6500000
 BOARD_SIZE_X86_64_LIMIT=9950000       # measured 9,367,216-9,479,600 B (issue 32; 10,071,152 B before its trims); +~5 %

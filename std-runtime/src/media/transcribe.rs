@@ -85,18 +85,13 @@ impl Transcriber {
             url: self.shown_url(),
             message: describe(&e),
         };
-        let mut response = crate::http::send_fresh_if_stale(|| {
-            let mut request = crate::http::agent()
-                .post(&self.url)
-                .config()
-                .timeout_global(Some(self.settings.timeout))
-                .build()
-                .header("Content-Type", &body.content_type);
-            if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
-                request = request.header("Authorization", format!("Bearer {key}"));
-            }
-            request.send(&body.bytes[..])
-        })
+        let mut response = post_to_service(
+            &self.url,
+            self.settings.timeout,
+            self.settings.api_key.as_ref(),
+            &body.content_type,
+            &body.bytes,
+        )
         .map_err(network)?;
         let status = response.status().as_u16();
         let text = response
@@ -127,6 +122,31 @@ impl Transcriber {
         }
         Ok(transcript.to_owned())
     }
+}
+
+/// One `POST` of `body` to an OpenAI-compatible audio endpoint (`url`):
+/// the process's one HTTP agent with the service's deadline, the key as a
+/// bearer token when there is one, a fresh connection when a pooled one
+/// turns out stale. Shared with the speech client (`tts.rs`).
+pub(super) fn post_to_service(
+    url: &str,
+    timeout: std::time::Duration,
+    api_key: Option<&Secret>,
+    content_type: &str,
+    body: &[u8],
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    crate::http::send_fresh_if_stale(|| {
+        let mut request = crate::http::agent()
+            .post(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Content-Type", content_type);
+        if let Some(key) = api_key.map(Secret::expose) {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        request.send(body)
+    })
 }
 
 /// The `error.message` of an OpenAI-style error body (or the `error`,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::redact::redact_url;
 use crate::secret::Secret;
 
-use super::transcribe::error_message;
+use super::transcribe::{error_message, post_to_service};
 use crate::http::describe;
 
 /// The speech model when `[tts] model` is not set (OpenAI's).
@@ -227,18 +227,13 @@ impl Speaker {
             url: self.shown_url(),
             message: describe(&e),
         };
-        let mut response = crate::http::send_fresh_if_stale(|| {
-            let mut request = crate::http::agent()
-                .post(&self.url)
-                .config()
-                .timeout_global(Some(self.settings.timeout))
-                .build()
-                .header("Content-Type", "application/json");
-            if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
-                request = request.header("Authorization", format!("Bearer {key}"));
-            }
-            request.send(body.as_bytes())
-        })
+        let mut response = post_to_service(
+            &self.url,
+            self.settings.timeout,
+            self.settings.api_key.as_ref(),
+            "application/json",
+            body.as_bytes(),
+        )
         .map_err(network)?;
         let status = response.status().as_u16();
         let content_type = response

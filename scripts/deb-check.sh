@@ -72,6 +72,15 @@ if readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR'; then
 fi
 [ "$(printf '%s\n%s\n' "$needed" "$promised" | sort -V | tail -1)" = "$promised" ] ||
   fail "/usr/bin/hermes needs glibc $needed, the package promises libc6 >= $promised"
+# The arm packages are linked with packed relative relocations (README
+# "Boards", .cargo/config.toml): a table of a few KB, no 24-byte entry per
+# relocation, and the version that makes an older loader refuse the binary.
+if [ "$machine" != "X86-64" ]; then
+  readelf -d -W "$root/usr/bin/hermes" | grep -q '(RELR)' ||
+    fail "/usr/bin/hermes ($machine) has no packed relocations (DT_RELR)"
+  readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR' ||
+    fail "/usr/bin/hermes ($machine) packs relocations without naming GLIBC_ABI_DT_RELR"
+fi
 [ "$(mode /etc/hermes/gateway.env)" = "600 0 0" ] ||
   fail "secrets file /etc/hermes/gateway.env: $(mode /etc/hermes/gateway.env), want 600 root"
 [ "$(mode /etc/hermes/config.toml)" = "644 0 0" ] || fail "/etc/hermes/config.toml: $(mode /etc/hermes/config.toml)"

@@ -58,7 +58,7 @@ pub fn load_settings(args: &ProviderArgs) -> Result<Settings, CliError> {
 pub fn load_config(args: &ProviderArgs) -> Result<Settings, config::ConfigError> {
     let overrides = Overrides {
         base_url: args.base_url.clone(),
-        api_key: args.api_key.clone(),
+        api_key: args.api_key.clone().map(Into::into),
         model: args.model.clone(),
         max_iterations: args.max_iterations,
         toolsets: args.toolsets.clone(),

@@ -532,7 +532,7 @@ fn check_sandbox(settings: &Settings) -> Result<(), GatewayError> {
     if !terminal_on || settings.sandbox == SandboxMode::Off {
         return Ok(());
     }
-    match hermes_runtime::tools::sandbox::unavailable_reason() {
+    match hermes_runtime::sandbox::unavailable_reason() {
         None => Ok(()),
         Some(why) => Err(GatewayError::Provider(format!(
             "the terminal's sandbox is unavailable: {why}. The gateway does not serve an \

@@ -262,8 +262,8 @@ pub fn session_tools(
     env.context = deps.context.clone();
     env.repeat_guard = settings.repeat_guard;
     env.tool_output_dir = Some(match &deps.session_id {
-        Some(id) => crate::tools::spill::session_dir(&settings.home, id),
-        None => crate::tools::spill::scope_dir(&settings.home),
+        Some(id) => crate::spill::session_dir(&settings.home, id),
+        None => crate::spill::scope_dir(&settings.home),
     });
     env.session_search = deps.store.clone().map(|store| SearchSource {
         store,

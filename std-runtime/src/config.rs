@@ -30,7 +30,7 @@ pub use crate::env::Environment;
 use crate::mcp::ServerConfig;
 use crate::media::MediaSettings;
 use crate::price::Price;
-use crate::redact::redact_url;
+use crate::redact::{mask, redact_url};
 use crate::secret::Secret;
 use crate::tools::{ApprovalMode, SandboxMode, WebSearchSettings};
 
@@ -59,7 +59,7 @@ pub struct Overrides {
     /// `--base-url`
     pub base_url: Option<String>,
     /// `--api-key`
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// `--model`
     pub model: Option<String>,
     /// `--max-iterations`
@@ -164,8 +164,10 @@ impl fmt::Debug for ProviderSettings {
     }
 }
 
-/// Everything resolved.
-#[derive(Clone, Debug)]
+/// Everything resolved. `Debug` shows no secret: keys are [`Secret`]s, the
+/// database URL has its password cut out, the environment shows only its
+/// variables' names and the configuration file its strings masked.
+#[derive(Clone)]
 pub struct Settings {
     /// `$HERMES_HOME` (default `~/.hermes`).
     pub home: PathBuf,
@@ -252,6 +254,98 @@ impl Settings {
     /// A variable from the process environment or, failing that, `.env`.
     pub fn var(&self, name: &str) -> Option<&str> {
         self.env.get(name)
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Every field by name, so a new one cannot be shown raw by default:
+        // it does not compile until it is added here.
+        let Settings {
+            home,
+            provider,
+            max_iterations,
+            repeat_guard,
+            context_length,
+            compression_model,
+            compress_threshold,
+            summarizer_cooldown,
+            toolsets,
+            workdir,
+            allow_outside_workdir,
+            sandbox,
+            env_passthrough,
+            sandbox_read,
+            sandbox_write,
+            store_url,
+            media,
+            approvals,
+            approval_timeout,
+            web_search,
+            mcp_servers,
+            file,
+            env,
+            origins,
+        } = self;
+        f.debug_struct("Settings")
+            .field("home", home)
+            .field("provider", provider)
+            .field("max_iterations", max_iterations)
+            .field("repeat_guard", repeat_guard)
+            .field("context_length", context_length)
+            .field("compression_model", compression_model)
+            .field("compress_threshold", compress_threshold)
+            .field("summarizer_cooldown", summarizer_cooldown)
+            .field("toolsets", toolsets)
+            .field("workdir", workdir)
+            .field("allow_outside_workdir", allow_outside_workdir)
+            .field("sandbox", sandbox)
+            .field("env_passthrough", env_passthrough)
+            .field("sandbox_read", sandbox_read)
+            .field("sandbox_write", sandbox_write)
+            .field(
+                "store_url",
+                &store_url.as_deref().map(crate::store::mask_url),
+            )
+            .field("media", media)
+            .field("approvals", approvals)
+            .field("approval_timeout", approval_timeout)
+            .field("web_search", web_search)
+            .field("mcp_servers", mcp_servers)
+            .field("file", &MaskedTable(file))
+            .field("env", env)
+            .field("origins", origins)
+            .finish()
+    }
+}
+
+/// A `config.toml` table for `Debug`: its sections, keys, numbers and
+/// flags, every string [`mask`]ed — a key or a password may sit under any
+/// section (`[provider]`, `[email]`, an MCP server's `env`).
+struct MaskedTable<'a>(&'a toml::Table);
+
+impl fmt::Debug for MaskedTable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (k, MaskedValue(v))))
+            .finish()
+    }
+}
+
+/// One value of a [`MaskedTable`].
+struct MaskedValue<'a>(&'a toml::Value);
+
+impl fmt::Debug for MaskedValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            toml::Value::String(s) => fmt::Debug::fmt(&mask(s), f),
+            toml::Value::Table(t) => fmt::Debug::fmt(&MaskedTable(t), f),
+            toml::Value::Array(items) => f
+                .debug_list()
+                .entries(items.iter().map(MaskedValue))
+                .finish(),
+            other => fmt::Debug::fmt(other, f),
+        }
     }
 }
 

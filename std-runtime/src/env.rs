@@ -5,10 +5,21 @@
 //! without any of them reaching into another.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A snapshot of environment variables (the process's, or a test's).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// `Debug` shows the names, never the values: the environment holds keys
+/// and passwords of every kind, hermes's own and others'.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Environment(pub(crate) BTreeMap<String, String>);
+
+impl fmt::Debug for Environment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Environment")
+            .field(&self.0.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
 
 impl Environment {
     /// The current process environment (variables that are not UTF-8 are skipped).

@@ -1,21 +1,31 @@
-//! The layering invariant, checked against the sources: the features —
-//! `client`, `tools`, `mcp`, `media`, `store` — never import
-//! `crate::config`. Settings flow down: `config` loads and validates them
-//! into the types each feature owns and hands them out; a feature that
-//! reached back up into `config` would tie the loader and the feature into
-//! one knot again (ARCHITECTURE.md, "Invariants").
+//! The layering invariants, checked against the sources (ARCHITECTURE.md,
+//! "Invariants"):
 //!
-//! The check reads every `.rs` file of those modules, drops comments and
-//! string literals, and resolves each `crate::…`, `super::…` and `self::…`
-//! path (use trees included, inline `mod` blocks tracked) to the module it
-//! names; any that lands in `config` is a violation.
+//! - The features — `client`, `tools`, `sandbox`, `spill`, `mcp`, `media`,
+//!   `store` — never import `crate::config`. Settings flow down: `config`
+//!   loads and validates them into the types each feature owns and hands
+//!   them out; a feature that reached back up into `config` would tie the
+//!   loader and the feature into one knot again.
+//! - The top-level modules of the crate import each other without a cycle:
+//!   every module sits above the ones it imports, so any of them can be
+//!   read, tested or split into a crate of its own with only what lies
+//!   below it. A helper two modules share lives in the lower one, or in a
+//!   small module of its own (`fsutil`, `text`) that both import. The
+//!   failure names each cycle and the import behind each of its arrows.
+//!
+//! The checks read the `.rs` files, drop comments and string literals, and
+//! resolve each `crate::…`, `super::…` and `self::…` path (use trees
+//! included, inline `mod` blocks tracked) to the module it names.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// The feature modules that must not import `config`.
-const FEATURES: &[&str] = &["client", "tools", "mcp", "media", "store"];
+const FEATURES: &[&str] = &[
+    "client", "tools", "sandbox", "spill", "mcp", "media", "store",
+];
 
 /// The module path of `file` (relative to `src/`): `mcp/manager.rs` is
 /// `mcp::manager`, `tools/sandbox/mod.rs` is `tools::sandbox`.
@@ -176,14 +186,14 @@ fn walk_tree(
     i
 }
 
-/// Every path in `src` (the file of module `module`) that names
-/// `crate::config` or something in it.
-fn config_paths(src: &str, module: &[String]) -> Vec<String> {
+/// Every path in `src` (the file of module `module`) that starts with
+/// `crate`, `super` or `self`, resolved to a full path from the crate root.
+fn imported_paths(src: &str, module: &[String]) -> Vec<Vec<String>> {
     let toks = tokens(&code_only(src));
     // Inline `mod name { … }` blocks: (name, depth of its brace).
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
-    let mut bad = Vec::new();
+    let mut found = Vec::new();
     let mut i = 0;
     while i < toks.len() {
         match toks[i].as_str() {
@@ -203,20 +213,24 @@ fn config_paths(src: &str, module: &[String]) -> Vec<String> {
                 if starts {
                     let mut here = module.to_vec();
                     here.extend(inline.iter().map(|(name, _)| name.clone()));
-                    let mut found = Vec::new();
                     resolve(&toks, i, &here, &mut found);
-                    for path in found {
-                        if path.first().is_some_and(|s| s == "config") {
-                            bad.push(format!("crate::{}", path.join("::")));
-                        }
-                    }
                 }
             }
             _ => {}
         }
         i += 1;
     }
-    bad
+    found
+}
+
+/// Every path in `src` (the file of module `module`) that names
+/// `crate::config` or something in it.
+fn config_paths(src: &str, module: &[String]) -> Vec<String> {
+    imported_paths(src, module)
+        .into_iter()
+        .filter(|path| path.first().is_some_and(|s| s == "config"))
+        .map(|path| format!("crate::{}", path.join("::")))
+        .collect()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -263,6 +277,146 @@ fn the_features_never_import_config() {
          redact/env):\n{}",
         violations.join("\n")
     );
+}
+
+/// The crate's top-level modules (`src/x.rs`, `src/x/`), but the root
+/// and this test.
+fn top_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .expect("read_dir")
+        .map(|entry| entry.expect("dir entry").path())
+        .filter(|path| path.is_dir() || path.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|path| Some(path.file_stem()?.to_string_lossy().into_owned()))
+        .filter(|name| name != "lib" && name != "layering")
+        .collect()
+}
+
+/// Which top-level module imports which: for each edge `a → b`, the first
+/// import that makes it (`a/file.rs: crate::b::…`), files read in order.
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
+
+fn module_graph(src: &Path) -> Graph {
+    let modules = top_modules(src);
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut graph = Graph::new();
+    for file in &files {
+        let rel = file.strip_prefix(src).expect("under src");
+        let module = module_of(rel);
+        let Some(from) = module.first().filter(|m| modules.contains(*m)) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        for path in imported_paths(&text, &module) {
+            let Some(to) = path.first().filter(|m| modules.contains(*m) && *m != from) else {
+                continue;
+            };
+            graph
+                .entry(from.clone())
+                .or_default()
+                .entry(to.clone())
+                .or_insert_with(|| format!("{}: crate::{}", rel.display(), path.join("::")));
+        }
+    }
+    graph
+}
+
+/// Every cycle of `graph` that some edge lies on: for each edge, the
+/// shortest cycle through it; each cycle once, starting at its least
+/// module.
+fn cycles(graph: &Graph) -> Vec<Vec<String>> {
+    let mut found = BTreeSet::new();
+    for (from, edges) in graph {
+        for to in edges.keys() {
+            // The shortest way back from `to` to `from`, breadth first.
+            let mut came_from: BTreeMap<&String, &String> = BTreeMap::new();
+            let mut queue = VecDeque::from([to]);
+            while let Some(at) = queue.pop_front() {
+                if at == from {
+                    break;
+                }
+                for next in graph.get(at).into_iter().flat_map(BTreeMap::keys) {
+                    if next != to && !came_from.contains_key(next) {
+                        came_from.insert(next, at);
+                        queue.push_back(next);
+                    }
+                }
+            }
+            if !came_from.contains_key(from) {
+                continue;
+            }
+            let mut cycle = vec![from.clone()];
+            let mut at = from;
+            while at != to {
+                at = came_from[at];
+                cycle.push(at.clone());
+            }
+            cycle.reverse();
+            // `cycle` is `to … from`; start it at its least module.
+            let least = (0..cycle.len()).min_by_key(|&i| &cycle[i]).unwrap_or(0);
+            cycle.rotate_left(least);
+            found.insert(cycle);
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// `a → b → a`, each edge with the import that makes it.
+fn describe(cycle: &[String], graph: &Graph) -> String {
+    let mut out = format!("{} → {}", cycle.join(" → "), cycle[0]);
+    for (i, from) in cycle.iter().enumerate() {
+        let to = &cycle[(i + 1) % cycle.len()];
+        out.push_str(&format!("\n    {from} → {to}: {}", graph[from][to]));
+    }
+    out
+}
+
+#[test]
+fn the_modules_import_each_other_without_a_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = module_graph(&src);
+    assert!(
+        graph.get("tools").is_some_and(|e| e.contains_key("store")),
+        "the walk found the imports: {graph:?}"
+    );
+    let cycles = cycles(&graph);
+    assert!(
+        cycles.is_empty(),
+        "the top-level modules of std-runtime import each other in a circle (move the shared \
+         helper down into the lower module, or into a small module both can use):\n{}",
+        cycles
+            .iter()
+            .map(|c| describe(c, &graph))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_check_names_each_cycle_once() {
+    let mut graph = Graph::new();
+    for (from, to) in [
+        ("a", "b"),
+        ("b", "a"),
+        ("b", "c"),
+        ("c", "d"),
+        ("d", "b"),
+        ("d", "e"),
+    ] {
+        graph
+            .entry(from.into())
+            .or_default()
+            .insert(to.into(), format!("{from}.rs: crate::{to}"));
+    }
+    let found = cycles(&graph);
+    assert_eq!(found, [vec!["a", "b"], vec!["b", "c", "d"]]);
+    assert_eq!(
+        describe(&found[0], &graph),
+        "a → b → a\n    a → b: a.rs: crate::b\n    b → a: b.rs: crate::a"
+    );
+    graph.remove("d");
+    assert_eq!(cycles(&graph), [vec!["a", "b"]]);
 }
 
 #[test]

@@ -23,12 +23,19 @@
 //!   shared by the CLI and the gateway).
 //! - [`context`]: the model's context window and where it came from (SPEC X1).
 //! - [`media`]: images, voice and documents users send (SPEC X6).
+//! - [`sandbox`]: what a command the terminal, a script or an MCP server
+//!   runs may touch, inherit, and how long it may live (SPEC E1, E2).
+//! - [`spill`]: a tool result cut to its cap, and kept whole on disk
+//!   (SPEC Y6) — the tools and MCP both cap through it.
 //! - Below every feature: [`redact`] (masking keys and URL credentials),
-//!   [`env`] (the environment snapshot and the variables hermes reads),
-//!   [`price`] (a model's token prices), [`sync`] (the one poison-tolerant
-//!   lock). The features own their settings types and never import
-//!   [`config`], which loads and hands them out (ARCHITECTURE.md,
-//!   "Invariants").
+//!   [`secret`] (keys that cannot be printed), [`env`] (the environment
+//!   snapshot and the variables hermes reads), [`price`] (a model's token
+//!   prices), [`sync`] (the one poison-tolerant lock), `fsutil` (atomic
+//!   writes) and `text` (char-boundary cuts). The features own their
+//!   settings types and never import [`config`], which loads and hands
+//!   them out; no two top-level modules import each other, directly or
+//!   round a longer circle (ARCHITECTURE.md, "Invariants"; both checked by
+//!   `layering.rs`).
 //!
 //! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
 //! SQLite and tokio; the core never does.
@@ -41,6 +48,7 @@ pub mod context;
 pub mod cron;
 pub mod env;
 pub mod fallback;
+mod fsutil;
 #[doc(hidden)]
 pub mod fuzz_entry;
 pub mod http;
@@ -54,8 +62,11 @@ pub mod price;
 pub mod pricing;
 pub mod prompt;
 pub mod redact;
+pub mod sandbox;
 pub mod secret;
 pub mod skills;
+pub mod spill;
 pub mod store;
 pub mod sync;
+mod text;
 pub mod tools;

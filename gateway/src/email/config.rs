@@ -2,8 +2,9 @@
 //! the `[email]` section of `config.toml` (a variable wins over the key),
 //! validated before anything connects. Every error names the setting.
 
-use std::fmt;
 use std::time::Duration;
+
+use hermes_runtime::secret::Secret;
 
 /// How a connection to the mail server is protected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,13 +28,14 @@ pub struct Endpoint {
     pub security: Security,
 }
 
-/// Settings for [`super::EmailAdapter`].
-#[derive(Clone)]
+/// Settings for [`super::EmailAdapter`]. The password is a [`Secret`]:
+/// `Debug` masks it.
+#[derive(Clone, Debug)]
 pub struct EmailConfig {
     /// The bot's address (`EMAIL_ADDRESS`), also its IMAP and SMTP login.
     pub address: String,
     /// The mailbox password (`EMAIL_PASSWORD`). Never logged.
-    pub password: String,
+    pub password: Secret,
     /// Where mail is read (`EMAIL_IMAP_HOST`, `_PORT`, `_SECURITY`).
     pub imap: Endpoint,
     /// Where answers are sent (`EMAIL_SMTP_HOST`, `_PORT`, `_SECURITY`).
@@ -55,20 +57,6 @@ pub struct EmailConfig {
     /// Extra trusted root certificates (PEM) for a private server's own
     /// certificate. Not read from the environment.
     pub extra_roots_pem: Option<Vec<u8>>,
-}
-
-impl fmt::Debug for EmailConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EmailConfig")
-            .field("address", &self.address)
-            .field("password", &"<redacted>")
-            .field("imap", &self.imap)
-            .field("smtp", &self.smtp)
-            .field("allowed", &self.allowed)
-            .field("poll_interval", &self.poll_interval)
-            .field("home_address", &self.home_address)
-            .finish_non_exhaustive()
-    }
 }
 
 /// An Email setting that cannot work.
@@ -194,7 +182,7 @@ impl EmailConfig {
                 check_address(&address_key, &address.string(&address_key)?)?.to_ascii_lowercase();
             let (password_key, password) = pick("EMAIL_PASSWORD", "password")
                 .ok_or_else(|| err("EMAIL_PASSWORD", "is needed with EMAIL_ADDRESS"))?;
-            let password = password.string(&password_key)?;
+            let password = Secret::new(password.string(&password_key)?);
             let endpoint = |proto: &str,
                             host: (&'static str, &'static str),
                             port: (&'static str, &'static str),
@@ -432,5 +420,25 @@ mod tests {
         assert_eq!(e.key, "EMAIL_PASSWORD");
         let e = parse("", &BASE[..3]).unwrap().unwrap_err();
         assert_eq!(e.key, "EMAIL_SMTP_HOST");
+    }
+
+    #[test]
+    fn debug_masks_the_password_from_either_source() {
+        const PASSWORD: &str = "correct-horse-battery-staple";
+        let from_env = parse("", &with(&[("EMAIL_PASSWORD", PASSWORD)]))
+            .unwrap()
+            .unwrap();
+        let file = format!(
+            "[email]\naddress = \"bot@example.org\"\npassword = \"{PASSWORD}\"\n\
+             imap_host = \"imap.example.org\"\nsmtp_host = \"smtp.example.org\""
+        );
+        let from_file = parse(&file, &[]).unwrap().unwrap();
+        for c in [from_env, from_file] {
+            assert_eq!(c.password.expose(), PASSWORD);
+            for shown in [format!("{c:?}"), format!("{c:#?}")] {
+                assert!(!shown.contains("horse-battery"), "{shown}");
+                assert!(shown.contains("example.org"), "{shown}");
+            }
+        }
     }
 }

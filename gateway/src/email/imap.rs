@@ -177,7 +177,12 @@ async fn log_in(
     client: async_imap::Client<Conn>,
     config: &EmailConfig,
 ) -> Result<Session<Conn>, ImapError> {
-    match tokio::time::timeout(TIMEOUT, client.login(&config.address, &config.password)).await {
+    match tokio::time::timeout(
+        TIMEOUT,
+        client.login(&config.address, config.password.expose()),
+    )
+    .await
+    {
         Ok(Ok(session)) => Ok(session),
         Ok(Err((async_imap::error::Error::No(_), _))) => {
             Err(ImapError::Auth(config.address.clone()))

@@ -86,7 +86,7 @@ fn transport(config: &EmailConfig) -> Result<AsyncSmtpTransport<Tokio1Executor>,
             .tls(tls)
             .credentials(Credentials::new(
                 config.address.clone(),
-                config.password.clone(),
+                config.password.expose().to_owned(),
             ))
             .hello_name(ClientId::Domain(config.domain().to_owned()))
             .timeout(Some(Duration::from_secs(60)))

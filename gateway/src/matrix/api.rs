@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use hermes_runtime::http;
+use hermes_runtime::secret::Secret;
 use hermes_runtime::sync::lock;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
@@ -107,33 +108,25 @@ impl std::fmt::Display for CallError {
 
 /// The HTTP side of the adapter: blocking exchanges on the runtime's shared
 /// agent, run on tokio's blocking pool ([`http::run_blocking`]).
+#[derive(Debug)]
 pub(crate) struct Api {
     base: String,
-    token: Mutex<String>,
-}
-
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("base", &self.base)
-            .field("token", &"<redacted>")
-            .finish()
-    }
+    token: Mutex<Secret>,
 }
 
 impl Api {
     pub(crate) fn new(homeserver: &str) -> Self {
         Api {
             base: homeserver.trim().trim_end_matches('/').to_owned(),
-            token: Mutex::new(String::new()),
+            token: Mutex::new(Secret::default()),
         }
     }
 
     pub(crate) fn set_token(&self, token: &str) {
-        *lock(&self.token) = token.to_owned();
+        *lock(&self.token) = Secret::new(token);
     }
 
-    fn token(&self) -> String {
+    fn token(&self) -> Secret {
         lock(&self.token).clone()
     }
 
@@ -143,7 +136,7 @@ impl Api {
         if token.is_empty() {
             s.to_owned()
         } else {
-            s.replace(&token, "<redacted>")
+            s.replace(token.expose(), "<redacted>")
         }
     }
 
@@ -167,7 +160,7 @@ impl Api {
         };
         let exchange = move || -> Result<(u16, Vec<u8>), ureq::Error> {
             let agent = http::agent();
-            let auth = format!("Bearer {token}");
+            let auth = format!("Bearer {}", token.expose());
             let mut resp = match (method, json) {
                 ("GET", _) => {
                     let mut req = agent
@@ -337,6 +330,19 @@ pub(crate) fn read_answer(status: u16, bytes: &[u8]) -> Result<Value, CallError>
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn debug_and_errors_never_show_the_access_token() {
+        let api = Api::new("https://matrix.example.org/");
+        api.set_token("syt_Ym90_QmFzZTY0VG9rZW5WYWx1ZQ_1a2b3c");
+        let shown = format!("{api:?}");
+        assert!(!shown.contains("QmFzZTY0VG9rZW5WYWx1ZQ"), "{shown}");
+        assert!(shown.contains("matrix.example.org"), "{shown}");
+        assert_eq!(
+            api.redact("GET /sync?access_token=syt_Ym90_QmFzZTY0VG9rZW5WYWx1ZQ_1a2b3c failed"),
+            "GET /sync?access_token=<redacted> failed"
+        );
+    }
 
     #[test]
     fn ids_are_encoded_as_path_segments() {

@@ -3,17 +3,20 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// Settings for [`super::MatrixAdapter`].
-#[derive(Clone)]
+use hermes_runtime::secret::Secret;
+
+/// Settings for [`super::MatrixAdapter`]. The password and the token are
+/// [`Secret`]s: `Debug` masks them.
+#[derive(Clone, Debug)]
 pub struct MatrixConfig {
     /// The homeserver's base URL (`MATRIX_HOMESERVER`), e.g. `https://matrix.org`.
     pub homeserver: String,
     /// The bot's full user id (`MATRIX_USER_ID`), needed for a password login.
     pub user_id: Option<String>,
     /// The bot's password (`MATRIX_PASSWORD`). Never logged.
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// A ready access token (`MATRIX_ACCESS_TOKEN`) instead of a login. Never logged.
-    pub access_token: Option<String>,
+    pub access_token: Option<Secret>,
     /// In rooms of more than two members, answer only when mentioned or
     /// replied to (`MATRIX_REQUIRE_MENTION`, default true).
     pub require_mention: bool,
@@ -30,23 +33,6 @@ pub struct MatrixConfig {
     pub home_room: Option<String>,
     /// How long the homeserver holds one `/sync` when nothing happens.
     pub sync_timeout: Duration,
-}
-
-impl std::fmt::Debug for MatrixConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MatrixConfig")
-            .field("homeserver", &self.homeserver)
-            .field("user_id", &self.user_id)
-            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
-            .field(
-                "access_token",
-                &self.access_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("require_mention", &self.require_mention)
-            .field("allowed_rooms", &self.allowed_rooms)
-            .field("home_room", &self.home_room)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A Matrix setting that cannot work.
@@ -115,8 +101,8 @@ impl MatrixConfig {
             {
                 return Err(MatrixConfigError::BadUserId(u.clone()));
             }
-            let password = get("MATRIX_PASSWORD");
-            let access_token = get("MATRIX_ACCESS_TOKEN");
+            let password = get("MATRIX_PASSWORD").map(Secret::from);
+            let access_token = get("MATRIX_ACCESS_TOKEN").map(Secret::from);
             if access_token.is_none() && (user_id.is_none() || password.is_none()) {
                 return Err(MatrixConfigError::NoCredentials);
             }
@@ -223,5 +209,29 @@ mod tests {
         .unwrap()
         .unwrap_err();
         assert!(bad.to_string().contains("MATRIX_REQUIRE_MENTION"), "{bad}");
+    }
+
+    #[test]
+    fn debug_masks_the_password_and_the_access_token() {
+        let c = from(&[
+            ("MATRIX_HOMESERVER", "https://matrix.example.org"),
+            ("MATRIX_USER_ID", "@bot:example.org"),
+            ("MATRIX_PASSWORD", "correct-horse-battery-staple"),
+            (
+                "MATRIX_ACCESS_TOKEN",
+                "syt_Ym90_QmFzZTY0VG9rZW5WYWx1ZQ_1a2b3c",
+            ),
+        ])
+        .unwrap()
+        .unwrap();
+        for shown in [format!("{c:?}"), format!("{c:#?}")] {
+            assert!(!shown.contains("horse-battery"), "{shown}");
+            assert!(!shown.contains("QmFzZTY0VG9rZW5WYWx1ZQ"), "{shown}");
+            assert!(shown.contains("matrix.example.org"), "{shown}");
+        }
+        assert_eq!(
+            c.password.as_ref().map(Secret::expose),
+            Some("correct-horse-battery-staple")
+        );
     }
 }

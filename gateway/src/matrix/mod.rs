@@ -183,7 +183,7 @@ impl MatrixAdapter {
     pub fn new(config: MatrixConfig, store: Option<Arc<Mutex<Store>>>) -> Self {
         let api = Api::new(&config.homeserver);
         if let Some(token) = &config.access_token {
-            api.set_token(token);
+            api.set_token(token.expose());
         }
         let (stopped, _) = watch::channel(None);
         MatrixAdapter {

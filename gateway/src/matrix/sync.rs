@@ -113,7 +113,7 @@ pub(super) async fn log_in(inner: &Inner) -> Result<BotAccount, AdapterError> {
     let body = json!({
         "type": "m.login.password",
         "identifier": { "type": "m.id.user", "user": user },
-        "password": password,
+        "password": password.expose(),
         "initial_device_display_name": "hermes gateway",
     });
     let answer = inner

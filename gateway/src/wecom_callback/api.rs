@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use hermes_core::Clock;
 use hermes_runtime::media::fetch::disposition_file_name;
+use hermes_runtime::secret::Secret;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::json;
@@ -69,15 +70,16 @@ pub struct Media {
     pub file_name: Option<String>,
 }
 
-/// Credentials and endpoint of the app.
-#[derive(Clone)]
+/// Credentials and endpoint of the app. The secret is a [`Secret`]:
+/// `Debug` masks it.
+#[derive(Clone, Debug)]
 pub struct ApiConfig {
     /// `https://qyapi.weixin.qq.com` or a stand-in.
     pub base_url: String,
     /// The corp id.
     pub corp_id: String,
     /// The app's secret. Never logged.
-    pub corp_secret: String,
+    pub corp_secret: Secret,
     /// The app's agent id.
     pub agent_id: i64,
     /// One request's deadline.
@@ -88,17 +90,6 @@ pub struct ApiConfig {
     pub backoff: Duration,
     /// The largest media file `media/get` accepts.
     pub max_media_bytes: usize,
-}
-
-impl std::fmt::Debug for ApiConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiConfig")
-            .field("base_url", &self.base_url)
-            .field("corp_id", &self.corp_id)
-            .field("corp_secret", &"<redacted>")
-            .field("agent_id", &self.agent_id)
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Clone)]
@@ -244,7 +235,7 @@ impl QyApi {
     /// Removes the secret and the token from text WeCom or the transport
     /// produced.
     fn scrub(&self, s: &str, token: Option<&str>) -> String {
-        let mut s = s.replace(&self.config.corp_secret, "<redacted>");
+        let mut s = s.replace(self.config.corp_secret.expose(), "<redacted>");
         if let Some(t) = token.filter(|t| !t.is_empty()) {
             s = s.replace(t, "<redacted>");
         }
@@ -363,7 +354,7 @@ impl QyApi {
             "{}/cgi-bin/gettoken?corpid={}&corpsecret={}",
             self.config.base_url,
             enc(&self.config.corp_id),
-            enc(&self.config.corp_secret)
+            enc(self.config.corp_secret.expose())
         );
         let resp = self
             .request("gettoken", Method::Get, url, None, MAX_JSON_BODY)

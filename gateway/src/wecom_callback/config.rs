@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::Clock;
+use hermes_runtime::secret::Secret;
 
 use super::api::MessageFormat;
 use super::crypto::{self, CryptoError};
@@ -29,19 +30,20 @@ pub const REQUIRED_VARS: [&str; 5] = [
 ];
 
 /// Settings of [`super::WecomCallbackAdapter`]. Timings are fields so tests
-/// can shorten them.
+/// can shorten them. The app's secret, token and key are [`Secret`]s:
+/// `Debug` masks them.
 #[derive(Clone)]
 pub struct WecomCallbackConfig {
     /// The corp id (`WECOM_CALLBACK_CORP_ID`), checked inside every message.
     pub corp_id: String,
     /// The app's secret (`WECOM_CALLBACK_CORP_SECRET`). Never logged.
-    pub corp_secret: String,
+    pub corp_secret: Secret,
     /// The app's agent id (`WECOM_CALLBACK_AGENT_ID`).
     pub agent_id: i64,
     /// The callback token (`WECOM_CALLBACK_TOKEN`). Never logged.
-    pub token: String,
+    pub token: Secret,
     /// The EncodingAESKey (`WECOM_CALLBACK_ENCODING_AES_KEY`). Never logged.
-    pub encoding_aes_key: String,
+    pub encoding_aes_key: Secret,
     /// The listening address (`WECOM_CALLBACK_HOST`, `WECOM_CALLBACK_PORT`).
     pub listen: SocketAddr,
     /// The callback path (`WECOM_CALLBACK_PATH`).
@@ -83,10 +85,10 @@ impl WecomCallbackConfig {
     /// Production defaults for everything but the app's credentials.
     pub fn new(
         corp_id: impl Into<String>,
-        corp_secret: impl Into<String>,
+        corp_secret: impl Into<Secret>,
         agent_id: i64,
-        token: impl Into<String>,
-        encoding_aes_key: impl Into<String>,
+        token: impl Into<Secret>,
+        encoding_aes_key: impl Into<Secret>,
     ) -> Self {
         Self {
             corp_id: corp_id.into(),
@@ -116,7 +118,8 @@ impl WecomCallbackConfig {
 
     /// Checks everything that can be checked without the network.
     pub fn validate(&self) -> Result<(), WecomCallbackConfigError> {
-        crypto::decode_key(&self.encoding_aes_key).map_err(WecomCallbackConfigError::Key)?;
+        crypto::decode_key(self.encoding_aes_key.expose())
+            .map_err(WecomCallbackConfigError::Key)?;
         let invalid = |name, problem: &str, value: &str| {
             Err(WecomCallbackConfigError::Invalid {
                 name,
@@ -132,8 +135,9 @@ impl WecomCallbackConfig {
             );
         }
         // WeCom's own rule for the token: 3–32 letters or digits.
-        let token_ok = (3..=32).contains(&self.token.len())
-            && self.token.bytes().all(|b| b.is_ascii_alphanumeric());
+        let token = self.token.expose();
+        let token_ok =
+            (3..=32).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_alphanumeric());
         if !token_ok {
             // The value is a secret: not shown.
             return invalid(
@@ -163,14 +167,16 @@ impl WecomCallbackConfig {
     }
 }
 
+/// Written out because the clock has no `Debug`; the secrets mask
+/// themselves.
 impl std::fmt::Debug for WecomCallbackConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WecomCallbackConfig")
             .field("corp_id", &self.corp_id)
-            .field("corp_secret", &"<redacted>")
+            .field("corp_secret", &self.corp_secret)
             .field("agent_id", &self.agent_id)
-            .field("token", &"<redacted>")
-            .field("encoding_aes_key", &"<redacted>")
+            .field("token", &self.token)
+            .field("encoding_aes_key", &self.encoding_aes_key)
             .field("listen", &self.listen)
             .field("path", &self.path)
             .field("api_url", &self.api_url)
@@ -353,6 +359,48 @@ mod tests {
         assert_eq!(c.message_format, MessageFormat::Text);
         let d = format!("{c:?}");
         assert!(!d.contains(KEY) && !d.contains("hJqcu3"), "{d}");
+    }
+
+    #[test]
+    fn debug_masks_the_secret_the_token_and_the_key() {
+        const SECRET: &str = "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5oQ7sU9w";
+        let pairs: Vec<(&str, &str)> = FULL
+            .iter()
+            .map(|&(k, v)| {
+                (
+                    k,
+                    if k == "WECOM_CALLBACK_CORP_SECRET" {
+                        SECRET
+                    } else {
+                        v
+                    },
+                )
+            })
+            .collect();
+        let c = from_env(&env(&pairs)).unwrap().unwrap();
+        assert_eq!(c.corp_secret.expose(), SECRET);
+        let api = crate::wecom_callback::api::ApiConfig {
+            base_url: c.api_url.clone(),
+            corp_id: c.corp_id.clone(),
+            corp_secret: c.corp_secret.clone(),
+            agent_id: c.agent_id,
+            timeout: c.api_timeout,
+            max_attempts: c.api_max_attempts,
+            backoff: c.api_backoff,
+            max_media_bytes: c.max_media_bytes,
+        };
+        for shown in [format!("{c:?}"), format!("{c:#?}"), format!("{api:?}")] {
+            assert!(
+                !shown.contains("gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM5o"),
+                "{shown}"
+            );
+            assert!(!shown.contains("cu3uJ9Tn2gXPmxx2w9kkCkCE2"), "{shown}");
+            assert!(
+                !shown.contains("Mrq68nTKduznJYO1A37W2oEgpkMUvkttR"),
+                "{shown}"
+            );
+            assert!(shown.contains("ww1436e0e65a779aee"), "{shown}");
+        }
     }
 
     #[test]

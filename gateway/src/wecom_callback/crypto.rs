@@ -18,6 +18,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD as BASE64};
 use cbc::cipher::block_padding::NoPadding;
 use cbc::cipher::{BlockModeDecrypt, BlockModeEncrypt, KeyIvInit};
+use hermes_runtime::secret::Secret;
 use sha1::{Digest, Sha1};
 use subtle::ConstantTimeEq;
 
@@ -69,10 +70,11 @@ pub enum CryptoError {
     ReceiveId,
 }
 
-/// Token, key and corp id of one self-built app. `Debug` shows none of them.
+/// Token, key and corp id of one self-built app. `Debug` shows the corp id
+/// and the token's mask, never the key.
 #[derive(Clone)]
 pub struct CallbackCrypto {
-    token: String,
+    token: Secret,
     key: [u8; 32],
     receive_id: String,
 }
@@ -80,7 +82,7 @@ pub struct CallbackCrypto {
 impl std::fmt::Debug for CallbackCrypto {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallbackCrypto")
-            .field("token", &"<redacted>")
+            .field("token", &self.token)
             .field("key", &"<redacted>")
             .field("receive_id", &self.receive_id)
             .finish()
@@ -129,7 +131,7 @@ impl CallbackCrypto {
     /// `receive_id` (the corp id).
     pub fn new(token: &str, encoding_aes_key: &str, receive_id: &str) -> Result<Self, CryptoError> {
         Ok(Self {
-            token: token.to_owned(),
+            token: Secret::new(token),
             key: decode_key(encoding_aes_key)?,
             receive_id: receive_id.to_owned(),
         })
@@ -137,7 +139,7 @@ impl CallbackCrypto {
 
     /// The signature of `encrypted` under this app's token.
     pub fn sign(&self, timestamp: &str, nonce: &str, encrypted: &str) -> String {
-        signature(&self.token, timestamp, nonce, encrypted)
+        signature(self.token.expose(), timestamp, nonce, encrypted)
     }
 
     /// Checks `msg_signature` in constant time.
@@ -366,5 +368,7 @@ mod tests {
     fn debug_hides_the_secrets() {
         let d = format!("{:?}", sample());
         assert!(!d.contains(TOKEN) && !d.contains(KEY), "{d}");
+        assert!(!d.contains("cu3uJ9Tn2gXPmxx2w9kkCkCE2"), "{d}");
+        assert!(d.contains(CORP), "{d}");
     }
 }

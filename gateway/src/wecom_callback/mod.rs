@@ -101,9 +101,12 @@ impl WecomCallbackAdapter {
         http: Arc<dyn HttpTransport>,
     ) -> Result<Self, WecomCallbackConfigError> {
         config.validate()?;
-        let crypto =
-            crypto::CallbackCrypto::new(&config.token, &config.encoding_aes_key, &config.corp_id)
-                .map_err(WecomCallbackConfigError::Key)?;
+        let crypto = crypto::CallbackCrypto::new(
+            config.token.expose(),
+            config.encoding_aes_key.expose(),
+            &config.corp_id,
+        )
+        .map_err(WecomCallbackConfigError::Key)?;
         let endpoint = Endpoint::new(
             crypto,
             Some(config.agent_id.to_string()),

@@ -96,7 +96,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         _ => &["HERMES_API_KEY", "OPENAI_API_KEY"],
     };
     let api_key = first_of(
-        overrides.api_key.clone(),
+        overrides.api_key.as_ref().map(|k| k.expose().to_owned()),
         &resolver,
         key_vars,
         ("provider", "api_key"),

@@ -632,3 +632,62 @@ fn the_loaded_settings_types_never_show_a_key() {
         "the key is recognisable: {shown}"
     );
 }
+
+#[test]
+fn debug_shows_no_key_from_the_flags_the_environment_dotenv_or_the_file() {
+    let home = home_with(&[
+        (
+            "config.toml",
+            "[provider]\nbase_url = \"https://api.openai.com/v1\"\napi_key = \"sk-file-0123456789abcdef\"\n\
+             [[provider.fallback]]\nbase_url = \"https://llm.example.com/v1\"\napi_key = \"sk-fallback-0123456789\"\nmodel = \"m\"\n\
+             [mcp.servers.files]\ncommand = \"mcp-files\"\nenv = { TOKEN = \"mcp-literal-0123456789\" }\n\
+             [email]\npassword = \"email-password-0123456789\"\n",
+        ),
+        (".env", "TAVILY_API_KEY=tvly-dotenv-0123456789\n"),
+    ]);
+    let e = env(
+        home.path(),
+        &[
+            ("OPENROUTER_API_KEY", "sk-or-v1-env-0123456789abcdef"),
+            ("BRAVE_API_KEY", "BSA-env-0123456789"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-not-ours-0123456789"),
+            (
+                "HERMES_DATABASE_URL",
+                "postgres://hermes:db-password-0123456789@db.example.org/hermes",
+            ),
+        ],
+    );
+    let overrides = Overrides {
+        api_key: Some("sk-flag-0123456789abcdef".into()),
+        ..cwd_overrides()
+    };
+    let s = load(&overrides, &e).unwrap();
+    assert_eq!(
+        s.provider.api_key.as_ref().map(Secret::expose),
+        Some("sk-flag-0123456789abcdef")
+    );
+    let shown = [
+        format!("{s:?}"),
+        format!("{s:#?}"),
+        format!("{overrides:?}"),
+    ]
+    .concat();
+    for secret in [
+        "sk-file-0123456789",
+        "sk-fallback-0123456789",
+        "mcp-literal-0123456789",
+        "email-password-0123456789",
+        "tvly-dotenv-0123456789",
+        "sk-or-v1-env-0123456789",
+        "BSA-env-0123456789",
+        "aws-not-ours-0123456789",
+        "db-password-0123456789",
+        "sk-flag-0123456789",
+    ] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    // What the settings are stays visible.
+    assert!(shown.contains("OPENROUTER_API_KEY"), "{shown}");
+    assert!(shown.contains("db.example.org"), "{shown}");
+    assert!(shown.contains("api.openai.com"), "{shown}");
+}

@@ -6,6 +6,7 @@
 //! (`hermes_gateway::cron`); the rows in the store (`store/jobs.rs`).
 
 pub mod schedule;
+pub mod script;
 pub mod settings;
 pub mod target;
 
@@ -187,7 +188,7 @@ fn check_script(
                     "jobs made here cannot have scripts (no $HERMES_HOME)".into(),
                 ));
             };
-            Some(crate::tools::script::check_script(dir, given).map_err(CronError::Invalid)?)
+            Some(script::check_script(dir, given).map_err(CronError::Invalid)?)
         }
     };
     let no_agent = spec.no_agent.unwrap_or(current.1 && script.is_some());

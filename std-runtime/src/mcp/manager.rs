@@ -299,7 +299,7 @@ impl Tool for McpTool {
             &|| interrupt.is_set(),
             move |stop| async move { server.call(&tool, arguments, stop).await },
         )?;
-        Ok(crate::tools::cap_result(
+        Ok(crate::spill::cap_result(
             text,
             self.cap,
             "the MCP tool's output was cut; ask it for less",

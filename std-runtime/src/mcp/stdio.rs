@@ -31,8 +31,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
+use crate::sandbox::child_env;
 use crate::sync::lock;
-use crate::tools::child_env;
 
 /// How much of a server's stderr is kept.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
@@ -267,7 +267,7 @@ pub(crate) async fn start(
         while let Ok(Some(line)) = lines.next_line().await {
             let mut line = redact(&line, &secrets);
             if line.len() > STDERR_LINE_MAX {
-                let cut = crate::tools::floor_char_boundary(&line, STDERR_LINE_MAX);
+                let cut = crate::text::floor_char_boundary(&line, STDERR_LINE_MAX);
                 line.truncate(cut);
                 line.push('…');
             }

@@ -107,7 +107,7 @@ fn write_tree(dst: &Dir, files: &[Incoming]) -> io::Result<()> {
         for part in dirs {
             dir = super::history::open_or_create(&dir, part)?;
         }
-        crate::tools::write_atomic_in(&dir, std::ffi::OsStr::new(leaf), &file.bytes)?;
+        crate::fsutil::write_atomic_in(&dir, std::ffi::OsStr::new(leaf), &file.bytes)?;
     }
     Ok(())
 }

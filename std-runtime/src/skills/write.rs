@@ -20,7 +20,7 @@ use super::{
     MAX_FILE_BYTES, MAX_FILES, MAX_SKILL_BYTES, MAX_SKILL_MD_BYTES, SUPPORT_DIRS, SkillError,
     SkillsHome, inner_path, io_err, is_link_refusal, parse_skill_md, read_capped, validate_name,
 };
-use crate::tools::write_atomic_in;
+use crate::fsutil::write_atomic_in;
 
 /// Serializes the changes of every skill writer in the process, so two
 /// sessions of one gateway cannot interleave a read-modify-write.

@@ -29,7 +29,8 @@ use hermes_core::{
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolEnv, build_wrapped, cap_result, failed, parse_args};
+use super::{ToolEnv, build_wrapped, failed, parse_args};
+use crate::spill::cap_result;
 
 /// The child's system prompt (before its tool list).
 const CHILD_PROMPT: &str = "You are a Hermes sub-agent. Another agent delegated one focused task \

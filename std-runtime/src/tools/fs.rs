@@ -8,7 +8,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, Workdir, cap_result, failed, floor_char_boundary, parse_args};
+use super::{Access, Workdir, failed, parse_args};
+use crate::spill::cap_result;
+use crate::text::floor_char_boundary;
 
 /// Lines returned when the model gives no `limit`.
 const DEFAULT_READ_LIMIT: usize = 2000;

@@ -27,8 +27,8 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{failed, parse_args, write_atomic};
-
+use super::{failed, parse_args};
+use crate::fsutil::write_atomic;
 use crate::sync::lock;
 
 /// The line that separates two entries.

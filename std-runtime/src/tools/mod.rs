@@ -9,14 +9,14 @@
 //!   result is cut on a char boundary with a visible marker that says how much
 //!   was left out and how to get it; nothing is dropped silently. With a
 //!   [`ToolEnv::tool_output_dir`] the whole result is kept there first and
-//!   the model gets its head, its tail and the file's path ([`spill`]).
+//!   the model gets its head, its tail and the file's path ([`crate::spill`]).
 //! - **File tools stay inside the working directory** (SPEC E1): every path
 //!   is opened by the kernel beneath a handle to the working directory, and
 //!   `$HERMES_HOME`'s secrets stay refused even when the working directory
 //!   contains the home (see [`workdir`](self::workdir) for the rules and
 //!   the one escape hatch, [`ToolEnv::allow_outside_workdir`]).
 //! - **The terminal runs in a sandbox** (SPEC E1, E2; see
-//!   [`sandbox`](self::sandbox)): Landlock limits what a command may read
+//!   [`sandbox`](crate::sandbox)): Landlock limits what a command may read
 //!   and write, an allow-listed environment keeps secrets out of it, and a
 //!   PID namespace makes sure nothing it starts outlives it.
 //! - **One registry per session.** Stateful tools (`todo`) keep their state in
@@ -36,6 +36,7 @@ use serde::de::DeserializeOwned;
 use crate::bridge::AsyncBridge;
 #[cfg(feature = "mcp")]
 use crate::mcp::McpManager;
+use crate::spill;
 
 pub mod approval;
 pub(crate) mod arguments;
@@ -44,13 +45,11 @@ pub mod cronjob;
 mod delegate;
 mod fs;
 mod memory;
-pub mod sandbox;
 pub mod script;
 mod search;
 pub mod send_file;
 pub mod session_search;
 mod skills;
-pub mod spill;
 mod terminal;
 mod todo;
 #[cfg(feature = "web")]
@@ -58,6 +57,7 @@ pub(crate) mod web;
 mod web_search;
 mod workdir;
 
+pub use crate::sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use approval::{
     ApprovalGate, ApprovalMode, ApprovalRequest, Approver, DANGERS, Decision, SessionApprovals,
 };
@@ -66,7 +66,6 @@ pub use cronjob::CronjobTool;
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
-pub use sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use search::SearchFilesTool;
 pub use send_file::{FileKind, FileOutbox, OutboundFile, SendFileTool};
 pub use session_search::{SearchSource, SessionSearchTool};
@@ -77,7 +76,7 @@ pub use todo::{TodoState, TodoTool};
 pub use web::{WebFetchTool, html_to_text};
 pub use web_search::{SearchBackend, WebSearchSettings, WebSearchTool};
 
-pub(crate) use workdir::{Access, Workdir, write_atomic_in};
+pub(crate) use workdir::{Access, Workdir};
 
 /// Default cap on one tool result, in bytes (about 12k tokens).
 pub const DEFAULT_RESULT_CAP_BYTES: usize = 50_000;
@@ -465,98 +464,4 @@ pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Re
 /// Shorthand for a model-facing failure.
 pub(crate) fn failed(msg: impl Into<String>) -> ToolError {
     ToolError::Failed(msg.into())
-}
-
-/// The largest index `<= i` that is a char boundary of `s`.
-pub(crate) fn floor_char_boundary(s: &str, i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    let mut i = i;
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// Cuts `text` to at most `cap` bytes (marker included) on a char boundary,
-/// appending a visible marker that says how many bytes were left out and
-/// `hint` (how to read the rest). When the call runs under a keeper (a
-/// registry with a `tool_output_dir`, SPEC Y6), the whole text is kept
-/// there first and the result is its head, where it is, and its tail.
-pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
-    if text.len() <= cap {
-        return text;
-    }
-    if let Some(kept) = spill::keep_for_current_call(&text) {
-        return head_and_tail(&text, cap, &kept);
-    }
-    // The marker's own length depends on the number it prints; reserve room
-    // for the longest possible number.
-    let marker_room = format!("…\n[output truncated: {} more bytes; {hint}]", text.len()).len();
-    let keep = floor_char_boundary(&text, cap.saturating_sub(marker_room));
-    let omitted = text.len() - keep;
-    let mut out = String::with_capacity(cap);
-    out.push_str(&text[..keep]);
-    out.push_str(&format!(
-        "…\n[output truncated: {omitted} more bytes; {hint}]"
-    ));
-    out
-}
-
-/// `text`'s head (two thirds) and tail within about `cap` bytes, with the
-/// line that says where all of it is kept.
-fn head_and_tail(text: &str, cap: usize, kept: &hermes_core::KeptOutput) -> String {
-    let note = |omitted: usize| {
-        format!(
-            "\n[output truncated: {omitted} bytes omitted from the middle. The whole output ({} \
-             bytes, {} lines) is saved in {}: read any part of it with read_file \
-             (offset = first line, limit = number of lines).]\n",
-            kept.bytes, kept.lines, kept.place
-        )
-    };
-    let room = cap.saturating_sub(note(text.len()).len());
-    let head = floor_char_boundary(text, room * 2 / 3);
-    let mut tail = text.len().saturating_sub(room / 3).max(head);
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
-    let mut out = String::with_capacity(cap);
-    out.push_str(&text[..head]);
-    out.push_str(&note(tail - head));
-    out.push_str(&text[tail..]);
-    out
-}
-
-/// Writes `bytes` to `path` atomically: a temp file in the same directory,
-/// flushed, then renamed over the target, so a crash leaves the old or the
-/// new content, never half of it.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        // Keep the permissions of the file being replaced.
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -30,7 +30,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::fs::{looks_binary, read_line_bounded};
-use super::{Access, Workdir, cap_result, failed, floor_char_boundary, parse_args};
+use super::{Access, Workdir, failed, parse_args};
+use crate::spill::cap_result;
+use crate::text::floor_char_boundary;
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;

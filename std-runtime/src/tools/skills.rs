@@ -7,8 +7,9 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{cap_result, failed, parse_args};
+use super::{failed, parse_args};
 use crate::skills::{SkillError, SkillsHome};
+use crate::spill::cap_result;
 
 fn refused(e: SkillError) -> ToolError {
     failed(format!("Error: {e}. Nothing was changed."))

@@ -1,5 +1,5 @@
 //! `terminal`: runs a shell command in the working directory, in the
-//! sandbox (see [`super::sandbox`]).
+//! sandbox (see [`crate::sandbox`]).
 //!
 //! - **One output stream.** stdout and stderr are the same pipe, so the
 //!   model sees them interleaved in the order the command wrote them.
@@ -11,7 +11,7 @@
 //!   children are killed when the command ends, and the result says so
 //!   when there were any. Where this system only allows the weaker
 //!   process-group containment, the result says what may survive.
-//! - **Confined** (Linux, Landlock): see [`super::sandbox`]. Where the
+//! - **Confined** (Linux, Landlock): see [`crate::sandbox`]. Where the
 //!   sandbox is unavailable, commands are refused unless the user opted out.
 //! - **No secrets in the child**: an allow-listed environment.
 
@@ -28,9 +28,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::approval::ApprovalGate;
-use super::sandbox::{SandboxMode, child_env, unavailable_reason};
-use super::spill::Spill;
 use super::{Workdir, failed, parse_args};
+use crate::sandbox::{SandboxMode, child_env, unavailable_reason};
+use crate::spill::Spill;
 
 const DEFAULT_TIMEOUT_S: u64 = 60;
 const MAX_TIMEOUT_S: u64 = 600;
@@ -271,7 +271,7 @@ impl TerminalTool {
     fn spill_path(&self) -> Option<PathBuf> {
         self.workdir
             .spill_dir()
-            .map(|dir| super::spill::output_path(dir, "terminal"))
+            .map(|dir| crate::spill::output_path(dir, "terminal"))
     }
 }
 
@@ -323,8 +323,8 @@ impl TerminalTool {
         timeout_s: u64,
         ctx: &ToolContext<'_>,
     ) -> Result<String, ToolError> {
-        use super::sandbox::rules;
-        use super::sandbox::spawn::{self, Containment, Plan, Stage, Stop};
+        use crate::sandbox::rules;
+        use crate::sandbox::spawn::{self, Containment, Plan, Stage, Stop};
         use std::ffi::CString;
         use std::os::unix::ffi::OsStrExt;
 

@@ -17,8 +17,10 @@ use serde::Deserialize;
 use serde_json::json;
 use ureq::ResponseExt;
 
-use super::{cap_result, failed, floor_char_boundary, parse_args};
+use super::{failed, parse_args};
 use crate::http::{self, Wake};
+use crate::spill::cap_result;
+use crate::text::floor_char_boundary;
 
 const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
 const MAX_MAX_BYTES: usize = 10 * 1024 * 1024;

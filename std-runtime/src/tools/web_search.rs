@@ -25,9 +25,10 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{cap_result, failed, parse_args};
+use super::{failed, parse_args};
 use crate::http;
 use crate::secret::Secret;
+use crate::spill::cap_result;
 
 /// The whole request, connect to last byte.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);

@@ -33,17 +33,18 @@
 //!   user go; only the `$HERMES_HOME` rules remain.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_fs_ext::DirExt;
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt as _};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use hermes_core::ToolError;
 
 use super::{ToolEnv, ToolsError, failed};
+use crate::fsutil::write_atomic_in;
 
 /// What the file tools may read in `$HERMES_HOME` (never write): the prompt
 /// sources and the skills the system prompt points the model to.
@@ -724,36 +725,4 @@ fn split_file_name(loc: &Loc) -> Option<(Loc, OsString)> {
         }
         _ => None,
     }
-}
-
-/// Writes `bytes` to `name` in `dir` atomically: a temp file in the same
-/// directory, flushed, then renamed over the target, so a crash leaves the
-/// old or the new content, never half of it. The old file's permissions
-/// are kept; a hard link is replaced, never written through.
-pub(crate) fn write_atomic_in(dir: &Dir, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = format!(
-        ".{}.tmp-{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    let mut opts = OpenOptions::new();
-    opts.write(true).create_new(true).follow(FollowSymlinks::No);
-    let result = (|| {
-        let mut f = dir.open_with(&tmp, &opts)?.into_std();
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        if let Ok(meta) = dir.symlink_metadata(name)
-            && meta.is_file()
-        {
-            f.set_permissions(std::fs::Permissions::from_mode(meta.permissions().mode()))?;
-        }
-        dir.rename(&tmp, dir, name)
-    })();
-    if result.is_err() {
-        let _ = dir.remove_file(&tmp);
-    }
-    result
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hermes_core::context::{ContextConfig, ContextWindow, WindowSource};
 use hermes_core::*;
-use hermes_runtime::tools::spill::session_dir;
+use hermes_runtime::spill::session_dir;
 use hermes_runtime::tools::{ToolEnv, build_registry};
 use serde_json::json;
 

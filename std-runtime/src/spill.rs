@@ -1,7 +1,9 @@
-//! Huge tool outputs kept whole on disk (SPEC Y6): the model gets the head
-//! and the tail, and the path of a file with everything, which `read_file`
-//! may read in ranges (the one read-only allowance in `$HERMES_HOME`, see
-//! [`super::workdir`]).
+//! Huge tool outputs (SPEC Y6): cut to a tool's cap with a visible marker
+//! ([`cap_result`]), and kept whole on disk: the model gets the head and
+//! the tail, and the path of a file with everything, which `read_file` may
+//! read in ranges (the one read-only allowance in `$HERMES_HOME`, see the
+//! file tools' `workdir`). Below the tools and MCP, which both cap their
+//! results here.
 //!
 //! The files live in `$HERMES_HOME/tool-output/<session id>/` (a registry
 //! built before its session exists gets a fresh scope of its own instead),
@@ -10,21 +12,22 @@
 //!
 //! Three writers: the terminal streams a long output here while it runs
 //! (it never holds more than the head and the tail); a tool's own result
-//! cap ([`super::cap_result`]) keeps the whole result here when the call
+//! cap ([`cap_result`]) keeps the whole result here when the call
 //! runs under [`Keeping`] (every tool of a registry with a folder does);
 //! and [`DiskKeeper`] is the registry's [`OutputKeeper`]: any result over
 //! the loop's cap (set by the context window) is written here whole before
 //! the loop cuts it.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use std::cell::RefCell;
-
 use hermes_core::{KeptOutput, OutputKeeper, Tool, ToolContext, ToolError, ToolSpec};
+
+use crate::text::floor_char_boundary;
 
 /// The directory under `$HERMES_HOME` that holds kept outputs.
 pub const TOOL_OUTPUT_DIR: &str = "tool-output";
@@ -263,4 +266,53 @@ impl Tool for Keeping {
 pub(crate) fn keep_for_current_call(text: &str) -> Option<KeptOutput> {
     let (dir, tool) = CALL_KEEPER.with(|k| k.borrow().clone())?;
     DiskKeeper { dir }.keep(&tool, text)
+}
+
+/// Cuts `text` to at most `cap` bytes (marker included) on a char boundary,
+/// appending a visible marker that says how many bytes were left out and
+/// `hint` (how to read the rest). When the call runs under a keeper (a
+/// registry with a `tool_output_dir`, SPEC Y6), the whole text is kept
+/// there first and the result is its head, where it is, and its tail.
+pub fn cap_result(text: String, cap: usize, hint: &str) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    if let Some(kept) = keep_for_current_call(&text) {
+        return head_and_tail(&text, cap, &kept);
+    }
+    // The marker's own length depends on the number it prints; reserve room
+    // for the longest possible number.
+    let marker_room = format!("…\n[output truncated: {} more bytes; {hint}]", text.len()).len();
+    let keep = floor_char_boundary(&text, cap.saturating_sub(marker_room));
+    let omitted = text.len() - keep;
+    let mut out = String::with_capacity(cap);
+    out.push_str(&text[..keep]);
+    out.push_str(&format!(
+        "…\n[output truncated: {omitted} more bytes; {hint}]"
+    ));
+    out
+}
+
+/// `text`'s head (two thirds) and tail within about `cap` bytes, with the
+/// line that says where all of it is kept.
+fn head_and_tail(text: &str, cap: usize, kept: &KeptOutput) -> String {
+    let note = |omitted: usize| {
+        format!(
+            "\n[output truncated: {omitted} bytes omitted from the middle. The whole output ({} \
+             bytes, {} lines) is saved in {}: read any part of it with read_file \
+             (offset = first line, limit = number of lines).]\n",
+            kept.bytes, kept.lines, kept.place
+        )
+    };
+    let room = cap.saturating_sub(note(text.len()).len());
+    let head = floor_char_boundary(text, room * 2 / 3);
+    let mut tail = text.len().saturating_sub(room / 3).max(head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let mut out = String::with_capacity(cap);
+    out.push_str(&text[..head]);
+    out.push_str(&note(tail - head));
+    out.push_str(&text[tail..]);
+    out
 }

@@ -53,6 +53,10 @@ for t in $(printf '%s\n' "${!exe[@]}" | sort); do
   bytes=$(stat -c %s "$f")
   # The newest glibc symbol version the binary needs: the oldest distro it runs on.
   glibc=$(objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1 || true)
+  # Packed relocations (the arm builds) need 2.36 whatever the symbols say.
+  if readelf -V -W "$f" 2>/dev/null | grep -q GLIBC_ABI_DT_RELR; then
+    glibc="$(printf '%s\nGLIBC_2.36\n' "$glibc" | sort -Vu | tail -1) (DT_RELR)"
+  fi
   printf 'hermes\t%s\tbytes=%s\tglibc=%s\n' "$t" "$bytes" "${glibc:-static}"
 done
 

@@ -119,6 +119,16 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         })),
     );
     let _ = editor.load_history(&history_path);
+    // Type-ahead is held for the whole session, not only during turns: a
+    // command takes a while too (`/model` asks the provider), and keys typed
+    // between two prompts in the terminal's line mode would arrive with
+    // Enter turned into Ctrl-J, which adds a line instead of sending. The
+    // editor switches to raw mode for each line and back to this. Taken
+    // before the greeting: a user (or a test) who types as soon as the
+    // banner shows must not race the first prompt — a line typed there was
+    // echoed by the terminal and its Enter became a new line in the editor,
+    // so it was never sent (seen as a PTY test timing out under load).
+    let held = TypeAhead::hold();
     // After the editor: it installs a SIGINT handler of its own when it is
     // created, and ours (set up by `open`) must be the one that runs while
     // a turn streams.
@@ -127,12 +137,6 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         greet(&chat);
     }
     let prompt = if term().caps.in_tty { "› " } else { "" };
-    // Type-ahead is held for the whole session, not only during turns: a
-    // command takes a while too (`/model` asks the provider), and keys typed
-    // between two prompts in the terminal's line mode would arrive with
-    // Enter turned into Ctrl-J, which adds a line instead of sending. The
-    // editor switches to raw mode for each line and back to this.
-    let held = TypeAhead::hold();
     loop {
         chat.at_prompt(true);
         let read = match chat.unanswered.take() {

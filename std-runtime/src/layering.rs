@@ -1,8 +1,8 @@
 //! The layering invariants, checked against the sources (ARCHITECTURE.md,
 //! "Invariants"):
 //!
-//! - The features — `client`, `tools`, `sandbox`, `spill`, `mcp`, `media`,
-//!   `store` — never import `crate::config`. Settings flow down: `config`
+//! - The features — `client`, `tools`, `sandbox`, `spill`, `mcp`, `media`
+//!   — never import `crate::config`. Settings flow down: `config`
 //!   loads and validates them into the types each feature owns and hands
 //!   them out; a feature that reached back up into `config` would tie the
 //!   loader and the feature into one knot again.
@@ -12,6 +12,13 @@
 //!   below it. A helper two modules share lives in the lower one, or in a
 //!   small module of its own (`fsutil`, `text`) that both import. The
 //!   failure names each cycle and the import behind each of its arrows.
+//! - The store is the crate `hermes-store` below this one (`store/`,
+//!   re-exported as `crate::store`). Cargo already keeps it from importing
+//!   the runtime, `config` included: a crate cannot depend on its own
+//!   dependent. What cargo does not see is a mention in the store's
+//!   sources (a doc link or path naming `hermes_runtime` or another crate
+//!   above it), and a dependency on one added to its manifest would only
+//!   fail as a cycle; both are checked here.
 //!
 //! The checks read the `.rs` files, drop comments and string literals, and
 //! resolve each `crate::…`, `super::…` and `self::…` path (use trees
@@ -22,9 +29,17 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// The feature modules that must not import `config`.
-const FEATURES: &[&str] = &[
-    "client", "tools", "sandbox", "spill", "mcp", "media", "store",
+/// The feature modules that must not import `config`. The store, once one
+/// of them, is a crate below this one now (`hermes-store`); see
+/// [`the_store_crate_names_nothing_above_it`].
+const FEATURES: &[&str] = &["client", "tools", "sandbox", "spill", "mcp", "media"];
+
+/// The crates above `hermes-store` (as they are spelled in code and in a
+/// manifest), which it must not name.
+const ABOVE_THE_STORE: &[(&str, &str)] = &[
+    ("hermes_runtime", "hermes-runtime"),
+    ("hermes_gateway", "hermes-gateway"),
+    ("hermes_cli", "hermes-cli"),
 ];
 
 /// The module path of `file` (relative to `src/`): `mcp/manager.rs` is
@@ -259,7 +274,7 @@ fn the_features_never_import_config() {
         }
     }
     assert!(
-        files.len() > 50,
+        files.len() > 40,
         "the walk found the features' files ({})",
         files.len()
     );
@@ -275,6 +290,44 @@ fn the_features_never_import_config() {
         violations.is_empty(),
         "features reach up into config (move the type into the feature, or the helper into \
          redact/env):\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_store_crate_names_nothing_above_it() {
+    let store = Path::new(env!("CARGO_MANIFEST_DIR")).join("../store");
+    let mut files = Vec::new();
+    rust_files(&store.join("src"), &mut files);
+    assert!(
+        files.len() > 30,
+        "the walk found the store's files ({})",
+        files.len()
+    );
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        // Comments included: a doc naming the runtime is as stale as an import.
+        let words = tokens(&text);
+        for (name, _) in ABOVE_THE_STORE {
+            if words.iter().any(|w| w == name) {
+                let rel = file.strip_prefix(&store).unwrap_or(file);
+                violations.push(format!("store/{}: {name}", rel.display()));
+            }
+        }
+    }
+    let manifest = std::fs::read_to_string(store.join("Cargo.toml")).expect("read Cargo.toml");
+    for line in manifest.lines() {
+        for (_, package) in ABOVE_THE_STORE {
+            if line.trim_start().starts_with(package) {
+                violations.push(format!("store/Cargo.toml: {line}"));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "the store names a crate above it (move what it needs down into the store, or \
+         keep it in the runtime):\n{}",
         violations.join("\n")
     );
 }
@@ -377,7 +430,9 @@ fn the_modules_import_each_other_without_a_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let graph = module_graph(&src);
     assert!(
-        graph.get("tools").is_some_and(|e| e.contains_key("store")),
+        graph
+            .get("tools")
+            .is_some_and(|e| e.contains_key("sandbox")),
         "the walk found the imports: {graph:?}"
     );
     let cycles = cycles(&graph);
@@ -430,7 +485,7 @@ fn the_check_resolves_paths_the_way_rustc_does() {
             "use crate::{bridge::AsyncBridge, config::{Settings, mask}};",
             "client",
         ),
-        ("use crate::{config, store};", "store::api"),
+        ("use crate::{config, spill};", "tools::fs"),
         (
             "use super::super::super::config::KNOWN_VARS;",
             "tools::sandbox::env",

@@ -7,7 +7,8 @@
 //! - [`bridge`]: the one persistent tokio runtime that runs async tools for
 //!   the synchronous loop (SPEC L9).
 //! - [`store`]: persistence of sessions and transcripts (SPEC E3), in SQLite
-//!   (the embedded default) or PostgreSQL (several gateways).
+//!   (the embedded default) or PostgreSQL (several gateways): the
+//!   `hermes-store` crate, re-exported under its old name.
 //! - [`prompt`]: system prompt assembly, once per session (SPEC L6).
 //! - [`tools`]: the built-in tools.
 //! - [`skills`]: `SKILL.md` folders in `$HERMES_HOME/skills`, and the one
@@ -37,8 +38,9 @@
 //!   round a longer circle (ARCHITECTURE.md, "Invariants"; both checked by
 //!   `layering.rs`).
 //!
-//! **Invariant:** only this crate (and the front-ends above it) knows HTTP,
-//! SQLite and tokio; the core never does.
+//! **Invariant:** only this crate (and the front-ends above it) knows HTTP
+//! and tokio, only `hermes-store` below it SQLite and PostgreSQL; the core
+//! never does.
 
 pub mod assemble;
 pub mod bridge;
@@ -66,7 +68,9 @@ pub mod sandbox;
 pub mod secret;
 pub mod skills;
 pub mod spill;
-pub mod store;
+// The store is a crate of its own below this one (it imports nothing of the
+// runtime); `hermes_runtime::store::…` keeps naming it.
+pub use hermes_store as store;
 pub mod sync;
 mod text;
 pub mod tools;

@@ -3,7 +3,8 @@
 //! `cronjob` tool, `hermes cron` and the gateway's `/cron` share, so each
 //! front-end refuses the same bad input with the same sentence and nothing
 //! is half-created. The scheduler that runs the jobs lives in the gateway
-//! (`hermes_gateway::cron`); the rows in the store (`store/jobs.rs`).
+//! (`hermes_gateway::cron`); the rows in the store (`store/src/jobs.rs`,
+//! crate `hermes-store`).
 
 pub mod schedule;
 pub mod script;

@@ -20,7 +20,7 @@ use std::thread;
 
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
 
-use crate::store::StoreError;
+use crate::StoreError;
 
 /// The client of one connection and its prepared statements.
 pub(super) struct Session {

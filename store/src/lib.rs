@@ -11,7 +11,8 @@
 //!   a method returns `Ok` only after that transaction committed. A process
 //!   killed at any point (SIGKILL, panic, OOM kill) leaves a database that
 //!   opens cleanly and holds every write that returned `Ok`, and no part of
-//!   one that did not (see `tests/store_durability.rs`, 20 kill rounds).
+//!   one that did not (see `std-runtime/tests/store_durability.rs`, 20 kill
+//!   rounds).
 //! - **Durability level: WAL with `synchronous = NORMAL` by default.** A
 //!   commit appends its pages to the WAL with `write()` and returns; the WAL
 //!   is fsynced before each checkpoint, not at each commit. A committed
@@ -29,12 +30,12 @@
 //!   by every append: appends stay small write transactions, and a search
 //!   first indexes whatever was appended since the previous one, so results
 //!   are exactly what is stored. Deletes (undo, replace) remove their rows
-//!   from the index in the same transaction. See `store/sqlite/schema.rs`, V3.
+//!   from the index in the same transaction. See `store/src/sqlite/schema.rs`, V3.
 //! - **Compaction is lossless** (SPEC X1). A compaction adds a record
 //!   beside the messages ([`Store::record_compaction`]); no message is
 //!   deleted or edited, so search and exports see every original, while
 //!   [`Store::load_view`] gives the compacted view later turns start from.
-//!   See `store/compaction.rs` and `store/sqlite/schema.rs`, V4.
+//!   See `store/src/compaction.rs` and `store/src/sqlite/schema.rs`, V4.
 //! - **Exact round trip.** [`Store::load_transcript`] returns the very
 //!   [`LedgerEntry`] values given to [`Store::append_messages`]: message kind,
 //!   `None` versus empty assistant text, tool calls, and every [`EntryMeta`]
@@ -91,7 +92,9 @@ mod lease;
 mod postgres;
 mod records;
 mod sqlite;
-pub(crate) mod tool_calls;
+// Public for the runtime's fuzz entry (`stored_tool_calls`), not an API.
+#[doc(hidden)]
+pub mod tool_calls;
 
 pub use backend::{BackendKind, Location};
 pub use error::StoreError;

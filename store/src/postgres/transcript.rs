@@ -9,9 +9,9 @@ use postgres::Row;
 use super::conn::{Statements, prepare};
 use super::kv::{OwnedWrite, apply as apply_kv};
 use super::{Postgres, check_fence, from_db, fts, to_db};
-use crate::store::backend::Transcripts;
-use crate::store::codec::{Columns, encode};
-use crate::store::{Fence, KvWrite, ModelUsage, StoreError, to_i64};
+use crate::backend::Transcripts;
+use crate::codec::{Columns, encode};
+use crate::{Fence, KvWrite, ModelUsage, StoreError, to_i64};
 
 /// The columns [`decode`] reads, after the session row's id (so a session
 /// without messages gives one row of NULLs, as on SQLite).

@@ -319,7 +319,7 @@ CREATE TABLE leases (
 );
 ";
 
-/// Version 9: scheduled jobs (SPEC Y1, `store/jobs.rs`).
+/// Version 9: scheduled jobs (SPEC Y1, `store/src/jobs.rs`).
 ///
 /// `cron_jobs.next_run_ms` is what a claim is conditional on: the claim
 /// moves it on in the transaction that inserts the run, so one due time

@@ -18,7 +18,7 @@ use hermes_core::ToolCall;
 
 /// Decodes a stored tool-call array; same result as
 /// `serde_json::from_str::<Vec<ToolCall>>(json)`.
-pub(crate) fn decode(json: &str) -> Result<Vec<ToolCall>, serde_json::Error> {
+pub fn decode(json: &str) -> Result<Vec<ToolCall>, serde_json::Error> {
     match decode_canonical(json) {
         Some(calls) => Ok(calls),
         None => serde_json::from_str(json),

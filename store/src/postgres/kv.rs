@@ -5,8 +5,8 @@
 
 use super::conn::{Statements, prepare};
 use super::{Postgres, check_fence, from_db, to_db};
-use crate::store::backend::KeyValue;
-use crate::store::{Fence, KvWrite, StoreError, prefix_end, to_i64};
+use crate::backend::KeyValue;
+use crate::{Fence, KvWrite, StoreError, prefix_end, to_i64};
 
 /// Owned key-value writes, for the connection's thread.
 pub(super) enum OwnedWrite {

@@ -5,9 +5,9 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{Sqlite, WriteTx, from_i64, to_i64};
-use crate::store::backend::Leases;
-use crate::store::lease::{Listener, NotifySink};
-use crate::store::{Fence, LeaseGrant, LeaseRecord, PreviousHolder, StoreError, prefix_end};
+use crate::backend::Leases;
+use crate::lease::{Listener, NotifySink};
+use crate::{Fence, LeaseGrant, LeaseRecord, PreviousHolder, StoreError, prefix_end};
 
 const COLUMNS: &str = "name, owner, epoch, expires_at_ms, acquired_at_ms, renewed_at_ms, state";
 

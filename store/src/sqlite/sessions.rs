@@ -4,9 +4,9 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{Sqlite, WriteTx, from_i64, to_i64};
-use crate::store::backend::Sessions;
-use crate::store::records::{SessionChange, one_of};
-use crate::store::{ID_ATTEMPTS, NewSession, SessionRecord, SessionStatus, StoreError, id};
+use crate::backend::Sessions;
+use crate::records::{SessionChange, one_of};
+use crate::{ID_ATTEMPTS, NewSession, SessionRecord, SessionStatus, StoreError, id};
 
 /// Columns of a session row, in the order [`raw_session`] reads them.
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \

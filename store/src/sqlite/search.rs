@@ -5,9 +5,9 @@ use hermes_core::Role;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Sqlite, WriteTx, from_i64};
-use crate::store::backend::Search;
-use crate::store::records::SCOPE_CONDITION;
-use crate::store::{SearchHit, SearchScope, StoreError};
+use crate::backend::Search;
+use crate::records::SCOPE_CONDITION;
+use crate::{SearchHit, SearchScope, StoreError};
 
 impl Search for Sqlite {
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
@@ -150,7 +150,7 @@ fn hit(
 }
 
 /// `(indexed_upto, MAX(messages.id))`: the full-text watermark and the
-/// newest message id (0 for none). See `store/sqlite/schema.rs`, V3.
+/// newest message id (0 for none). See `store/src/sqlite/schema.rs`, V3.
 fn fts_watermark(conn: &Connection) -> Result<(i64, i64), StoreError> {
     let row = conn
         .prepare_cached(

@@ -1,5 +1,5 @@
 //! Compactions on SQLite (schema V4); the logic is shared
-//! (`store/compaction.rs`).
+//! (`store/src/compaction.rs`).
 
 use hermes_core::LedgerEntry;
 use hermes_core::context::Compaction;
@@ -9,11 +9,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::sessions::touch;
 use super::transcript::{decode_message, message_columns};
 use super::{Sqlite, WriteTx, to_i64};
-use crate::store::backend::Compactions;
-use crate::store::compaction::{
+use crate::backend::Compactions;
+use crate::compaction::{
     RawRow, ViewCounts, assemble_view, into_stored, new_record, placement_str,
 };
-use crate::store::{StoreError, StoredCompaction};
+use crate::{StoreError, StoredCompaction};
 
 const COLUMNS: &str = "head_end, tail_start, end_seq, placement, replaced, summary, \
      tokens_before, tokens_after, created_at_ms";
@@ -120,7 +120,7 @@ impl Compactions for Sqlite {
 
     fn load_view(&self, id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let Some(c) = latest(&self.conn, id)? else {
-            return crate::store::backend::Transcripts::load_transcript(self, id);
+            return crate::backend::Transcripts::load_transcript(self, id);
         };
         let mut stmt = self.conn.prepare_cached(LOAD_VIEW_SQL)?;
         let mut rows = stmt.query(params![

@@ -246,8 +246,8 @@ mod tests {
     use super::sessions::insert_session;
     use super::transcript::{INSERT_SQL, LOAD_SQL};
     use super::*;
-    use crate::store::backend::{KeyValue, Search, Sessions, Transcripts};
-    use crate::store::{ID_ATTEMPTS, NewSession};
+    use crate::backend::{KeyValue, Search, Sessions, Transcripts};
+    use crate::{ID_ATTEMPTS, NewSession};
     use hermes_core::{EntryMeta, LedgerEntry, Message, Usage};
 
     #[test]

@@ -9,9 +9,9 @@ use super::kv::apply as apply_kv;
 use super::lease::check_fence;
 use super::sessions::{session_exists, touch};
 use super::{Sqlite, WriteTx, to_i64};
-use crate::store::backend::Transcripts;
-use crate::store::codec::{decode_finish_reason, encode};
-use crate::store::{Fence, KvWrite, ModelUsage, StoreError, tool_calls};
+use crate::backend::Transcripts;
+use crate::codec::{decode_finish_reason, encode};
+use crate::{Fence, KvWrite, ModelUsage, StoreError, tool_calls};
 
 /// One message of a session, numbered after its last one; see
 /// [`insert_entries`].
@@ -224,7 +224,7 @@ pub(super) fn insert_entries(
 /// from SQLite (`get_ref`) and allocates once per string that ends up in the
 /// entry: role and finish reason are matched in place, `seq` is read only
 /// for an error message, and tool-call JSON is parsed straight from SQLite's
-/// buffer (`store/tool_calls.rs`), only when present. Anything that
+/// buffer (`store/src/tool_calls.rs`), only when present. Anything that
 /// does not fit the schema — a wrong type, invalid UTF-8, a negative count —
 /// is a typed [`StoreError::Corrupt`], never a panic.
 pub(super) fn decode_message(

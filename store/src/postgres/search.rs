@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use hermes_core::Role;
 
 use super::{Postgres, from_db, fts};
-use crate::store::backend::Search;
-use crate::store::{SearchHit, SearchScope, StoreError, from_i64};
+use crate::backend::Search;
+use crate::{SearchHit, SearchScope, StoreError, from_i64};
 
 /// A scoped search: `records::SCOPE_CONDITION` with `$3` (the scope's
 /// kind) and `$4` (its value); `$5` is the session left out.

@@ -1,4 +1,4 @@
-//! Compactions on PostgreSQL; the logic is shared (`store/compaction.rs`).
+//! Compactions on PostgreSQL; the logic is shared (`store/src/compaction.rs`).
 
 use hermes_core::LedgerEntry;
 use hermes_core::context::Compaction;
@@ -7,11 +7,11 @@ use postgres::GenericClient;
 use super::conn::{Statements, prepare};
 use super::transcript::{decode, message_columns};
 use super::{Postgres, from_db, to_db};
-use crate::store::backend::{Compactions, Transcripts};
-use crate::store::compaction::{
+use crate::backend::{Compactions, Transcripts};
+use crate::compaction::{
     RawRow, ViewCounts, assemble_view, into_stored, new_record, placement_str,
 };
-use crate::store::{StoreError, StoredCompaction, to_i64};
+use crate::{StoreError, StoredCompaction, to_i64};
 
 macro_rules! columns {
     () => {

@@ -95,7 +95,7 @@ pub struct NewSession<'a> {
     pub workdir: Option<&'a str>,
 }
 
-/// One change to a session row (see [`crate::store::Store::set_model`] and
+/// One change to a session row (see [`crate::Store::set_model`] and
 /// its siblings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SessionChange<'a> {
@@ -118,7 +118,7 @@ pub struct SearchHit {
     pub snippet: String,
 }
 
-/// Which sessions [`crate::store::Store::search_in`] looks in. The
+/// Which sessions [`crate::Store::search_in`] looks in. The
 /// `session_search` tool takes it from the runtime (the session it serves),
 /// never from the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +176,7 @@ pub struct StoredCompaction {
     pub created_at_ms: u64,
 }
 
-/// One change in a [`crate::store::Store::kv_commit`] batch.
+/// One change in a [`crate::Store::kv_commit`] batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvWrite<'a> {
     /// Inserts `key` only if it is absent. If it is present the whole batch
@@ -206,7 +206,7 @@ pub enum KvWrite<'a> {
 /// `epoch` (nobody acquired it since). A write carrying a fence checks it
 /// in its own transaction, so a holder that lost its lease — stopped,
 /// partitioned, presumed dead — cannot write after the next holder
-/// started ([`crate::store::StoreError::Fenced`]).
+/// started ([`crate::StoreError::Fenced`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Fence {
     /// The lease.
@@ -227,7 +227,7 @@ pub struct LeaseRecord {
     /// Bumped by every acquisition; the fencing token.
     pub epoch: i64,
     /// When it lapses unless renewed, ms since the Unix epoch on the
-    /// database's clock (see [`crate::store::Store::lease_acquire`]).
+    /// database's clock (see [`crate::Store::lease_acquire`]).
     pub expires_at_ms: u64,
     /// When the current holder acquired it.
     pub acquired_at_ms: u64,
@@ -255,7 +255,7 @@ impl LeaseRecord {
     }
 }
 
-/// What [`crate::store::Store::lease_acquire`] found.
+/// What [`crate::Store::lease_acquire`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaseGrant {
     /// The lease is ours under a new epoch.

@@ -197,7 +197,7 @@ pub(crate) trait Leases {
     ) -> Result<Option<super::Listener>, StoreError>;
 }
 
-/// Scheduled jobs and their runs (SPEC Y1, `store/jobs.rs`).
+/// Scheduled jobs and their runs (SPEC Y1, `store/src/jobs.rs`).
 pub(crate) trait Jobs {
     fn job_insert(&mut self, job: &JobRecord) -> Result<(), StoreError>;
     fn find_job(&self, id_or_prefix: &str) -> Result<Option<JobRecord>, StoreError>;

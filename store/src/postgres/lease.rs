@@ -17,9 +17,9 @@ use fallible_iterator::FallibleIterator;
 use postgres::{Config, NoTls, Row};
 
 use super::{Postgres, SESSION_SETUP, from_db, to_db};
-use crate::store::backend::Leases;
-use crate::store::lease::{Listener, Notification, NotifySink};
-use crate::store::{Fence, LeaseGrant, LeaseRecord, PreviousHolder, StoreError, prefix_end};
+use crate::backend::Leases;
+use crate::lease::{Listener, Notification, NotifySink};
+use crate::{Fence, LeaseGrant, LeaseRecord, PreviousHolder, StoreError, prefix_end};
 
 macro_rules! columns {
     () => {
@@ -30,7 +30,7 @@ macro_rules! columns {
 fn record(row: &Row) -> Result<LeaseRecord, StoreError> {
     let name: String = row.try_get(0)?;
     let ms = |i: usize, what: &str| -> Result<u64, StoreError> {
-        crate::store::from_i64(&name, what, row.try_get(i)?)
+        crate::from_i64(&name, what, row.try_get(i)?)
     };
     Ok(LeaseRecord {
         owner: row.try_get(1)?,
@@ -134,8 +134,8 @@ impl Leases for Postgres {
                         owner: owner.clone(),
                         epoch,
                     },
-                    expires_at_ms: crate::store::from_i64(&name, "lease expiry", expires)?,
-                    now_ms: crate::store::from_i64(&name, "database clock", now)?,
+                    expires_at_ms: crate::from_i64(&name, "lease expiry", expires)?,
+                    now_ms: crate::from_i64(&name, "database clock", now)?,
                     previous,
                 });
             }
@@ -154,7 +154,7 @@ impl Leases for Postgres {
             session
                 .client
                 .query_opt(&stmt, &[&fence.name, &fence.owner, &fence.epoch, &ttl])?
-                .map(|row| crate::store::from_i64(&fence.name, "lease expiry", row.try_get(0)?))
+                .map(|row| crate::from_i64(&fence.name, "lease expiry", row.try_get(0)?))
                 .transpose()
         })
     }

@@ -175,7 +175,7 @@ ALTER TABLE messages ADD COLUMN attachments TEXT;
 ";
 
 /// Version 4: SQLite's version 9 — scheduled jobs and their runs (SPEC Y1,
-/// `store/jobs.rs`). Ids use the `C` collation, so prefix look-ups are byte
+/// `store/src/jobs.rs`). Ids use the `C` collation, so prefix look-ups are byte
 /// ranges as on SQLite.
 const V4: &str = "
 CREATE TABLE cron_jobs (

@@ -5,7 +5,7 @@ use std::path::Path;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::schema;
-use crate::store::StoreError;
+use crate::StoreError;
 
 pub(super) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))

@@ -11,8 +11,8 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::lease::check_fence;
 use super::{Sqlite, WriteTx, to_i64};
-use crate::store::backend::KeyValue;
-use crate::store::{Fence, KvWrite, StoreError, prefix_end};
+use crate::backend::KeyValue;
+use crate::{Fence, KvWrite, StoreError, prefix_end};
 
 /// Applies `writes` inside the open transaction; `false` when a claim failed
 /// (the caller then drops the transaction, rolling everything back).

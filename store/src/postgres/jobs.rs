@@ -1,4 +1,4 @@
-//! Scheduled jobs and their runs on PostgreSQL (see `store/jobs.rs`).
+//! Scheduled jobs and their runs on PostgreSQL (see `store/src/jobs.rs`).
 //!
 //! A claim is one `UPDATE … WHERE next_run_ms = $due` and an `INSERT`, in
 //! one transaction: of two gateways claiming the same due time, the second
@@ -9,12 +9,12 @@ use postgres::Row;
 
 use super::conn::prepare;
 use super::{Postgres, check_fence, from_db, to_db};
-use crate::store::backend::Jobs;
-use crate::store::jobs::{
+use crate::backend::Jobs;
+use crate::jobs::{
     Claim, JobRecord, RunRecord, RunUpdate, count, job_state, one_job_of, opt_i64, opt_u64,
     run_state,
 };
-use crate::store::{Fence, StoreError, from_i64, to_i64};
+use crate::{Fence, StoreError, from_i64, to_i64};
 
 macro_rules! job_columns {
     () => {

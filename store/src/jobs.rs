@@ -60,7 +60,7 @@ pub struct JobRecord {
     pub id: String,
     /// A short name for lists.
     pub name: String,
-    /// The schedule in its stored form (`crate::cron::Schedule::stored`).
+    /// The schedule in its stored form (the runtime's `cron::Schedule::stored`).
     pub schedule: String,
     /// The user message each run starts with.
     pub prompt: String,

@@ -1,15 +1,15 @@
-//! Scheduled jobs and their runs on SQLite (see `store/jobs.rs`).
+//! Scheduled jobs and their runs on SQLite (see `store/src/jobs.rs`).
 
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::lease::check_fence;
 use super::{Sqlite, WriteTx, to_i64};
-use crate::store::backend::Jobs;
-use crate::store::jobs::{
+use crate::backend::Jobs;
+use crate::jobs::{
     Claim, JobRecord, RunRecord, RunUpdate, count, job_state, one_job_of, opt_i64, opt_u64,
     run_state,
 };
-use crate::store::{Fence, StoreError, from_i64, prefix_end};
+use crate::{Fence, StoreError, from_i64, prefix_end};
 
 const JOB_COLUMNS: &str = "id, name, schedule, prompt, deliver, origin_platform, origin_chat, \
      origin_thread, repeat_total, runs_done, state, next_run_ms, last_run_ms, last_outcome, \

@@ -4,9 +4,9 @@ use postgres::Row;
 
 use super::conn::prepare;
 use super::{Postgres, from_db, opt_to_db, owned_from_db};
-use crate::store::backend::Sessions;
-use crate::store::records::SessionChange;
-use crate::store::{
+use crate::backend::Sessions;
+use crate::records::SessionChange;
+use crate::{
     ID_ATTEMPTS, NewSession, SessionRecord, SessionStatus, StoreError, from_i64, id, to_i64,
 };
 
@@ -215,7 +215,7 @@ impl Sessions for Postgres {
                 .map(record)
                 .collect()
         })?;
-        crate::store::records::one_of(id_or_prefix, found)
+        crate::records::one_of(id_or_prefix, found)
     }
 
     fn delete_session(&mut self, id: &str) -> Result<(), StoreError> {

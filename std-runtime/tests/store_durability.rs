@@ -148,6 +148,10 @@ fn kill_rounds(db: Db, test_name: &str) {
         let status = child.wait().unwrap();
         reader.join().unwrap();
         lines.extend(rx.try_iter());
+        if db.kind == BackendKind::Postgres {
+            // The server may still commit the dead child's last batch.
+            db.wait_for_other_sessions_to_end();
+        }
         let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
         assert!(
             status.code().is_none(),

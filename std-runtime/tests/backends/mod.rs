@@ -47,6 +47,29 @@ impl Db {
         self.open().with_clock(clock.clone())
     }
 
+    /// Waits until no other session is connected to this test's database
+    /// (PostgreSQL only; 20 s at most). A killed client's server process
+    /// may still be committing what the client sent before it died — a
+    /// commit the kill did not stop is not a loss, but a check that reads
+    /// twice must not see it land between its two reads.
+    pub fn wait_for_other_sessions_to_end(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let others = self.psql(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            );
+            if others.trim() == "0" {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sessions still connected 20 s after the client died: {others}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Runs SQL directly against the database, bypassing the store (hand
     /// edits, checks); PostgreSQL only.
     pub fn psql(&self, sql: &str) -> String {

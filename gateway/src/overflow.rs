@@ -18,6 +18,7 @@
 //! [`GatewayConfig::max_reply_messages`]: crate::config::GatewayConfig::max_reply_messages
 
 use crate::split::{LengthUnit, fence_state_after, split_message};
+use hermes_runtime::text::floor_char_boundary;
 
 /// The name of the file holding the rest of a long reply.
 pub const REPLY_FILE_NAME: &str = "reply.md";
@@ -64,7 +65,7 @@ pub fn plan(
     // monotone enough for a binary search; the result is checked anyway.
     let (mut lo, mut hi) = (0usize, text.len());
     while lo < hi {
-        let mid = floor_boundary(text, lo + (hi - lo).div_ceil(2));
+        let mid = floor_char_boundary(text, lo + (hi - lo).div_ceil(2));
         if mid <= lo {
             break;
         }
@@ -74,9 +75,9 @@ pub fn plan(
             hi = mid - 1;
         }
     }
-    let mut cut = floor_boundary(text, lo);
+    let mut cut = floor_char_boundary(text, lo);
     while cut > 0 && !fits(cut) {
-        cut = floor_boundary(text, cut - 1);
+        cut = floor_char_boundary(text, cut - 1);
     }
     // Prefer ending at a line break (else a space) within the last message's
     // worth of text, so the file starts on a fresh line.
@@ -153,15 +154,6 @@ fn pieces(text: &str, limit: usize, unit: LengthUnit) -> usize {
         .iter()
         .filter(|p| !p.trim().is_empty())
         .count()
-}
-
-/// The largest char boundary of `s` at or below `i`.
-fn floor_boundary(s: &str, i: usize) -> usize {
-    let mut i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -72,5 +72,5 @@ pub mod spill;
 // runtime); `hermes_runtime::store::…` keeps naming it.
 pub use hermes_store as store;
 pub mod sync;
-mod text;
+pub mod text;
 pub mod tools;

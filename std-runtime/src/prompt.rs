@@ -72,10 +72,7 @@ fn cap_source(text: &str, cap: usize) -> String {
     if text.len() <= cap {
         return text.to_string();
     }
-    let mut keep = cap;
-    while !text.is_char_boundary(keep) {
-        keep -= 1;
-    }
+    let keep = crate::text::floor_char_boundary(text, cap);
     format!(
         "{}\n[… truncated: {} bytes omitted]",
         text[..keep].trim_end(),

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use hermes_core::{KeptOutput, OutputKeeper, Tool, ToolContext, ToolError, ToolSpec};
 
-use crate::text::floor_char_boundary;
+use crate::text::{ceil_char_boundary, floor_char_boundary};
 
 /// The directory under `$HERMES_HOME` that holds kept outputs.
 pub const TOOL_OUTPUT_DIR: &str = "tool-output";
@@ -306,10 +306,7 @@ fn head_and_tail(text: &str, cap: usize, kept: &KeptOutput) -> String {
     };
     let room = cap.saturating_sub(note(text.len()).len());
     let head = floor_char_boundary(text, room * 2 / 3);
-    let mut tail = text.len().saturating_sub(room / 3).max(head);
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
+    let tail = ceil_char_boundary(text, text.len().saturating_sub(room / 3).max(head));
     let mut out = String::with_capacity(cap);
     out.push_str(&text[..head]);
     out.push_str(&note(tail - head));

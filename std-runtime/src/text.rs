@@ -1,7 +1,9 @@
-//! Small text helpers shared by the tools, MCP and the output cap.
+//! Small text helpers shared by the tools, MCP, the output cap, the prompt,
+//! media and the gateway's message splitting.
 
-/// The largest index `<= i` that is a char boundary of `s`.
-pub(crate) fn floor_char_boundary(s: &str, i: usize) -> usize {
+/// The largest index `<= i` that is a char boundary of `s` (`s.len()` for
+/// an `i` past the end).
+pub fn floor_char_boundary(s: &str, i: usize) -> usize {
     if i >= s.len() {
         return s.len();
     }
@@ -10,4 +12,35 @@ pub(crate) fn floor_char_boundary(s: &str, i: usize) -> usize {
         i -= 1;
     }
     i
+}
+
+/// The smallest index `>= i` that is a char boundary of `s` (`s.len()` for
+/// an `i` past the end).
+pub fn ceil_char_boundary(s: &str, i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    let mut i = i;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boundaries_round_down_and_up_inside_a_character() {
+        let s = "aé€b"; // a(0) é(1..3) €(3..6) b(6)
+        assert_eq!(floor_char_boundary(s, 2), 1);
+        assert_eq!(ceil_char_boundary(s, 2), 3);
+        assert_eq!(floor_char_boundary(s, 4), 3);
+        assert_eq!(ceil_char_boundary(s, 4), 6);
+        assert_eq!(floor_char_boundary(s, 3), 3);
+        assert_eq!(ceil_char_boundary(s, 3), 3);
+        assert_eq!(floor_char_boundary(s, 99), s.len());
+        assert_eq!(ceil_char_boundary(s, 99), s.len());
+    }
 }

@@ -109,11 +109,7 @@ fn head_within(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &text[..cut]
+    &text[..hermes_runtime::text::floor_char_boundary(text, max)]
 }
 
 /// The end of `text` within `max` bytes, marked as cut.
@@ -121,10 +117,10 @@ fn tail_within(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut start = text.len() - max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
+    let start = hermes_runtime::text::ceil_char_boundary(
+        text,
+        text.len() - max.saturating_sub('…'.len_utf8()),
+    );
     format!("…{}", &text[start..])
 }
 

@@ -84,11 +84,8 @@ pub fn sanitize_name(name: &str) -> String {
     }
     let (stem, ext) = split_extension(base);
     let ext = if ext.len() > 16 { "" } else { ext };
-    let mut cut = MAX_NAME_BYTES.saturating_sub(ext.len());
-    while !stem.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}{ext}", &stem[..cut.min(stem.len())])
+    let cut = crate::text::floor_char_boundary(stem, MAX_NAME_BYTES.saturating_sub(ext.len()));
+    format!("{}{ext}", &stem[..cut])
 }
 
 /// `("report", ".pdf")` of `report.pdf`; `("archive.tar", ".gz")`.

@@ -39,6 +39,13 @@ fn main() {
     // Before any secret is read: no other process of the user (a terminal
     // command included) may read this one's memory or environment.
     hermes_runtime::tools::forbid_inspection();
+    // `hermes --version` is answered before clap builds the command tree:
+    // building it was ≈ a third of the instructions of the whole run
+    // (issue 39: BENCHMARKS.md "Start-up"). The text is clap's own.
+    if let Some(version) = version_only(std::env::args_os()) {
+        println!("{version}");
+        return;
+    }
     let cli = Cli::parse();
     // A running gateway logs as a service does (`gateway_log`), once its
     // settings say how.
@@ -63,6 +70,17 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// What `hermes --version` (or `-V`) prints, when that is the whole command
+/// line; `None` for anything else, which clap parses.
+fn version_only(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+    let _program = args.next();
+    let first = args.next()?;
+    if args.next().is_some() || !(first == "--version" || first == "-V") {
+        return None;
+    }
+    Some(format!("hermes {}", env!("CARGO_PKG_VERSION")))
 }
 
 fn run(cli: Cli) -> Result<i32, CliError> {

@@ -602,6 +602,58 @@ async fn check_validates_the_token_and_the_intents() {
     );
 }
 
+/// `hermes doctor`'s Discord lines come from the registry's descriptor
+/// (issue 40): the token asked live, the MESSAGE CONTENT switch named with
+/// where to turn it on, nothing when Discord is not configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_lines_come_from_the_descriptor() {
+    use hermes_gateway::platform::{DoctorLine, find};
+    use hermes_runtime::config::{Environment, Overrides, load};
+    let home = tempfile::tempdir().unwrap();
+    let doctor = move |vars: Vec<(&'static str, String)>| -> Vec<DoctorLine> {
+        let mut pairs = vec![("HERMES_HOME", home.path().display().to_string())];
+        pairs.extend(vars);
+        let overrides = Overrides {
+            workdir: Some(home.path().to_owned()),
+            ..Overrides::default()
+        };
+        let settings = load(&overrides, &Environment::from_pairs(pairs)).unwrap();
+        (find("discord").unwrap().doctor)(&settings)
+    };
+    let doctor = Arc::new(doctor);
+    let ask = |vars: Vec<(&'static str, String)>| {
+        let doctor = Arc::clone(&doctor);
+        tokio::task::spawn_blocking(move || doctor(vars))
+    };
+    assert_eq!(
+        ask(vec![]).await.unwrap(),
+        vec![],
+        "not configured: no line"
+    );
+    let fake = FakeDiscord::start(Behaviour::default()).await;
+    let vars = |fake: &FakeDiscord, token: &str| {
+        vec![
+            ("DISCORD_BOT_TOKEN", token.to_owned()),
+            ("DISCORD_API_URL", fake.api_url()),
+        ]
+    };
+    let ok = ask(vars(&fake, TOKEN)).await.unwrap();
+    assert!(ok.len() == 1 && ok[0].ok, "{ok:?}");
+    let fake_off = FakeDiscord::start(Behaviour {
+        message_content_enabled: false,
+        ..Behaviour::default()
+    })
+    .await;
+    let off = ask(vars(&fake_off, TOKEN)).await.unwrap();
+    assert!(off.len() == 1 && !off[0].ok, "{off:?}");
+    assert_eq!(off[0].fix, hermes_gateway::discord::ENABLE_INTENT);
+    let refused = ask(vars(&fake, "OTAw.nope.x")).await.unwrap();
+    assert!(
+        !refused[0].ok && refused[0].fix.contains("DISCORD_BOT_TOKEN"),
+        "{refused:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_longer_than_ten_messages_sends_the_rest_as_a_file() {
     let b = bot(Behaviour::default(), |_| {}).await;

@@ -323,6 +323,7 @@ pub fn doctor(settings: &Settings) -> i32 {
     }
     // Each platform's own checks (Discord: the token and the MESSAGE
     // CONTENT switch).
+    #[cfg(feature = "gateway")]
     for platform in hermes_gateway::platform::platforms() {
         for line in (platform.doctor)(settings) {
             check(line.ok, line.text, &line.fix);

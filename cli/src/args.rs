@@ -183,6 +183,22 @@ pub enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
+    /// Write one archive of this home: the sessions (a consistent copy, also while a gateway runs), memories, skills, personalities, scripts, config.toml
+    Backup {
+        /// The archive to write (default: hermes-backup-<time>.tar in the current directory)
+        file: Option<PathBuf>,
+        /// Include $HERMES_HOME/.env (keys and tokens); the archive is mode 0600 either way
+        #[arg(long)]
+        with_secrets: bool,
+    },
+    /// Restore a `hermes backup` archive into $HERMES_HOME (checked whole before anything changes)
+    Restore {
+        /// The archive
+        file: PathBuf,
+        /// Restore into a home that is not empty: what is there is moved to $HERMES_HOME/.replaced-<time>/
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// `hermes cron` subcommands. IDs accept unique prefixes.

@@ -14,6 +14,9 @@ Examples:
   hermes -c                       continue the latest session of this directory
   hermes setup                    choose a provider and a model
 
+Data: $HERMES_HOME (default ~/.hermes). hermes-agent, the Python program, also uses ~/.hermes
+and also installs a `hermes`: beside it, give this one its own home, HERMES_HOME=~/.hermes-rs.
+
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error, 130 interrupted.";
 
 /// Hermes: an AI agent that uses tools, in your terminal or behind chat platforms.

@@ -49,7 +49,11 @@ const SKIPPED: &[&str] = &[
 /// The secrets file, archived only with `--with-secrets`.
 pub const SECRETS: &str = ".env";
 
-pub fn run(settings: &Settings, file: Option<PathBuf>, with_secrets: bool) -> Result<i32, CliError> {
+pub fn run(
+    settings: &Settings,
+    file: Option<PathBuf>,
+    with_secrets: bool,
+) -> Result<i32, CliError> {
     let home = settings.home.clone();
     if !home.is_dir() {
         return Err(CliError::Config(format!(
@@ -70,7 +74,8 @@ pub fn run(settings: &Settings, file: Option<PathBuf>, with_secrets: bool) -> Re
         let _ = fs::remove_file(&partial);
     }
     let summary = result?;
-    fs::rename(&partial, &file).map_err(|e| runtime(format!("cannot write {}: {e}", file.display())))?;
+    fs::rename(&partial, &file)
+        .map_err(|e| runtime(format!("cannot write {}: {e}", file.display())))?;
     println!(
         "backed up {} to {} ({} files{})",
         home.display(),
@@ -117,7 +122,10 @@ fn write_archive(
     let schema = match settings.store_target() {
         StoreTarget::Sqlite(db) if db.is_file() => {
             let _ = fs::remove_file(snapshot);
-            Some(snapshot_sqlite(&db, snapshot).map_err(|e| runtime(format!("cannot copy the sessions: {e}")))?)
+            Some(
+                snapshot_sqlite(&db, snapshot)
+                    .map_err(|e| runtime(format!("cannot copy the sessions: {e}")))?,
+            )
         }
         _ => None,
     };
@@ -218,7 +226,11 @@ fn collect(
 
 /// Appends the file at `path` as `home/REL`; returns its size and SHA-256,
 /// computed over the bytes written.
-fn append<W: Write>(tar: &mut tar::Builder<W>, path: &Path, rel: &str) -> Result<(u64, String), CliError> {
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &Path,
+    rel: &str,
+) -> Result<(u64, String), CliError> {
     let read_err = |e: io::Error| runtime(format!("cannot read {}: {e}", path.display()));
     let file = fs::File::open(path).map_err(read_err)?;
     let size = file.metadata().map_err(read_err)?.len();
@@ -235,7 +247,12 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, path: &Path, rel: &str) -> Result
     header.set_cksum();
     let mut reader = Hashing::new(file.take(size));
     tar.append_data(&mut header, format!("{HOME_PREFIX}{rel}"), &mut reader)
-        .map_err(|e| runtime(format!("cannot archive {}: {e} (did it change during the backup? try again)", path.display())))?;
+        .map_err(|e| {
+            runtime(format!(
+                "cannot archive {}: {e} (did it change during the backup? try again)",
+                path.display()
+            ))
+        })?;
     if reader.count != size {
         return Err(runtime(format!(
             "{} changed during the backup; try again",

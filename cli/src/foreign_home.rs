@@ -5,7 +5,7 @@
 //! `state.db` whose `sessions` table our first migration would trip over.
 //! Before any command reads or writes the home, [`check`] recognises such a
 //! home and stops with one paragraph: what was found, that nothing was
-//! changed, and the two ways on. The store refuses such a file by itself too
+//! changed, and the ways on. The store refuses such a file by itself too
 //! (`StoreError::Foreign`), so a gateway started by other means cannot
 //! migrate it either.
 
@@ -50,11 +50,12 @@ fn paragraph(home: &Path, marks: &[String]) -> String {
     let shown = home.display();
     format!(
         "{shown} is a hermes-agent home ({}), not one of this hermes's. It is left untouched: \
-         nothing in it was changed. Two ways on: bring its sessions, memory, skills and settings into a home of \
-         this hermes's own with `HERMES_HOME=~/.hermes-rs hermes import hermes-agent {shown}` \
-         and keep HERMES_HOME=~/.hermes-rs for this hermes; or start afresh in another folder \
-         with `HERMES_HOME=DIR hermes …`. Both programs can stay installed (README \"Coming from \
-         hermes-agent\").",
+         nothing in it was changed. Two ways on: give this hermes a home of its own, \
+         `HERMES_HOME=~/.hermes-rs hermes …` (hermes-agent reads HERMES_HOME too, so set it for \
+         this hermes only: `alias hermes-rs='HERMES_HOME=~/.hermes-rs /usr/bin/hermes'`); or \
+         point HERMES_HOME at any other folder, `HERMES_HOME=DIR hermes …`. Importing \
+         hermes-agent's sessions, memory and skills (`hermes import hermes-agent`) is not \
+         available yet (README \"Coming from hermes-agent\").",
         marks.join("; ")
     )
 }

@@ -180,10 +180,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
         Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
         Command::Skills { command } => skills_cmd::run(command),
-        Command::Backup {
-            file,
-            with_secrets,
-        } => backup::run(&load_settings(&outer)?, file, with_secrets),
+        Command::Backup { file, with_secrets } => {
+            backup::run(&load_settings(&outer)?, file, with_secrets)
+        }
         Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
     }
 }

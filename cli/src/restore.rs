@@ -10,7 +10,9 @@
 //! with the home as it was. The second pass extracts into a staging folder
 //! beside the home, checking the bytes again; only then are the files moved
 //! in. A home that is not empty is refused unless `--force`, and then what
-//! was there is moved into `.replaced-<time>/` inside it, not deleted.
+//! was there is moved into `.replaced-<time>/` inside it, not deleted; a
+//! home whose gateway runs is refused (it would write on into the moved
+//! files).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -36,7 +38,15 @@ pub fn run(settings: &Settings, file: &Path, force: bool) -> Result<i32, CliErro
             file.display()
         ))
     })?;
-    let existing = listing(&home).map_err(|e| runtime(format!("cannot read {}: {e}", home.display())))?;
+    if let Some(pid) = gateway_running(&home) {
+        return Err(CliError::Config(format!(
+            "a gateway is running for {}{pid}: stop it before restoring (it would keep writing to \
+             the files being replaced); nothing was changed",
+            home.display()
+        )));
+    }
+    let existing =
+        listing(&home).map_err(|e| runtime(format!("cannot read {}: {e}", home.display())))?;
     if !existing.is_empty() && !force {
         return Err(CliError::Config(format!(
             "{} is not empty ({} entries); restore into an empty or new HERMES_HOME, or add --force \
@@ -95,7 +105,9 @@ fn verify(file: &Path) -> Result<Checked, String> {
     let mut archive = tar::Archive::new(io::BufReader::new(reader));
     let mut found: BTreeMap<String, (u64, String)> = BTreeMap::new();
     let mut manifest: Option<Value> = None;
-    let entries = archive.entries().map_err(|e| format!("not a tar archive: {e}"))?;
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not a tar archive: {e}"))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| format!("unreadable (truncated?): {e}"))?;
         let name = entry_name(&entry)?;
@@ -109,24 +121,33 @@ fn verify(file: &Path) -> Result<Checked, String> {
                 .read_to_end(&mut bytes)
                 .map_err(|e| format!("unreadable (truncated?): {e}"))?;
             manifest = Some(
-                serde_json::from_slice(&bytes).map_err(|e| format!("its manifest is not JSON: {e}"))?,
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("its manifest is not JSON: {e}"))?,
             );
             continue;
         }
         let rel = relative(&name)?;
         let mut hashing = Hashing::new(&mut entry);
-        io::copy(&mut hashing, &mut io::sink()).map_err(|e| format!("unreadable (truncated?): {e}"))?;
+        io::copy(&mut hashing, &mut io::sink())
+            .map_err(|e| format!("unreadable (truncated?): {e}"))?;
         let size = hashing.count;
-        if found.insert(rel.clone(), (size, hashing.finish())).is_some() {
+        if found
+            .insert(rel.clone(), (size, hashing.finish()))
+            .is_some()
+        {
             return Err(format!("{rel} appears twice"));
         }
     }
-    let manifest = manifest.ok_or("it has no manifest (truncated, or not made by `hermes backup`)")?;
+    let manifest =
+        manifest.ok_or("it has no manifest (truncated, or not made by `hermes backup`)")?;
     let format = manifest.get("format").and_then(Value::as_u64).unwrap_or(0);
     if format != FORMAT {
         return Err(format!(
             "its format is {format}, this hermes reads format {FORMAT} (made by hermes {})",
-            manifest.get("hermes").and_then(Value::as_str).unwrap_or("?")
+            manifest
+                .get("hermes")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
         ));
     }
     let schema = match manifest.get("store_schema") {
@@ -143,9 +164,18 @@ fn verify(file: &Path) -> Result<Checked, String> {
     let listed = manifest_files(&manifest).ok_or("its manifest lists no files")?;
     let mut expected = BTreeMap::new();
     for item in listed {
-        let path = item.get("path").and_then(Value::as_str).ok_or("a manifest entry has no path")?;
-        let size = item.get("size").and_then(Value::as_u64).ok_or("a manifest entry has no size")?;
-        let sha = item.get("sha256").and_then(Value::as_str).ok_or("a manifest entry has no sha256")?;
+        let path = item
+            .get("path")
+            .and_then(Value::as_str)
+            .ok_or("a manifest entry has no path")?;
+        let size = item
+            .get("size")
+            .and_then(Value::as_u64)
+            .ok_or("a manifest entry has no size")?;
+        let sha = item
+            .get("sha256")
+            .and_then(Value::as_str)
+            .ok_or("a manifest entry has no sha256")?;
         expected.insert(path.to_owned(), (size, sha.to_owned()));
     }
     for (path, want) in &expected {
@@ -173,12 +203,17 @@ fn downgrade(found: u32, manifest: &Value) -> String {
         "its sessions are at schema {found}, newer than this hermes knows ({SQLITE_SCHEMA}): it was \
          made by hermes {}; restoring it here would be a downgrade — install that hermes (or newer) \
          and restore with it",
-        manifest.get("hermes").and_then(Value::as_str).unwrap_or("?")
+        manifest
+            .get("hermes")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
     )
 }
 
 fn entry_name<R: Read>(entry: &tar::Entry<'_, R>) -> Result<String, String> {
-    let path = entry.path().map_err(|e| format!("an entry's name is unreadable: {e}"))?;
+    let path = entry
+        .path()
+        .map_err(|e| format!("an entry's name is unreadable: {e}"))?;
     path.to_str()
         .map(str::to_owned)
         .ok_or_else(|| "an entry's name is not UTF-8".to_owned())
@@ -199,6 +234,28 @@ fn relative(name: &str) -> Result<String, String> {
     Ok(rel.to_owned())
 }
 
+/// `Some(" (pid N)")` when a gateway holds the home's lock (the gateway's
+/// `InstanceLock`: an exclusive `flock` on `gateway.lock`).
+fn gateway_running(home: &Path) -> Option<String> {
+    let path = home.join("gateway.lock");
+    let mut file = fs::File::open(path).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            None
+        }
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            Some(match pid.trim().parse::<u32>() {
+                Ok(pid) => format!(" (pid {pid})"),
+                Err(_) => String::new(),
+            })
+        }
+        Err(fs::TryLockError::Error(_)) => None,
+    }
+}
+
 /// The names in `home` (none when it does not exist).
 fn listing(home: &Path) -> io::Result<Vec<PathBuf>> {
     match fs::read_dir(home) {
@@ -210,8 +267,14 @@ fn listing(home: &Path) -> io::Result<Vec<PathBuf>> {
 
 /// A new folder beside the home (same file system, so moving in is renames).
 fn staging_dir(home: &Path) -> PathBuf {
-    let parent = home.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let parent = home
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = home
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     parent.join(format!(".{name}.restore-{}", std::process::id()))
 }
 
@@ -221,7 +284,9 @@ fn stage(file: &Path, staging: &Path, checked: &Checked) -> Result<(), String> {
     private_dir(staging).map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
     let reader = fs::File::open(file).map_err(|e| format!("cannot open it: {e}"))?;
     let mut archive = tar::Archive::new(io::BufReader::new(reader));
-    let entries = archive.entries().map_err(|e| format!("not a tar archive: {e}"))?;
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not a tar archive: {e}"))?;
     let mut written = 0usize;
     for entry in entries {
         let mut entry = entry.map_err(|e| format!("unreadable: {e}"))?;
@@ -244,8 +309,10 @@ fn stage(file: &Path, staging: &Path, checked: &Checked) -> Result<(), String> {
                 .map_err(|e| format!("cannot write {}: {e}", dest.display()))?
         };
         let mut hashing = Hashing::new(&mut entry);
-        io::copy(&mut hashing, &mut out).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
-        out.sync_all().map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        io::copy(&mut hashing, &mut out)
+            .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        out.sync_all()
+            .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
         let got = (hashing.count, hashing.finish());
         if checked.files.get(&rel) != Some(&got) {
             return Err(format!("{rel} changed since it was checked"));
@@ -301,5 +368,8 @@ fn move_in(home: &Path, staging: &Path, existing: &[PathBuf]) -> io::Result<Opti
 
 fn private_dir(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(path)
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
 }

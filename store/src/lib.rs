@@ -108,12 +108,12 @@ pub use lease::{Listener, Notification, NotifySink};
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::search_vector;
-pub use sqlite::file::{
-    SQLITE_SCHEMA, SqliteFile, inspect as inspect_sqlite, snapshot as snapshot_sqlite,
-};
 pub use records::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, PreviousHolder, SearchHit,
     SearchScope, SessionRecord, SessionStatus, StoredCompaction,
+};
+pub use sqlite::file::{
+    SQLITE_SCHEMA, SqliteFile, inspect as inspect_sqlite, snapshot as snapshot_sqlite,
 };
 
 use std::fmt;

@@ -1,11 +1,13 @@
 """Makes a hermes-agent home with the real hermes-agent package (PyPI,
 pinned in .ci/run): its own SessionDB writes state.db, its own config code
-writes config.yaml. The Rust tests (cli/tests/cli/foreign_home.rs) point
+writes config.yaml, its memory and skill tools (the functions its agent
+calls) write the memories and a skill. The Rust tests (cli/tests/cli/foreign_home.rs) point
 hermes at the result; nothing here imitates hermes-agent's files by hand.
 
 Usage: python hermes_agent_home.py HOME
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -48,6 +50,26 @@ def main() -> None:
     )
     db.append_message("20260102_100000_tg1", "user", content="Remind me what a derailleur does")
     db.close()
+
+    # Its own memory and skill tools (what its agent calls) write the
+    # memories and the skill.
+    from tools.memory_tool import MemoryStore, memory_tool
+    from tools.skill_manager_tool import skill_manage
+
+    memory = MemoryStore()
+    memory.load_from_disk()
+    for target, content in [
+        ("memory", "The user's bicycle has 11 gears."),
+        ("user", "Prefers short answers."),
+    ]:
+        result = json.loads(memory_tool(action="add", target=target, content=content, store=memory))
+        assert result.get("success"), result
+    skill = (
+        "---\nname: tyre-pressure\ndescription: Check and set bicycle tyre pressure.\n---\n\n"
+        "# Tyre pressure\n\n1. Read the range on the tyre wall.\n2. Pump to the middle of it.\n"
+    )
+    result = json.loads(skill_manage(action="create", name="tyre-pressure", content=skill))
+    assert result.get("success"), result
     print(home)
 
 

@@ -18,7 +18,11 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         for entry in std::fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();
             let path = entry.path();
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             if rel.starts_with("state.db") {
                 continue;
             }
@@ -135,10 +139,17 @@ fn backup_wipe_restore_gives_back_the_same_sessions_memories_skills_and_config()
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("restored"), "{}", stdout(&o));
 
-    assert_eq!(sessions(&env), before_sessions, "the same sessions and messages");
+    assert_eq!(
+        sessions(&env),
+        before_sessions,
+        "the same sessions and messages"
+    );
     let mut expected = before_files.clone();
     expected.remove(".env");
-    assert!(tree(env.home.path()) == expected, "every file back but .env");
+    assert!(
+        tree(env.home.path()) == expected,
+        "every file back but .env"
+    );
     assert_eq!(stdout(&hermes(&env, &["skills", "list"])), skills_before);
     assert!(config_before.contains("7"), "{config_before}");
     // All but the key, which stayed behind with .env.
@@ -158,30 +169,45 @@ fn backup_wipe_restore_gives_back_the_same_sessions_memories_skills_and_config()
     let o = env.run(&provider.base_url(), &["-z", "what do you know"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let last = provider.requests().pop().unwrap();
-    assert!(system_prompt(&last).contains("11 gears"), "{}", system_prompt(&last));
+    assert!(
+        system_prompt(&last).contains("11 gears"),
+        "{}",
+        system_prompt(&last)
+    );
 }
 
 #[test]
 fn secrets_go_in_only_with_with_secrets() {
-    let provider =
-        FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]).unwrap();
+    let provider = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]).unwrap();
     let env = populated(&provider);
     let plain = env.work.path().join("plain.tar");
     backup(&env, &plain, &[]);
     let bytes = std::fs::read(&plain).unwrap();
-    assert!(!contains(&bytes, b"sk-backup-secret-1234"), "no secret without --with-secrets");
+    assert!(
+        !contains(&bytes, b"sk-backup-secret-1234"),
+        "no secret without --with-secrets"
+    );
     let secret = env.work.path().join("secret.tar");
-    let o = hermes(&env, &["backup", secret.to_str().unwrap(), "--with-secrets"]);
+    let o = hermes(
+        &env,
+        &["backup", secret.to_str().unwrap(), "--with-secrets"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stdout(&o).contains("sk-backup"), "never printed");
-    assert!(contains(&std::fs::read(&secret).unwrap(), b"sk-backup-secret-1234"));
+    assert!(contains(
+        &std::fs::read(&secret).unwrap(),
+        b"sk-backup-secret-1234"
+    ));
     wipe(env.home.path());
     let o = hermes(&env, &["restore", secret.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let restored = std::fs::read_to_string(env.home.path().join(".env")).unwrap();
     assert!(restored.contains("sk-backup-secret-1234"));
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(env.home.path().join(".env")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(env.home.path().join(".env"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
 
@@ -215,13 +241,27 @@ fn assert_refused(target: &Env, archive: &Path, why: &str) {
     let err = stderr(&o);
     assert!(err.contains("refused") && err.contains(why), "{err}");
     assert!(err.contains("nothing was changed"), "{err}");
-    assert_eq!(whole_tree(target.home.path()), before, "the home is unchanged");
+    assert_eq!(
+        whole_tree(target.home.path()),
+        before,
+        "the home is unchanged"
+    );
     let parent = target.home.path().parent().unwrap();
-    let name = target.home.path().file_name().unwrap().to_string_lossy().into_owned();
+    let name = target
+        .home
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let leftovers: Vec<_> = std::fs::read_dir(parent)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!(".{name}.restore-")))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!(".{name}.restore-"))
+        })
         .collect();
     assert!(leftovers.is_empty(), "the staging folder is removed");
 }
@@ -292,7 +332,9 @@ fn rewrite(archive: &Path, out: &Path, edit: impl Fn(&str, &mut Vec<u8>)) {
         header.set_size(bytes.len() as u64);
         header.set_mode(0o600);
         header.set_cksum();
-        builder.append_data(&mut header, &name, bytes.as_slice()).unwrap();
+        builder
+            .append_data(&mut header, &name, bytes.as_slice())
+            .unwrap();
     }
     builder.finish().unwrap();
 }
@@ -342,11 +384,86 @@ fn a_home_that_is_not_empty_needs_force_and_keeps_what_was_there() {
     let aside = std::fs::read_dir(target.home.path())
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(".replaced-"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".replaced-")
+        })
         .expect("the old files are kept aside");
     assert_eq!(
         std::fs::read_to_string(aside.join("MEMORY.md")).unwrap(),
         "the target's own memory\n"
     );
     assert!(aside.join("state.db").exists());
+}
+
+#[test]
+fn restore_refuses_a_home_whose_gateway_runs() {
+    let (_source, target, archive) = refused_setup();
+    // The gateway's own lock: an exclusive flock on gateway.lock.
+    let lock = std::fs::File::create(target.home.path().join("gateway.lock")).unwrap();
+    lock.lock().unwrap();
+    let before = whole_tree(target.home.path());
+    let o = hermes(&target, &["restore", archive.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a gateway is running"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(whole_tree(target.home.path()), before);
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn a_backup_taken_while_another_process_writes_is_consistent() {
+    use hermes_core::{LedgerEntry, Message};
+    use hermes_runtime::store::{NewSession, Store};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let provider = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]).unwrap();
+    let env = populated(&provider);
+    let db = env.home.path().join("state.db");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut store = Store::open(&db).unwrap();
+            let mut turns = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let s = store.create_session(&NewSession::default()).unwrap();
+                let entries = [
+                    LedgerEntry::new(Message::user(format!("busy {turns}"))),
+                    LedgerEntry::new(Message::assistant("ok")),
+                ];
+                store.append_messages(&s.id, &entries).unwrap();
+                turns += 1;
+            }
+            turns
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let archive = env.work.path().join("busy.tar");
+    backup(&env, &archive, &[]);
+    stop.store(true, Ordering::Relaxed);
+    let turns = writer.join().unwrap();
+    assert!(turns > 0, "the writer wrote while the backup ran");
+
+    let other = Env::new();
+    let o = hermes(&other, &["restore", archive.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Every write is in the copy whole or not at all: an append (a user
+    // message with its answer, one transaction) is never cut in half. (The
+    // writer creates a session and appends to it in two transactions, so
+    // the newest session may have none yet.)
+    let restored = sessions(&other);
+    assert!(restored.len() > 2, "{}", restored.len());
+    let mut busy = 0;
+    for (id, export) in &restored {
+        let v: serde_json::Value = serde_json::from_str(export).unwrap();
+        let n = v["messages"].as_array().map_or(0, Vec::len);
+        assert!(n.is_multiple_of(2), "session {id} is whole: {n} messages");
+        busy += usize::from(export.contains("busy "));
+    }
+    assert!(busy > 0, "the copy holds the writer's sessions");
 }

@@ -15,7 +15,9 @@ pub fn hermes_agent_python() -> Option<String> {
     match std::env::var("HERMES_AGENT_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("HERMES_AGENT_PYTHON is not set: .ci/run creates the hermes-agent venv and sets it")
+            panic!(
+                "HERMES_AGENT_PYTHON is not set: .ci/run creates the hermes-agent venv and sets it"
+            )
         }
         _ => {
             eprintln!("skipped: set HERMES_AGENT_PYTHON to a python with hermes-agent installed");
@@ -46,7 +48,11 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             if path.is_dir() {
                 out.insert(format!("{rel}/"), Vec::new());
                 walk(root, &path, out);
@@ -68,7 +74,14 @@ fn a_hermes_agent_home_is_named_with_the_ways_on_and_left_untouched() {
     let env = Env::new();
     let home = env.home.path().join("agent-home");
     make_hermes_agent_home(&python, &home);
-    assert!(home.join("config.yaml").is_file() && home.join("state.db").is_file());
+    for made in [
+        "config.yaml",
+        "state.db",
+        "memories/MEMORY.md",
+        "skills/tyre-pressure/SKILL.md",
+    ] {
+        assert!(home.join(made).is_file(), "hermes-agent made {made}");
+    }
     let before = files(&home);
     for args in [
         &["sessions", "list"][..],
@@ -89,12 +102,30 @@ fn a_hermes_agent_home_is_named_with_the_ways_on_and_left_untouched() {
         let err = stderr(&o);
         assert!(err.contains("is a hermes-agent home"), "{args:?}: {err}");
         assert!(err.contains("config.yaml"), "{err}");
-        assert!(err.contains("hermes-agent's session database, schema"), "{err}");
+        assert!(
+            err.contains("hermes-agent's session database, schema"),
+            "{err}"
+        );
         assert!(err.contains("left untouched"), "{err}");
-        assert!(err.contains("hermes import hermes-agent"), "{err}");
+        assert!(err.contains("HERMES_HOME=~/.hermes-rs hermes"), "{err}");
         assert!(err.contains("HERMES_HOME=DIR"), "{err}");
         assert!(!err.contains("cannot migrate"), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "one paragraph: {err}");
     }
-    assert_eq!(files(&home), before, "not a byte of the home changed, nothing added");
+    assert_eq!(
+        files(&home),
+        before,
+        "not a byte of the home changed, nothing added"
+    );
+}
+
+#[test]
+fn the_help_says_where_the_data_lives_and_how_to_live_beside_hermes_agent() {
+    let env = Env::new();
+    let o = env.bare().arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("default ~/.hermes"), "{help}");
+    assert!(help.contains("hermes-agent"), "{help}");
+    assert!(help.contains("HERMES_HOME=~/.hermes-rs"), "{help}");
 }

@@ -166,8 +166,7 @@ pub fn snapshot(source: &Path, dest: &Path) -> Result<u32, StoreError> {
     super::create_private_file(dest)?;
     let mut to = Connection::open(dest).map_err(open_err(dest))?;
     {
-        let backup =
-            rusqlite::backup::Backup::new(&from, &mut to).map_err(open_err(dest))?;
+        let backup = rusqlite::backup::Backup::new(&from, &mut to).map_err(open_err(dest))?;
         // -1: every page in one step, under one read lock of the source.
         backup.step(-1).map_err(open_err(dest))?;
     }
@@ -204,8 +203,14 @@ mod tests {
             inspect(&path).unwrap(),
             SqliteFile::HermesAgent { schema: Some(22) }
         );
-        assert!(!dir.path().join("state.db-wal").exists(), "inspect creates nothing");
-        assert!(!dir.path().join("state.db-shm").exists(), "inspect creates nothing");
+        assert!(
+            !dir.path().join("state.db-wal").exists(),
+            "inspect creates nothing"
+        );
+        assert!(
+            !dir.path().join("state.db-shm").exists(),
+            "inspect creates nothing"
+        );
         let err = Sqlite::open(&path).unwrap_err();
         assert!(
             matches!(&err, StoreError::Foreign { what, .. } if what.contains("hermes-agent")),
@@ -213,14 +218,20 @@ mod tests {
         );
         assert!(err.to_string().contains("left untouched"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
-        assert_eq!(migrate::user_version(&Connection::open(&path).unwrap()).unwrap(), 0);
+        assert_eq!(
+            migrate::user_version(&Connection::open(&path).unwrap()).unwrap(),
+            0
+        );
 
         let other = dir.path().join("other.db");
         Connection::open(&other)
             .unwrap()
             .execute_batch("CREATE TABLE sessions (x)")
             .unwrap();
-        assert!(matches!(Sqlite::open(&other), Err(StoreError::Foreign { .. })));
+        assert!(matches!(
+            Sqlite::open(&other),
+            Err(StoreError::Foreign { .. })
+        ));
     }
 
     #[test]
@@ -240,7 +251,10 @@ mod tests {
         let copy = dir.path().join("copy.db");
         assert_eq!(snapshot(&path, &copy).unwrap(), SQLITE_SCHEMA);
         store.conn.execute_batch("COMMIT").unwrap();
-        assert!(dir.path().join("state.db-wal").exists(), "the source's data was in its WAL");
+        assert!(
+            dir.path().join("state.db-wal").exists(),
+            "the source's data was in its WAL"
+        );
         let conn = Connection::open(&copy).unwrap();
         let rows: Vec<String> = conn
             .prepare("SELECT x FROM probe")
@@ -250,7 +264,13 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(rows, ["committed"]);
-        assert!(!dir.path().join("copy.db-wal").exists(), "the copy is one file");
-        assert!(snapshot(&path, &copy).is_err(), "an existing copy is not overwritten");
+        assert!(
+            !dir.path().join("copy.db-wal").exists(),
+            "the copy is one file"
+        );
+        assert!(
+            snapshot(&path, &copy).is_err(),
+            "an existing copy is not overwritten"
+        );
     }
 }

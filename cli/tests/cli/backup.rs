@@ -467,3 +467,66 @@ fn a_backup_taken_while_another_process_writes_is_consistent() {
     }
     assert!(busy > 0, "the copy holds the writer's sessions");
 }
+
+#[test]
+fn the_default_name_is_in_the_current_directory_and_links_are_named_not_followed() {
+    let provider = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]).unwrap();
+    let env = populated(&provider);
+    std::os::unix::fs::symlink("/etc/passwd", env.home.path().join("outside")).unwrap();
+    let o = hermes(&env, &["backup"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("skipped the symbolic link outside"),
+        "{}",
+        stderr(&o)
+    );
+    let made: Vec<_> = std::fs::read_dir(env.work.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(
+        made[0].starts_with("hermes-backup-") && made[0].ends_with(".tar"),
+        "{made:?}"
+    );
+    let bytes = std::fs::read(env.work.path().join(&made[0])).unwrap();
+    assert!(!contains(&bytes, b"root:x:0:0"), "a link is not followed");
+}
+
+#[test]
+fn with_postgresql_the_archive_holds_the_files_and_says_pg_dump_is_yours() {
+    let url = hermes_tests::postgres::fresh_database();
+    let provider = FakeProvider::start(vec![Reply::text("in postgres")]).unwrap();
+    let env = Env::new();
+    env.write_home("MEMORY.md", "kept in the archive\n");
+    let o = env
+        .cmd(&provider.base_url())
+        .env("HERMES_DATABASE_URL", &url)
+        .args(["-z", "hello"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let archive = env.work.path().join("pg.tar");
+    let o = env
+        .bare()
+        .env("HERMES_DATABASE_URL", &url)
+        .args(["backup", archive.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pg_dump"), "{}", stderr(&o));
+    let mut names = Vec::new();
+    let mut reader = tar::Archive::new(std::fs::File::open(&archive).unwrap());
+    for entry in reader.entries().unwrap() {
+        names.push(
+            entry
+                .unwrap()
+                .path()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    assert!(names.contains(&"home/MEMORY.md".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("state.db")), "{names:?}");
+}

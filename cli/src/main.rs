@@ -7,10 +7,12 @@ mod admin;
 mod app;
 mod approval;
 mod args;
+mod backup;
 mod chat;
 mod cron_cmd;
 mod dbcheck;
 mod display;
+mod foreign_home;
 #[cfg(feature = "gateway")]
 mod gateway_log;
 #[cfg(feature = "gateway")]
@@ -22,6 +24,7 @@ mod markdown;
 mod mcp_cmd;
 #[cfg(feature = "gateway")]
 mod pairing_cmd;
+mod restore;
 mod sessions;
 mod setup;
 mod skills_cmd;
@@ -99,6 +102,12 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Some(c) => c,
     };
     let with_outer = |p: ProviderArgs| p.or(&outer);
+    if !matches!(command, Command::Completions { .. } | Command::Man) {
+        // Before anything reads settings from the home or opens its store.
+        if let Ok(home) = config::hermes_home(&Environment::from_process()) {
+            foreign_home::check(&home).map_err(CliError::Config)?;
+        }
+    }
     match command {
         Command::Chat(c) => chat(&c.chat, &with_outer(c.provider)),
         Command::Setup => setup::run(&Environment::from_process()),
@@ -171,6 +180,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
         Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
         Command::Skills { command } => skills_cmd::run(command),
+        Command::Backup { file, with_secrets } => {
+            backup::run(&load_settings(&outer)?, file, with_secrets)
+        }
+        Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
     }
 }
 

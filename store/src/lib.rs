@@ -112,6 +112,9 @@ pub use records::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, PreviousHolder, SearchHit,
     SearchScope, SessionRecord, SessionStatus, StoredCompaction,
 };
+pub use sqlite::file::{
+    SQLITE_SCHEMA, SqliteFile, inspect as inspect_sqlite, snapshot as snapshot_sqlite,
+};
 
 use std::fmt;
 use std::path::Path;

@@ -5,6 +5,7 @@
 //! lives in its own file and implements that area's backend trait.
 
 mod compaction;
+pub(crate) mod file;
 mod jobs;
 mod kv;
 mod lease;
@@ -93,6 +94,21 @@ impl Sqlite {
                 found,
                 supported: schema::LATEST_VERSION,
             });
+        }
+        // A file with tables but no hermes schema is another program's —
+        // hermes-agent's `state.db` under the same `~/.hermes`, say: the
+        // first migration would fail on its `sessions` table, and must not
+        // try. Nothing about the file has changed yet.
+        if found == 0 {
+            match file::classify(&conn).map_err(open_err)? {
+                file::SqliteFile::Empty | file::SqliteFile::Hermes { .. } => {}
+                other => {
+                    return Err(StoreError::Foreign {
+                        path,
+                        what: other.describe(),
+                    });
+                }
+            }
         }
         if wal {
             let mode: String = conn

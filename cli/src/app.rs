@@ -268,6 +268,7 @@ impl Workbench {
             system_prompt,
             Some(self.context.clone()),
         )
+        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()))
     }
 
     /// The current model's window and where it came from.

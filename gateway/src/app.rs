@@ -436,7 +436,8 @@ impl AgentFactory for RuntimeAgentFactory {
             Arc::new(tools),
             system_prompt,
             Some(context),
-        ))
+        )
+        .with_tool_choice_memory(self.windows.tool_choice_memory(primary.base_url())))
     }
 
     fn window_detail(&self, model: &str) -> Option<String> {

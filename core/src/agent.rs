@@ -61,6 +61,14 @@ pub use steer::{NoSteering, Steering};
 /// The exact result given to every tool call skipped because of an interrupt.
 pub const SKIPPED_TOOL_RESULT: &str = "[Tool execution skipped -- user sent a new message]";
 
+/// What to do when a request does not fit: the fixed part (system prompt
+/// and tool definitions) is the usual cause with a small window, not the
+/// user's message (issue 38).
+pub const OVERFLOW_FIXES: &str = "Every request also carries the system prompt and the tool \
+definitions: offer fewer tools (--toolsets file,terminal) or give the model a larger context on \
+the server (Ollama: num_ctx; llama.cpp: -c). Otherwise send a shorter message (or a smaller \
+file), or start a new session.";
+
 /// Why a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -106,12 +114,10 @@ impl StopReason {
                 ModelErrorKind::ContextOverflow {
                     window: Some(window),
                 } => format!(
-                    "The conversation does not fit in the model's context window ({window} tokens), even after compacting it. \
-                     Send a shorter message (or a smaller file), or start a new session. The provider said: {e}"
+                    "The conversation does not fit in the model's context window ({window} tokens), even after compacting it. {OVERFLOW_FIXES} The provider said: {e}"
                 ),
                 _ => format!(
-                    "The conversation does not fit in the model's context window, even after compacting it. \
-                     Send a shorter message (or a smaller file), or start a new session. The provider said: {e}"
+                    "The conversation does not fit in the model's context window, even after compacting it. {OVERFLOW_FIXES} The provider said: {e}"
                 ),
             }),
             StopReason::ToolAborted { tool, message } => {

@@ -18,6 +18,8 @@ use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::secret::Secret;
 use crate::store::{Store, SystemClock};
+pub mod fixed;
+
 use crate::tools::{
     ApprovalGate, Approver, SearchSource, SessionApprovals, TodoState, ToolEnv, ToolsError,
     build_registry,

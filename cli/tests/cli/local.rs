@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_tests::{FakeProvider, Reply};
+use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Window};
 use serde_json::Value;
 
 use crate::support::{Env, stderr, stdout};
@@ -198,4 +198,118 @@ fn a_server_ignoring_tool_choice_answers_after_the_repeat_guard() {
     assert_eq!(requests.len(), 7);
     assert_eq!(requests[5]["tool_choice"], "none");
     assert!(requests[6].get("tools").is_none());
+}
+
+/// A llama.cpp server started with `-c tokens`: it says so at `/props`
+/// and refuses a longer request in its own words.
+fn llama_server(tokens: u64, responder: hermes_tests::Responder) -> FakeProvider {
+    let window = Window {
+        tokens,
+        overflow: Overflow::LlamaCpp,
+        advertise: Advertise::Props,
+    };
+    FakeProvider::start_with(vec![], Some(window), Some(responder)).unwrap()
+}
+
+#[test]
+fn with_the_default_configuration_small_windows_answer() {
+    for (tokens, question) in [
+        (4096, "hello there"),
+        (2048, "What is the capital of France?"),
+    ] {
+        let env = Env::new();
+        let provider = llama_server(tokens, Arc::new(|_: &Value| Reply::text("Hi! Paris.")));
+        let o = env.run(&provider.base_url(), &["-z", question]);
+        assert_eq!(o.status.code(), Some(0), "{tokens}: {}", stderr(&o));
+        assert_eq!(stdout(&o).trim(), "Hi! Paris.");
+        // Never silently: one line names what was left out and the fixes.
+        let err = stderr(&o);
+        assert_eq!(err.matches("left out:").count(), 1, "{err}");
+        assert!(
+            err.contains("cronjob") && err.contains("--toolsets"),
+            "{err}"
+        );
+        assert!(err.contains("num_ctx"), "{err}");
+        assert!(
+            provider.refused().is_empty(),
+            "{tokens}: refused {:?}",
+            provider.refused()
+        );
+        let tools: Vec<String> = provider.requests()[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(tools.contains(&"read_file".to_owned()), "{tools:?}");
+        assert!(!tools.contains(&"cronjob".to_owned()), "{tools:?}");
+    }
+}
+
+#[test]
+fn a_4096_token_window_carries_a_three_step_task_with_the_request_intact() {
+    const TASK: &str =
+        "Write 'water the plants' to plan.txt, read it back, then find 'water' in it.";
+    let env = Env::new();
+    let responder = Arc::new(|req: &Value| {
+        let messages = req["messages"].as_array().unwrap();
+        // The user's request is still there, word for word, as the last
+        // user message of every request.
+        let last_user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+        if last_user["content"] != TASK {
+            return Reply::text(format!("LOST THE REQUEST: {last_user}"));
+        }
+        match messages.iter().filter(|m| m["role"] == "tool").count() {
+            0 => Reply::tool(
+                "c1",
+                "write_file",
+                r#"{"path":"plan.txt","content":"water the plants\n"}"#,
+            ),
+            1 => Reply::tool("c2", "read_file", r#"{"path":"plan.txt"}"#),
+            2 => Reply::tool("c3", "search_files", r#"{"pattern":"water"}"#),
+            _ => Reply::text("Done: plan.txt says to water the plants."),
+        }
+    });
+    let provider = llama_server(4096, responder);
+    let o = env.run(&provider.base_url(), &["-z", TASK]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).trim(),
+        "Done: plan.txt says to water the plants."
+    );
+    assert_eq!(provider.requests().len(), 4);
+    assert!(
+        provider.refused().is_empty(),
+        "refused {:?}",
+        provider.refused()
+    );
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+}
+
+#[test]
+fn tools_chosen_by_the_user_are_kept_and_only_shortened() {
+    let env = Env::new();
+    let provider = llama_server(4096, Arc::new(|_: &Value| Reply::text("ok")));
+    let o = env.run(
+        &provider.base_url(),
+        &[
+            "-z",
+            "hi",
+            "--toolsets",
+            "file,terminal,todo,cronjob,skills",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let names: Vec<String> = provider.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.contains(&"cronjob".to_owned()), "{names:?}");
+    assert!(!stderr(&o).contains("left out"), "{}", stderr(&o));
 }

@@ -230,6 +230,17 @@ fn with_the_default_configuration_small_windows_answer() {
             "{err}"
         );
         assert!(err.contains("num_ctx"), "{err}");
+        // The lean set's fixed part, as README.md and BENCHMARKS.md state it.
+        let now: u64 = err
+            .split("now ~")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((900..=1200).contains(&now), "{err}");
         assert!(
             provider.refused().is_empty(),
             "{tokens}: refused {:?}",
@@ -312,4 +323,33 @@ fn tools_chosen_by_the_user_are_kept_and_only_shortened() {
         .collect();
     assert!(names.contains(&"cronjob".to_owned()), "{names:?}");
     assert!(!stderr(&o).contains("left out"), "{}", stderr(&o));
+}
+
+#[test]
+fn doctor_shows_the_servers_window_and_the_fixed_prompt_against_it() {
+    let env = Env::new();
+    let provider = llama_server(4096, Arc::new(|_: &Value| Reply::text("ok")));
+    let o = env.run(&provider.base_url(), &["doctor"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("context window 4096 tokens (from provider"),
+        "{out}"
+    );
+    assert!(out.contains("/props"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("fixed prompt ~"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let tokens: u64 = line
+        .split('~')
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(tokens > 4096 * 40 / 100, "{line}");
+    assert!(out.contains("tool descriptions are shortened"), "{out}");
+    assert!(out.contains("--toolsets"), "{out}");
 }

@@ -788,3 +788,23 @@ fn the_digest_names_the_requests_the_tools_and_their_failures() {
         "{text}"
     );
 }
+
+#[test]
+fn a_compaction_that_would_not_shrink_the_request_is_not_done() {
+    // Short exchanges (a lookup of ten bytes, a one-line answer): the
+    // summary (~60 words) is bigger than the few words it would replace.
+    let model = WindowModel::new(100_000);
+    let agent = agent(model.clone(), 100_000, 10);
+    let mut history = Vec::new();
+    for n in [3, 6, 9, 12, 15] {
+        history = agent
+            .run_conversation(&format!("turn {n}: hi"), history)
+            .messages;
+    }
+    let before = history.clone();
+    assert_eq!(
+        agent.compact(&mut history, None),
+        Err(CompactError::NotWorthIt)
+    );
+    assert_eq!(history, before, "nothing was rewritten");
+}

@@ -6,14 +6,20 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::{Agent, AgentContext, AgentEvent, Run};
-use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens};
+use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens, text_tokens};
 use crate::context::{
     CompactError, Compaction, Compactor, ContextConfig, ContextUsage, Urgency, cap_tool_result,
     cap_tool_result_kept,
 };
 use crate::interrupt::InterruptFlag;
-use crate::message::{LedgerEntry, SummaryPlacement};
+use crate::message::{LedgerEntry, Message, SummaryPlacement};
 use crate::model::{Flow, ModelErrorKind, StreamSink};
+
+/// The results of the current turn kept whole when older ones are cut.
+const KEEP_WHOLE_RESULTS: usize = 2;
+
+/// What an older result of the current turn is cut to, in tokens.
+const CUT_RESULT_TOKENS: u64 = 120;
 
 impl Agent {
     /// Keeps conversations within the model's context window (SPEC X1):
@@ -104,16 +110,26 @@ impl Run<'_> {
         let Some(ctx) = &self.agent.context else {
             return false;
         };
+        let window = u64::from(ctx.config.window.tokens());
+        let threshold = ctx
+            .config
+            .policy
+            .budgets(window, ctx.fixed_tokens)
+            .threshold;
         if urgency == Urgency::Proactive {
-            let window = u64::from(ctx.config.window.tokens());
-            let threshold = ctx
-                .config
-                .policy
-                .budgets(window, ctx.fixed_tokens)
-                .threshold;
             let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
             if estimate.tokens <= threshold {
                 return false;
+            }
+        }
+        // Within this turn, older tool results are cut before anything is
+        // summarised (issue 38): the request and the steps taken stay
+        // where the model reads them.
+        if self.cut_older_turn_results() {
+            self.fresh = self.messages.len();
+            let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
+            if estimate.tokens <= threshold {
+                return true;
             }
         }
         let mut sink = InterruptSink(&self.agent.interrupt);
@@ -142,6 +158,28 @@ impl Run<'_> {
         self.observer.on_event(&AgentEvent::Compacted(&compaction));
         self.compactions.push(compaction);
         true
+    }
+
+    /// Cuts the results of this turn's tool calls, all but the last
+    /// [`KEEP_WHOLE_RESULTS`], to [`CUT_RESULT_TOKENS`]; returns whether any
+    /// was cut. Long outputs were kept whole on disk by the registry's
+    /// keeper when there is one, and the stored transcript keeps them.
+    fn cut_older_turn_results(&mut self) -> bool {
+        let start = self.first_new.min(self.messages.len());
+        let results: Vec<usize> = (start..self.messages.len())
+            .filter(|&i| matches!(self.messages[i].message, Message::Tool { .. }))
+            .collect();
+        let older = results.len().saturating_sub(KEEP_WHOLE_RESULTS);
+        let mut cut = false;
+        for &i in &results[..older] {
+            if let Message::Tool { content, .. } = &mut self.messages[i].message
+                && text_tokens(content) > CUT_RESULT_TOKENS
+            {
+                *content = cap_tool_result(core::mem::take(content), CUT_RESULT_TOKENS);
+                cut = true;
+            }
+        }
+        cut
     }
 
     /// Takes the limit a context-length error stated, if it stated one.

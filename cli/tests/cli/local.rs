@@ -353,3 +353,86 @@ fn doctor_shows_the_servers_window_and_the_fixed_prompt_against_it() {
     assert!(out.contains("tool descriptions are shortened"), "{out}");
     assert!(out.contains("--toolsets"), "{out}");
 }
+
+/// How the summariser of [`thirty_turns_in_a_6000_token_window`] behaves.
+#[derive(Clone, Copy, Debug)]
+enum Summariser {
+    Working,
+    Failing,
+    Empty,
+}
+
+#[test]
+fn thirty_turns_in_a_6000_token_window_each_answer_about_its_own_question() {
+    for summariser in [Summariser::Working, Summariser::Failing, Summariser::Empty] {
+        let env = Env::new();
+        let responder = Arc::new(move |req: &Value| {
+            let messages = req["messages"].as_array().unwrap();
+            let system = messages[0]["content"].as_str().unwrap_or("");
+            if system == hermes_core::context::summary::SUMMARIZER_PROMPT {
+                return match summariser {
+                    Summariser::Working => {
+                        Reply::text("The user asked numbered questions; each was answered.")
+                    }
+                    Summariser::Failing => Reply::Status(503, "overloaded".into()),
+                    Summariser::Empty => Reply::text(""),
+                };
+            }
+            // Answer the question of the last user message, by its number.
+            let last_user = messages
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or("");
+            let at = last_user.rfind("question ").map_or(0, |i| i + 9);
+            let n: String = last_user[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            Reply::text(format!("answer to question {n}: {}", "blah ".repeat(60)))
+        });
+        let provider = llama_server(6000, responder);
+        for n in 1..=30 {
+            let question = format!("question {n}: {}", "please tell me about it ".repeat(12));
+            let args = if n == 1 {
+                vec!["-z", question.as_str()]
+            } else {
+                vec!["chat", "--continue", "-q", question.as_str()]
+            };
+            let o = env.run(&provider.base_url(), &args);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{summariser:?} turn {n}: {}",
+                stderr(&o)
+            );
+            assert!(
+                stdout(&o).starts_with(&format!("answer to question {n}:")),
+                "{summariser:?} turn {n}: {}",
+                stdout(&o)
+            );
+        }
+        assert!(
+            provider.refused().is_empty(),
+            "{summariser:?}: {:?}",
+            provider.refused()
+        );
+        let summaries = provider
+            .requests()
+            .iter()
+            .filter(|r| {
+                r["messages"][0]["content"] == hermes_core::context::summary::SUMMARIZER_PROMPT
+            })
+            .count();
+        assert!(
+            summaries > 0 || !matches!(summariser, Summariser::Working),
+            "no compaction"
+        );
+        assert!(
+            provider.violations().is_empty(),
+            "{summariser:?}: {:?}",
+            provider.violations()
+        );
+    }
+}

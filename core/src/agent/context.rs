@@ -15,11 +15,12 @@ use crate::interrupt::InterruptFlag;
 use crate::message::{LedgerEntry, Message, SummaryPlacement};
 use crate::model::{Flow, ModelErrorKind, StreamSink};
 
-/// The results of the current turn kept whole when older ones are cut.
-const KEEP_WHOLE_RESULTS: usize = 2;
-
-/// What an older result of the current turn is cut to, in tokens.
+/// What an older result of the current turn is cut to, in tokens (its
+/// text; the marker saying so comes on top).
 const CUT_RESULT_TOKENS: u64 = 120;
+
+/// What [`cap_tool_result`] reserves for its marker.
+const CUT_MARKER_TOKENS: u64 = 40;
 
 impl Agent {
     /// Keeps conversations within the model's context window (SPEC X1):
@@ -125,11 +126,21 @@ impl Run<'_> {
         // Within this turn, older tool results are cut before anything is
         // summarised (issue 38): the request and the steps taken stay
         // where the model reads them.
-        if self.cut_older_turn_results() {
-            self.fresh = self.messages.len();
-            let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
-            if estimate.tokens <= threshold {
-                return true;
+        // The last two results stay whole if that fits, else only the
+        // last; the older ones shrink further if still needed.
+        let mut cut = false;
+        for (keep, to) in [
+            (2, CUT_RESULT_TOKENS),
+            (1, CUT_RESULT_TOKENS),
+            (1, CUT_RESULT_TOKENS / 4),
+        ] {
+            if self.cut_older_turn_results(keep, to) {
+                cut = true;
+                self.fresh = self.messages.len();
+                let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
+                if estimate.tokens <= threshold {
+                    return true;
+                }
             }
         }
         let mut sink = InterruptSink(&self.agent.interrupt);
@@ -139,7 +150,7 @@ impl Run<'_> {
                 .compact(&mut self.messages, urgency, None, &mut sink);
         let compaction = match outcome {
             Ok(c) => c,
-            Err(_) => return false,
+            Err(_) => return cut,
         };
         if let Some(u) = &compaction.usage {
             self.usage.add(u);
@@ -161,21 +172,21 @@ impl Run<'_> {
     }
 
     /// Cuts the results of this turn's tool calls, all but the last
-    /// [`KEEP_WHOLE_RESULTS`], to [`CUT_RESULT_TOKENS`]; returns whether any
-    /// was cut. Long outputs were kept whole on disk by the registry's
-    /// keeper when there is one, and the stored transcript keeps them.
-    fn cut_older_turn_results(&mut self) -> bool {
+    /// `keep`, to `to` tokens; returns whether any was cut. Long
+    /// outputs were kept whole on disk by the registry's keeper when there
+    /// is one, and the stored transcript keeps them.
+    fn cut_older_turn_results(&mut self, keep: usize, to: u64) -> bool {
         let start = self.first_new.min(self.messages.len());
         let results: Vec<usize> = (start..self.messages.len())
             .filter(|&i| matches!(self.messages[i].message, Message::Tool { .. }))
             .collect();
-        let older = results.len().saturating_sub(KEEP_WHOLE_RESULTS);
+        let older = results.len().saturating_sub(keep);
         let mut cut = false;
         for &i in &results[..older] {
             if let Message::Tool { content, .. } = &mut self.messages[i].message
-                && text_tokens(content) > CUT_RESULT_TOKENS
+                && text_tokens(content) > to + CUT_MARKER_TOKENS
             {
-                *content = cap_tool_result(core::mem::take(content), CUT_RESULT_TOKENS);
+                *content = cap_tool_result(core::mem::take(content), to + CUT_MARKER_TOKENS);
                 cut = true;
             }
         }

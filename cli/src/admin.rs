@@ -3,9 +3,9 @@
 use hermes_core::{ModelErrorKind, WindowSource};
 use hermes_runtime::client::ClientError;
 use hermes_runtime::config::{ConfigError, Settings, unknown_var};
-use hermes_runtime::context;
 use hermes_runtime::secret::Secret;
 use hermes_runtime::tools::SandboxStatus;
+use hermes_runtime::{assemble, context};
 
 use crate::app::{CliError, client};
 use crate::term::term;
@@ -291,6 +291,7 @@ pub fn doctor(settings: &Settings) -> i32 {
                 } else {
                     check(true, line, "");
                 }
+                fixed_prompt_line(settings, w.tokens, &style);
             }
         }
         Err((message, fix)) => {
@@ -413,4 +414,27 @@ pub fn models(settings: &Settings) -> Result<i32, CliError> {
     })?;
     println!("{}", model_table(&models, &settings.provider.model));
     Ok(0)
+}
+
+/// What every request carries before the conversation — the system prompt
+/// and the tool definitions — against the window, and what a small window
+/// makes of it (issue 38). The front-ends' own tools (`cronjob`,
+/// `session_search`) are not counted.
+fn fixed_prompt_line(settings: &Settings, window: u32, style: &crate::term::Style) {
+    let env = hermes_runtime::tools::ToolEnv::new(&settings.workdir, &settings.home);
+    let Ok(mut tools) = hermes_runtime::tools::build_registry(&env, settings.toolsets.as_deref())
+    else {
+        return;
+    };
+    let tokens = assemble::fixed::fixed_prompt_tokens(settings, tools.specs());
+    let line = format!(
+        "fixed prompt ~{tokens} tokens (system prompt + {} tool definitions; cronjob and \
+         session_search not counted), {} % of the window",
+        tools.len(),
+        tokens * 100 / u64::from(window.max(1))
+    );
+    match assemble::fixed::fit_tools(settings, &mut tools, window) {
+        None => println!("{} {line}", style.green("✓")),
+        Some(fitted) => println!("{} {line}\n    → {}", style.yellow("!"), fitted.notice()),
+    }
 }

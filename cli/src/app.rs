@@ -130,6 +130,9 @@ pub struct Workbench {
     pub approvals: Arc<SessionApprovals>,
     /// The session the tools serve, once there is one ([`Workbench::bind_session`]).
     pub session_id: Option<String>,
+    /// The last line said about tools shrunk for a small window, so a
+    /// rebuild of the same tools does not say it again.
+    fit_notice: Mutex<Option<String>>,
 }
 
 impl Workbench {
@@ -174,6 +177,7 @@ impl Workbench {
             approver: crate::approval::terminal_approver(),
             approvals: Arc::new(SessionApprovals::new()),
             session_id: None,
+            fit_notice: Mutex::new(None),
         };
         bench.tools = bench.build_tools(chain)?;
         Ok(bench)
@@ -217,6 +221,18 @@ impl Workbench {
                 Arc::new(SystemClock),
             )));
         }
+        // A small window gets shorter definitions, then fewer tools (issue 38).
+        let fitted =
+            assemble::fixed::fit_tools(&self.settings, &mut tools, self.context.window.tokens());
+        let notice = fitted.map(|f| f.notice());
+        let mut said = lock(&self.fit_notice);
+        if let Some(n) = &notice
+            && *said != notice
+        {
+            tracing::warn!("{n}");
+        }
+        *said = notice;
+        drop(said);
         Ok(Arc::new(tools))
     }
 
@@ -268,6 +284,7 @@ impl Workbench {
             system_prompt,
             Some(self.context.clone()),
         )
+        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()))
     }
 
     /// The current model's window and where it came from.

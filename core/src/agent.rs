@@ -34,6 +34,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::budget::IterationBudget;
 use crate::clock::{Clock, NoClock};
@@ -51,6 +52,7 @@ use crate::tool::batch::{SequentialBatch, ToolBatchRunner};
 mod context;
 mod repeat;
 mod steer;
+mod text_calls;
 mod tools;
 
 pub use repeat::{RepeatGuard, RepeatGuardError};
@@ -58,6 +60,14 @@ pub use steer::{NoSteering, Steering};
 
 /// The exact result given to every tool call skipped because of an interrupt.
 pub const SKIPPED_TOOL_RESULT: &str = "[Tool execution skipped -- user sent a new message]";
+
+/// What to do when a request does not fit: the fixed part (system prompt
+/// and tool definitions) is the usual cause with a small window, not the
+/// user's message (issue 38).
+pub const OVERFLOW_FIXES: &str = "Every request also carries the system prompt and the tool \
+definitions: offer fewer tools (--toolsets file,terminal) or give the model a larger context on \
+the server (Ollama: num_ctx; llama.cpp: -c). Otherwise send a shorter message (or a smaller \
+file), or start a new session.";
 
 /// Why a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,12 +114,10 @@ impl StopReason {
                 ModelErrorKind::ContextOverflow {
                     window: Some(window),
                 } => format!(
-                    "The conversation does not fit in the model's context window ({window} tokens), even after compacting it. \
-                     Send a shorter message (or a smaller file), or start a new session. The provider said: {e}"
+                    "The conversation does not fit in the model's context window ({window} tokens), even after compacting it. {OVERFLOW_FIXES} The provider said: {e}"
                 ),
                 _ => format!(
-                    "The conversation does not fit in the model's context window, even after compacting it. \
-                     Send a shorter message (or a smaller file), or start a new session. The provider said: {e}"
+                    "The conversation does not fit in the model's context window, even after compacting it. {OVERFLOW_FIXES} The provider said: {e}"
                 ),
             }),
             StopReason::ToolAborted { tool, message } => {
@@ -225,6 +233,10 @@ pub struct Agent {
     context: Option<AgentContext>,
     repeat_guard: Option<RepeatGuard>,
     batch: Arc<dyn ToolBatchRunner>,
+    /// Whether tool calls written as text are parsed (issue 38).
+    text_tool_calls: bool,
+    /// Set once the provider was seen ignoring `tool_choice: "none"`.
+    ignores_tool_choice: Arc<AtomicBool>,
 }
 
 /// An agent's context management: the configuration and the size of what
@@ -262,6 +274,8 @@ impl Agent {
             context: None,
             repeat_guard: None,
             batch: Arc::new(SequentialBatch),
+            text_tool_calls: true,
+            ignores_tool_choice: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -398,6 +412,7 @@ impl Agent {
             tools_off: None,
             grace_used: false,
             steering,
+            held: text_calls::Held::default(),
         };
         run.push(LedgerEntry::at(user_message, self.clock.now_ms()));
         let stop = run.drive();
@@ -448,6 +463,8 @@ struct Run<'a> {
     grace_used: bool,
     /// Text the user sent during the run (SPEC Y5).
     steering: &'a dyn Steering,
+    /// Streamed text held back while it may be a text tool call.
+    held: text_calls::Held,
 }
 
 /// Why a model call is the run's last, made without tools.
@@ -464,6 +481,7 @@ enum FinalCall {
 struct LoopSink<'a, 'b> {
     observer: &'a mut dyn AgentObserver,
     interrupt: &'b InterruptFlag,
+    held: &'a mut text_calls::Held,
 }
 
 impl LoopSink<'_, '_> {
@@ -478,7 +496,10 @@ impl LoopSink<'_, '_> {
 
 impl StreamSink for LoopSink<'_, '_> {
     fn on_text(&mut self, text: &str) -> Flow {
-        self.observer.on_event(&AgentEvent::TextDelta(text));
+        let observer = &mut *self.observer;
+        self.held.take(text, |shown| {
+            observer.on_event(&AgentEvent::TextDelta(shown))
+        });
         self.flow()
     }
 
@@ -509,17 +530,28 @@ impl Run<'_> {
         self.agent.clock.now_ms()
     }
 
-    /// One model call over the current ledger.
-    fn call_model(&mut self, tool_choice: ToolChoice) -> Result<Completion, ModelError> {
+    /// One model call over the current ledger; `offer_tools` false sends
+    /// no tools list at all (and then no `tool_choice`).
+    fn call_model(
+        &mut self,
+        tool_choice: ToolChoice,
+        offer_tools: bool,
+    ) -> Result<Completion, ModelError> {
         let request = ChatRequest {
             system_prompt: &self.agent.system_prompt,
             messages: &self.messages,
-            tools: self.agent.tools.specs(),
+            tools: if offer_tools {
+                self.agent.tools.specs()
+            } else {
+                &[]
+            },
             tool_choice,
         };
+        self.held = text_calls::Held::new(self.gates_text(offer_tools));
         let mut sink = LoopSink {
             observer: &mut *self.observer,
             interrupt: &self.agent.interrupt,
+            held: &mut self.held,
         };
         self.agent.model.complete(&request, &mut sink)
     }
@@ -550,6 +582,10 @@ impl Run<'_> {
                 Some(_) => ToolChoice::None,
                 None => ToolChoice::Auto,
             };
+            // A provider known to ignore `tool_choice` gets its final calls
+            // without the tools list (see `text_calls`).
+            let offer_tools =
+                final_call.is_none() || !self.agent.ignores_tool_choice.load(Ordering::Relaxed);
             self.iterations += 1;
             self.observer.on_event(&AgentEvent::ModelCall {
                 iteration: self.iterations,
@@ -564,7 +600,7 @@ impl Run<'_> {
             if interrupt.is_set() {
                 return StopReason::Interrupted;
             }
-            let mut result = self.call_model(tool_choice);
+            let mut result = self.call_model(tool_choice, offer_tools);
             if let Err(err) = &result
                 && err.kind.is_context_overflow()
                 && self.agent.context.is_some()
@@ -575,7 +611,7 @@ impl Run<'_> {
                     if interrupt.is_set() {
                         return StopReason::Interrupted;
                     }
-                    result = self.call_model(tool_choice);
+                    result = self.call_model(tool_choice, offer_tools);
                 }
                 if let Err(err) = &result
                     && err.kind.is_context_overflow()
@@ -584,9 +620,10 @@ impl Run<'_> {
                     return StopReason::ContextOverflow(err.clone());
                 }
             }
-            let completion = match result {
+            let mut completion = match result {
                 Ok(c) => c,
                 Err(err) => {
+                    self.release_held();
                     if let Some(text) = err.partial_text.clone().filter(|t| !t.is_empty()) {
                         let mut entry = LedgerEntry::at(Message::assistant(text), self.now());
                         entry.meta.interrupted = true;
@@ -603,17 +640,29 @@ impl Run<'_> {
             // drop tool calls (they may be incomplete and none was announced
             // as run), and leave.
             if interrupt.is_set() {
+                self.release_held();
                 self.push_assistant(completion, false, true);
                 return StopReason::Interrupted;
             }
 
             if completion.finish_reason == Some(FinishReason::Length) {
+                self.release_held();
                 self.push_assistant(completion, false, false);
                 return StopReason::Truncated;
             }
 
+            self.adopt_text_calls(&mut completion, offer_tools);
             // A final call's answer ends the run; tool calls a provider
-            // returned despite `tool_choice = none` are not run.
+            // returned despite `tool_choice = none` are not run: it is asked
+            // again without the tools list, so the turn ends with an answer.
+            if final_call.is_some() && !completion.tool_calls.is_empty() {
+                let (answer, failed) = self.answer_without_tools(completion);
+                completion = answer;
+                if let Some(err) = failed {
+                    self.push_assistant(completion, false, false);
+                    return StopReason::ModelError(err);
+                }
+            }
             if completion.tool_calls.is_empty() || final_call.is_some() {
                 self.push_assistant(completion, false, false);
                 // A first call made without tools (a wallet of one) that

@@ -315,3 +315,40 @@ pub fn response_body(data: &[u8]) {
         (a, b) => panic!("decode_response gave {a:?}, the stream decoder {b:?}"),
     }
 }
+
+/// Text tool calls ([`crate::codec::text_calls`]): [`parse`](crate::codec::text_calls::parse)
+/// never panics; what it accepts names only offered tools and carries JSON
+/// objects as arguments; every prefix of an accepted message is one
+/// [`may_be_call`](crate::codec::text_calls::may_be_call) holds back (so a
+/// streamed call is never shown), and once `may_be_call` lets text through
+/// it never holds again.
+pub fn text_calls(data: &[u8]) {
+    use crate::codec::text_calls::{may_be_call, parse};
+    let Ok(text) = core::str::from_utf8(data) else {
+        return;
+    };
+    let offered = ["read_file", "terminal", "todo"];
+    let parsed = parse(text, &offered);
+    if let Some(p) = &parsed {
+        assert!(!p.calls.is_empty());
+        for call in &p.calls {
+            assert!(offered.contains(&call.name.as_str()), "{}", call.name);
+            let args: serde_json::Value =
+                serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+            assert!(args.is_object(), "{}", call.arguments);
+        }
+    }
+    let mut held = true;
+    for (at, _) in text.char_indices().skip(1).chain([(text.len(), ' ')]) {
+        let now = may_be_call(&text[..at]);
+        assert!(
+            held || !now,
+            "held again after letting through: {:?}",
+            &text[..at]
+        );
+        if parsed.is_some() {
+            assert!(now, "a call's prefix was let through: {:?}", &text[..at]);
+        }
+        held = now;
+    }
+}

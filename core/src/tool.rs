@@ -191,6 +191,29 @@ impl ToolRegistry {
         self
     }
 
+    /// Rewrites the definitions sent to the model (a shorter form for a
+    /// small window); the tools and their names stay as they are.
+    pub fn map_specs(&mut self, mut rewrite: impl FnMut(&mut ToolSpec)) {
+        for spec in &mut self.specs {
+            let name = spec.name.clone();
+            rewrite(spec);
+            spec.name = name;
+        }
+    }
+
+    /// Keeps only the tools whose definition `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&ToolSpec) -> bool) {
+        let mut i = 0;
+        while i < self.specs.len() {
+            if keep(&self.specs[i]) {
+                i += 1;
+            } else {
+                self.specs.remove(i);
+                self.tools.remove(i);
+            }
+        }
+    }
+
     /// The definitions to send to the model.
     pub fn specs(&self) -> &[ToolSpec] {
         &self.specs

@@ -429,12 +429,17 @@ fn budget_exhaustion_stops_and_leaves_valid_history() {
         .with_max_iterations(3)
         .run_conversation("loop forever", vec![]);
     assert_eq!(out.stop, StopReason::BudgetExhausted);
-    assert_eq!(out.iterations, 3);
-    assert_eq!(model.calls(), 3);
     // The wallet's last call is made without tools (SPEC Y6); this model
-    // asks for a tool anyway, and that call is not run.
+    // asks for a tool anyway, that call is not run, and it is asked once
+    // more without the tools list (issue 38).
+    assert_eq!(out.iterations, 4);
+    assert_eq!(model.calls(), 4);
     assert_eq!(count.load(Ordering::SeqCst), 2);
-    assert_eq!(model.seen.lock().unwrap()[2].wire["tool_choice"], "none");
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen[2].wire["tool_choice"], "none");
+    assert!(seen[3].wire.get("tools").is_none());
+    assert!(seen[3].wire.get("tool_choice").is_none());
+    drop(seen);
     assert!(
         out.stop
             .notice(3)
@@ -760,3 +765,6 @@ fn history_is_extended_not_copied() {
     assert_eq!(out.new_messages().len(), 2);
     assert_eq!(model.seen.lock().unwrap()[0].messages.len(), 51);
 }
+
+#[path = "agent/text_calls.rs"]
+mod text_calls;

@@ -40,6 +40,7 @@ fn committed_fuzz_inputs_still_pass() {
     });
     replay("response_body", fuzz_entry::response_body);
     replay("anthropic_stream", fuzz_entry::anthropic_stream);
+    replay("text_calls", fuzz_entry::text_calls);
 }
 
 #[test]
@@ -55,6 +56,32 @@ fn empty_content_decodes_alike_as_json_and_as_a_stream() {
     let direct = hermes_core::codec::decode_response(refused).unwrap();
     assert_eq!(direct.content.as_deref(), Some("no"));
     fuzz_entry::response_body(refused);
+}
+
+/// Answers built from the pieces of text tool calls (issue 38).
+fn text_call_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("<tool_call>"),
+        Just("</tool_call>"),
+        Just("<think>"),
+        Just("</think>"),
+        Just(r#"{"name": "read_file", "arguments": {"path": "a"}}"#),
+        Just(r#"{"name": "rm", "parameters": {}}"#),
+        Just("[TOOL_CALLS]"),
+        Just("[ARGS]"),
+        Just("<|python_tag|>"),
+        Just("<|eom_id|>"),
+        Just("terminal"),
+        Just(" "),
+        Just("\n"),
+        Just("{"),
+        Just("}"),
+        Just("["),
+        Just("]"),
+        Just("Sure, "),
+        Just("```"),
+    ];
+    proptest::collection::vec(piece, 0..8).prop_map(|v| v.concat())
 }
 
 /// A text value as a provider might send it, JSON-escaped or not.
@@ -196,6 +223,11 @@ proptest! {
     #[test]
     fn anthropic_result_does_not_depend_on_the_split(bytes in anthropic_stream()) {
         fuzz_entry::anthropic_stream(&bytes);
+    }
+
+    #[test]
+    fn text_calls_are_held_back_and_name_only_offered_tools(text in text_call_text()) {
+        fuzz_entry::text_calls(text.as_bytes());
     }
 
     #[test]

@@ -429,13 +429,20 @@ impl AgentFactory for RuntimeAgentFactory {
         if let Some(offer) = self.cron.get() {
             offer.register(&mut tools, session_id);
         }
+        // A small window gets shorter definitions, then fewer tools (issue 38).
+        if let Some(fitted) =
+            assemble::fixed::fit_tools(&self.settings, &mut tools, context.window.tokens())
+        {
+            tracing::info!(session = session_id, "{}", fitted.notice());
+        }
         Ok(assemble::agent(
             &self.settings,
             client,
             Arc::new(tools),
             system_prompt,
             Some(context),
-        ))
+        )
+        .with_tool_choice_memory(self.windows.tool_choice_memory(primary.base_url())))
     }
 
     fn window_detail(&self, model: &str) -> Option<String> {

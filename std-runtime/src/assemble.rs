@@ -18,6 +18,8 @@ use crate::media::MediaDir;
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::secret::Secret;
 use crate::store::{Store, SystemClock};
+pub mod fixed;
+
 use crate::tools::{
     ApprovalGate, Approver, SearchSource, SessionApprovals, TodoState, ToolEnv, ToolsError,
     build_registry,
@@ -261,6 +263,7 @@ pub fn session_tools(
     }
     env.context = deps.context.clone();
     env.repeat_guard = settings.repeat_guard;
+    env.text_tool_calls = settings.text_tool_calls;
     env.tool_output_dir = Some(match &deps.session_id {
         Some(id) => crate::spill::session_dir(&settings.home, id),
         None => crate::spill::scope_dir(&settings.home),
@@ -356,6 +359,7 @@ pub fn agent(
     let agent = Agent::new(model, tools, system_prompt)
         .with_max_iterations(settings.max_iterations)
         .with_repeat_guard(settings.repeat_guard)
+        .with_text_tool_calls(settings.text_tool_calls)
         .with_batch_runner(Arc::new(crate::parallel::ParallelBatch::default()))
         .with_clock(Arc::new(SystemClock));
     match context {

@@ -177,6 +177,9 @@ pub struct Settings {
     pub max_iterations: u32,
     /// The repeat guard (`[agent] repeat_guard`, SPEC Y6); `None` when off.
     pub repeat_guard: Option<hermes_core::RepeatGuard>,
+    /// Whether tool calls a model writes as text are run (`[agent]
+    /// text_tool_calls`, `HERMES_TEXT_TOOL_CALLS`; default on, issue 38).
+    pub text_tool_calls: bool,
     /// The model's context window in tokens, when set
     /// (`[provider] context_length`, `HERMES_CONTEXT_LENGTH`); otherwise it is
     /// asked of the provider (see [`crate::context`]).
@@ -266,6 +269,7 @@ impl fmt::Debug for Settings {
             provider,
             max_iterations,
             repeat_guard,
+            text_tool_calls,
             context_length,
             compression_model,
             compress_threshold,
@@ -292,6 +296,7 @@ impl fmt::Debug for Settings {
             .field("provider", provider)
             .field("max_iterations", max_iterations)
             .field("repeat_guard", repeat_guard)
+            .field("text_tool_calls", text_tool_calls)
             .field("context_length", context_length)
             .field("compression_model", compression_model)
             .field("compress_threshold", compress_threshold)

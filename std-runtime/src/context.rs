@@ -26,6 +26,7 @@
 //! process ([`ContextWindow::learn`], done by the agent loop).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -317,6 +318,9 @@ pub fn resolve(settings: &Settings, client: &OpenAiClient, model: &str) -> Windo
 pub struct Windows {
     known: Mutex<Known>,
     store: Option<Arc<Mutex<Store>>>,
+    /// Base URL → whether that provider ignores `tool_choice` (shared with
+    /// every agent on it), and whether that is stored.
+    tool_choice: Mutex<HashMap<String, (Arc<AtomicBool>, bool)>>,
 }
 
 /// (base URL, model) → (the shared window, where its size came from, the
@@ -334,6 +338,7 @@ impl Windows {
         Windows {
             known: Mutex::default(),
             store: Some(store),
+            tool_choice: Mutex::default(),
         }
     }
 
@@ -392,8 +397,10 @@ impl Windows {
     }
 
     /// Caches the windows a context-length error taught since they were
-    /// resolved (call after a turn; cheap when nothing was learned).
+    /// resolved, and the providers found ignoring `tool_choice` (call after
+    /// a turn; cheap when nothing was learned).
     pub fn record_learned(&self) {
+        self.record_tool_choice();
         let learned: Vec<((String, String), u32)> = {
             let known = self.lock();
             known
@@ -413,6 +420,43 @@ impl Windows {
             let saved = self.save(&base_url, &model, &info);
             if let Some(entry) = self.lock().get_mut(&(base_url, model)) {
                 entry.2 = saved;
+            }
+        }
+    }
+
+    /// The memory that the provider at `base_url` ignores `tool_choice:
+    /// "none"` (issue 38), for [`hermes_core::Agent::with_tool_choice_memory`]:
+    /// one flag per provider and process, read from the store the first
+    /// time, written back by [`Windows::record_learned`] once the loop sets it.
+    pub fn tool_choice_memory(&self, base_url: &str) -> Arc<AtomicBool> {
+        let mut flags = lock(&self.tool_choice);
+        if let Some((flag, _)) = flags.get(base_url) {
+            return Arc::clone(flag);
+        }
+        let stored = self.store.as_ref().is_some_and(|store| {
+            cache::ignores_tool_choice(&lock(store), base_url)
+                .inspect_err(|e| tracing::warn!(error = %e, "could not read a provider's quirks"))
+                .unwrap_or(false)
+        });
+        let flag = Arc::new(AtomicBool::new(stored));
+        flags.insert(base_url.to_owned(), (Arc::clone(&flag), stored));
+        flag
+    }
+
+    /// Stores the providers found ignoring `tool_choice` since the last call.
+    fn record_tool_choice(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let mut flags = lock(&self.tool_choice);
+        for (base_url, (flag, saved)) in flags.iter_mut() {
+            if *saved || !flag.load(Ordering::Relaxed) {
+                continue;
+            }
+            tracing::info!(base_url = %crate::redact::redact_url(base_url), "the provider ignores tool_choice: final calls go without the tools list");
+            match cache::save_ignores_tool_choice(&mut lock(store), base_url) {
+                Ok(()) => *saved = true,
+                Err(e) => tracing::warn!(error = %e, "could not store a provider's quirks"),
             }
         }
     }

@@ -13,6 +13,7 @@ mod foreign_home;
 mod frugal;
 mod interactive;
 mod kept;
+mod local;
 mod oneshot;
 mod sessions;
 mod skills;

@@ -301,7 +301,13 @@ fn budget_exhaustion_is_reported_with_exit_1() {
         "{}",
         stderr(&o)
     );
-    assert_eq!(provider.requests().len(), 2);
+    // The scripted provider calls a tool even on the last call, made with
+    // `tool_choice: "none"`: it is asked once more without the tools list
+    // (issue 38).
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1]["tool_choice"], "none");
+    assert!(requests[2].get("tools").is_none());
 }
 
 #[test]

@@ -6,14 +6,21 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::{Agent, AgentContext, AgentEvent, Run};
-use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens};
+use crate::context::estimate::{fixed_tokens, fresh_from, request_tokens, text_tokens};
 use crate::context::{
     CompactError, Compaction, Compactor, ContextConfig, ContextUsage, Urgency, cap_tool_result,
     cap_tool_result_kept,
 };
 use crate::interrupt::InterruptFlag;
-use crate::message::{LedgerEntry, SummaryPlacement};
+use crate::message::{LedgerEntry, Message, SummaryPlacement};
 use crate::model::{Flow, ModelErrorKind, StreamSink};
+
+/// What an older result of the current turn is cut to, in tokens (its
+/// text; the marker saying so comes on top).
+const CUT_RESULT_TOKENS: u64 = 120;
+
+/// What [`cap_tool_result`] reserves for its marker.
+const CUT_MARKER_TOKENS: u64 = 40;
 
 impl Agent {
     /// Keeps conversations within the model's context window (SPEC X1):
@@ -104,16 +111,36 @@ impl Run<'_> {
         let Some(ctx) = &self.agent.context else {
             return false;
         };
+        let window = u64::from(ctx.config.window.tokens());
+        let threshold = ctx
+            .config
+            .policy
+            .budgets(window, ctx.fixed_tokens)
+            .threshold;
         if urgency == Urgency::Proactive {
-            let window = u64::from(ctx.config.window.tokens());
-            let threshold = ctx
-                .config
-                .policy
-                .budgets(window, ctx.fixed_tokens)
-                .threshold;
             let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
             if estimate.tokens <= threshold {
                 return false;
+            }
+        }
+        // Within this turn, older tool results are cut before anything is
+        // summarised (issue 38): the request and the steps taken stay
+        // where the model reads them.
+        // The last two results stay whole if that fits, else only the
+        // last; the older ones shrink further if still needed.
+        let mut cut = false;
+        for (keep, to) in [
+            (2, CUT_RESULT_TOKENS),
+            (1, CUT_RESULT_TOKENS),
+            (1, CUT_RESULT_TOKENS / 4),
+        ] {
+            if self.cut_older_turn_results(keep, to) {
+                cut = true;
+                self.fresh = self.messages.len();
+                let estimate = request_tokens(ctx.fixed_tokens, &self.messages, self.fresh);
+                if estimate.tokens <= threshold {
+                    return true;
+                }
             }
         }
         let mut sink = InterruptSink(&self.agent.interrupt);
@@ -123,7 +150,7 @@ impl Run<'_> {
                 .compact(&mut self.messages, urgency, None, &mut sink);
         let compaction = match outcome {
             Ok(c) => c,
-            Err(_) => return false,
+            Err(_) => return cut,
         };
         if let Some(u) = &compaction.usage {
             self.usage.add(u);
@@ -142,6 +169,28 @@ impl Run<'_> {
         self.observer.on_event(&AgentEvent::Compacted(&compaction));
         self.compactions.push(compaction);
         true
+    }
+
+    /// Cuts the results of this turn's tool calls, all but the last
+    /// `keep`, to `to` tokens; returns whether any was cut. Long
+    /// outputs were kept whole on disk by the registry's keeper when there
+    /// is one, and the stored transcript keeps them.
+    fn cut_older_turn_results(&mut self, keep: usize, to: u64) -> bool {
+        let start = self.first_new.min(self.messages.len());
+        let results: Vec<usize> = (start..self.messages.len())
+            .filter(|&i| matches!(self.messages[i].message, Message::Tool { .. }))
+            .collect();
+        let older = results.len().saturating_sub(keep);
+        let mut cut = false;
+        for &i in &results[..older] {
+            if let Message::Tool { content, .. } = &mut self.messages[i].message
+                && text_tokens(content) > to + CUT_MARKER_TOKENS
+            {
+                *content = cap_tool_result(core::mem::take(content), to + CUT_MARKER_TOKENS);
+                cut = true;
+            }
+        }
+        cut
     }
 
     /// Takes the limit a context-length error stated, if it stated one.

@@ -39,6 +39,7 @@ mod reasoning;
 pub mod request;
 pub mod response;
 pub mod sse;
+pub mod text_calls;
 
 pub use frame::{DEFAULT_MAX_EVENT_BYTES, MAX_TOOL_CALLS, SseStatus};
 pub use request::{

@@ -15,7 +15,7 @@ use crate::model::{ChatRequest, Flow, Model, StreamSink};
 
 use super::ContextConfig;
 use super::digest::digest;
-use super::estimate::{fresh_from, request_tokens, text_tokens};
+use super::estimate::{entry_tokens, fresh_from, request_tokens, text_tokens};
 use super::plan::{Budgets, plan};
 use super::summary::{self, SUMMARIZER_PROMPT};
 
@@ -196,10 +196,17 @@ impl Compactor<'_> {
             digest(view, middle.clone(), max.max(256))
         });
 
-        // The rewrite: drop the middle, place the summary.
+        // The rewrite: drop the middle, place the summary — unless the
+        // summary is no smaller than what it stands for: a compaction that
+        // does not make the request smaller only loses the originals'
+        // wording (issue 38).
         let replaced = plan.replaced();
         let tail = view.len() - plan.tail_start;
         let block = summary::block(&answer, replaced);
+        let middle_tokens: u64 = view[middle.clone()].iter().map(entry_tokens).sum();
+        if text_tokens(&block) >= middle_tokens {
+            return Err(CompactError::NotWorthIt);
+        }
         let mark = CompactionMark {
             placement: plan.placement,
             replaced: u32::try_from(replaced).unwrap_or(u32::MAX),

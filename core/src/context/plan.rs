@@ -193,7 +193,16 @@ pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
                 turn_start -= 1;
             }
         }
-        if turn_start < tail_start && tail_start <= last_user {
+        // Nor is the request summarised when the tail would start after it
+        // (a long turn, issue 38): the tail takes the whole turn. A middle
+        // inside the turn (the request kept in the head) would put a summary
+        // between the turn's steps, where a model reads it as a new
+        // request: not done (the loop cuts the turn's older tool results
+        // instead).
+        if head_end > turn_start {
+            return Err(NoPlan::TooShort);
+        }
+        if turn_start < tail_start {
             tail_tokens += view[turn_start..tail_start]
                 .iter()
                 .map(entry_tokens)
@@ -213,6 +222,8 @@ pub fn plan(view: &[LedgerEntry], budgets: Budgets) -> Result<Plan, NoPlan> {
     if middle.is_empty() || only_old_summary {
         return Err(NoPlan::TooShort);
     }
+    // Before the current request, the summary opens its message and the
+    // request follows whole, after the separator (roles keep alternating).
     let placement = if matches!(view[tail_start].message, Message::User { .. }) {
         SummaryPlacement::BeforeNext
     } else {

@@ -142,7 +142,7 @@ pub const MODEL_FAILED_NOT_KEPT: &str = "Sorry, I could not get an answer from t
 pub const MODEL_FAILED_PARTWAY: &str =
     "Sorry, the model stopped answering partway. Please try again in a moment.";
 /// The conversation does not fit the model's window, even compacted.
-const TOO_LONG: &str = "This does not fit in the model's context window, even after compacting the conversation. Send a shorter message (or a smaller file), or start a new conversation with /new.";
+const TOO_LONG: &str = "This does not fit in the model's context window, even after compacting the conversation. Every request also carries the system prompt and the tool definitions: a larger context on the server (Ollama: num_ctx; llama.cpp: -c) or fewer tools ([agent] toolsets) helps; otherwise send a shorter message (or a smaller file), or start a new conversation with /new.";
 
 /// Whether `message` is (part of) an answer: text, a tool call or a tool
 /// result; an empty assistant message (stopped before its first token) is

@@ -162,6 +162,22 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     }
     origins.insert("max_iterations", it_origin);
     let repeat_guard = super::repeat::repeat_guard(&resolver)?;
+    let text_tool_calls = match resolver.var("HERMES_TEXT_TOOL_CALLS") {
+        Some((v, o)) => {
+            origins.insert("text_tool_calls", o);
+            super::media::parse_bool("HERMES_TEXT_TOOL_CALLS", v)?
+        }
+        None => match resolver.toml_bool("agent", "text_tool_calls")? {
+            Some(on) => {
+                origins.insert(
+                    "text_tool_calls",
+                    Origin::ConfigFile("agent.text_tool_calls"),
+                );
+                on
+            }
+            None => true,
+        },
+    };
 
     let context_length = match resolver.var("HERMES_CONTEXT_LENGTH") {
         Some((v, o)) => Some((
@@ -376,6 +392,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         },
         max_iterations,
         repeat_guard,
+        text_tool_calls,
         context_length,
         compression_model,
         compress_threshold,

@@ -16,7 +16,7 @@ use crate::media::tts::{
 };
 use crate::secret::Secret;
 
-fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+pub(super) fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),

@@ -130,6 +130,7 @@ pub const SECTIONS: &[Section] = &[
             key("approval_timeout", Kind::PositiveInt),
             key("summarizer_cooldown_secs", Kind::PositiveInt),
             key("repeat_guard", Kind::TableOrOff),
+            key("text_tool_calls", Kind::Bool),
         ]),
     },
     Section {

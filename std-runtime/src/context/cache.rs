@@ -122,6 +122,29 @@ pub fn save(
     store.kv_set(&key(base_url, model), &value.to_string())
 }
 
+/// The key prefix of the providers known to ignore `tool_choice` (issue 38).
+pub const TOOL_CHOICE_PREFIX: &str = "tool_choice_ignored\u{1f}";
+
+fn tool_choice_key(base_url: &str) -> String {
+    format!(
+        "{TOOL_CHOICE_PREFIX}{}",
+        crate::redact::redact_url(base_url)
+    )
+}
+
+/// Whether an earlier run found that the provider at `base_url` ignores
+/// `tool_choice: "none"` (so final calls go without the tools list).
+pub fn ignores_tool_choice(store: &Store, base_url: &str) -> Result<bool, StoreError> {
+    Ok(store.kv_get(&tool_choice_key(base_url))?.is_some())
+}
+
+/// Remembers that the provider at `base_url` ignores `tool_choice`. Kept
+/// without an expiry: a final call without the tools list costs nothing on
+/// a server that would have honoured it.
+pub fn save_ignores_tool_choice(store: &mut Store, base_url: &str) -> Result<(), StoreError> {
+    store.kv_set(&tool_choice_key(base_url), "1")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

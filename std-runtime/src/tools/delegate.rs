@@ -193,6 +193,7 @@ impl Tool for DelegateTool {
         let mut agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
             .with_interrupt(child_flag.clone())
             .with_repeat_guard(self.env.repeat_guard)
+            .with_text_tool_calls(self.env.text_tool_calls)
             .with_batch_runner(Arc::new(crate::parallel::ParallelBatch::default()));
         // The child keeps its own conversation within the window under the
         // same rules as its parent (SPEC X1).

@@ -151,6 +151,9 @@ pub struct ToolEnv {
     pub context: Option<hermes_core::ContextConfig>,
     /// The repeat guard sub-agents run under (SPEC Y6); `None`: off.
     pub repeat_guard: Option<hermes_core::RepeatGuard>,
+    /// Whether sub-agents run tool calls their model writes as text
+    /// (`[agent] text_tool_calls`, issue 38).
+    pub text_tool_calls: bool,
     /// Where outputs past the cap are kept whole
     /// (`$HERMES_HOME/tool-output/<scope>`, SPEC Y6); `None`: they are cut.
     pub tool_output_dir: Option<PathBuf>,
@@ -185,6 +188,7 @@ impl fmt::Debug for ToolEnv {
             .field("todo_state", &self.todo_state.is_some())
             .field("context", &self.context.is_some())
             .field("repeat_guard", &self.repeat_guard)
+            .field("text_tool_calls", &self.text_tool_calls)
             .field("tool_output_dir", &self.tool_output_dir)
             .field("session_search", &self.session_search)
             .field("approval", &self.approval)
@@ -213,6 +217,7 @@ impl ToolEnv {
             todo_state: None,
             context: None,
             repeat_guard: None,
+            text_tool_calls: true,
             tool_output_dir: None,
             session_search: None,
             approval: ApprovalGate::default(),

@@ -1,0 +1,171 @@
+//! The fixed part of every request — the system prompt and the tool
+//! definitions — fitted to the model's window (issue 38).
+//!
+//! Every request carries it before the user has said a word; with the
+//! 4096-token window of a default Ollama, LM Studio or `llama-server -c
+//! 4096` the full set would leave no room for the conversation. When it
+//! takes more than [`FIXED_SHARE_PCT`] % of the window (hermes's own
+//! estimate), it is shrunk in this order, stopping as soon as it fits:
+//!
+//! 1. **compact definitions**: each tool's description cut to its first
+//!    sentence, the parameters' descriptions dropped (names, types, enums
+//!    and `required` stay);
+//! 2. **the lean toolset** ([`LEAN_TOOLS`]: the file tools, the terminal,
+//!    web, memory) — only when the user did not choose toolsets: a choice
+//!    made with `--toolsets` or `[agent] toolsets` is kept as made.
+//!
+//! Never silently: [`Fitted::notice`] is the one line the front-ends log,
+//! naming what was left out and how to bring it back.
+
+use hermes_core::context::estimate::fixed_tokens;
+use hermes_core::{ToolRegistry, ToolSpec};
+use serde_json::Value;
+
+use crate::config::Settings;
+
+/// The share of the window the fixed part may take before it is shrunk.
+pub const FIXED_SHARE_PCT: u64 = 40;
+
+/// The tools kept for a small window: reading and editing files, the
+/// terminal, the web, memory.
+pub const LEAN_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "patch",
+    "search_files",
+    "terminal",
+    "web_fetch",
+    "web_search",
+    "memory",
+];
+
+/// What fitting did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fitted {
+    /// The window, in tokens.
+    pub window: u32,
+    /// The fixed part before, estimated in tokens.
+    pub before: u64,
+    /// The fixed part after.
+    pub after: u64,
+    /// The tools left out, in registration order.
+    pub left_out: Vec<String>,
+}
+
+impl Fitted {
+    /// The one line that says what was shrunk and how to undo it.
+    pub fn notice(&self) -> String {
+        let left_out = if self.left_out.is_empty() {
+            String::new()
+        } else {
+            format!("; left out: {}", self.left_out.join(", "))
+        };
+        format!(
+            "the system prompt and tool definitions took ~{} of the model's {} tokens, so tool \
+             descriptions are shortened{left_out} (now ~{} tokens). Bring tools back with \
+             --toolsets (e.g. --toolsets file,terminal,todo) or give the model a larger context \
+             on the server (Ollama: num_ctx; llama.cpp: -c)",
+            self.before, self.window, self.after
+        )
+    }
+}
+
+/// The fixed part's estimated tokens with `tools` as offered.
+pub fn fixed_prompt_tokens(settings: &Settings, tools: &[ToolSpec]) -> u64 {
+    fixed_tokens(&super::session_prompt(settings, tools), tools)
+}
+
+/// Shrinks `tools` (see the module docs) when the fixed part takes more
+/// than [`FIXED_SHARE_PCT`] % of `window`; `None` when it already fits.
+pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> Option<Fitted> {
+    let limit = u64::from(window) * FIXED_SHARE_PCT / 100;
+    let before = fixed_prompt_tokens(settings, tools.specs());
+    if before <= limit || tools.is_empty() {
+        return None;
+    }
+    tools.map_specs(compact);
+    let mut after = fixed_prompt_tokens(settings, tools.specs());
+    let mut left_out = Vec::new();
+    if after > limit && settings.toolsets.is_none() {
+        tools.retain(|spec| {
+            let keep = LEAN_TOOLS.contains(&spec.name.as_str());
+            if !keep {
+                left_out.push(spec.name.clone());
+            }
+            keep
+        });
+        after = fixed_prompt_tokens(settings, tools.specs());
+    }
+    Some(Fitted {
+        window,
+        before,
+        after,
+        left_out,
+    })
+}
+
+/// The compact form of a definition: the description's first sentence,
+/// the parameters without their descriptions.
+pub fn compact(spec: &mut ToolSpec) {
+    spec.description = first_sentence(&spec.description).to_owned();
+    strip_descriptions(&mut spec.parameters);
+}
+
+fn first_sentence(text: &str) -> &str {
+    let text = text.trim();
+    let line = text.lines().next().unwrap_or("");
+    match line.find(". ") {
+        Some(at) => &line[..=at],
+        None => line,
+    }
+}
+
+/// Drops `description` from every property schema, at any depth.
+fn strip_descriptions(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let Some(p) = property.as_object_mut() {
+                p.remove("description");
+            }
+            strip_descriptions(property);
+        }
+    }
+    if let Some(items) = object.get_mut("items") {
+        if let Some(i) = items.as_object_mut() {
+            i.remove("description");
+        }
+        strip_descriptions(items);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_compact_form_keeps_names_types_and_requirements() {
+        let mut spec = ToolSpec::new(
+            "todo",
+            "Keep a task list. action 'list'; 'add' with items.\nMore.",
+            json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["list", "add"], "description": "what to do"},
+                "items": {"type": "array", "items": {"type": "string", "description": "one"},
+                          "description": "the items"}},
+                "required": ["action"]}),
+        );
+        compact(&mut spec);
+        assert_eq!(spec.description, "Keep a task list.");
+        assert_eq!(
+            spec.parameters,
+            json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["list", "add"]},
+                "items": {"type": "array", "items": {"type": "string"}}},
+                "required": ["action"]})
+        );
+    }
+}

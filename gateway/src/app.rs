@@ -548,6 +548,8 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     hermes_runtime::cron::CronSettings::load(settings)
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     check_sandbox(settings)?;
+    #[cfg(feature = "webhooks")]
+    crate::webhook::settings(settings).map_err(|e| GatewayError::Platform(e.to_string()))?;
     // The tools are built as `run` builds them: with an async bridge, or an
     // explicit `web` toolset would be refused here and `run` never start.
     let bridge = Arc::new(AsyncBridge::new()?);
@@ -690,6 +692,27 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             }
             None => None,
         };
+        // Webhooks in: events become one-off jobs of the scheduler above.
+        #[cfg(feature = "webhooks")]
+        let webhooks = match (
+            crate::webhook::settings(settings)
+                .map_err(|e| GatewayError::Platform(e.to_string()))?,
+            &scheduler,
+        ) {
+            (Some(config), Some(_)) => Some(
+                crate::webhook::WebhookServer::bind(
+                    config,
+                    Arc::clone(&store),
+                    Arc::new(SystemClock),
+                )
+                .await?,
+            ),
+            (Some(_), None) => {
+                tracing::warn!("webhooks need a chat platform to deliver to; the listener is off");
+                None
+            }
+            (None, _) => None,
+        };
         #[cfg(feature = "api_server")]
         let api_server = match api {
             Some(config) => Some(
@@ -716,6 +739,10 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             } => Some(why),
         };
         tracing::info!("stopping the gateway");
+        #[cfg(feature = "webhooks")]
+        if let Some(webhooks) = webhooks {
+            webhooks.stop().await;
+        }
         if let Some(scheduler) = scheduler {
             scheduler.stop(std::time::Duration::from_secs(2)).await;
         }

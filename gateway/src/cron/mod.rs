@@ -44,6 +44,10 @@ use crate::lease::{Acquired, LeaseTiming, try_acquire};
 use crate::runner::{AgentFactory, GatewayRunner};
 
 pub use hermes_runtime::cron::STATUS_KEY;
+/// Job ids of webhook events (`crate::webhook`) start with this; a
+/// scheduled job's with `j`. Their runs take the stored prompt as the whole
+/// user message (it already says where the event came from).
+pub const WEBHOOK_JOB_PREFIX: &str = "w";
 /// A due time older than this when claimed was missed (no gateway ran).
 pub const MISSED_AFTER: Duration = Duration::from_secs(60);
 /// How often the status entry is written.

@@ -57,6 +57,9 @@ impl AgentObserver for RunObserver<'_> {
 /// the model nobody is there to answer questions, and what the job's
 /// script printed, if it has one.
 fn run_message(job: &JobRecord, script_output: Option<&str>) -> String {
+    if job.id.starts_with(super::WEBHOOK_JOB_PREFIX) {
+        return job.prompt.clone();
+    }
     let context = match (&job.script, script_output.map(str::trim_end)) {
         (Some(script), Some("")) => {
             format!("[The job's script {script} ran and printed nothing.]\n\n")

@@ -228,6 +228,12 @@ pub const SECTIONS: &[Section] = &[
             key("max_concurrent", Kind::PositiveInt),
         ]),
     },
+    Section {
+        // Webhooks in (`port`, `host`, a `[webhooks.NAME]` table per
+        // route): checked by `hermes_gateway::webhook`.
+        name: "webhooks",
+        keys: Keys::CheckedElsewhere,
+    },
 ];
 
 /// Prefixes that only hermes uses: an unknown variable with one of them in

@@ -178,6 +178,11 @@ pub enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Webhook routes of the gateway ([webhooks.NAME] in config.toml)
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
     /// Skills in $HERMES_HOME/skills: list, show, install, remove, restore
     Skills {
         #[command(subcommand)]
@@ -250,6 +255,25 @@ pub enum CronCommand {
     },
     /// Whether a gateway runs the scheduler, and when it last ticked
     Status,
+}
+
+/// `hermes webhook` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Add a route POST /hooks/NAME with a fresh secret (printed once)
+    Add {
+        /// The route's name (letters, digits, '-', '_')
+        name: String,
+        /// Where answers go: telegram (its home channel), telegram:CHAT_ID[:THREAD_ID], local
+        #[arg(long)]
+        deliver: String,
+        /// The agent's prompt: {payload} is the body, {payload.a.b} a JSON field
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Deliver the rendered prompt itself, without the agent
+        #[arg(long)]
+        no_agent: bool,
+    },
 }
 
 /// `hermes skills` subcommands.

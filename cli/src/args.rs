@@ -224,6 +224,9 @@ pub enum CronCommand {
         /// With --script: deliver the script's stdout as it is, without the agent (empty output sends nothing)
         #[arg(long, requires = "script")]
         no_agent: bool,
+        /// Deliver an answer only when it differs from the last one delivered (the runs are recorded)
+        #[arg(long)]
+        silent_unless_changed: bool,
     },
     /// Pause a job
     Pause {

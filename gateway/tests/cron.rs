@@ -66,8 +66,14 @@ impl Model for SchedulingModel {
             });
         }
         let last = user.lines().last().unwrap_or_default();
+        // A heartbeat with nothing to report, and one whose answer never changes.
+        let text = match last {
+            "check quietly" => "[SILENT]".to_owned(),
+            "same every time" => "disk at 40%".to_owned(),
+            _ => format!("answer: {last}"),
+        };
         Ok(Completion {
-            content: Some(format!("answer: {last}")),
+            content: Some(text),
             finish_reason: Some(FinishReason::Stop),
             ..Completion::default()
         })
@@ -92,6 +98,7 @@ fn settings(catch_up: CatchUp) -> CronSettings {
         tz: TimeZone::UTC,
         catch_up,
         home_channels: Default::default(),
+        silent_marker: "[SILENT]".into(),
     }
 }
 
@@ -606,4 +613,61 @@ fn a_jobs_script_runs_sandboxed_and_gives_the_agent_context_or_the_answer() {
         "{sent:#?}"
     );
     assert_eq!(sent.len(), 2, "{sent:#?}");
+}
+
+#[test]
+fn a_silent_run_is_recorded_and_an_unchanged_answer_is_not_sent_again() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let quiet = g.create(
+        spec("every 1m", "check quietly", Some("test:dm-alice")),
+        None,
+    );
+    let same = g.create(
+        spec("every 1m", "same every time", Some("test:dm-alice")),
+        None,
+    );
+    let key = format!("{}{}", cron::UNLESS_CHANGED_PREFIX, same.id);
+    g.store.lock().unwrap().kv_set(&key, "").unwrap();
+    for round in 1..=2 {
+        g.clock.advance(Duration::from_secs(61));
+        g.wait_run(&quiet.id, |r| {
+            r.len() == round && r.iter().all(|r| !r.state.is_open())
+        });
+        g.wait_run(&same.id, |r| {
+            r.len() == round && r.iter().all(|r| !r.state.is_open())
+        });
+    }
+    g.settle();
+    let quiet_runs = g.runs(&quiet.id);
+    assert!(
+        quiet_runs
+            .iter()
+            .all(|r| r.state == RunState::Stored && r.answer.as_deref() == Some("[SILENT]")),
+        "recorded with the answer, not sent: {quiet_runs:#?}"
+    );
+    let job = cron::find(&g.store.lock().unwrap(), &quiet.id).unwrap();
+    assert_eq!(
+        job.last_outcome.as_deref(),
+        Some("silent (nothing to report)")
+    );
+    let mut same_runs = g.runs(&same.id);
+    same_runs.reverse();
+    let states: Vec<RunState> = same_runs.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        [RunState::Delivered, RunState::Stored],
+        "{same_runs:#?}"
+    );
+    let sent = g.texts("dm-alice");
+    assert_eq!(
+        sent,
+        ["disk at 40%"],
+        "one delivery, no [SILENT]: {sent:#?}"
+    );
+    // The model was told how to stay silent.
+    let seen = g.model.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|s| s.user.contains("answer just [SILENT]")),
+        "{seen:#?}"
+    );
 }

@@ -195,3 +195,38 @@ fn webhook_add_writes_a_route_with_a_secret_shown_once_and_refuses_bad_input() {
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
 }
+
+#[test]
+fn silent_unless_changed_marks_the_job_and_remove_clears_the_mark() {
+    let env = Env::new();
+    let url = dead_url();
+    let id = ok(&env.run(
+        &url,
+        &[
+            "cron",
+            "create",
+            "every 30m",
+            "check",
+            "the",
+            "disk",
+            "--silent-unless-changed",
+        ],
+    ))
+    .trim()
+    .to_owned();
+    let marks = || {
+        hermes_runtime::store::Store::open(&env.home.path().join("state.db"))
+            .unwrap()
+            .kv_scan(hermes_runtime::cron::UNLESS_CHANGED_PREFIX)
+            .unwrap()
+    };
+    assert_eq!(
+        marks(),
+        [(
+            format!("{}{id}", hermes_runtime::cron::UNLESS_CHANGED_PREFIX),
+            String::new()
+        )]
+    );
+    ok(&env.run(&url, &["cron", "remove", &id]));
+    assert!(marks().is_empty());
+}

@@ -213,7 +213,10 @@ pub const SECTIONS: &[Section] = &[
     Section {
         // Scheduled jobs (SPEC Y1; `cron::CronSettings`).
         name: "cron",
-        keys: Keys::These(&[key("catch_up", Kind::OneOf(&["once", "skip"]))]),
+        keys: Keys::These(&[
+            key("catch_up", Kind::OneOf(&["once", "skip"])),
+            key("silent_marker", Kind::Str),
+        ]),
     },
     Section {
         // The gateway's OpenAI-compatible API server (`API_SERVER_*`).

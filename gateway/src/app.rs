@@ -647,13 +647,19 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     let clock: Arc<dyn hermes_core::Clock> = Arc::new(SystemClock);
     factory.offer_session_search(Arc::clone(&store));
-    factory.offer_cron(crate::cron::CronOffer::new(
-        Arc::clone(&store),
-        cron_settings.clone(),
-        adapters.iter().map(|a| a.platform().to_owned()).collect(),
-        Arc::clone(&clock),
-        settings.toolsets.as_deref(),
-    ));
+    factory.offer_cron(
+        crate::cron::CronOffer::new(
+            Arc::clone(&store),
+            cron_settings.clone(),
+            adapters.iter().map(|a| a.platform().to_owned()).collect(),
+            Arc::clone(&clock),
+            settings.toolsets.as_deref(),
+        )
+        .with_send_message(
+            crate::cron::send::allowed_targets(&settings.file),
+            settings.toolsets.as_deref(),
+        ),
+    );
     let factory: Arc<dyn AgentFactory> = factory;
     // With only the API server there is no chat runner to start, and no
     // chat for the scheduler to deliver to.

@@ -57,6 +57,15 @@ impl Model for SchedulingModel {
                 ..Completion::default()
             });
         }
+        if let Some(rest) = user.strip_prefix("send: ") {
+            let (target, message) = rest.split_once(' ').unwrap();
+            let args = serde_json::json!({"action": "send", "target": target, "message": message});
+            return Ok(Completion {
+                tool_calls: vec![ToolCall::new("call_s", "send_message", args.to_string())],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            });
+        }
         if let Some(prompt) = user.strip_prefix("schedule: ") {
             let args = serde_json::json!({"action": "create", "schedule": "90s", "prompt": prompt});
             return Ok(Completion {
@@ -118,13 +127,16 @@ fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
     let adapter = TestAdapter::new("test");
     let model = Arc::new(SchedulingModel::default());
     let factory = TestAgentFactory::new(model.clone());
-    factory.offer_cron(CronOffer::new(
-        store.clone(),
-        settings.clone(),
-        vec!["test".into()],
-        clock.clone(),
-        None,
-    ));
+    factory.offer_cron(
+        CronOffer::new(
+            store.clone(),
+            settings.clone(),
+            vec!["test".into()],
+            clock.clone(),
+            None,
+        )
+        .with_send_message(vec!["test:friend".into()], None),
+    );
     let mut config = GatewayConfig {
         timezone: settings.tz.clone(),
         ..GatewayConfig::default()
@@ -670,4 +682,55 @@ fn a_silent_run_is_recorded_and_an_unchanged_answer_is_not_sent_again() {
         seen.iter().any(|s| s.user.contains("answer just [SILENT]")),
         "{seen:#?}"
     );
+}
+
+#[test]
+fn send_message_reaches_the_home_channel_once_and_a_made_up_target_is_refused() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let home = hermes_gateway::cron::home::home_key("test");
+    g.store.lock().unwrap().kv_set(&home, "dm-home").unwrap();
+    g.adapter.say(
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "send: test the backup is done",
+    );
+    g.wait_for("dm-alice", "tool said: Delivered to test.");
+    assert_eq!(g.texts("dm-home"), ["the backup is done"]);
+    // An id the model made up: refused with what is allowed, nothing sent.
+    g.adapter.say(
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "send: test:dm-mallory hi",
+    );
+    g.wait_for("dm-alice", "not an allowed target");
+    let refusal = g.texts("dm-alice").last().unwrap().clone();
+    assert!(
+        refusal.contains("test (home channel), test:friend"),
+        "{refusal}"
+    );
+    g.settle();
+    assert!(g.texts("dm-mallory").is_empty());
+    assert_eq!(g.texts("dm-home"), ["the backup is done"], "sent once");
+    // Both calls and their results are in alice's transcript.
+    let store = g.store.lock().unwrap();
+    let session = store
+        .list_sessions(10)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.chat_id.as_deref() == Some("dm-alice"))
+        .unwrap();
+    let results: Vec<String> = store
+        .load_transcript(&session.id)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.message {
+            Message::Tool { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert_eq!(results[0], "Delivered to test.");
+    assert!(results[1].contains("not an allowed target"), "{results:?}");
 }

@@ -83,6 +83,7 @@ pub const TOOLSET_NAMES: &[&str] = &[
     "cronjob",
     "session_search",
     "send_file",
+    "send_message",
     "none",
 ];
 
@@ -118,6 +119,7 @@ pub const SECTIONS: &[Section] = &[
             key("max_iterations", Kind::PositiveInt),
             key("toolsets", Kind::ListOf(TOOLSET_NAMES)),
             key("workdir", Kind::Str),
+            key("send_message_targets", Kind::List),
             key("compress_threshold", Kind::PositiveInt),
             key("sandbox", Kind::OneOf(&["on", "off"])),
             key("allow_outside_workdir", Kind::Bool),

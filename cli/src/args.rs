@@ -51,7 +51,7 @@ pub struct ProviderArgs {
     /// Most model calls one turn may make (default 90)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
-    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, skills, delegate, mcp, cronjob; `none` for no tools (default: all)
+    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, skills, delegate, mcp, cronjob, send_message; `none` for no tools (default: all)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)

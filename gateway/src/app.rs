@@ -647,6 +647,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     let clock: Arc<dyn hermes_core::Clock> = Arc::new(SystemClock);
     factory.offer_session_search(Arc::clone(&store));
+    let sendable = crate::cron::send::allowed_targets(&settings.file);
     factory.offer_cron(
         crate::cron::CronOffer::new(
             Arc::clone(&store),
@@ -655,10 +656,7 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             Arc::clone(&clock),
             settings.toolsets.as_deref(),
         )
-        .with_send_message(
-            crate::cron::send::allowed_targets(&settings.file),
-            settings.toolsets.as_deref(),
-        ),
+        .with_send_message(sendable, settings.toolsets.as_deref()),
     );
     let factory: Arc<dyn AgentFactory> = factory;
     // With only the API server there is no chat runner to start, and no
@@ -700,25 +698,8 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         };
         // Webhooks in: events become one-off jobs of the scheduler above.
         #[cfg(feature = "webhooks")]
-        let webhooks = match (
-            crate::webhook::settings(settings)
-                .map_err(|e| GatewayError::Platform(e.to_string()))?,
-            &scheduler,
-        ) {
-            (Some(config), Some(_)) => Some(
-                crate::webhook::WebhookServer::bind(
-                    config,
-                    Arc::clone(&store),
-                    Arc::new(SystemClock),
-                )
-                .await?,
-            ),
-            (Some(_), None) => {
-                tracing::warn!("webhooks need a chat platform to deliver to; the listener is off");
-                None
-            }
-            (None, _) => None,
-        };
+        let webhooks =
+            crate::webhook::start(settings, Arc::clone(&store), scheduler.is_some()).await?;
         #[cfg(feature = "api_server")]
         let api_server = match api {
             Some(config) => Some(

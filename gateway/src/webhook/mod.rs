@@ -51,6 +51,28 @@ pub fn settings(
     })
 }
 
+/// Starts the listener when `[webhooks]` has a port and a scheduler runs
+/// (`delivers`) to carry the events on; `None` otherwise.
+pub async fn start(
+    settings: &hermes_runtime::config::Settings,
+    store: Arc<Mutex<Store>>,
+    delivers: bool,
+) -> Result<Option<WebhookServer>, crate::app::GatewayError> {
+    let config =
+        self::settings(settings).map_err(|e| crate::app::GatewayError::Platform(e.to_string()))?;
+    match config {
+        Some(config) if delivers => {
+            let clock = Arc::new(hermes_runtime::store::SystemClock);
+            Ok(Some(WebhookServer::bind(config, store, clock).await?))
+        }
+        Some(_) => {
+            tracing::warn!("webhooks need a chat platform to deliver to; the listener is off");
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
 /// What the handler shares.
 struct State {
     settings: WebhookSettings,

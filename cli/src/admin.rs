@@ -321,21 +321,12 @@ pub fn doctor(settings: &Settings) -> i32 {
     for line in lines {
         println!("· {line}");
     }
-    #[cfg(feature = "discord")]
-    {
-        use hermes_gateway::discord::{DiscordConfig, ENABLE_INTENT, check_bot};
-        let env = |name: &str| settings.var(name).map(str::to_owned);
-        match DiscordConfig::from_sources(&env, &settings.file) {
-            None => {}
-            Some(Err(e)) => check(false, e.to_string(), "fix that Discord setting"),
-            Some(Ok(config)) => match check_bot(&config) {
-                Ok(bot) => check(
-                    bot.message_content != Some(false),
-                    bot.describe(),
-                    ENABLE_INTENT,
-                ),
-                Err(e) => check(false, e, "check DISCORD_BOT_TOKEN and DISCORD_API_URL"),
-            },
+    // Each platform's own checks (Discord: the token and the MESSAGE
+    // CONTENT switch).
+    #[cfg(feature = "gateway")]
+    for platform in hermes_gateway::platform::platforms() {
+        for line in (platform.doctor)(settings) {
+            check(line.ok, line.text, &line.fix);
         }
     }
     // Spoken replies (`[tts]`): one short sentence asked of the service.

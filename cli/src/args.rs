@@ -14,6 +14,9 @@ Examples:
   hermes -c                       continue the latest session of this directory
   hermes setup                    choose a provider and a model
 
+Data: $HERMES_HOME (default ~/.hermes). hermes-agent, the Python program, also uses ~/.hermes
+and also installs a `hermes`: beside it, give this one its own home, HERMES_HOME=~/.hermes-rs.
+
 Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error, 130 interrupted.";
 
 /// Hermes: an AI agent that uses tools, in your terminal or behind chat platforms.
@@ -187,6 +190,22 @@ pub enum Command {
     Skills {
         #[command(subcommand)]
         command: SkillsCommand,
+    },
+    /// Write one archive of this home: the sessions (a consistent copy, also while a gateway runs), memories, skills, personalities, scripts, config.toml
+    Backup {
+        /// The archive to write (default: hermes-backup-<time>.tar in the current directory)
+        file: Option<PathBuf>,
+        /// Include $HERMES_HOME/.env (keys and tokens); the archive is mode 0600 either way
+        #[arg(long)]
+        with_secrets: bool,
+    },
+    /// Restore a `hermes backup` archive into $HERMES_HOME (checked whole before anything changes)
+    Restore {
+        /// The archive
+        file: PathBuf,
+        /// Restore into a home that is not empty: what is there is moved to $HERMES_HOME/.replaced-<time>/
+        #[arg(long)]
+        force: bool,
     },
 }
 

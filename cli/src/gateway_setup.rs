@@ -5,12 +5,14 @@
 //! and save to `$HERMES_HOME/.env` (mode 0600). Nothing is written until
 //! the token was accepted.
 
+use hermes_gateway::platform::SetupHint;
 use hermes_runtime::config::{Environment, Settings};
 
 use crate::app::{CliError, runtime};
 use crate::term::{read_secret, term};
 
-/// A platform the wizard sets up.
+/// A platform the wizard sets up: one whose descriptor has a
+/// [`SetupHint`] (its bot is one token).
 struct Platform {
     label: &'static str,
     /// The adapter's platform name.
@@ -21,24 +23,27 @@ struct Platform {
     id_hint: &'static str,
 }
 
-const PLATFORMS: &[Platform] = &[
-    Platform {
-        label: "Telegram",
-        name: "telegram",
-        token_var: "TELEGRAM_BOT_TOKEN",
-        token_hint: "from @BotFather (/newbot)",
-        allow_var: "TELEGRAM_ALLOWED_USERS",
-        id_hint: "numeric Telegram user ids (@userinfobot tells yours)",
-    },
-    Platform {
-        label: "Discord",
-        name: "discord",
-        token_var: "DISCORD_BOT_TOKEN",
-        token_hint: "Developer Portal → Applications → your bot → Bot → Reset Token",
-        allow_var: "DISCORD_ALLOWED_USERS",
-        id_hint: "numeric Discord user ids (Developer Mode → Copy User ID)",
-    },
-];
+/// The platforms of this build the wizard can set up, from the registry.
+fn platforms() -> Vec<Platform> {
+    hermes_gateway::platform::platforms()
+        .iter()
+        .filter_map(|p| {
+            let SetupHint {
+                token_var,
+                token_hint,
+                id_hint,
+            } = p.setup?;
+            Some(Platform {
+                label: p.display_name,
+                name: p.name,
+                token_var,
+                token_hint,
+                allow_var: p.allow_var?,
+                id_hint,
+            })
+        })
+        .collect()
+}
 
 /// One answer from stdin; `None` at the end of input.
 fn answer(prompt: &str) -> Result<Option<String>, CliError> {
@@ -61,8 +66,15 @@ fn required(prompt: &str) -> Result<String, CliError> {
 /// Asks "connect a chat platform now?" (end of input: no) and runs the
 /// wizard on yes. For `hermes setup`.
 pub fn offer(settings: &Settings) -> Result<(), CliError> {
-    let yes = answer("\nConnect a chat platform (Telegram, Discord) now? [y/N]: ")?
-        .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
+    let labels: Vec<&str> = platforms().iter().map(|p| p.label).collect();
+    if labels.is_empty() {
+        return Ok(());
+    }
+    let yes = answer(&format!(
+        "\nConnect a chat platform ({}) now? [y/N]: ",
+        labels.join(", ")
+    ))?
+    .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
     if yes {
         run(settings)?;
     } else {
@@ -75,18 +87,25 @@ pub fn offer(settings: &Settings) -> Result<(), CliError> {
 /// quit (nothing saved).
 pub fn run(settings: &Settings) -> Result<i32, CliError> {
     let style = term().err_style();
+    let platforms = platforms();
+    if platforms.is_empty() {
+        return Err(CliError::Config(
+            "this hermes was built without a platform `gateway setup` can set up; nothing was saved"
+                .into(),
+        ));
+    }
     eprintln!("{}", style.bold("Connect hermes to a chat platform."));
-    for (i, p) in PLATFORMS.iter().enumerate() {
+    for (i, p) in platforms.iter().enumerate() {
         eprintln!("  {}) {}", i + 1, p.label);
     }
     let platform = loop {
-        let picked = required(&format!("Platform [1-{}, default 1]: ", PLATFORMS.len()))?;
+        let picked = required(&format!("Platform [1-{}, default 1]: ", platforms.len()))?;
         let index = if picked.is_empty() {
             Some(0)
         } else {
             picked.parse::<usize>().ok().and_then(|n| n.checked_sub(1))
         };
-        match index.and_then(|i| PLATFORMS.get(i)) {
+        match index.and_then(|i| platforms.get(i)) {
             Some(p) => break p,
             None => eprintln!("Please answer with a number from the list."),
         }

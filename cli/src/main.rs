@@ -7,10 +7,12 @@ mod admin;
 mod app;
 mod approval;
 mod args;
+mod backup;
 mod chat;
 mod cron_cmd;
 mod dbcheck;
 mod display;
+mod foreign_home;
 #[cfg(feature = "gateway")]
 mod gateway_log;
 #[cfg(feature = "gateway")]
@@ -22,6 +24,7 @@ mod markdown;
 mod mcp_cmd;
 #[cfg(feature = "gateway")]
 mod pairing_cmd;
+mod restore;
 mod sessions;
 mod setup;
 mod skills_cmd;
@@ -40,6 +43,13 @@ fn main() {
     // Before any secret is read: no other process of the user (a terminal
     // command included) may read this one's memory or environment.
     hermes_runtime::tools::forbid_inspection();
+    // `hermes --version` is answered before clap builds the command tree:
+    // building it was ≈ a third of the instructions of the whole run
+    // (issue 39: BENCHMARKS.md "Start-up"). The text is clap's own.
+    if let Some(version) = version_only(std::env::args_os()) {
+        println!("{version}");
+        return;
+    }
     let cli = Cli::parse();
     // A running gateway logs as a service does (`gateway_log`), once its
     // settings say how.
@@ -66,6 +76,17 @@ fn main() {
     std::process::exit(code);
 }
 
+/// What `hermes --version` (or `-V`) prints, when that is the whole command
+/// line; `None` for anything else, which clap parses.
+fn version_only(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+    let _program = args.next();
+    let first = args.next()?;
+    if args.next().is_some() || !(first == "--version" || first == "-V") {
+        return None;
+    }
+    Some(format!("hermes {}", env!("CARGO_PKG_VERSION")))
+}
+
 fn run(cli: Cli) -> Result<i32, CliError> {
     let outer = cli.provider;
     let command = match cli.command {
@@ -82,6 +103,12 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Some(c) => c,
     };
     let with_outer = |p: ProviderArgs| p.or(&outer);
+    if !matches!(command, Command::Completions { .. } | Command::Man) {
+        // Before anything reads settings from the home or opens its store.
+        if let Ok(home) = config::hermes_home(&Environment::from_process()) {
+            foreign_home::check(&home).map_err(CliError::Config)?;
+        }
+    }
     match command {
         Command::Chat(c) => chat(&c.chat, &with_outer(c.provider)),
         Command::Setup => setup::run(&Environment::from_process()),
@@ -169,6 +196,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             prompt.as_deref(),
             no_agent,
         ),
+        Command::Backup { file, with_secrets } => {
+            backup::run(&load_settings(&outer)?, file, with_secrets)
+        }
+        Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
     }
 }
 

@@ -49,10 +49,9 @@ pub enum GatewayError {
     /// A platform's settings cannot work (exit 2).
     #[error("invalid platform configuration: {0}")]
     Platform(String),
-    /// No platform has credentials (exit 2).
-    #[error(
-        "no platform is enabled: set TELEGRAM_BOT_TOKEN, or DISCORD_BOT_TOKEN, or WECOM_BOT_ID and WECOM_SECRET, or the WECOM_CALLBACK_* settings of a self-built app, or MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, or EMAIL_ADDRESS with EMAIL_PASSWORD, EMAIL_IMAP_HOST and EMAIL_SMTP_HOST, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
-    )]
+    /// No platform has credentials (exit 2). The text names how to enable
+    /// each platform of this build ([`crate::platform::no_platform_text`]).
+    #[error("{}", crate::platform::no_platform_text())]
     NoPlatform,
     /// Another gateway runs on this `$HERMES_HOME` (exit 1).
     #[error(transparent)]
@@ -451,70 +450,26 @@ impl AgentFactory for RuntimeAgentFactory {
     }
 }
 
-/// Builds every platform adapter whose credentials are present. Compiled-out
-/// platforms are simply absent. Telegram keeps its poll offset in `store`
-/// (so a restart does not replay updates) when one is given.
+/// Builds every platform adapter whose credentials are present, in the
+/// registry's order ([`crate::platform::platforms`]): compiled-out
+/// platforms are simply absent. Adapters keep their state (Telegram's poll
+/// offset, Matrix's sync token, …) in `store` when one is given.
 pub fn build_adapters(
     settings: &Settings,
     store: Option<Arc<Mutex<Store>>>,
 ) -> Result<Vec<Arc<dyn PlatformAdapter>>, GatewayError> {
     let env = |name: &str| settings.var(name).map(str::to_owned);
-    #[allow(unused_mut)]
+    let ctx = crate::platform::BuildContext {
+        settings,
+        env: &env,
+        store,
+    };
     let mut adapters: Vec<Arc<dyn PlatformAdapter>> = Vec::new();
-    #[cfg(feature = "telegram")]
-    {
-        use crate::telegram::{MemoryOffsets, OffsetStore, StoreOffsets, TelegramAdapter};
-        let token = env("TELEGRAM_BOT_TOKEN").unwrap_or_default();
-        let offsets: Arc<dyn OffsetStore> = match &store {
-            Some(s) => Arc::new(StoreOffsets::for_token(Arc::clone(s), &token)),
-            None => Arc::new(MemoryOffsets::default()),
-        };
-        if let Some(built) = TelegramAdapter::from_env(&env, offsets) {
-            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(adapter));
+    for build in crate::platform::platforms().iter().filter_map(|p| p.build) {
+        if let Some(built) = build(&ctx) {
+            adapters.push(built.map_err(GatewayError::Platform)?);
         }
     }
-    #[cfg(feature = "wecom")]
-    {
-        if let Some(built) = crate::wecom::WecomAdapter::from_env(&env) {
-            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(adapter));
-        }
-    }
-    #[cfg(feature = "discord")]
-    {
-        if let Some(built) = crate::discord::DiscordConfig::from_sources(&env, &settings.file) {
-            let config = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(crate::discord::DiscordAdapter::with_store(
-                config,
-                store.clone(),
-            )));
-        }
-    }
-    #[cfg(feature = "wecom_callback")]
-    {
-        if let Some(built) = crate::wecom_callback::WecomCallbackAdapter::from_env(&env) {
-            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(adapter));
-        }
-    }
-    #[cfg(feature = "matrix")]
-    {
-        if let Some(built) = crate::matrix::MatrixAdapter::from_env(&env, store.clone()) {
-            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(adapter));
-        }
-    }
-    #[cfg(feature = "email")]
-    {
-        if let Some(built) =
-            crate::email::EmailAdapter::from_sources(&env, &settings.file, store.clone())
-        {
-            let adapter = built.map_err(|e| GatewayError::Platform(e.to_string()))?;
-            adapters.push(Arc::new(adapter));
-        }
-    }
-    let _ = (&env, &store);
     if adapters.is_empty() {
         return Err(GatewayError::NoPlatform);
     }

@@ -54,17 +54,13 @@ pub fn check_live(settings: &Settings) -> Result<CheckReport, GatewayError> {
             Err(why) => problems.push(why),
         }
     }
-    #[cfg(feature = "telegram")]
-    {
-        let env = |name: &str| settings.var(name).map(str::to_owned);
-        let telegram_refused = !problems.is_empty() && bots.iter().all(|(p, _)| *p != "telegram");
-        if telegram_refused
-            && let Some(hint) =
-                env("TELEGRAM_BOT_TOKEN").and_then(|t| crate::telegram::token_problem(&t))
-        {
-            problems.push(hint);
-        }
-        problems.extend(crate::telegram::allow_list_problems(&env));
+    // Each platform's own findings beyond `verify` (a token of the wrong
+    // shape, ids that are not ids), once every adapter was asked.
+    let env = |name: &str| settings.var(name).map(str::to_owned);
+    let failed = !problems.is_empty();
+    for platform in crate::platform::platforms() {
+        let verified = bots.iter().any(|(p, _)| *p == platform.name);
+        problems.extend((platform.check_hints)(&env, failed && !verified));
     }
     if !problems.is_empty() {
         return Err(GatewayError::Platform(problems.join("\n")));
@@ -118,11 +114,12 @@ pub fn describe_allow(allow: &AllowList) -> String {
             .to_owned();
     }
     if allow.is_empty() {
-        return "warning: nobody is allowed to talk to the bot yet; set TELEGRAM_ALLOWED_USERS / \
-                DISCORD_ALLOWED_USERS / MATRIX_ALLOWED_USERS / EMAIL_ALLOWED_USERS / WECOM_ALLOWED_USERS / \
-                WECOM_CALLBACK_ALLOWED_USERS / GATEWAY_ALLOWED_USERS (comma-separated user ids), \
-                approve paired users (`hermes pairing approve`), or set GATEWAY_ALLOW_ALL_USERS=true"
-            .to_owned();
+        return format!(
+            "warning: nobody is allowed to talk to the bot yet; set {} (comma-separated user \
+             ids), approve paired users (`hermes pairing approve`), or set \
+             GATEWAY_ALLOW_ALL_USERS=true",
+            crate::platform::allow_vars().join(" / ")
+        );
     }
     let sorted = |ids: &std::collections::HashSet<String>| {
         let mut ids: Vec<&str> = ids.iter().map(String::as_str).collect();

@@ -310,33 +310,28 @@ impl GatewayConfig {
                 .or_default()
                 .extend(ids);
         }
-        // `[discord] allowed_users` (the platform's own section; the
-        // variable, read above, wins).
-        if let Some(list) = file
-            .get("discord")
-            .and_then(|d| d.get("allowed_users"))
-            .filter(|_| env_var("DISCORD_ALLOWED_USERS").is_none())
-        {
-            let ids = Setting::Toml(list).id_list("discord.allowed_users")?;
-            cfg.allow
-                .per_platform
-                .entry("discord".to_owned())
-                .or_default()
-                .extend(ids);
-        }
-        // `[email] allowed_users`, likewise (the Email adapter answers
-        // nobody else; the runner must admit them).
-        if let Some(list) = file
-            .get("email")
-            .and_then(|d| d.get("allowed_users"))
-            .filter(|_| env_var("EMAIL_ALLOWED_USERS").is_none())
-        {
-            let ids = Setting::Toml(list).id_list("email.allowed_users")?;
-            cfg.allow
-                .per_platform
-                .entry("email".to_owned())
-                .or_default()
-                .extend(ids);
+        // A platform's own `[section] allowed_users` (`[discord]`,
+        // `[email]`: the adapter answers nobody else, so the runner must
+        // admit them); its variable, read above, wins.
+        for platform in crate::platform::platforms() {
+            let (Some(section), Some(allow_var)) = (&platform.section, platform.allow_var) else {
+                continue;
+            };
+            let has_key = matches!(section.keys, hermes_runtime::config::Keys::These(keys)
+                if keys.iter().any(|k| k.name == "allowed_users"));
+            if let Some(list) = file
+                .get(section.name)
+                .and_then(|d| d.get("allowed_users"))
+                .filter(|_| has_key && env_var(allow_var).is_none())
+            {
+                let ids =
+                    Setting::Toml(list).id_list(&format!("{}.allowed_users", section.name))?;
+                cfg.allow
+                    .per_platform
+                    .entry(platform.name.to_owned())
+                    .or_default()
+                    .extend(ids);
+            }
         }
         if let Some((key, v)) = pick("GATEWAY_BUSY_MODE", "busy_mode") {
             cfg.busy_mode = match v.string(&key)?.trim() {

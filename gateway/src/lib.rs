@@ -6,7 +6,10 @@
 //! sends the reply back through the adapter.
 //!
 //! **Invariant:** only the adapter modules know Telegram or WeCom JSON/XML;
-//! the runner never branches on a platform.
+//! the runner never branches on a platform. Each platform describes itself
+//! once ([`platform::Platform`], in its module's `descriptor.rs`); the
+//! registry ([`platform::platforms`]) is the only other place that names a
+//! platform's module.
 
 pub mod adapter;
 #[cfg(feature = "api_server")]
@@ -44,6 +47,7 @@ pub mod outbox;
 pub mod overflow;
 pub mod pairing;
 pub mod personality;
+pub mod platform;
 pub mod prompt_context;
 pub mod runner;
 pub mod session;

@@ -16,18 +16,6 @@ use crate::event::{ChatType, SessionSource};
 /// The longest display name given to the model.
 pub const MAX_NAME_CHARS: usize = 64;
 
-/// The platform as people name it.
-fn platform_name(platform: &str) -> &str {
-    match platform {
-        "telegram" => "Telegram",
-        "discord" => "Discord",
-        "matrix" => "Matrix",
-        "email" => "Email",
-        "wecom" | "wecom_callback" => "WeCom",
-        other => other,
-    }
-}
-
 /// A display name fit to quote: control characters (line breaks
 /// included) become spaces, runs of spaces one, quotes are dropped, and it
 /// is cut to [`MAX_NAME_CHARS`].
@@ -48,7 +36,7 @@ pub fn session_context(source: &SessionSource, started: Timestamp) -> String {
     if source.platform == "api_server" {
         return String::new();
     }
-    let platform = platform_name(&source.platform);
+    let platform = crate::platform::display_name(&source.platform);
     let chat = match source.chat_type {
         ChatType::Dm => "a direct message",
         ChatType::Group => "a group chat (several people may write)",

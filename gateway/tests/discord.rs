@@ -7,6 +7,7 @@
 #![cfg(feature = "discord")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod discord_checks;
 mod discord_support;
 
 use std::sync::{Arc, Mutex};
@@ -16,7 +17,7 @@ use discord_support::{Behaviour, FakeDiscord, TOKEN};
 use hermes_core::{ChatRequest, Completion, FinishReason, Message, Model, ModelError, StreamSink};
 use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::discord::{DiscordAdapter, DiscordConfig, DiscordState, check_bot};
+use hermes_gateway::discord::{DiscordAdapter, DiscordConfig, DiscordState};
 use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::testing::{TestAgentFactory, collector, recv_within};
@@ -560,46 +561,6 @@ async fn missing_message_content_intent_names_the_portal_switch() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.connections().len(), 1, "not retried");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_validates_the_token_and_the_intents() {
-    let fake = FakeDiscord::start(Behaviour::default()).await;
-    let c = config(&fake);
-    let ok = tokio::task::spawn_blocking(move || check_bot(&c))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (ok.id.as_str(), ok.message_content),
-        (discord_support::BOT_ID, Some(true))
-    );
-    let fake_off = FakeDiscord::start(Behaviour {
-        message_content_enabled: false,
-        ..Behaviour::default()
-    })
-    .await;
-    let c = config(&fake_off);
-    let off = tokio::task::spawn_blocking(move || check_bot(&c))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(off.message_content, Some(false));
-    assert!(
-        off.describe().contains("MESSAGE CONTENT INTENT"),
-        "{}",
-        off.describe()
-    );
-    let mut c = config(&fake);
-    c.token = "OTAw.nope.x".into();
-    let err = tokio::task::spawn_blocking(move || check_bot(&c))
-        .await
-        .unwrap()
-        .unwrap_err();
-    assert!(
-        err.contains("DISCORD_BOT_TOKEN") && !err.contains("nope"),
-        "{err}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,7 +55,9 @@ impl Environment {
 
 /// Environment variables hermes reads (from the process or `.env`). Names
 /// with a prefix the configuration loader owns (`HERMES_`) must be in this
-/// list.
+/// list. A platform's variables are those of its descriptor in
+/// `hermes_gateway::platform`, whose tests fail when the two differ (this
+/// list stays here: every command and the sandbox read it, gateway or not).
 pub const KNOWN_VARS: &[&str] = &[
     "HERMES_HOME",
     "HERMES_BASE_URL",

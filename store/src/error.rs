@@ -44,6 +44,17 @@ pub enum StoreError {
         /// The newest schema this build knows.
         supported: u32,
     },
+    /// The file is another program's database (hermes-agent's `state.db`,
+    /// say), which this store must not migrate; it is left untouched. The
+    /// caller explains the ways on (`hermes import hermes-agent`, another
+    /// `HERMES_HOME`); not retryable.
+    #[error("database {path} is {what}, not this hermes's; it is left untouched")]
+    Foreign {
+        /// The database path.
+        path: PathBuf,
+        /// What the file was recognised as.
+        what: String,
+    },
     /// A migration step failed; the database is left at the previous version
     /// (each step is one transaction). Report it as a bug with the message.
     #[error("cannot migrate database {path} to schema {version}: {source}")]

@@ -20,7 +20,10 @@
 //!   returned, which is exactly what a process death cannot take away. A
 //!   power cut or kernel crash keeps the database *consistent* (WAL frames
 //!   are checksummed; a torn tail is discarded on recovery) but may lose the
-//!   last commits since the previous checkpoint. Deployments that must keep
+//!   last commits since the previous checkpoint. Closing the store does not
+//!   checkpoint (no fsync at a one-shot run's exit); the next open reads the
+//!   WAL, and the automatic checkpoint folds it in at 1000 pages.
+//!   Deployments that must keep
 //!   acknowledged writes through a power cut call
 //!   [`Store::set_synchronous`]`(`[`Synchronous::Full`]`)`, which fsyncs
 //!   the WAL at every commit (an fsync per write: appends measured about
@@ -108,6 +111,9 @@ pub use postgres::search_vector;
 pub use records::{
     Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, PreviousHolder, SearchHit,
     SearchScope, SessionRecord, SessionStatus, StoredCompaction,
+};
+pub use sqlite::file::{
+    SQLITE_SCHEMA, SqliteFile, inspect as inspect_sqlite, snapshot as snapshot_sqlite,
 };
 
 use std::fmt;

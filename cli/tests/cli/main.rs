@@ -3,11 +3,13 @@
 //! at a terminal sees and types).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod backup;
 mod config;
 mod context;
 mod cron;
 mod database;
 mod extras;
+mod foreign_home;
 mod frugal;
 mod interactive;
 mod kept;

@@ -13,7 +13,13 @@ use crate::support::*;
 fn version_prints_and_exits_zero() {
     let o = Command::new(HERMES).arg("--version").output().unwrap();
     assert!(o.status.success());
-    assert!(stdout(&o).starts_with("hermes "), "{}", stdout(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("hermes {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    // `-V` is the same answer (both are answered before clap runs).
+    let short = Command::new(HERMES).arg("-V").output().unwrap();
+    assert_eq!(stdout(&short), stdout(&o));
 }
 
 #[test]

@@ -23,6 +23,7 @@
 //!   [`hermes_core::InterruptFlag`]).
 
 pub mod config;
+pub mod descriptor;
 mod handler;
 mod run;
 mod server;

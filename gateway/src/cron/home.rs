@@ -28,7 +28,7 @@ pub struct Destination {
 }
 
 fn split(platform: &str, value: &str) -> Destination {
-    let (chat, thread) = hermes_runtime::cron::target::split_chat(platform, value);
+    let (chat, thread) = crate::platform::split_target(platform, value);
     Destination {
         platform: platform.to_owned(),
         chat: chat.to_owned(),

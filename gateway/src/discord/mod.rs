@@ -34,6 +34,7 @@
 mod catchup;
 mod check;
 mod conn;
+pub mod descriptor;
 mod inbound;
 mod rest;
 mod settings;

@@ -28,6 +28,7 @@
 //! subject, and `Auto-Submitted: auto-replied`.
 
 mod config;
+pub mod descriptor;
 mod imap;
 mod parse;
 mod smtp;

@@ -25,6 +25,7 @@
 
 mod api;
 mod config;
+pub mod descriptor;
 mod format;
 mod sync;
 mod translate;

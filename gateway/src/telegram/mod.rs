@@ -31,6 +31,7 @@
 
 mod api;
 mod check;
+pub mod descriptor;
 pub mod format;
 mod inbound;
 mod media;

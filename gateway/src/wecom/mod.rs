@@ -27,6 +27,7 @@
 
 mod bounded;
 mod conn;
+pub mod descriptor;
 pub mod media;
 pub mod merge;
 pub mod wire;

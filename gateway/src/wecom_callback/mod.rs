@@ -26,6 +26,7 @@
 pub mod api;
 pub mod config;
 pub mod crypto;
+pub mod descriptor;
 pub mod endpoint;
 pub mod server;
 pub mod transport;

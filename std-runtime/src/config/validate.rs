@@ -6,7 +6,9 @@
 //! accepted in `$HERMES_HOME/.env`). **Adding a setting means adding its line
 //! here**; the loader, `hermes doctor` and start-up all check against these
 //! tables. The `[gateway]` section's own keys are checked by the gateway
-//! (`hermes_gateway::config`), which knows them.
+//! (`hermes_gateway::config`), which knows them. A platform's section
+//! (`[discord]`, `[email]`, `[api_server]`) is also in its descriptor
+//! (`hermes_gateway::platform`), whose tests fail when the two differ.
 
 use std::path::Path;
 

@@ -18,7 +18,8 @@ pub enum CatchUp {
     Skip,
 }
 
-/// The platforms whose home channel a variable sets.
+/// The platforms whose home channel a variable sets: each descriptor's
+/// `home_channel_var` in `hermes_gateway::platform` (checked there).
 pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("telegram", "TELEGRAM_HOME_CHANNEL"),
     ("wecom", "WECOM_HOME_CHANNEL"),

@@ -37,7 +37,9 @@ fn is_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 128 && !s.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
-/// A chat and its thread as `chat_id[:thread_id]` writes them. Matrix room
+/// A chat and its thread as `chat_id[:thread_id]` writes them (each
+/// platform descriptor's `split_target` in `hermes_gateway::platform`
+/// splits the same way; checked there). Matrix room
 /// ids have a colon of their own (`!room:server`); a Matrix thread is the
 /// id of its root event, which starts with `$`.
 pub fn split_chat<'a>(platform: &str, text: &'a str) -> (&'a str, Option<&'a str>) {

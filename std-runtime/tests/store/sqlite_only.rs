@@ -297,3 +297,22 @@ fn a_new_database_file_is_private_and_an_existing_one_keeps_its_mode() {
     let _store = Store::open(&shared).unwrap();
     assert_eq!(mode(&shared), 0o640);
 }
+
+/// Issue 39: closing the store does not checkpoint (three fsyncs at the exit
+/// of every one-shot run did); what was committed stays in the WAL and the
+/// next open reads it from there.
+#[test]
+fn closing_keeps_the_wal_and_the_next_open_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut store = Store::open(&path).unwrap();
+    let s = store.create_session(&NewSession::default()).unwrap();
+    store.append_messages(&s.id, &[user("kept", 1)]).unwrap();
+    drop(store);
+
+    let wal = path.with_file_name("state.db-wal");
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(wal_len > 0, "the WAL was checkpointed and removed on close");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load_transcript(&s.id).unwrap(), vec![user("kept", 1)]);
+}

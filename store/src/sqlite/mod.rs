@@ -5,6 +5,7 @@
 //! lives in its own file and implements that area's backend trait.
 
 mod compaction;
+pub(crate) mod file;
 mod jobs;
 mod kv;
 mod lease;
@@ -94,6 +95,21 @@ impl Sqlite {
                 supported: schema::LATEST_VERSION,
             });
         }
+        // A file with tables but no hermes schema is another program's —
+        // hermes-agent's `state.db` under the same `~/.hermes`, say: the
+        // first migration would fail on its `sessions` table, and must not
+        // try. Nothing about the file has changed yet.
+        if found == 0 {
+            match file::classify(&conn).map_err(open_err)? {
+                file::SqliteFile::Empty | file::SqliteFile::Hermes { .. } => {}
+                other => {
+                    return Err(StoreError::Foreign {
+                        path,
+                        what: other.describe(),
+                    });
+                }
+            }
+        }
         if wal {
             let mode: String = conn
                 .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
@@ -105,6 +121,15 @@ impl Sqlite {
             // shrunk; this caps what a one-off big transaction (a long
             // transcript replaced) leaves on disk. No cost on the hot path.
             conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+                .map_err(open_err)?;
+            // No checkpoint when the last connection closes: it cost every
+            // one-shot run three fsyncs at exit (the WAL, the database, and
+            // the directory again when the next run recreated the deleted
+            // WAL) — issue 39. What a run committed is in the WAL either way
+            // (durability against a killed process is unchanged: the kill -9
+            // suite), the next open reads the WAL, and the automatic
+            // checkpoint still folds it in once it reaches 1000 pages.
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
                 .map_err(open_err)?;
         }
         conn.pragma_update(None, "synchronous", Synchronous::default().as_pragma())

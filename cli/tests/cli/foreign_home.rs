@@ -1,0 +1,131 @@
+//! A hermes-agent home at `$HERMES_HOME` (issue 45, item 0): made by the
+//! real hermes-agent package (`tests/python/hermes_agent_home.py`, run with
+//! `HERMES_AGENT_PYTHON`, the venv `.ci/run` creates), recognised, named in
+//! one paragraph with the two ways on, and left byte for byte as it was.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{Env, stderr};
+
+/// The interpreter of a venv with `hermes-agent` installed, or `None` (the
+/// test is skipped outside CI).
+pub fn hermes_agent_python() -> Option<String> {
+    match std::env::var("HERMES_AGENT_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "HERMES_AGENT_PYTHON is not set: .ci/run creates the hermes-agent venv and sets it"
+            )
+        }
+        _ => {
+            eprintln!("skipped: set HERMES_AGENT_PYTHON to a python with hermes-agent installed");
+            None
+        }
+    }
+}
+
+/// Makes a hermes-agent home in `home` with the real package.
+pub fn make_hermes_agent_home(python: &str, home: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/hermes_agent_home.py");
+    let o = Command::new(python)
+        .arg(&script)
+        .arg(home)
+        .env_remove("HERMES_HOME")
+        .env("HOME", home.parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                walk(root, &path, out);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+#[test]
+fn a_hermes_agent_home_is_named_with_the_ways_on_and_left_untouched() {
+    let Some(python) = hermes_agent_python() else {
+        return;
+    };
+    let env = Env::new();
+    let home = env.home.path().join("agent-home");
+    make_hermes_agent_home(&python, &home);
+    for made in [
+        "config.yaml",
+        "state.db",
+        "memories/MEMORY.md",
+        "skills/tyre-pressure/SKILL.md",
+    ] {
+        assert!(home.join(made).is_file(), "hermes-agent made {made}");
+    }
+    let before = files(&home);
+    for args in [
+        &["sessions", "list"][..],
+        &["-z", "hello"],
+        &["doctor"],
+        &["config", "show"],
+        &["skills", "list"],
+        &["backup"],
+    ] {
+        let o = env
+            .bare()
+            .env("HERMES_HOME", &home)
+            .env("HERMES_BASE_URL", "http://127.0.0.1:9/v1")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("is a hermes-agent home"), "{args:?}: {err}");
+        assert!(err.contains("config.yaml"), "{err}");
+        assert!(
+            err.contains("hermes-agent's session database, schema"),
+            "{err}"
+        );
+        assert!(err.contains("left untouched"), "{err}");
+        assert!(err.contains("HERMES_HOME=~/.hermes-rs hermes"), "{err}");
+        assert!(err.contains("HERMES_HOME=DIR"), "{err}");
+        assert!(!err.contains("cannot migrate"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one paragraph: {err}");
+    }
+    assert_eq!(
+        files(&home),
+        before,
+        "not a byte of the home changed, nothing added"
+    );
+}
+
+#[test]
+fn the_help_says_where_the_data_lives_and_how_to_live_beside_hermes_agent() {
+    let env = Env::new();
+    let o = env.bare().arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("default ~/.hermes"), "{help}");
+    assert!(help.contains("hermes-agent"), "{help}");
+    assert!(help.contains("HERMES_HOME=~/.hermes-rs"), "{help}");
+}

@@ -567,6 +567,12 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         return Ok(());
     }
     let summary = check_config(settings)?;
+    #[cfg(not(feature = "webhooks"))]
+    if settings.file.contains_key("webhooks") {
+        tracing::warn!(
+            "[webhooks] is configured, but this hermes was built without the `webhooks` feature"
+        );
+    }
     let api = api_server_settings(settings)?;
     if summary.config.allow.is_empty()
         && !summary.config.pairing

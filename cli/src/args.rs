@@ -54,7 +54,7 @@ pub struct ProviderArgs {
     /// Most model calls one turn may make (default 90)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
-    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, skills, delegate, mcp, cronjob; `none` for no tools (default: all)
+    /// Toolsets to enable, comma-separated: file, terminal, web, memory, todo, skills, delegate, mcp, cronjob, send_message; `none` for no tools (default: all)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Working directory the file tools and the terminal's sandbox are confined to (default: the current directory)
@@ -181,6 +181,11 @@ pub enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Webhook routes of the gateway ([webhooks.NAME] in config.toml)
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
     /// Skills in $HERMES_HOME/skills: list, show, install, remove, restore
     Skills {
         #[command(subcommand)]
@@ -238,6 +243,9 @@ pub enum CronCommand {
         /// With --script: deliver the script's stdout as it is, without the agent (empty output sends nothing)
         #[arg(long, requires = "script")]
         no_agent: bool,
+        /// Deliver an answer only when it differs from the last one delivered (the runs are recorded)
+        #[arg(long)]
+        silent_unless_changed: bool,
     },
     /// Pause a job
     Pause {
@@ -269,6 +277,25 @@ pub enum CronCommand {
     },
     /// Whether a gateway runs the scheduler, and when it last ticked
     Status,
+}
+
+/// `hermes webhook` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Add a route POST /hooks/NAME with a fresh secret (printed once)
+    Add {
+        /// The route's name (letters, digits, '-', '_')
+        name: String,
+        /// Where answers go: telegram (its home channel), telegram:CHAT_ID[:THREAD_ID], local
+        #[arg(long)]
+        deliver: String,
+        /// The agent's prompt: {payload} is the body, {payload.a.b} a JSON field
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Deliver the rendered prompt itself, without the agent
+        #[arg(long)]
+        no_agent: bool,
+    },
 }
 
 /// `hermes skills` subcommands.

@@ -102,6 +102,7 @@ pub fn run(settings: &Settings, command: CronCommand) -> Result<i32, CliError> {
             repeat,
             script,
             no_agent,
+            silent_unless_changed,
         } => {
             let spec = JobSpec {
                 schedule: Some(schedule),
@@ -113,6 +114,14 @@ pub fn run(settings: &Settings, command: CronCommand) -> Result<i32, CliError> {
                 no_agent: Some(no_agent),
             };
             let job = cron::create(&mut store, &spec, None, &ctx).map_err(fail)?;
+            if silent_unless_changed {
+                // The mark (and, later, the last answer delivered) beside the job.
+                let key = format!("{}{}", cron::UNLESS_CHANGED_PREFIX, job.id);
+                if let Err(e) = store.kv_set(&key, "") {
+                    let _ = cron::remove(&mut store, &job.id);
+                    return Err(fail(e.into()));
+                }
+            }
             println!("{}", job.id);
             eprintln!("Next run: {}", time(job.next_run_ms, &tz));
         }

@@ -29,6 +29,7 @@ mod sessions;
 mod setup;
 mod skills_cmd;
 mod term;
+mod webhook_cmd;
 
 use clap::Parser;
 use hermes_runtime::config::{self, Environment};
@@ -180,6 +181,21 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
         Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
         Command::Skills { command } => skills_cmd::run(command),
+        Command::Webhook {
+            command:
+                args::WebhookCommand::Add {
+                    name,
+                    deliver,
+                    prompt,
+                    no_agent,
+                },
+        } => webhook_cmd::add(
+            &load_settings(&outer)?,
+            &name,
+            &deliver,
+            prompt.as_deref(),
+            no_agent,
+        ),
         Command::Backup { file, with_secrets } => {
             backup::run(&load_settings(&outer)?, file, with_secrets)
         }

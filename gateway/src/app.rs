@@ -510,6 +510,8 @@ pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
     hermes_runtime::cron::CronSettings::load(settings)
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     check_sandbox(settings)?;
+    #[cfg(feature = "webhooks")]
+    crate::webhook::settings(settings).map_err(|e| GatewayError::Platform(e.to_string()))?;
     // The tools are built as `run` builds them: with an async bridge, or an
     // explicit `web` toolset would be refused here and `run` never start.
     let bridge = Arc::new(AsyncBridge::new()?);
@@ -572,6 +574,12 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         return Ok(());
     }
     let summary = check_config(settings)?;
+    #[cfg(not(feature = "webhooks"))]
+    if settings.file.contains_key("webhooks") {
+        tracing::warn!(
+            "[webhooks] is configured, but this hermes was built without the `webhooks` feature"
+        );
+    }
     let api = api_server_settings(settings)?;
     if summary.config.allow.is_empty()
         && !summary.config.pairing
@@ -607,13 +615,17 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     let clock: Arc<dyn hermes_core::Clock> = Arc::new(SystemClock);
     factory.offer_session_search(Arc::clone(&store));
-    factory.offer_cron(crate::cron::CronOffer::new(
-        Arc::clone(&store),
-        cron_settings.clone(),
-        adapters.iter().map(|a| a.platform().to_owned()).collect(),
-        Arc::clone(&clock),
-        settings.toolsets.as_deref(),
-    ));
+    let sendable = crate::cron::send::allowed_targets(&settings.file);
+    factory.offer_cron(
+        crate::cron::CronOffer::new(
+            Arc::clone(&store),
+            cron_settings.clone(),
+            adapters.iter().map(|a| a.platform().to_owned()).collect(),
+            Arc::clone(&clock),
+            settings.toolsets.as_deref(),
+        )
+        .with_send_message(sendable, settings.toolsets.as_deref()),
+    );
     let factory: Arc<dyn AgentFactory> = factory;
     // With only the API server there is no chat runner to start, and no
     // chat for the scheduler to deliver to.
@@ -652,6 +664,10 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             }
             None => None,
         };
+        // Webhooks in: events become one-off jobs of the scheduler above.
+        #[cfg(feature = "webhooks")]
+        let webhooks =
+            crate::webhook::start(settings, Arc::clone(&store), scheduler.is_some()).await?;
         #[cfg(feature = "api_server")]
         let api_server = match api {
             Some(config) => Some(
@@ -678,6 +694,10 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             } => Some(why),
         };
         tracing::info!("stopping the gateway");
+        #[cfg(feature = "webhooks")]
+        if let Some(webhooks) = webhooks {
+            webhooks.stop().await;
+        }
         if let Some(scheduler) = scheduler {
             scheduler.stop(std::time::Duration::from_secs(2)).await;
         }

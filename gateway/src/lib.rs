@@ -32,7 +32,8 @@ pub mod fuzz_entry;
 #[cfg(any(
     feature = "api_server",
     feature = "wecom_callback",
-    feature = "metrics"
+    feature = "metrics",
+    feature = "webhooks"
 ))]
 mod http_server;
 pub mod inbox;
@@ -55,6 +56,8 @@ pub mod split;
 pub mod telegram;
 pub mod testing;
 pub mod voice;
+#[cfg(feature = "webhooks")]
+pub mod webhook;
 #[cfg(feature = "wecom")]
 pub mod wecom;
 #[cfg(feature = "wecom_callback")]

@@ -57,6 +57,15 @@ impl Model for SchedulingModel {
                 ..Completion::default()
             });
         }
+        if let Some(rest) = user.strip_prefix("send: ") {
+            let (target, message) = rest.split_once(' ').unwrap();
+            let args = serde_json::json!({"action": "send", "target": target, "message": message});
+            return Ok(Completion {
+                tool_calls: vec![ToolCall::new("call_s", "send_message", args.to_string())],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            });
+        }
         if let Some(prompt) = user.strip_prefix("schedule: ") {
             let args = serde_json::json!({"action": "create", "schedule": "90s", "prompt": prompt});
             return Ok(Completion {
@@ -66,8 +75,14 @@ impl Model for SchedulingModel {
             });
         }
         let last = user.lines().last().unwrap_or_default();
+        // A heartbeat with nothing to report, and one whose answer never changes.
+        let text = match last {
+            "check quietly" => "[SILENT]".to_owned(),
+            "same every time" => "disk at 40%".to_owned(),
+            _ => format!("answer: {last}"),
+        };
         Ok(Completion {
-            content: Some(format!("answer: {last}")),
+            content: Some(text),
             finish_reason: Some(FinishReason::Stop),
             ..Completion::default()
         })
@@ -92,6 +107,7 @@ fn settings(catch_up: CatchUp) -> CronSettings {
         tz: TimeZone::UTC,
         catch_up,
         home_channels: Default::default(),
+        silent_marker: "[SILENT]".into(),
     }
 }
 
@@ -111,13 +127,16 @@ fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
     let adapter = TestAdapter::new("test");
     let model = Arc::new(SchedulingModel::default());
     let factory = TestAgentFactory::new(model.clone());
-    factory.offer_cron(CronOffer::new(
-        store.clone(),
-        settings.clone(),
-        vec!["test".into()],
-        clock.clone(),
-        None,
-    ));
+    factory.offer_cron(
+        CronOffer::new(
+            store.clone(),
+            settings.clone(),
+            vec!["test".into()],
+            clock.clone(),
+            None,
+        )
+        .with_send_message(vec!["test:friend".into()], None),
+    );
     let mut config = GatewayConfig {
         timezone: settings.tz.clone(),
         ..GatewayConfig::default()
@@ -606,4 +625,169 @@ fn a_jobs_script_runs_sandboxed_and_gives_the_agent_context_or_the_answer() {
         "{sent:#?}"
     );
     assert_eq!(sent.len(), 2, "{sent:#?}");
+}
+
+#[test]
+fn a_silent_run_is_recorded_and_an_unchanged_answer_is_not_sent_again() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let quiet = g.create(
+        spec("every 1m", "check quietly", Some("test:dm-alice")),
+        None,
+    );
+    let same = g.create(
+        spec("every 1m", "same every time", Some("test:dm-alice")),
+        None,
+    );
+    let key = format!("{}{}", cron::UNLESS_CHANGED_PREFIX, same.id);
+    g.store.lock().unwrap().kv_set(&key, "").unwrap();
+    for round in 1..=2 {
+        g.clock.advance(Duration::from_secs(61));
+        g.wait_run(&quiet.id, |r| {
+            r.len() == round && r.iter().all(|r| !r.state.is_open())
+        });
+        g.wait_run(&same.id, |r| {
+            r.len() == round && r.iter().all(|r| !r.state.is_open())
+        });
+    }
+    g.settle();
+    let quiet_runs = g.runs(&quiet.id);
+    assert!(
+        quiet_runs
+            .iter()
+            .all(|r| r.state == RunState::Stored && r.answer.as_deref() == Some("[SILENT]")),
+        "recorded with the answer, not sent: {quiet_runs:#?}"
+    );
+    let job = cron::find(&g.store.lock().unwrap(), &quiet.id).unwrap();
+    assert_eq!(
+        job.last_outcome.as_deref(),
+        Some("silent (nothing to report)")
+    );
+    let mut same_runs = g.runs(&same.id);
+    same_runs.reverse();
+    let states: Vec<RunState> = same_runs.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        [RunState::Delivered, RunState::Stored],
+        "{same_runs:#?}"
+    );
+    let sent = g.texts("dm-alice");
+    assert_eq!(
+        sent,
+        ["disk at 40%"],
+        "one delivery, no [SILENT]: {sent:#?}"
+    );
+    // The model was told how to stay silent.
+    let seen = g.model.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|s| s.user.contains("answer just [SILENT]")),
+        "{seen:#?}"
+    );
+}
+
+#[test]
+fn send_message_reaches_the_home_channel_once_and_a_made_up_target_is_refused() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let home = hermes_gateway::cron::home::home_key("test");
+    g.store.lock().unwrap().kv_set(&home, "dm-home").unwrap();
+    g.adapter.say(
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "send: test the backup is done",
+    );
+    g.wait_for("dm-alice", "tool said: Delivered to test.");
+    assert_eq!(g.texts("dm-home"), ["the backup is done"]);
+    // An id the model made up: refused with what is allowed, nothing sent.
+    g.adapter.say(
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "send: test:dm-mallory hi",
+    );
+    g.wait_for("dm-alice", "not an allowed target");
+    let refusal = g.texts("dm-alice").last().unwrap().clone();
+    assert!(
+        refusal.contains("test (home channel), test:friend"),
+        "{refusal}"
+    );
+    g.settle();
+    assert!(g.texts("dm-mallory").is_empty());
+    assert_eq!(g.texts("dm-home"), ["the backup is done"], "sent once");
+    // Both calls and their results are in alice's transcript.
+    let store = g.store.lock().unwrap();
+    let session = store
+        .list_sessions(10)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.chat_id.as_deref() == Some("dm-alice"))
+        .unwrap();
+    let results: Vec<String> = store
+        .load_transcript(&session.id)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.message {
+            Message::Tool { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert_eq!(results[0], "Delivered to test.");
+    assert!(results[1].contains("not an allowed target"), "{results:?}");
+}
+
+#[test]
+fn send_message_reports_a_delivery_that_failed_for_good() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let home = hermes_gateway::cron::home::home_key("test");
+    g.store.lock().unwrap().kv_set(&home, "dm-home").unwrap();
+    // The platform is down: every attempt fails (the reply to alice too).
+    g.adapter.fail_next_sends(1000);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = {
+        let (clock, stop) = (g.clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                clock.advance(Duration::from_secs(30));
+            }
+        })
+    };
+    g.adapter.say(
+        ChatType::Dm,
+        "dm-alice",
+        "alice",
+        "send: test are you there",
+    );
+    let deadline = Instant::now() + WAIT;
+    let result = loop {
+        let store = g.store.lock().unwrap();
+        let found = store
+            .list_sessions(10)
+            .unwrap()
+            .into_iter()
+            .find(|s| s.chat_id.as_deref() == Some("dm-alice"))
+            .and_then(|s| {
+                store
+                    .load_transcript(&s.id)
+                    .unwrap()
+                    .into_iter()
+                    .find_map(|e| match e.message {
+                        Message::Tool { content, .. } => Some(content),
+                        _ => None,
+                    })
+            });
+        drop(store);
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "no tool result");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    ticker.join().unwrap();
+    assert!(
+        result.starts_with("not delivered to test:") && result.contains("platform is down"),
+        "{result}"
+    );
+    assert!(g.texts("dm-home").is_empty());
 }

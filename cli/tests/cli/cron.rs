@@ -147,3 +147,86 @@ fn a_script_job_is_created_from_the_scripts_folder_only_and_listed_in_the_config
     assert_eq!(json["script"], "disk.sh");
     assert_eq!(json["no_agent"], true);
 }
+
+#[test]
+fn webhook_add_writes_a_route_with_a_secret_shown_once_and_refuses_bad_input() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let url = dead_url();
+    let out = ok(&env.run(
+        &url,
+        &[
+            "webhook",
+            "add",
+            "ci",
+            "--deliver",
+            "telegram",
+            "--prompt",
+            "CI {payload.workflow_run.conclusion}",
+        ],
+    ));
+    let secret = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Secret (shown only now): "))
+        .unwrap()
+        .to_owned();
+    assert_eq!(secret.len(), 64, "{out}");
+    let path = env.home.path().join("config.toml");
+    let file: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let route = &file["webhooks"]["ci"];
+    assert_eq!(route["secret"].as_str(), Some(secret.as_str()));
+    assert_eq!(route["deliver"].as_str(), Some("telegram"));
+    assert_eq!(
+        route["prompt"].as_str(),
+        Some("CI {payload.workflow_run.conclusion}")
+    );
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the file holds the secret");
+    // The same name again, a made-up target: refused, the file unchanged.
+    let before = std::fs::read_to_string(&path).unwrap();
+    for args in [
+        &["webhook", "add", "ci", "--deliver", "telegram"][..],
+        &["webhook", "add", "cd", "--deliver", "origin"][..],
+        &["webhook", "add", "a/b", "--deliver", "telegram"][..],
+    ] {
+        let o = env.run(&url, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stdout(&o).contains("Secret"), "{args:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+}
+
+#[test]
+fn silent_unless_changed_marks_the_job_and_remove_clears_the_mark() {
+    let env = Env::new();
+    let url = dead_url();
+    let id = ok(&env.run(
+        &url,
+        &[
+            "cron",
+            "create",
+            "every 30m",
+            "check",
+            "the",
+            "disk",
+            "--silent-unless-changed",
+        ],
+    ))
+    .trim()
+    .to_owned();
+    let marks = || {
+        hermes_runtime::store::Store::open(&env.home.path().join("state.db"))
+            .unwrap()
+            .kv_scan(hermes_runtime::cron::UNLESS_CHANGED_PREFIX)
+            .unwrap()
+    };
+    assert_eq!(
+        marks(),
+        [(
+            format!("{}{id}", hermes_runtime::cron::UNLESS_CHANGED_PREFIX),
+            String::new()
+        )]
+    );
+    ok(&env.run(&url, &["cron", "remove", &id]));
+    assert!(marks().is_empty());
+}

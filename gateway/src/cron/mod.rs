@@ -26,6 +26,7 @@
 pub mod home;
 mod run;
 mod script;
+pub mod send;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,6 +45,10 @@ use crate::lease::{Acquired, LeaseTiming, try_acquire};
 use crate::runner::{AgentFactory, GatewayRunner};
 
 pub use hermes_runtime::cron::STATUS_KEY;
+/// Job ids of webhook events (`crate::webhook`) start with this; a
+/// scheduled job's with `j`. Their runs take the stored prompt as the whole
+/// user message (it already says where the event came from).
+pub const WEBHOOK_JOB_PREFIX: &str = "w";
 /// A due time older than this when claimed was missed (no gateway ran).
 pub const MISSED_AFTER: Duration = Duration::from_secs(60);
 /// How often the status entry is written.
@@ -60,6 +65,8 @@ pub struct CronOffer {
     clock: Arc<dyn Clock>,
     /// The `cronjob` toolset is enabled.
     enabled: bool,
+    /// `send_message` is offered, to these allowed chats besides the homes.
+    send_allowed: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for CronOffer {
@@ -86,12 +93,33 @@ impl CronOffer {
             platforms,
             clock,
             enabled: hermes_runtime::tools::cronjob::offered(toolsets),
+            send_allowed: None,
         }
+    }
+
+    /// Also offers `send_message` (to every session, scheduled runs
+    /// included): to the home channels and the `allowed` chats
+    /// (`[agent] send_message_targets`), when `toolsets` (`None`: all)
+    /// include `send_message`.
+    pub fn with_send_message(mut self, allowed: Vec<String>, toolsets: Option<&[String]>) -> Self {
+        if toolsets.is_none_or(|t| t.iter().any(|n| n == send::NAME)) {
+            self.send_allowed = Some(allowed);
+        }
+        self
     }
 
     /// Registers the tool in `registry` unless `session_id` is a cron
     /// run's session (or unknown); its origin is the session's chat.
     pub fn register(&self, registry: &mut ToolRegistry, session_id: &str) {
+        if let Some(allowed) = &self.send_allowed {
+            registry.register(Box::new(send::SendMessageTool::new(
+                Arc::clone(&self.store),
+                Arc::clone(&self.clock),
+                self.platforms.clone(),
+                self.settings.home_channels.clone(),
+                allowed.clone(),
+            )));
+        }
         if !self.enabled {
             return;
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason};
-use hermes_runtime::cron::{PLATFORM, SESSION_KEY_PREFIX};
+use hermes_runtime::cron::{PLATFORM, SESSION_KEY_PREFIX, UNLESS_CHANGED_PREFIX};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{
     Fence, JobRecord, NewSession, RunRecord, RunState, RunUpdate, StoreError,
@@ -56,7 +56,10 @@ impl AgentObserver for RunObserver<'_> {
 /// The user message of a run: the job's prompt, after a line that tells
 /// the model nobody is there to answer questions, and what the job's
 /// script printed, if it has one.
-fn run_message(job: &JobRecord, script_output: Option<&str>) -> String {
+fn run_message(job: &JobRecord, script_output: Option<&str>, marker: &str) -> String {
+    if job.id.starts_with(super::WEBHOOK_JOB_PREFIX) {
+        return job.prompt.clone();
+    }
     let context = match (&job.script, script_output.map(str::trim_end)) {
         (Some(script), Some("")) => {
             format!("[The job's script {script} ran and printed nothing.]\n\n")
@@ -68,7 +71,8 @@ fn run_message(job: &JobRecord, script_output: Option<&str>) -> String {
         _ => String::new(),
     };
     format!(
-        "[Scheduled job {} \"{}\": no user is present; your final answer is delivered as it is.]\n\n{context}{}",
+        "[Scheduled job {} \"{}\": no user is present; your final answer is delivered as it is \
+         (answer just {marker} when there is nothing worth reporting: nothing is sent).]\n\n{context}{}",
         job.id, job.name, job.prompt
     )
 }
@@ -203,7 +207,11 @@ impl Inner {
             flag: &flag,
         };
         let outcome = agent.run_message(
-            Message::user(run_message(job, script_output)),
+            Message::user(run_message(
+                job,
+                script_output,
+                &self.settings.silent_marker,
+            )),
             Vec::new(),
             &budget,
             &mut observer,
@@ -258,6 +266,12 @@ impl Inner {
             finished_at_ms: None,
             outcome: String::new(),
         };
+        if let Some(quiet) = self.quiet(job, &answer)? {
+            update.state = RunState::Stored;
+            update.finished_at_ms = Some(now);
+            update.outcome = quiet.into();
+            return self.store().run_update(&run.id, &update, fence);
+        }
         // Bound first: the store's guard must be gone before the arms write.
         let resolved = home::destination(&self.store(), job, &self.settings.home_channels);
         let destination = match resolved {
@@ -291,6 +305,7 @@ impl Inner {
         match sent {
             Ok(()) => {
                 tracing::info!(job = %job.id, run = %run.id, platform = %destination.platform, "scheduled answer delivered");
+                self.remember_answer(job, &answer)?;
                 update.state = RunState::Delivered;
                 update.finished_at_ms = Some(now);
                 update.outcome =
@@ -319,6 +334,34 @@ impl Inner {
             }
         }
         self.store().run_update(&run.id, &update, fence)
+    }
+
+    /// Why this answer is recorded and not sent: it is the silent marker,
+    /// or the job delivers only changes and it is the last one delivered.
+    fn quiet(&self, job: &JobRecord, answer: &str) -> Result<Option<&'static str>, StoreError> {
+        if answer
+            .trim_start()
+            .starts_with(self.settings.silent_marker.as_str())
+        {
+            return Ok(Some("silent (nothing to report)"));
+        }
+        let last = self
+            .store()
+            .kv_get(&format!("{UNLESS_CHANGED_PREFIX}{}", job.id))?;
+        Ok(match last {
+            Some(last) if last.trim() == answer.trim() => Some("unchanged (not sent)"),
+            _ => None,
+        })
+    }
+
+    /// Keeps a delivered answer of a job that delivers only changes.
+    fn remember_answer(&self, job: &JobRecord, answer: &str) -> Result<(), StoreError> {
+        let key = format!("{UNLESS_CHANGED_PREFIX}{}", job.id);
+        let mut store = self.store();
+        if store.kv_get(&key)?.is_some() {
+            store.kv_set(&key, answer)?;
+        }
+        Ok(())
     }
 
     fn send(&self, to: &Destination, text: &str) -> Result<(), String> {

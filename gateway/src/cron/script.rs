@@ -35,6 +35,13 @@ impl Inner {
     /// Runs `job`'s script, if it has one.
     pub(super) fn script_part(&self, job: &JobRecord) -> ScriptPart {
         let Some(script) = &job.script else {
+            // A webhook route's `no_agent`: the rendered template is the answer.
+            if job.no_agent {
+                return ScriptPart::Done(Executed::Answer {
+                    session_id: None,
+                    text: job.prompt.clone(),
+                });
+            }
             return ScriptPart::Context(None);
         };
         let Some(env) = &self.scripts else {

@@ -63,10 +63,22 @@ impl CronSettings {
                 home_channels.insert((*platform).to_owned(), chat.trim().to_owned());
             }
         }
+        let silent_marker = match table(&settings.file, "cron").and_then(|c| c.get("silent_marker"))
+        {
+            None => crate::cron::settings::DEFAULT_SILENT_MARKER.to_owned(),
+            Some(toml::Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+            Some(_) => {
+                return Err(invalid(
+                    "[cron] silent_marker",
+                    "must be a non-empty string such as \"[SILENT]\"",
+                ));
+            }
+        };
         Ok(CronSettings {
             tz,
             catch_up,
             home_channels,
+            silent_marker,
         })
     }
 }

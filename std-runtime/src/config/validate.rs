@@ -85,6 +85,7 @@ pub const TOOLSET_NAMES: &[&str] = &[
     "cronjob",
     "session_search",
     "send_file",
+    "send_message",
     "none",
 ];
 
@@ -120,6 +121,7 @@ pub const SECTIONS: &[Section] = &[
             key("max_iterations", Kind::PositiveInt),
             key("toolsets", Kind::ListOf(TOOLSET_NAMES)),
             key("workdir", Kind::Str),
+            key("send_message_targets", Kind::List),
             key("compress_threshold", Kind::PositiveInt),
             key("sandbox", Kind::OneOf(&["on", "off"])),
             key("allow_outside_workdir", Kind::Bool),
@@ -216,7 +218,10 @@ pub const SECTIONS: &[Section] = &[
     Section {
         // Scheduled jobs (SPEC Y1; `cron::CronSettings`).
         name: "cron",
-        keys: Keys::These(&[key("catch_up", Kind::OneOf(&["once", "skip"]))]),
+        keys: Keys::These(&[
+            key("catch_up", Kind::OneOf(&["once", "skip"])),
+            key("silent_marker", Kind::Str),
+        ]),
     },
     Section {
         // The gateway's OpenAI-compatible API server (`API_SERVER_*`).
@@ -230,6 +235,12 @@ pub const SECTIONS: &[Section] = &[
             key("cors_origins", Kind::List),
             key("max_concurrent", Kind::PositiveInt),
         ]),
+    },
+    Section {
+        // Webhooks in (`port`, `host`, a `[webhooks.NAME]` table per
+        // route): checked by `hermes_gateway::webhook`.
+        name: "webhooks",
+        keys: Keys::CheckedElsewhere,
     },
 ];
 

@@ -29,6 +29,10 @@ pub const SESSION_KEY_PREFIX: &str = "cron:";
 /// The key-value entry a running scheduler refreshes every few seconds
 /// (`{"owner": …, "at_ms": …}`), for `hermes cron status`.
 pub const STATUS_KEY: &str = "cron:status";
+/// A job created with `--silent-unless-changed` has a key-value entry
+/// under this prefix and its id, holding the last answer delivered: a run
+/// whose answer is the same is recorded, not delivered.
+pub const UNLESS_CHANGED_PREFIX: &str = "cron:unless_changed:";
 /// The platform name cron sessions are stored under.
 pub const PLATFORM: &str = "cron";
 
@@ -368,6 +372,7 @@ pub fn remove(store: &mut Store, id: &str) -> Result<JobRecord, CronError> {
     if !store.job_delete(&job.id)? {
         return Err(CronError::NotFound(job.id));
     }
+    store.kv_delete(&[&format!("{UNLESS_CHANGED_PREFIX}{}", job.id)])?;
     Ok(job)
 }
 

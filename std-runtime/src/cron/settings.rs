@@ -38,7 +38,13 @@ pub struct CronSettings {
     /// Configured home channels by platform (`chat[:thread]`); one set by
     /// `/sethome` (stored) wins.
     pub home_channels: BTreeMap<String, String>,
+    /// An answer starting with this is recorded, not delivered (`[cron]
+    /// silent_marker`, hermes-agent's `[SILENT]` by default).
+    pub silent_marker: String,
 }
+
+/// The marker of a run with nothing to report, unless configured.
+pub const DEFAULT_SILENT_MARKER: &str = "[SILENT]";
 
 impl Default for CronSettings {
     fn default() -> Self {
@@ -46,6 +52,7 @@ impl Default for CronSettings {
             tz: TimeZone::try_system().unwrap_or(TimeZone::UTC),
             catch_up: CatchUp::Once,
             home_channels: BTreeMap::new(),
+            silent_marker: DEFAULT_SILENT_MARKER.to_owned(),
         }
     }
 }

@@ -106,6 +106,9 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     // Files for the user (`send_file`): registered by the front-ends,
     // which know where a file goes (the chat; the CLI prints its path).
     ("send_file", &["send_file"]),
+    // Messages to home channels and allowed chats (issue 43): the
+    // gateway's, which holds the scheduler's outbox.
+    ("send_message", &["send_message"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -413,8 +416,8 @@ fn build_wrapped(
                 None => {}
             },
             // The front-ends register them (see `cronjob::offered`,
-            // `send_file::offered`): they know the chat.
-            "cronjob" | "send_file" => {}
+            // `send_file::offered`, the gateway's `send_message`): they know the chat.
+            "cronjob" | "send_file" | "send_message" => {}
             // Only with the store; the session it serves scopes the search.
             "session_search" => {
                 if let Some(source) = &env.session_search {

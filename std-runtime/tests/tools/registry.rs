@@ -35,8 +35,17 @@ fn registry_holds_every_toolset_it_can_support() {
             // No delegate model here; `cronjob` is registered by the
             // front-ends, which hold the store (see `cronjob::offered`);
             // `session_search` needs the store too (`ToolEnv::session_search`);
-            // `send_file` is the front-ends' as well (they know the chat).
-            if !["delegate", "cronjob", "session_search", "send_file"].contains(set) {
+            // `send_file` and `send_message` are the front-ends' as well
+            // (they know the chat).
+            if ![
+                "delegate",
+                "cronjob",
+                "session_search",
+                "send_file",
+                "send_message",
+            ]
+            .contains(set)
+            {
                 assert!(names.contains(t), "{t} of {set} missing");
             }
         }
@@ -44,6 +53,16 @@ fn registry_holds_every_toolset_it_can_support() {
     for spec in fx.reg.specs() {
         assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
         assert!(!spec.description.is_empty());
+    }
+}
+
+#[test]
+fn the_front_ends_toolsets_may_be_named_alone() {
+    let work = TempDir::new().unwrap();
+    let env = ToolEnv::new(work.path(), work.path());
+    for set in ["cronjob", "send_file", "send_message"] {
+        let reg = build_registry(&env, Some(&[set.into()])).unwrap();
+        assert!(reg.specs().is_empty(), "{set}: the front-end registers it");
     }
 }
 

@@ -365,6 +365,13 @@ impl AgentFactory for RuntimeAgentFactory {
         self.settings.provider.model.clone()
     }
 
+    fn memory_command(&self, source: &SessionSource, forget: bool) -> String {
+        let place = self
+            .memory
+            .place(&self.settings.home, &source.platform, &source.user_id);
+        hermes_runtime::memory_scope::chat_command(&place, forget)
+    }
+
     fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {
         hermes_runtime::skills::SkillsHome::new(&self.settings.home).list()
     }

@@ -236,6 +236,61 @@ impl MemorySettings {
     }
 }
 
+/// The files of one person's memory: `MEMORY.md`, then `USER.md`.
+pub const FILES: [&str; 2] = ["MEMORY.md", "USER.md"];
+
+/// One person's memory as text, each file under its name (and the shared
+/// memory when `place` has one); `None` for a person with none.
+pub fn show(place: &MemoryPlace) -> Option<String> {
+    let mut out = String::new();
+    let mut any = false;
+    let shared = place
+        .shared_dir
+        .iter()
+        .map(|d| ("Shared (every user sees it)", d.join("MEMORY.md")));
+    let own = FILES.iter().map(|f| (*f, place.dir.join(f)));
+    for (title, path) in own.chain(shared) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let text = text.trim();
+        if !text.is_empty() {
+            any = true;
+            out.push_str(&format!("{title}:\n{text}\n\n"));
+        }
+    }
+    any.then(|| out.trim_end().to_owned())
+}
+
+/// Erases one person's `MEMORY.md` and `USER.md` (never the shared
+/// memory); how many files there were.
+pub fn forget(place: &MemoryPlace) -> std::io::Result<usize> {
+    let mut removed = 0;
+    for file in FILES {
+        match std::fs::remove_file(place.dir.join(file)) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
+/// The answer to `/memory` (`forget: false`) or `/forget` in a chat.
+pub fn chat_command(place: &MemoryPlace, forget_it: bool) -> String {
+    if forget_it {
+        return match forget(place) {
+            Ok(0) => "I had nothing remembered about you.".to_owned(),
+            Ok(_) => "Done: I forgot what I remembered about you. The shared memory is \
+                      unchanged; it leaves this conversation's prompt when you send /new."
+                .to_owned(),
+            Err(e) => format!("I could not erase your memory: {e}"),
+        };
+    }
+    match show(place) {
+        Some(text) => format!("What I remember (send /forget to erase yours):\n\n{text}"),
+        None => "I remember nothing about you yet.".to_owned(),
+    }
+}
+
 /// Every user whose memory folder exists, as `PLATFORM:USER_ID`, sorted;
 /// the owner (whose memory is `$HERMES_HOME`'s files) first when configured.
 pub fn list_users(hermes_home: &Path, settings: &MemorySettings) -> Vec<String> {

@@ -75,6 +75,28 @@ async fn alices_fact_reaches_her_next_session_and_no_request_for_bob() {
     gw.replies(4).await;
     gw.send_as(USER, USER, 5, "hi");
     gw.replies(5).await;
+    // `/memory` shows a user their own memory and the shared one; `/forget`
+    // erases theirs only.
+    gw.send_as(BOB, BOB, 6, "/memory");
+    gw.send_as(ALICE, ALICE, 7, "/memory");
+    let shown = gw.replies(7).await;
+    let (bob_sees, alice_sees) = if shown[5].contains("insulin") {
+        (&shown[6], &shown[5])
+    } else {
+        (&shown[5], &shown[6])
+    };
+    assert!(
+        alice_sees.contains("Alice takes insulin at 8.") && alice_sees.contains("Rex"),
+        "{alice_sees}"
+    );
+    assert!(!alice_sees.contains("4471"), "{alice_sees}");
+    assert!(
+        !bob_sees.contains("insulin") && bob_sees.contains("Rex"),
+        "{bob_sees}"
+    );
+    gw.send_as(ALICE, ALICE, 8, "/forget");
+    let replies = gw.replies(8).await;
+    assert!(replies[7].starts_with("Done: I forgot"), "{}", replies[7]);
     gw.runner.shutdown().await;
 
     let requests = gw.provider.requests();
@@ -116,14 +138,13 @@ async fn alices_fact_reaches_her_next_session_and_no_request_for_bob() {
         "{}",
         owner[0]
     );
-    // Alice's fact is in her folder, not in the owner's file.
+    // Alice's fact was in her folder, now forgotten; the owner's file and
+    // the shared memory are untouched.
     let alice_dir = MemorySettings::default()
         .place(home, "telegram", &ALICE.to_string())
         .dir;
-    assert_eq!(
-        std::fs::read_to_string(alice_dir.join("MEMORY.md")).unwrap(),
-        "Alice takes insulin at 8.\n"
-    );
+    assert!(alice_dir.is_dir() && !alice_dir.join("MEMORY.md").exists());
+    assert!(shared_dir(home).join("MEMORY.md").exists());
     assert_eq!(
         std::fs::read_to_string(home.join("MEMORY.md")).unwrap(),
         "The boiler code is 4471.\n"

@@ -20,6 +20,7 @@ mod gateway_status;
 mod log;
 mod markdown;
 mod mcp_cmd;
+mod memory_cmd;
 #[cfg(feature = "gateway")]
 mod pairing_cmd;
 mod sessions;
@@ -171,6 +172,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
         Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
         Command::Skills { command } => skills_cmd::run(command),
+        Command::Memory { command } => memory_cmd::run(&load_settings(&outer)?, command),
     }
 }
 

@@ -11,6 +11,7 @@ mod extras;
 mod frugal;
 mod interactive;
 mod kept;
+mod memory;
 mod oneshot;
 mod sessions;
 mod skills;

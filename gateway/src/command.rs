@@ -267,6 +267,8 @@ mod tests {
             Some(Command::Cron(Some("remove j12".into())))
         );
         assert_eq!(parse_command("/skills"), Some(Command::Skills));
+        assert_eq!(parse_command("/memory@hermes_bot"), Some(Command::Memory));
+        assert_eq!(parse_command("/forget"), Some(Command::Forget));
         assert_eq!(
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))

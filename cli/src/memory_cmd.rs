@@ -11,8 +11,8 @@ use crate::args::MemoryCommand;
 
 /// Runs one `hermes memory` subcommand.
 pub fn run(settings: &Settings, command: MemoryCommand) -> Result<i32, CliError> {
-    let memory =
-        MemorySettings::from_settings(settings).map_err(|e| CliError::Config(e.to_string()))?;
+    let memory = MemorySettings::from_config(&settings.file, settings.var("HERMES_MEMORY_OWNER"))
+        .map_err(|e| CliError::Config(e.to_string()))?;
     let home = &settings.home;
     let place = |id: &str| match parse_identity(id) {
         Some((platform, user)) => Ok(memory.place(home, platform, user)),

@@ -227,8 +227,11 @@ impl RuntimeAgentFactory {
                 .clone()
                 .map(|tts| Arc::new(hermes_runtime::media::tts::Speaker::new(tts))),
             files: crate::outbox::FileHub::new(),
-            memory: MemorySettings::from_settings(settings)
-                .map_err(|e| GatewayError::Provider(e.to_string()))?,
+            memory: MemorySettings::from_config(
+                &settings.file,
+                settings.var("HERMES_MEMORY_OWNER"),
+            )
+            .map_err(|e| GatewayError::Provider(e.to_string()))?,
         };
         let client = factory.client(&settings.provider.model)?;
         let tools = factory.registry(client, None, None)?;

@@ -41,11 +41,16 @@ pub struct MemoryConfigError {
 }
 
 impl MemorySettings {
-    /// `[memory] owner` (or `HERMES_MEMORY_OWNER`, which wins) and
-    /// `[memory] shared_writers`, each `PLATFORM:USER_ID`.
-    pub fn from_settings(settings: &crate::config::Settings) -> Result<Self, MemoryConfigError> {
-        let section = settings.file.get("memory").and_then(toml::Value::as_table);
-        let owner = match settings.var("HERMES_MEMORY_OWNER") {
+    /// `[memory] owner` of `config.toml` (or `owner_var`,
+    /// `HERMES_MEMORY_OWNER`, which wins) and `[memory] shared_writers`,
+    /// each `PLATFORM:USER_ID`. Takes the parsed file rather than the
+    /// settings: a feature never imports the loader.
+    pub fn from_config(
+        file: &toml::Table,
+        owner_var: Option<&str>,
+    ) -> Result<Self, MemoryConfigError> {
+        let section = file.get("memory").and_then(toml::Value::as_table);
+        let owner = match owner_var {
             Some(v) if !v.trim().is_empty() => Some(v.trim().to_owned()),
             _ => match section.and_then(|t| t.get("owner")) {
                 None => None,
@@ -340,6 +345,27 @@ mod tests {
         let dir = user_dir(home, &s, "../x", "1");
         assert!(dir.starts_with("/h/memories/users/"), "{dir:?}");
         assert_eq!(dir.components().count(), 6, "{dir:?}");
+    }
+
+    #[test]
+    fn a_malformed_owner_or_writer_is_a_clear_error_and_the_variable_wins() {
+        let file: toml::Table =
+            toml::from_str("[memory]\nowner = \"telegram:1\"\nshared_writers = [\"bob\"]\n")
+                .unwrap();
+        let err = MemorySettings::from_config(&file, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("[memory] shared_writers: 'bob' is not PLATFORM:USER_ID"),
+            "{err}"
+        );
+        let file: toml::Table = toml::from_str("[memory]\nowner = \"telegram:1\"\n").unwrap();
+        let s = MemorySettings::from_config(&file, Some("discord:9")).unwrap();
+        assert_eq!(s.owner.as_deref(), Some("discord:9"));
+        let err = MemorySettings::from_config(&file, Some(":9"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("owner"), "{err}");
     }
 
     #[test]

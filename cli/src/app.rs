@@ -205,6 +205,8 @@ impl Workbench {
                     Arc::new(crate::display::PrintedFiles)
                         as Arc<dyn hermes_runtime::tools::FileOutbox>
                 }),
+            // The CLI is the owner's: `$HERMES_HOME`'s memory, as always.
+            memory: None,
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;

@@ -207,6 +207,36 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Chat users' memories (each user's own): list, show, edit, forget
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+}
+
+/// `hermes memory` subcommands; a user is `PLATFORM:USER_ID`.
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Whose memories exist (the owner first)
+    List,
+    /// Print a user's memory and profile, and the shared memory
+    Show {
+        /// PLATFORM:USER_ID, e.g. telegram:123456
+        id: String,
+    },
+    /// Open a user's MEMORY.md (or USER.md with --profile) in $EDITOR
+    Edit {
+        /// PLATFORM:USER_ID
+        id: String,
+        /// Edit the profile (USER.md) instead
+        #[arg(long)]
+        profile: bool,
+    },
+    /// Erase a user's memory and profile
+    Forget {
+        /// PLATFORM:USER_ID
+        id: String,
+    },
 }
 
 /// `hermes cron` subcommands. IDs accept unique prefixes.

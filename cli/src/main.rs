@@ -22,6 +22,7 @@ mod gateway_status;
 mod log;
 mod markdown;
 mod mcp_cmd;
+mod memory_cmd;
 #[cfg(feature = "gateway")]
 mod pairing_cmd;
 mod restore;
@@ -200,6 +201,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             backup::run(&load_settings(&outer)?, file, with_secrets)
         }
         Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
+        Command::Memory { command } => memory_cmd::run(&load_settings(&outer)?, command),
     }
 }
 

@@ -22,6 +22,7 @@ use hermes_runtime::context::{self, Windows};
 use hermes_runtime::fallback::FallbackModel;
 #[cfg(feature = "mcp")]
 use hermes_runtime::mcp::McpManager;
+use hermes_runtime::memory_scope::MemorySettings;
 use hermes_runtime::pricing::PriceList;
 use hermes_runtime::store::{BackendKind, Store, StoreError, SystemClock};
 use hermes_runtime::sync::lock;
@@ -153,6 +154,8 @@ pub struct RuntimeAgentFactory {
     speech: Option<Arc<hermes_runtime::media::tts::Speaker>>,
     /// Where `send_file` sends: each turn's chat.
     files: Arc<crate::outbox::FileHub>,
+    /// Whose memory is whose (`[memory]`, issue 44).
+    memory: MemorySettings,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -223,6 +226,11 @@ impl RuntimeAgentFactory {
                 .clone()
                 .map(|tts| Arc::new(hermes_runtime::media::tts::Speaker::new(tts))),
             files: crate::outbox::FileHub::new(),
+            memory: MemorySettings::from_config(
+                &settings.file,
+                settings.var("HERMES_MEMORY_OWNER"),
+            )
+            .map_err(|e| GatewayError::Provider(e.to_string()))?,
         };
         let client = factory.client(&settings.provider.model)?;
         let tools = factory.registry(client, None, None)?;
@@ -286,6 +294,7 @@ impl RuntimeAgentFactory {
             session_id: session_id.map(str::to_owned),
             store: self.session_store.get().cloned(),
             outbox: session_id.and_then(|id| self.chat_outbox(id)),
+            memory: Some(self.memory.clone()),
         };
         assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| GatewayError::Provider(e.to_string()))
@@ -358,6 +367,13 @@ impl AgentFactory for RuntimeAgentFactory {
         self.settings.provider.model.clone()
     }
 
+    fn memory_command(&self, source: &SessionSource, forget: bool) -> String {
+        let place = self
+            .memory
+            .place(&self.settings.home, &source.platform, &source.user_id);
+        hermes_runtime::memory_scope::chat_command(&place, forget)
+    }
+
     fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {
         hermes_runtime::skills::SkillsHome::new(&self.settings.home).list()
     }
@@ -376,7 +392,10 @@ impl AgentFactory for RuntimeAgentFactory {
     }
 
     fn system_prompt(&self, source: &SessionSource) -> Result<String, FactoryError> {
-        let mut prompt = assemble::session_prompt(&self.settings, &self.tool_specs);
+        let place = self
+            .memory
+            .place(&self.settings.home, &source.platform, &source.user_id);
+        let mut prompt = assemble::session_prompt_for(&self.settings, &self.tool_specs, &place);
         prompt.push_str(&crate::prompt_context::session_context(
             source,
             jiff::Timestamp::now(),

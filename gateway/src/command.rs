@@ -64,6 +64,10 @@ pub enum Command {
     /// `/voice` (show) or `/voice on|off|auto`: whether this chat's answers
     /// are spoken ([`crate::voice`]).
     Voice(Option<String>),
+    /// `/memory`: what the bot remembers about the sender (issue 44).
+    Memory,
+    /// `/forget`: erase the sender's own memory and profile.
+    Forget,
     /// A word that looks like a command but is none of ours.
     Unknown(String),
 }
@@ -93,6 +97,8 @@ pub const NAMES: &[&str] = &[
     "reasoning",
     "personality",
     "voice",
+    "memory",
+    "forget",
 ];
 
 /// The reply to an unknown command: the closest command, if one is close.
@@ -125,6 +131,8 @@ pub const HELP: &str = "Commands:\n\
 /reasoning [none|low|medium|high|on|off|show|hide]: reasoning effort, and whether to show it\n\
 /personality [NAME|none]: answer in a personality (alone: the list)\n\
 /voice [on|off|auto]: spoken replies in this chat (auto: a voice note gets one)\n\
+/memory: what I remember about you (yours only; the shared memory is shown too)\n\
+/forget: erase what I remember about you\n\
 /help: this list";
 
 /// The command menu a platform shows (Telegram's `setMyCommands`): each
@@ -197,6 +205,8 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "reasoning" => Command::Reasoning((!arg.is_empty()).then(|| arg.to_ascii_lowercase())),
         "personality" => Command::Personality((!arg.is_empty()).then(|| arg.to_owned())),
         "voice" => Command::Voice((!arg.is_empty()).then(|| arg.to_ascii_lowercase())),
+        "memory" => Command::Memory,
+        "forget" => Command::Forget,
         _ => Command::Unknown(word.to_owned()),
     };
     Some(command)
@@ -257,6 +267,8 @@ mod tests {
             Some(Command::Cron(Some("remove j12".into())))
         );
         assert_eq!(parse_command("/skills"), Some(Command::Skills));
+        assert_eq!(parse_command("/memory@hermes_bot"), Some(Command::Memory));
+        assert_eq!(parse_command("/forget"), Some(Command::Forget));
         assert_eq!(
             parse_command("/frobnicate x"),
             Some(Command::Unknown("frobnicate".into()))

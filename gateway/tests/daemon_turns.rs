@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod openai_schema;
+mod per_user_memory;
 mod telegram_gateway;
 mod telegram_support;
 

@@ -15,6 +15,7 @@ use crate::fallback::{FallbackModel, Link};
 #[cfg(feature = "mcp")]
 use crate::mcp::McpManager;
 use crate::media::MediaDir;
+use crate::memory_scope::{MemoryPlace, MemorySettings};
 use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::secret::Secret;
 use crate::store::{Store, SystemClock};
@@ -209,6 +210,9 @@ pub struct ToolDeps {
     /// Where `send_file` sends (the chat; the CLI prints the path); `None`:
     /// the tool is not offered.
     pub outbox: Option<Arc<dyn crate::tools::FileOutbox>>,
+    /// `[memory]` of a gateway: the `memory` tool writes the memory of
+    /// `session_id`'s user (issue 44); `None`: `$HERMES_HOME`'s files.
+    pub memory: Option<MemorySettings>,
 }
 
 impl std::fmt::Debug for ToolDeps {
@@ -267,6 +271,10 @@ pub fn session_tools(
     env.tool_output_dir = Some(match &deps.session_id {
         Some(id) => crate::spill::session_dir(&settings.home, id),
         None => crate::spill::scope_dir(&settings.home),
+    });
+    env.memory = deps.memory.as_ref().map(|m| {
+        let id = deps.session_id.as_deref().unwrap_or_default();
+        m.place_of_session(&settings.home, deps.store.as_deref(), id)
     });
     env.session_search = deps.store.clone().map(|store| SearchSource {
         store,
@@ -342,6 +350,16 @@ pub fn mcp_servers(settings: &Settings, bridge: &Arc<AsyncBridge>) -> Option<Arc
 /// the session and reuse the stored bytes from then on.
 pub fn session_prompt(settings: &Settings, tools: &[ToolSpec]) -> String {
     let sources = PromptSources::new(&settings.home, &settings.workdir);
+    assemble_system_prompt(&sources, tools)
+}
+
+/// [`session_prompt`] carrying the memory of `place` (a gateway user's and
+/// the shared memory, issue 44) instead of `$HERMES_HOME`'s.
+pub fn session_prompt_for(settings: &Settings, tools: &[ToolSpec], place: &MemoryPlace) -> String {
+    let sources = PromptSources {
+        memory: place.clone(),
+        ..PromptSources::new(&settings.home, &settings.workdir)
+    };
     assemble_system_prompt(&sources, tools)
 }
 

@@ -58,6 +58,7 @@ pub mod http;
 mod layering;
 pub mod mcp;
 pub mod media;
+pub mod memory_scope;
 pub mod parallel;
 pub mod persist;
 pub mod price;

@@ -4,8 +4,9 @@
 //!
 //! 1. a short built-in identity paragraph;
 //! 2. the persona, `$HERMES_HOME/SOUL.md` (a built-in default when absent);
-//! 3. long-term memory, `$HERMES_HOME/MEMORY.md`, and facts about the user,
-//!    `$HERMES_HOME/USER.md`;
+//! 3. long-term memory, `MEMORY.md`, and facts about the user, `USER.md`:
+//!    `$HERMES_HOME`'s in the CLI, the served user's in the gateway, after
+//!    the shared memory labelled as such (`crate::memory_scope`);
 //! 4. project instructions: the first of `HERMES.md` / `AGENTS.md` found in
 //!    the working directory (the prompt names the file it came from);
 //! 5. a compact list of the tools (name + first line of the description);
@@ -27,6 +28,8 @@
 use std::path::{Path, PathBuf};
 
 use hermes_core::ToolSpec;
+
+use crate::memory_scope::MemoryPlace;
 
 /// Default cap on each source, in bytes.
 pub const DEFAULT_PER_SOURCE_CAP: usize = 20_000;
@@ -54,13 +57,19 @@ pub struct PromptSources {
     pub workdir: PathBuf,
     /// The most bytes taken from any one source.
     pub per_source_cap: usize,
+    /// Whose `MEMORY.md` and `USER.md`, and the shared memory of a gateway
+    /// user (issue 44); [`PromptSources::new`]: `$HERMES_HOME`'s, as the
+    /// CLI reads them.
+    pub memory: MemoryPlace,
 }
 
 impl PromptSources {
     /// Sources with the default cap.
     pub fn new(hermes_home: impl Into<PathBuf>, workdir: impl Into<PathBuf>) -> Self {
+        let hermes_home = hermes_home.into();
         PromptSources {
-            hermes_home: hermes_home.into(),
+            memory: MemoryPlace::home(&hermes_home),
+            hermes_home,
             workdir: workdir.into(),
             per_source_cap: DEFAULT_PER_SOURCE_CAP,
         }
@@ -153,14 +162,26 @@ pub fn assemble_system_prompt(src: &PromptSources, tools: &[ToolSpec]) -> String
         &cap_source(soul.as_deref().unwrap_or(DEFAULT_SOUL), cap),
     );
 
-    if let Some(memory) = read_source(&src.hermes_home.join("MEMORY.md")) {
+    if let Some(shared) = src
+        .memory
+        .shared_dir
+        .as_ref()
+        .and_then(|dir| read_source(&dir.join("MEMORY.md")))
+    {
+        section(
+            &mut out,
+            "Shared memory (every user of this bot sees it; entries separated by §)",
+            &cap_source(&shared, cap),
+        );
+    }
+    if let Some(memory) = read_source(&src.memory.dir.join("MEMORY.md")) {
         section(
             &mut out,
             "Memory (from MEMORY.md; entries separated by §)",
             &cap_source(&memory, cap),
         );
     }
-    if let Some(user) = read_source(&src.hermes_home.join("USER.md")) {
+    if let Some(user) = read_source(&src.memory.dir.join("USER.md")) {
         section(
             &mut out,
             "About the user (from USER.md)",

@@ -121,9 +121,8 @@ fn each_source_is_capped_with_a_visible_marker() {
     write(&work.path().join("HERMES.md"), &"h".repeat(150));
     write(&home.path().join("SOUL.md"), "short soul");
     let src = PromptSources {
-        hermes_home: home.path().into(),
-        workdir: work.path().into(),
         per_source_cap: 101,
+        ..PromptSources::new(home.path(), work.path())
     };
     let p = assemble_system_prompt(&src, &[]);
     assert!(

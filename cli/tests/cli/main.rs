@@ -14,6 +14,7 @@ mod frugal;
 mod interactive;
 mod kept;
 mod local;
+mod memory;
 mod oneshot;
 mod sessions;
 mod skills;

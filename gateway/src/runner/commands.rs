@@ -258,6 +258,8 @@ impl Inner {
             | Command::Approve { .. }
             | Command::Deny
             | Command::Skills
+            | Command::Memory
+            | Command::Forget
             | Command::Sessions
             | Command::Queue(_)
             | Command::Steer(_)

@@ -97,6 +97,14 @@ pub trait AgentFactory: Send + Sync {
         None
     }
 
+    /// `/memory` (`forget: false`) or `/forget` for the sender of
+    /// `source` (issue 44): the answer to send. Only that user's memory is
+    /// read or erased.
+    fn memory_command(&self, source: &crate::event::SessionSource, forget: bool) -> String {
+        let _ = (source, forget);
+        "This bot keeps no memory.".to_owned()
+    }
+
     /// The skills its agents are offered, for `/skills` (SPEC Y8; none
     /// unless overridden). Reads a few small files.
     fn skills(&self) -> Vec<hermes_runtime::skills::SkillSummary> {

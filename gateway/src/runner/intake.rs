@@ -106,6 +106,12 @@ impl Inner {
                 drop(state);
                 self.reply_later(&event, skills_text(&self.factory.skills()));
             }
+            Some(command @ (Command::Memory | Command::Forget)) => {
+                drop(state);
+                let forget = command == Command::Forget;
+                let text = self.factory.memory_command(&event.source, forget);
+                self.reply_later(&event, text);
+            }
             // Answered at once: the turn that asked is waiting for it, so it
             // cannot wait in the session's queue behind that turn.
             Some(Command::Approve { always }) => {

@@ -54,6 +54,8 @@ pub struct Setup {
     /// `$HERMES_HOME` is a directory inside the working directory (a CLI
     /// started from `~`).
     pub home_in_workdir: bool,
+    /// Telegram user ids allowed besides [`USER`].
+    pub more_users: Vec<i64>,
 }
 
 impl Default for Setup {
@@ -65,6 +67,7 @@ impl Default for Setup {
             toolsets: "todo",
             responder: Arc::new(|_| Reply::text("I read your message.")),
             home_in_workdir: false,
+            more_users: Vec::new(),
         }
     }
 }
@@ -106,9 +109,17 @@ pub async fn gateway(setup: Setup) -> Gateway {
     )
     .unwrap();
     let factory = RuntimeAgentFactory::new(&settings, None).unwrap();
-    let store = Store::open(&settings.state_db()).unwrap();
+    let store = Arc::new(std::sync::Mutex::new(
+        Store::open(&settings.state_db()).unwrap(),
+    ));
+    // As `app::run` does: the tools learn whose session they serve (the
+    // memory of its user, `session_search` when offered) from the store.
+    factory.offer_session_search(Arc::clone(&store));
     let mut config = GatewayConfig::from_settings(&settings).unwrap();
     config.allow.everywhere.insert(USER.to_string());
+    for user in &setup.more_users {
+        config.allow.everywhere.insert(user.to_string());
+    }
     config.stream_replies = setup.stream;
     let mut tg = TelegramConfig::new(TOKEN);
     tg.api_url = fake.base.clone();
@@ -119,7 +130,7 @@ pub async fn gateway(setup: Setup) -> Gateway {
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![Arc::new(adapter)],
         factory: Arc::new(factory),
-        store: Arc::new(std::sync::Mutex::new(store)),
+        store,
         clock: Arc::new(SystemClock),
         config,
     });
@@ -152,6 +163,21 @@ impl Gateway {
         }
         self.fake
             .push_update(json!({"update_id": update_id, "message": message}));
+    }
+
+    /// `user` sends `text` in `chat` (a DM when `chat == user`, else a
+    /// group).
+    pub fn send_as(&self, user: i64, chat: i64, message_id: i64, text: &str) {
+        let update_id = self
+            .next_update
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let chat_type = if chat == user { "private" } else { "group" };
+        self.fake
+            .push_update(json!({"update_id": update_id, "message": {
+                "message_id": message_id, "date": 0, "text": text,
+                "from": {"id": user, "is_bot": false, "first_name": format!("U{user}")},
+                "chat": {"id": chat, "type": chat_type},
+            }}));
     }
 
     /// Waits until the bot has sent `n` messages; returns their texts.

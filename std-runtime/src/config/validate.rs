@@ -136,6 +136,11 @@ pub const SECTIONS: &[Section] = &[
         ]),
     },
     Section {
+        // Whose memory is whose (`memory_scope::MemorySettings`).
+        name: "memory",
+        keys: Keys::These(&[key("owner", Kind::Str), key("shared_writers", Kind::List)]),
+    },
+    Section {
         name: "store",
         keys: Keys::These(&[key("url", Kind::Str)]),
     },

@@ -29,6 +29,7 @@ use serde_json::json;
 
 use super::{failed, parse_args};
 use crate::fsutil::write_atomic;
+use crate::memory_scope::MemoryPlace;
 use crate::sync::lock;
 
 /// The line that separates two entries.
@@ -43,7 +44,8 @@ static WRITE_LOCK: Mutex<()> = Mutex::new(());
 #[derive(Debug)]
 pub struct MemoryTool {
     spec: ToolSpec,
-    home: PathBuf,
+    /// Whose files: the session's user's, and the shared memory's.
+    place: MemoryPlace,
     cap: usize,
 }
 
@@ -61,12 +63,13 @@ enum Target {
     #[default]
     Memory,
     User,
+    Shared,
 }
 
 impl Target {
     fn file(self) -> &'static str {
         match self {
-            Target::Memory => "MEMORY.md",
+            Target::Memory | Target::Shared => "MEMORY.md",
             Target::User => "USER.md",
         }
     }
@@ -121,13 +124,27 @@ impl MemoryTool {
 
     /// A memory tool whose files may hold at most `cap` bytes each.
     pub fn with_cap(hermes_home: PathBuf, cap: usize) -> Self {
+        Self::for_place(MemoryPlace::home(&hermes_home), cap)
+    }
+
+    /// A memory tool on one person's files (and the shared memory, when
+    /// `place` has one), each holding at most `cap` bytes.
+    pub fn for_place(place: MemoryPlace, cap: usize) -> Self {
+        let shared = if place.shared_dir.is_none() {
+            ""
+        } else if place.may_write_shared {
+            " 'shared': facts every user of this bot sees (the household, the team), never \
+             private ones."
+        } else {
+            " 'shared' is read-only for this user."
+        };
         MemoryTool {
             spec: ToolSpec::new(
                 "memory",
                 format!(
                     "Save durable facts for future sessions (they appear in your system prompt \
                      from the next session on). target 'memory' (default): notes about the \
-                     environment, project and lessons learned; 'user': facts about the user. \
+                     environment, project and lessons learned; 'user': facts about the user.{shared} \
                      action 'add' needs content; 'replace' needs old_text (a unique substring \
                      of one entry) and content; 'remove' needs old_text. Each file holds at \
                      most {cap} bytes: keep entries short."
@@ -136,14 +153,14 @@ impl MemoryTool {
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                        "target": {"type": "string", "enum": ["memory", "user"], "description": "Which file. Default 'memory'."},
+                        "target": {"type": "string", "enum": if place.shared_dir.is_some() { json!(["memory", "user", "shared"]) } else { json!(["memory", "user"]) }, "description": "Which file. Default 'memory'."},
                         "content": {"type": "string", "description": "The new entry (add, replace)."},
                         "old_text": {"type": "string", "description": "A substring identifying exactly one existing entry (replace, remove)."}
                     },
                     "required": ["action"]
                 }),
             ),
-            home: hermes_home,
+            place,
             cap,
         }
     }
@@ -207,8 +224,31 @@ impl Tool for MemoryTool {
 
     fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: MemoryArgs = parse_args("memory", arguments)?;
+        if let Some(content) = &args.content
+            && content.len() > self.cap
+        {
+            return Err(failed(format!(
+                "Error: the entry is {} bytes, over the limit of {} bytes for a whole memory \
+                 file. Save a short summary instead.",
+                content.len(),
+                self.cap
+            )));
+        }
         let file = args.target.file();
-        let path = self.home.join(file);
+        let dir = match args.target {
+            Target::Memory | Target::User => &self.place.dir,
+            Target::Shared => match &self.place.shared_dir {
+                Some(dir) if self.place.may_write_shared => dir,
+                Some(_) => {
+                    return Err(failed(
+                        "Error: only the owner and the users the owner names may write the \
+                         shared memory; keep this in the user's own memory (target 'memory' or 'user').",
+                    ));
+                }
+                None => return Err(failed("Error: there is no shared memory here.")),
+            },
+        };
+        let path = dir.join(file);
         let _guard = lock(&WRITE_LOCK);
         let current = match std::fs::read(&path) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -256,8 +296,8 @@ impl Tool for MemoryTool {
                 list(&parse_entries(&current))
             )));
         }
-        std::fs::create_dir_all(&self.home)
-            .map_err(|e| failed(format!("Error: cannot create {}: {e}", self.home.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| failed(format!("Error: cannot create {}: {e}", dir.display())))?;
         write_atomic(&path, rendered.as_bytes())
             .map_err(|e| failed(format!("Error: cannot write {file}: {e}")))?;
         Ok(format!(

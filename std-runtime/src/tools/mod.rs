@@ -118,6 +118,9 @@ pub struct ToolEnv {
     pub workdir: PathBuf,
     /// `$HERMES_HOME`: where `MEMORY.md` and `USER.md` live.
     pub hermes_home: PathBuf,
+    /// Whose memory `memory` writes (a gateway user's, issue 44); `None`:
+    /// `$HERMES_HOME`'s files, as in the CLI.
+    pub memory: Option<crate::memory_scope::MemoryPlace>,
     /// Lets the file tools (and the terminal's `workdir` argument) reach
     /// paths outside `workdir` (`[agent] allow_outside_workdir`,
     /// `--allow-outside-workdir`). `$HERMES_HOME` stays refused.
@@ -180,6 +183,7 @@ impl fmt::Debug for ToolEnv {
         let mut f = f.debug_struct("ToolEnv");
         f.field("workdir", &self.workdir)
             .field("hermes_home", &self.hermes_home)
+            .field("memory", &self.memory)
             .field("allow_outside_workdir", &self.allow_outside_workdir)
             .field("sandbox", &self.sandbox)
             .field("env_passthrough", &self.env_passthrough)
@@ -209,6 +213,7 @@ impl ToolEnv {
         ToolEnv {
             workdir: workdir.into(),
             hermes_home: hermes_home.into(),
+            memory: None,
             allow_outside_workdir: false,
             sandbox: SandboxMode::On,
             env_passthrough: Vec::new(),
@@ -360,7 +365,10 @@ fn build_wrapped(
                 add(Box::new(WebFetchTool::new(cap)));
                 add(Box::new(WebSearchTool::new(env.web_search.clone(), cap)));
             }
-            "memory" => add(Box::new(MemoryTool::new(env.hermes_home.clone()))),
+            "memory" => add(Box::new(match &env.memory {
+                Some(place) => MemoryTool::for_place(place.clone(), DEFAULT_MEMORY_CAP_BYTES),
+                None => MemoryTool::new(env.hermes_home.clone()),
+            })),
             // Skills live in the home; without one there is nowhere to keep them.
             "skills" if env.hermes_home.as_os_str().is_empty() && explicit => {
                 return Err(ToolsError::Unavailable {

@@ -8,6 +8,7 @@ mod confinement;
 mod delegate;
 mod files;
 mod kept_outputs;
+mod memory_scope;
 mod memory_todo;
 mod registry;
 mod send_file;

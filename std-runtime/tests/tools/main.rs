@@ -6,6 +6,8 @@
 
 mod confinement;
 mod delegate;
+#[cfg(feature = "documents")]
+mod documents;
 mod files;
 mod kept_outputs;
 mod memory_todo;

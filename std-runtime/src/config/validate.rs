@@ -83,6 +83,7 @@ pub const TOOLSET_NAMES: &[&str] = &[
     "cronjob",
     "session_search",
     "send_file",
+    "vision",
     "none",
 ];
 

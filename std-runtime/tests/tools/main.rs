@@ -18,4 +18,5 @@ mod skills;
 mod spill;
 mod support;
 mod terminal;
+mod vision;
 mod web;

@@ -37,7 +37,15 @@ fn registry_holds_every_toolset_it_can_support() {
             // `session_search` needs the store too (`ToolEnv::session_search`);
             // `send_file` is the front-ends' as well (they know the chat);
             // `vision` needs a model that sees images (`ToolEnv::vision`).
-            if !["delegate", "cronjob", "session_search", "send_file", "vision"].contains(set) {
+            if ![
+                "delegate",
+                "cronjob",
+                "session_search",
+                "send_file",
+                "vision",
+            ]
+            .contains(set)
+            {
                 assert!(names.contains(t), "{t} of {set} missing");
             }
         }

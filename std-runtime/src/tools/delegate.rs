@@ -100,19 +100,18 @@ impl DelegateTool {
         DelegateTool {
             spec: ToolSpec::new(
                 "delegate_task",
-                "Hand focused sub-tasks to sub-agents with fresh contexts (up to 3 run at once). \
-                 Each returns only its final report. They spend your iteration budget and cannot \
-                 see this conversation: give each a clear goal and the context it needs.",
+                "Hand focused tasks to sub-agents with fresh contexts (3 run at once); each \
+                 returns only its final report. They spend your iteration budget and cannot see \
+                 this conversation.",
                 json!({
                     "type": "object",
                     "properties": {
-                        "goal": {"type": "string", "description": "One task: what to achieve and report back."},
-                        "context": {"type": "string", "description": "Facts, paths and constraints it needs."},
-                        "toolsets": {"type": "array", "items": {"type": "string"}, "description": "Limit its tools to these toolsets."},
+                        "goal": {"type": "string", "description": "One task and what to report."},
+                        "context": {"type": "string", "description": "Facts and paths it needs."},
                         "tasks": {
                             "type": "array",
                             "maxItems": MAX_TASKS,
-                            "description": "Several independent tasks, run in parallel, instead of goal.",
+                            "description": "Independent tasks run in parallel, instead of goal.",
                             "items": {
                                 "type": "object",
                                 "properties": {

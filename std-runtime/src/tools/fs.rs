@@ -87,8 +87,8 @@ pub(super) struct ReadArgs {
 
 const READ_FILE_DESCRIPTION: &str = if cfg!(feature = "documents") {
     "Read a text file. Returns numbered lines ('  12|text'). Use offset (1-based line) and limit \
-     (number of lines, default 2000) to page through large files. Also reads the text of PDF \
-     (offset/limit count pages), .docx, .odt and .xlsx files."
+     (number of lines, default 2000) to page through large files. Also reads PDF (offset/limit \
+     = pages), .docx, .odt, .xlsx."
 } else {
     "Read a text file. Returns numbered lines ('  12|text'). Use offset (1-based line) and limit \
      (number of lines, default 2000) to page through large files."

@@ -29,8 +29,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_REDIRECTS: u32 = 5;
 
 const WEB_FETCH_DESCRIPTION: &str = if cfg!(feature = "documents") {
-    "Fetch an http(s) URL and return its content as text (HTML is reduced to readable text; a \
-     PDF to the text of its first 50 pages). Other binary content (images, archives) is refused."
+    "Fetch an http(s) URL and return its content as text (HTML and PDF reduced to text). Other \
+     binary content is refused."
 } else {
     "Fetch an http(s) URL and return its content as text (HTML is reduced to readable text). \
      Binary content (images, PDFs, archives) is refused."

@@ -36,7 +36,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::budget::IterationBudget;
+use crate::budget::{IterationBudget, Reserved};
 use crate::clock::{Clock, NoClock};
 use crate::context::estimate::fresh_from;
 use crate::context::{Compaction, ContextConfig, Urgency};
@@ -165,7 +165,8 @@ pub enum AgentEvent<'a> {
     ModelCall {
         /// 1-based count of this run's model calls.
         iteration: u32,
-        /// Budget left after this call was paid for.
+        /// Calls this run may still make after this one was paid for: the
+        /// wallet's, plus the run's reserved answer while it holds it.
         remaining: u32,
     },
     /// Streamed answer text.
@@ -410,7 +411,7 @@ impl Agent {
             compactions: Vec::new(),
             repeats: repeat::RepeatTracker::default(),
             tools_off: None,
-            grace_used: false,
+            answer: budget.reserve(),
             steering,
             held: text_calls::Held::default(),
         };
@@ -459,8 +460,9 @@ struct Run<'a> {
     repeats: repeat::RepeatTracker,
     /// Set when the next model call must be made without tools.
     tools_off: Option<FinalCall>,
-    /// Whether the one call past an empty wallet was made (see `drive`).
-    grace_used: bool,
+    /// The unit held from the run's start for its last call, made without
+    /// tools (see `drive`); given back when the run ends without it.
+    answer: Option<Reserved>,
     /// Text the user sent during the run (SPEC Y5).
     steering: &'a dyn Steering,
     /// Streamed text held back while it may be a text tool call.
@@ -530,6 +532,12 @@ impl Run<'_> {
         self.agent.clock.now_ms()
     }
 
+    /// The calls this run may still make: the wallet's, and its own
+    /// reserved answer.
+    fn left(&self) -> u32 {
+        self.budget.remaining() + u32::from(self.answer.is_some())
+    }
+
     /// One model call over the current ledger; `offer_tools` false sends
     /// no tools list at all (and then no `tool_choice`).
     fn call_model(
@@ -563,21 +571,21 @@ impl Run<'_> {
             if interrupt.is_set() {
                 return StopReason::Interrupted;
             }
-            // The wallet's last call, and the one call a run may make past an
-            // empty wallet (a sub-agent spent the rest while this run waited
-            // for its tool), are made without tools so the user gets an
-            // answer (SPEC Y6). A run that has made no call yet gets none:
-            // the overshoot stays bounded by the depth of delegation.
+            // The run's last call is paid from the unit it reserved at its
+            // start and made without tools, so the user gets an answer (SPEC
+            // Y6), even when sub-agents spent the rest of the wallet while
+            // this run waited for their tool: parent and children together
+            // stay within the wallet. A run that could reserve nothing makes
+            // no call.
             let final_call = if self.budget.try_consume() {
                 self.tools_off
-                    .or((self.budget.remaining() == 0).then_some(FinalCall::Budget))
-            } else if self.iterations > 0 && !self.grace_used {
-                self.grace_used = true;
+            } else if let Some(answer) = self.answer.take() {
+                answer.spend();
                 Some(FinalCall::Budget)
             } else {
                 return StopReason::BudgetExhausted;
             };
-            let spent = final_call == Some(FinalCall::Budget) || self.budget.remaining() == 0;
+            let spent = final_call == Some(FinalCall::Budget) || self.left() == 0;
             let tool_choice = match final_call {
                 Some(_) => ToolChoice::None,
                 None => ToolChoice::Auto,
@@ -589,7 +597,7 @@ impl Run<'_> {
             self.iterations += 1;
             self.observer.on_event(&AgentEvent::ModelCall {
                 iteration: self.iterations,
-                remaining: self.budget.remaining(),
+                remaining: self.left(),
             });
 
             // Text the user sent meanwhile joins the ledger before the call

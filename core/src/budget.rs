@@ -4,6 +4,23 @@
 //! count. A sub-agent started by a tool receives a clone of its parent's
 //! handle, so whatever the child spends is gone for the parent too: a parent
 //! with 80 left whose child spends 15 continues with 65.
+//!
+//! **Exact under concurrency.** Several sub-agents may draw from one wallet
+//! on different threads at once. Every unit leaves the wallet through one
+//! compare-and-swap that refuses to go below zero ([`IterationBudget::try_consume`]),
+//! or through a [`Reserved`] unit that is either spent once or given back
+//! once when dropped. So whatever the interleaving, the wallet never goes
+//! below zero, never counts a call twice, and the calls made are exactly
+//! `total − remaining` once every run has ended.
+//!
+//! **The answer is inside the ceiling.** A run holds one reserved unit for
+//! its last call (the one made without tools, so the user gets an answer)
+//! from its start ([`crate::Agent::run`]). Its children cannot take that
+//! unit, so a parent whose children spent the rest still answers — and the
+//! parent and all its children together make at most `total` calls.
+//!
+//! Only a 32-bit compare-and-swap is needed, which every target this crate
+//! builds for has (thumbv7em and riscv32imac included).
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -35,7 +52,18 @@ impl IterationBudget {
             .is_ok()
     }
 
-    /// Model calls still allowed, across every handle to this wallet.
+    /// Takes one unit out of the wallet and holds it: nobody else can spend
+    /// it, and it goes back to the wallet when the [`Reserved`] is dropped
+    /// unspent. `None` (nothing taken) when the wallet is empty.
+    pub fn reserve(&self) -> Option<Reserved> {
+        self.try_consume().then(|| Reserved {
+            wallet: self.remaining.clone(),
+            spent: false,
+        })
+    }
+
+    /// Model calls still allowed, across every handle to this wallet (units
+    /// held by a [`Reserved`] are not counted).
     pub fn remaining(&self) -> u32 {
         self.remaining.load(Ordering::Acquire)
     }
@@ -45,7 +73,8 @@ impl IterationBudget {
         self.total
     }
 
-    /// Model calls already made from this wallet, by any handle.
+    /// Model calls already made from this wallet, by any handle (units
+    /// held by a [`Reserved`] count as made until they are given back).
     pub fn used(&self) -> u32 {
         self.total.saturating_sub(self.remaining())
     }
@@ -64,5 +93,30 @@ impl IterationBudget {
 impl Default for IterationBudget {
     fn default() -> Self {
         IterationBudget::new(DEFAULT_MAX_ITERATIONS)
+    }
+}
+
+/// One unit taken out of a wallet by [`IterationBudget::reserve`]: spent by
+/// [`Reserved::spend`], or given back exactly once when dropped unspent.
+#[derive(Debug)]
+pub struct Reserved {
+    wallet: Arc<AtomicU32>,
+    spent: bool,
+}
+
+impl Reserved {
+    /// Spends the unit on a model call; it never returns to the wallet.
+    pub fn spend(mut self) {
+        self.spent = true;
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if !self.spent {
+            // The unit left the wallet in `reserve`, so the count it returns
+            // to is at most `total − 1`: no overflow, no unit made up.
+            self.wallet.fetch_add(1, Ordering::AcqRel);
+        }
     }
 }

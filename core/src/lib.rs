@@ -48,7 +48,7 @@ pub use agent::{
     RepeatGuardError, RunOutcome, SKIPPED_TOOL_RESULT, Steering, StopReason,
 };
 pub use attachment::{Attachment, AttachmentKind, AttachmentResolver, TextReferences};
-pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget};
+pub use budget::{DEFAULT_MAX_ITERATIONS, IterationBudget, Reserved};
 pub use clock::{Clock, NoClock};
 pub use codec::{
     DecodeError, EncodeError, RequestEncoder, RequestOptions, SseDecoder, SseStatus, StreamError,

@@ -377,7 +377,7 @@ impl Tool for Delegate {
 }
 
 #[test]
-fn a_child_that_spends_the_wallet_answers_and_so_does_its_parent() {
+fn a_child_that_spends_the_wallet_answers_and_so_does_its_parent_within_the_wallet() {
     let child_model = looping(|n| vec![call(&format!("k{n}"), "t", &format!(r#"{{"n":{n}}}"#))]);
     let parent_model = looping(|n| vec![call(&format!("d{n}"), "delegate", "{}")]);
     let tools = ToolRegistry::new().with(Delegate {
@@ -388,12 +388,13 @@ fn a_child_that_spends_the_wallet_answers_and_so_does_its_parent() {
     let budget = IterationBudget::new(5);
     let out = parent.run("research", vec![], &budget, &mut NoObserver);
 
-    // The parent's first call leaves 4: the child makes 3 calls with tools
-    // and its last without; the parent then makes the one call past the
-    // empty wallet, without tools.
+    // The parent reserves one unit for its answer and its first call takes
+    // another, leaving 3: the child reserves one for its own answer, makes
+    // 2 calls with tools and its last without; the parent then answers
+    // from its reserve, without tools. 5 calls in all, as the wallet says.
     let child_seen = child_model.seen();
-    assert_eq!(child_seen.len(), 4);
-    assert_eq!(child_seen[3].tool_choice, ToolChoice::None);
+    assert_eq!(child_seen.len(), 3);
+    assert_eq!(child_seen[2].tool_choice, ToolChoice::None);
     let parent_seen = parent_model.seen();
     assert_eq!(parent_seen.len(), 2);
     assert_eq!(parent_seen[1].tool_choice, ToolChoice::None);
@@ -554,4 +555,206 @@ fn the_default_runner_runs_a_batch_in_order() {
         .run_conversation("go", vec![]);
     assert_eq!(out.stop, StopReason::Completed);
     assert_eq!(*log.lock().unwrap(), [r#"{"i":1}"#, r#"{"i":2}"#]);
+}
+
+/// What one thread does to a shared wallet in the interleaving test.
+#[derive(Clone, Debug)]
+enum WalletOp {
+    /// One call paid straight from the wallet.
+    Consume,
+    /// A unit reserved, then spent on a call.
+    ReserveSpend,
+    /// A unit reserved, then given back unspent.
+    ReserveGiveBack,
+    /// A run as the loop makes it: reserve its answer, make up to `n`
+    /// calls from the wallet, then answer from the reserve if the wallet
+    /// ran dry (else give the reserve back).
+    Run(u8),
+}
+
+fn wallet_op() -> impl proptest::strategy::Strategy<Value = WalletOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(WalletOp::Consume),
+        Just(WalletOp::ReserveSpend),
+        Just(WalletOp::ReserveGiveBack),
+        (0u8..12).prop_map(WalletOp::Run),
+    ]
+}
+
+/// Plays `ops` on `budget`; returns the calls made (units spent).
+fn play(budget: &IterationBudget, ops: &[WalletOp]) -> u32 {
+    let mut made = 0;
+    for op in ops {
+        match op {
+            WalletOp::Consume => made += u32::from(budget.try_consume()),
+            WalletOp::ReserveSpend => {
+                if let Some(unit) = budget.reserve() {
+                    unit.spend();
+                    made += 1;
+                }
+            }
+            WalletOp::ReserveGiveBack => drop(budget.reserve()),
+            WalletOp::Run(n) => {
+                let Some(answer) = budget.reserve() else {
+                    continue;
+                };
+                let mut dry = false;
+                for _ in 0..*n {
+                    if budget.try_consume() {
+                        made += 1;
+                    } else {
+                        dry = true;
+                        break;
+                    }
+                }
+                if dry {
+                    answer.spend();
+                    made += 1;
+                }
+            }
+        }
+    }
+    made
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+    /// Threads racing on one wallet: whatever the interleaving, it never
+    /// goes below zero or above its size, and once every thread is done
+    /// the calls made are exactly what left it (nothing counted twice,
+    /// nothing lost by a reserve given back).
+    #[test]
+    fn the_wallet_is_exact_whatever_the_interleaving(
+        total in 0u32..48,
+        plans in proptest::collection::vec(proptest::collection::vec(wallet_op(), 0..24), 1..6),
+    ) {
+        let budget = IterationBudget::new(total);
+        let start = std::sync::Barrier::new(plans.len() + 1);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let (made, watched_ok) = std::thread::scope(|s| {
+            let workers: Vec<_> = plans
+                .iter()
+                .map(|ops| {
+                    let (budget, start) = (budget.clone(), &start);
+                    s.spawn(move || {
+                        start.wait();
+                        play(&budget, ops)
+                    })
+                })
+                .collect();
+            let watcher = s.spawn(|| {
+                start.wait();
+                let mut ok = true;
+                while !done.load(Ordering::Acquire) {
+                    ok &= budget.remaining() <= total;
+                }
+                ok
+            });
+            let made: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+            done.store(true, Ordering::Release);
+            (made, watcher.join().unwrap())
+        });
+        proptest::prop_assert!(watched_ok, "the wallet went above its size (or wrapped below zero)");
+        proptest::prop_assert!(made <= total);
+        proptest::prop_assert_eq!(made, budget.used());
+        proptest::prop_assert_eq!(budget.remaining() + made, total);
+    }
+}
+
+/// Runs three children at once on the parent's wallet, each on its own
+/// thread with its own model, looping until the wallet is dry.
+struct ParallelDelegate {
+    spec: ToolSpec,
+    children: Vec<Arc<ScriptedModel>>,
+    outcomes: Mutex<Vec<(u32, StopReason)>>,
+}
+
+impl Tool for ParallelDelegate {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn call(&self, _args: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let outcomes: Vec<(u32, StopReason)> = std::thread::scope(|s| {
+            let runs: Vec<_> = self
+                .children
+                .iter()
+                .map(|model| {
+                    s.spawn(move || {
+                        let mut t = fixed("t");
+                        t.varying = true;
+                        let child = Agent::new(
+                            model.clone(),
+                            Arc::new(ToolRegistry::new().with(t)),
+                            "child",
+                        );
+                        let out = child.run("sub task", vec![], ctx.budget, &mut NoObserver);
+                        (out.iterations, out.stop)
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let report = format!("children: {outcomes:?}");
+        *self.outcomes.lock().unwrap() = outcomes;
+        Ok(report)
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// `--max-iterations N` bounds the parent and all its children together,
+    /// the parent's answer after its children included: three children
+    /// racing for the wallet spend it exactly, each that started answers
+    /// without tools, and the parent answers from the unit it reserved.
+    #[test]
+    fn three_children_in_parallel_spend_the_parents_wallet_exactly(total in 2u32..40) {
+        let children: Vec<_> = (0..3)
+            .map(|_| looping(|n| vec![call(&format!("k{n}"), "t", &format!(r#"{{"n":{n}}}"#))]))
+            .collect();
+        let parent_model = looping(|n| vec![call(&format!("d{n}"), "delegate", "{}")]);
+        let tool = Arc::new(ParallelDelegate {
+            spec: ToolSpec::new("delegate", "runs three children", json!({})),
+            children: children.clone(),
+            outcomes: Mutex::default(),
+        });
+        let tools = ToolRegistry::new().with(SharedTool(tool.clone()));
+        let parent = Agent::new(parent_model.clone(), Arc::new(tools), "parent");
+        let budget = IterationBudget::new(total);
+        let out = parent.run("research", vec![], &budget, &mut NoObserver);
+
+        let child_calls: usize = children.iter().map(|c| c.seen().len()).sum();
+        let parent_seen = parent_model.seen();
+        proptest::prop_assert_eq!(parent_seen.len(), 2);
+        proptest::prop_assert_eq!(parent_seen[1].tool_choice, ToolChoice::None);
+        proptest::prop_assert_eq!(out.final_text.as_str(), "here is what I have");
+        // Exact: every unit of the wallet went to one call, no call past it.
+        proptest::prop_assert_eq!(child_calls + 2, total as usize);
+        proptest::prop_assert_eq!(budget.remaining(), 0);
+        for (child, (iterations, stop)) in children.iter().zip(tool.outcomes.lock().unwrap().iter()) {
+            let seen = child.seen();
+            proptest::prop_assert_eq!(seen.len(), *iterations as usize);
+            if let Some(last) = seen.last() {
+                // A child that started ends with an answer made without tools.
+                proptest::prop_assert_eq!(last.tool_choice, ToolChoice::None);
+            } else {
+                proptest::prop_assert_eq!(stop, &StopReason::BudgetExhausted);
+            }
+        }
+        assert_valid_for_api(&out.messages);
+    }
+}
+
+/// Lets a test keep a handle on a tool it registers.
+struct SharedTool<T>(Arc<T>);
+
+impl<T: Tool> Tool for SharedTool<T> {
+    fn spec(&self) -> &ToolSpec {
+        self.0.spec()
+    }
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        self.0.call(arguments, ctx)
+    }
 }

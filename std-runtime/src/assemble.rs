@@ -180,6 +180,29 @@ pub fn vision_client(settings: &Settings) -> Option<Result<OpenAiClient, ClientE
     }))
 }
 
+/// The model `vision_analyze` asks (issue 46): the chat model `model` when
+/// it sees images (on the OpenAI wire), else `[provider] vision_model`;
+/// `None` when neither is there.
+pub fn vision_tool_client(
+    settings: &Settings,
+    model: &str,
+) -> Option<Result<OpenAiClient, ClientError>> {
+    let p = &settings.provider;
+    if p.api == Api::OpenAi && crate::media::vision::sees_images(&settings.media, model) {
+        return Some(OpenAiClient::new(ClientOptions {
+            base_url: p.base_url.clone(),
+            api_key: p.api_key.as_ref().map(|k| k.expose().to_owned()),
+            model: model.to_owned(),
+            stream: false,
+            first_byte_timeout: p.first_byte_timeout.max(p.call_timeout),
+            call_timeout: p.call_timeout,
+            images: Some(MediaDir::in_home(&settings.home)),
+            ..ClientOptions::default()
+        }));
+    }
+    vision_client(settings)
+}
+
 /// What one session's tools share with the process and the front-end,
 /// besides the settings.
 #[derive(Clone, Default)]
@@ -280,6 +303,21 @@ pub fn session_tools(
         store,
         session_id: deps.session_id.clone(),
     });
+    env.vision = match vision_tool_client(settings, &settings.provider.model) {
+        Some(Ok(client)) => Some(crate::tools::VisionSource {
+            model: Arc::new(client),
+            media: MediaDir::in_home(&settings.home),
+            session: deps
+                .session_id
+                .clone()
+                .unwrap_or_else(|| "vision".to_owned()),
+        }),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "vision_analyze is not offered: its model's client failed");
+            None
+        }
+        None => None,
+    };
     let mut tools = build_registry(&env, settings.toolsets.as_deref())?;
     if let Some(outbox) = &deps.outbox
         && crate::tools::send_file::offered(settings.toolsets.as_deref())

@@ -50,6 +50,28 @@ pub fn retry_after(data: &[u8]) {
     }
 }
 
+/// Documents (issue 46): arbitrary bytes read as each document kind never
+/// panic (the PDF parser's own panics, which `read_file` turns into a
+/// refusal, are surfaced here), and a read returns at most the text cap
+/// plus its markers.
+#[cfg(feature = "documents")]
+pub fn documents(data: &[u8]) {
+    use crate::documents::{DocumentError, Kind, MAX_TEXT_BYTES, Pages, extract};
+    let pages = Pages {
+        first: usize::from(data.first().copied().unwrap_or(0) % 4) + 1,
+        count: usize::from(data.last().copied().unwrap_or(0)),
+    };
+    for kind in [Kind::Pdf, Kind::Docx, Kind::Odt, Kind::Xlsx] {
+        match extract(kind, data, pages) {
+            Ok(doc) => assert!(doc.text.len() <= MAX_TEXT_BYTES + 200, "{kind:?}"),
+            Err(DocumentError::Invalid { detail, .. }) => {
+                assert_ne!(detail, crate::documents::PARSER_PANICKED, "{kind:?}");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
 /// Seconds since the epoch as an IMF-fixdate (the weekday is not checked
 /// by the parser and is written as `Xxx`).
 fn imf_fixdate(secs: u64) -> String {

@@ -48,6 +48,8 @@ pub mod client;
 pub mod config;
 pub mod context;
 pub mod cron;
+#[cfg(feature = "documents")]
+pub mod documents;
 pub mod env;
 pub mod fallback;
 mod fsutil;

@@ -36,6 +36,8 @@ fn committed_fuzz_inputs_still_pass() {
     replay("retry_after", fuzz_entry::retry_after);
     replay("html_to_text", fuzz_entry::html_to_text);
     replay("stored_tool_calls", fuzz_entry::stored_tool_calls);
+    #[cfg(feature = "documents")]
+    replay("documents", fuzz_entry::documents);
     replay("tool_arguments", |d| {
         fuzz_entry::tool_arguments(d, &schema_accepts);
     });
@@ -246,5 +248,33 @@ proptest! {
         let mut input = vec![tool];
         input.extend_from_slice(text.as_bytes());
         fuzz_entry::tool_arguments(&input, &schema_accepts);
+    }
+}
+
+#[cfg(feature = "documents")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The committed document seeds, damaged: a byte run overwritten or
+    /// the file cut short, never panics the readers or passes their caps.
+    #[test]
+    fn damaged_documents_are_refused_or_read_within_the_caps(
+        seed in 0usize..8,
+        at in any::<prop::sample::Index>(),
+        cut in any::<bool>(),
+        junk in prop::collection::vec(any::<u8>(), 1..16),
+    ) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/documents");
+        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|f| f.unwrap().path()).collect();
+        files.sort();
+        let mut data = std::fs::read(&files[seed % files.len()]).unwrap();
+        let i = at.index(data.len());
+        if cut {
+            data.truncate(i);
+        } else {
+            let end = (i + junk.len()).min(data.len());
+            data[i..end].copy_from_slice(&junk[..end - i]);
+        }
+        fuzz_entry::documents(&data);
     }
 }

@@ -137,6 +137,12 @@ impl Run<'_> {
     /// once more without the tools list, the provider remembered as one
     /// that ignores `tool_choice`. On failure the first answer is kept
     /// (its calls are not run) with the error.
+    ///
+    /// The call is paid from the wallet when it holds a unit. When it does
+    /// not (the run's reserved answer was the call that misbehaved), it is
+    /// made anyway: the one call past `--max-iterations`, once per provider
+    /// and process, that a turn needs to end with an answer (issue 38);
+    /// later final calls go without the tools list at once.
     pub(super) fn answer_without_tools(
         &mut self,
         first: Completion,
@@ -144,6 +150,7 @@ impl Run<'_> {
         self.agent
             .ignores_tool_choice
             .store(true, Ordering::Relaxed);
+        let _paid = self.budget.try_consume();
         self.iterations += 1;
         self.observer.on_event(&AgentEvent::ModelCall {
             iteration: self.iterations,

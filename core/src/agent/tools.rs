@@ -147,9 +147,9 @@ impl Run<'_> {
                 }
             }
         }
-        // The next call is the wallet's last (or the one past it): say so
-        // where the model reads last, unless something else already did.
-        if last && !stopping && self.tools_off.is_none() && self.budget.remaining() <= 1 {
+        // The next call is the run's last: say so where the model reads
+        // last, unless something else already did.
+        if last && !stopping && self.tools_off.is_none() && self.left() <= 1 {
             text.push_str(LAST_CALL_NOTE);
         }
         self.observer.on_event(&AgentEvent::ToolFinished {

@@ -86,6 +86,7 @@ pub const TOOLSET_NAMES: &[&str] = &[
     "session_search",
     "send_file",
     "send_message",
+    "vision",
     "none",
 ];
 

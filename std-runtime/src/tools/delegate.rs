@@ -1,24 +1,34 @@
-//! `delegate_task`: runs a sub-agent on a focused goal (SPEC L3).
+//! `delegate_task`: runs sub-agents on focused goals (SPEC L3).
 //!
-//! The child is a fresh conversation with its own system prompt and a fresh
+//! Each child is a fresh conversation with its own system prompt and a fresh
 //! set of tools (a new `todo` list, the same confinement), built from the
-//! parent's toolsets **minus `delegate`**, so delegation cannot recurse.
-//! It draws from the parent's wallet (`ctx.budget`): a parent with 80 model
-//! calls left whose child spends 15 continues with 65. Its conversation is
-//! kept within the model's window like the parent's ([`ToolEnv::context`]:
-//! compaction, overflow recovery, capped tool results; SPEC X1).
+//! parent's toolsets **minus `delegate`** (or the subset a task names), so
+//! delegation cannot recurse. One call takes one `goal` or a list of
+//! `tasks` (at most [`MAX_TASKS`]); a list runs up to
+//! [`DEFAULT_PARALLEL_CHILDREN`] children at once, each on its own thread,
+//! and the parent gets every report in task order, each marked DONE,
+//! STOPPED EARLY or FAILED. Every child draws from the parent's wallet
+//! (`ctx.budget`), exactly, whatever the interleaving (see
+//! [`hermes_core::budget`]): a parent with 80 model calls left whose
+//! children spend 15 continues with 65, and the parent's own answer comes
+//! from the unit its run reserved, so parent and children together stay
+//! within `--max-iterations`. Each child's conversation is kept within the
+//! model's window like the parent's ([`ToolEnv::context`]: compaction,
+//! overflow recovery, capped tool results; SPEC X1).
 //!
-//! **Interrupts (SPEC L11).** The child has its own interrupt flag, because
+//! **Interrupts (SPEC L11).** Each child has its own interrupt flag, because
 //! `Agent::run` clears its flag when it starts: sharing the parent's flag
 //! would wipe out an interrupt that lands just before the child starts,
 //! for the child *and* for the parent. Instead the parent's flag is copied
 //! into the child's at every event of the child's run (the first one, the
 //! user message being appended, comes before the child's first check), and
 //! the child's tools are handed the parent's flag directly, so a long
-//! command in the child stops as soon as the parent is interrupted. The
-//! parent's flag is never cleared here: the parent's loop sees it after this
-//! tool returns. The one lag left: a model call that streams nothing sees a
-//! parent interrupt only when it returns.
+//! command in the child stops as soon as the parent is interrupted. So an
+//! interrupt stops every running child, and a task that starts after it
+//! stops before its first call. The parent's flag is never cleared here:
+//! the parent's loop sees it after this tool returns. The one lag left: a
+//! model call that streams nothing sees a parent interrupt only when it
+//! returns.
 
 use std::sync::Arc;
 
@@ -44,6 +54,8 @@ pub struct DelegateTool {
     model: Arc<dyn Model>,
     env: ToolEnv,
     child_toolsets: Vec<String>,
+    /// How many children run at once.
+    parallel: usize,
 }
 
 impl std::fmt::Debug for DelegateTool {
@@ -54,11 +66,33 @@ impl std::fmt::Debug for DelegateTool {
     }
 }
 
+/// At most this many children run at once.
+pub const DEFAULT_PARALLEL_CHILDREN: usize = 3;
+
+/// At most this many tasks in one call: more is refused, not cut, so the
+/// model learns it and nothing is dropped silently.
+pub const MAX_TASKS: usize = 6;
+
 #[derive(Deserialize)]
 pub(super) struct DelegateArgs {
+    #[serde(default)]
+    goal: Option<String>,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    toolsets: Option<Vec<String>>,
+    #[serde(default)]
+    tasks: Option<Vec<TaskArgs>>,
+}
+
+/// One task of a batch.
+#[derive(Deserialize)]
+pub(super) struct TaskArgs {
     goal: String,
     #[serde(default)]
     context: Option<String>,
+    #[serde(default)]
+    toolsets: Option<Vec<String>>,
 }
 
 impl DelegateTool {
@@ -66,22 +100,35 @@ impl DelegateTool {
         DelegateTool {
             spec: ToolSpec::new(
                 "delegate_task",
-                "Hand a focused sub-task to a sub-agent with a fresh context and the same tools \
-                 (except delegate_task). It returns only its final report, which keeps your own \
-                 context small. It spends model calls from your iteration budget. Give a clear \
-                 goal and all the context it needs: it cannot see this conversation.",
+                "Hand focused tasks to sub-agents with fresh contexts (3 run at once); each \
+                 returns only its final report. They spend your iteration budget and cannot see \
+                 this conversation.",
                 json!({
                     "type": "object",
                     "properties": {
-                        "goal": {"type": "string", "description": "What the sub-agent should achieve, and what to report back."},
-                        "context": {"type": "string", "description": "Facts, file paths and constraints it needs to know."}
-                    },
-                    "required": ["goal"]
+                        "goal": {"type": "string", "description": "One task and what to report."},
+                        "context": {"type": "string", "description": "Facts and paths it needs."},
+                        "tasks": {
+                            "type": "array",
+                            "maxItems": MAX_TASKS,
+                            "description": "Independent tasks run in parallel, instead of goal.",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "goal": {"type": "string"},
+                                    "context": {"type": "string"},
+                                    "toolsets": {"type": "array", "items": {"type": "string"}}
+                                },
+                                "required": ["goal"]
+                            }
+                        }
+                    }
                 }),
             ),
             model,
             env,
             child_toolsets,
+            parallel: DEFAULT_PARALLEL_CHILDREN,
         }
     }
 }
@@ -128,6 +175,27 @@ impl Tool for WithParentInterrupt {
     }
 }
 
+/// One task, checked: what the child is told and which toolsets it gets.
+struct Task {
+    goal: String,
+    context: Option<String>,
+    toolsets: Vec<String>,
+}
+
+/// How one child's run ended.
+enum ChildOutcome {
+    /// It ran; its report, the calls it made, and why it stopped if early.
+    Ran {
+        report: String,
+        iterations: u32,
+        early: Option<String>,
+        /// Whether it stopped on an error (not the budget or an interrupt).
+        failed: bool,
+    },
+    /// It never made a model call.
+    Failed(String),
+}
+
 impl Tool for DelegateTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
@@ -135,10 +203,8 @@ impl Tool for DelegateTool {
 
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
         let args: DelegateArgs = parse_args("delegate_task", arguments)?;
-        let goal = args.goal.trim();
-        if goal.is_empty() {
-            return Err(failed("Error: 'goal' is empty."));
-        }
+        let single = args.tasks.is_none();
+        let tasks = self.tasks_of(args)?;
         // No early look at the interrupt flag: the child run itself honours
         // one that is already set (see the module docs), which leaves no gap
         // between a check here and the child's start.
@@ -147,9 +213,208 @@ impl Tool for DelegateTool {
                 "Error: the iteration budget is used up; no model calls are left for a sub-agent.",
             ));
         }
-        let workdir = super::Workdir::new(&self.env)
-            .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
-        let names: Vec<&str> = self.child_toolsets.iter().map(String::as_str).collect();
+        let outcomes = self.run_all(&tasks, ctx);
+        let cap = self.env.result_cap_bytes.max(super::MIN_RESULT_CAP);
+        if single {
+            let outcome = outcomes.into_iter().next();
+            let out = match outcome {
+                Some(ChildOutcome::Ran {
+                    report,
+                    iterations,
+                    early,
+                    ..
+                }) => with_footer(report, iterations, early.as_deref()),
+                Some(ChildOutcome::Failed(why)) => return Err(failed(format!("Error: {why}"))),
+                None => return Err(failed("Error: no task was given.")),
+            };
+            return Ok(cap_result(
+                out,
+                cap,
+                "ask the sub-agent for a shorter report",
+            ));
+        }
+        if outcomes
+            .iter()
+            .all(|o| matches!(o, ChildOutcome::Failed(why) if why.starts_with("interrupted")))
+        {
+            return Err(failed("Error: interrupted before the sub-agents started."));
+        }
+        let n = tasks.len();
+        let mut out = String::new();
+        for (i, (task, outcome)) in tasks.iter().zip(outcomes).enumerate() {
+            if i > 0 {
+                out.push_str("\n\n");
+            }
+            let goal = crate::text::floor_char_boundary(&task.goal, 80);
+            let goal = &task.goal[..goal];
+            match outcome {
+                ChildOutcome::Ran {
+                    report,
+                    iterations,
+                    early,
+                    failed,
+                } => {
+                    let status = match (&early, failed) {
+                        (None, _) => "DONE",
+                        (Some(_), true) => "FAILED",
+                        (Some(_), false) => "STOPPED EARLY",
+                    };
+                    out.push_str(&format!("## Task {}/{n} ({status}): {goal}\n", i + 1));
+                    out.push_str(&with_footer(report, iterations, early.as_deref()));
+                }
+                ChildOutcome::Failed(why) => {
+                    out.push_str(&format!(
+                        "## Task {}/{n} (FAILED): {goal}\nError: {why}",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        Ok(cap_result(
+            out,
+            cap,
+            "ask the sub-agents for shorter reports",
+        ))
+    }
+}
+
+/// A child's report with how many calls it made and why it stopped early.
+fn with_footer(report: String, iterations: u32, early: Option<&str>) -> String {
+    let mut out = if report.is_empty() {
+        "(the sub-agent gave no final text)".to_string()
+    } else {
+        report
+    };
+    out.push_str(&format!(
+        "\n\n[sub-agent used {iterations} model call{}",
+        if iterations == 1 { "" } else { "s" }
+    ));
+    if let Some(notice) = early {
+        out.push_str(&format!("; it stopped early: {notice}"));
+    }
+    out.push(']');
+    out
+}
+
+impl DelegateTool {
+    /// The tasks of a call, checked before any child starts: a goal each,
+    /// at most [`MAX_TASKS`], toolsets among the parent's (minus delegate).
+    fn tasks_of(&self, args: DelegateArgs) -> Result<Vec<Task>, ToolError> {
+        let raw: Vec<TaskArgs> = match (args.tasks, args.goal) {
+            (Some(_), Some(_)) => {
+                return Err(failed(
+                    "Error: give either 'goal' (one task) or 'tasks' (several), not both.",
+                ));
+            }
+            (Some(tasks), None) => tasks,
+            (None, Some(goal)) => vec![TaskArgs {
+                goal,
+                context: args.context,
+                toolsets: args.toolsets,
+            }],
+            (None, None) => return Err(failed("Error: 'goal' is empty.")),
+        };
+        if raw.is_empty() {
+            return Err(failed("Error: 'tasks' is empty."));
+        }
+        if raw.len() > MAX_TASKS {
+            return Err(failed(format!(
+                "Error: {} tasks given; at most {MAX_TASKS} per call ({} run at once). Merge \
+                 related tasks, or delegate the rest in another call.",
+                raw.len(),
+                self.parallel
+            )));
+        }
+        let mut tasks = Vec::with_capacity(raw.len());
+        for (i, t) in raw.into_iter().enumerate() {
+            let goal = t.goal.trim();
+            if goal.is_empty() {
+                return Err(failed(format!(
+                    "Error: the goal of task {} is empty.",
+                    i + 1
+                )));
+            }
+            let toolsets = match t.toolsets {
+                None => self.child_toolsets.clone(),
+                Some(asked) => {
+                    if let Some(bad) = asked.iter().find(|n| !self.child_toolsets.contains(n)) {
+                        return Err(failed(format!(
+                            "Error: toolset '{bad}' is not available to sub-agents; choose from: {}.",
+                            self.child_toolsets.join(", ")
+                        )));
+                    }
+                    asked
+                }
+            };
+            tasks.push(Task {
+                goal: goal.to_string(),
+                context: t
+                    .context
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty()),
+                toolsets,
+            });
+        }
+        Ok(tasks)
+    }
+
+    /// Runs every task, up to `parallel` at once, each child on its own
+    /// thread drawing from the parent's wallet; outcomes in task order.
+    fn run_all(&self, tasks: &[Task], ctx: &ToolContext<'_>) -> Vec<ChildOutcome> {
+        if let [task] = tasks {
+            return vec![self.run_child(task, ctx)];
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut slots: Vec<Option<ChildOutcome>> = tasks.iter().map(|_| None).collect();
+        let workers = self.parallel.clamp(1, tasks.len());
+        let finished: Vec<(usize, ChildOutcome)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(task) = tasks.get(i) else { break };
+                            done.push((i, self.run_child(task, ctx)));
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![(
+                            usize::MAX,
+                            ChildOutcome::Failed("the sub-agent panicked".into()),
+                        )]
+                    })
+                })
+                .collect()
+        });
+        for (i, outcome) in finished {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(outcome);
+            }
+        }
+        slots
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| ChildOutcome::Failed("the sub-agent's thread panicked".into()))
+            })
+            .collect()
+    }
+
+    /// Runs one child to its end.
+    fn run_child(&self, task: &Task, ctx: &ToolContext<'_>) -> ChildOutcome {
+        let workdir = match super::Workdir::new(&self.env) {
+            Ok(w) => w,
+            Err(e) => {
+                return ChildOutcome::Failed(format!("cannot set up the sub-agent's tools: {e}"));
+            }
+        };
+        let names: Vec<&str> = task.toolsets.iter().map(String::as_str).collect();
         // The child plans with a todo list of its own, not the session's.
         let child_env = ToolEnv {
             todo_state: None,
@@ -162,8 +427,12 @@ impl Tool for DelegateTool {
                 parent: parent_flag.clone(),
             })
         };
-        let tools = build_wrapped(&child_env, &workdir, &names, false, &wrap)
-            .map_err(|e| failed(format!("Error: cannot set up the sub-agent's tools: {e}")))?;
+        let tools = match build_wrapped(&child_env, &workdir, &names, false, &wrap) {
+            Ok(t) => t,
+            Err(e) => {
+                return ChildOutcome::Failed(format!("cannot set up the sub-agent's tools: {e}"));
+            }
+        };
 
         let mut prompt = String::from(CHILD_PROMPT);
         if !tools.is_empty() {
@@ -175,21 +444,16 @@ impl Tool for DelegateTool {
             "\n\nWorking directory: {}",
             workdir.root().display()
         ));
-
-        let mut task = format!("Goal:\n{goal}");
-        if let Some(c) = args
-            .context
-            .as_deref()
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-        {
-            task.push_str(&format!("\n\nContext:\n{c}"));
+        let mut message = format!("Goal:\n{}", task.goal);
+        if let Some(c) = &task.context {
+            message.push_str(&format!("\n\nContext:\n{c}"));
         }
 
         let child_flag = InterruptFlag::new();
         // The child stops its own repeats and runs its read-only batches
-        // like its parent (SPEC Y6); its last call within the shared wallet
-        // is made without tools, so it reports back what it has.
+        // like its parent (SPEC Y6); its last call, paid from the unit it
+        // reserves in the shared wallet, is made without tools, so it
+        // reports back what it has.
         let mut agent = Agent::new(self.model.clone(), Arc::new(tools), prompt)
             .with_interrupt(child_flag.clone())
             .with_repeat_guard(self.env.repeat_guard)
@@ -204,30 +468,27 @@ impl Tool for DelegateTool {
             parent: ctx.interrupt,
             child: &child_flag,
         };
-        let outcome = agent.run(&task, Vec::new(), ctx.budget, &mut forward);
-        if outcome.iterations == 0 && outcome.stop == StopReason::Interrupted {
-            return Err(failed("Error: interrupted before the sub-agent started."));
+        let outcome = agent.run(&message, Vec::new(), ctx.budget, &mut forward);
+        match (outcome.iterations, &outcome.stop) {
+            (0, StopReason::Interrupted) => {
+                ChildOutcome::Failed("interrupted before the sub-agent started.".into())
+            }
+            (0, StopReason::BudgetExhausted) => ChildOutcome::Failed(
+                "the iteration budget is used up; no model calls were left for this sub-agent."
+                    .into(),
+            ),
+            (iterations, stop) => ChildOutcome::Ran {
+                report: outcome.final_text.clone(),
+                iterations,
+                early: (*stop != StopReason::Completed)
+                    .then(|| stop.notice(ctx.budget.total()).unwrap_or_default()),
+                failed: matches!(
+                    stop,
+                    StopReason::ModelError(_)
+                        | StopReason::ContextOverflow(_)
+                        | StopReason::ToolAborted { .. }
+                ),
+            },
         }
-
-        let mut out = if outcome.final_text.is_empty() {
-            "(the sub-agent gave no final text)".to_string()
-        } else {
-            outcome.final_text.clone()
-        };
-        out.push_str(&format!(
-            "\n\n[sub-agent used {} model call{}",
-            outcome.iterations,
-            if outcome.iterations == 1 { "" } else { "s" }
-        ));
-        if outcome.stop != StopReason::Completed {
-            let notice = outcome.stop.notice(ctx.budget.total()).unwrap_or_default();
-            out.push_str(&format!("; it stopped early: {notice}"));
-        }
-        out.push(']');
-        Ok(cap_result(
-            out,
-            self.env.result_cap_bytes.max(super::MIN_RESULT_CAP),
-            "ask the sub-agent for a shorter report",
-        ))
     }
 }

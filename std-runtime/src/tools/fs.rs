@@ -85,13 +85,21 @@ pub(super) struct ReadArgs {
     limit: Option<usize>,
 }
 
+const READ_FILE_DESCRIPTION: &str = if cfg!(feature = "documents") {
+    "Read a text file. Returns numbered lines ('  12|text'). Use offset (1-based line) and limit \
+     (number of lines, default 2000) to page through large files. Also reads PDF (offset/limit \
+     = pages), .docx, .odt, .xlsx."
+} else {
+    "Read a text file. Returns numbered lines ('  12|text'). Use offset (1-based line) and limit \
+     (number of lines, default 2000) to page through large files."
+};
+
 impl ReadFileTool {
     pub(crate) fn new(workdir: Workdir, cap: usize) -> Self {
         ReadFileTool {
             spec: ToolSpec::new(
                 "read_file",
-                "Read a text file. Returns numbered lines ('  12|text'). Use offset (1-based line) \
-                 and limit (number of lines, default 2000) to page through large files.",
+                READ_FILE_DESCRIPTION,
                 json!({
                     "type": "object",
                     "properties": {
@@ -145,6 +153,10 @@ impl Tool for ReadFileTool {
         let head = reader
             .fill_buf()
             .map_err(|e| io_error("read", &shown, &e))?;
+        #[cfg(feature = "documents")]
+        if let Some(kind) = crate::documents::Kind::detect(&shown, head) {
+            return read_document(kind, reader, size, &shown, &args, self.cap);
+        }
         let sniff = &head[..head.len().min(BINARY_SNIFF_BYTES)];
         if looks_binary(sniff) {
             return Err(failed(format!(
@@ -202,6 +214,48 @@ impl Tool for ReadFileTool {
             "use offset/limit to read a smaller range",
         ))
     }
+}
+
+/// The text of a PDF or Office document (issue 46): `offset` and `limit`
+/// count PDF pages here, not lines.
+#[cfg(feature = "documents")]
+fn read_document(
+    kind: crate::documents::Kind,
+    reader: impl Read,
+    size: u64,
+    shown: &str,
+    args: &ReadArgs,
+    cap: usize,
+) -> Result<String, ToolError> {
+    use crate::documents::{DEFAULT_PAGES, MAX_DOCUMENT_BYTES, Pages, extract};
+    let refused = |why: &dyn std::fmt::Display| {
+        failed(format!("Error: cannot read the text of '{shown}': {why}."))
+    };
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(refused(&crate::documents::DocumentError::TooLarge {
+            size,
+            max: MAX_DOCUMENT_BYTES,
+        }));
+    }
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_DOCUMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error("read", shown, &e))?;
+    let pages = Pages {
+        first: args.offset.unwrap_or(1),
+        count: args.limit.unwrap_or(DEFAULT_PAGES),
+    };
+    let doc = extract(kind, &bytes, pages).map_err(|e| refused(&e))?;
+    let mut out = doc.text;
+    if let Some(next) = doc.next_page {
+        out.push_str(&format!("[use offset={next} to read the next pages]\n"));
+    }
+    Ok(cap_result(
+        out,
+        cap,
+        "use offset/limit (pages) to read a smaller range",
+    ))
 }
 
 /// Writes a whole file, creating parent directories.

@@ -52,6 +52,7 @@ pub mod session_search;
 mod skills;
 mod terminal;
 mod todo;
+mod vision;
 #[cfg(feature = "web")]
 pub(crate) mod web;
 mod web_search;
@@ -72,6 +73,7 @@ pub use session_search::{SearchSource, SessionSearchTool};
 pub use skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
+pub use vision::{VisionAnalyzeTool, VisionSource, is_public};
 #[cfg(feature = "web")]
 pub use web::{WebFetchTool, html_to_text};
 pub use web_search::{SearchBackend, WebSearchSettings, WebSearchTool};
@@ -109,6 +111,9 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     // Messages to home channels and allowed chats (issue 43): the
     // gateway's, which holds the scheduler's outbox.
     ("send_message", &["send_message"]),
+    // Questions about images (issue 46): offered when a model that sees
+    // images is configured (`ToolEnv::vision`).
+    ("vision", &["vision_analyze"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -173,6 +178,9 @@ pub struct ToolEnv {
     pub approval: ApprovalGate,
     /// `[web]`: the search backend.
     pub web_search: WebSearchSettings,
+    /// The model `vision_analyze` asks and where its images go; `None`:
+    /// the tool is not offered.
+    pub vision: Option<VisionSource>,
     /// The process's MCP servers. Without it the `mcp` toolset is empty.
     #[cfg(feature = "mcp")]
     pub mcp: Option<Arc<McpManager>>,
@@ -199,7 +207,8 @@ impl fmt::Debug for ToolEnv {
             .field("tool_output_dir", &self.tool_output_dir)
             .field("session_search", &self.session_search)
             .field("approval", &self.approval)
-            .field("web_search", &self.web_search);
+            .field("web_search", &self.web_search)
+            .field("vision", &self.vision);
         #[cfg(feature = "mcp")]
         f.field("mcp", &self.mcp.is_some());
         f.finish()
@@ -230,6 +239,7 @@ impl ToolEnv {
             session_search: None,
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
+            vision: None,
             #[cfg(feature = "mcp")]
             mcp: None,
         }
@@ -426,6 +436,15 @@ fn build_wrapped(
             // The front-ends register them (see `cronjob::offered`,
             // `send_file::offered`, the gateway's `send_message`): they know the chat.
             "cronjob" | "send_file" | "send_message" => {}
+            "vision" => {
+                if let Some(source) = &env.vision {
+                    add(Box::new(VisionAnalyzeTool::new(
+                        workdir.clone(),
+                        source.clone(),
+                        cap,
+                    )));
+                }
+            }
             // Only with the store; the session it serves scopes the search.
             "session_search" => {
                 if let Some(source) = &env.session_search {

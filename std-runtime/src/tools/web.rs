@@ -28,6 +28,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_REDIRECTS: u32 = 5;
 
+const WEB_FETCH_DESCRIPTION: &str = if cfg!(feature = "documents") {
+    "Fetch an http(s) URL and return its content as text (HTML and PDF reduced to text). Other \
+     binary content is refused."
+} else {
+    "Fetch an http(s) URL and return its content as text (HTML is reduced to readable text). \
+     Binary content (images, PDFs, archives) is refused."
+};
+
 /// Fetches web pages.
 #[derive(Debug)]
 pub struct WebFetchTool {
@@ -47,8 +55,7 @@ impl WebFetchTool {
         WebFetchTool {
             spec: ToolSpec::new(
                 "web_fetch",
-                "Fetch an http(s) URL and return its content as text (HTML is reduced to \
-                 readable text). Binary content (images, PDFs, archives) is refused.",
+                WEB_FETCH_DESCRIPTION,
                 json!({
                     "type": "object",
                     "properties": {
@@ -191,6 +198,7 @@ fn read_up_to(body: ureq::Body, max_bytes: usize) -> std::io::Result<(Vec<u8>, b
 fn fetch(
     url: &ureq::http::Uri,
     max_bytes: usize,
+    explicit_max: bool,
     cap: usize,
     interrupted: &dyn Fn() -> bool,
 ) -> Result<String, ToolError> {
@@ -225,6 +233,13 @@ fn fetch(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
+        // A PDF is read whole or not at all (its index is at its end): the
+        // default download limit is raised to the largest allowed for one.
+        let max_bytes = if !explicit_max && is_pdf(&content_type) {
+            MAX_MAX_BYTES
+        } else {
+            max_bytes
+        };
         let (body, cut) = read_up_to(resp.into_body(), max_bytes)
             .map_err(|e| (ureq::Error::from(e), Some(final_url.clone())))?;
         Ok((status, final_url, content_type, body, cut))
@@ -248,6 +263,10 @@ fn fetch(
         }
     };
 
+    #[cfg(feature = "documents")]
+    if status.is_success() && (is_pdf(&content_type) || body.starts_with(b"%PDF-")) {
+        return fetched_pdf(&final_url, &content_type, &body, cut, cap);
+    }
     let kind = classify(&content_type, &body);
     if kind == Kind::Binary {
         let ct = if content_type.is_empty() {
@@ -293,6 +312,52 @@ fn fetch(
     ))
 }
 
+fn is_pdf(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/pdf"))
+}
+
+/// The text of a fetched PDF (issue 46): its first pages, with markers.
+#[cfg(feature = "documents")]
+fn fetched_pdf(
+    final_url: &str,
+    content_type: &str,
+    body: &[u8],
+    cut: bool,
+    cap: usize,
+) -> Result<String, ToolError> {
+    use crate::documents::{Kind, MAX_PAGES, Pages, extract};
+    if cut {
+        return Err(failed(format!(
+            "Error: {final_url} is a PDF larger than {} bytes; only a whole PDF can be read.",
+            body.len()
+        )));
+    }
+    let pages = Pages {
+        first: 1,
+        count: MAX_PAGES,
+    };
+    let doc = extract(Kind::Pdf, body, pages).map_err(|e| {
+        failed(format!(
+            "Error: cannot read the text of the PDF at {final_url}: {e}."
+        ))
+    })?;
+    let mut out = format!("URL: {final_url}\nContent-Type: {content_type}\n\n");
+    out.push_str(&doc.text);
+    if doc.next_page.is_some() {
+        out.push_str(&format!(
+            "[only the first {MAX_PAGES} pages are read from a URL]\n"
+        ));
+    }
+    Ok(cap_result(
+        out,
+        cap,
+        "the PDF's text is longer than the result limit",
+    ))
+}
+
 impl Tool for WebFetchTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
@@ -314,7 +379,10 @@ impl Tool for WebFetchTool {
         if ctx.interrupt.is_set() {
             return Err(failed("Error: interrupted before the fetch started."));
         }
-        fetch(&url, max_bytes, self.cap, &|| ctx.interrupt.is_set())
+        let explicit_max = args.max_bytes.is_some();
+        fetch(&url, max_bytes, explicit_max, self.cap, &|| {
+            ctx.interrupt.is_set()
+        })
     }
 }
 

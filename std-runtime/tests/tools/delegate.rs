@@ -383,3 +383,217 @@ fn delegate_child_does_not_share_the_session_todo_list() {
         "Todo (0/1 done):\n[ ] 1. parent task"
     );
 }
+
+/// Children told apart by their goal (`task N`): each waits at its first
+/// call until three children are in a call at once (or 10 s pass), makes
+/// `steps` calls in all, and answers `report N`; a goal containing `fail`
+/// gets a provider error. `flag` is interrupted when the third arrives.
+struct ParallelChildren {
+    steps: u32,
+    in_flight: AtomicU32,
+    max_in_flight: AtomicU32,
+    arrived: AtomicU32,
+    calls: AtomicU32,
+    tools_seen: Mutex<Vec<(String, Vec<String>)>>,
+    flag: Option<InterruptFlag>,
+}
+
+impl ParallelChildren {
+    fn new(steps: u32) -> ParallelChildren {
+        ParallelChildren {
+            steps,
+            in_flight: AtomicU32::new(0),
+            max_in_flight: AtomicU32::new(0),
+            arrived: AtomicU32::new(0),
+            calls: AtomicU32::new(0),
+            tools_seen: Mutex::new(Vec::new()),
+            flag: None,
+        }
+    }
+}
+
+impl Model for ParallelChildren {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let goal = request.messages[0].message.content().unwrap().to_string();
+        let name = goal.trim_start_matches("Goal:\n").to_string();
+        let own_calls = request
+            .messages
+            .iter()
+            .filter(|e| matches!(e.message, hermes_core::Message::Assistant { .. }))
+            .count() as u32;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        if own_calls == 0 {
+            self.tools_seen.lock().unwrap().push((
+                name.clone(),
+                request.tools.iter().map(|t| t.name.clone()).collect(),
+            ));
+            if self.arrived.fetch_add(1, Ordering::SeqCst) + 1 == 3
+                && let Some(flag) = &self.flag
+            {
+                // The user interrupts while three children are mid-call.
+                flag.interrupt();
+            }
+            let start = std::time::Instant::now();
+            while self.arrived.load(Ordering::SeqCst) < 3
+                && start.elapsed() < Duration::from_secs(10)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if name.contains("fail") {
+            return Err(ModelError::new(
+                hermes_core::ModelErrorKind::Status(500),
+                "upstream broke",
+            ));
+        }
+        if own_calls + 1 < self.steps && request.tool_choice == hermes_core::ToolChoice::Auto {
+            Ok(Completion {
+                tool_calls: vec![ToolCall::new("", "todo", r#"{"action":"list"}"#)],
+                finish_reason: Some(FinishReason::ToolCalls),
+                ..Completion::default()
+            })
+        } else {
+            Ok(Completion {
+                content: Some(format!("report of {name}")),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+}
+
+#[test]
+fn delegate_runs_a_list_of_tasks_three_at_once_in_task_order_with_the_wallet_exact() {
+    let model = Arc::new(ParallelChildren::new(3));
+    let mut fx = delegate_fx_any(model.clone(), &["todo", "file", "delegate"]);
+    fx.budget = IterationBudget::new(100);
+    let out = fx.ok(
+        "delegate_task",
+        json!({"tasks": [
+            {"goal": "task 1"},
+            {"goal": "task 2", "context": "only files", "toolsets": ["file"]},
+            {"goal": "task 3 fail"},
+            {"goal": "task 4", "toolsets": []},
+        ]}),
+    );
+    // Three children were in a model call at the same moment, never four.
+    assert_eq!(model.max_in_flight.load(Ordering::SeqCst), 3);
+    // Exact: 3 calls for each of tasks 1, 2 and 4, one failed call for 3.
+    assert_eq!(model.calls.load(Ordering::SeqCst), 10);
+    assert_eq!(fx.budget.remaining(), 90);
+    let positions: Vec<usize> = [
+        "## Task 1/4 (DONE): task 1\nreport of task 1\n\n[sub-agent used 3 model calls]",
+        "## Task 2/4 (DONE): task 2\nreport of task 2",
+        "## Task 3/4 (FAILED): task 3 fail\n",
+        "## Task 4/4 (DONE): task 4\nreport of task 4",
+    ]
+    .iter()
+    .map(|part| {
+        out.find(part)
+            .unwrap_or_else(|| panic!("{part:?} not in {out}"))
+    })
+    .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{out}");
+    assert!(
+        out.contains("Model error") && out.contains("upstream broke"),
+        "{out}"
+    );
+    // Each child got the toolsets its task named.
+    let seen = model.tools_seen.lock().unwrap();
+    let tools_of = |goal: &str| {
+        seen.iter()
+            .find(|(g, _)| g.starts_with(goal))
+            .unwrap()
+            .1
+            .clone()
+    };
+    assert_eq!(
+        tools_of("task 1"),
+        ["todo", "read_file", "write_file", "patch", "search_files"]
+    );
+    assert_eq!(
+        tools_of("task 2"),
+        ["read_file", "write_file", "patch", "search_files"]
+    );
+    assert!(tools_of("task 4").is_empty());
+}
+
+#[test]
+fn delegate_refuses_ten_tasks_and_a_toolset_it_may_not_give_before_any_call() {
+    let model = Arc::new(ParallelChildren::new(2));
+    let fx = delegate_fx_any(model.clone(), &["todo", "delegate"]);
+    let ten: Vec<_> = (1..=10)
+        .map(|i| json!({"goal": format!("task {i}")}))
+        .collect();
+    let m = fx.err("delegate_task", json!({ "tasks": ten }));
+    assert!(m.contains("10 tasks given; at most 6 per call"), "{m}");
+    let m = fx.err(
+        "delegate_task",
+        json!({"tasks": [{"goal": "a"}, {"goal": "b", "toolsets": ["terminal"]}]}),
+    );
+    assert!(
+        m.contains("toolset 'terminal' is not available to sub-agents"),
+        "{m}"
+    );
+    let m = fx.err(
+        "delegate_task",
+        json!({"goal": "a", "tasks": [{"goal": "b"}]}),
+    );
+    assert!(m.contains("not both"), "{m}");
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fx.budget.remaining(), 90);
+}
+
+#[test]
+fn delegate_interrupt_stops_every_child_and_the_tasks_not_started() {
+    let work = TempDir::new().unwrap();
+    let flag = InterruptFlag::new();
+    let model = Arc::new(ParallelChildren {
+        flag: Some(flag.clone()),
+        ..ParallelChildren::new(50)
+    });
+    let mut env = ToolEnv::new(work.path(), work.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let budget = IterationBudget::new(90);
+    let ctx = ToolContext {
+        budget: &budget,
+        interrupt: &flag,
+        tool_call_id: "p1",
+    };
+    let out = reg
+        .dispatch(
+            "delegate_task",
+            &json!({"tasks": [{"goal": "task 1"}, {"goal": "task 2"}, {"goal": "task 3"}, {"goal": "task 4"}]})
+                .to_string(),
+            &ctx,
+        )
+        .unwrap();
+    // The three running children stop within a call or two of the
+    // interrupt; the fourth task never starts.
+    assert!(model.calls.load(Ordering::SeqCst) <= 6, "{out}");
+    assert_eq!(
+        out.matches("it stopped early: Interrupted.").count(),
+        3,
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "## Task 4/4 (FAILED): task 4\nError: interrupted before the sub-agent started."
+        ),
+        "{out}"
+    );
+    assert!(flag.is_set());
+    assert_eq!(budget.used(), model.calls.load(Ordering::SeqCst));
+}
+
+fn delegate_fx_any(model: Arc<dyn Model>, toolsets: &[&str]) -> Fx {
+    Fx::with(move |e| e.delegate_model = Some(model), Some(toolsets))
+}

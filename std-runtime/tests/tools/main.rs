@@ -6,6 +6,8 @@
 
 mod confinement;
 mod delegate;
+#[cfg(feature = "documents")]
+mod documents;
 mod files;
 mod kept_outputs;
 mod memory_scope;
@@ -17,4 +19,5 @@ mod skills;
 mod spill;
 mod support;
 mod terminal;
+mod vision;
 mod web;

@@ -36,13 +36,15 @@ fn registry_holds_every_toolset_it_can_support() {
             // front-ends, which hold the store (see `cronjob::offered`);
             // `session_search` needs the store too (`ToolEnv::session_search`);
             // `send_file` and `send_message` are the front-ends' as well
-            // (they know the chat).
+            // (they know the chat); `vision` needs a model that sees images
+            // (`ToolEnv::vision`).
             if ![
                 "delegate",
                 "cronjob",
                 "session_search",
                 "send_file",
                 "send_message",
+                "vision",
             ]
             .contains(set)
             {

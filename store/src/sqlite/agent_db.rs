@@ -115,3 +115,55 @@ fn read_all(conn: &Connection) -> rusqlite::Result<Vec<AgentSession>> {
     }
     Ok(sessions)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use hermes_core::{LedgerEntry, Message};
+
+    use crate::{ImportedSession, NewSession, Store};
+
+    fn session(marker: &str, created_at_ms: u64) -> ImportedSession<'static> {
+        ImportedSession {
+            new: NewSession {
+                platform: Some("telegram"),
+                chat_id: Some("42"),
+                ..NewSession::default()
+            },
+            title: Some("gears"),
+            created_at_ms,
+            entries: vec![LedgerEntry::at(
+                Message::user("which gear?"),
+                created_at_ms.saturating_add(5),
+            )],
+            marker: marker.to_owned(),
+        }
+    }
+
+    #[test]
+    fn an_import_is_one_transaction_and_never_repeats_a_session() {
+        let mut store = Store::open_in_memory().unwrap();
+        // The second session's time does not fit the column: the first,
+        // already written in the same transaction, is rolled back with it.
+        let bad = [session("m/1", 1_000), session("m/2", u64::MAX)];
+        assert!(store.import_sessions(&bad).is_err());
+        assert!(store.list_sessions(10).unwrap().is_empty());
+        assert_eq!(store.kv_get("m/1").unwrap(), None);
+
+        assert_eq!(store.import_sessions(&[session("m/1", 1_000)]).unwrap(), 1);
+        let good = [session("m/1", 1_000), session("m/2", 2_000)];
+        assert_eq!(
+            store.import_sessions(&good).unwrap(),
+            1,
+            "m/1 is not imported twice"
+        );
+        let sessions = store.list_sessions(10).unwrap();
+        assert_eq!(sessions.len(), 2);
+        let first = sessions.iter().find(|s| s.created_at_ms == 1_000).unwrap();
+        assert_eq!(first.updated_at_ms, 1_005, "the last message's time");
+        assert_eq!(first.title.as_deref(), Some("gears"));
+        assert_eq!(first.platform.as_deref(), Some("telegram"));
+        assert_eq!(store.load_transcript(&first.id).unwrap().len(), 1);
+    }
+}

@@ -1,5 +1,5 @@
 //! `hermes import hermes-agent [PATH]` (issue 45, item 1): brings a
-//! hermes-agent home's sessions and memory into this home.
+//! hermes-agent home's sessions, memory and skills into this home.
 //!
 //! The source is only read: its `state.db` is opened read-only (immutable
 //! when it has no WAL, so not even a `-shm` appears beside it) and nothing
@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use hermes_core::{LedgerEntry, Message, ToolCall};
 use hermes_runtime::config::Settings;
+use hermes_runtime::skills::SkillsHome;
 use hermes_runtime::store::{
     AgentMessage, AgentSession, ImportedSession, KNOWN_AGENT_SCHEMAS, NewSession,
     read_agent_sessions,
@@ -124,11 +125,66 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
     for (name, what, _, new) in &memory {
         println!("  {what} ({name}): {verb} {} new entries", new.len());
     }
+    import_skills(settings, &source, dry_run);
     println!(
-        "  not imported by this version: skills, SOUL.md, config.yaml, .env (copy what you need \
+        "  not imported by this version: SOUL.md, config.yaml, .env (copy what you need \
          by hand; README \"Coming from hermes-agent\")"
     );
     Ok(0)
+}
+
+/// Installs each skill folder of the source (`skills/NAME/` or
+/// `skills/CATEGORY/NAME/`) through the same checks as `hermes skills
+/// install` (staged, moved into place last): one that fails them is
+/// reported and skipped, one already here is left as it is.
+fn import_skills(settings: &Settings, source: &Path, dry_run: bool) {
+    let skills = SkillsHome::new(&settings.home);
+    let mut folders = Vec::new();
+    for entry in read_dirs(&source.join("skills")) {
+        if entry.join("SKILL.md").is_file() {
+            folders.push(entry);
+        } else {
+            folders.extend(
+                read_dirs(&entry)
+                    .into_iter()
+                    .filter(|d| d.join("SKILL.md").is_file()),
+            );
+        }
+    }
+    for folder in folders {
+        let shown = folder
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if settings.home.join("skills").join(&shown).exists() {
+            println!("  skill {shown}: already here, left as it is");
+        } else if dry_run {
+            println!("  skill {shown}: would install (if it passes the checks)");
+        } else {
+            match skills.install(&folder) {
+                Ok(name) => println!("  skill {name}: installed"),
+                Err(e) => println!("  skill {shown}: skipped, {e}"),
+            }
+        }
+    }
+}
+
+/// The sub-folders of `dir` (not following links), sorted; none when it
+/// cannot be read.
+fn read_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Refuses a source that is this home, or that is not hermes-agent's.

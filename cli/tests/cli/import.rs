@@ -49,6 +49,11 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
     let o = import(&env, &source, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("imported 2 of 2"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("skill tyre-pressure: installed"),
+        "{}",
+        stdout(&o)
+    );
     // A second import adds nothing twice.
     let o = import(&env, &source, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -57,7 +62,14 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
         "{}",
         stdout(&o)
     );
+    assert!(
+        stdout(&o).contains("skill tyre-pressure: already here"),
+        "{}",
+        stdout(&o)
+    );
     assert_eq!(env.session_ids().len(), 2);
+    let skills = stdout(&env.bare().args(["skills", "list"]).output().unwrap());
+    assert!(skills.contains("tyre-pressure"), "{skills}");
     let memory = std::fs::read_to_string(env.home.path().join("MEMORY.md")).unwrap();
     assert_eq!(memory.matches("11 gears").count(), 1, "{memory}");
 

@@ -126,8 +126,9 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
         println!("  {what} ({name}): {verb} {} new entries", new.len());
     }
     import_skills(settings, &source, dry_run);
+    import_secrets(settings, &source, dry_run)?;
     println!(
-        "  not imported by this version: SOUL.md, config.yaml, .env (copy what you need \
+        "  not imported by this version: SOUL.md, config.yaml (copy what you need \
          by hand; README \"Coming from hermes-agent\")"
     );
     Ok(0)
@@ -272,4 +273,58 @@ fn write_entries(path: &Path, entries: &[String]) -> Result<(), CliError> {
     let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, format!("{}\n", entries.join("\n§\n"))).map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Adds the source `.env`'s variables this home's `.env` lacks (mode 0600,
+/// replaced atomically). Names are shown, values never.
+fn import_secrets(settings: &Settings, source: &Path, dry_run: bool) -> Result<(), CliError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Ok(theirs) = std::fs::read_to_string(source.join(".env")) else {
+        return Ok(());
+    };
+    let ours_path = settings.home.join(".env");
+    let ours = std::fs::read_to_string(&ours_path).unwrap_or_default();
+    let name_of = |line: &str| -> Option<String> {
+        let line = line.trim().trim_start_matches("export ");
+        let (name, _) = line.split_once('=')?;
+        (!line.starts_with('#') && !name.trim().is_empty()).then(|| name.trim().to_owned())
+    };
+    let have: Vec<String> = ours.lines().filter_map(name_of).collect();
+    let new: Vec<(String, &str)> = theirs
+        .lines()
+        .filter_map(|l| name_of(l).map(|n| (n, l.trim())))
+        .filter(|(n, _)| !have.contains(n))
+        .collect();
+    let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
+    let verb = if dry_run { "would add" } else { "added" };
+    println!(
+        "  secrets (.env): {verb} {} ({}; values not shown)",
+        names.len(),
+        names.join(", ")
+    );
+    if dry_run || new.is_empty() {
+        return Ok(());
+    }
+    let mut text = ours;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for (_, line) in &new {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let err =
+        |e: std::io::Error| CliError::Runtime(format!("cannot write {}: {e}", ours_path.display()));
+    let tmp = settings.home.join(".env.import-tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    file.write_all(text.as_bytes()).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    std::fs::rename(&tmp, &ours_path).map_err(err)
 }

@@ -29,6 +29,12 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
     let made = tempfile::tempdir().unwrap();
     let source = made.path().join("agent-home");
     make_hermes_agent_home(&python, &source);
+    // The user's key, where hermes-agent reads it.
+    std::fs::write(
+        source.join(".env"),
+        "OPENROUTER_API_KEY=sk-or-imported-0123456789\n",
+    )
+    .unwrap();
     let source_before = files(&source);
     let env = Env::new();
 

@@ -199,6 +199,16 @@ pub enum Command {
         #[arg(long)]
         with_secrets: bool,
     },
+    /// Import another program's home into $HERMES_HOME, reading it only: hermes-agent's sessions and memory
+    Import {
+        /// The program whose home it is
+        from: ImportFrom,
+        /// Its home (default ~/.hermes)
+        path: Option<PathBuf>,
+        /// Show what would be imported; change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Restore a `hermes backup` archive into $HERMES_HOME (checked whole before anything changes)
     Restore {
         /// The archive
@@ -237,6 +247,13 @@ pub enum MemoryCommand {
         /// PLATFORM:USER_ID
         id: String,
     },
+}
+
+/// The programs `hermes import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFrom {
+    /// hermes-agent, the Python program (0.19)
+    HermesAgent,
 }
 
 /// `hermes cron` subcommands. IDs accept unique prefixes.

@@ -50,12 +50,12 @@ fn paragraph(home: &Path, marks: &[String]) -> String {
     let shown = home.display();
     format!(
         "{shown} is a hermes-agent home ({}), not one of this hermes's. It is left untouched: \
-         nothing in it was changed. Two ways on: give this hermes a home of its own, \
-         `HERMES_HOME=~/.hermes-rs hermes …` (hermes-agent reads HERMES_HOME too, so set it for \
-         this hermes only: `alias hermes-rs='HERMES_HOME=~/.hermes-rs /usr/bin/hermes'`); or \
-         point HERMES_HOME at any other folder, `HERMES_HOME=DIR hermes …`. Importing \
-         hermes-agent's sessions, memory and skills (`hermes import hermes-agent`) is not \
-         available yet (README \"Coming from hermes-agent\").",
+         nothing in it was changed. Two ways on: give this hermes a home of its own and bring \
+         hermes-agent's sessions and memory over, `HERMES_HOME=~/.hermes-rs hermes import \
+         hermes-agent {shown}` (it only reads this home; hermes-agent reads HERMES_HOME too, so \
+         set it for this hermes only: `alias hermes-rs='HERMES_HOME=~/.hermes-rs \
+         /usr/bin/hermes'`); or point HERMES_HOME at any other folder, `HERMES_HOME=DIR hermes \
+         …`. README \"Coming from hermes-agent\".",
         marks.join("; ")
     )
 }

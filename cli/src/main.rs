@@ -19,6 +19,7 @@ mod gateway_log;
 mod gateway_setup;
 #[cfg(feature = "gateway")]
 mod gateway_status;
+mod import_cmd;
 mod log;
 mod markdown;
 mod mcp_cmd;
@@ -200,6 +201,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Backup { file, with_secrets } => {
             backup::run(&load_settings(&outer)?, file, with_secrets)
         }
+        Command::Import {
+            from: args::ImportFrom::HermesAgent,
+            path,
+            dry_run,
+        } => import_cmd::run(&load_settings(&outer)?, path, dry_run),
         Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
         Command::Memory { command } => memory_cmd::run(&load_settings(&outer)?, command),
     }

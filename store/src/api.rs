@@ -7,8 +7,8 @@ use hermes_core::context::Compaction;
 
 use super::records::{ModelUsage, SessionChange};
 use super::{
-    Fence, KvWrite, LeaseGrant, LeaseRecord, Listener, NewSession, NotifySink, SearchHit,
-    SearchScope, SessionRecord, SessionStatus, Store, StoreError, StoredCompaction,
+    Fence, ImportedSession, KvWrite, LeaseGrant, LeaseRecord, Listener, NewSession, NotifySink,
+    SearchHit, SearchScope, SessionRecord, SessionStatus, Store, StoreError, StoredCompaction,
 };
 
 fn ms(d: Duration) -> u64 {
@@ -21,6 +21,17 @@ impl Store {
     /// created in the same millisecond.
     pub fn create_session(&mut self, new: &NewSession<'_>) -> Result<SessionRecord, StoreError> {
         self.backend.create_session(new)
+    }
+
+    /// Writes every session of `sessions` whose marker is not in the kv
+    /// table yet — rows, messages, markers — in ONE transaction: on `Err`
+    /// nothing was written. Returns how many were written. SQLite only;
+    /// PostgreSQL says [`StoreError::Unsupported`].
+    pub fn import_sessions(
+        &mut self,
+        sessions: &[ImportedSession<'_>],
+    ) -> Result<usize, StoreError> {
+        self.backend.import_sessions(sessions)
     }
 
     /// The session with this id, if any.

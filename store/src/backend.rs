@@ -21,8 +21,8 @@ use hermes_core::{Clock, LedgerEntry};
 
 use super::jobs::{Claim, JobRecord, RunRecord, RunUpdate};
 use super::records::{
-    Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, SearchHit, SearchScope,
-    SessionChange, SessionRecord, StoredCompaction,
+    Fence, ImportedSession, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, SearchHit,
+    SearchScope, SessionChange, SessionRecord, StoredCompaction,
 };
 use super::{StoreError, Synchronous};
 
@@ -101,6 +101,11 @@ impl BackendKind {
 /// Sessions: rows, lookups, lifecycle.
 pub(crate) trait Sessions {
     fn create_session(&mut self, new: &NewSession<'_>) -> Result<SessionRecord, StoreError>;
+    /// Writes every session not yet imported, in one transaction; returns
+    /// how many were written.
+    fn import_sessions(&mut self, _sessions: &[ImportedSession<'_>]) -> Result<usize, StoreError> {
+        Err(StoreError::Unsupported("importing sessions", "PostgreSQL"))
+    }
     fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
     /// The most recently updated session, of one platform if given.
     fn latest_session(&self, platform: Option<&str>) -> Result<Option<SessionRecord>, StoreError>;

@@ -9,6 +9,10 @@ use super::ID_ATTEMPTS;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// The operation is not implemented for this backend (importing
+    /// another program's sessions is SQLite-only for now).
+    #[error("{0} is not available with the {1} store")]
+    Unsupported(&'static str, &'static str),
     /// The database file or its directory could not be created. Fix the path
     /// or permissions; not retryable as is.
     #[error("cannot create database file {path}: {source}: check the path and its permissions")]

@@ -109,9 +109,10 @@ pub use lease::{Listener, Notification, NotifySink};
 #[doc(hidden)]
 pub use postgres::search_vector;
 pub use records::{
-    Fence, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession, PreviousHolder, SearchHit,
-    SearchScope, SessionRecord, SessionStatus, StoredCompaction,
+    Fence, ImportedSession, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession,
+    PreviousHolder, SearchHit, SearchScope, SessionRecord, SessionStatus, StoredCompaction,
 };
+pub use sqlite::agent_db::{AgentMessage, AgentSession, KNOWN_AGENT_SCHEMAS, read_agent_sessions};
 pub use sqlite::file::{
     SQLITE_SCHEMA, SqliteFile, inspect as inspect_sqlite, snapshot as snapshot_sqlite,
 };

@@ -95,6 +95,23 @@ pub struct NewSession<'a> {
     pub workdir: Option<&'a str>,
 }
 
+/// A whole session from another program, written by
+/// [`crate::Store::import_sessions`] with its own timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportedSession<'a> {
+    /// Platform, chat, user, model of the new row.
+    pub new: NewSession<'a>,
+    /// Title.
+    pub title: Option<&'a str>,
+    /// When it started (`created_at_ms`).
+    pub created_at_ms: u64,
+    /// Its messages, each stamped with its own time.
+    pub entries: Vec<hermes_core::LedgerEntry>,
+    /// The kv key that marks it imported; a session whose key exists is
+    /// skipped (a second import adds nothing twice).
+    pub marker: String,
+}
+
 /// One change to a session row (see [`crate::Store::set_model`] and
 /// its siblings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

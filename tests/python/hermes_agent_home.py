@@ -35,6 +35,26 @@ def main() -> None:
     db.create_session("20260101_090000_cli1", "cli", model="scripted-model")
     db.set_session_title("20260101_090000_cli1", "Bicycle gears")
     db.append_message("20260101_090000_cli1", "user", content="Which gear climbs a hill best?")
+    # A tool call and its result, as its agent loop stores them.
+    db.append_message(
+        "20260101_090000_cli1",
+        "assistant",
+        content=None,
+        tool_calls=[
+            {
+                "id": "call_gear1",
+                "type": "function",
+                "function": {"name": "web_search", "arguments": '{"query": "gear ratio hill"}'},
+            }
+        ],
+    )
+    db.append_message(
+        "20260101_090000_cli1",
+        "tool",
+        content="Gear ratio is chainring teeth over sprocket teeth.",
+        tool_call_id="call_gear1",
+        tool_name="web_search",
+    )
     db.append_message(
         "20260101_090000_cli1",
         "assistant",

@@ -44,7 +44,7 @@ pub fn make_hermes_agent_home(python: &str, home: &Path) {
     );
 }
 
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -107,7 +107,14 @@ fn a_hermes_agent_home_is_named_with_the_ways_on_and_left_untouched() {
             "{err}"
         );
         assert!(err.contains("left untouched"), "{err}");
-        assert!(err.contains("HERMES_HOME=~/.hermes-rs hermes"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "HERMES_HOME=~/.hermes-rs hermes import hermes-agent {}",
+                home.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("not available yet"), "{err}");
         assert!(err.contains("HERMES_HOME=DIR"), "{err}");
         assert!(!err.contains("cannot migrate"), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "one paragraph: {err}");

@@ -11,6 +11,7 @@ mod database;
 mod extras;
 mod foreign_home;
 mod frugal;
+mod import;
 mod interactive;
 mod kept;
 mod local;

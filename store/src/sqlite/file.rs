@@ -67,19 +67,23 @@ pub fn inspect(path: &Path) -> Result<SqliteFile, StoreError> {
         path: path.to_path_buf(),
         source,
     };
+    let conn = open_read_only(path).map_err(open_err)?;
+    classify(&conn).map_err(open_err)
+}
+
+/// Opens `path` read-only, creating nothing beside it.
+pub(super) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     // Reading a WAL-mode file read-only still creates its `-wal` and `-shm`
     // beside it; with no `-wal` there, nothing is in it to read, so open the
     // file as immutable and create nothing (another program's home stays
     // exactly as it was).
-    let conn = if wal_path(path).exists() {
+    if wal_path(path).exists() {
         Connection::open_with_flags(path, flags)
     } else {
         let uri = format!("file:{}?immutable=1", uri_path(path));
         Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
     }
-    .map_err(open_err)?;
-    classify(&conn).map_err(open_err)
 }
 
 fn wal_path(path: &Path) -> std::path::PathBuf {

@@ -4,6 +4,7 @@
 //! migrations in `PRAGMA user_version` (see `schema.rs`). Each area's SQL
 //! lives in its own file and implements that area's backend trait.
 
+pub mod agent_db;
 mod compaction;
 pub(crate) mod file;
 mod jobs;

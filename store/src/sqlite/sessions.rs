@@ -3,10 +3,13 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::transcript::insert_entries;
 use super::{Sqlite, WriteTx, from_i64, to_i64};
 use crate::backend::Sessions;
 use crate::records::{SessionChange, one_of};
-use crate::{ID_ATTEMPTS, NewSession, SessionRecord, SessionStatus, StoreError, id};
+use crate::{
+    ID_ATTEMPTS, ImportedSession, NewSession, SessionRecord, SessionStatus, StoreError, id,
+};
 
 /// Columns of a session row, in the order [`raw_session`] reads them.
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \
@@ -21,6 +24,39 @@ impl Sessions for Sqlite {
         let record = fetch_session(&tx, &id)?.ok_or_else(|| StoreError::SessionNotFound(id))?;
         tx.commit()?;
         Ok(record)
+    }
+
+    fn import_sessions(&mut self, sessions: &[ImportedSession<'_>]) -> Result<usize, StoreError> {
+        let tx = WriteTx::begin(&self.conn)?;
+        let mut written = 0;
+        for session in sessions {
+            let done = tx
+                .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")?
+                .query_row([&session.marker], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if done {
+                continue;
+            }
+            let at = session.created_at_ms;
+            let id = insert_session(&tx, &session.new, at, || {
+                id::session_id(at, id::random_suffix())
+            })?;
+            tx.prepare_cached("UPDATE sessions SET title = ?2, status = 'ended' WHERE id = ?1")?
+                .execute(params![id, session.title])?;
+            insert_entries(&tx, &id, &session.entries)?;
+            let last = session
+                .entries
+                .iter()
+                .map(|e| e.meta.timestamp_ms)
+                .fold(at, u64::max);
+            touch(&tx, &id, to_i64("updated_at_ms", last)?)?;
+            tx.prepare_cached("INSERT INTO kv (key, value) VALUES (?1, ?2)")?
+                .execute(params![session.marker, id])?;
+            written += 1;
+        }
+        tx.commit()?;
+        Ok(written)
     }
 
     fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {

@@ -1,0 +1,161 @@
+//! `hermes import hermes-agent PATH` (issue 45, item 1) against a home made
+//! by the real hermes-agent package (`tests/python/hermes_agent_home.py`):
+//! its sessions become ours and searchable, its memory reaches the next
+//! prompt, a second import adds nothing, a dry run and a refused import
+//! change nothing, and the source stays byte for byte as it was.
+
+use std::sync::Arc;
+
+use hermes_tests::{FakeProvider, Reply};
+use serde_json::Value;
+
+use crate::foreign_home::{files, hermes_agent_python, make_hermes_agent_home};
+use crate::support::{Env, stderr, stdout, system_prompt};
+
+fn import(env: &Env, source: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    env.bare()
+        .args(["import", "hermes-agent"])
+        .arg(source)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
+    let Some(python) = hermes_agent_python() else {
+        return;
+    };
+    let made = tempfile::tempdir().unwrap();
+    let source = made.path().join("agent-home");
+    make_hermes_agent_home(&python, &source);
+    // The user's key, where hermes-agent reads it.
+    std::fs::write(
+        source.join(".env"),
+        "OPENROUTER_API_KEY=sk-or-imported-0123456789\n",
+    )
+    .unwrap();
+    let source_before = files(&source);
+    let env = Env::new();
+
+    // A dry run says what it would bring and changes nothing.
+    let dest_before = files(env.home.path());
+    let o = import(&env, &source, &["--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("state.db schema 22"), "{out}");
+    assert!(out.contains("would import up to 2 (5 messages"), "{out}");
+    assert!(out.contains("would import 1 new entries"), "{out}");
+    assert_eq!(
+        files(env.home.path()),
+        dest_before,
+        "the dry run changed nothing"
+    );
+
+    let o = import(&env, &source, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("imported 2 of 2"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("skill tyre-pressure: installed"),
+        "{}",
+        stdout(&o)
+    );
+    // A second import adds nothing twice.
+    let o = import(&env, &source, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("imported 0 of 2 (2 already"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("skill tyre-pressure: already here"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(env.session_ids().len(), 2);
+    let skills = stdout(&env.bare().args(["skills", "list"]).output().unwrap());
+    assert!(skills.contains("tyre-pressure"), "{skills}");
+    let memory = std::fs::read_to_string(env.home.path().join("MEMORY.md")).unwrap();
+    assert_eq!(memory.matches("11 gears").count(), 1, "{memory}");
+
+    let list = stdout(&env.bare().args(["sessions", "list"]).output().unwrap());
+    assert!(
+        list.contains("Bicycle gears"),
+        "the title came along: {list}"
+    );
+    assert!(
+        list.contains("(telegram)"),
+        "the platform came along: {list}"
+    );
+    let hits = stdout(
+        &env.bare()
+            .args(["sessions", "search", "derailleur"])
+            .output()
+            .unwrap(),
+    );
+    assert!(hits.contains("[derailleur]"), "{hits}");
+
+    // The model's session_search finds the imported tool result, and the
+    // imported memory is in the next system prompt.
+    let responder = Arc::new(|req: &Value| {
+        let last = &req["messages"].as_array().unwrap().last().unwrap().clone();
+        if last["role"] == "tool" {
+            Reply::text(format!("FOUND: {}", last["content"].as_str().unwrap_or("")))
+        } else {
+            Reply::tool("c1", "session_search", r#"{"query": "chainring"}"#)
+        }
+    });
+    let provider = FakeProvider::start_with(vec![], None, Some(responder)).unwrap();
+    let o = env.run(
+        &provider.base_url(),
+        &["-z", "what did we say about gears?"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("FOUND: 1 earlier session mentions"), "{out}");
+    assert!(out.contains("Gear ratio is [chainring] teeth"), "{out}");
+    let first = &provider.requests()[0];
+    assert!(
+        system_prompt(first).contains("11 gears"),
+        "{}",
+        system_prompt(first)
+    );
+    assert!(system_prompt(first).contains("Prefers short answers"));
+
+    assert_eq!(
+        files(&source),
+        source_before,
+        "the source home is byte for byte as it was"
+    );
+}
+
+#[test]
+fn a_corrupt_state_db_is_refused_and_nothing_is_imported() {
+    let Some(python) = hermes_agent_python() else {
+        return;
+    };
+    let made = tempfile::tempdir().unwrap();
+    let source = made.path().join("agent-home");
+    make_hermes_agent_home(&python, &source);
+    let mut db = std::fs::read(source.join("state.db")).unwrap();
+    db.truncate(db.len() / 3);
+    db[..16].copy_from_slice(b"not a database!\0");
+    std::fs::write(source.join("state.db"), &db).unwrap();
+    let source_before = files(&source);
+    let env = Env::new();
+    let dest_before = files(env.home.path());
+    let o = import(&env, &source, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nothing was imported"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        files(env.home.path()),
+        dest_before,
+        "the destination is as it was"
+    );
+    assert_eq!(files(&source), source_before);
+}

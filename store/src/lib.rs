@@ -22,7 +22,7 @@
 //!   are checksummed; a torn tail is discarded on recovery) but may lose the
 //!   last commits since the previous checkpoint. Closing the store does not
 //!   checkpoint (no fsync at a one-shot run's exit); the next open reads the
-//!   WAL, and the automatic checkpoint folds it in at 1000 pages.
+//!   WAL, and the automatic checkpoint folds it in at 256 pages.
 //!   Deployments that must keep
 //!   acknowledged writes through a power cut call
 //!   [`Store::set_synchronous`]`(`[`Synchronous::Full`]`)`, which fsyncs

@@ -149,20 +149,7 @@ pub fn decode_component(s: &str) -> Option<String> {
     if s == "%" {
         return Some(String::new());
     }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    crate::text::percent_decode(s)
 }
 
 /// `PLATFORM:USER_ID` as the pair it names; the user id may hold `:`.

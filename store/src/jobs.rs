@@ -93,6 +93,33 @@ pub struct JobRecord {
     pub no_agent: bool,
 }
 
+impl JobRecord {
+    /// A job that runs once, due at `now_ms`, from no chat: how an event
+    /// (a webhook delivery, a `send_message` call) enters the scheduler, so
+    /// that its answer reaches its target through the outbox exactly once.
+    pub fn one_off(id: String, name: String, prompt: String, deliver: String, now_ms: u64) -> Self {
+        JobRecord {
+            id,
+            name,
+            schedule: format!("at:{now_ms}"),
+            prompt,
+            deliver,
+            origin_platform: None,
+            origin_chat: None,
+            origin_thread: None,
+            repeat: Some(1),
+            runs_done: 0,
+            state: JobState::Active,
+            next_run_ms: Some(now_ms),
+            last_run_ms: None,
+            last_outcome: None,
+            created_at_ms: now_ms,
+            script: None,
+            no_agent: false,
+        }
+    }
+}
+
 /// A run's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {

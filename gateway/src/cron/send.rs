@@ -212,23 +212,14 @@ impl SendMessageTool {
         let now = self.clock.now_ms();
         let id = format!("{MESSAGE_JOB_PREFIX}{:016x}", rand::random::<u64>());
         let job = JobRecord {
-            id: id.clone(),
-            name: NAME.into(),
-            schedule: format!("at:{now}"),
-            prompt: message.to_owned(),
-            deliver: target.to_owned(),
-            origin_platform: None,
-            origin_chat: None,
-            origin_thread: None,
-            repeat: Some(1),
-            runs_done: 0,
-            state: JobState::Active,
-            next_run_ms: Some(now),
-            last_run_ms: None,
-            last_outcome: None,
-            created_at_ms: now,
-            script: None,
             no_agent: true,
+            ..JobRecord::one_off(
+                id.clone(),
+                NAME.into(),
+                message.to_owned(),
+                target.to_owned(),
+                now,
+            )
         };
         lock(&self.store)
             .job_insert(&job)

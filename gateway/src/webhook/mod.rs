@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use hermes_core::Clock;
-use hermes_runtime::store::{JobRecord, JobState, Store};
+use hermes_runtime::store::{JobRecord, Store};
 use hermes_runtime::sync::lock;
 use hmac::{Hmac, KeyInit, Mac};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -334,23 +334,14 @@ impl State {
             template::agent_message(&route.name, route.prompt.as_deref(), body)
         };
         let job = JobRecord {
-            id: job_id.to_owned(),
-            name: format!("webhook {}", route.name),
-            schedule: format!("at:{now}"),
-            prompt,
-            deliver: route.deliver.clone(),
-            origin_platform: None,
-            origin_chat: None,
-            origin_thread: None,
-            repeat: Some(1),
-            runs_done: 0,
-            state: JobState::Active,
-            next_run_ms: Some(now),
-            last_run_ms: None,
-            last_outcome: None,
-            created_at_ms: now,
-            script: None,
             no_agent: route.no_agent,
+            ..JobRecord::one_off(
+                job_id.to_owned(),
+                format!("webhook {}", route.name),
+                prompt,
+                route.deliver.clone(),
+                now,
+            )
         };
         match store.job_insert(&job) {
             Ok(()) => {

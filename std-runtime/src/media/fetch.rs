@@ -101,7 +101,7 @@ pub fn disposition_file_name(header: &str) -> Option<String> {
         let value = value.trim().trim_matches('"');
         if key == "filename*" {
             let encoded = value.split_once("''").map_or(value, |(_, v)| v);
-            if let Some(decoded) = percent_decode(encoded) {
+            if let Some(decoded) = crate::text::percent_decode(encoded) {
                 return Some(decoded).filter(|n| !n.is_empty());
             }
         } else if key == "filename" {
@@ -109,23 +109,6 @@ pub fn disposition_file_name(header: &str) -> Option<String> {
         }
     }
     plain
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

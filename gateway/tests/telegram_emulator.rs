@@ -403,6 +403,11 @@ async fn compress_through_telegram_replies_with_sizes_and_the_next_turn_uses_the
         "{status}"
     );
     assert!(status.contains("provider metadata"), "{status}");
+    // Issue 38: the fixed part of every request against the window.
+    assert!(
+        status.contains("Fixed prompt: ~") && status.contains(" % of the window"),
+        "{status}"
+    );
 
     // The next turn starts from the compacted view.
     emu.user_says(

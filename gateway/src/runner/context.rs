@@ -5,6 +5,7 @@
 //! compaction of a view that changed meanwhile. The summary call is made
 //! without holding the store lock.
 
+use hermes_core::context::estimate::fixed_tokens;
 use hermes_core::{CompactError, Compaction};
 use hermes_runtime::store::{SessionRecord, StoreError};
 
@@ -67,12 +68,21 @@ impl Inner {
             .factory
             .window_detail(&model)
             .unwrap_or_else(|| usage.source.to_string());
+        // The part every request carries before the conversation (issue
+        // 38): on a small local model, what leaves room for the chat.
+        let fixed = fixed_tokens(agent.system_prompt(), agent.tools().specs());
+        let fixed_pct = (fixed * 100)
+            .checked_div(u64::from(usage.window))
+            .unwrap_or(0);
         Some(format!(
-            "context: {} / {} tokens ({} %), {} messages in context\nWindow from: {from}",
+            "context: {} / {} tokens ({} %), {} messages in context\n\
+             Fixed prompt: ~{fixed} tokens ({fixed_pct} % of the window: the system prompt \
+             and {} tool definitions)\nWindow from: {from}",
             usage.used,
             usage.window,
             usage.percent(),
-            view.len()
+            view.len(),
+            agent.tools().specs().len(),
         ))
     }
 }

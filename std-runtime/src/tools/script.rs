@@ -9,7 +9,7 @@
 //! and stderr are kept apart: stdout is what the job is about (context for
 //! the agent, or the answer itself), stderr says why it failed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hermes_core::InterruptFlag;
@@ -101,7 +101,34 @@ pub fn run_script(
              opt out with [agent] sandbox = \"off\""
         ));
     }
-    launch(env, &workdir, &source, timeout, interrupt)
+    // The copy the shell executes was just written by this process; a
+    // process another thread forks in that moment holds the write handle
+    // until its own exec, and executing a file open for writing fails with
+    // ETXTBSY ("Text file busy", the shell's exit 126) — the script never
+    // started. Seen in CI with jobs launched side by side. Such a start is
+    // tried again, a few times; anything else is the script's own outcome.
+    let mut attempt = 0;
+    loop {
+        let (run, copy) = launch(env, &workdir, &source, timeout, interrupt)?;
+        attempt += 1;
+        if attempt >= EXEC_ATTEMPTS || !never_started(&run, &copy) {
+            return Ok(run);
+        }
+        std::thread::sleep(Duration::from_millis(20 * attempt));
+    }
+}
+
+/// How often a script whose copy was busy is started before its failure
+/// stands.
+const EXEC_ATTEMPTS: u64 = 5;
+
+/// Whether `run` is the shell's refusal to execute the fresh `copy` because
+/// a writer still held it (see [`run_script`]): exit 126 and the shell's
+/// message naming the copy's private path.
+fn never_started(run: &ScriptRun, copy: &Path) -> bool {
+    matches!(run.end, ScriptEnd::Exit(126))
+        && run.stderr.contains("Text file busy")
+        && run.stderr.contains(&*copy.to_string_lossy())
 }
 
 #[cfg(target_os = "linux")]
@@ -111,7 +138,7 @@ fn launch(
     source: &Path,
     timeout: Duration,
     interrupt: &InterruptFlag,
-) -> Result<ScriptRun, String> {
+) -> Result<(ScriptRun, PathBuf), String> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
@@ -190,11 +217,14 @@ fn launch(
         (None, Some(st)) if libc::WIFSIGNALED(st) => ScriptEnd::Signal(libc::WTERMSIG(st)),
         (None, _) => ScriptEnd::Unknown,
     };
-    Ok(ScriptRun {
-        stdout: rendered(&stdout),
-        stderr: rendered(&stderr),
-        end,
-    })
+    Ok((
+        ScriptRun {
+            stdout: rendered(&stdout),
+            stderr: rendered(&stderr),
+            end,
+        },
+        copy,
+    ))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -204,6 +234,40 @@ fn launch(
     _source: &Path,
     _timeout: Duration,
     _interrupt: &InterruptFlag,
-) -> Result<ScriptRun, String> {
+) -> Result<(ScriptRun, PathBuf), String> {
     Err("scheduled scripts run only on Linux (in its sandbox)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(end: ScriptEnd, stderr: &str) -> ScriptRun {
+        ScriptRun {
+            stdout: String::new(),
+            stderr: stderr.to_owned(),
+            end,
+        }
+    }
+
+    #[test]
+    fn only_the_shells_busy_refusal_of_this_copy_is_started_again() {
+        let copy = Path::new("/tmp/hermes-cmd-0123456789abcdef/check.sh");
+        // dash's words when execve fails with ETXTBSY (seen in CI).
+        let busy = "/tmp/hermes-cmd-0123456789abcdef/check.sh: 1: \
+                    /tmp/hermes-cmd-0123456789abcdef/check.sh: Text file busy\n";
+        assert!(never_started(&run(ScriptEnd::Exit(126), busy), copy));
+        // The script's own exit 126, or its own words: its outcome stands.
+        assert!(!never_started(
+            &run(ScriptEnd::Exit(126), "permission denied"),
+            copy
+        ));
+        assert!(!never_started(
+            &run(ScriptEnd::Exit(126), "Text file busy"),
+            copy
+        ));
+        assert!(!never_started(&run(ScriptEnd::Exit(1), busy), copy));
+        let other = Path::new("/tmp/hermes-cmd-fedcba9876543210/check.sh");
+        assert!(!never_started(&run(ScriptEnd::Exit(126), busy), other));
+    }
 }

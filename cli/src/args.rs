@@ -182,6 +182,7 @@ pub enum Command {
         command: CronCommand,
     },
     /// Webhook routes of the gateway ([webhooks.NAME] in config.toml)
+    #[cfg(feature = "webhooks")]
     Webhook {
         #[command(subcommand)]
         command: WebhookCommand,
@@ -200,6 +201,7 @@ pub enum Command {
         with_secrets: bool,
     },
     /// Import another program's home into $HERMES_HOME, reading it only: hermes-agent's sessions and memory
+    #[cfg(feature = "import")]
     Import {
         /// The program whose home it is
         from: ImportFrom,
@@ -250,6 +252,7 @@ pub enum MemoryCommand {
 }
 
 /// The programs `hermes import` reads.
+#[cfg(feature = "import")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ImportFrom {
     /// hermes-agent, the Python program (0.19)
@@ -327,6 +330,7 @@ pub enum CronCommand {
 }
 
 /// `hermes webhook` subcommands.
+#[cfg(feature = "webhooks")]
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
     /// Add a route POST /hooks/NAME with a fresh secret (printed once)

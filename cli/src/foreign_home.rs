@@ -48,14 +48,21 @@ pub fn check(home: &Path) -> Result<(), String> {
 
 fn paragraph(home: &Path, marks: &[String]) -> String {
     let shown = home.display();
+    // The board build has no `hermes import` (cli/Cargo.toml, feature
+    // `import`): it says where the command is instead.
+    let bring_over = if cfg!(feature = "import") {
+        format!("`HERMES_HOME=~/.hermes-rs hermes import hermes-agent {shown}`")
+    } else {
+        "`hermes import hermes-agent` of a full build (this is the board build, without it)"
+            .to_owned()
+    };
     format!(
         "{shown} is a hermes-agent home ({}), not one of this hermes's. It is left untouched: \
          nothing in it was changed. Two ways on: give this hermes a home of its own and bring \
-         hermes-agent's sessions and memory over, `HERMES_HOME=~/.hermes-rs hermes import \
-         hermes-agent {shown}` (it only reads this home; hermes-agent reads HERMES_HOME too, so \
-         set it for this hermes only: `alias hermes-rs='HERMES_HOME=~/.hermes-rs \
-         /usr/bin/hermes'`); or point HERMES_HOME at any other folder, `HERMES_HOME=DIR hermes \
-         …`. README \"Coming from hermes-agent\".",
+         hermes-agent's sessions and memory over, {bring_over} (it only reads this home; \
+         hermes-agent reads HERMES_HOME too, so set it for this hermes only: `alias \
+         hermes-rs='HERMES_HOME=~/.hermes-rs /usr/bin/hermes'`); or point HERMES_HOME at any \
+         other folder, `HERMES_HOME=DIR hermes …`. README \"Coming from hermes-agent\".",
         marks.join("; ")
     )
 }

@@ -19,6 +19,7 @@ mod gateway_log;
 mod gateway_setup;
 #[cfg(feature = "gateway")]
 mod gateway_status;
+#[cfg(feature = "import")]
 mod import_cmd;
 mod log;
 mod markdown;
@@ -31,6 +32,7 @@ mod sessions;
 mod setup;
 mod skills_cmd;
 mod term;
+#[cfg(feature = "webhooks")]
 mod webhook_cmd;
 
 use clap::Parser;
@@ -183,6 +185,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
         Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
         Command::Skills { command } => skills_cmd::run(command),
+        #[cfg(feature = "webhooks")]
         Command::Webhook {
             command:
                 args::WebhookCommand::Add {
@@ -201,6 +204,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Backup { file, with_secrets } => {
             backup::run(&load_settings(&outer)?, file, with_secrets)
         }
+        #[cfg(feature = "import")]
         Command::Import {
             from: args::ImportFrom::HermesAgent,
             path,

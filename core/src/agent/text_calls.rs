@@ -154,7 +154,7 @@ impl Run<'_> {
         self.iterations += 1;
         self.observer.on_event(&AgentEvent::ModelCall {
             iteration: self.iterations,
-            remaining: self.budget.remaining(),
+            remaining: self.left(),
         });
         match self.call_model(ToolChoice::None, false) {
             Ok(mut again) => {

@@ -11,22 +11,22 @@
 //! registry ([`platform::platforms`]) is the only other place that names a
 //! platform's module.
 
-pub mod adapter;
+pub use hermes_platform_kit::adapter;
 #[cfg(feature = "api_server")]
 pub mod api_server;
 pub mod app;
 pub mod approval;
 pub mod cache;
 pub mod check;
-pub mod command;
+pub use hermes_platform_kit::command;
 pub mod config;
 pub mod cron;
-pub mod dedup;
+pub use hermes_platform_kit::dedup;
 #[cfg(feature = "discord")]
 pub mod discord;
 #[cfg(feature = "email")]
 pub mod email;
-pub mod event;
+pub use hermes_platform_kit::event;
 #[doc(hidden)]
 pub mod fuzz_entry;
 #[cfg(any(
@@ -35,23 +35,23 @@ pub mod fuzz_entry;
     feature = "metrics",
     feature = "webhooks"
 ))]
-mod http_server;
+use hermes_platform_kit::http_server;
 pub mod inbox;
-pub mod lease;
+pub use hermes_platform_kit::lease;
 pub mod lock;
 #[cfg(feature = "matrix")]
 pub mod matrix;
 pub mod media;
 pub mod ops;
 pub mod outbox;
-pub mod overflow;
+pub use hermes_platform_kit::overflow;
 pub mod pairing;
 pub mod personality;
 pub mod platform;
 pub mod prompt_context;
 pub mod runner;
 pub mod session;
-pub mod split;
+pub use hermes_platform_kit::split;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 pub mod testing;

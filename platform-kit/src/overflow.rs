@@ -1,4 +1,4 @@
-//! Replies too long for a chat: at most [`GatewayConfig::max_reply_messages`]
+//! Replies too long for a chat: at most the gateway's `max_reply_messages`
 //! platform messages per reply.
 //!
 //! A model can answer with a megabyte (a file dump, a runaway list); split
@@ -15,7 +15,6 @@
 //! character), and a code block open at the cut is closed in the messages
 //! and reopened at the top of the file, so both render.
 //!
-//! [`GatewayConfig::max_reply_messages`]: crate::config::GatewayConfig::max_reply_messages
 
 use crate::split::{LengthUnit, fence_state_after, split_message};
 use hermes_runtime::text::floor_char_boundary;

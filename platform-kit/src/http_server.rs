@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 /// The limits a server is run with.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// Who serves, for the log lines (`"api_server"`, `"wecom_callback"`).
     pub name: &'static str,
     /// Connections served at once; the next accept waits for a free slot.
@@ -45,7 +45,7 @@ pub(crate) struct Limits {
 /// `half_close` stays off: a client that closes its side mid-request
 /// closes the connection, which drops the request's future (the API
 /// server relies on it to interrupt the client's run).
-pub(crate) async fn serve<H, F, B>(
+pub async fn serve<H, F, B>(
     listener: TcpListener,
     limits: Limits,
     handle: H,

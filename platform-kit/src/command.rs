@@ -62,7 +62,7 @@ pub enum Command {
     /// personality, a named overlay on the system prompt.
     Personality(Option<String>),
     /// `/voice` (show) or `/voice on|off|auto`: whether this chat's answers
-    /// are spoken ([`crate::voice`]).
+    /// are spoken (the gateway's `voice`).
     Voice(Option<String>),
     /// `/memory`: what the bot remembers about the sender (issue 44).
     Memory,

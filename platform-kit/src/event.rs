@@ -49,7 +49,6 @@ pub struct SessionSource {
 /// cannot use (a video, a sticker) reaches the agent as a clear text
 /// placeholder in [`MessageEvent::text`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum MessageType {
     /// Plain text.
     Text,

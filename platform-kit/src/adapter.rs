@@ -68,7 +68,7 @@ pub enum AdapterError {
 pub use hermes_runtime::tools::FileKind;
 
 /// A file to send to a chat: the part of a reply too long for messages
-/// ([`crate::overflow`]), a spoken reply ([`crate::voice`]), a file the
+/// ([`crate::overflow`]), a spoken reply (the gateway's `voice`), a file the
 /// agent sends (`send_file`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutgoingFile {
@@ -227,7 +227,7 @@ pub trait PlatformAdapter: Send + Sync {
     }
 
     /// Shows a "typing…" indicator where the platform has one. The runner
-    /// repeats it every [`crate::runner::TYPING_INTERVAL`] while a turn
+    /// repeats it every the runner's `TYPING_INTERVAL` while a turn
     /// runs.
     async fn typing(&self, _chat_id: &str) {}
 

@@ -60,7 +60,7 @@ const CUT_TRIES: usize = 8;
 
 /// Whether `line` opens or closes a code fence, as the Telegram formatter
 /// reads it: ```` ``` ```` after leading whitespace.
-pub(crate) fn is_fence_line(line: &str) -> bool {
+pub fn is_fence_line(line: &str) -> bool {
     line.trim_start().starts_with(FENCE)
 }
 

@@ -1,0 +1,27 @@
+//! `hermes-platform-kit`: what every chat platform of the Hermes gateway
+//! plugs into, and nothing that knows a platform.
+//!
+//! An adapter ([`adapter::PlatformAdapter`]) translates a platform's payloads
+//! into [`event::MessageEvent`]s and sends replies back; a platform describes
+//! itself once in a [`platform::Platform`] descriptor. The helpers every
+//! adapter shares live here too: splitting long replies at the platform's
+//! limit ([`split`], [`overflow`]), the platform connection's lease in a
+//! cluster ([`lease`]), redelivery dedup ([`dedup`]), chat commands typed as
+//! text ([`command`]) and a hardened loopback HTTP/1.1 server for webhook
+//! platforms (`http_server`, feature `http-server`).
+//!
+//! **Invariant:** this crate names no platform, and the gateway's runner
+//! depends on it, never on a platform crate.
+
+pub mod adapter;
+pub mod command;
+pub mod dedup;
+pub mod event;
+#[doc(hidden)]
+pub mod fuzz_entry;
+#[cfg(feature = "http-server")]
+pub mod http_server;
+pub mod lease;
+pub mod overflow;
+pub mod platform;
+pub mod split;

@@ -9,7 +9,10 @@
 //!    the shared memory labelled as such (`crate::memory_scope`);
 //! 4. project instructions: the first of `HERMES.md` / `AGENTS.md` found in
 //!    the working directory (the prompt names the file it came from);
-//! 5. a compact list of the tools (name + first line of the description);
+//! 5. a compact list of the tools (name + first sentence of the
+//!    description: the whole description is in the tool definitions the
+//!    request carries, and repeating it cost ~3.5 KB, ~1k tokens, of every
+//!    request with the default tools — issue 38);
 //! 6. a skills index, when `$HERMES_HOME/skills/*/SKILL.md` exist: names and
 //!    descriptions only (SPEC Y8), and when to save one if `skill_manage` is
 //!    offered. A skill written during a session shows from the next one.
@@ -74,6 +77,21 @@ impl PromptSources {
             per_source_cap: DEFAULT_PER_SOURCE_CAP,
         }
     }
+}
+
+/// The first sentence of a tool's description: its first line up to the
+/// first ". " that does not follow "e.g" or "i.e".
+pub(crate) fn first_sentence(text: &str) -> &str {
+    let line = text.trim().lines().next().unwrap_or("");
+    let mut from = 0;
+    while let Some(at) = line[from..].find(". ").map(|i| from + i) {
+        let before = &line[..at];
+        if !(before.ends_with("e.g") || before.ends_with("i.e")) {
+            return &line[..=at];
+        }
+        from = at + 2;
+    }
+    line
 }
 
 /// Cuts `text` to `cap` bytes on a char boundary, with a visible marker.
@@ -203,8 +221,11 @@ pub fn assemble_system_prompt(src: &PromptSources, tools: &[ToolSpec]) -> String
     if !tools.is_empty() {
         let mut list = String::new();
         for t in tools {
-            let first = t.description.lines().next().unwrap_or("").trim();
-            list.push_str(&format!("- {}: {first}\n", t.name));
+            list.push_str(&format!(
+                "- {}: {}\n",
+                t.name,
+                first_sentence(&t.description)
+            ));
         }
         section(&mut out, "Tools", &cap_source(list.trim_end(), cap));
     }
@@ -214,4 +235,20 @@ pub fn assemble_system_prompt(src: &PromptSources, tools: &[ToolSpec]) -> String
     }
     out.push('\n');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sentence;
+
+    #[test]
+    fn first_sentence_skips_abbreviations_and_stops_at_the_line() {
+        assert_eq!(
+            first_sentence("Load a skill; with 'file', one file (e.g. refs/api.md). Nothing runs."),
+            "Load a skill; with 'file', one file (e.g. refs/api.md)."
+        );
+        assert_eq!(first_sentence("  Read a file.\nMore."), "Read a file.");
+        assert_eq!(first_sentence("No full stop"), "No full stop");
+        assert_eq!(first_sentence(""), "");
+    }
 }

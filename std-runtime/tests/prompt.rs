@@ -23,7 +23,7 @@ fn tools() -> Vec<ToolSpec> {
         ),
         ToolSpec::new(
             "terminal",
-            "Run a shell command.",
+            "Run a shell command. Non-interactive (e.g. stdin is empty). Long outputs are cut.",
             json!({"type": "object"}),
         ),
     ]
@@ -85,6 +85,11 @@ fn sources_appear_in_order_with_their_origin() {
         ),
     ];
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{p}");
+    // The list carries a description's first sentence only (the whole one
+    // is in the definitions the request carries; issue 38): not its later
+    // sentences on the same line, and an "e.g." does not end it.
+    assert!(!p.contains("Non-interactive"), "{p}");
+    assert!(!p.contains("Long outputs"), "{p}");
     // Only the first project file is used; only the first description line.
     assert!(!p.contains("Agents file."), "{p}");
     assert!(!p.contains("More detail here."), "{p}");

@@ -107,17 +107,8 @@ pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> 
 /// The compact form of a definition: the description's first sentence,
 /// the parameters without their descriptions.
 pub fn compact(spec: &mut ToolSpec) {
-    spec.description = first_sentence(&spec.description).to_owned();
+    spec.description = crate::prompt::first_sentence(&spec.description).to_owned();
     strip_descriptions(&mut spec.parameters);
-}
-
-fn first_sentence(text: &str) -> &str {
-    let text = text.trim();
-    let line = text.lines().next().unwrap_or("");
-    match line.find(". ") {
-        Some(at) => &line[..=at],
-        None => line,
-    }
 }
 
 /// Drops `description` from every property schema, at any depth.

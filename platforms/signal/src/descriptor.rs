@@ -49,7 +49,7 @@ pub static PLATFORM: Platform = Platform {
     }),
     allow_var: Some("SIGNAL_ALLOWED_USERS"),
     home_channel_var: Some("SIGNAL_HOME_CHANNEL"),
-    enable_hint: "SIGNAL_HTTP_URL and SIGNAL_ACCOUNT (a running signal-cli daemon --http)",
+    enable_hint: "SIGNAL_HTTP_URL and SIGNAL_ACCOUNT",
     // Numbers, UUIDs and `group.<base64>` have no colon: no threads.
     split_target: split_chat_thread,
     setup: None,

@@ -7,14 +7,20 @@
 #[macro_use]
 mod conformance_kit;
 
+#[cfg(feature = "signal")]
+mod signal_support;
 #[cfg(feature = "telegram")]
 mod telegram_support;
 
 /// One harness per platform.
 mod conformance {
+    #[cfg(feature = "signal")]
+    pub mod signal;
     #[cfg(feature = "telegram")]
     pub mod telegram;
 }
 
 #[cfg(feature = "telegram")]
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
+#[cfg(feature = "signal")]
+conformance_tests!(signal, crate::conformance::signal::Signal);

@@ -246,10 +246,12 @@ async fn receive_loop(inner: Arc<Inner>, handler: EventHandler, mut stop: watch:
         {
             tracing::debug!(error = %e, "signal: the account's UUID is not known yet");
         }
-        let result = tokio::select! {
-            r = inner.rpc.call("receive", params.clone(), http_timeout) => r,
-            _ = stop.wait_for(|s| *s) => return,
-        };
+        // Not abandoned when asked to stop: what this `receive` took is
+        // acknowledged on Signal's side already, so it is handed on first.
+        let result = inner
+            .rpc
+            .call("receive", params.clone(), http_timeout)
+            .await;
         let wait = match result {
             Ok(items) => {
                 if failures > 0 {
@@ -261,6 +263,9 @@ async fn receive_loop(inner: Arc<Inner>, handler: EventHandler, mut stop: watch:
                 }
                 for item in items.as_array().map(Vec::as_slice).unwrap_or_default() {
                     hand_on(&inner, item, &handler);
+                }
+                if *stop.borrow() {
+                    return;
                 }
                 None
             }

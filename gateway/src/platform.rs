@@ -31,6 +31,8 @@ static PLATFORMS: &[&Platform] = &[
     &crate::wecom_callback::descriptor::PLATFORM,
     #[cfg(feature = "matrix")]
     &crate::matrix::descriptor::PLATFORM,
+    #[cfg(feature = "signal")]
+    &hermes_signal::descriptor::PLATFORM,
     #[cfg(feature = "email")]
     &crate::email::descriptor::PLATFORM,
     #[cfg(feature = "api_server")]

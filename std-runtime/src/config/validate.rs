@@ -204,6 +204,18 @@ pub const SECTIONS: &[Section] = &[
         ]),
     },
     Section {
+        // The Signal adapter (hermes_signal) checks the values' shapes
+        // further (numbers, UUIDs).
+        name: "signal",
+        keys: Keys::These(&[
+            key("http_url", Kind::Url),
+            key("account", Kind::Str),
+            key("allowed_users", Kind::List),
+            key("home_channel", Kind::Str),
+            key("require_mention", Kind::Bool),
+        ]),
+    },
+    Section {
         // The Email adapter (hermes_gateway::email) checks the values
         // further (addresses, `none` only towards loopback).
         name: "email",

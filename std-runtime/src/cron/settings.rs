@@ -25,6 +25,7 @@ pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("wecom", "WECOM_HOME_CHANNEL"),
     ("discord", "DISCORD_HOME_CHANNEL"),
     ("matrix", "MATRIX_HOME_ROOM"),
+    ("signal", "SIGNAL_HOME_CHANNEL"),
     ("email", "EMAIL_HOME_ADDRESS"),
 ];
 

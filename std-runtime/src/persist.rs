@@ -44,15 +44,15 @@ pub struct TurnWriter<'a> {
     results_due: usize,
     failed: Option<StoreError>,
     compaction_failed: Option<StoreError>,
-    charger: Option<Charger<'a>>,
+    charger: Option<Charger>,
 }
 
 /// What a batch of entries costs, as additions to accounts.
-pub type ChargeFn<'a> = Box<dyn Fn(&[LedgerEntry]) -> Vec<Charge> + Send + 'a>;
+pub type ChargeFn = Box<dyn Fn(&[LedgerEntry]) -> Vec<Charge> + Send>;
 
-struct Charger<'a>(ChargeFn<'a>);
+struct Charger(ChargeFn);
 
-impl std::fmt::Debug for Charger<'_> {
+impl std::fmt::Debug for Charger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Charger")
     }
@@ -77,7 +77,7 @@ impl<'a> TurnWriter<'a> {
 
     /// Charges every batch's model calls to accounts, in the batch's
     /// transaction (see the module docs).
-    pub fn charging(mut self, charge: ChargeFn<'a>) -> Self {
+    pub fn charging(mut self, charge: ChargeFn) -> Self {
         self.charger = Some(Charger(charge));
         self
     }
@@ -224,14 +224,13 @@ mod tests {
         use crate::spending::SpendingLimits;
         let store = Mutex::new(Store::open_in_memory().unwrap());
         let id = session(&store);
-        let limits = SpendingLimits::default();
         let charge = |entries: &[LedgerEntry]| {
             let tokens: u64 = entries
                 .iter()
                 .filter_map(|e| e.meta.usage)
                 .map(|u| u.prompt_tokens + u.completion_tokens)
                 .sum();
-            limits.charge("telegram:7", 0, tokens, 0)
+            SpendingLimits::default().charge("telegram:7", 0, tokens, 0)
         };
         let mut answer = LedgerEntry::at(Message::assistant("a"), 0);
         answer.meta.usage = Some(hermes_core::Usage {

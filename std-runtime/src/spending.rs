@@ -85,6 +85,26 @@ pub struct SpendingLimits {
     pub unattended_account: String,
 }
 
+// Compared field by field (dollars by their bits: they are checked finite),
+// so settings that hold them can still be compared.
+impl PartialEq for SpendingLimits {
+    fn eq(&self, other: &Self) -> bool {
+        let bits = |x: Option<f64>| x.map(f64::to_bits);
+        self.user_day_tokens == other.user_day_tokens
+            && self.user_month_tokens == other.user_month_tokens
+            && bits(self.user_day_usd) == bits(other.user_day_usd)
+            && bits(self.user_month_usd) == bits(other.user_month_usd)
+            && bits(self.bot_day_usd) == bits(other.bot_day_usd)
+            && bits(self.bot_month_usd) == bits(other.bot_month_usd)
+            && self.tz == other.tz
+            && self.owner == other.owner
+            && self.owner_exempt == other.owner_exempt
+            && self.unattended_account == other.unattended_account
+    }
+}
+
+impl Eq for SpendingLimits {}
+
 impl Default for SpendingLimits {
     fn default() -> Self {
         SpendingLimits {

@@ -1,0 +1,118 @@
+//! Spending caps in the gateway (issue 44; the accounts and caps are
+//! [`hermes_runtime::spending`]'s).
+//!
+//! A turn serves one identity, `PLATFORM:USER_ID` — the one that scopes
+//! memory and `session_search`. Before the model is called, the store's
+//! accounts of that identity and of the bot are read: a cap reached means
+//! one polite line saying when it resets, and no model call. During the
+//! run, before every further model call, they are read again (another
+//! gateway on the same PostgreSQL may have spent meanwhile): a cap reached
+//! halts the run's wallet, so the call under way is the last one. Every
+//! stored model call is charged to the accounts in the transaction that
+//! stores it ([`hermes_runtime::persist::TurnWriter::charging`]).
+
+use hermes_core::LedgerEntry;
+use hermes_runtime::persist::ChargeFn;
+use hermes_runtime::pricing::{PriceBook, PriceList};
+use hermes_runtime::spending::{self, SpendingLimits};
+
+use super::Inner;
+use crate::event::SessionSource;
+
+/// The identity a chat turn serves.
+pub(crate) fn identity(source: &SessionSource) -> String {
+    format!("{}:{}", source.platform, source.user_id)
+}
+
+impl Inner {
+    /// The line refusing a turn of `identity` when a cap is reached now,
+    /// `None` when it may run. A store that cannot be read lets it run
+    /// (logged): the turn itself fails soon enough if the store is gone.
+    pub(super) fn cap_refusal(&self, identity: &str) -> Option<String> {
+        let limits = &self.config.limits;
+        if !limits.any() {
+            return None;
+        }
+        let now = self.now();
+        let spent = match limits.spent(&self.store(), identity, now) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(identity, error = %e, "could not read the spending accounts");
+                return None;
+            }
+        };
+        let reached = limits.reached(identity, &spent)?;
+        tracing::info!(identity, cap = ?reached.cap, "a spending cap was reached");
+        Some(limits.refusal(&reached, now))
+    }
+
+    /// What the turn's stored model calls cost `identity`, charged with
+    /// them: tokens always, dollars at `prices` (a model without a price
+    /// counts its tokens only, and says so in the log once per batch).
+    pub(super) fn charger(&self, identity: String, prices: PriceList) -> ChargeFn {
+        let limits: SpendingLimits = self.config.limits.clone();
+        let clock = self.clock.clone();
+        Box::new(move |batch: &[LedgerEntry]| {
+            let (mut tokens, mut micro) = (0u64, 0u64);
+            for entry in batch {
+                let Some(usage) = &entry.meta.usage else {
+                    continue;
+                };
+                let price = entry
+                    .meta
+                    .model
+                    .as_deref()
+                    .and_then(|m| prices.price(m))
+                    .map(|(p, _)| p);
+                if price.is_none()
+                    && (limits.user_day_usd.is_some()
+                        || limits.user_month_usd.is_some()
+                        || limits.bot_day_usd.is_some()
+                        || limits.bot_month_usd.is_some())
+                {
+                    tracing::warn!(
+                        model = entry.meta.model.as_deref().unwrap_or("?"),
+                        "no price is known for this model: its calls count towards the token caps only"
+                    );
+                }
+                let (t, m) = spending::cost_of(usage, price.as_ref());
+                tokens = tokens.saturating_add(t);
+                micro = micro.saturating_add(m);
+            }
+            limits.charge(&identity, clock.now_ms(), tokens, micro)
+        })
+    }
+
+    /// `/usage`'s lines about the sender's own accounts.
+    pub(super) fn own_usage(&self, identity: &str) -> String {
+        let limits = &self.config.limits;
+        match limits.spent(&self.store(), identity, self.now()) {
+            Ok(spent) => format!("Your usage:\n{}", spending::report(limits, &spent)),
+            Err(e) => format!("Your usage: unavailable ({e})"),
+        }
+    }
+}
+
+/// Watches a run for a cap reached mid-way: before each model call after
+/// the first, the accounts are read again; a cap reached halts the wallet
+/// (the core then makes no further call) and keeps the line to send.
+pub(super) struct SpendWatch<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) identity: String,
+    pub(super) budget: hermes_core::IterationBudget,
+    /// The refusal line, once the run was halted.
+    pub(super) halted: Option<String>,
+}
+
+impl SpendWatch<'_> {
+    /// Called on every `ModelCall` event.
+    pub(super) fn before_call(&mut self, iteration: u32) {
+        if iteration <= 1 || self.halted.is_some() {
+            return;
+        }
+        if let Some(line) = self.inner.cap_refusal(&self.identity) {
+            self.budget.halt();
+            self.halted = Some(line);
+        }
+    }
+}

@@ -84,6 +84,13 @@ impl Model for SchedulingModel {
         Ok(Completion {
             content: Some(text),
             finish_reason: Some(FinishReason::Stop),
+            // What the spending caps count (issue 44).
+            usage: Some(hermes_core::Usage {
+                prompt_tokens: 600,
+                completion_tokens: 100,
+                total_tokens: 700,
+                ..hermes_core::Usage::default()
+            }),
             ..Completion::default()
         })
     }
@@ -108,6 +115,7 @@ fn settings(catch_up: CatchUp) -> CronSettings {
         catch_up,
         home_channels: Default::default(),
         silent_marker: "[SILENT]".into(),
+        ..CronSettings::default()
     }
 }
 
@@ -378,6 +386,51 @@ fn sethome_makes_the_chat_the_platforms_home_channel() {
     g.wait_run(&job.id, |r| {
         r.first().is_some_and(|r| r.state == RunState::Delivered)
     });
+}
+
+/// Issue 44: a job's runs count against the unattended account (the
+/// owner's unless configured); once it reached a cap, a due job does not
+/// call the model and its run fails with the line saying when it resets.
+#[test]
+fn a_jobs_runs_count_against_its_account_and_a_capped_account_makes_no_call() {
+    let mut s = settings(CatchUp::Once);
+    s.limits.user_day_tokens = Some(1000);
+    s.limits.unattended_account = "telegram:1".into();
+    let g = gateway(s.clone(), true);
+    let day = s.limits.periods(T0).day_key();
+    let account = hermes_runtime::spending::account_key("tok", &day, "telegram:1");
+    let first = g.create(spec("90s", "first", None), Some(&alice()));
+    g.clock.advance(Duration::from_secs(91));
+    g.wait_run(&first.id, |r| r.first().is_some_and(|r| !r.state.is_open()));
+    assert_eq!(
+        g.store.lock().unwrap().kv_get(&account).unwrap().as_deref(),
+        Some("700")
+    );
+    g.store
+        .lock()
+        .unwrap()
+        .kv_commit(&[hermes_runtime::store::KvWrite::Add {
+            key: &account,
+            amount: 300,
+        }])
+        .unwrap();
+    let calls = g.model.seen.lock().unwrap().len();
+    let second = g.create(spec("90s", "second", None), Some(&alice()));
+    g.clock.advance(Duration::from_secs(91));
+    let runs = g.wait_run(&second.id, |r| {
+        r.first().is_some_and(|r| !r.state.is_open())
+    });
+    assert_eq!(runs[0].state, RunState::Failed);
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("your daily usage limit (1000 tokens)"),
+        "{:?}",
+        runs[0].error
+    );
+    assert_eq!(g.model.seen.lock().unwrap().len(), calls, "no model call");
 }
 
 #[test]

@@ -474,6 +474,43 @@ pub fn cost_of(usage: &hermes_core::Usage, price: Option<&Price>) -> (u64, u64) 
     (tokens, micro)
 }
 
+/// What a writer's stored model calls cost `identity`, charged with them
+/// ([`crate::persist::TurnWriter::charging`]): tokens always, dollars at
+/// `prices`. A model without a price counts towards the token caps only
+/// (logged when dollar caps are set).
+pub fn charger(
+    limits: SpendingLimits,
+    identity: String,
+    prices: crate::pricing::PriceList,
+    clock: std::sync::Arc<dyn hermes_core::Clock>,
+) -> crate::persist::ChargeFn {
+    use crate::pricing::PriceBook as _;
+    Box::new(move |batch: &[hermes_core::LedgerEntry]| {
+        let dollar_caps = limits.user_day_usd.is_some()
+            || limits.user_month_usd.is_some()
+            || limits.bot_day_usd.is_some()
+            || limits.bot_month_usd.is_some();
+        let (mut tokens, mut micro) = (0u64, 0u64);
+        for entry in batch {
+            let Some(usage) = &entry.meta.usage else {
+                continue;
+            };
+            let model = entry.meta.model.as_deref();
+            let price = model.and_then(|m| prices.price(m)).map(|(p, _)| p);
+            if price.is_none() && dollar_caps {
+                tracing::warn!(
+                    model = model.unwrap_or("?"),
+                    "no price is known for this model: its calls count towards the token caps only"
+                );
+            }
+            let (t, m) = cost_of(usage, price.as_ref());
+            tokens = tokens.saturating_add(t);
+            micro = micro.saturating_add(m);
+        }
+        limits.charge(&identity, clock.now_ms(), tokens, micro)
+    })
+}
+
 /// A report of `spent` against `limits`, for `/usage`.
 pub fn report(limits: &SpendingLimits, spent: &Spent) -> String {
     let cap_tok = |c: Option<u64>| c.map(|c| format!(" of {c}")).unwrap_or_default();

@@ -11,10 +11,9 @@
 //! stored model call is charged to the accounts in the transaction that
 //! stores it ([`hermes_runtime::persist::TurnWriter::charging`]).
 
-use hermes_core::LedgerEntry;
 use hermes_runtime::persist::ChargeFn;
-use hermes_runtime::pricing::{PriceBook, PriceList};
-use hermes_runtime::spending::{self, SpendingLimits};
+use hermes_runtime::pricing::PriceList;
+use hermes_runtime::spending;
 
 use super::Inner;
 use crate::event::SessionSource;
@@ -47,40 +46,14 @@ impl Inner {
     }
 
     /// What the turn's stored model calls cost `identity`, charged with
-    /// them: tokens always, dollars at `prices` (a model without a price
-    /// counts its tokens only, and says so in the log once per batch).
+    /// them.
     pub(super) fn charger(&self, identity: String, prices: PriceList) -> ChargeFn {
-        let limits: SpendingLimits = self.config.limits.clone();
-        let clock = self.clock.clone();
-        Box::new(move |batch: &[LedgerEntry]| {
-            let (mut tokens, mut micro) = (0u64, 0u64);
-            for entry in batch {
-                let Some(usage) = &entry.meta.usage else {
-                    continue;
-                };
-                let price = entry
-                    .meta
-                    .model
-                    .as_deref()
-                    .and_then(|m| prices.price(m))
-                    .map(|(p, _)| p);
-                if price.is_none()
-                    && (limits.user_day_usd.is_some()
-                        || limits.user_month_usd.is_some()
-                        || limits.bot_day_usd.is_some()
-                        || limits.bot_month_usd.is_some())
-                {
-                    tracing::warn!(
-                        model = entry.meta.model.as_deref().unwrap_or("?"),
-                        "no price is known for this model: its calls count towards the token caps only"
-                    );
-                }
-                let (t, m) = spending::cost_of(usage, price.as_ref());
-                tokens = tokens.saturating_add(t);
-                micro = micro.saturating_add(m);
-            }
-            limits.charge(&identity, clock.now_ms(), tokens, micro)
-        })
+        spending::charger(
+            self.config.limits.clone(),
+            identity,
+            prices,
+            self.clock.clone(),
+        )
     }
 
     /// `/usage`'s lines about the sender's own accounts.

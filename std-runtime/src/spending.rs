@@ -301,6 +301,36 @@ impl SpendingLimits {
         })
     }
 
+    /// Every account with usage today or this month (the bot's last),
+    /// for the owner's `hermes usage`.
+    pub fn everyone(&self, store: &Store, now_ms: u64) -> Result<Vec<(String, Spent)>, StoreError> {
+        let p = self.periods(now_ms);
+        let mut all: std::collections::BTreeMap<String, Spent> = std::collections::BTreeMap::new();
+        for (kind, period) in [
+            ("tok", p.day_key()),
+            ("tok", p.month_key()),
+            ("usd", p.day_key()),
+            ("usd", p.month_key()),
+        ] {
+            let prefix = account_key(kind, &period, "");
+            for (key, value) in store.kv_scan(&prefix)? {
+                let account = key[prefix.len()..].to_owned();
+                let n = value.trim().parse::<u64>().unwrap_or(0);
+                let s = all.entry(account).or_default();
+                match (kind, period.starts_with("d:")) {
+                    ("tok", true) => s.day_tokens = n,
+                    ("tok", false) => s.month_tokens = n,
+                    (_, true) => s.day_micro_usd = n,
+                    (_, false) => s.month_micro_usd = n,
+                }
+            }
+        }
+        let bot = all.remove(BOT_ACCOUNT);
+        let mut out: Vec<(String, Spent)> = all.into_iter().collect();
+        out.extend(bot.map(|b| (BOT_ACCOUNT.to_owned(), b)));
+        Ok(out)
+    }
+
     /// The first cap `spent` reached, if any (the person's before the
     /// bot's; the owner's own caps only unless exempt).
     pub fn reached(&self, identity: &str, spent: &Spent) -> Option<Reached> {

@@ -28,7 +28,7 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
         "Usage on {} and in {} ({}):",
         &p.day_key()[2..],
         &p.month_key()[2..],
-        hermes_runtime::cron::schedule::zone_name(&limits.tz)
+        limits.tz.iana_name().unwrap_or("system time zone")
     );
     if everyone.is_empty() {
         println!("No usage yet.");

@@ -210,9 +210,9 @@ impl SpendingLimits {
                 _ => limits.bot_month_usd = Some(usd_cap(&key, &value)?),
             }
         }
-        let tz_name = match get("timezone") {
-            None => gateway_tz,
-            Some(toml::Value::String(s)) => Some(s.as_str()),
+        let (tz_key, tz_name) = match get("timezone") {
+            None => ("[gateway] timezone", gateway_tz),
+            Some(toml::Value::String(s)) => ("[limits] timezone", Some(s.as_str())),
             Some(_) => {
                 return Err(bad(
                     "[limits] timezone",
@@ -220,8 +220,7 @@ impl SpendingLimits {
                 ));
             }
         };
-        limits.tz =
-            crate::cron::time_zone(tz_name).map_err(|e| bad("[limits] timezone", e.to_string()))?;
+        limits.tz = time_zone(tz_name).map_err(|e| bad(tz_key, e))?;
         limits.owner_exempt = match get("owner_exempt") {
             None => false,
             Some(toml::Value::Boolean(b)) => *b,
@@ -367,7 +366,7 @@ impl SpendingLimits {
         } else {
             p.next_day()
         };
-        let zone = crate::cron::schedule::zone_name(&self.tz);
+        let zone = self.tz.iana_name().unwrap_or("the system's time zone");
         let limit = if reached.cap.is_tokens() {
             format!("{} tokens", reached.limit as u64)
         } else {
@@ -377,6 +376,19 @@ impl SpendingLimits {
             "Sorry — {} ({limit}) has been reached, so I can't answer until it resets on {resets} at 00:00 ({zone}).",
             reached.cap.describe()
         )
+    }
+}
+
+/// A time zone by IANA name, `UTC`, or the system's when `None` — the rule
+/// of `[gateway] timezone` (`crate::cron::time_zone`, which this module
+/// cannot import: the scheduler's settings carry the caps).
+fn time_zone(name: Option<&str>) -> Result<TimeZone, String> {
+    match name.map(str::trim).filter(|n| !n.is_empty()) {
+        None => Ok(TimeZone::try_system().unwrap_or(TimeZone::UTC)),
+        Some(n) if n.eq_ignore_ascii_case("utc") => Ok(TimeZone::UTC),
+        Some(n) => TimeZone::get(n).map_err(|e| {
+            format!("unknown time zone {n:?} ({e}); use an IANA name such as Europe/Berlin, or UTC")
+        }),
     }
 }
 
@@ -506,16 +518,15 @@ pub fn cost_of(usage: &hermes_core::Usage, price: Option<&Price>) -> (u64, u64) 
 
 /// What a writer's stored model calls cost `identity`, charged with them
 /// ([`crate::persist::TurnWriter::charging`]): tokens always, dollars at
-/// `prices`. A model without a price counts towards the token caps only
+/// the price `price_of` knows for the entry's model. A model without a price counts towards the token caps only
 /// (logged when dollar caps are set).
 pub fn charger(
     limits: SpendingLimits,
     identity: String,
-    prices: crate::pricing::PriceList,
+    price_of: impl Fn(&str) -> Option<Price> + Send + 'static,
     clock: std::sync::Arc<dyn hermes_core::Clock>,
-) -> crate::persist::ChargeFn {
-    use crate::pricing::PriceBook as _;
-    Box::new(move |batch: &[hermes_core::LedgerEntry]| {
+) -> impl Fn(&[hermes_core::LedgerEntry]) -> Vec<Charge> + Send + 'static {
+    move |batch: &[hermes_core::LedgerEntry]| {
         let dollar_caps = limits.user_day_usd.is_some()
             || limits.user_month_usd.is_some()
             || limits.bot_day_usd.is_some()
@@ -526,7 +537,7 @@ pub fn charger(
                 continue;
             };
             let model = entry.meta.model.as_deref();
-            let price = model.and_then(|m| prices.price(m)).map(|(p, _)| p);
+            let price = model.and_then(&price_of);
             if price.is_none() && dollar_caps {
                 tracing::warn!(
                     model = model.unwrap_or("?"),
@@ -538,7 +549,7 @@ pub fn charger(
             micro = micro.saturating_add(m);
         }
         limits.charge(&identity, clock.now_ms(), tokens, micro)
-    })
+    }
 }
 
 /// A report of `spent` against `limits`, for `/usage`.

@@ -218,12 +218,16 @@ impl Inner {
         let mut observer = RunObserver {
             writer: TurnWriter::new(&self.store, &session.id)
                 .fenced(vec![fence.clone()])
-                .charging(hermes_runtime::spending::charger(
-                    self.settings.limits.clone(),
-                    account,
-                    self.factory.prices(&self.store, self.clock.now_ms()),
-                    self.clock.clone(),
-                )),
+                .charging({
+                    use hermes_runtime::pricing::PriceBook as _;
+                    let prices = self.factory.prices(&self.store, self.clock.now_ms());
+                    Box::new(hermes_runtime::spending::charger(
+                        self.settings.limits.clone(),
+                        account,
+                        move |model| prices.price(model).map(|(p, _)| p),
+                        self.clock.clone(),
+                    ))
+                }),
             flag: &flag,
         };
         let outcome = agent.run_message(

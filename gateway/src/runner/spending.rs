@@ -12,7 +12,7 @@
 //! stores it ([`hermes_runtime::persist::TurnWriter::charging`]).
 
 use hermes_runtime::persist::ChargeFn;
-use hermes_runtime::pricing::PriceList;
+use hermes_runtime::pricing::{PriceBook as _, PriceList};
 use hermes_runtime::spending;
 
 use super::Inner;
@@ -48,12 +48,12 @@ impl Inner {
     /// What the turn's stored model calls cost `identity`, charged with
     /// them.
     pub(super) fn charger(&self, identity: String, prices: PriceList) -> ChargeFn {
-        spending::charger(
+        Box::new(spending::charger(
             self.config.limits.clone(),
             identity,
-            prices,
+            move |model| prices.price(model).map(|(p, _)| p),
             self.clock.clone(),
-        )
+        ))
     }
 
     /// `/usage`'s lines about the sender's own accounts.

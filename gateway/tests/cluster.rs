@@ -369,24 +369,12 @@ fn two_gateways_hold_one_cap_on_one_postgres() {
     for ((runner, _), platform) in gateways.iter().zip(["one", "two"]) {
         wait_for("each gateway to serve its bot", || runner.serves(platform));
     }
-    let drivers: Vec<_> = gateways
-        .iter()
-        .map(|(_, adapter)| {
-            let adapter = Arc::clone(adapter);
-            std::thread::spawn(move || {
-                for i in 1..200 {
-                    adapter.say(ChatType::Dm, "dm-alice", "alice", &format!("question {i}"));
-                    adapter.wait_until(WAIT, |sent| sent.len() >= i).unwrap();
-                    let texts = adapter.texts_to("dm-alice");
-                    if texts.last().unwrap().starts_with("Sorry") {
-                        return texts.len() - 1;
-                    }
-                }
-                panic!("never refused");
-            })
-        })
-        .collect();
-    let answered: Vec<usize> = drivers.into_iter().map(|d| d.join().unwrap()).collect();
+    let answered = until_refused(
+        gateways
+            .iter()
+            .map(|(_, adapter)| (Arc::clone(adapter), "dm-alice"))
+            .collect(),
+    );
     let store = Store::open_url(&url).unwrap();
     let day = config.limits.periods(now_ms()).day_key();
     let account = |kind: &str| -> u64 {
@@ -422,6 +410,89 @@ fn two_gateways_hold_one_cap_on_one_postgres() {
             runner.shutdown().await;
         }
     });
+}
+
+/// Alice, in each of `chats`, sends the next message as soon as the last
+/// one was answered, until she is refused; returns how many were answered
+/// in each.
+fn until_refused(chats: Vec<(Arc<TestAdapter>, &'static str)>) -> Vec<usize> {
+    let drivers: Vec<_> = chats
+        .into_iter()
+        .map(|(adapter, chat)| {
+            std::thread::spawn(move || {
+                for i in 1..200 {
+                    adapter.say(ChatType::Dm, chat, "alice", &format!("question {i}"));
+                    adapter
+                        .wait_until(WAIT, |sent| {
+                            sent.iter().filter(|s| s.chat_id == chat).count() >= i
+                        })
+                        .unwrap();
+                    let texts = adapter.texts_to(chat);
+                    if texts.last().unwrap().starts_with("Sorry") {
+                        return texts.len() - 1;
+                    }
+                }
+                panic!("never refused");
+            })
+        })
+        .collect();
+    drivers.into_iter().map(|d| d.join().unwrap()).collect()
+}
+
+/// Issue 44: one person's cap on PostgreSQL with her turns running at once
+/// in two chats (two sessions, one identity): the same bound — every call
+/// counted once, over by less than one call per turn under way.
+#[test]
+fn one_users_concurrent_turns_hold_her_cap_on_postgres() {
+    trace();
+    const CAP: u64 = 20_000;
+    let url = hermes_tests::postgres::fresh_database();
+    let rt = runtime();
+    let mut config = GatewayConfig {
+        lease_ttl: TTL,
+        ..GatewayConfig::default()
+    };
+    config.limits.user_day_tokens = Some(CAP);
+    config.allow.allow_all = true;
+    let model = Arc::new(ThousandTokens {
+        calls: std::sync::atomic::AtomicU64::new(0),
+    });
+    let adapter = TestAdapter::new("test");
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![adapter.clone()],
+        factory: TestAgentFactory::new(model.clone()),
+        store: Arc::new(Mutex::new(Store::open_url(&url).unwrap())),
+        clock: Arc::new(SystemClock),
+        config: config.clone(),
+    });
+    rt.block_on(runner.start()).unwrap();
+    wait_for("the gateway to serve its bot", || runner.serves("test"));
+    let answered = until_refused(vec![
+        (Arc::clone(&adapter), "dm-alice-a"),
+        (Arc::clone(&adapter), "dm-alice-b"),
+    ]);
+    let store = Store::open_url(&url).unwrap();
+    let day = config.limits.periods(now_ms()).day_key();
+    let spent: u64 = store
+        .kv_get(&hermes_runtime::spending::account_key(
+            "tok",
+            &day,
+            "test:alice",
+        ))
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let calls = model.calls.load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "user cap {CAP} tokens; answered {answered:?}; {calls} calls of 1000 tokens; \
+         account {spent}; over the cap by {} tokens",
+        spent.saturating_sub(CAP)
+    );
+    assert_eq!(spent, calls * 1000, "every call counted once, none lost");
+    assert!(spent >= CAP && spent - CAP < 2 * 1000, "{spent}");
+    assert!(answered.iter().all(|n| *n > 0), "both chats served");
+    rt.block_on(runner.shutdown());
 }
 
 fn now_ms() -> u64 {

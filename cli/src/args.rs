@@ -219,6 +219,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Everyone's spending today and this month, against the [limits] caps
+    Usage,
     /// Chat users' memories (each user's own): list, show, edit, forget
     Memory {
         #[command(subcommand)]

@@ -32,6 +32,7 @@ mod sessions;
 mod setup;
 mod skills_cmd;
 mod term;
+mod usage_cmd;
 #[cfg(feature = "webhooks")]
 mod webhook_cmd;
 
@@ -212,6 +213,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => import_cmd::run(&load_settings(&outer)?, path, dry_run),
         Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
         Command::Memory { command } => memory_cmd::run(&load_settings(&outer)?, command),
+        Command::Usage => usage_cmd::run(&load_settings(&outer)?),
     }
 }
 

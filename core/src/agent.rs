@@ -78,6 +78,10 @@ pub enum StopReason {
     BudgetExhausted,
     /// The interrupt flag was set (SPEC L11).
     Interrupted,
+    /// The wallet was halted ([`IterationBudget::halt`]): a spending cap
+    /// was reached, so no further model call was made. The front-end that
+    /// halted it says why.
+    Halted,
     /// The model's output was cut by the token limit (SPEC L4).
     Truncated,
     /// The model call failed after the transport's retries (SPEC L12).
@@ -105,6 +109,7 @@ impl StopReason {
                  task may be unfinished."
             )),
             StopReason::Interrupted => Some("Interrupted.".into()),
+            StopReason::Halted => Some("Stopped before the next model call.".into()),
             StopReason::Truncated => Some(
                 "The answer was cut off by the model's output-token limit (finish_reason = length)."
                     .into(),
@@ -607,6 +612,11 @@ impl Run<'_> {
             self.keep_within_window(Urgency::Proactive);
             if interrupt.is_set() {
                 return StopReason::Interrupted;
+            }
+            // A halt (a spending cap) ends the run before any further call;
+            // the observer may have set it on the `ModelCall` event above.
+            if self.budget.is_halted() {
+                return StopReason::Halted;
             }
             let mut result = self.call_model(tool_choice, offer_tools);
             if let Err(err) = &result

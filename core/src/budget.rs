@@ -19,11 +19,18 @@
 //! unit, so a parent whose children spent the rest still answers — and the
 //! parent and all its children together make at most `total` calls.
 //!
+//! **A halt.** Whoever holds a handle may [`halt`](IterationBudget::halt)
+//! the wallet (the gateway does when a spending cap is reached mid-turn):
+//! the model call under way finishes, its tool calls are answered, and the
+//! run then ends before its next call ([`crate::StopReason::Halted`]),
+//! without using its reserved answer — a halt is about money, so no further
+//! call is made at all. Sub-agents share the wallet, so they stop too.
+//!
 //! Only a 32-bit compare-and-swap is needed, which every target this crate
 //! builds for has (thumbv7em and riscv32imac included).
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// The default number of model calls one run may make.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 90;
@@ -32,6 +39,7 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 90;
 #[derive(Clone, Debug)]
 pub struct IterationBudget {
     remaining: Arc<AtomicU32>,
+    halted: Arc<AtomicBool>,
     total: u32,
 }
 
@@ -40,8 +48,20 @@ impl IterationBudget {
     pub fn new(total: u32) -> Self {
         IterationBudget {
             remaining: Arc::new(AtomicU32::new(total)),
+            halted: Arc::new(AtomicBool::new(false)),
             total,
         }
+    }
+
+    /// Stops every run drawing from this wallet before its next model call
+    /// (see the module docs). Cannot be undone.
+    pub fn halt(&self) {
+        self.halted.store(true, Ordering::Release);
+    }
+
+    /// Whether [`halt`](Self::halt) was called on any handle.
+    pub fn is_halted(&self) -> bool {
+        self.halted.load(Ordering::Acquire)
     }
 
     /// Takes one unit for one model call. Returns `false` (and takes nothing)

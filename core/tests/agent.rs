@@ -768,5 +768,7 @@ fn history_is_extended_not_copied() {
     assert_eq!(model.seen.lock().unwrap()[0].messages.len(), 51);
 }
 
+#[path = "agent/halt.rs"]
+mod halt;
 #[path = "agent/text_calls.rs"]
 mod text_calls;

@@ -150,6 +150,8 @@ pub struct GatewayConfig {
     pub timezone: hermes_runtime::cron::TimeZone,
     /// Spoken replies (`voice_replies`, `voice_text`; see [`crate::voice`]).
     pub voice: crate::voice::VoiceSettings,
+    /// Spending caps (`[limits]`, issue 44; none by default).
+    pub limits: hermes_runtime::spending::SpendingLimits,
 }
 
 /// The gateway log's format (`[gateway] log_format`).
@@ -189,6 +191,7 @@ impl Default for GatewayConfig {
             timezone: hermes_runtime::cron::TimeZone::try_system()
                 .unwrap_or(hermes_runtime::cron::TimeZone::UTC),
             voice: crate::voice::VoiceSettings::default(),
+            limits: hermes_runtime::spending::SpendingLimits::default(),
         }
     }
 }
@@ -235,7 +238,14 @@ impl GatewayConfig {
             .iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
-        Self::from_sources(&settings.file, &env)
+        let mut cfg = Self::from_sources(&settings.file, &env)?;
+        cfg.limits = settings.spending_limits().map_err(|e| match e {
+            hermes_runtime::config::ConfigError::Invalid { key, message } => {
+                GatewayConfigError { key, message }
+            }
+            other => GatewayConfigError::new("limits", other.to_string()),
+        })?;
+        Ok(cfg)
     }
 
     /// Reads the `[gateway]` table of `file` (the whole parsed config.toml)

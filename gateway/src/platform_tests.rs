@@ -111,7 +111,7 @@ fn sample(kind: Kind) -> toml::Value {
     match kind {
         Kind::Str => "x".into(),
         Kind::Url => "https://example.org".into(),
-        Kind::PositiveInt | Kind::Int => 1.into(),
+        Kind::PositiveInt | Kind::Int | Kind::Amount => 1.into(),
         Kind::Bool => true.into(),
         Kind::List => toml::Value::Array(vec!["1".into()]),
         Kind::ListOf(names) | Kind::OneOf(names) => names[0].into(),

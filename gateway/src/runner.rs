@@ -96,6 +96,7 @@ mod lifecycle;
 mod oplog;
 mod progress;
 mod recovery;
+mod spending;
 mod steer;
 mod transcribe;
 mod turn;

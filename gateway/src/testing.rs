@@ -59,6 +59,8 @@ pub struct TestAdapter {
     refuse_connect: AtomicBool,
     /// How many of the next sends fail (the platform is down).
     failing_sends: AtomicUsize,
+    /// Which bot of the platform this is (one lease per bot).
+    bot_id: Mutex<String>,
 }
 
 impl std::fmt::Debug for TestAdapter {
@@ -84,7 +86,14 @@ impl TestAdapter {
             files: AtomicBool::new(false),
             refuse_connect: AtomicBool::new(false),
             failing_sends: AtomicUsize::new(0),
+            bot_id: Mutex::new("default".to_owned()),
         })
+    }
+
+    /// Makes this adapter another bot of its platform (two gateways then
+    /// each serve one, as with two Telegram bot tokens).
+    pub fn set_bot_id(&self, id: &str) {
+        *lock(&self.bot_id) = id.to_owned();
     }
 
     /// Makes the next `n` sends fail with a network error, as when the
@@ -203,6 +212,10 @@ impl TestAdapter {
 impl PlatformAdapter for TestAdapter {
     fn platform(&self) -> &'static str {
         self.platform
+    }
+
+    fn bot_id(&self) -> String {
+        lock(&self.bot_id).clone()
     }
 
     fn max_message_len(&self) -> usize {
@@ -546,6 +559,7 @@ pub struct TestAgentFactory {
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
     skills_home: Mutex<Option<std::path::PathBuf>>,
     speech: std::sync::OnceLock<Arc<hermes_runtime::media::tts::Speaker>>,
+    prices: Mutex<hermes_runtime::pricing::PriceList>,
 }
 
 impl std::fmt::Debug for TestAgentFactory {
@@ -570,7 +584,13 @@ impl TestAgentFactory {
             cron: std::sync::OnceLock::new(),
             skills_home: Mutex::new(None),
             speech: std::sync::OnceLock::new(),
+            prices: Mutex::new(hermes_runtime::pricing::PriceList::default()),
         })
+    }
+
+    /// The prices `/usage` and the spending caps use (none by default).
+    pub fn set_prices(&self, prices: hermes_runtime::pricing::PriceList) {
+        *lock(&self.prices) = prices;
     }
 
     /// Speaks answers with `speaker`, as the production factory does when
@@ -626,6 +646,14 @@ impl TestAgentFactory {
 impl AgentFactory for TestAgentFactory {
     fn default_model(&self) -> String {
         "test-model".into()
+    }
+
+    fn prices(
+        &self,
+        _store: &Mutex<hermes_runtime::store::Store>,
+        _now_ms: u64,
+    ) -> hermes_runtime::pricing::PriceList {
+        lock(&self.prices).clone()
     }
 
     fn speech(&self) -> Option<Arc<hermes_runtime::media::tts::Speaker>> {

@@ -286,3 +286,221 @@ fn a_gracefully_stopped_gateway_hands_its_bot_over_at_once() {
     assert_eq!(one.model.call_count(), 1);
     rt.block_on(two.runner.shutdown());
 }
+
+/// 1,000 tokens a call, after a short think (so turns overlap).
+struct ThousandTokens {
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl hermes_core::Model for ThousandTokens {
+    fn complete(
+        &self,
+        _request: &hermes_core::ChatRequest<'_>,
+        _sink: &mut dyn hermes_core::StreamSink,
+    ) -> Result<hermes_core::Completion, hermes_core::ModelError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(15));
+        Ok(hermes_core::Completion {
+            content: Some("ok".into()),
+            model: Some("test-model".into()),
+            finish_reason: Some(hermes_core::FinishReason::Stop),
+            usage: Some(hermes_core::Usage {
+                prompt_tokens: 600,
+                completion_tokens: 400,
+                total_tokens: 1000,
+                ..hermes_core::Usage::default()
+            }),
+            ..hermes_core::Completion::default()
+        })
+    }
+}
+
+/// Issue 44: one bot-wide dollar cap, two gateways on one PostgreSQL,
+/// each serving its own platform, where a user talks as fast as they are
+/// answered. Both count into the same account, in the transactions that
+/// store the answers, and read it before every model call: the cap is
+/// exceeded by less than one call per turn running when it is reached —
+/// here one turn per gateway, so less than two calls' worth (measured:
+/// printed below). A person's cap is the same account mechanism keyed by
+/// their identity.
+#[test]
+fn two_gateways_hold_one_cap_on_one_postgres() {
+    trace();
+    const CALL_MICRO_USD: u64 = 10_000; // 1,000 tokens at $10 per million
+    let url = hermes_tests::postgres::fresh_database();
+    let rt = runtime();
+    let mut config = GatewayConfig {
+        lease_ttl: TTL,
+        ..GatewayConfig::default()
+    };
+    config.limits.bot_day_usd = Some(0.2); // 20 calls
+    let cap = 200_000;
+    config.allow.allow_all = true;
+    let model = Arc::new(ThousandTokens {
+        calls: std::sync::atomic::AtomicU64::new(0),
+    });
+    let price = hermes_runtime::price::Price {
+        input: 10.0,
+        output: 10.0,
+        cache_read: None,
+        cache_write: None,
+    };
+    let gateways: Vec<(GatewayRunner, Arc<TestAdapter>)> = ["one", "two"]
+        .into_iter()
+        .map(|platform| {
+            let adapter = TestAdapter::new(platform);
+            let factory = TestAgentFactory::new(model.clone());
+            factory.set_prices(hermes_runtime::pricing::PriceList(vec![(
+                "test-model".into(),
+                price,
+                hermes_runtime::pricing::PriceSource::Config,
+            )]));
+            let runner = GatewayRunner::new(RunnerDeps {
+                adapters: vec![adapter.clone()],
+                factory,
+                store: Arc::new(Mutex::new(Store::open_url(&url).unwrap())),
+                clock: Arc::new(SystemClock),
+                config: config.clone(),
+            });
+            rt.block_on(runner.start()).unwrap();
+            (runner, adapter)
+        })
+        .collect();
+    for ((runner, _), platform) in gateways.iter().zip(["one", "two"]) {
+        wait_for("each gateway to serve its bot", || runner.serves(platform));
+    }
+    let answered = until_refused(
+        gateways
+            .iter()
+            .map(|(_, adapter)| (Arc::clone(adapter), "dm-alice"))
+            .collect(),
+    );
+    let store = Store::open_url(&url).unwrap();
+    let day = config.limits.periods(now_ms()).day_key();
+    let account = |kind: &str| -> u64 {
+        store
+            .kv_get(&hermes_runtime::spending::account_key(kind, &day, "bot"))
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let spent = account("usd");
+    let calls = model.calls.load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "bot cap {cap} micro-$; answered {answered:?}; {calls} calls of {CALL_MICRO_USD} micro-$; \
+         account {spent}; over the cap by {} micro-$ ({:.2} calls)",
+        spent.saturating_sub(cap),
+        spent.saturating_sub(cap) as f64 / CALL_MICRO_USD as f64
+    );
+    assert_eq!(
+        spent,
+        calls * CALL_MICRO_USD,
+        "every call counted once, none lost"
+    );
+    assert_eq!(account("tok"), calls * 1000);
+    assert!(spent >= cap, "served until the cap");
+    assert!(
+        spent - cap < 2 * CALL_MICRO_USD,
+        "over by less than two calls' worth"
+    );
+    assert!(answered.iter().all(|n| *n > 0), "both gateways served");
+    rt.block_on(async {
+        for (runner, _) in &gateways {
+            runner.shutdown().await;
+        }
+    });
+}
+
+/// Alice, in each of `chats`, sends the next message as soon as the last
+/// one was answered, until she is refused; returns how many were answered
+/// in each.
+fn until_refused(chats: Vec<(Arc<TestAdapter>, &'static str)>) -> Vec<usize> {
+    let drivers: Vec<_> = chats
+        .into_iter()
+        .map(|(adapter, chat)| {
+            std::thread::spawn(move || {
+                for i in 1..200 {
+                    adapter.say(ChatType::Dm, chat, "alice", &format!("question {i}"));
+                    adapter
+                        .wait_until(WAIT, |sent| {
+                            sent.iter().filter(|s| s.chat_id == chat).count() >= i
+                        })
+                        .unwrap();
+                    let texts = adapter.texts_to(chat);
+                    if texts.last().unwrap().starts_with("Sorry") {
+                        return texts.len() - 1;
+                    }
+                }
+                panic!("never refused");
+            })
+        })
+        .collect();
+    drivers.into_iter().map(|d| d.join().unwrap()).collect()
+}
+
+/// Issue 44: one person's cap on PostgreSQL with her turns running at once
+/// in two chats (two sessions, one identity): the same bound — every call
+/// counted once, over by less than one call per turn under way.
+#[test]
+fn one_users_concurrent_turns_hold_her_cap_on_postgres() {
+    trace();
+    const CAP: u64 = 20_000;
+    let url = hermes_tests::postgres::fresh_database();
+    let rt = runtime();
+    let mut config = GatewayConfig {
+        lease_ttl: TTL,
+        ..GatewayConfig::default()
+    };
+    config.limits.user_day_tokens = Some(CAP);
+    config.allow.allow_all = true;
+    let model = Arc::new(ThousandTokens {
+        calls: std::sync::atomic::AtomicU64::new(0),
+    });
+    let adapter = TestAdapter::new("test");
+    let runner = GatewayRunner::new(RunnerDeps {
+        adapters: vec![adapter.clone()],
+        factory: TestAgentFactory::new(model.clone()),
+        store: Arc::new(Mutex::new(Store::open_url(&url).unwrap())),
+        clock: Arc::new(SystemClock),
+        config: config.clone(),
+    });
+    rt.block_on(runner.start()).unwrap();
+    wait_for("the gateway to serve its bot", || runner.serves("test"));
+    let answered = until_refused(vec![
+        (Arc::clone(&adapter), "dm-alice-a"),
+        (Arc::clone(&adapter), "dm-alice-b"),
+    ]);
+    let store = Store::open_url(&url).unwrap();
+    let day = config.limits.periods(now_ms()).day_key();
+    let spent: u64 = store
+        .kv_get(&hermes_runtime::spending::account_key(
+            "tok",
+            &day,
+            "test:alice",
+        ))
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let calls = model.calls.load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "user cap {CAP} tokens; answered {answered:?}; {calls} calls of 1000 tokens; \
+         account {spent}; over the cap by {} tokens",
+        spent.saturating_sub(CAP)
+    );
+    assert_eq!(spent, calls * 1000, "every call counted once, none lost");
+    assert!(spent >= CAP && spent - CAP < 2 * 1000, "{spent}");
+    assert!(answered.iter().all(|n| *n > 0), "both chats served");
+    rt.block_on(runner.shutdown());
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}

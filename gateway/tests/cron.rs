@@ -84,6 +84,7 @@ impl Model for SchedulingModel {
         Ok(Completion {
             content: Some(text),
             finish_reason: Some(FinishReason::Stop),
+            usage: Some(caps::CALL_USAGE),
             ..Completion::default()
         })
     }
@@ -108,6 +109,7 @@ fn settings(catch_up: CatchUp) -> CronSettings {
         catch_up,
         home_channels: Default::default(),
         silent_marker: "[SILENT]".into(),
+        ..CronSettings::default()
     }
 }
 
@@ -791,3 +793,6 @@ fn send_message_reports_a_delivery_that_failed_for_good() {
     );
     assert!(g.texts("dm-home").is_empty());
 }
+
+#[path = "cron/caps.rs"]
+mod caps;

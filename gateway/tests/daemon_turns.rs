@@ -13,6 +13,7 @@
 
 mod openai_schema;
 mod per_user_memory;
+mod spending_caps;
 mod telegram_gateway;
 mod telegram_support;
 

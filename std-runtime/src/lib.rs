@@ -70,6 +70,7 @@ pub mod redact;
 pub mod sandbox;
 pub mod secret;
 pub mod skills;
+pub mod spending;
 pub mod spill;
 // The store is a crate of its own below this one (it imports nothing of the
 // runtime); `hermes_runtime::store::…` keeps naming it.

@@ -14,6 +14,11 @@
 //! cannot add to the transcript after the takeover; the write fails with
 //! [`StoreError::Fenced`] and the writer stops like after any failure.
 //!
+//! A writer may also charge the run's spending accounts
+//! ([`TurnWriter::charging`], issue 44): the additions for the model calls
+//! of a batch go into the same transaction as the batch, so an account
+//! never counts a call that was not stored, nor misses one that was.
+//!
 //! A compaction the run makes (SPEC X1) is recorded beside the originals
 //! ([`TurnWriter::compacted`]); recording one can fail without harm (the
 //! next load gives the uncompacted view, which the next turn compacts
@@ -23,7 +28,8 @@ use std::sync::Mutex;
 
 use hermes_core::{Compaction, LedgerEntry, Message};
 
-use crate::store::{Fence, Store, StoreError};
+use crate::spending::Charge;
+use crate::store::{Fence, KvWrite, Store, StoreError};
 use crate::sync::lock;
 
 /// Appends one run's new ledger entries to one session.
@@ -38,6 +44,18 @@ pub struct TurnWriter<'a> {
     results_due: usize,
     failed: Option<StoreError>,
     compaction_failed: Option<StoreError>,
+    charger: Option<Charger>,
+}
+
+/// What a batch of entries costs, as additions to accounts.
+pub type ChargeFn = Box<dyn Fn(&[LedgerEntry]) -> Vec<Charge> + Send>;
+
+struct Charger(ChargeFn);
+
+impl std::fmt::Debug for Charger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Charger")
+    }
 }
 
 impl<'a> TurnWriter<'a> {
@@ -53,7 +71,15 @@ impl<'a> TurnWriter<'a> {
             results_due: 0,
             failed: None,
             compaction_failed: None,
+            charger: None,
         }
+    }
+
+    /// Charges every batch's model calls to accounts, in the batch's
+    /// transaction (see the module docs).
+    pub fn charging(mut self, charge: ChargeFn) -> Self {
+        self.charger = Some(Charger(charge));
+        self
     }
 
     /// Skips the run's first entry when it is the user message: the caller
@@ -97,12 +123,19 @@ impl<'a> TurnWriter<'a> {
             _ => self.buffered.push(entry.clone()),
         }
         let batch = std::mem::take(&mut self.buffered);
+        let charges = self
+            .charger
+            .as_ref()
+            .map(|c| (c.0)(&batch))
+            .unwrap_or_default();
+        let writes: Vec<KvWrite<'_>> = charges.iter().map(Charge::write).collect();
         let mut store = lock(self.store);
-        let written = if self.fences.is_empty() {
+        let written = if self.fences.is_empty() && writes.is_empty() {
             store.append_messages(self.session_id, &batch)
         } else {
+            // Adds never abandon a batch: only claims and consumes do.
             store
-                .append_messages_with_kv_fenced(self.session_id, &batch, &[], &self.fences)
+                .append_messages_with_kv_fenced(self.session_id, &batch, &writes, &self.fences)
                 .map(|_| ())
         };
         drop(store);
@@ -184,6 +217,58 @@ mod tests {
             .into_iter()
             .map(|e| e.message)
             .collect()
+    }
+
+    #[test]
+    fn a_batchs_model_calls_are_charged_with_it_and_a_refused_batch_charges_nothing() {
+        use crate::spending::SpendingLimits;
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let id = session(&store);
+        let charge = |entries: &[LedgerEntry]| {
+            let tokens: u64 = entries
+                .iter()
+                .filter_map(|e| e.meta.usage)
+                .map(|u| u.prompt_tokens + u.completion_tokens)
+                .sum();
+            SpendingLimits::default().charge("telegram:7", 0, tokens, 0)
+        };
+        let mut answer = LedgerEntry::at(Message::assistant("a"), 0);
+        answer.meta.usage = Some(hermes_core::Usage {
+            prompt_tokens: 30,
+            completion_tokens: 12,
+            ..hermes_core::Usage::default()
+        });
+        let mut w = TurnWriter::new(&store, &id).charging(Box::new(charge));
+        assert!(w.append(&answer));
+        let key = "usage/tok/d:1970-01-01/telegram:7";
+        assert_eq!(
+            store.lock().unwrap().kv_get(key).unwrap().as_deref(),
+            Some("42")
+        );
+        assert_eq!(
+            store
+                .lock()
+                .unwrap()
+                .kv_get("usage/tok/m:1970-01/bot")
+                .unwrap()
+                .as_deref(),
+            Some("42")
+        );
+        // A fence that no longer holds: neither the message nor its charge.
+        let fence = Fence {
+            name: "session/x".into(),
+            owner: "gone".into(),
+            epoch: 9,
+        };
+        let mut fenced = TurnWriter::new(&store, &id)
+            .fenced(vec![fence])
+            .charging(Box::new(charge));
+        assert!(!fenced.append(&answer));
+        assert_eq!(
+            store.lock().unwrap().kv_get(key).unwrap().as_deref(),
+            Some("42")
+        );
+        assert_eq!(stored(&store, &id).len(), 1);
     }
 
     #[test]

@@ -30,7 +30,62 @@ both!(
     session_usage_sums_per_model,
     session_usage_saturates_instead_of_failing,
     the_compacted_view_keeps_cache_counts_and_models,
+    spending_accounts_add_with_their_messages_and_lose_nothing_in_a_race,
 );
+
+/// Issue 44: an account (`KvWrite::Add`) grows in the transaction that
+/// stores the messages it pays for — both or neither — and two writers
+/// adding to one account at once (two gateways) both count.
+fn spending_accounts_add_with_their_messages_and_lose_nothing_in_a_race(db: Db) {
+    use hermes_runtime::store::KvWrite;
+    let key = "usage/tok/d:2026-12-04/telegram:7";
+    let mut store = db.open();
+    let id = store.create_session(&NewSession::default()).unwrap().id;
+    // A batch abandoned by a failed claim adds nothing.
+    store.kv_set("taken", "x").unwrap();
+    let refused = store
+        .append_messages_with_kv(
+            &id,
+            &[answer(Some("m"), 100, 0, 0)],
+            &[
+                KvWrite::Add { key, amount: 110 },
+                KvWrite::Claim {
+                    key: "taken",
+                    value: "y",
+                },
+            ],
+        )
+        .unwrap();
+    assert!(!refused);
+    assert_eq!(store.kv_get(key).unwrap(), None);
+    assert!(store.load_transcript(&id).unwrap().is_empty());
+    drop(store);
+    let writers: Vec<_> = (0..2)
+        .map(|_| {
+            let target = db.target();
+            let id = id.clone();
+            std::thread::spawn(move || {
+                let mut store = hermes_runtime::store::Store::open_target(&target).unwrap();
+                for _ in 0..25 {
+                    let ok = store
+                        .append_messages_with_kv(
+                            &id,
+                            &[answer(Some("m"), 100, 0, 0)],
+                            &[KvWrite::Add { key, amount: 110 }],
+                        )
+                        .unwrap();
+                    assert!(ok);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let store = db.open();
+    assert_eq!(store.kv_get(key).unwrap().as_deref(), Some("5500"));
+    assert_eq!(store.load_transcript(&id).unwrap().len(), 50);
+}
 
 fn session_usage_sums_per_model(db: Db) {
     let mut store = db.open();

@@ -217,6 +217,17 @@ pub enum KvWrite<'a> {
     /// process consumed it first) the whole batch is abandoned and the
     /// commit returns `Ok(false)`. Taking a queued item exactly once.
     Consume(&'a str),
+    /// Adds `amount` to the whole number stored at `key` (absent counts as
+    /// 0), atomically: two processes adding to one key at once both count
+    /// (the row is locked, not read and rewritten). Spending accounts
+    /// (issue 44) live in such keys, written in the transaction that
+    /// stores the messages they pay for.
+    Add {
+        /// The key.
+        key: &'a str,
+        /// What to add (may be negative).
+        amount: i64,
+    },
 }
 
 /// A write condition: the lease `name` is still held by `owner` under

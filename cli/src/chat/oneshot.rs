@@ -72,6 +72,7 @@ fn stop_name(stop: &StopReason) -> &'static str {
         StopReason::ModelError(_) => "model_error",
         StopReason::ContextOverflow(_) => "context_overflow",
         StopReason::ToolAborted { .. } => "tool_aborted",
+        StopReason::Halted => "halted",
     }
 }
 

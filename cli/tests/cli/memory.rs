@@ -91,3 +91,61 @@ fn list_show_edit_forget_one_users_memory() {
     assert!(stdout(&o).contains("0 files removed"), "{}", stdout(&o));
     assert!(env.home.path().join("MEMORY.md").exists());
 }
+
+/// `hermes usage` (issue 44): every account the gateway keeps, the bot's
+/// total last, with the configured caps; a bad cap is refused by name.
+#[test]
+fn usage_lists_everyones_accounts_and_the_caps() {
+    let env = Env::new();
+    env.write_home(
+        "config.toml",
+        "[limits]\nuser_day_tokens = 5000\ntimezone = \"UTC\"\n",
+    );
+    {
+        let mut store =
+            hermes_runtime::store::Store::open(&env.home.path().join("state.db")).unwrap();
+        let limits = hermes_runtime::spending::SpendingLimits::default();
+        let now = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        for (who, tokens) in [("telegram:11", 1200), ("telegram:12", 300)] {
+            let charges = limits.charge(who, now, tokens, 2500);
+            let writes: Vec<_> = charges.iter().map(|c| c.write()).collect();
+            assert!(store.kv_commit(&writes).unwrap());
+        }
+    }
+    let o = env.run("http://127.0.0.1:9", &["usage"]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("Usage on ") && lines[0].ends_with("(UTC):"),
+        "{out}{}",
+        stderr(&o)
+    );
+    assert!(
+        lines[1].starts_with("telegram:11") && lines[1].contains(" 1200 tokens $   0.0025"),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with("telegram:12") && lines[2].contains(" 300 tokens"),
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("everyone") && lines[3].contains(" 1500 tokens $   0.0050"),
+        "{out}"
+    );
+    assert_eq!(lines[4], "Caps: user_day_tokens = 5000");
+
+    env.write_home("config.toml", "[limits]\nuser_month_usd = -2\n");
+    let o = env.run("http://127.0.0.1:9", &["usage"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("[limits] user_month_usd: -2 is not a cap"),
+        "{}",
+        stderr(&o)
+    );
+}

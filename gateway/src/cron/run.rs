@@ -180,6 +180,19 @@ impl Inner {
             user_name: None,
             thread_id: None,
         };
+        // Spending caps (issue 44): the job's account, usually the owner's.
+        let limits = &self.settings.limits;
+        let account = limits.unattended_account.clone();
+        if limits.any() {
+            let now = self.clock.now_ms();
+            let reached = limits
+                .spent(&self.store(), &account, now)
+                .ok()
+                .and_then(|spent| limits.reached(&account, &spent));
+            if let Some(reached) = reached {
+                return failed(Some(&session.id), limits.refusal(&reached, now));
+            }
+        }
         let model = self.factory.default_model();
         let agent = self.factory.system_prompt(&source).and_then(|prompt| {
             if let Err(e) = self.store().set_system_prompt(&session.id, &prompt) {
@@ -203,7 +216,18 @@ impl Inner {
         }
         let budget = IterationBudget::new(agent.max_iterations());
         let mut observer = RunObserver {
-            writer: TurnWriter::new(&self.store, &session.id).fenced(vec![fence.clone()]),
+            writer: TurnWriter::new(&self.store, &session.id)
+                .fenced(vec![fence.clone()])
+                .charging({
+                    use hermes_runtime::pricing::PriceBook as _;
+                    let prices = self.factory.prices(&self.store, self.clock.now_ms());
+                    Box::new(hermes_runtime::spending::charger(
+                        self.settings.limits.clone(),
+                        account,
+                        move |model| prices.price(model).map(|(p, _)| p),
+                        self.clock.clone(),
+                    ))
+                }),
             flag: &flag,
         };
         let outcome = agent.run_message(

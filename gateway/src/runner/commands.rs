@@ -55,14 +55,17 @@ impl Inner {
         let inner = Arc::clone(self);
         self.spawn(async move {
             let i2 = Arc::clone(&inner);
+            let event_source = event.source.clone();
             let text = tokio::task::spawn_blocking(move || {
+                // The sender's own accounts (issue 44), never anyone else's.
+                let own = i2.own_usage(&super::spending::identity(&event_source));
                 let Some(session) = i2.store().active_session_for_key(&key)? else {
-                    return Ok::<_, StoreError>("No conversation yet.".to_owned());
+                    return Ok::<_, StoreError>(format!("{own}\n\nNo conversation yet."));
                 };
                 let report = UsageReport::for_session(&i2.store(), &session.id)?;
                 let prices = i2.factory.prices(&i2.store, i2.now());
                 Ok(format!(
-                    "Usage of this conversation:\n{}",
+                    "{own}\n\nUsage of this conversation:\n{}",
                     report.render(&prices)
                 ))
             })

@@ -36,6 +36,8 @@ struct TurnObserver<'a> {
     fallback: Option<(String, String, String)>,
     /// Stores steered messages (SPEC Y5); `None` in tests of the writer.
     steer: Option<super::steer::SteerWriter<'a>>,
+    /// Halts the run when a spending cap is reached mid-way (issue 44).
+    spend: Option<super::spending::SpendWatch<'a>>,
 }
 
 impl TurnObserver<'_> {
@@ -71,7 +73,12 @@ impl AgentObserver for TurnObserver<'_> {
             AgentEvent::Compacted(compaction) => {
                 self.persist.compacted(compaction);
             }
-            AgentEvent::ModelCall { .. } => self.report(StreamEvent::ModelCall),
+            AgentEvent::ModelCall { iteration, .. } => {
+                if let Some(watch) = &mut self.spend {
+                    watch.before_call(*iteration);
+                }
+                self.report(StreamEvent::ModelCall);
+            }
             AgentEvent::TextDelta(text) => self.report(StreamEvent::Text((*text).to_owned())),
             AgentEvent::ToolStarted { call } => {
                 self.report(StreamEvent::ToolStarted(call.function.name.clone()));
@@ -589,6 +596,16 @@ impl Inner {
                 return TurnReply::ended(texts, false, orphan);
             }
         };
+        // A spending cap reached (issue 44): one line, no model call; the
+        // message is taken back out, as for a call that never answered.
+        let identity = super::spending::identity(&event.source);
+        if let Some(line) = self.cap_refusal(&identity) {
+            if let Err(e) = self.store().undo_last_turn(&session.id) {
+                tracing::error!(key, error = %e, "could not take the refused turn back");
+            }
+            texts.push(line);
+            return TurnReply::ended(texts, false, orphan);
+        }
         if !answerable {
             // Nothing the model could read (a voice note, no transcription):
             // the notice is the answer.
@@ -609,12 +626,14 @@ impl Inner {
         ctl.attach(agent.interrupt_flag().clone());
         let _routes = self.bind_routes(&session.id, key, event);
         let budget = IterationBudget::new(agent.max_iterations());
+        let prices = self.factory.prices(&self.store, now);
         let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
             persist: TurnWriter::new(&self.store, &session.id)
                 .skipping_stored_user_message()
-                .fenced(session_fences.clone()),
+                .fenced(session_fences.clone())
+                .charging(self.charger(identity.clone(), prices)),
             progress,
             fallback: None,
             steer: Some(super::steer::SteerWriter {
@@ -625,9 +644,16 @@ impl Inner {
                 fences: session_fences,
                 failed: false,
             }),
+            spend: Some(super::spending::SpendWatch {
+                inner: self,
+                identity,
+                budget: budget.clone(),
+                halted: None,
+            }),
         };
         let outcome = agent.run_steered(user, history, &budget, &mut observer, &ctl.steer);
         let fallback = observer.fallback.take();
+        let capped = observer.spend.take().and_then(|w| w.halted);
         let TurnObserver {
             persist, progress, ..
         } = observer;
@@ -696,6 +722,7 @@ impl Inner {
                 MODEL_FAILED_PARTWAY.to_owned()
             }),
             StopReason::ContextOverflow(_) => Some(TOO_LONG.to_owned()),
+            StopReason::Halted => capped,
             other => other.notice(budget.total()),
         } {
             if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
@@ -745,6 +772,7 @@ mod tests {
             progress: None,
             fallback: None,
             steer: None,
+            spend: None,
         };
         observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
             Message::user("u"),

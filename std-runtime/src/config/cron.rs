@@ -79,6 +79,7 @@ impl CronSettings {
             catch_up,
             home_channels,
             silent_marker,
+            limits: settings.spending_limits()?,
         })
     }
 }

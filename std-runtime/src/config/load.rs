@@ -63,6 +63,10 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
     for (k, v) in process_env.iter() {
         merged.insert(k.to_owned(), v.to_owned());
     }
+    // The spending caps (issue 44) are read where they are used; refused
+    // here already so that every command, `hermes config` and the doctor
+    // included, names a bad value before anything runs.
+    spending_limits(&file, &merged)?;
     let resolver = Resolver {
         process_env,
         dotenv: &dotenv,
@@ -479,4 +483,41 @@ fn web_search_settings(r: &Resolver<'_>) -> Result<WebSearchSettings, ConfigErro
         });
     }
     Ok(settings)
+}
+
+/// `[limits]` and `HERMES_LIMIT_*` as [`crate::spending::SpendingLimits`]
+/// reads them, or the first bad value.
+fn spending_limits(
+    file: &toml::Table,
+    vars: &BTreeMap<String, String>,
+) -> Result<crate::spending::SpendingLimits, ConfigError> {
+    let var = |name: &str| vars.get(name).map(String::as_str);
+    let gateway_tz = file
+        .get("gateway")
+        .and_then(|g| g.get("timezone"))
+        .and_then(toml::Value::as_str);
+    let owner = crate::memory_scope::MemorySettings::from_config(file, var("HERMES_MEMORY_OWNER"))
+        .ok()
+        .and_then(|m| m.owner);
+    crate::spending::SpendingLimits::from_config(file, var, gateway_tz, owner.as_deref()).map_err(
+        |e| ConfigError::Invalid {
+            key: e.key,
+            message: e.message,
+        },
+    )
+}
+
+impl Settings {
+    /// The spending caps (issue 44): `[limits]` with its `HERMES_LIMIT_*`
+    /// variables, days and months in `[limits] timezone` (default
+    /// `[gateway] timezone`). Checked when the settings were loaded.
+    pub fn spending_limits(&self) -> Result<crate::spending::SpendingLimits, ConfigError> {
+        let vars: BTreeMap<String, String> = crate::spending::LIMIT_VARS
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(["HERMES_MEMORY_OWNER"])
+            .filter_map(|name| Some((name.to_owned(), self.var(name)?.to_owned())))
+            .collect();
+        spending_limits(&self.file, &vars)
+    }
 }

@@ -148,6 +148,59 @@ fn bad_values_name_the_key() {
 }
 
 #[test]
+fn spending_caps_are_loaded_and_bad_ones_refused_before_anything_runs() {
+    let home = home_with(&[(
+        "config.toml",
+        "[gateway]\ntimezone = \"Europe/Berlin\"\n[limits]\nuser_day_tokens = 20000\nbot_month_usd = 30\n",
+    )]);
+    let settings = load(
+        &cwd_overrides(),
+        &env(home.path(), &[("HERMES_LIMIT_USER_MONTH_USD", "5")]),
+    )
+    .unwrap();
+    let limits = settings.spending_limits().unwrap();
+    assert_eq!(limits.user_day_tokens, Some(20_000));
+    assert_eq!(limits.user_month_usd, Some(5.0));
+    assert_eq!(limits.bot_month_usd, Some(30.0));
+    assert_eq!(
+        limits.tz.iana_name(),
+        Some("Europe/Berlin"),
+        "[gateway] timezone"
+    );
+    for (toml, vars, says) in [
+        (
+            "[limits]\nuser_day_tokens = -100\n",
+            &[][..],
+            "[limits] user_day_tokens: -100 is not a cap",
+        ),
+        (
+            "[limits]\nuser_day_usd = 5e9\n",
+            &[],
+            "[limits] user_day_usd: 5000000000 is not a cap",
+        ),
+        (
+            "[limits]\nuser_day_usd = true\n",
+            &[],
+            "user_day_usd must be a number",
+        ),
+        (
+            "[limits]\nuser_day_token = 5\n",
+            &[],
+            "did you mean 'user_day_tokens'",
+        ),
+        (
+            "",
+            &[("HERMES_LIMIT_BOT_DAY_USD", "-3")],
+            "HERMES_LIMIT_BOT_DAY_USD: -3 is not a cap",
+        ),
+    ] {
+        let home = home_with(&[("config.toml", toml)]);
+        let err = load(&cwd_overrides(), &env(home.path(), vars)).unwrap_err();
+        assert!(err.to_string().contains(says), "{toml}: {err}");
+    }
+}
+
+#[test]
 fn sandbox_keys_and_their_flags() {
     let home = home_with(&[]);
     let s = load(

@@ -39,6 +39,9 @@ pub enum Kind {
     Tables,
     /// A table (checked by the code that reads it), or `false` / `"off"`.
     TableOrOff,
+    /// A number, or a string holding one (range checked by the code that
+    /// reads it, which names the bounds: the spending caps).
+    Amount,
 }
 
 /// A key of a section.
@@ -140,6 +143,22 @@ pub const SECTIONS: &[Section] = &[
         // Whose memory is whose (`memory_scope::MemorySettings`).
         name: "memory",
         keys: Keys::These(&[key("owner", Kind::Str), key("shared_writers", Kind::List)]),
+    },
+    Section {
+        // Spending caps (issue 44; `crate::spending`, which checks the
+        // ranges and the time zone).
+        name: "limits",
+        keys: Keys::These(&[
+            key("user_day_tokens", Kind::Amount),
+            key("user_month_tokens", Kind::Amount),
+            key("user_day_usd", Kind::Amount),
+            key("user_month_usd", Kind::Amount),
+            key("bot_day_usd", Kind::Amount),
+            key("bot_month_usd", Kind::Amount),
+            key("timezone", Kind::Str),
+            key("owner_exempt", Kind::Bool),
+            key("unattended_account", Kind::Str),
+        ]),
     },
     Section {
         name: "store",
@@ -378,6 +397,8 @@ fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         (Kind::TableOrOff, Value::Table(_) | Value::Boolean(_)) => Ok(()),
         (Kind::TableOrOff, Value::String(s)) if s == "off" || s == "on" => Ok(()),
         (Kind::TableOrOff, _) => Err("must be a table, or false / \"off\"".into()),
+        (Kind::Amount, Value::Integer(_) | Value::Float(_) | Value::String(_)) => Ok(()),
+        (Kind::Amount, _) => Err("must be a number".into()),
     }
 }
 

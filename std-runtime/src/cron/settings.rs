@@ -42,6 +42,10 @@ pub struct CronSettings {
     /// An answer starting with this is recorded, not delivered (`[cron]
     /// silent_marker`, hermes-agent's `[SILENT]` by default).
     pub silent_marker: String,
+    /// Spending caps (issue 44): a job's runs count against
+    /// `limits.unattended_account`, and a job whose account reached a cap
+    /// does not call the model.
+    pub limits: crate::spending::SpendingLimits,
 }
 
 /// The marker of a run with nothing to report, unless configured.
@@ -54,6 +58,7 @@ impl Default for CronSettings {
             catch_up: CatchUp::Once,
             home_channels: BTreeMap::new(),
             silent_marker: DEFAULT_SILENT_MARKER.to_owned(),
+            limits: crate::spending::SpendingLimits::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub(super) enum OwnedWrite {
     Set(String, String),
     Delete(String),
     Consume(String),
+    Add(String, i64),
 }
 
 impl OwnedWrite {
@@ -29,6 +30,7 @@ impl OwnedWrite {
                 }
                 KvWrite::Delete(key) => OwnedWrite::Delete(key.to_owned()),
                 KvWrite::Consume(key) => OwnedWrite::Consume(key.to_owned()),
+                KvWrite::Add { key, amount } => OwnedWrite::Add(key.to_owned(), amount),
             })
             .collect()
     }
@@ -60,6 +62,18 @@ pub(super) fn apply(
             OwnedWrite::Delete(key) => {
                 let stmt = prepare(statements, tx, "DELETE FROM kv WHERE key = $1")?;
                 tx.execute(&stmt, &[key])?;
+            }
+            OwnedWrite::Add(key, amount) => {
+                // The conflict locks the row: concurrent adds serialise
+                // and none is lost (READ COMMITTED re-reads the row).
+                let stmt = prepare(
+                    statements,
+                    tx,
+                    "INSERT INTO kv (key, value) VALUES ($1, ($2::BIGINT)::TEXT) \
+                     ON CONFLICT (key) DO UPDATE \
+                     SET value = (kv.value::BIGINT + $2::BIGINT)::TEXT",
+                )?;
+                tx.execute(&stmt, &[key, amount])?;
             }
             OwnedWrite::Consume(key) => {
                 let stmt = prepare(statements, tx, "DELETE FROM kv WHERE key = $1")?;

@@ -40,6 +40,14 @@ pub(super) fn apply(conn: &Connection, writes: &[KvWrite<'_>]) -> Result<bool, S
                 conn.prepare_cached("DELETE FROM kv WHERE key = ?1")?
                     .execute([key])?;
             }
+            KvWrite::Add { key, amount } => {
+                conn.prepare_cached(
+                    "INSERT INTO kv (key, value) VALUES (?1, CAST(?2 AS TEXT)) \
+                     ON CONFLICT (key) DO UPDATE \
+                     SET value = CAST(CAST(value AS INTEGER) + ?2 AS TEXT)",
+                )?
+                .execute(rusqlite::params![key, amount])?;
+            }
             KvWrite::Consume(key) => {
                 let deleted = conn
                     .prepare_cached("DELETE FROM kv WHERE key = ?1")?

@@ -1,0 +1,194 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+/// 2026-11-30T23:30:00Z: still November in UTC, already 1 December in Berlin.
+const LATE_NOVEMBER_UTC: u64 = 1_796_081_400_000;
+const HOUR: u64 = 3_600_000;
+
+fn limits(toml: &str, vars: &[(&str, &str)]) -> Result<SpendingLimits, LimitsError> {
+    let file: toml::Table = toml.parse().unwrap();
+    let var = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    SpendingLimits::from_config(&file, var, None, Some("telegram:1"))
+}
+
+#[test]
+fn caps_are_read_from_the_file_and_the_variables_win() {
+    let l = limits(
+        "[limits]\nuser_day_tokens = 5000\nuser_month_usd = 2.5\nbot_day_usd = 10\ntimezone = \"UTC\"\n",
+        &[("HERMES_LIMIT_USER_DAY_TOKENS", "7000"), ("HERMES_LIMIT_BOT_MONTH_USD", "$40")],
+    )
+    .unwrap();
+    assert_eq!(l.user_day_tokens, Some(7000));
+    assert_eq!(l.user_month_usd, Some(2.5));
+    assert_eq!(l.bot_day_usd, Some(10.0));
+    assert_eq!(l.bot_month_usd, Some(40.0));
+    assert_eq!(l.user_month_tokens, None);
+    assert!(!l.owner_exempt);
+    assert_eq!(l.unattended_account, "telegram:1", "the owner by default");
+}
+
+#[test]
+fn negative_zero_absurd_and_malformed_caps_are_refused_by_name() {
+    for (toml, vars, key, says) in [
+        (
+            "[limits]\nuser_day_tokens = -5\n",
+            &[][..],
+            "[limits] user_day_tokens",
+            "-5 is not a cap",
+        ),
+        (
+            "[limits]\nuser_day_tokens = 0\n",
+            &[],
+            "[limits] user_day_tokens",
+            "leave it out",
+        ),
+        (
+            "[limits]\nuser_month_tokens = 99999999999999999\n",
+            &[],
+            "[limits] user_month_tokens",
+            "from 1 to",
+        ),
+        (
+            "[limits]\nuser_day_usd = -1.0\n",
+            &[],
+            "[limits] user_day_usd",
+            "above 0",
+        ),
+        (
+            "[limits]\nbot_month_usd = 1e12\n",
+            &[],
+            "[limits] bot_month_usd",
+            "at most",
+        ),
+        (
+            "[limits]\nbot_day_usd = nan\n",
+            &[],
+            "[limits] bot_day_usd",
+            "not a cap",
+        ),
+        (
+            "[limits]\nuser_day_usd = \"lots\"\n",
+            &[],
+            "[limits] user_day_usd",
+            "not an amount",
+        ),
+        (
+            "",
+            &[("HERMES_LIMIT_USER_DAY_TOKENS", "-1")],
+            "HERMES_LIMIT_USER_DAY_TOKENS",
+            "not a cap",
+        ),
+        (
+            "",
+            &[("HERMES_LIMIT_BOT_DAY_USD", "abc")],
+            "HERMES_LIMIT_BOT_DAY_USD",
+            "not an amount",
+        ),
+        (
+            "[limits]\ntimezone = \"Mars/Olympus\"\n",
+            &[],
+            "[limits] timezone",
+            "unknown time zone",
+        ),
+        (
+            "[limits]\nowner_exempt = \"yes\"\n",
+            &[],
+            "[limits] owner_exempt",
+            "true or false",
+        ),
+        (
+            "[limits]\nunattended_account = \"nobody\"\n",
+            &[],
+            "[limits] unattended_account",
+            "PLATFORM:USER_ID",
+        ),
+    ] {
+        let err = limits(toml, vars).unwrap_err();
+        assert_eq!(err.key, key, "{toml}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
+
+#[test]
+fn the_month_rolls_over_at_midnight_of_the_configured_zone() {
+    let berlin = limits("[limits]\ntimezone = \"Europe/Berlin\"\n", &[]).unwrap();
+    let utc = limits("[limits]\ntimezone = \"UTC\"\n", &[]).unwrap();
+    assert_eq!(berlin.periods(LATE_NOVEMBER_UTC).month_key(), "m:2026-12");
+    assert_eq!(berlin.periods(LATE_NOVEMBER_UTC).day_key(), "d:2026-12-01");
+    assert_eq!(utc.periods(LATE_NOVEMBER_UTC).month_key(), "m:2026-11");
+    assert_eq!(
+        utc.periods(LATE_NOVEMBER_UTC + HOUR).month_key(),
+        "m:2026-12"
+    );
+}
+
+#[test]
+fn a_month_cap_reached_in_november_is_lifted_by_the_zones_december() {
+    let l = limits(
+        "[limits]\nuser_month_tokens = 100\ntimezone = \"Europe/Berlin\"\n",
+        &[],
+    )
+    .unwrap();
+    let mut store = Store::open_in_memory().unwrap();
+    // 22:00 UTC on 30 November is 23:00 in Berlin: still November there.
+    let november = LATE_NOVEMBER_UTC - 90 * 60_000;
+    let writes = l.charge("telegram:7", november, 150, 0);
+    let w: Vec<KvWrite<'_>> = writes.iter().map(Charge::write).collect();
+    assert!(store.kv_commit(&w).unwrap());
+    let spent = l.spent(&store, "telegram:7", november).unwrap();
+    let hit = l.reached("telegram:7", &spent).unwrap();
+    assert_eq!(hit.cap, Cap::MonthTokens);
+    assert_eq!(
+        l.refusal(&hit, november),
+        "Sorry — your monthly usage limit (100 tokens) has been reached, so I can't answer until it resets on 2026-12-01 at 00:00 (Europe/Berlin)."
+    );
+    // Another user is not affected.
+    assert!(
+        l.reached(
+            "telegram:8",
+            &l.spent(&store, "telegram:8", november).unwrap()
+        )
+        .is_none()
+    );
+    // 23:30 UTC is 00:30 on 1 December in Berlin: a new month.
+    let december = l.spent(&store, "telegram:7", LATE_NOVEMBER_UTC).unwrap();
+    assert_eq!(december.month_tokens, 0);
+    assert!(l.reached("telegram:7", &december).is_none());
+}
+
+#[test]
+fn the_owner_is_capped_unless_exempt_and_the_bot_cap_holds_for_everyone() {
+    let spent = Spent {
+        day_tokens: 10,
+        bot_day_micro_usd: 3_000_000,
+        ..Spent::default()
+    };
+    let capped = limits("[limits]\nuser_day_tokens = 10\n", &[]).unwrap();
+    assert!(capped.reached("telegram:1", &spent).is_some());
+    let exempt = limits("[limits]\nuser_day_tokens = 10\nowner_exempt = true\n", &[]).unwrap();
+    assert!(exempt.reached("telegram:1", &spent).is_none());
+    assert!(exempt.reached("telegram:2", &spent).is_some());
+    let bot = limits("[limits]\nowner_exempt = true\nbot_day_usd = 3\n", &[]).unwrap();
+    assert_eq!(
+        bot.reached("telegram:1", &spent).unwrap().cap,
+        Cap::BotDayUsd
+    );
+}
+
+#[test]
+fn a_call_costs_its_prompt_and_completion_tokens_and_its_price() {
+    let usage = hermes_core::Usage {
+        prompt_tokens: 1000,
+        completion_tokens: 500,
+        total_tokens: 1500,
+        ..hermes_core::Usage::default()
+    };
+    let price = Price {
+        input: 3.0,
+        output: 15.0,
+        cache_read: None,
+        cache_write: None,
+    };
+    assert_eq!(cost_of(&usage, Some(&price)), (1500, 10_500));
+    assert_eq!(cost_of(&usage, None), (1500, 0), "no price: tokens only");
+}

@@ -9,12 +9,18 @@ mod conformance_kit;
 
 #[cfg(feature = "telegram")]
 mod telegram_support;
+#[cfg(feature = "whatsapp")]
+mod whatsapp_support;
 
 /// One harness per platform.
 mod conformance {
     #[cfg(feature = "telegram")]
     pub mod telegram;
+    #[cfg(feature = "whatsapp")]
+    pub mod whatsapp;
 }
 
 #[cfg(feature = "telegram")]
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
+#[cfg(feature = "whatsapp")]
+conformance_tests!(whatsapp, crate::conformance::whatsapp::WhatsApp);

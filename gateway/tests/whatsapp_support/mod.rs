@@ -469,19 +469,7 @@ impl FakeCloudApi {
     /// backoff while the adapter does not answer 200 (Meta retries for
     /// days; the fake five times). Returns the answers' statuses.
     pub async fn deliver(&self, notification: &Value) -> Vec<u16> {
-        // A user's message opens their 24-hour window, whatever becomes of
-        // the webhook.
-        for change in notification["entry"][0]["changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            for m in change["value"]["messages"].as_array().into_iter().flatten() {
-                if let Some(from) = m["from"].as_str() {
-                    self.user_wrote_at(from, SystemTime::now());
-                }
-            }
-        }
+        self.open_windows(notification);
         let body = serde_json::to_vec(notification).unwrap();
         let sig = sign(APP_SECRET, &body);
         let addr = self.state().webhook.expect("set_webhook first");
@@ -501,6 +489,57 @@ impl FakeCloudApi {
             wait *= 2;
         }
         statuses
+    }
+
+    /// Sends a signed webhook in the background, retried until the adapter
+    /// answers 200 — as Meta keeps retrying (for days) while an endpoint is
+    /// down or failing. The wait between attempts doubles up to `cap`.
+    pub fn deliver_until_accepted(&self, notification: Value, cap: Duration) {
+        self.open_windows(&notification);
+        let f = self.clone();
+        tokio::spawn(async move {
+            let body = serde_json::to_vec(&notification).unwrap();
+            let sig = sign(APP_SECRET, &body);
+            let mut wait = Duration::from_millis(20);
+            loop {
+                let addr = f.state().webhook.expect("set_webhook first");
+                let (status, _) = post_raw(addr, &body, Some(&sig)).await;
+                f.state().deliveries.push(Delivery {
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                    status,
+                });
+                if status == 200 {
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(cap);
+            }
+        });
+    }
+
+    /// A user's message opens their 24-hour window, whatever becomes of
+    /// the webhook.
+    fn open_windows(&self, notification: &Value) {
+        for change in notification["entry"][0]["changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            for m in change["value"]["messages"].as_array().into_iter().flatten() {
+                if let Some(from) = m["from"].as_str() {
+                    self.user_wrote_at(from, SystemTime::now());
+                }
+            }
+        }
+    }
+
+    /// What was uploaded as `media_id`: (file name, bytes).
+    pub fn upload_of(&self, media_id: &str) -> Option<(String, Vec<u8>)> {
+        self.state()
+            .uploads
+            .iter()
+            .find(|u| u.id == media_id)
+            .map(|u| (u.file_name.clone(), u.bytes.clone()))
     }
 
     /// A user writes: the 24-hour window opens, and the webhook goes out.

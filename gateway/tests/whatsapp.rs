@@ -226,6 +226,53 @@ async fn the_rate_limit_130429_is_retried_until_the_reply_is_sent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_server_error_is_retried_and_the_reply_sent_once() {
+    let g = gateway().await;
+    g.fake.server_errors_next(2);
+    g.fake
+        .user_says(ALICE, text(ALICE, "wamid.E1", "still there?"))
+        .await;
+    let sent = g.fake.wait_sent(|s| !s.is_empty()).await;
+    assert_eq!(sent[0].text, "reply to: still there?");
+    settle().await;
+    assert_eq!(g.fake.sent().len(), 1);
+    g.runner.shutdown().await;
+    g.fake.assert_clean();
+}
+
+/// A message the API accepted and Meta later reports `failed` (after the
+/// send stopped waiting): logged, counted, not reported delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_status_after_the_wait_is_counted() {
+    let fake = FakeCloudApi::start().await;
+    fake.set_window_mode(WindowMode::Late);
+    let adapter = WhatsAppAdapter::new(WhatsAppConfig {
+        status_wait: Duration::ZERO,
+        ..config(&fake)
+    });
+    let (handler, _rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    fake.set_webhook(adapter.local_addr().unwrap());
+    // Accepted: without a wait the send cannot know better.
+    adapter
+        .send("15550009999", "late news", None)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while adapter.failed_deliveries() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the failed status was not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(adapter.failed_deliveries(), 1);
+    assert!(fake.sent().is_empty());
+    adapter.disconnect().await;
+    fake.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_replies_are_split_below_4096_characters_and_nothing_is_cut() {
     let fake = FakeCloudApi::start().await;
     let adapter = WhatsAppAdapter::new(config(&fake));
@@ -456,4 +503,81 @@ async fn a_scheduled_delivery_inside_the_window_is_delivered() {
     assert_eq!(json!(sent[1].context), json!(null));
     g.runner.shutdown().await;
     g.fake.assert_clean();
+}
+
+fn settings(home: &std::path::Path, vars: &[(&str, String)]) -> hermes_runtime::config::Settings {
+    use hermes_runtime::config::{Environment, Overrides, load};
+    let mut pairs: Vec<(String, String)> = vec![
+        ("HERMES_HOME".into(), home.display().to_string()),
+        ("HERMES_BASE_URL".into(), "http://127.0.0.1:9/v1".into()),
+        ("HERMES_MODEL".into(), "test-model".into()),
+    ];
+    pairs.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+    let overrides = Overrides {
+        workdir: Some(home.to_path_buf()),
+        ..Overrides::default()
+    };
+    load(&overrides, &Environment::from_pairs(pairs)).unwrap()
+}
+
+/// `hermes gateway run --check`: a wrong setting is named (exit 2) and no
+/// secret is shown; right settings are asked of the Graph API live.
+#[test]
+fn check_names_the_setting_at_fault_and_asks_the_graph_api() {
+    use hermes_gateway::app::{check_config, run_gateway};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(FakeCloudApi::start());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let vars = |skip: &str, extra: &[(&'static str, &str)]| {
+        let mut v: Vec<(&str, String)> = vec![
+            ("WHATSAPP_ACCESS_TOKEN", TOKEN.to_owned()),
+            ("WHATSAPP_PHONE_NUMBER_ID", PHONE_ID.to_owned()),
+            ("WHATSAPP_APP_SECRET", APP_SECRET.to_owned()),
+            ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN.to_owned()),
+            ("WHATSAPP_API_URL", fake.url.clone()),
+            ("WHATSAPP_WEBHOOK_PORT", port.to_string()),
+            ("WHATSAPP_ALLOWED_USERS", ALICE.to_owned()),
+        ];
+        v.retain(|(k, _)| *k != skip);
+        v.extend(extra.iter().map(|(k, x)| (*k, (*x).to_owned())));
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let summary = check_config(&settings(dir.path(), &vars("", &[]))).unwrap();
+    assert!(summary.platforms.contains(&"whatsapp"), "{summary}");
+    run_gateway(&settings(dir.path(), &vars("", &[])), true).unwrap();
+    for (s, needle) in [
+        (vars("WHATSAPP_APP_SECRET", &[]), "WHATSAPP_APP_SECRET"),
+        (
+            vars(
+                "WHATSAPP_PHONE_NUMBER_ID",
+                &[("WHATSAPP_PHONE_NUMBER_ID", "+1 555 0100")],
+            ),
+            "WHATSAPP_PHONE_NUMBER_ID",
+        ),
+        (
+            vars(
+                "WHATSAPP_ACCESS_TOKEN",
+                &[("WHATSAPP_ACCESS_TOKEN", "revoked")],
+            ),
+            "WHATSAPP_ACCESS_TOKEN",
+        ),
+    ] {
+        let err = run_gateway(&settings(dir.path(), &s), true).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        let text = err.to_string();
+        assert!(text.contains(needle), "{needle}: {text}");
+        assert!(
+            !text.contains(APP_SECRET) && !text.contains(TOKEN),
+            "a secret leaked: {text}"
+        );
+    }
 }

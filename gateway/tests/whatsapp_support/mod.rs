@@ -105,6 +105,7 @@ struct State {
     window_mode: WindowMode,
     rate_limit_next: usize,
     rate_limited: usize,
+    server_errors_next: usize,
     deliveries: Vec<Delivery>,
     violations: Vec<String>,
     next_id: u64,
@@ -342,6 +343,7 @@ impl FakeCloudApi {
                 window_mode: WindowMode::Immediate,
                 rate_limit_next: 0,
                 rate_limited: 0,
+                server_errors_next: 0,
                 deliveries: Vec::new(),
                 violations: Vec::new(),
                 next_id: 1,
@@ -393,6 +395,12 @@ impl FakeCloudApi {
     /// Answers the next `n` sends with 130429.
     pub fn rate_limit_next(&self, n: usize) {
         self.state().rate_limit_next = n;
+    }
+
+    /// Answers the next `n` sends with HTTP 500, Meta's transient
+    /// "An unexpected error has occurred" (code 2).
+    pub fn server_errors_next(&self, n: usize) {
+        self.state().server_errors_next = n;
     }
 
     pub fn rate_limited(&self) -> usize {
@@ -756,6 +764,15 @@ impl FakeCloudApi {
         };
         {
             let mut s = self.state();
+            if s.server_errors_next > 0 {
+                s.server_errors_next -= 1;
+                return graph_error(
+                    500,
+                    2,
+                    "An unexpected error has occurred. Please retry your request later.",
+                    "",
+                );
+            }
             if s.rate_limit_next > 0 {
                 s.rate_limit_next -= 1;
                 s.rate_limited += 1;

@@ -517,3 +517,44 @@ impl Graph {
         Ok(format!("{name} {number}").trim().to_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use serde_json::json;
+
+    use super::*;
+
+    fn error(code: i64) -> GraphError {
+        GraphError::from_value(&json!({"code": code, "message": "m",
+            "error_data": {"details": "d"}}))
+    }
+
+    #[test]
+    fn meta_error_codes_decide_what_a_failure_is() {
+        for code in [130_429, 131_056, 80_007, 4] {
+            assert!(error(code).is_rate_limit(), "{code}");
+        }
+        assert!(!error(131_047).is_rate_limit());
+        let window = error(131_047).into_api_error(400);
+        assert!(matches!(
+            window,
+            ApiError::OutsideWindow { code: 131_047, .. }
+        ));
+        assert!(matches!(
+            window.into_adapter_error(),
+            AdapterError::Undeliverable { .. }
+        ));
+        assert!(matches!(
+            error(190).into_api_error(400).into_adapter_error(),
+            AdapterError::Auth { .. }
+        ));
+        assert!(matches!(
+            error(100).into_api_error(401),
+            ApiError::Credentials { .. }
+        ));
+        let other = error(131_026).into_api_error(400);
+        assert!(matches!(other, ApiError::Refused { code: 131_026, .. }));
+        assert_eq!(other.to_string(), "WhatsApp error 131026 (HTTP 400): d");
+    }
+}

@@ -158,10 +158,7 @@ impl WhatsAppConfig {
         Some(Self::build(&pick, token))
     }
 
-    fn build(
-        pick: &Pick<'_>,
-        token: String,
-    ) -> Result<Self, WhatsAppConfigError> {
+    fn build(pick: &Pick<'_>, token: String) -> Result<Self, WhatsAppConfigError> {
         if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(err(
                 "WHATSAPP_ACCESS_TOKEN",

@@ -336,6 +336,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let video = json!({"from":"1555123","id":"wamid.6","type":"video",
+            "video":{"id":"9002","mime_type":"video/mp4","caption":"look"}});
+        match read_message(&video) {
+            Read::Message(m) => {
+                assert_eq!(
+                    (m.text.as_str(), m.message_type),
+                    ("look", MessageType::File)
+                );
+                assert_eq!(m.media[0].handle, "9002");
+            }
+            other => panic!("{other:?}"),
+        }
+        let button = json!({"from":"1555123","id":"wamid.7","type":"interactive",
+            "interactive":{"type":"button_reply","button_reply":{"id":"b1","title":"Yes"}},
+            "context":{"from":"15550783881","id":"wamid.0"}});
+        match read_message(&button) {
+            Read::Message(m) => {
+                assert_eq!(m.text, "Yes");
+                assert_eq!(m.context_id.as_deref(), Some("wamid.0"));
+            }
+            other => panic!("{other:?}"),
+        }
         let reaction = json!({"from":"1555123","id":"wamid.3","type":"reaction",
             "reaction":{"message_id":"wamid.0","emoji":"👍"}});
         assert!(matches!(read_message(&reaction), Read::Reaction { .. }));

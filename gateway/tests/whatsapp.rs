@@ -581,3 +581,85 @@ fn check_names_the_setting_at_fault_and_asks_the_graph_api() {
         );
     }
 }
+
+/// Records every log event (message and fields) as text.
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = format!("{}", event.metadata().level());
+        event.record(&mut Fields(&mut line));
+        self.0.lock().unwrap().push(line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Forged webhooks, a wrong verify token, a body that is not JSON, the
+/// rate limit, a refused send and a failed status all log — and no log
+/// line, error or `Debug` carries the token, the app secret or the verify
+/// token.
+#[tokio::test]
+async fn no_secret_reaches_a_log_line_an_error_or_debug() {
+    // A current-thread runtime: the adapter's tasks log on this thread, where
+    // the capturing subscriber is installed.
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let _guard = tracing::subscriber::set_default(Capture(lines.clone()));
+    let fake = FakeCloudApi::start().await;
+    fake.set_window_mode(WindowMode::Late);
+    let adapter = WhatsAppAdapter::new(config(&fake));
+    let (handler, _rx) = collector();
+    adapter.connect(handler).await.unwrap();
+    let addr = adapter.local_addr().unwrap();
+    fake.set_webhook(addr);
+    let body = b"{\"object\":\"whatsapp_business_account\"}";
+    post_raw(addr, body, Some(&sign("forged", body))).await;
+    post_raw(addr, b"not json", Some(&sign(APP_SECRET, b"not json"))).await;
+    get(
+        addr,
+        "/whatsapp?hub.mode=subscribe&hub.challenge=1&hub.verify_token=x",
+    )
+    .await;
+    fake.rate_limit_next(1);
+    let err = adapter
+        .send("15550009999", "hello", None)
+        .await
+        .unwrap_err();
+    let unknown = adapter
+        .send_file(
+            "15550009999",
+            &OutgoingFile {
+                file_name: "a.txt".into(),
+                content: b"a".to_vec(),
+                ..OutgoingFile::default()
+            },
+            None,
+        )
+        .await
+        .unwrap_err();
+    adapter.disconnect().await;
+    let lines = lines.lock().unwrap().join("\n");
+    assert!(lines.contains("X-Hub-Signature-256"), "{lines}");
+    assert!(lines.contains("rate limited"), "{lines}");
+    assert!(lines.contains("NOT delivered"), "{lines}");
+    let shown = format!("{lines}\n{err}\n{err:?}\n{unknown}\n{adapter:?}");
+    for secret in [TOKEN, APP_SECRET, VERIFY_TOKEN] {
+        assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
+}

@@ -39,6 +39,7 @@ fn config(fake: &FakeCloudApi) -> WhatsAppConfig {
         backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(50),
         status_wait: Duration::from_secs(5),
+        allowed_users: vec![ALICE.to_owned()],
         ..WhatsAppConfig::new(TOKEN, PHONE_ID, APP_SECRET, VERIFY_TOKEN)
     }
 }
@@ -188,6 +189,10 @@ async fn reactions_locations_and_stickers_get_a_notice_or_nothing_never_the_mode
     g.fake.user_says(ALICE, sticker(ALICE, "wamid.S1")).await;
     g.fake
         .user_says(ALICE, reaction(ALICE, "wamid.R1", "wamid.L1"))
+        .await;
+    // A stranger's sticker: a log line, no answer.
+    g.fake
+        .user_says("15559990000", sticker("15559990000", "wamid.S2"))
         .await;
     let sent = g.fake.wait_sent(|s| s.len() >= 2).await;
     settle().await;

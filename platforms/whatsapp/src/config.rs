@@ -48,6 +48,10 @@ pub struct WhatsAppConfig {
     /// The token typed into the app's webhook settings, checked by the
     /// verification handshake.
     pub verify_token: Secret,
+    /// `WHATSAPP_ALLOWED_USERS` (the runner enforces the allow-list; the
+    /// adapter only uses it to decide who is told that a message kind is
+    /// unreadable, so a stranger's sticker gets no answer).
+    pub allowed_users: Vec<String>,
     /// The home channel (a phone number, digits only), for scheduled jobs.
     pub home_channel: Option<String>,
     /// The Graph API base including its version, no trailing slash.
@@ -113,6 +117,7 @@ impl WhatsAppConfig {
             phone_number_id: phone_number_id.to_owned(),
             app_secret: Secret::new(app_secret),
             verify_token: Secret::new(verify_token),
+            allowed_users: Vec::new(),
             home_channel: None,
             api_url: DEFAULT_API_URL.to_owned(),
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
@@ -220,6 +225,9 @@ impl WhatsAppConfig {
                             "{user:?} is not a phone number as WhatsApp writes it (digits only, no +)"
                         ),
                     ));
+                }
+                if !user.is_empty() {
+                    config.allowed_users.push(user.to_owned());
                 }
             }
         }

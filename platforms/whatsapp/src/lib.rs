@@ -283,13 +283,15 @@ impl Callbacks {
                 return;
             }
         };
+        // `recent` before `waiting`, as `confirm` takes them: a send that
+        // registers meanwhile finds the status in one or the other.
+        let mut recent = lock(&self.inner().recent);
         let waiter = lock(&self.inner().waiting).remove(&s.id);
         match waiter {
             Some(tx) => {
                 let _ = tx.send(outcome);
             }
             None => {
-                let mut recent = lock(&self.inner().recent);
                 if recent.len() >= RECENT_STATUSES {
                     recent.pop_front();
                 }
@@ -340,6 +342,11 @@ impl Callbacks {
                 return;
             }
             Read::Unreadable { id, from, kind } => {
+                let allowed = &self.inner().config.allowed_users;
+                if !allowed.iter().any(|u| u == "*" || *u == from) {
+                    tracing::info!(wamid = %id, %from, kind = %kind, "whatsapp: a message kind the adapter does not read, from someone not in WHATSAPP_ALLOWED_USERS; not answered");
+                    return;
+                }
                 tracing::info!(wamid = %id, %from, kind = %kind, "whatsapp: a message kind the adapter does not read; the user is told");
                 (id, from)
             }

@@ -7,14 +7,20 @@
 #[macro_use]
 mod conformance_kit;
 
+#[cfg(feature = "discord")]
+mod discord_support;
 #[cfg(feature = "telegram")]
 mod telegram_support;
 
 /// One harness per platform.
 mod conformance {
+    #[cfg(feature = "discord")]
+    pub mod discord;
     #[cfg(feature = "telegram")]
     pub mod telegram;
 }
 
 #[cfg(feature = "telegram")]
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
+#[cfg(feature = "discord")]
+conformance_tests!(discord, crate::conformance::discord::Discord);

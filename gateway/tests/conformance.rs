@@ -7,6 +7,8 @@
 #[macro_use]
 mod conformance_kit;
 
+#[cfg(feature = "discord")]
+mod discord_support;
 #[cfg(feature = "telegram")]
 mod telegram_support;
 #[cfg(feature = "whatsapp")]
@@ -14,6 +16,8 @@ mod whatsapp_support;
 
 /// One harness per platform.
 mod conformance {
+    #[cfg(feature = "discord")]
+    pub mod discord;
     #[cfg(feature = "telegram")]
     pub mod telegram;
     #[cfg(feature = "whatsapp")]
@@ -22,5 +26,7 @@ mod conformance {
 
 #[cfg(feature = "telegram")]
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
+#[cfg(feature = "discord")]
+conformance_tests!(discord, crate::conformance::discord::Discord);
 #[cfg(feature = "whatsapp")]
 conformance_tests!(whatsapp, crate::conformance::whatsapp::WhatsApp);

@@ -23,12 +23,13 @@ impl Drop for Gateway {
 }
 
 impl Gateway {
-    /// Starts a gateway: the child re-runs exactly the test `test` (its
-    /// full name) and serves instead of testing.
+    /// Starts a gateway in `cwd` on `home`: the child re-runs exactly the
+    /// test `test` (its full name) and serves instead of testing.
     pub fn spawn(
         test: &str,
         env: &[(&'static str, String)],
         home: &Path,
+        cwd: &Path,
         provider: &str,
     ) -> Gateway {
         let mut command = Command::new(std::env::current_exe().unwrap());
@@ -42,7 +43,7 @@ impl Gateway {
             .env("HERMES_TOOLSETS", "todo")
             // One answer per message, so each can be counted.
             .env("GATEWAY_BUSY_MODE", "queue")
-            .current_dir(home)
+            .current_dir(cwd)
             .stdout(Stdio::null())
             .stderr(if std::env::var_os("HERMES_CONFORMANCE_LOG").is_some() {
                 Stdio::inherit()

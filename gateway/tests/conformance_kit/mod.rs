@@ -153,6 +153,21 @@ pub struct Capabilities {
     pub home_channel: bool,
 }
 
+/// A capability by name, for [`Harness::uncovered`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    Groups,
+    Threads,
+    AnswersWhileDown,
+    ReplyLimit,
+    RateLimit,
+    Access,
+    PhotoIn,
+    VoiceIn,
+    FileOut,
+    HomeChannel,
+}
+
 /// One platform as the suite drives it. All methods block; a harness that
 /// needs async work uses the runtime [`Harness::start`] was given.
 pub trait Harness: Sized {
@@ -161,6 +176,14 @@ pub trait Harness: Sized {
 
     /// What the platform has (static: the README table is built from it).
     fn capabilities() -> Capabilities;
+
+    /// Capabilities the platform has (declared in
+    /// [`Harness::capabilities`]) that this harness does not drive yet: the
+    /// suite reports their promises as NOT CHECKED — never passed, never
+    /// "not applicable".
+    fn uncovered() -> &'static [Capability] {
+        &[]
+    }
 
     /// How the soak times its messages and kills for this platform.
     fn soak_plan() -> Plan;

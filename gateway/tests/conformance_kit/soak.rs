@@ -153,7 +153,7 @@ pub fn run<H: Harness>(test: &str) {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
     let env = platform.env();
-    let spawn = || Gateway::spawn(test, &env, home, &provider.base_url());
+    let spawn = || Gateway::spawn(test, &env, home, home, &provider.base_url());
 
     // Message number → where it landed.
     let mut posted: HashMap<u64, Posted> = HashMap::new();

@@ -10,7 +10,8 @@ use crate::conformance_kit::{
     Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, Sender, SentFile,
 };
 use crate::whatsapp_support::{
-    APP_SECRET, FakeCloudApi, PHONE_ID, TOKEN, VERIFY_TOKEN, image, text, user_message, voice,
+    APP_SECRET, FakeCloudApi, PHONE_ID, TOKEN, VERIFY_TOKEN, image_of_type, text, user_message,
+    voice,
 };
 
 const USERS: [&str; 3] = ["15550000101", "15550000102", "15550000103"];
@@ -137,7 +138,7 @@ impl Harness for WhatsApp {
         let message = match media {
             Media::Photo { png, caption } => {
                 self.fake.add_media(&media_id, "image/png", png);
-                image(number, &wamid, &media_id, caption)
+                image_of_type(number, &wamid, &media_id, caption, "image/png")
             }
             Media::Voice { ogg } => {
                 self.fake.add_media(&media_id, "audio/ogg", ogg);

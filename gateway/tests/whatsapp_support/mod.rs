@@ -186,9 +186,12 @@ pub fn text(from: &str, wamid: &str, body: &str) -> Value {
 }
 
 pub fn image(from: &str, wamid: &str, media_id: &str, caption: &str) -> Value {
+    image_of_type(from, wamid, media_id, caption, "image/jpeg")
+}
+
+pub fn image_of_type(from: &str, wamid: &str, media_id: &str, caption: &str, mime: &str) -> Value {
     json!({"from": from, "id": wamid, "timestamp": now_s().to_string(), "type": "image",
-           "image": {"caption": caption, "mime_type": "image/jpeg",
-                     "sha256": "a1b2", "id": media_id}})
+           "image": {"caption": caption, "mime_type": mime, "sha256": "a1b2", "id": media_id}})
 }
 
 pub fn voice(from: &str, wamid: &str, media_id: &str) -> Value {

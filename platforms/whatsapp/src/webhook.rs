@@ -374,6 +374,48 @@ mod tests {
         assert!(matches!(read_message(&bare), Read::Unreadable { .. }));
     }
 
+    /// Hostile bytes (every truncation of a real notification, and seeded
+    /// byte flips of it) are read or refused, never a panic.
+    #[test]
+    fn mangled_notifications_never_panic() {
+        let good = serde_json::to_vec(&json!({"object":"whatsapp_business_account","entry":[{
+            "id":"1","changes":[{"field":"messages","value":{
+            "metadata":{"phone_number_id":"1"},
+            "contacts":[{"wa_id":"1555","profile":{"name":"A"}}],
+            "messages":[{"from":"1555","id":"wamid.1","type":"image",
+                "image":{"id":"9","mime_type":"image/png","caption":"c"}}],
+            "statuses":[{"id":"wamid.2","status":"failed","recipient_id":"1555",
+                "errors":[{"code":131047,"title":"t"}]}]}}]}]}))
+        .unwrap();
+        let read = |bytes: &[u8]| {
+            if let Ok(n) = serde_json::from_slice::<Notification>(bytes) {
+                for change in n.entry.iter().flat_map(|e| &e.changes) {
+                    change.value.messages.iter().for_each(|m| {
+                        read_message(m);
+                    });
+                    change.value.statuses.iter().for_each(|s| {
+                        read_status(s);
+                    });
+                }
+            }
+        };
+        for cut in 0..good.len() {
+            read(&good[..cut]);
+        }
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..2000 {
+            let mut bytes = good.clone();
+            for _ in 0..3 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = (seed % bytes.len() as u64) as usize;
+                bytes[at] = (seed >> 32) as u8;
+            }
+            read(&bytes);
+        }
+    }
+
     #[test]
     fn failed_statuses_carry_their_errors() {
         let v = json!({"id":"wamid.9","status":"failed","timestamp":"1","recipient_id":"1555",

@@ -79,6 +79,14 @@ fn every_variable_of_a_platform_is_a_known_variable_and_its_secrets_are_credenti
                 "{}: setup needs an allow-list",
                 p.name
             );
+            for (var, _) in setup.more {
+                assert!(
+                    p.vars.contains(var),
+                    "{}: setup asks for {}, which is not one of its vars as declared",
+                    p.name,
+                    var.name
+                );
+            }
         }
     }
 }

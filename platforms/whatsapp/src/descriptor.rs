@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use hermes_platform_kit::adapter::PlatformAdapter;
 use hermes_platform_kit::platform::{
-    BuildContext, Platform, no_check_hints, no_doctor, secret, split_chat_thread, var,
+    BuildContext, Platform, SetupHint, no_check_hints, no_doctor, secret, split_chat_thread, var,
 };
 use hermes_runtime::config::{Key, Keys, Kind, Section};
 
@@ -49,7 +49,25 @@ pub static PLATFORM: Platform = Platform {
     home_channel_var: Some("WHATSAPP_HOME_CHANNEL"),
     enable_hint: "WHATSAPP_ACCESS_TOKEN with WHATSAPP_PHONE_NUMBER_ID, WHATSAPP_APP_SECRET and WHATSAPP_VERIFY_TOKEN",
     split_target: split_chat_thread,
-    setup: None,
+    setup: Some(SetupHint {
+        token_var: "WHATSAPP_ACCESS_TOKEN",
+        token_hint: "developers.facebook.com → your app → WhatsApp → API Setup (a system user's permanent token for a bot that keeps running)",
+        id_hint: "phone numbers as WhatsApp writes them: digits with the country code, no +",
+        more: &[
+            (
+                var("WHATSAPP_PHONE_NUMBER_ID"),
+                "the phone number id (digits) shown under WhatsApp → API Setup",
+            ),
+            (
+                secret("WHATSAPP_APP_SECRET"),
+                "App settings → Basic → App secret",
+            ),
+            (
+                secret("WHATSAPP_VERIFY_TOKEN"),
+                "any string; type the same into WhatsApp → Configuration → Webhook",
+            ),
+        ],
+    }),
     build: Some(build),
     check_hints: no_check_hints,
     doctor: no_doctor,

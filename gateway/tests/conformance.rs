@@ -16,6 +16,8 @@ mod telegram_support;
 mod conformance {
     #[cfg(feature = "discord")]
     pub mod discord;
+    #[cfg(feature = "email")]
+    pub mod email;
     #[cfg(feature = "telegram")]
     pub mod telegram;
 }
@@ -24,3 +26,5 @@ mod conformance {
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
 #[cfg(feature = "discord")]
 conformance_tests!(discord, crate::conformance::discord::Discord);
+#[cfg(feature = "email")]
+conformance_tests!(email, crate::conformance::email::Email);

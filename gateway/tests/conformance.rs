@@ -18,6 +18,8 @@ mod conformance {
     pub mod discord;
     #[cfg(feature = "email")]
     pub mod email;
+    #[cfg(feature = "matrix")]
+    pub mod matrix;
     #[cfg(feature = "telegram")]
     pub mod telegram;
 }
@@ -28,3 +30,5 @@ conformance_tests!(telegram, crate::conformance::telegram::Telegram);
 conformance_tests!(discord, crate::conformance::discord::Discord);
 #[cfg(feature = "email")]
 conformance_tests!(email, crate::conformance::email::Email);
+#[cfg(feature = "matrix")]
+conformance_tests!(matrix, crate::conformance::matrix::Matrix);

@@ -36,6 +36,7 @@
 pub mod gateway;
 pub mod soak;
 pub mod suite;
+pub mod table;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! and save to `$HERMES_HOME/.env` (mode 0600). Nothing is written until
 //! the token was accepted.
 
-use hermes_gateway::platform::SetupHint;
+use hermes_gateway::platform::{SetupHint, Var};
 use hermes_runtime::config::{Environment, Settings};
 
 use crate::app::{CliError, runtime};
@@ -21,6 +21,8 @@ struct Platform {
     token_hint: &'static str,
     allow_var: &'static str,
     id_hint: &'static str,
+    /// The other settings asked before the token is checked.
+    more: &'static [(Var, &'static str)],
 }
 
 /// The platforms of this build the wizard can set up, from the registry.
@@ -32,6 +34,7 @@ fn platforms() -> Vec<Platform> {
                 token_var,
                 token_hint,
                 id_hint,
+                more,
             } = p.setup?;
             Some(Platform {
                 label: p.display_name,
@@ -40,6 +43,7 @@ fn platforms() -> Vec<Platform> {
                 token_hint,
                 allow_var: p.allow_var?,
                 id_hint,
+                more,
             })
         })
         .collect()
@@ -110,6 +114,27 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
             None => eprintln!("Please answer with a number from the list."),
         }
     };
+    // The rest of what the bot needs, before the token can be checked.
+    let mut more: Vec<(&'static str, String)> = Vec::new();
+    for (var, hint) in platform.more {
+        let prompt = format!(
+            "{} ({hint}){}: ",
+            var.name,
+            if var.secret { ", input hidden" } else { "" }
+        );
+        let value = if var.secret {
+            read_secret(&prompt).map_err(|e| runtime(format!("cannot read {}: {e}", var.name)))?
+        } else {
+            required(&prompt)?
+        };
+        if value.trim().is_empty() {
+            return Err(CliError::Config(format!(
+                "no {} given; nothing was saved",
+                var.name
+            )));
+        }
+        more.push((var.name, value.trim().to_owned()));
+    }
     let (token, bot) = loop {
         let token = read_secret(&format!(
             "{} bot token, {} (input hidden): ",
@@ -120,7 +145,7 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
             return Err(CliError::Config("no token given; nothing was saved".into()));
         }
         eprintln!("Asking {} about the token …", platform.label);
-        match verify(settings, platform, &token) {
+        match verify(settings, platform, &token, &more) {
             Ok(bot) => {
                 eprintln!("{} {bot}", style.green("✓"));
                 break (token, bot);
@@ -157,6 +182,9 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
     std::fs::create_dir_all(&settings.home)
         .map_err(|e| runtime(format!("cannot create {}: {e}", settings.home.display())))?;
     crate::setup::write_dotenv_key(&dotenv, platform.token_var, &token)?;
+    for (name, value) in &more {
+        crate::setup::write_dotenv_key(&dotenv, name, value)?;
+    }
     if !allowed.is_empty() {
         crate::setup::write_dotenv_key(&dotenv, platform.allow_var, &allowed)?;
     }
@@ -176,17 +204,28 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// The platform's own check of `token` (`getMe`, `users/@me`): what
-/// answered, or a sentence saying what is wrong.
-fn verify(settings: &Settings, platform: &Platform, token: &str) -> Result<String, String> {
+/// The platform's own check of `token` with the `more` settings
+/// (`getMe`, `users/@me`, the WhatsApp number): what answered, or a
+/// sentence saying what is wrong.
+fn verify(
+    settings: &Settings,
+    platform: &Platform,
+    token: &str,
+    more: &[(&'static str, String)],
+) -> Result<String, String> {
     let mut trial = settings.clone();
+    let given: Vec<(String, String)> = more
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .chain([(platform.token_var.to_owned(), token.to_owned())])
+        .collect();
     trial.env = Environment::from_pairs(
         settings
             .env
             .iter()
-            .filter(|(k, _)| *k != platform.token_var)
+            .filter(|(k, _)| !given.iter().any(|(g, _)| g == k))
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .chain([(platform.token_var.to_owned(), token.to_owned())]),
+            .chain(given.iter().cloned()),
     );
     let bot = hermes_gateway::check::verify_platform(&trial, platform.name)?;
     Ok(bot.map_or_else(

@@ -35,6 +35,8 @@ static PLATFORMS: &[&Platform] = &[
     &hermes_signal::descriptor::PLATFORM,
     #[cfg(feature = "email")]
     &crate::email::descriptor::PLATFORM,
+    #[cfg(feature = "whatsapp")]
+    &hermes_whatsapp::descriptor::PLATFORM,
     #[cfg(feature = "api_server")]
     &crate::api_server::descriptor::PLATFORM,
 ];

@@ -20,6 +20,8 @@ const ALL_PLATFORMS: bool = cfg!(all(
     feature = "wecom_callback",
     feature = "matrix",
     feature = "email",
+    feature = "signal",
+    feature = "whatsapp",
     feature = "api_server"
 ));
 
@@ -39,7 +41,7 @@ fn names_are_unique_and_each_platform_is_a_cargo_feature() {
         );
     }
     if ALL_PLATFORMS {
-        assert_eq!(platforms().len(), 8);
+        assert_eq!(platforms().len(), 9);
     }
 }
 
@@ -79,6 +81,14 @@ fn every_variable_of_a_platform_is_a_known_variable_and_its_secrets_are_credenti
                 "{}: setup needs an allow-list",
                 p.name
             );
+            for (var, _) in setup.more {
+                assert!(
+                    p.vars.contains(var),
+                    "{}: setup asks for {}, which is not one of its vars as declared",
+                    p.name,
+                    var.name
+                );
+            }
         }
     }
 }
@@ -164,7 +174,7 @@ fn every_section_of_a_platform_is_validated_as_it_describes_it() {
         assert_eq!(check_file(&typo, Path::new("config.toml")).len(), 1);
     }
     if ALL_PLATFORMS {
-        let known: BTreeSet<&str> = ["discord", "signal", "email", "api_server"].into();
+        let known: BTreeSet<&str> = ["discord", "signal", "email", "whatsapp", "api_server"].into();
         assert_eq!(sections, known);
     }
 }
@@ -239,7 +249,8 @@ fn the_enabling_text_and_the_allow_list_warning_name_every_platform() {
              or DISCORD_BOT_TOKEN, or the WECOM_CALLBACK_* settings of a self-built app, or \
              MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, \
              or SIGNAL_HTTP_URL and SIGNAL_ACCOUNT, or EMAIL_ADDRESS with EMAIL_PASSWORD, EMAIL_IMAP_HOST and EMAIL_SMTP_HOST, or \
-             API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
+             WHATSAPP_ACCESS_TOKEN with WHATSAPP_PHONE_NUMBER_ID, WHATSAPP_APP_SECRET and \
+             WHATSAPP_VERIFY_TOKEN, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
         );
     }
 }

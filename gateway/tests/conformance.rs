@@ -7,21 +7,42 @@
 #[macro_use]
 mod conformance_kit;
 
+#[cfg(feature = "discord")]
+mod discord_support;
 #[cfg(feature = "signal")]
 mod signal_support;
 #[cfg(feature = "telegram")]
 mod telegram_support;
+#[cfg(feature = "whatsapp")]
+mod whatsapp_support;
 
 /// One harness per platform.
 mod conformance {
+    #[cfg(feature = "discord")]
+    pub mod discord;
+    #[cfg(feature = "email")]
+    pub mod email;
+    #[cfg(feature = "matrix")]
+    pub mod matrix;
     #[cfg(feature = "signal")]
     pub mod signal;
     #[cfg(feature = "telegram")]
     pub mod telegram;
+    #[cfg(feature = "whatsapp")]
+    pub mod whatsapp;
 }
 
 #[cfg(feature = "telegram")]
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
+#[cfg(feature = "discord")]
+conformance_tests!(discord, crate::conformance::discord::Discord);
+#[cfg(feature = "email")]
+conformance_tests!(email, crate::conformance::email::Email);
+#[cfg(feature = "matrix")]
+conformance_tests!(matrix, crate::conformance::matrix::Matrix);
+#[cfg(feature = "whatsapp")]
+conformance_tests!(whatsapp, crate::conformance::whatsapp::WhatsApp);
+
 /// Signal passes the promises; its kill -9 soak fails and is not run by
 /// default: signal-cli acknowledges a message to Signal's server when a
 /// `receive` takes it, so a `receive` still running when the gateway is
@@ -45,4 +66,63 @@ mod signal {
             "signal::kill_9_soak",
         );
     }
+}
+
+/// Every harness compiled in, in the README's order (one push per
+/// feature: which are compiled in varies).
+#[allow(clippy::vec_init_then_push)]
+fn columns() -> Vec<conformance_kit::table::Column> {
+    #[allow(unused_mut)]
+    let mut columns = Vec::new();
+    #[cfg(feature = "telegram")]
+    columns.push(conformance_kit::table::column::<
+        conformance::telegram::Telegram,
+    >());
+    #[cfg(feature = "discord")]
+    columns.push(conformance_kit::table::column::<
+        conformance::discord::Discord,
+    >());
+    #[cfg(feature = "matrix")]
+    columns.push(conformance_kit::table::column::<conformance::matrix::Matrix>());
+    #[cfg(feature = "email")]
+    columns.push(conformance_kit::table::column::<conformance::email::Email>());
+    #[cfg(feature = "signal")]
+    columns.push(conformance_kit::table::column::<conformance::signal::Signal>());
+    #[cfg(feature = "whatsapp")]
+    columns.push(conformance_kit::table::column::<
+        conformance::whatsapp::WhatsApp,
+    >());
+    columns
+}
+
+/// The README's "what each platform supports" table is the harnesses'
+/// declarations (only with every platform built in: the default features).
+/// `HERMES_BLESS=1` prints the table to paste.
+#[cfg(all(
+    feature = "telegram",
+    feature = "discord",
+    feature = "matrix",
+    feature = "email",
+    feature = "signal",
+    feature = "whatsapp"
+))]
+#[test]
+fn the_readme_table_is_what_the_harnesses_declare() {
+    let table = conformance_kit::table::markdown(&columns());
+    if std::env::var_os("HERMES_BLESS").is_some() {
+        println!(
+            "{}\n{table}{}",
+            conformance_kit::table::START,
+            conformance_kit::table::END
+        );
+    }
+    let readme = include_str!("../../README.md");
+    let in_readme = conformance_kit::table::in_readme(readme)
+        .expect("README.md has the conformance table between its markers");
+    assert_eq!(
+        in_readme,
+        table.trim_end(),
+        "README.md's conformance table is not what the harnesses declare; \
+         HERMES_BLESS=1 cargo test -p hermes-gateway --test conformance readme -- --nocapture prints it"
+    );
 }

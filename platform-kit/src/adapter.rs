@@ -41,6 +41,17 @@ pub enum AdapterError {
         /// The platform's message.
         message: String,
     },
+    /// The platform refused this message for a reason sending it again
+    /// will not change (WhatsApp's 24-hour window, error 131047). Whoever
+    /// retries deliveries (the scheduler) records it as failed at once.
+    /// The message names the reason and the platform's code.
+    #[error("{message}")]
+    Undeliverable {
+        /// The platform.
+        platform: &'static str,
+        /// Why, in words, with the platform's code.
+        message: String,
+    },
     /// Network trouble that outlasted the adapter's retries.
     #[error("{platform}: network error: {message}")]
     Network {

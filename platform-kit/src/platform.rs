@@ -47,6 +47,11 @@ pub struct SetupHint {
     pub token_hint: &'static str,
     /// What a user id looks like and where to find one's own.
     pub id_hint: &'static str,
+    /// The other settings the bot needs before the token can be checked
+    /// (WhatsApp's phone number id, app secret and verify token), each with
+    /// where it comes from; asked after the token, secrets hidden. Empty
+    /// for a bot that is one token.
+    pub more: &'static [(Var, &'static str)],
 }
 
 /// One line of `hermes doctor`.

@@ -14,6 +14,7 @@ use hermes_runtime::store::{
 use super::home::{self, Destination};
 use super::script::ScriptPart;
 use super::{Inner, lock};
+use crate::adapter::AdapterError;
 use crate::event::{ChatType, SessionSource};
 use crate::lease::Held;
 
@@ -335,14 +336,16 @@ impl Inner {
                 update.outcome =
                     format!("delivered to {}:{}", destination.platform, destination.chat);
             }
-            Err(reason) if update.attempts >= self.timing.max_attempts => {
+            Err((reason, retryable))
+                if !retryable || update.attempts >= self.timing.max_attempts =>
+            {
                 tracing::warn!(job = %job.id, run = %run.id, %reason, "delivery failed for good; the answer is kept");
                 update.state = RunState::DeliveryFailed;
                 update.finished_at_ms = Some(now);
                 update.outcome = format!("delivery failed: {reason}");
                 update.error = Some(reason);
             }
-            Err(reason) => {
+            Err((reason, _)) => {
                 let wait = self
                     .timing
                     .retry_base
@@ -388,15 +391,24 @@ impl Inner {
         Ok(())
     }
 
-    fn send(&self, to: &Destination, text: &str) -> Result<(), String> {
+    /// Sends `text`; the error says why, and whether trying again could
+    /// help (`false`: the platform refused it for good, e.g. outside
+    /// WhatsApp's 24-hour window).
+    fn send(&self, to: &Destination, text: &str) -> Result<(), (String, bool)> {
         if !self.runner.has_platform(&to.platform) {
-            return Err(format!("{} is not configured on this gateway", to.platform));
+            return Err((
+                format!("{} is not configured on this gateway", to.platform),
+                true,
+            ));
         }
         self.handle
             .block_on(
                 self.runner
                     .send_text(&to.platform, &to.chat, to.thread.as_deref(), text),
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                let retryable = !matches!(e, AdapterError::Undeliverable { .. });
+                (e.to_string(), retryable)
+            })
     }
 }

@@ -62,6 +62,7 @@ pub static PLATFORM: Platform = Platform {
         token_var: "DISCORD_BOT_TOKEN",
         token_hint: "Developer Portal → Applications → your bot → Bot → Reset Token",
         id_hint: "numeric Discord user ids (Developer Mode → Copy User ID)",
+        more: &[],
     }),
     build: Some(build),
     check_hints: no_check_hints,

@@ -31,6 +31,7 @@ pub static PLATFORM: Platform = Platform {
         token_var: "TELEGRAM_BOT_TOKEN",
         token_hint: "from @BotFather (/newbot)",
         id_hint: "numeric Telegram user ids (@userinfobot tells yours)",
+        more: &[],
     }),
     build: Some(build),
     check_hints,

@@ -36,6 +36,7 @@
 pub mod gateway;
 pub mod soak;
 pub mod suite;
+pub mod table;
 
 use std::time::Duration;
 
@@ -153,6 +154,21 @@ pub struct Capabilities {
     pub home_channel: bool,
 }
 
+/// A capability by name, for [`Harness::uncovered`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    Groups,
+    Threads,
+    AnswersWhileDown,
+    ReplyLimit,
+    RateLimit,
+    Access,
+    PhotoIn,
+    VoiceIn,
+    FileOut,
+    HomeChannel,
+}
+
 /// One platform as the suite drives it. All methods block; a harness that
 /// needs async work uses the runtime [`Harness::start`] was given.
 pub trait Harness: Sized {
@@ -162,8 +178,24 @@ pub trait Harness: Sized {
     /// What the platform has (static: the README table is built from it).
     fn capabilities() -> Capabilities;
 
+    /// Capabilities the platform has (declared in
+    /// [`Harness::capabilities`]) that this harness does not drive yet: the
+    /// suite reports their promises as NOT CHECKED — never passed, never
+    /// "not applicable".
+    fn uncovered() -> &'static [Capability] {
+        &[]
+    }
+
     /// How the soak times its messages and kills for this platform.
     fn soak_plan() -> Plan;
+
+    /// Why the kill -9 soak loses messages on this platform, when a
+    /// measured limit of the platform (not of the adapter) makes it: the
+    /// README table shows it as failing, and the soak test is `#[ignore]`d
+    /// with the same reason — never counted as passed.
+    fn soak_loss() -> Option<&'static str> {
+        None
+    }
 
     /// Starts the platform's peer (or connects to the real server), inside
     /// `rt` if it needs async. Called once per test.

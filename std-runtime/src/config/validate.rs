@@ -253,6 +253,22 @@ pub const SECTIONS: &[Section] = &[
         ]),
     },
     Section {
+        // The WhatsApp adapter (hermes_whatsapp) checks the values further
+        // (phone numbers and ids are digits).
+        name: "whatsapp",
+        keys: Keys::These(&[
+            key("access_token", Kind::Str),
+            key("phone_number_id", Kind::Str),
+            key("app_secret", Kind::Str),
+            key("verify_token", Kind::Str),
+            key("allowed_users", Kind::List),
+            key("home_channel", Kind::Str),
+            key("api_url", Kind::Url),
+            key("webhook_host", Kind::Str),
+            key("webhook_port", Kind::PositiveInt),
+        ]),
+    },
+    Section {
         // Scheduled jobs (SPEC Y1; `cron::CronSettings`).
         name: "cron",
         keys: Keys::These(&[

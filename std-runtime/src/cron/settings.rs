@@ -27,6 +27,7 @@ pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("matrix", "MATRIX_HOME_ROOM"),
     ("signal", "SIGNAL_HOME_CHANNEL"),
     ("email", "EMAIL_HOME_ADDRESS"),
+    ("whatsapp", "WHATSAPP_HOME_CHANNEL"),
 ];
 
 /// The scheduler's settings.

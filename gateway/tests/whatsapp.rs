@@ -423,6 +423,7 @@ fn cron_settings() -> CronSettings {
         catch_up: CatchUp::Once,
         home_channels: Default::default(),
         silent_marker: "[SILENT]".into(),
+        limits: Default::default(),
     }
 }
 

@@ -86,6 +86,7 @@ mod admission;
 mod agents;
 mod chat_commands;
 mod chat_prefs;
+mod clarify;
 mod cluster;
 mod commands;
 mod context;
@@ -434,6 +435,11 @@ impl GatewayRunner {
         }
         if let Some(hub) = self.inner.factory.files() {
             hub.set_sender(Arc::new(voice::ChatFiles(Arc::downgrade(&self.inner))));
+        }
+        if let Some(hub) = self.inner.factory.clarify() {
+            hub.set_sender(Arc::new(clarify::ChatQuestions(Arc::downgrade(
+                &self.inner,
+            ))));
         }
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {

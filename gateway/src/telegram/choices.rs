@@ -32,11 +32,11 @@ impl TelegramAdapter {
         })?;
         let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
         let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
-        let keyboard: Vec<Value> = question
-            .choices
-            .iter()
-            .enumerate()
-            .map(|(i, choice)| json!([{ "text": choice, "callback_data": format!("{CHOICE_DATA}{}", i + 1) }]))
+        let keyboard: Vec<Value> = (1u8..)
+            .zip(&question.choices)
+            .map(|(n, choice)| {
+                json!([{ "text": choice, "callback_data": format!("{CHOICE_DATA}{n}") }])
+            })
             .collect();
         let text = format!(
             "❓ {}\n\nTap an option, or reply in your own words.",

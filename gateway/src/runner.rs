@@ -84,6 +84,7 @@ use crate::session::session_key;
 
 mod admission;
 mod agents;
+mod background;
 mod chat_commands;
 mod chat_prefs;
 mod clarify;

@@ -90,6 +90,7 @@ impl Inner {
                     | Command::Retry
                     | Command::Title(Some(_))
                     | Command::Resume(Some(_))
+                    | Command::Background(_)
             )
         ) {
             // Commands that change a session run at most once, even when the
@@ -153,6 +154,11 @@ impl Inner {
                     "Nothing is waiting for your approval."
                 };
                 self.reply_later(&event, text.to_owned());
+            }
+            Some(Command::Background(prompt)) => {
+                drop(state);
+                let text = self.start_background(&event, &prompt, now);
+                self.reply_later(&event, text);
             }
             Some(Command::Unknown(word)) => {
                 drop(state);

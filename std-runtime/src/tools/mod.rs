@@ -46,6 +46,8 @@ pub mod cronjob;
 mod delegate;
 mod fs;
 mod memory;
+#[cfg(feature = "documents")]
+mod scan;
 pub mod script;
 mod search;
 pub mod send_file;
@@ -360,7 +362,9 @@ fn build_wrapped(
     for name in toolsets {
         match *name {
             "file" => {
-                add(Box::new(ReadFileTool::new(workdir.clone(), cap)));
+                add(Box::new(
+                    ReadFileTool::new(workdir.clone(), cap).with_vision(env.vision.clone()),
+                ));
                 add(Box::new(WriteFileTool::new(workdir.clone())));
                 add(Box::new(PatchTool::new(workdir.clone())));
                 add(Box::new(SearchFilesTool::new(workdir.clone(), cap)));

@@ -75,6 +75,7 @@ pub struct ReadFileTool {
     workdir: Workdir,
     cap: usize,
     /// Reads scanned PDF pages when configured (issue 46).
+    #[cfg_attr(not(feature = "documents"), allow(dead_code))]
     vision: Option<super::VisionSource>,
 }
 
@@ -135,6 +136,8 @@ impl Tool for ReadFileTool {
     }
 
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        #[cfg(not(feature = "documents"))]
+        let _ = ctx;
         let args: ReadArgs = parse_args("read_file", arguments)?;
         let offset = args.offset.unwrap_or(1);
         if offset == 0 {

@@ -343,7 +343,9 @@ impl Tool for VisionAnalyzeTool {
 }
 
 /// Asks `source`'s model `question` about the image `bytes`, kept under
-/// `stem`: its answer, or why there is none (a sentence).
+/// `stem`: its answer, or why there is none (a sentence). Scanned PDF
+/// pages are read through it (`super::scan`).
+#[cfg(feature = "documents")]
 pub(crate) fn look(
     source: &VisionSource,
     stem: &str,

@@ -207,6 +207,9 @@ impl Workbench {
                 }),
             // The CLI is the owner's: `$HERMES_HOME`'s memory, as always.
             memory: None,
+            // The terminal's picker; without a terminal the tool says that
+            // no one can answer.
+            clarifier: Some(crate::clarify::terminal_clarifier()),
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;

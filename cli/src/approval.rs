@@ -37,10 +37,10 @@ struct TerminalApprover;
 
 /// The terminal in its normal (echoing, line-editing) mode until dropped,
 /// then back in whatever mode it was.
-struct NormalTerminal(Option<nix::sys::termios::Termios>);
+pub(crate) struct NormalTerminal(Option<nix::sys::termios::Termios>);
 
 impl NormalTerminal {
-    fn enter() -> Self {
+    pub(crate) fn enter() -> Self {
         use nix::sys::termios::{InputFlags, LocalFlags, SetArg, tcgetattr, tcsetattr};
         let stdin = std::io::stdin();
         let Ok(held) = tcgetattr(&stdin) else {
@@ -129,7 +129,7 @@ impl Approver for TerminalApprover {
 /// Whether rustyline drives this terminal itself (raw mode, where Ctrl-C is
 /// a key it reports). On the terminals it does not support it reads a plain
 /// line, Ctrl-C is SIGINT, and that read would not notice it.
-fn line_editing_terminal() -> bool {
+pub(crate) fn line_editing_terminal() -> bool {
     // rustyline's own list of unsupported terminals.
     !matches!(
         std::env::var("TERM").as_deref(),
@@ -140,7 +140,10 @@ fn line_editing_terminal() -> bool {
 /// Reads one line from stdin (in the terminal's line mode), looking at the
 /// interrupt flag every 100 ms: the CLI's SIGINT handler sets it, so
 /// Ctrl-C ends the wait as `Interrupted`.
-fn read_line_watching(prompt: &str, interrupt: &InterruptFlag) -> Result<String, ReadlineError> {
+pub(crate) fn read_line_watching(
+    prompt: &str,
+    interrupt: &InterruptFlag,
+) -> Result<String, ReadlineError> {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
 

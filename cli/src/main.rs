@@ -9,6 +9,7 @@ mod approval;
 mod args;
 mod backup;
 mod chat;
+mod clarify;
 mod cron_cmd;
 mod dbcheck;
 mod display;

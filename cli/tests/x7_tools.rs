@@ -493,3 +493,66 @@ mod mcp {
         assert!(Path::new("/proc/self").exists());
     }
 }
+
+/// `clarify` (issue 46) in the CLI: a numbered picker on the terminal; no
+/// terminal, nobody to answer.
+mod clarify {
+    use super::*;
+
+    const QUESTION: &str = r#"{"question":"Which format?","choices":["PDF","HTML"]}"#;
+
+    #[test]
+    fn the_picker_takes_a_number_and_tells_a_wrong_one_the_range() {
+        let env = Env::new();
+        let provider = FakeProvider::start(vec![
+            Reply::tool("c1", "clarify", QUESTION),
+            Reply::text("Writing it as HTML."),
+        ])
+        .unwrap();
+        let mut cmd = env.cmd(&provider.base_url());
+        cmd.env("HERMES_TOOLSETS", "clarify")
+            .env("TERM", "dumb")
+            .arg("chat");
+        let mut p = spawn_command(cmd, Some(60_000)).unwrap();
+        p.exp_string("/help lists commands").unwrap();
+        p.send_line("write the report").unwrap();
+        p.exp_string("Which format?").unwrap();
+        p.exp_string("1. PDF").unwrap();
+        p.exp_string("2. HTML").unwrap();
+        p.send_line("5").unwrap();
+        p.exp_string("5 is not one of the options").unwrap();
+        p.send_line("2").unwrap();
+        p.exp_string("Writing it as HTML.").unwrap();
+        p.send_line("/exit").unwrap();
+        p.exp_eof().unwrap();
+        let results = tool_results(&provider.requests());
+        let result: Value = serde_json::from_str(&results[0]).unwrap();
+        assert_eq!(result["user_response"], "HTML");
+        assert_eq!(result["choice_number"], 2);
+    }
+
+    #[test]
+    fn oneshot_without_a_terminal_says_no_one_can_answer() {
+        let env = Env::new();
+        let provider = FakeProvider::start(vec![
+            Reply::tool("c1", "clarify", QUESTION),
+            Reply::text("I chose PDF."),
+        ])
+        .unwrap();
+        let o = env
+            .cmd(&provider.base_url())
+            .env("HERMES_TOOLSETS", "clarify")
+            .args(["-z", "write the report"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(stdout(&o), "I chose PDF.\n");
+        let results = tool_results(&provider.requests());
+        assert!(
+            results[0].contains("did not answer") && results[0].contains("no one can answer"),
+            "{}",
+            results[0]
+        );
+    }
+}

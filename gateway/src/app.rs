@@ -156,6 +156,8 @@ pub struct RuntimeAgentFactory {
     files: Arc<crate::outbox::FileHub>,
     /// Whose memory is whose (`[memory]`, issue 44).
     memory: MemorySettings,
+    /// Where `clarify` asks: each turn's chat.
+    clarify: Arc<crate::clarify::ClarifyHub>,
 }
 
 impl fmt::Debug for RuntimeAgentFactory {
@@ -226,6 +228,7 @@ impl RuntimeAgentFactory {
                 .clone()
                 .map(|tts| Arc::new(hermes_runtime::media::tts::Speaker::new(tts))),
             files: crate::outbox::FileHub::new(),
+            clarify: crate::clarify::ClarifyHub::new(settings.clarify_timeout),
             memory: MemorySettings::from_config(
                 &settings.file,
                 settings.var("HERMES_MEMORY_OWNER"),
@@ -294,6 +297,9 @@ impl RuntimeAgentFactory {
             session_id: session_id.map(str::to_owned),
             store: self.session_store.get().cloned(),
             outbox: session_id.and_then(|id| self.chat_outbox(id)),
+            clarifier: session_id
+                .filter(|id| self.is_chat_session(id))
+                .map(|id| self.clarify.clarifier(id)),
             memory: Some(self.memory.clone()),
         };
         assemble::session_tools(&self.settings, model, &deps)
@@ -304,6 +310,13 @@ impl RuntimeAgentFactory {
     /// no chat — the API server's, a scheduled job's run — is not offered
     /// the tool.
     fn chat_outbox(&self, session_id: &str) -> Option<Arc<dyn hermes_runtime::tools::FileOutbox>> {
+        self.is_chat_session(session_id)
+            .then(|| self.files.outbox(session_id))
+    }
+
+    /// Whether `session_id` talks with someone in a chat: not the API
+    /// server's, not a scheduled job's or a webhook's run.
+    fn is_chat_session(&self, session_id: &str) -> bool {
         if let Some(store) = self.session_store.get() {
             let record = store
                 .lock()
@@ -313,10 +326,10 @@ impl RuntimeAgentFactory {
                 && (s.platform.as_deref() == Some("api_server")
                     || hermes_runtime::cron::is_cron_session(s.session_key.as_deref()))
             {
-                return None;
+                return false;
             }
         }
-        Some(self.files.outbox(session_id))
+        true
     }
 
     /// The todo list of `session_id`.
@@ -349,6 +362,10 @@ impl RuntimeAgentFactory {
 impl AgentFactory for RuntimeAgentFactory {
     fn approvals(&self) -> Option<Arc<ApprovalHub>> {
         self.approvals.clone()
+    }
+
+    fn clarify(&self) -> Option<Arc<crate::clarify::ClarifyHub>> {
+        Some(Arc::clone(&self.clarify))
     }
 
     fn speech(&self) -> Option<Arc<hermes_runtime::media::tts::Speaker>> {
@@ -749,47 +766,5 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
 }
 
 #[cfg(test)]
-mod todo_tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use hermes_runtime::config::{Environment, Overrides, load};
-
-    fn factory() -> (tempfile::TempDir, RuntimeAgentFactory) {
-        let home = tempfile::tempdir().unwrap();
-        let env = Environment::from_pairs([("HERMES_HOME", home.path().display().to_string())]);
-        let overrides = Overrides {
-            workdir: Some(home.path().to_owned()),
-            ..Overrides::default()
-        };
-        let settings = load(&overrides, &env).unwrap();
-        let factory = RuntimeAgentFactory::new(&settings, None).unwrap();
-        (home, factory)
-    }
-
-    #[test]
-    fn todo_list_survives_agent_rebuilds_and_is_fresh_per_session() {
-        let (_home, f) = factory();
-        let a = f.todo_for("s1");
-        // A rebuilt (evicted, /model) agent of the same session gets the same list.
-        f.build("s1", "m", "prompt").unwrap();
-        assert!(Arc::ptr_eq(&a, &f.todo_for("s1")));
-        assert!(
-            !Arc::ptr_eq(&a, &f.todo_for("s2")),
-            "a new session starts empty"
-        );
-    }
-
-    #[test]
-    fn todo_lists_are_bounded() {
-        let (_home, f) = factory();
-        let first = f.todo_for("s0");
-        for i in 1..=TODO_LISTS_KEPT {
-            f.todo_for(&format!("s{i}"));
-        }
-        assert_eq!(f.todo_lists.lock().unwrap().len(), TODO_LISTS_KEPT);
-        assert!(
-            !Arc::ptr_eq(&first, &f.todo_for("s0")),
-            "the oldest was dropped"
-        );
-    }
-}
+#[path = "app_todo_tests.rs"]
+mod todo_tests;

@@ -204,7 +204,7 @@ impl ApprovalHub {
 }
 
 /// "45 s", "5 min", "1 h 30 min".
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s} s"),

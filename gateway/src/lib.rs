@@ -18,6 +18,7 @@ pub mod app;
 pub mod approval;
 pub mod cache;
 pub mod check;
+pub mod clarify;
 pub use hermes_platform_kit::command;
 pub mod config;
 pub mod cron;

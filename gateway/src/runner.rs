@@ -84,8 +84,10 @@ use crate::session::session_key;
 
 mod admission;
 mod agents;
+mod background;
 mod chat_commands;
 mod chat_prefs;
+mod clarify;
 mod cluster;
 mod commands;
 mod context;
@@ -435,6 +437,11 @@ impl GatewayRunner {
         }
         if let Some(hub) = self.inner.factory.files() {
             hub.set_sender(Arc::new(voice::ChatFiles(Arc::downgrade(&self.inner))));
+        }
+        if let Some(hub) = self.inner.factory.clarify() {
+            hub.set_sender(Arc::new(clarify::ChatQuestions(Arc::downgrade(
+                &self.inner,
+            ))));
         }
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handler: EventHandler = Arc::new(move |event| {

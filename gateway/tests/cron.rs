@@ -114,8 +114,12 @@ fn settings(catch_up: CatchUp) -> CronSettings {
 }
 
 fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(T0);
+    gateway_in(tempfile::tempdir().unwrap(), T0, settings, start_scheduler)
+}
+
+/// A gateway over the home `dir` (a restart keeps it), its clock at `now`.
+fn gateway_in(dir: tempfile::TempDir, now: u64, settings: CronSettings, start: bool) -> Gateway {
+    let clock = ManualClock::new(now);
     let store = Arc::new(Mutex::new(
         Store::open(&dir.path().join("state.db"))
             .unwrap()
@@ -164,7 +168,7 @@ fn gateway(settings: CronSettings, start_scheduler: bool) -> Gateway {
         settings,
         scheduler: None,
     };
-    if start_scheduler {
+    if start {
         g.start_scheduler();
     }
     g
@@ -686,113 +690,10 @@ fn a_silent_run_is_recorded_and_an_unchanged_answer_is_not_sent_again() {
     );
 }
 
-#[test]
-fn send_message_reaches_the_home_channel_once_and_a_made_up_target_is_refused() {
-    let g = gateway(settings(CatchUp::Once), true);
-    let home = hermes_gateway::cron::home::home_key("test");
-    g.store.lock().unwrap().kv_set(&home, "dm-home").unwrap();
-    g.adapter.say(
-        ChatType::Dm,
-        "dm-alice",
-        "alice",
-        "send: test the backup is done",
-    );
-    g.wait_for("dm-alice", "tool said: Delivered to test.");
-    assert_eq!(g.texts("dm-home"), ["the backup is done"]);
-    // An id the model made up: refused with what is allowed, nothing sent.
-    g.adapter.say(
-        ChatType::Dm,
-        "dm-alice",
-        "alice",
-        "send: test:dm-mallory hi",
-    );
-    g.wait_for("dm-alice", "not an allowed target");
-    let refusal = g.texts("dm-alice").last().unwrap().clone();
-    assert!(
-        refusal.contains("test (home channel), test:friend"),
-        "{refusal}"
-    );
-    g.settle();
-    assert!(g.texts("dm-mallory").is_empty());
-    assert_eq!(g.texts("dm-home"), ["the backup is done"], "sent once");
-    // Both calls and their results are in alice's transcript.
-    let store = g.store.lock().unwrap();
-    let session = store
-        .list_sessions(10)
-        .unwrap()
-        .into_iter()
-        .find(|s| s.chat_id.as_deref() == Some("dm-alice"))
-        .unwrap();
-    let results: Vec<String> = store
-        .load_transcript(&session.id)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.message {
-            Message::Tool { content, .. } => Some(content),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(results.len(), 2, "{results:#?}");
-    assert_eq!(results[0], "Delivered to test.");
-    assert!(results[1].contains("not an allowed target"), "{results:?}");
-}
+#[path = "cron/send_message.rs"]
+mod send_message;
 
-#[test]
-fn send_message_reports_a_delivery_that_failed_for_good() {
-    let g = gateway(settings(CatchUp::Once), true);
-    let home = hermes_gateway::cron::home::home_key("test");
-    g.store.lock().unwrap().kv_set(&home, "dm-home").unwrap();
-    // The platform is down: every attempt fails (the reply to alice too).
-    g.adapter.fail_next_sends(1000);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ticker = {
-        let (clock, stop) = (g.clock.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100));
-                clock.advance(Duration::from_secs(30));
-            }
-        })
-    };
-    g.adapter.say(
-        ChatType::Dm,
-        "dm-alice",
-        "alice",
-        "send: test are you there",
-    );
-    let deadline = Instant::now() + WAIT;
-    let result = loop {
-        let store = g.store.lock().unwrap();
-        let found = store
-            .list_sessions(10)
-            .unwrap()
-            .into_iter()
-            .find(|s| s.chat_id.as_deref() == Some("dm-alice"))
-            .and_then(|s| {
-                store
-                    .load_transcript(&s.id)
-                    .unwrap()
-                    .into_iter()
-                    .find_map(|e| match e.message {
-                        Message::Tool { content, .. } => Some(content),
-                        _ => None,
-                    })
-            });
-        drop(store);
-        if let Some(found) = found {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "no tool result");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    ticker.join().unwrap();
-    assert!(
-        result.starts_with("not delivered to test:") && result.contains("platform is down"),
-        "{result}"
-    );
-    assert!(g.texts("dm-home").is_empty());
-}
-
+#[path = "cron/background.rs"]
+mod background;
 #[path = "cron/caps.rs"]
 mod caps;

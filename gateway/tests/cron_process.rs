@@ -344,3 +344,71 @@ fn two_gateways_on_postgresql_run_each_due_time_once() {
         "each delivered run sent once: {sent:#?}"
     );
 }
+
+/// `/background` (issue 46) from a chat: the gateway is SIGKILLed while the
+/// background run's model call streams; after the restart the answer is
+/// delivered to the chat exactly once, and the command is not run again.
+#[test]
+fn background_work_survives_a_kill_and_is_delivered_once() {
+    if child_gateway() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let target = StoreTarget::Sqlite(home.join("state.db"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(Fake::start(false));
+    let calls: Calls = Arc::default();
+    let provider = provider("a", &calls, 6, Duration::from_millis(500));
+    let test = "background_work_survives_a_kill_and_is_delivered_once";
+    let mut gateway = spawn_gateway(test, &home, None, &fake.base, &provider);
+    fake.push_update(serde_json::json!({"update_id": 1, "message": {
+        "message_id": 1, "date": 0, "text": "/background the evening report",
+        "from": {"id": 1000, "is_bot": false, "first_name": "Ann"},
+        "chat": {"id": CHAT.parse::<i64>().unwrap(), "type": "private"},
+    }}));
+    wait_until("the background run's model call", &[&home], || {
+        calls
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|c| c.2.elapsed() > Duration::from_millis(700))
+    });
+    let acks = delivered(&fake);
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert!(
+        acks[0].contains("Working on it in the background"),
+        "{acks:?}"
+    );
+    gateway.child.kill().unwrap();
+    gateway.child.wait().unwrap();
+    let _again = spawn_gateway(test, &home, None, &fake.base, &provider);
+    let done = |fake: &Fake| {
+        delivered(fake)
+            .into_iter()
+            .filter(|t| t.contains("done: the evening report"))
+            .count()
+    };
+    wait_until("the delivery after the restart", &[&home], || {
+        done(&fake) > 0
+    });
+    // Time for a second delivery (or a second run of the command).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(done(&fake), 1, "{:#?}", delivered(&fake));
+    let sent = delivered(&fake);
+    assert_eq!(sent.len(), 2, "one ack, one answer: {sent:#?}");
+    let jobs = std::thread::spawn(move || Store::open_target(&target).unwrap().jobs(true).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:#?}");
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        2,
+        "run once, again after the kill"
+    );
+}

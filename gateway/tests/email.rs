@@ -45,6 +45,10 @@ fn answer(text: &'static str) -> Responder {
 
 impl Bot {
     fn new(allowed: &[&MailUser], responder: Responder) -> Bot {
+        Bot::with_toolsets(allowed, responder, "todo")
+    }
+
+    fn with_toolsets(allowed: &[&MailUser], responder: Responder, toolsets: &str) -> Bot {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
@@ -56,7 +60,7 @@ impl Bot {
             ("HERMES_HOME", home.path().display().to_string()),
             ("HERMES_BASE_URL", provider.base_url()),
             ("HERMES_MODEL", "gpt-4o".to_owned()),
-            ("HERMES_TOOLSETS", "todo".to_owned()),
+            ("HERMES_TOOLSETS", toolsets.to_owned()),
         ]);
         let settings = hermes_runtime::config::load(
             &Overrides {
@@ -678,4 +682,73 @@ fn no_encryption_is_refused_towards_a_remote_host() {
         "{err}"
     );
     assert!(!err.contains("secret-pw"), "{err}");
+}
+
+/// `clarify` on a platform without buttons (issue 46): the question comes
+/// with its choices numbered, and a reply with a number answers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clarify_question_is_answered_by_number() {
+    let alice = blocking(|| dovecot::server().user("alice"));
+    let responder: Responder = Arc::new(|request: &serde_json::Value| {
+        let last = request["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        if last["role"] == "tool" {
+            let result: serde_json::Value =
+                serde_json::from_str(last["content"].as_str().unwrap()).unwrap();
+            return Reply::text(format!(
+                "Booked: {}",
+                result["user_response"].as_str().unwrap()
+            ));
+        }
+        Reply::tool(
+            "c1",
+            "clarify",
+            r#"{"question":"Which day?","choices":["Monday","Tuesday","Friday"]}"#,
+        )
+    });
+    let mut bot = Bot::with_toolsets(&[&alice], responder, "todo,clarify");
+    bot.start().await;
+    let question = blocking(|| {
+        send(
+            &alice,
+            &bot.bot,
+            &mail(
+                &alice,
+                &bot.bot,
+                "c1@alice",
+                "Meeting",
+                "",
+                "Book the meeting",
+            ),
+        );
+        alice.wait_for_mails(1, WAIT).remove(0)
+    });
+    let text = body(&question).replace("\r\n", "\n");
+    assert!(
+        text.contains("Which day?") && text.contains("1. Monday\n2. Tuesday\n3. Friday"),
+        "{question}"
+    );
+    assert!(text.contains("Reply with a number (1"), "{question}");
+    let bot_id = header(&question, "Message-ID").unwrap();
+    let reply = format!(
+        "From: {a}\nTo: {b}\nSubject: Re: Meeting\nMessage-ID: <c2@alice>\nIn-Reply-To: {bot_id}\n\
+         References: <c1@alice> {bot_id}\nContent-Type: text/plain\n\n3\n",
+        a = alice.address,
+        b = bot.bot.address,
+    );
+    let answer = blocking(|| {
+        send(&alice, &bot.bot, &reply);
+        alice.wait_for_mails(2, WAIT).remove(1)
+    });
+    assert_eq!(body(&answer).trim(), "Booked: Friday", "{answer}");
+    assert_eq!(
+        bot.provider.requests().len(),
+        2,
+        "the answer was no new turn"
+    );
+    bot.stop().await;
 }

@@ -77,6 +77,7 @@ pub enum AdapterError {
 }
 
 pub use hermes_runtime::tools::FileKind;
+pub use hermes_runtime::tools::Question;
 
 /// A file to send to a chat: the part of a reply too long for messages
 /// ([`crate::overflow`]), a spoken reply (the gateway's `voice`), a file the
@@ -195,6 +196,23 @@ pub trait PlatformAdapter: Send + Sync {
     ) -> Result<(), AdapterError> {
         let _ = thread;
         self.send(chat_id, text, None).await
+    }
+
+    /// Asks `question` (the `clarify` tool, issue 46) in `chat_id`,
+    /// replying to `reply_to`. The default sends the question with its
+    /// choices numbered ([`Question::numbered_text`]); the user answers with
+    /// a number or in their own words, as an ordinary message. Platforms
+    /// with buttons override this and deliver a press as a
+    /// [`crate::event::MessageType::Choice`] event whose text is the
+    /// choice's number (Telegram's inline keyboard).
+    async fn ask(
+        &self,
+        chat_id: &str,
+        question: &Question,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        self.send(chat_id, &question.numbered_text(), reply_to)
+            .await
     }
 
     /// How [`PlatformAdapter::max_message_len`] is counted.

@@ -49,6 +49,9 @@ pub enum Command {
     Queue(String),
     /// `/retry`: remove the last exchange and send its message again.
     Retry,
+    /// `/background PROMPT`: run PROMPT as a separate session in the
+    /// background; its answer comes to this chat when done (issue 46).
+    Background(String),
     /// `/steer TEXT`: hand TEXT to the running turn, which the model reads
     /// at its next step (SPEC Y5); a plain message when nothing runs.
     Steer(String),
@@ -99,6 +102,7 @@ pub const NAMES: &[&str] = &[
     "voice",
     "memory",
     "forget",
+    "background",
 ];
 
 /// The reply to an unknown command: the closest command, if one is close.
@@ -127,6 +131,7 @@ pub const HELP: &str = "Commands:\n\
 /sessions: this chat's recent conversations\n\
 /queue TEXT: answer TEXT after the current reply, without interrupting it\n\
 /steer TEXT: add TEXT to the current reply; the model reads it at its next step\n\
+/background PROMPT: work on PROMPT separately; the answer comes here when done\n\
 /resume [ID or title]: continue an earlier conversation of this chat (alone: the list)\n\
 /reasoning [none|low|medium|high|on|off|show|hide]: reasoning effort, and whether to show it\n\
 /personality [NAME|none]: answer in a personality (alone: the list)\n\
@@ -200,6 +205,7 @@ pub fn parse_command(text: &str) -> Option<Command> {
         "sessions" => Command::Sessions,
         "queue" => Command::Queue(arg.to_owned()),
         "retry" => Command::Retry,
+        "background" | "bg" => Command::Background(arg.to_owned()),
         "steer" => Command::Steer(arg.to_owned()),
         "resume" => Command::Resume((!arg.is_empty()).then(|| arg.to_owned())),
         "reasoning" => Command::Reasoning((!arg.is_empty()).then(|| arg.to_ascii_lowercase())),

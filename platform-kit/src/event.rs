@@ -60,6 +60,11 @@ pub enum MessageType {
     File,
     /// Text mixed with other content.
     Mixed,
+    /// A press on a button of a question with choices (issue 46, `clarify`):
+    /// the text is the number of the choice pressed (from 1). Adapters of
+    /// platforms with buttons deliver these; a press with no question
+    /// waiting is answered with a note, never run as a message.
+    Choice,
 }
 
 /// One inbound message, as every adapter produces it.

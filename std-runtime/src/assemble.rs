@@ -233,6 +233,9 @@ pub struct ToolDeps {
     /// Where `send_file` sends (the chat; the CLI prints the path); `None`:
     /// the tool is not offered.
     pub outbox: Option<Arc<dyn crate::tools::FileOutbox>>,
+    /// Who answers `clarify` questions (the chat; the interactive CLI's
+    /// terminal); `None`: the tool is not offered.
+    pub clarifier: Option<Arc<dyn crate::tools::Clarifier>>,
     /// `[memory]` of a gateway: the `memory` tool writes the memory of
     /// `session_id`'s user (issue 44); `None`: `$HERMES_HOME`'s files.
     pub memory: Option<MemorySettings>,
@@ -326,6 +329,13 @@ pub fn session_tools(
             &env,
             Arc::clone(outbox),
         )?));
+    }
+    if let Some(clarifier) = &deps.clarifier
+        && crate::tools::clarify::offered(settings.toolsets.as_deref())
+    {
+        tools.register(Box::new(crate::tools::ClarifyTool::new(Arc::clone(
+            clarifier,
+        ))));
     }
     Ok(tools)
 }

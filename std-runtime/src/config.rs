@@ -226,6 +226,9 @@ pub struct Settings {
     /// How long the gateway waits for `/approve` or `/deny`
     /// (`[agent] approval_timeout`, seconds).
     pub approval_timeout: std::time::Duration,
+    /// How long a `clarify` question waits for the user's answer
+    /// (`[agent] clarify_timeout`, seconds; issue 46).
+    pub clarify_timeout: std::time::Duration,
     /// `[web]`: the search backend and its keys (`BRAVE_API_KEY`,
     /// `TAVILY_API_KEY` from the environment).
     pub web_search: WebSearchSettings,
@@ -285,6 +288,7 @@ impl fmt::Debug for Settings {
             media,
             approvals,
             approval_timeout,
+            clarify_timeout,
             web_search,
             mcp_servers,
             file,
@@ -315,6 +319,7 @@ impl fmt::Debug for Settings {
             .field("media", media)
             .field("approvals", approvals)
             .field("approval_timeout", approval_timeout)
+            .field("clarify_timeout", clarify_timeout)
             .field("web_search", web_search)
             .field("mcp_servers", mcp_servers)
             .field("file", &MaskedTable(file))

@@ -267,6 +267,7 @@ impl Inner {
             | Command::Queue(_)
             | Command::Steer(_)
             | Command::Retry
+            | Command::Background(_)
             | Command::Unknown(_) => Ok(String::new()),
         }
     }

@@ -84,6 +84,14 @@ pub trait AgentFactory: Send + Sync {
         None
     }
 
+    /// Where the agents' `clarify` questions go (issue 46): the runner
+    /// binds each turn's session to its chat, sends the question through
+    /// the adapter and offers the chat's messages as answers. `None` (the
+    /// default): the tool is not offered.
+    fn clarify(&self) -> Option<Arc<crate::clarify::ClarifyHub>> {
+        None
+    }
+
     /// What speaks answers aloud (`[tts]`, see [`crate::voice`]); `None`
     /// (the default): answers are never spoken.
     fn speech(&self) -> Option<Arc<hermes_runtime::media::tts::Speaker>> {

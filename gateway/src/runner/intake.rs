@@ -69,11 +69,18 @@ impl Inner {
             return;
         }
         let source = &event.source;
-        let mut state = lock(&self.state);
+        let state = lock(&self.state);
         let key = session_key(source, self.config.group_sessions_per_user);
         let position = self.next_pending.load(Ordering::SeqCst);
         let command = parse_command(&event.text);
         super::oplog::message_in(&event, command.is_some());
+        // A question of the running turn waits for this chat's answer: it
+        // cannot wait in the session's queue behind that turn.
+        drop(state);
+        if self.offer_to_question(&key, &event) {
+            return;
+        }
+        let mut state = lock(&self.state);
         if matches!(
             command,
             Some(
@@ -83,6 +90,7 @@ impl Inner {
                     | Command::Retry
                     | Command::Title(Some(_))
                     | Command::Resume(Some(_))
+                    | Command::Background(_)
             )
         ) {
             // Commands that change a session run at most once, even when the
@@ -146,6 +154,11 @@ impl Inner {
                     "Nothing is waiting for your approval."
                 };
                 self.reply_later(&event, text.to_owned());
+            }
+            Some(Command::Background(prompt)) => {
+                drop(state);
+                let text = self.start_background(&event, &prompt, now);
+                self.reply_later(&event, text);
             }
             Some(Command::Unknown(word)) => {
                 drop(state);

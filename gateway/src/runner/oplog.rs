@@ -20,6 +20,7 @@ fn kind(event: &MessageEvent, command: bool) -> &'static str {
         MessageType::Voice => "voice",
         MessageType::File => "file",
         MessageType::Mixed => "mixed",
+        MessageType::Choice => "choice",
     }
 }
 

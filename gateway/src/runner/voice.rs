@@ -35,7 +35,11 @@ impl VoicePlan {
 }
 
 /// Where a turn's questions and files go while it runs.
-pub(super) type Bound = (Option<RouteGuard>, Option<FileRouteGuard>);
+pub(super) type Bound = (
+    Option<RouteGuard>,
+    Option<FileRouteGuard>,
+    Option<crate::clarify::ClarifyGuard>,
+);
 
 impl Inner {
     /// Whether the answer to `event` is spoken: a speech service is
@@ -171,7 +175,7 @@ impl Inner {
     }
 
     /// Binds session `session_id` to the chat of `event` for approval
-    /// questions and `send_file`, until the guards are dropped.
+    /// questions, `send_file` and `clarify`, until the guards are dropped.
     pub(super) fn bind_routes(&self, session_id: &str, key: &str, event: &MessageEvent) -> Bound {
         let source = &event.source;
         let approvals = self.approvals.as_ref().map(|hub| {
@@ -196,7 +200,18 @@ impl Inner {
                 },
             )
         });
-        (approvals, files)
+        let questions = self.factory.clarify().map(|hub| {
+            hub.bind(
+                session_id,
+                Route {
+                    key: key.to_owned(),
+                    platform: source.platform.clone(),
+                    chat_id: source.chat_id.clone(),
+                    reply_to: event.message_id.clone(),
+                },
+            )
+        });
+        (approvals, files, questions)
     }
 
     /// `/voice [on|always|off|auto]`: this chat's spoken replies.

@@ -49,7 +49,25 @@ pub struct BotIdentity {
 pub(crate) struct Update {
     #[serde(default)]
     pub message: Option<Message>,
+    /// A press on an inline keyboard button (a `clarify` question's).
+    #[serde(default)]
+    pub callback_query: Option<CallbackQuery>,
 }
+
+/// `CallbackQuery`: who pressed which button under which message.
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct CallbackQuery {
+    pub id: String,
+    pub from: User,
+    /// The message with the keyboard (absent when too old to be shown).
+    #[serde(default)]
+    pub message: Option<Message>,
+    #[serde(default)]
+    pub data: Option<String>,
+}
+
+/// The `callback_data` of the button of choice N is this and N.
+pub(crate) const CHOICE_DATA: &str = "clarify:";
 
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct User {
@@ -184,7 +202,11 @@ pub(crate) fn translate(
     bot: &BotIdentity,
     policy: &GroupPolicy,
 ) -> Result<Inbound, Skip> {
-    let msg = update.message.ok_or(Skip::NotAMessage)?;
+    let msg = match (update.message, update.callback_query) {
+        (Some(msg), _) => msg,
+        (None, Some(press)) => return translate_press(press),
+        (None, None) => return Err(Skip::NotAMessage),
+    };
     let chat_type = match msg.chat.kind.as_str() {
         "private" => ChatType::Dm,
         "group" | "supergroup" => ChatType::Group,
@@ -257,6 +279,51 @@ pub(crate) fn translate(
         },
         message_type,
         media,
+    };
+    Ok(Inbound {
+        event,
+        chat_id: msg.chat.id,
+        message_id: msg.message_id,
+        thread_id,
+    })
+}
+
+/// A press on a choice button: a [`MessageType::Choice`] event whose text
+/// is the choice's number, from the chat of the question. Its dedup key is
+/// the question's message, so only the first press on a keyboard counts.
+fn translate_press(press: CallbackQuery) -> Result<Inbound, Skip> {
+    let number = press
+        .data
+        .as_deref()
+        .and_then(|d| d.strip_prefix(CHOICE_DATA))
+        .filter(|n| n.parse::<u8>().is_ok())
+        .ok_or(Skip::NotAMessage)?
+        .to_owned();
+    let msg = press.message.ok_or(Skip::NotAMessage)?;
+    if press.from.is_bot {
+        return Err(Skip::FromBot);
+    }
+    let chat_type = match msg.chat.kind.as_str() {
+        "private" => ChatType::Dm,
+        "group" | "supergroup" => ChatType::Group,
+        _ => return Err(Skip::Channel),
+    };
+    let forum = msg.is_topic_message == Some(true) || msg.chat.is_forum == Some(true);
+    let thread_id = msg.message_thread_id.filter(|_| forum);
+    let from = &press.from;
+    let event = MessageEvent {
+        message_id: format!("press-{}", press.id),
+        text: number,
+        source: SessionSource {
+            platform: PLATFORM.to_owned(),
+            chat_id: msg.chat.id.to_string(),
+            chat_type,
+            user_id: from.id.to_string(),
+            user_name: from.username.clone().or_else(|| from.first_name.clone()),
+            thread_id: thread_id.map(|t| t.to_string()),
+        },
+        message_type: MessageType::Choice,
+        media: Vec::new(),
     };
     Ok(Inbound {
         event,

@@ -31,6 +31,7 @@
 
 mod api;
 mod check;
+mod choices;
 pub mod descriptor;
 pub mod format;
 mod inbound;
@@ -613,6 +614,16 @@ impl PlatformAdapter for TelegramAdapter {
         let reply: Option<i64> = reply_to.and_then(|r| r.trim().parse().ok());
         let thread = reply.and_then(|r| lock(&self.inner.recent).thread_of((chat, r)));
         self.send_split(chat, text, reply, thread).await
+    }
+
+    /// A question with choices as an inline keyboard (see `choices.rs`).
+    async fn ask(
+        &self,
+        chat_id: &str,
+        question: &hermes_runtime::tools::Question,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        self.send_question(chat_id, question, reply_to).await
     }
 
     /// Into a forum topic (`message_thread_id`).

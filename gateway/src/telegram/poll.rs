@@ -14,9 +14,11 @@ use super::{Inner, OffsetStore, lock};
 use crate::adapter::{AdapterError, EventHandler};
 
 impl Inner {
-    fn deliver(&self, update: Update, handler: &EventHandler) {
+    /// Hands `update` on; returns the id of a button press to answer.
+    fn deliver(&self, update: Update, handler: &EventHandler) -> Option<String> {
+        let press = update.callback_query.as_ref().map(|q| q.id.clone());
         let Some(bot) = lock(&self.bot).clone() else {
-            return;
+            return press;
         };
         match translate(update, &bot, &self.config.group_policy) {
             Ok(inb) => {
@@ -32,6 +34,7 @@ impl Inner {
             }
             Err(skip) => tracing::debug!(?skip, "telegram: update skipped"),
         }
+        press
     }
 
     /// Sleeps `d` unless asked to stop first. `false` means stop.
@@ -129,7 +132,20 @@ impl Inner {
                     let empty = batch.updates.is_empty();
                     for (id, update) in batch.updates {
                         match update {
-                            Ok(update) => self.deliver(update, &handler),
+                            Ok(update) => {
+                                if let Some(id) = self.deliver(update, &handler) {
+                                    // Ends the button's spinner; the answer
+                                    // itself is the chat's business.
+                                    let body = json!({ "callback_query_id": id });
+                                    if let Err(e) = self
+                                        .api
+                                        .call("answerCallbackQuery", &body, Duration::from_secs(10))
+                                        .await
+                                    {
+                                        tracing::debug!(error = %e.into_adapter_error(), "telegram: answerCallbackQuery failed");
+                                    }
+                                }
+                            }
                             Err(e) => {
                                 tracing::warn!(update_id = id, error = %e, "telegram: unreadable update skipped")
                             }

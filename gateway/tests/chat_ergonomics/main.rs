@@ -17,6 +17,7 @@ mod telegram_gateway;
 #[path = "../telegram_support/mod.rs"]
 mod telegram_support;
 
+mod clarify;
 mod commands;
 mod pairing;
 mod steering;

@@ -538,6 +538,20 @@ impl Fake {
                 )
             }
             "sendChatAction" => ok(json!(true)),
+            // Ends a button's loading spinner; needs the query's id.
+            "answerCallbackQuery" => {
+                if body["callback_query_id"]
+                    .as_str()
+                    .is_some_and(|id| !id.is_empty())
+                {
+                    ok(json!(true))
+                } else {
+                    (
+                        400,
+                        json!({"ok": false, "error_code": 400, "description": "Bad Request: query is too old and response timeout expired or query ID is invalid"}),
+                    )
+                }
+            }
             // Telegram's rules: 1-100 commands, each 1-32 of a-z 0-9 _,
             // a description of 1-256 characters.
             "setMyCommands" => {

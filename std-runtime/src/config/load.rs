@@ -358,6 +358,13 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         }
         Some(n) => std::time::Duration::from_secs(u64::from(n)),
     };
+    let clarify_timeout = match resolver.toml_int("agent", "clarify_timeout")? {
+        None => crate::tools::clarify::DEFAULT_CLARIFY_TIMEOUT,
+        Some(0) => {
+            return Err(resolver.type_error("agent", "clarify_timeout", "at least 1 (seconds)"));
+        }
+        Some(n) => std::time::Duration::from_secs(u64::from(n)),
+    };
     let summarizer_cooldown = match resolver.toml_int("agent", "summarizer_cooldown_secs")? {
         None => DEFAULT_SUMMARIZER_COOLDOWN,
         Some(0) => {
@@ -412,6 +419,7 @@ pub fn load(overrides: &Overrides, process_env: &Environment) -> Result<Settings
         media,
         approvals,
         approval_timeout,
+        clarify_timeout,
         web_search,
         mcp_servers,
         file,

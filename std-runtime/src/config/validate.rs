@@ -90,6 +90,7 @@ pub const TOOLSET_NAMES: &[&str] = &[
     "send_file",
     "send_message",
     "vision",
+    "clarify",
     "none",
 ];
 
@@ -134,6 +135,7 @@ pub const SECTIONS: &[Section] = &[
             key("sandbox_write", Kind::List),
             key("approvals", Kind::OneOf(&["ask", "off"])),
             key("approval_timeout", Kind::PositiveInt),
+            key("clarify_timeout", Kind::PositiveInt),
             key("summarizer_cooldown_secs", Kind::PositiveInt),
             key("repeat_guard", Kind::TableOrOff),
             key("text_tool_calls", Kind::Bool),

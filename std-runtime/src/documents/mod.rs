@@ -157,6 +157,24 @@ pub struct Extracted {
     pub next_page: Option<usize>,
 }
 
+/// The most pages of a scan one read sends to a vision model (each is a
+/// model call).
+pub const MAX_SCANNED_PAGES: usize = 10;
+
+/// The page images of a scanned PDF (`pages` of it, at most
+/// [`MAX_SCANNED_PAGES`]): each page's embedded JPEG with its page number,
+/// from 1; pages without one are left out.
+pub fn scanned_pages(bytes: &[u8], pages: Pages) -> Result<Vec<(usize, Vec<u8>)>, DocumentError> {
+    let size = bytes.len() as u64;
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(DocumentError::TooLarge {
+            size,
+            max: MAX_DOCUMENT_BYTES,
+        });
+    }
+    pdf::page_jpegs(bytes, pages)
+}
+
 /// The text of a document of `kind`; for a PDF only `pages` of it.
 pub fn extract(kind: Kind, bytes: &[u8], pages: Pages) -> Result<Extracted, DocumentError> {
     let size = bytes.len() as u64;

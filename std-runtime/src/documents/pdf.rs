@@ -55,7 +55,62 @@ fn refusal(e: PdfError) -> DocumentError {
     }
 }
 
-fn read_pages(bytes: &[u8], pages: Pages) -> Result<Extracted, DocumentError> {
+/// The embedded JPEG (`DCTDecode`) images of `pages`, the largest of each
+/// page, for a scan without a text layer (issue 46). No rendering: a scan's
+/// page is almost always one JPEG, which goes to a vision model as it is;
+/// pages without one are left out.
+pub(super) fn page_jpegs(
+    bytes: &[u8],
+    pages: Pages,
+) -> Result<Vec<(usize, Vec<u8>)>, DocumentError> {
+    let head = &bytes[..bytes.len().min(HEADER_WINDOW)];
+    if !head.windows(5).any(|w| w == b"%PDF-") {
+        return Err(invalid("no %PDF- header"));
+    }
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("pdf-images".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(s, || read_jpegs(bytes, pages))
+            .map_err(|e| invalid(format!("cannot start the parser: {e}")))?
+            .join()
+            .unwrap_or_else(|_| Err(invalid(super::PARSER_PANICKED)))
+    })
+}
+
+fn read_jpegs(bytes: &[u8], pages: Pages) -> Result<Vec<(usize, Vec<u8>)>, DocumentError> {
+    let doc = load(bytes)?;
+    let numbers: Vec<(u32, lopdf::ObjectId)> = doc.get_pages().into_iter().collect();
+    let first = pages.first.max(1);
+    if first > numbers.len() {
+        return Err(DocumentError::PastEnd {
+            asked: first,
+            pages: numbers.len(),
+        });
+    }
+    let count = pages.count.clamp(1, super::MAX_SCANNED_PAGES);
+    let mut out = Vec::new();
+    for (index, (_, id)) in numbers.iter().enumerate().skip(first - 1).take(count) {
+        let Ok(images) = doc.get_page_images(*id) else {
+            continue;
+        };
+        let largest = images
+            .iter()
+            .filter(|i| {
+                i.filters.as_deref() == Some(&["DCTDecode".to_owned()][..])
+                    && i.content.len() as u64 <= crate::media::MAX_IMAGE_BYTES
+            })
+            .max_by_key(|i| i.width.saturating_mul(i.height));
+        if let Some(image) = largest {
+            out.push((index + 1, image.content.to_vec()));
+        }
+    }
+    Ok(out)
+}
+
+/// The document, loaded with bounded decompression; an encrypted one that
+/// does not open with the empty password is refused.
+fn load(bytes: &[u8]) -> Result<Document, DocumentError> {
     let options = LoadOptions {
         max_decompressed_size: Some(MAX_INFLATED_BYTES),
         ..LoadOptions::default()
@@ -72,6 +127,11 @@ fn read_pages(bytes: &[u8], pages: Pages) -> Result<Extracted, DocumentError> {
     if doc.is_encrypted() && doc.encryption_state.is_none() {
         return Err(DocumentError::Encrypted);
     }
+    Ok(doc)
+}
+
+fn read_pages(bytes: &[u8], pages: Pages) -> Result<Extracted, DocumentError> {
+    let doc = load(bytes)?;
     let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
     let total = numbers.len();
     if total == 0 {

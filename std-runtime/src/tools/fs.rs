@@ -74,6 +74,9 @@ pub struct ReadFileTool {
     spec: ToolSpec,
     workdir: Workdir,
     cap: usize,
+    /// Reads scanned PDF pages when configured (issue 46).
+    #[cfg_attr(not(feature = "documents"), allow(dead_code))]
+    vision: Option<super::VisionSource>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +98,12 @@ const READ_FILE_DESCRIPTION: &str = if cfg!(feature = "documents") {
 };
 
 impl ReadFileTool {
+    /// Scanned PDF pages go to `vision` (issue 46).
+    pub(crate) fn with_vision(mut self, vision: Option<super::VisionSource>) -> Self {
+        self.vision = vision;
+        self
+    }
+
     pub(crate) fn new(workdir: Workdir, cap: usize) -> Self {
         ReadFileTool {
             spec: ToolSpec::new(
@@ -112,6 +121,7 @@ impl ReadFileTool {
             ),
             workdir,
             cap,
+            vision: None,
         }
     }
 }
@@ -125,7 +135,9 @@ impl Tool for ReadFileTool {
         true
     }
 
-    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        #[cfg(not(feature = "documents"))]
+        let _ = ctx;
         let args: ReadArgs = parse_args("read_file", arguments)?;
         let offset = args.offset.unwrap_or(1);
         if offset == 0 {
@@ -155,7 +167,11 @@ impl Tool for ReadFileTool {
             .map_err(|e| io_error("read", &shown, &e))?;
         #[cfg(feature = "documents")]
         if let Some(kind) = crate::documents::Kind::detect(&shown, head) {
-            return read_document(kind, reader, size, &shown, &args, self.cap);
+            let scans = self
+                .vision
+                .as_ref()
+                .map(|v| super::scan::Scans { vision: v, ctx });
+            return read_document(kind, reader, size, &shown, &args, self.cap, scans);
         }
         let sniff = &head[..head.len().min(BINARY_SNIFF_BYTES)];
         if looks_binary(sniff) {
@@ -226,6 +242,7 @@ fn read_document(
     shown: &str,
     args: &ReadArgs,
     cap: usize,
+    scans: Option<super::scan::Scans<'_>>,
 ) -> Result<String, ToolError> {
     use crate::documents::{DEFAULT_PAGES, MAX_DOCUMENT_BYTES, Pages, extract};
     let refused = |why: &dyn std::fmt::Display| {
@@ -246,7 +263,19 @@ fn read_document(
         first: args.offset.unwrap_or(1),
         count: args.limit.unwrap_or(DEFAULT_PAGES),
     };
-    let doc = extract(kind, &bytes, pages).map_err(|e| refused(&e))?;
+    let doc = match (extract(kind, &bytes, pages), scans) {
+        (Err(e @ crate::documents::DocumentError::NoText { .. }), Some(scans)) => {
+            let text = scans
+                .transcribe(&bytes, pages, &e)
+                .map_err(|why| refused(&why))?;
+            return Ok(cap_result(
+                text,
+                cap,
+                "use offset/limit (pages) to read a smaller range",
+            ));
+        }
+        (result, _) => result.map_err(|e| refused(&e))?,
+    };
     let mut out = doc.text;
     if let Some(next) = doc.next_page {
         out.push_str(&format!("[use offset={next} to read the next pages]\n"));

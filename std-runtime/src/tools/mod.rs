@@ -40,11 +40,14 @@ use crate::spill;
 
 pub mod approval;
 pub(crate) mod arguments;
+pub mod clarify;
 pub mod cronjob;
 #[cfg(feature = "delegate")]
 mod delegate;
 mod fs;
 mod memory;
+#[cfg(feature = "documents")]
+mod scan;
 pub mod script;
 mod search;
 pub mod send_file;
@@ -62,6 +65,7 @@ pub use crate::sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspectio
 pub use approval::{
     ApprovalGate, ApprovalMode, ApprovalRequest, Approver, DANGERS, Decision, SessionApprovals,
 };
+pub use clarify::{Answer, Clarifier, ClarifyTool, NoAnswer, Question};
 pub use cronjob::CronjobTool;
 #[cfg(feature = "delegate")]
 pub use delegate::DelegateTool;
@@ -114,6 +118,10 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
     // Questions about images (issue 46): offered when a model that sees
     // images is configured (`ToolEnv::vision`).
     ("vision", &["vision_analyze"]),
+    // Questions with choices for the user (issue 46): registered by the
+    // front-ends where someone can answer (`clarify::offered`); never in a
+    // cron run, a webhook, the API server or a sub-agent.
+    ("clarify", &["clarify"]),
 ];
 
 /// What the tools need from the process that hosts them.
@@ -354,7 +362,9 @@ fn build_wrapped(
     for name in toolsets {
         match *name {
             "file" => {
-                add(Box::new(ReadFileTool::new(workdir.clone(), cap)));
+                add(Box::new(
+                    ReadFileTool::new(workdir.clone(), cap).with_vision(env.vision.clone()),
+                ));
                 add(Box::new(WriteFileTool::new(workdir.clone())));
                 add(Box::new(PatchTool::new(workdir.clone())));
                 add(Box::new(SearchFilesTool::new(workdir.clone(), cap)));
@@ -435,7 +445,7 @@ fn build_wrapped(
             },
             // The front-ends register them (see `cronjob::offered`,
             // `send_file::offered`, the gateway's `send_message`): they know the chat.
-            "cronjob" | "send_file" | "send_message" => {}
+            "cronjob" | "send_file" | "send_message" | "clarify" => {}
             "vision" => {
                 if let Some(source) = &env.vision {
                     add(Box::new(VisionAnalyzeTool::new(

@@ -341,3 +341,40 @@ impl Tool for VisionAnalyzeTool {
         ))
     }
 }
+
+/// Asks `source`'s model `question` about the image `bytes`, kept under
+/// `stem`: its answer, or why there is none (a sentence). Scanned PDF
+/// pages are read through it (`super::scan`).
+#[cfg(feature = "documents")]
+pub(crate) fn look(
+    source: &VisionSource,
+    stem: &str,
+    bytes: &[u8],
+    question: &str,
+) -> Result<String, String> {
+    let attachment = source
+        .media
+        .store_image(&source.session, stem, bytes)
+        .map_err(|e| format!("it cannot be looked at: {e}"))?;
+    let entries = [LedgerEntry::new(Message::user_with(
+        question,
+        vec![attachment],
+    ))];
+    let request = ChatRequest {
+        system_prompt: VISION_PROMPT,
+        messages: &entries,
+        tools: &[],
+        tool_choice: hermes_core::ToolChoice::Auto,
+    };
+    let completion = source
+        .model
+        .complete(&request, &mut NullSink)
+        .map_err(|e| format!("the vision model failed: {e}"))?;
+    completion
+        .content
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| "the vision model gave no answer".to_owned())
+}

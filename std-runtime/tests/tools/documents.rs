@@ -13,7 +13,7 @@ use crate::support::Fx;
 
 /// A classic PDF (header, objects, xref table, trailer) of `objects`
 /// (object 1 is the catalog), with `trailer_extra` in the trailer.
-fn raw_pdf(objects: &[Vec<u8>], trailer_extra: &str) -> Vec<u8> {
+pub(crate) fn raw_pdf(objects: &[Vec<u8>], trailer_extra: &str) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();
     for (i, body) in objects.iter().enumerate() {
@@ -39,7 +39,7 @@ fn raw_pdf(objects: &[Vec<u8>], trailer_extra: &str) -> Vec<u8> {
     out
 }
 
-fn stream(dict: &str, content: &[u8]) -> Vec<u8> {
+pub(crate) fn stream(dict: &str, content: &[u8]) -> Vec<u8> {
     let mut s = format!("<< {dict} /Length {} >>\nstream\n", content.len()).into_bytes();
     s.extend_from_slice(content);
     s.extend_from_slice(b"\nendstream");

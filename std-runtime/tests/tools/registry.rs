@@ -37,7 +37,8 @@ fn registry_holds_every_toolset_it_can_support() {
             // `session_search` needs the store too (`ToolEnv::session_search`);
             // `send_file` and `send_message` are the front-ends' as well
             // (they know the chat); `vision` needs a model that sees images
-            // (`ToolEnv::vision`).
+            // (`ToolEnv::vision`); `clarify` needs someone to answer (the
+            // front-end's `Clarifier`).
             if ![
                 "delegate",
                 "cronjob",
@@ -45,6 +46,7 @@ fn registry_holds_every_toolset_it_can_support() {
                 "send_file",
                 "send_message",
                 "vision",
+                "clarify",
             ]
             .contains(set)
             {

@@ -209,3 +209,99 @@ fn public_addresses_are_told_from_private_ones() {
         assert!(is_public(ip.parse().unwrap()), "{ip}");
     }
 }
+
+/// Bytes with a JPEG's signature and end marker (the vision model is a
+/// fake: nothing decodes them).
+const JPEG: &[u8] = &[
+    0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, b'J', b'F', b'I', b'F', 0x00, 0x01, 0x01, 0x00, 0x00, 0x01,
+    0x00, 0x01, 0x00, 0x00, 0xFF, 0xD9,
+];
+
+/// A PDF of scanned pages: each page only draws its own DCTDecode image
+/// (`None`: a page that only draws a line).
+fn scanned_pdf(pages: &[Option<&[u8]>]) -> Vec<u8> {
+    use crate::documents::{raw_pdf, stream};
+    let n = pages.len();
+    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 3 + 3 * i)).collect();
+    let mut objects = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!(
+            "<< /Type /Pages /Kids [{}] /Count {n} /MediaBox [0 0 595 842] >>",
+            kids.join(" ")
+        )
+        .into_bytes(),
+    ];
+    for (i, image) in pages.iter().enumerate() {
+        let (content, xobject) = (4 + 3 * i, 5 + 3 * i);
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /Contents {content} 0 R /Resources << /XObject << /Im1 {xobject} 0 R >> >> >>"
+            )
+            .into_bytes(),
+        );
+        match image {
+            Some(jpeg) => {
+                objects.push(stream("", b"q 595 0 0 842 0 0 cm /Im1 Do Q"));
+                objects.push(stream(
+                    "/Type /XObject /Subtype /Image /Width 595 /Height 842 /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /DCTDecode",
+                    jpeg,
+                ));
+            }
+            None => {
+                objects.push(stream("", b"0 0 m 100 100 l S"));
+                objects.push(stream("/Type /XObject /Subtype /Form /BBox [0 0 1 1]", b""));
+            }
+        }
+    }
+    raw_pdf(&objects, "")
+}
+
+#[test]
+fn a_scanned_pdf_goes_to_the_vision_model_page_by_page() {
+    let provider = FakeProvider::start(vec![
+        Reply::text("INVOICE 42\nTotal: 10 EUR"),
+        Reply::text("Thank you for your order."),
+    ])
+    .unwrap();
+    let home = tempfile::TempDir::new().unwrap();
+    let fx = vision_fx(&provider, home.path());
+    std::fs::write(
+        fx.path("scan.pdf"),
+        scanned_pdf(&[Some(JPEG), None, Some(JPEG)]),
+    )
+    .unwrap();
+    let out = fx.ok("read_file", json!({"path": "scan.pdf"}));
+    assert_eq!(
+        out,
+        "--- page 1 (scanned; read by the vision model) ---\nINVOICE 42\nTotal: 10 EUR\n\
+         --- page 3 (scanned; read by the vision model) ---\nThank you for your order.\n\
+         [PDF without a text layer: pages 1-3 of 3 read from their images by the vision model]\n"
+    );
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2, "one call per page with an image");
+    for request in &requests {
+        let parts = request["messages"][1]["content"].as_array().unwrap();
+        assert!(parts[0]["text"].as_str().unwrap().contains("Transcribe"));
+        assert_eq!(parts[1]["image_url"]["url"], data_url("image/jpeg", JPEG));
+    }
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
+}
+
+#[test]
+fn a_scan_without_page_images_still_says_it_has_no_text() {
+    let provider = FakeProvider::start(vec![]).unwrap();
+    let home = tempfile::TempDir::new().unwrap();
+    let fx = vision_fx(&provider, home.path());
+    std::fs::write(fx.path("lines.pdf"), scanned_pdf(&[None, None])).unwrap();
+    let m = fx.err("read_file", json!({"path": "lines.pdf"}));
+    assert!(
+        m.contains("no text layer on pages 1-2")
+            && m.contains("hold no JPEG image a vision model could read"),
+        "{m}"
+    );
+    assert!(provider.requests().is_empty());
+}

@@ -62,7 +62,7 @@ fn paragraph(home: &Path, marks: &[String]) -> String {
          hermes-agent's sessions and memory over, {bring_over} (it only reads this home; \
          hermes-agent reads HERMES_HOME too, so set it for this hermes only: `alias \
          hermes-rs='HERMES_HOME=~/.hermes-rs /usr/bin/hermes'`); or point HERMES_HOME at any \
-         other folder, `HERMES_HOME=DIR hermes …`. README \"Coming from hermes-agent\".",
+         other folder, `HERMES_HOME=DIR hermes …`. docs/src/coming-from-hermes-agent.md.",
         marks.join("; ")
     )
 }

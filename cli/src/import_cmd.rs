@@ -129,7 +129,7 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
     import_secrets(settings, &source, dry_run)?;
     println!(
         "  not imported by this version: SOUL.md, config.yaml (copy what you need \
-         by hand; README \"Coming from hermes-agent\")"
+         by hand; docs/src/coming-from-hermes-agent.md)"
     );
     Ok(0)
 }

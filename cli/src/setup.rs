@@ -287,7 +287,7 @@ fn save(home: &Path, base_url: &str, model: &str, api_key: Option<&str>) -> Resu
         }
     }
     let text = format!(
-        "# Written by `hermes setup`; see README.md for every key.\n{}",
+        "# Written by `hermes setup`; see docs/src/configuration.md for every key.\n{}",
         toml::to_string(&table).map_err(|e| runtime(format!("cannot write config.toml: {e}")))?
     );
     std::fs::write(&path, text)

@@ -256,14 +256,18 @@ fn the_enabling_text_and_the_allow_list_warning_name_every_platform() {
 }
 
 #[test]
-fn the_readme_table_has_a_row_for_every_platform() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+fn the_books_platform_table_has_a_row_for_every_platform() {
+    let page = book("gateway.md");
     for p in platforms() {
-        let row = readme
+        let row = page
             .lines()
             .find(|l| l.starts_with(&format!("| `{}` ", p.name)))
-            .unwrap_or_else(|| panic!("README's platform table has no row for `{}`", p.name));
+            .unwrap_or_else(|| {
+                panic!(
+                    "docs/src/gateway.md's platform table has no row for `{}`",
+                    p.name
+                )
+            });
         assert!(row.contains(&format!("`{}`", p.feature)), "{row}");
         for word in p
             .enable_hint
@@ -272,15 +276,51 @@ fn the_readme_table_has_a_row_for_every_platform() {
             if word.len() > 3 {
                 assert!(
                     row.contains(word),
-                    "README's `{}` row lacks {word}: {row}",
+                    "docs/src/gateway.md's `{}` row lacks {word}: {row}",
                     p.name
                 );
             }
         }
         if let Some(home) = p.home_channel_var {
-            assert!(row.contains(home), "README's `{}` row lacks {home}", p.name);
+            assert!(
+                row.contains(home),
+                "docs/src/gateway.md's `{}` row lacks {home}",
+                p.name
+            );
         }
     }
+}
+
+/// Every platform has its page in the book (issue 40 §4), listed in the
+/// book's contents, and the page names every variable its descriptor
+/// declares: a platform cannot land, or gain a setting, undocumented.
+#[test]
+fn every_platform_has_a_book_page_naming_each_of_its_variables() {
+    let summary = book("SUMMARY.md");
+    for p in platforms() {
+        let name = format!("platforms/{}.md", p.name);
+        assert!(
+            summary.contains(&format!("]({name})")),
+            "docs/src/SUMMARY.md does not list {name}"
+        );
+        let page = book(&name);
+        for v in p.vars {
+            assert!(
+                page.contains(v.name),
+                "docs/src/{name} does not name {}, a variable of {}",
+                v.name,
+                p.name
+            );
+        }
+    }
+}
+
+/// A page of the book (`docs/src/`).
+fn book(page: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/src")
+        .join(page);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The `.rs` files under `dir`.

@@ -33,6 +33,8 @@ static PLATFORMS: &[&Platform] = &[
     &crate::matrix::descriptor::PLATFORM,
     #[cfg(feature = "email")]
     &crate::email::descriptor::PLATFORM,
+    #[cfg(feature = "slack")]
+    &hermes_slack::descriptor::PLATFORM,
     #[cfg(feature = "api_server")]
     &crate::api_server::descriptor::PLATFORM,
 ];

@@ -26,6 +26,7 @@ pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("discord", "DISCORD_HOME_CHANNEL"),
     ("matrix", "MATRIX_HOME_ROOM"),
     ("email", "EMAIL_HOME_ADDRESS"),
+    ("slack", "SLACK_HOME_CHANNEL"),
 ];
 
 /// The scheduler's settings.

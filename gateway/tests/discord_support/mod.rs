@@ -255,6 +255,31 @@ impl FakeDiscord {
         file: (&str, &str, Vec<u8>),
         declared_size: usize,
     ) -> String {
+        self.dm_attachment(user, text, file, declared_size, 0)
+    }
+
+    /// A user sends the bot a voice message in a DM: an Ogg attachment
+    /// with Discord's `IS_VOICE_MESSAGE` flag (8192), as the client sends
+    /// one. Returns the message id.
+    pub fn dm_voice_message(&self, user: &str, ogg: Vec<u8>) -> String {
+        let size = ogg.len();
+        self.dm_attachment(
+            user,
+            "",
+            ("voice-message.ogg", "audio/ogg", ogg),
+            size,
+            8192,
+        )
+    }
+
+    fn dm_attachment(
+        &self,
+        user: &str,
+        text: &str,
+        file: (&str, &str, Vec<u8>),
+        declared_size: usize,
+        flags: u64,
+    ) -> String {
         let (name, mime, bytes) = file;
         let channel = self.dm_channel(user);
         let base = self.shared.api_url.trim_end_matches("/api/v10").to_owned();
@@ -273,7 +298,7 @@ impl FakeDiscord {
         self.message(json!({
             "channel_id": channel, "content": text, "mentions": [],
             "author": {"id": user, "username": format!("user{user}")},
-            "attachments": [attachment],
+            "attachments": [attachment], "flags": flags,
         }))
     }
 

@@ -1,0 +1,93 @@
+//! Real gateways for the suite: the test binary re-run as a child that does
+//! exactly what `hermes gateway run` does, on a `$HERMES_HOME` and a
+//! scripted provider that outlive it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+use hermes_gateway::app::run_gateway;
+use hermes_runtime::config::{Environment, Overrides, load};
+
+/// Set in the environment of the re-run test binary: be the gateway.
+const CHILD_ENV: &str = "HERMES_GATEWAY_CONFORMANCE_CHILD";
+
+/// A running gateway; killed if the test fails while it runs.
+pub struct Gateway(Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Gateway {
+    /// Starts a gateway in `cwd` on `home`: the child re-runs exactly the
+    /// test `test` (its full name) and serves instead of testing.
+    pub fn spawn(
+        test: &str,
+        env: &[(&'static str, String)],
+        home: &Path,
+        cwd: &Path,
+        provider: &str,
+    ) -> Gateway {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            .env_clear()
+            .env(CHILD_ENV, "1")
+            .env("HERMES_HOME", home)
+            .env("HERMES_BASE_URL", provider)
+            .env("HERMES_MODEL", "conformance-model")
+            .env("HERMES_TOOLSETS", "todo")
+            // One answer per message, so each can be counted.
+            .env("GATEWAY_BUSY_MODE", "queue")
+            .current_dir(cwd)
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("HERMES_CONFORMANCE_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        Gateway(command.spawn().unwrap())
+    }
+
+    /// SIGTERM, and waits for it to exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let pid = self.0.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.0.wait().unwrap()
+    }
+
+    /// SIGKILL, and waits for it to be gone.
+    pub fn kill(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+/// In the re-run child: does exactly what `hermes gateway run` does, and
+/// exits. In the test itself: returns. Every suite test calls it first.
+pub fn serve_if_child() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let settings = load(&Overrides::default(), &Environment::from_process()).unwrap();
+    let code = match run_gateway(&settings, false) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("gateway error: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+/// A number from the environment (the suite's knobs).
+pub fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}

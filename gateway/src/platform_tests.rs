@@ -39,7 +39,7 @@ fn names_are_unique_and_each_platform_is_a_cargo_feature() {
         );
     }
     if ALL_PLATFORMS {
-        assert_eq!(platforms().len(), 7);
+        assert_eq!(platforms().len(), 8);
     }
 }
 
@@ -164,7 +164,7 @@ fn every_section_of_a_platform_is_validated_as_it_describes_it() {
         assert_eq!(check_file(&typo, Path::new("config.toml")).len(), 1);
     }
     if ALL_PLATFORMS {
-        let known: BTreeSet<&str> = ["discord", "email", "api_server"].into();
+        let known: BTreeSet<&str> = ["discord", "email", "slack", "api_server"].into();
         assert_eq!(sections, known);
     }
 }
@@ -239,7 +239,7 @@ fn the_enabling_text_and_the_allow_list_warning_name_every_platform() {
              or DISCORD_BOT_TOKEN, or the WECOM_CALLBACK_* settings of a self-built app, or \
              MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, \
              or EMAIL_ADDRESS with EMAIL_PASSWORD, EMAIL_IMAP_HOST and EMAIL_SMTP_HOST, or \
-             API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
+             SLACK_BOT_TOKEN and SLACK_APP_TOKEN, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
         );
     }
 }

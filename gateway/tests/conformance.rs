@@ -9,6 +9,8 @@ mod conformance_kit;
 
 #[cfg(feature = "discord")]
 mod discord_support;
+#[cfg(feature = "slack")]
+mod slack_support;
 #[cfg(feature = "telegram")]
 mod telegram_support;
 
@@ -16,6 +18,8 @@ mod telegram_support;
 mod conformance {
     #[cfg(feature = "discord")]
     pub mod discord;
+    #[cfg(feature = "slack")]
+    pub mod slack;
     #[cfg(feature = "telegram")]
     pub mod telegram;
 }
@@ -24,3 +28,5 @@ mod conformance {
 conformance_tests!(telegram, crate::conformance::telegram::Telegram);
 #[cfg(feature = "discord")]
 conformance_tests!(discord, crate::conformance::discord::Discord);
+#[cfg(feature = "slack")]
+conformance_tests!(slack, crate::conformance::slack::Slack);

@@ -2,9 +2,9 @@
 //! (`slack_support`). DMs are `im` channels; the group is a channel where
 //! users mention the bot (so every group message arrives twice, as
 //! `message` and `app_mention`); threads are `thread_ts` threads of that
-//! channel; the home channel is a channel of its own. Replies to top-level
-//! messages go into the channel, so `Said::reply_to` (the thread) does not
-//! point at the message answered.
+//! channel; the home channel is a channel of its own. A reply points at
+//! the thread it is in (`thread_ts`): a top-level message's own `ts`, or
+//! the root of the thread a message was written in.
 
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ impl Harness for Slack {
             groups: true,
             threads: true,
             answers_while_down: true,
-            replies_point_back: false,
+            replies_point_back: true,
             reply_limit: Some(hermes_slack::MAX_MESSAGE_CHARS),
             rate_limit: true,
             access: Access::AllowList,
@@ -95,12 +95,15 @@ impl Harness for Slack {
                 id: self.fake.channel_message(GROUP, who, text, None, true),
                 chat: GROUP.to_owned(),
             },
-            Place::Thread(k) => Posted {
-                id: self
-                    .fake
-                    .channel_message(GROUP, who, text, Some(&thread_root(k)), true),
-                chat: GROUP.to_owned(),
-            },
+            Place::Thread(k) => {
+                let root = thread_root(k);
+                self.fake
+                    .channel_message(GROUP, who, text, Some(&root), true);
+                Posted {
+                    id: root,
+                    chat: GROUP.to_owned(),
+                }
+            }
         }
     }
 
@@ -112,9 +115,10 @@ impl Harness for Slack {
                 self.fake
                     .dm_file(who, caption, "photo.png", "image/png", png.clone())
             }
-            Media::Voice { ogg } => self
-                .fake
-                .dm_file(who, "", "voice.ogg", "audio/ogg", ogg.clone()),
+            Media::Voice { ogg } => {
+                self.fake
+                    .dm_file(who, "", "voice.ogg", "audio/ogg", ogg.clone())
+            }
         };
         Posted {
             id,

@@ -164,7 +164,12 @@ impl Shared {
         let max = state.behaviour.max_retries;
         let now = Instant::now();
         let mut out = Vec::new();
-        state.pending.retain(|p| p.attempts <= max || p.in_flight.as_ref().is_some_and(|(_, at)| now.duration_since(*at) < timeout));
+        state.pending.retain(|p| {
+            p.attempts <= max
+                || p.in_flight
+                    .as_ref()
+                    .is_some_and(|(_, at)| now.duration_since(*at) < timeout)
+        });
         let mut next = state.next;
         for p in state.pending.iter_mut() {
             let due = match &p.in_flight {
@@ -205,7 +210,9 @@ impl Shared {
 
     pub(crate) fn ack(&self, conn: usize, envelope_id: &str) {
         let mut state = self.state();
-        state.acks.push((conn, envelope_id.to_owned(), Instant::now()));
+        state
+            .acks
+            .push((conn, envelope_id.to_owned(), Instant::now()));
         state
             .pending
             .retain(|p| p.in_flight.as_ref().is_none_or(|(id, _)| id != envelope_id));
@@ -269,7 +276,10 @@ impl FakeSlack {
 
     /// Slack emits `event` (a message is given its `ts`, returned).
     pub fn emit(&self, mut event: Value) -> String {
-        let ts = event["ts"].as_str().map(str::to_owned).unwrap_or_else(|| self.next_ts());
+        let ts = event["ts"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.next_ts());
         event["ts"] = json!(ts);
         event["event_ts"] = json!(ts);
         let event_id = {
@@ -291,15 +301,28 @@ impl FakeSlack {
 
     /// A user writes to the bot in their DM (`D` + user id).
     pub fn dm(&self, user: &str, text: &str) -> String {
-        self.emit(json!({"type": "message", "channel": dm_of(user), "channel_type": "im",
-            "user": user, "text": text, "team": TEAM}))
+        self.emit(
+            json!({"type": "message", "channel": dm_of(user), "channel_type": "im",
+            "user": user, "text": text, "team": TEAM}),
+        )
     }
 
     /// A user writes in `channel` (in `thread`, if given). `mention` puts
     /// the bot's mention first; then Slack sends the message twice: as
     /// `message` and as `app_mention`, with the same `ts`.
-    pub fn channel_message(&self, channel: &str, user: &str, text: &str, thread: Option<&str>, mention: bool) -> String {
-        let text = if mention { format!("<@{BOT_USER}> {text}") } else { text.to_owned() };
+    pub fn channel_message(
+        &self,
+        channel: &str,
+        user: &str,
+        text: &str,
+        thread: Option<&str>,
+        mention: bool,
+    ) -> String {
+        let text = if mention {
+            format!("<@{BOT_USER}> {text}")
+        } else {
+            text.to_owned()
+        };
         let mut message = json!({"type": "message", "channel": channel, "channel_type": "channel",
             "user": user, "text": text, "team": TEAM});
         if let Some(t) = thread {
@@ -317,16 +340,32 @@ impl FakeSlack {
 
     /// A user shares a file in their DM (`subtype: file_share`); the bytes
     /// are served at the file's `url_private_download`.
-    pub fn dm_file(&self, user: &str, text: &str, name: &str, mimetype: &str, bytes: Vec<u8>) -> String {
-        let id = { let mut s = self.shared.state(); s.next += 1; format!("F{:08}", s.next) };
+    pub fn dm_file(
+        &self,
+        user: &str,
+        text: &str,
+        name: &str,
+        mimetype: &str,
+        bytes: Vec<u8>,
+    ) -> String {
+        let id = {
+            let mut s = self.shared.state();
+            s.next += 1;
+            format!("F{:08}", s.next)
+        };
         let path = format!("/files-pri/{TEAM}-{id}/download/{name}");
         let size = bytes.len();
-        self.shared.state().files.insert(path.clone(), (mimetype.to_owned(), bytes));
-        self.emit(json!({"type": "message", "subtype": "file_share", "channel": dm_of(user),
+        self.shared
+            .state()
+            .files
+            .insert(path.clone(), (mimetype.to_owned(), bytes));
+        self.emit(
+            json!({"type": "message", "subtype": "file_share", "channel": dm_of(user),
             "channel_type": "im", "user": user, "text": text, "team": TEAM,
             "files": [{"id": id, "name": name, "title": name, "mimetype": mimetype, "size": size,
                 "url_private": format!("{}/files-pri/{TEAM}-{id}/{name}", self.shared.base),
-                "url_private_download": format!("{}{path}", self.shared.base)}]}))
+                "url_private_download": format!("{}{path}", self.shared.base)}]}),
+        )
     }
 
     /// The next `n` calls of `method` get 429 with `Retry-After: secs`.
@@ -347,8 +386,10 @@ impl FakeSlack {
         let state = self.shared.state();
         let grace = state.behaviour.disconnect_grace;
         for (_, tx) in &state.live {
-            let _ = tx.send(Control::Send(json!({"type": "disconnect", "reason": reason,
-                "debug_info": {"host": "applink-fake"}})));
+            let _ = tx.send(Control::Send(
+                json!({"type": "disconnect", "reason": reason,
+                "debug_info": {"host": "applink-fake"}}),
+            ));
             let _ = tx.send(Control::CloseAfter(grace));
         }
     }
@@ -371,7 +412,13 @@ impl FakeSlack {
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
-        self.shared.state().calls.iter().filter(|c| c.method == method).cloned().collect()
+        self.shared
+            .state()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
     }
 
     pub fn connections(&self) -> usize {

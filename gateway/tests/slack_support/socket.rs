@@ -35,7 +35,8 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                     }
                     None => {
                         let mut refused = ErrorResponse::new(Some("invalid ticket".to_owned()));
-                        *refused.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::UNAUTHORIZED;
+                        *refused.status_mut() =
+                            tokio_tungstenite::tungstenite::http::StatusCode::UNAUTHORIZED;
                         Err(refused)
                     }
                 }
@@ -47,7 +48,10 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-async fn connection(shared: Arc<Shared>, ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>) {
+async fn connection(
+    shared: Arc<Shared>,
+    ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+) {
     let (mut sink, mut stream) = ws.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Control>();
     let n = {

@@ -27,13 +27,22 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                 let shared = Arc::clone(&shared);
                 async move { Ok::<_, Infallible>(answer(&shared, req).await) }
             });
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
         });
     }
 }
 
-fn respond(status: u16, headers: &[(&str, String)], content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut b = Response::builder().status(status).header("content-type", content_type);
+fn respond(
+    status: u16,
+    headers: &[(&str, String)],
+    content_type: &str,
+    body: Vec<u8>,
+) -> Response<Full<Bytes>> {
+    let mut b = Response::builder()
+        .status(status)
+        .header("content-type", content_type);
     for (k, v) in headers {
         b = b.header(*k, v);
     }
@@ -73,10 +82,21 @@ fn form(text: &str, into: &mut Map<String, Value>) {
 async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or_default().to_owned();
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
     let auth = header("authorization");
     let content_type = header("content-type");
-    let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let bytes = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let mut token = auth.strip_prefix("Bearer ").unwrap_or_default().to_owned();
     // Users' files: only with the bot token; else the sign-in page.
     if path.starts_with("/files-pri/") {
@@ -86,7 +106,12 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         return match (authorised, state.files.get(&path)) {
             (true, Some((mime, data))) => respond(200, &[], mime, data.clone()),
             (true, None) => respond(404, &[], "text/plain", b"file not found".to_vec()),
-            (false, _) => respond(200, &[], "text/html; charset=utf-8", b"<html><body>Sign in to Slack</body></html>".to_vec()),
+            (false, _) => respond(
+                200,
+                &[],
+                "text/html; charset=utf-8",
+                b"<html><body>Sign in to Slack</body></html>".to_vec(),
+            ),
         };
     }
     if let Some(file_id) = path.strip_prefix("/upload/v1/") {
@@ -134,14 +159,24 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         at: Instant::now(),
     });
     shared.changed.notify_waiters();
-    respond(status, &headers, "application/json; charset=utf-8", body.to_string().into_bytes())
+    respond(
+        status,
+        &headers,
+        "application/json; charset=utf-8",
+        body.to_string().into_bytes(),
+    )
 }
 
 fn fail(error: &str) -> (u16, Vec<(&'static str, String)>, Value) {
     (200, Vec::new(), json!({"ok": false, "error": error}))
 }
 
-fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(&'static str, String)>, Value) {
+fn call(
+    shared: &Shared,
+    method: &str,
+    token: &str,
+    args: &Value,
+) -> (u16, Vec<(&'static str, String)>, Value) {
     let mut state = shared.state();
     // Authentication first, as Slack does.
     let wants_app = method == "apps.connections.open";
@@ -164,7 +199,11 @@ fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(
     }
     if let Some(secs) = state.limits.get_mut(method).and_then(|q| q.pop_front()) {
         state.throttled += 1;
-        return (429, vec![("retry-after", secs.to_string())], json!({"ok": false, "error": "ratelimited"}));
+        return (
+            429,
+            vec![("retry-after", secs.to_string())],
+            json!({"ok": false, "error": "ratelimited"}),
+        );
     }
     let arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
     state.next += 1;
@@ -173,10 +212,18 @@ fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(
         "apps.connections.open" => {
             let ticket = format!("t{n:08}");
             state.tickets.push(ticket.clone());
-            (200, Vec::new(), json!({"ok": true, "url": format!("{}/link/?ticket={ticket}&app_id=A0FAKEAPP", shared.ws_base)}))
+            (
+                200,
+                Vec::new(),
+                json!({"ok": true, "url": format!("{}/link/?ticket={ticket}&app_id=A0FAKEAPP", shared.ws_base)}),
+            )
         }
-        "auth.test" => (200, Vec::new(), json!({"ok": true, "url": "https://fake.slack.com/", "team": "Fake Team",
-            "user": "hermes", "team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0FAKE", "is_enterprise_install": false})),
+        "auth.test" => (
+            200,
+            Vec::new(),
+            json!({"ok": true, "url": "https://fake.slack.com/", "team": "Fake Team",
+            "user": "hermes", "team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0FAKE", "is_enterprise_install": false}),
+        ),
         "chat.postMessage" => {
             let Some(channel) = arg("channel").filter(|c| !c.is_empty()) else {
                 return fail("channel_not_found");
@@ -192,12 +239,25 @@ fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(
             }
             let ts = format!("1700000001.{n:06}");
             let thread_ts = arg("thread_ts");
-            state.posted.push(BotMessage { channel: channel.clone(), ts: ts.clone(), thread_ts: thread_ts.clone(), text: text.clone(), file: None, at: Instant::now() });
-            (200, Vec::new(), json!({"ok": true, "channel": channel, "ts": ts,
-                "message": {"type": "message", "user": BOT_USER, "bot_id": "B0FAKE", "text": text, "ts": ts, "thread_ts": thread_ts}}))
+            state.posted.push(BotMessage {
+                channel: channel.clone(),
+                ts: ts.clone(),
+                thread_ts: thread_ts.clone(),
+                text: text.clone(),
+                file: None,
+                at: Instant::now(),
+            });
+            (
+                200,
+                Vec::new(),
+                json!({"ok": true, "channel": channel, "ts": ts,
+                "message": {"type": "message", "user": BOT_USER, "bot_id": "B0FAKE", "text": text, "ts": ts, "thread_ts": thread_ts}}),
+            )
         }
         "reactions.add" => {
-            let (Some(channel), Some(ts), Some(name)) = (arg("channel"), arg("timestamp"), arg("name")) else {
+            let (Some(channel), Some(ts), Some(name)) =
+                (arg("channel"), arg("timestamp"), arg("name"))
+            else {
                 return fail("invalid_arguments");
             };
             let reaction = (channel, ts, name);
@@ -209,13 +269,22 @@ fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(
         }
         "files.getUploadURLExternal" => {
             let name = arg("filename").filter(|f| !f.is_empty());
-            let length = args.get("length").and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())));
+            let length = args.get("length").and_then(|v| {
+                v.as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            });
             let (Some(name), Some(length)) = (name, length) else {
                 return fail("invalid_arguments");
             };
             let file_id = format!("F{n:08}");
-            state.uploads.insert(file_id.clone(), (name, length as usize, None));
-            (200, Vec::new(), json!({"ok": true, "upload_url": format!("{}/upload/v1/{file_id}", shared.base), "file_id": file_id}))
+            state
+                .uploads
+                .insert(file_id.clone(), (name, length as usize, None));
+            (
+                200,
+                Vec::new(),
+                json!({"ok": true, "upload_url": format!("{}/upload/v1/{file_id}", shared.base), "file_id": file_id}),
+            )
         }
         "files.completeUploadExternal" => {
             let files = match args.get("files") {
@@ -231,7 +300,9 @@ fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(
             for f in list {
                 let id = f.get("id").and_then(Value::as_str).unwrap_or_default();
                 match state.uploads.get(id) {
-                    Some((name, length, Some(data))) if data.len() == *length => shared_files.push((id.to_owned(), name.clone(), data.clone())),
+                    Some((name, length, Some(data))) if data.len() == *length => {
+                        shared_files.push((id.to_owned(), name.clone(), data.clone()))
+                    }
                     _ => return fail("file_not_found"),
                 }
             }
@@ -241,10 +312,20 @@ fn call(shared: &Shared, method: &str, token: &str, args: &Value) -> (u16, Vec<(
                 for (_, name, data) in &shared_files {
                     state.next += 1;
                     let ts = format!("1700000001.{:06}", state.next);
-                    state.posted.push(BotMessage { channel: channel.clone(), ts, thread_ts: thread_ts.clone(), text: comment.clone(), file: Some((name.clone(), data.clone())), at: Instant::now() });
+                    state.posted.push(BotMessage {
+                        channel: channel.clone(),
+                        ts,
+                        thread_ts: thread_ts.clone(),
+                        text: comment.clone(),
+                        file: Some((name.clone(), data.clone())),
+                        at: Instant::now(),
+                    });
                 }
             }
-            let files: Vec<Value> = shared_files.iter().map(|(id, name, _)| json!({"id": id, "title": name})).collect();
+            let files: Vec<Value> = shared_files
+                .iter()
+                .map(|(id, name, _)| json!({"id": id, "title": name}))
+                .collect();
             (200, Vec::new(), json!({"ok": true, "files": files}))
         }
         _ => fail("unknown_method"),
@@ -256,7 +337,12 @@ fn multipart_file(body: &[u8], content_type: &str) -> Option<Vec<u8>> {
     let boundary = content_type.split("boundary=").nth(1)?.trim_matches('"');
     let delimiter = format!("--{boundary}");
     let text = body;
-    let find = |hay: &[u8], needle: &[u8], from: usize| hay[from..].windows(needle.len()).position(|w| w == needle).map(|p| p + from);
+    let find = |hay: &[u8], needle: &[u8], from: usize| {
+        hay[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|p| p + from)
+    };
     let start = find(text, delimiter.as_bytes(), 0)?;
     let headers_end = find(text, b"\r\n\r\n", start)? + 4;
     let end = find(text, format!("\r\n{delimiter}").as_bytes(), headers_end)?;

@@ -14,7 +14,8 @@
 //!   any `bot_id`) are never answered.
 //! - The message id is the `ts`, with `/THREAD_TS` when the message is in a
 //!   thread: replies go into that thread, and the thread is the session's
-//!   `thread_id`. Top-level messages are answered in the channel.
+//!   `thread_id`. A top-level message is answered in a thread it starts;
+//!   its session is the DM's, or the user's in the channel.
 
 use serde::Deserialize;
 
@@ -113,6 +114,12 @@ pub fn message_id(ts: &str, thread_ts: Option<&str>) -> String {
 /// The thread a reply to `message_id` goes into, if any.
 pub fn thread_of(message_id: &str) -> Option<&str> {
     message_id.split_once('/').map(|(_, thread)| thread)
+}
+
+/// The thread a reply to `message_id` goes into: its thread, or the
+/// thread it starts.
+pub fn reply_thread(message_id: &str) -> &str {
+    thread_of(message_id).unwrap_or(ts_of(message_id))
 }
 
 /// The `ts` of `message_id` (what a reaction is added to).

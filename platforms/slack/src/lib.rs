@@ -12,7 +12,9 @@
 //!   when mentions are not required; files (`file_share`) too; the bot's
 //!   own and edited messages never.
 //! - **Out** ([`web`]): `chat.postMessage` in `mrkdwn` ([`mrkdwn`]), split
-//!   at 4000 characters, into the thread of the message answered; a 429's
+//!   at 4000 characters, into the thread of the message answered (a
+//!   top-level message starts one, so every answer points at its
+//!   question, also after a restart); a 429's
 //!   `Retry-After` is waited out. Files go out through
 //!   `files.getUploadURLExternal` → upload → `files.completeUploadExternal`
 //!   and come in with the bot token. "Typing" is an 👀 reaction on the
@@ -406,15 +408,14 @@ impl PlatformAdapter for SlackAdapter {
         }
     }
 
-    /// Into the thread of `reply_to` when it is in one; a top-level
-    /// message is answered in its channel.
+    /// Into the thread of `reply_to`; a top-level message starts one.
     async fn send(
         &self,
         chat_id: &str,
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
-        let thread = reply_to.and_then(inbound::thread_of);
+        let thread = reply_to.map(inbound::reply_thread);
         self.send_pieces(chat_id, text, thread).await
     }
 
@@ -486,7 +487,7 @@ impl PlatformAdapter for SlackAdapter {
             body["initial_comment"] =
                 json!(caption.chars().take(MAX_MESSAGE_CHARS).collect::<String>());
         }
-        if let Some(thread) = reply_to.and_then(inbound::thread_of) {
+        if let Some(thread) = reply_to.map(inbound::reply_thread) {
             body["thread_ts"] = json!(thread);
         }
         web.call(Token::Bot, "files.completeUploadExternal", Body::Json(body))

@@ -29,4 +29,7 @@ conformance_tests!(telegram, crate::conformance::telegram::Telegram);
 #[cfg(feature = "discord")]
 conformance_tests!(discord, crate::conformance::discord::Discord);
 #[cfg(feature = "slack")]
+#[path = "conformance/slack_direct.rs"]
+mod slack_direct;
+#[cfg(feature = "slack")]
 conformance_tests!(slack, crate::conformance::slack::Slack);

@@ -21,6 +21,9 @@ struct Platform {
     token_hint: &'static str,
     allow_var: &'static str,
     id_hint: &'static str,
+    /// The platform's other credentials, asked after the token (Slack's
+    /// app-level token).
+    more_secrets: Vec<&'static str>,
 }
 
 /// The platforms of this build the wizard can set up, from the registry.
@@ -40,6 +43,12 @@ fn platforms() -> Vec<Platform> {
                 token_hint,
                 allow_var: p.allow_var?,
                 id_hint,
+                more_secrets: p
+                    .vars
+                    .iter()
+                    .filter(|v| v.secret && v.name != token_var)
+                    .map(|v| v.name)
+                    .collect(),
             })
         })
         .collect()
@@ -119,11 +128,22 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
         if token.is_empty() {
             return Err(CliError::Config("no token given; nothing was saved".into()));
         }
+        let mut more = Vec::new();
+        for var in &platform.more_secrets {
+            let value = read_secret(&format!("{} {var} (input hidden): ", platform.label))
+                .map_err(|e| runtime(format!("cannot read {var}: {e}")))?;
+            if value.is_empty() {
+                return Err(CliError::Config(format!(
+                    "no {var} given; nothing was saved"
+                )));
+            }
+            more.push((*var, value));
+        }
         eprintln!("Asking {} about the token …", platform.label);
-        match verify(settings, platform, &token) {
+        match verify(settings, platform, &token, &more) {
             Ok(bot) => {
                 eprintln!("{} {bot}", style.green("✓"));
-                break (token, bot);
+                break ((token, more), bot);
             }
             Err(why) => {
                 eprintln!("{} {why}", style.red("✗"));
@@ -145,18 +165,26 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
-        match ids
-            .iter()
-            .find(|id| !id.chars().all(|c| c.is_ascii_digit()))
-        {
-            Some(bad) => eprintln!("`{bad}` is not a numeric user id; try again."),
+        // Telegram's and Discord's ids are numbers, Slack's letters and
+        // digits (`U012AB3CD`).
+        let numeric = platform.id_hint.contains("numeric");
+        match ids.iter().find(|id| {
+            !id.chars()
+                .all(|c| c.is_ascii_digit() || !numeric && c.is_ascii_alphanumeric())
+        }) {
+            Some(bad) if numeric => eprintln!("`{bad}` is not a numeric user id; try again."),
+            Some(bad) => eprintln!("`{bad}` is not a user id; try again."),
             None => break ids.join(","),
         }
     };
     let dotenv = settings.home.join(".env");
     std::fs::create_dir_all(&settings.home)
         .map_err(|e| runtime(format!("cannot create {}: {e}", settings.home.display())))?;
+    let (token, more) = token;
     crate::setup::write_dotenv_key(&dotenv, platform.token_var, &token)?;
+    for (var, value) in &more {
+        crate::setup::write_dotenv_key(&dotenv, var, value)?;
+    }
     if !allowed.is_empty() {
         crate::setup::write_dotenv_key(&dotenv, platform.allow_var, &allowed)?;
     }
@@ -178,15 +206,22 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
 
 /// The platform's own check of `token` (`getMe`, `users/@me`): what
 /// answered, or a sentence saying what is wrong.
-fn verify(settings: &Settings, platform: &Platform, token: &str) -> Result<String, String> {
+fn verify(
+    settings: &Settings,
+    platform: &Platform,
+    token: &str,
+    more: &[(&'static str, String)],
+) -> Result<String, String> {
     let mut trial = settings.clone();
+    let given = |k: &str| k == platform.token_var || more.iter().any(|(var, _)| *var == k);
     trial.env = Environment::from_pairs(
         settings
             .env
             .iter()
-            .filter(|(k, _)| *k != platform.token_var)
+            .filter(|(k, _)| !given(k))
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .chain([(platform.token_var.to_owned(), token.to_owned())]),
+            .chain([(platform.token_var.to_owned(), token.to_owned())])
+            .chain(more.iter().map(|(k, v)| ((*k).to_owned(), v.clone()))),
     );
     let bot = hermes_gateway::check::verify_platform(&trial, platform.name)?;
     Ok(bot.map_or_else(

@@ -59,22 +59,37 @@ impl Setup {
         env.push(("SLACK_ALLOWED_USERS", USER.to_owned()));
         env.extend(extra.iter().cloned());
         let mark = self.fake.connections();
-        let gateway = Gateway::spawn(test, &env, self.home.path(), self.home.path(), &self.provider.base_url());
+        let gateway = Gateway::spawn(
+            test,
+            &env,
+            self.home.path(),
+            self.home.path(),
+            &self.provider.base_url(),
+        );
         if extra.iter().all(|(k, _)| *k != "SLACK_BOT_TOKEN") {
-            self.fake.wait_for("a socket", Duration::from_secs(60), |f| f.connections() > mark);
+            self.fake
+                .wait_for("a socket", Duration::from_secs(60), |f| {
+                    f.connections() > mark
+                });
         }
         gateway
     }
 
     fn answers(&self, token: &str) -> Vec<BotMessage> {
         let echo = format!("echo {token}");
-        self.fake.posted().into_iter().filter(|m| m.text == echo).collect()
+        self.fake
+            .posted()
+            .into_iter()
+            .filter(|m| m.text == echo)
+            .collect()
     }
 
     fn await_answer(&self, token: &str) -> BotMessage {
-        self.fake.wait_for(&format!("the answer to {token}"), Duration::from_secs(60), |_| {
-            !self.answers(token).is_empty()
-        });
+        self.fake.wait_for(
+            &format!("the answer to {token}"),
+            Duration::from_secs(60),
+            |_| !self.answers(token).is_empty(),
+        );
         self.answers(token).remove(0)
     }
 }
@@ -86,31 +101,67 @@ fn redelivered_envelopes_and_doubled_mentions_are_answered_once() {
         lose_acks: 2,
         ..Behaviour::default()
     });
-    let mut gateway = s.spawn("slack_direct::redelivered_envelopes_and_doubled_mentions_are_answered_once", &[]);
+    let mut gateway = s.spawn(
+        "slack_direct::redelivered_envelopes_and_doubled_mentions_are_answered_once",
+        &[],
+    );
     let dm = s.fake.dm(USER, "[r1] hello");
     // A mention comes as `message` and as `app_mention`, both envelopes.
-    let mention = s.fake.channel_message(CHANNEL, USER, "[r2] hi all", None, true);
-    let in_thread = s.fake.channel_message(CHANNEL, USER, "[r3] and here", Some(&mention), true);
+    let mention = s
+        .fake
+        .channel_message(CHANNEL, USER, "[r2] hi all", None, true);
+    let in_thread = s
+        .fake
+        .channel_message(CHANNEL, USER, "[r3] and here", Some(&mention), true);
     let a1 = s.await_answer("[r1]");
     let a2 = s.await_answer("[r2]");
     let a3 = s.await_answer("[r3]");
     // Slack sent the envelopes whose acks were lost again, marked so.
-    s.fake.wait_for("every envelope acknowledged", Duration::from_secs(30), |f| f.unacknowledged() == 0);
-    let retried = s.fake.envelopes().iter().filter(|(_, e)| e["retry_attempt"].as_u64() > Some(0)).count();
+    s.fake.wait_for(
+        "every envelope acknowledged",
+        Duration::from_secs(30),
+        |f| f.unacknowledged() == 0,
+    );
+    let retried = s
+        .fake
+        .envelopes()
+        .iter()
+        .filter(|(_, e)| e["retry_attempt"].as_u64() > Some(0))
+        .count();
     assert!(retried >= 2, "no envelope was sent again");
     std::thread::sleep(Duration::from_secs(2));
     for token in ["[r1]", "[r2]", "[r3]"] {
-        assert_eq!(s.answers(token).len(), 1, "{token} was not answered exactly once");
+        assert_eq!(
+            s.answers(token).len(),
+            1,
+            "{token} was not answered exactly once"
+        );
     }
     // Each answer is in the thread of its message, in its chat.
-    assert_eq!((a1.channel.as_str(), a1.thread_ts.as_deref()), (dm_of(USER).as_str(), Some(dm.as_str())));
-    assert_eq!((a2.channel.as_str(), a2.thread_ts.as_deref()), (CHANNEL, Some(mention.as_str())));
+    assert_eq!(
+        (a1.channel.as_str(), a1.thread_ts.as_deref()),
+        (dm_of(USER).as_str(), Some(dm.as_str()))
+    );
+    assert_eq!(
+        (a2.channel.as_str(), a2.thread_ts.as_deref()),
+        (CHANNEL, Some(mention.as_str()))
+    );
     assert_eq!(a3.thread_ts.as_deref(), Some(mention.as_str()));
     let _ = in_thread;
     // Typing was an 👀 reaction on the DM being answered.
-    assert!(s.fake.reactions().iter().any(|(c, ts, name)| *c == dm_of(USER) && *ts == dm && name == "eyes"));
+    assert!(
+        s.fake
+            .reactions()
+            .iter()
+            .any(|(c, ts, name)| *c == dm_of(USER) && *ts == dm && name == "eyes")
+    );
     // Nothing the bot posted pinged anyone or came from a user token.
-    assert!(s.fake.calls("chat.postMessage").iter().all(|c| c.token == "xoxb-"));
+    assert!(
+        s.fake
+            .calls("chat.postMessage")
+            .iter()
+            .all(|c| c.token == "xoxb-")
+    );
     assert!(gateway.terminate().success());
 }
 
@@ -118,7 +169,10 @@ fn redelivered_envelopes_and_doubled_mentions_are_answered_once() {
 fn disconnect_and_cut_sockets_lose_nothing_and_files_need_the_bot_token() {
     serve_if_child();
     let s = setup(Behaviour::default());
-    let mut gateway = s.spawn("slack_direct::disconnect_and_cut_sockets_lose_nothing_and_files_need_the_bot_token", &[]);
+    let mut gateway = s.spawn(
+        "slack_direct::disconnect_and_cut_sockets_lose_nothing_and_files_need_the_bot_token",
+        &[],
+    );
     s.fake.dm(USER, "[d1] first");
     s.await_answer("[d1]");
     let before = s.fake.connections();
@@ -131,16 +185,32 @@ fn disconnect_and_cut_sockets_lose_nothing_and_files_need_the_bot_token() {
     s.fake.disconnect("warning");
     s.fake.drop_sockets();
     s.fake.dm(USER, "[d4] after a cut");
-    s.fake.dm_file(USER, "[d5] read this", "notes.txt", "text/plain", b"some notes".to_vec());
+    s.fake.dm_file(
+        USER,
+        "[d5] read this",
+        "notes.txt",
+        "text/plain",
+        b"some notes".to_vec(),
+    );
     s.await_answer("[d4]");
     s.await_answer("[d5]");
-    assert!(s.fake.connections() > before, "no new socket after disconnect");
+    assert!(
+        s.fake.connections() > before,
+        "no new socket after disconnect"
+    );
     std::thread::sleep(Duration::from_secs(2));
     for token in ["[d1]", "[d2]", "[d3]", "[d4]", "[d5]"] {
-        assert_eq!(s.answers(token).len(), 1, "{token} was not answered exactly once");
+        assert_eq!(
+            s.answers(token).len(),
+            1,
+            "{token} was not answered exactly once"
+        );
     }
     let downloads = s.fake.downloads();
-    assert!(!downloads.is_empty() && downloads.iter().all(|(_, with_token)| *with_token), "{downloads:?}");
+    assert!(
+        !downloads.is_empty() && downloads.iter().all(|(_, with_token)| *with_token),
+        "{downloads:?}"
+    );
     assert!(gateway.terminate().success());
 }
 
@@ -153,23 +223,41 @@ fn refused_tokens_stop_the_gateway_with_the_reason_in_its_status() {
         "slack_direct::refused_tokens_stop_the_gateway_with_the_reason_in_its_status",
         &[("SLACK_BOT_TOKEN", "xoxb-9-9-not-the-token".to_owned())],
     );
-    let status = wrong.wait_exit(Duration::from_secs(60)).expect("a gateway with a wrong token kept running");
+    let status = wrong
+        .wait_exit(Duration::from_secs(60))
+        .expect("a gateway with a wrong token kept running");
     assert!(!status.success());
-    assert!(s.fake.calls("auth.test").iter().any(|c| c.error.as_deref() == Some("invalid_auth")));
+    assert!(
+        s.fake
+            .calls("auth.test")
+            .iter()
+            .any(|c| c.error.as_deref() == Some("invalid_auth"))
+    );
     // Revoked while serving: the next Web API call is refused, the gateway
     // stops, and its status says why.
-    let mut gateway = s.spawn("slack_direct::refused_tokens_stop_the_gateway_with_the_reason_in_its_status", &[]);
+    let mut gateway = s.spawn(
+        "slack_direct::refused_tokens_stop_the_gateway_with_the_reason_in_its_status",
+        &[],
+    );
     s.fake.dm(USER, "[v1] before");
     s.await_answer("[v1]");
     s.fake.revoke_bot_token();
     s.fake.dm(USER, "[v2] after the token was revoked");
     let started = Instant::now();
-    let status = gateway.wait_exit(Duration::from_secs(60)).expect("the gateway kept running with a revoked token");
+    let status = gateway
+        .wait_exit(Duration::from_secs(60))
+        .expect("the gateway kept running with a revoked token");
     assert!(!status.success(), "exit {status:?}");
     assert!(started.elapsed() < Duration::from_secs(60));
     let status = hermes_gateway::ops::status::read(s.home.path(), true);
     let text = format!("{status:?}");
-    assert!(text.contains("token_revoked") && text.contains("SLACK_BOT_TOKEN"), "{text}");
-    assert!(!text.contains("fakebotsecret"), "the token leaked into the status");
+    assert!(
+        text.contains("token_revoked") && text.contains("SLACK_BOT_TOKEN"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("fakebotsecret"),
+        "the token leaked into the status"
+    );
     let _ = BOT_USER;
 }

@@ -59,12 +59,15 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
@@ -142,10 +145,10 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     } else {
         form(&String::from_utf8_lossy(&bytes), &mut args);
     }
-    if token.is_empty() {
-        if let Some(Value::String(t)) = args.get("token") {
-            token.clone_from(t);
-        }
+    if token.is_empty()
+        && let Some(Value::String(t)) = args.get("token")
+    {
+        token.clone_from(t);
     }
     let args = Value::Object(args);
     let (status, headers, body) = call(shared, method, &token, &args);

@@ -148,17 +148,17 @@ fn italic(text: &str) -> String {
     let mut out = String::new();
     let mut i = 0;
     while i < chars.len() {
-        if chars[i] == '*' && chars.get(i + 1).is_some_and(|c| !c.is_whitespace()) {
-            if let Some(len) = chars[i + 1..].iter().position(|&c| c == '*') {
-                let end = i + 1 + len;
-                if len > 0 && !chars[end - 1].is_whitespace() {
-                    out.push('_');
-                    out.extend(&chars[i + 1..end]);
-                    out.push('_');
-                    i = end + 1;
-                    continue;
-                }
-            }
+        let closing = (chars[i] == '*' && chars.get(i + 1).is_some_and(|c| !c.is_whitespace()))
+            .then(|| chars[i + 1..].iter().position(|&c| c == '*'))
+            .flatten()
+            .filter(|&len| len > 0 && !chars[i + len].is_whitespace());
+        if let Some(len) = closing {
+            let end = i + 1 + len;
+            out.push('_');
+            out.extend(&chars[i + 1..end]);
+            out.push('_');
+            i = end + 1;
+            continue;
         }
         out.push(chars[i]);
         i += 1;

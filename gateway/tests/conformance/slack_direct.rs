@@ -261,3 +261,37 @@ fn refused_tokens_stop_the_gateway_with_the_reason_in_its_status() {
     );
     let _ = BOT_USER;
 }
+
+#[test]
+fn slash_commands_reach_the_runner_and_sethome_names_the_channel() {
+    serve_if_child();
+    let s = setup(Behaviour::default());
+    let mut gateway = s.spawn(
+        "slack_direct::slash_commands_reach_the_runner_and_sethome_names_the_channel",
+        &[],
+    );
+    let asked = s.provider.requests().len();
+    s.fake.slash_command(USER, "C0HOME002", "/sethome", "");
+    s.fake
+        .wait_for("the /sethome answer", Duration::from_secs(60), |f| {
+            f.posted()
+                .iter()
+                .any(|m| m.channel == "C0HOME002" && m.text.contains("home channel"))
+        });
+    let answer = s
+        .fake
+        .posted()
+        .into_iter()
+        .find(|m| m.channel == "C0HOME002")
+        .unwrap();
+    assert_eq!(
+        answer.thread_ts, None,
+        "a command has no thread to answer in"
+    );
+    assert_eq!(
+        s.provider.requests().len(),
+        asked,
+        "a command reached the model"
+    );
+    assert!(gateway.terminate().success());
+}

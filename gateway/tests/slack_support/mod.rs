@@ -71,6 +71,8 @@ impl Default for Behaviour {
 /// An event waiting to be acknowledged.
 #[derive(Debug, Clone)]
 pub struct Pending {
+    /// `events_api`, or `slash_commands` (whose `event` is the payload).
+    pub kind: &'static str,
     pub event_id: String,
     pub event: Value,
     /// Deliveries so far.
@@ -168,8 +170,10 @@ impl Shared {
         let max = state.behaviour.max_retries;
         let now = Instant::now();
         let mut out = Vec::new();
+        // Slash commands are not retried: the user sees Slack's timeout.
+        let max_of = |p: &Pending| if p.kind == "slash_commands" { 0 } else { max };
         state.pending.retain(|p| {
-            p.attempts <= max
+            p.attempts <= max_of(p)
                 || p.in_flight
                     .as_ref()
                     .is_some_and(|(_, at)| now.duration_since(*at) < timeout)
@@ -180,7 +184,7 @@ impl Shared {
                 None => true,
                 Some((_, at)) => now.duration_since(*at) >= timeout,
             };
-            if !due || p.attempts > max {
+            if !due || p.attempts > max_of(p) {
                 continue;
             }
             next += 1;
@@ -188,6 +192,11 @@ impl Shared {
             let retry_attempt = p.attempts;
             p.attempts += 1;
             p.in_flight = Some((envelope_id.clone(), now));
+            if p.kind == "slash_commands" {
+                out.push(json!({"envelope_id": envelope_id, "type": "slash_commands",
+                    "accepts_response_payload": true, "payload": p.event}));
+                continue;
+            }
             out.push(json!({
                 "envelope_id": envelope_id,
                 "type": "events_api",
@@ -295,6 +304,7 @@ impl FakeSlack {
             state.next += 1;
             let id = format!("Ev{:08}", state.next);
             state.pending.push_back(Pending {
+                kind: "events_api",
                 event_id: id.clone(),
                 event,
                 attempts: 0,
@@ -305,6 +315,26 @@ impl FakeSlack {
         let _ = event_id;
         self.shared.pump();
         ts
+    }
+
+    /// A user runs the app's slash `command` in `channel`.
+    pub fn slash_command(&self, user: &str, channel: &str, command: &str, text: &str) {
+        let mut state = self.shared.state();
+        state.next += 1;
+        let n = state.next;
+        state.pending.push_back(Pending {
+            kind: "slash_commands",
+            event_id: format!("cmd{n}"),
+            event: json!({"token": "verification-token-unused", "team_id": TEAM, "team_domain": "fake",
+                "channel_id": channel, "channel_name": "general", "user_id": user, "user_name": "user",
+                "command": command, "text": text, "api_app_id": "A0FAKEAPP", "is_enterprise_install": "false",
+                "response_url": "https://hooks.slack.com/commands/T0FAKE/1/x",
+                "trigger_id": format!("{n}.1234.abcdef")}),
+            attempts: 0,
+            in_flight: None,
+        });
+        drop(state);
+        self.shared.pump();
     }
 
     /// A user writes to the bot in their DM (`D` + user id).

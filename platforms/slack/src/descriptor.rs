@@ -78,16 +78,15 @@ fn build(ctx: &BuildContext<'_>) -> Option<Result<Arc<dyn PlatformAdapter>, Stri
     )
 }
 
-/// The app token is half of the set-up `verify` cannot guess.
+/// What to check when Slack's `verify` failed: the app's switches and
+/// scopes, which `auth.test` cannot see. Nothing when Slack is not set up
+/// or passed (every finding counts as a problem).
 fn check_hints(env: Env<'_>, refused: bool) -> Vec<String> {
-    let mut hints = Vec::new();
-    if env("SLACK_APP_TOKEN").is_none_or(|t| t.trim().is_empty()) {
-        hints.push("slack: SLACK_APP_TOKEN is not set (Basic Information → App-Level Tokens, scope connections:write)".to_owned());
+    let set = |var: &str| env(var).is_some_and(|t| !t.trim().is_empty());
+    if !refused || !set("SLACK_BOT_TOKEN") {
+        return Vec::new();
     }
-    if refused {
-        hints.push("slack: the app needs Socket Mode on, and the bot scopes app_mentions:read, chat:write, im:history, channels:history, files:read, files:write, reactions:write".to_owned());
-    }
-    hints
+    vec!["slack: the app needs Socket Mode on, an app-level token with connections:write, and the bot scopes app_mentions:read, chat:write, im:history, channels:history, files:read, files:write, reactions:write".to_owned()]
 }
 
 /// The tokens, asked live.

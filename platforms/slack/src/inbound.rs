@@ -117,9 +117,69 @@ pub fn thread_of(message_id: &str) -> Option<&str> {
 }
 
 /// The thread a reply to `message_id` goes into: its thread, or the
-/// thread it starts.
-pub fn reply_thread(message_id: &str) -> &str {
-    thread_of(message_id).unwrap_or(ts_of(message_id))
+/// thread it starts; none for a slash command (it has no message).
+pub fn reply_thread(message_id: &str) -> Option<&str> {
+    if message_id.starts_with(COMMAND_PREFIX) {
+        return None;
+    }
+    Some(thread_of(message_id).unwrap_or(ts_of(message_id)))
+}
+
+/// How the message id of a slash command starts (then its `trigger_id`).
+pub const COMMAND_PREFIX: &str = "cmd:";
+
+/// The fields of a `slash_commands` payload the adapter reads.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SlashCommand {
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub user_id: String,
+    #[serde(default)]
+    pub channel_id: String,
+    #[serde(default)]
+    pub trigger_id: String,
+}
+
+/// A slash command registered for the app (`/new`, `/sethome`, …) as the
+/// text the runner's command parser reads; answered in the channel it was
+/// typed in.
+pub(crate) fn accept_command(cmd: SlashCommand) -> Result<MessageEvent, Skipped> {
+    let ok = |s: &str| {
+        !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
+    };
+    if !cmd.command.starts_with('/')
+        || !ok(&cmd.user_id)
+        || !ok(&cmd.channel_id)
+        || !ok(&cmd.trigger_id)
+    {
+        return Err(Skipped::Malformed(
+            "a slash command without command, user, channel or trigger_id",
+        ));
+    }
+    let text = format!("{} {}", cmd.command, unescape(&cmd.text))
+        .trim()
+        .to_owned();
+    Ok(MessageEvent {
+        message_id: format!("{COMMAND_PREFIX}{}", cmd.trigger_id),
+        text,
+        source: SessionSource {
+            platform: PLATFORM.to_owned(),
+            chat_type: if cmd.channel_id.starts_with('D') {
+                ChatType::Dm
+            } else {
+                ChatType::Group
+            },
+            chat_id: cmd.channel_id,
+            user_id: cmd.user_id,
+            user_name: None,
+            thread_id: None,
+        },
+        message_type: MessageType::Text,
+        media: Vec::new(),
+    })
 }
 
 /// The `ts` of `message_id` (what a reaction is added to).
@@ -306,6 +366,35 @@ mod tests {
                 "{v}"
             );
         }
+    }
+
+    #[test]
+    fn a_slash_command_is_the_command_typed_answered_outside_threads() {
+        let cmd: SlashCommand = serde_json::from_value(json!({"command": "/sethome", "text": "",
+            "user_id": "U1", "channel_id": "C9", "trigger_id": "13345224609.738474920.8088930838d88f008e0"}))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = accept_command(cmd).map(|e| {
+            (
+                e.text,
+                e.source.chat_id,
+                e.source.chat_type,
+                reply_thread(&e.message_id).is_none(),
+            )
+        });
+        assert_eq!(
+            e,
+            Ok((
+                "/sethome".to_owned(),
+                "C9".to_owned(),
+                ChatType::Group,
+                true
+            ))
+        );
+        let bad: SlashCommand = serde_json::from_value(
+            json!({"command": "/x", "user_id": "U1", "channel_id": "C9", "trigger_id": "a/b"}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(accept_command(bad).is_err());
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //!   > 0), and the inbox answers a message once however often it came.
 //! - **Which events** ([`inbound`]): DMs, `app_mention`, channel messages
 //!   when mentions are not required; files (`file_share`) too; the bot's
-//!   own and edited messages never.
+//!   own and edited messages never. Slash commands registered for the app
+//!   (`/new`, `/sethome`, …; Slack's client sends `/…` nowhere else) reach
+//!   the runner as the command typed.
 //! - **Out** ([`web`]): `chat.postMessage` in `mrkdwn` ([`mrkdwn`]), split
 //!   at 4000 characters, into the thread of the message answered (a
 //!   top-level message starts one, so every answer points at its
@@ -415,7 +417,7 @@ impl PlatformAdapter for SlackAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
-        let thread = reply_to.map(inbound::reply_thread);
+        let thread = reply_to.and_then(inbound::reply_thread);
         self.send_pieces(chat_id, text, thread).await
     }
 
@@ -487,7 +489,7 @@ impl PlatformAdapter for SlackAdapter {
             body["initial_comment"] =
                 json!(caption.chars().take(MAX_MESSAGE_CHARS).collect::<String>());
         }
-        if let Some(thread) = reply_to.map(inbound::reply_thread) {
+        if let Some(thread) = reply_to.and_then(inbound::reply_thread) {
             body["thread_ts"] = json!(thread);
         }
         web.call(Token::Bot, "files.completeUploadExternal", Body::Json(body))
@@ -502,6 +504,10 @@ impl PlatformAdapter for SlackAdapter {
         let Some(message) = lock(&self.inner.last).get(chat_id).cloned() else {
             return;
         };
+        // A slash command has no message to react to.
+        if message.starts_with(inbound::COMMAND_PREFIX) {
+            return;
+        }
         let ts = inbound::ts_of(&message).to_owned();
         if !lock(&self.inner.reacted).insert(format!("{chat_id}/{ts}")) {
             return;

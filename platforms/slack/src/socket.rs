@@ -269,8 +269,10 @@ async fn connect_once(
                 if !inner.gate.is_open() {
                     continue;
                 }
-                if envelope.kind == "events_api" {
-                    handle_event(inner, handler, &envelope);
+                match envelope.kind.as_str() {
+                    "events_api" => handle_event(inner, handler, &envelope),
+                    "slash_commands" => handle_command(inner, handler, &envelope),
+                    _ => {}
                 }
                 // Acknowledged after the handler returned: the message is
                 // in the inbox (or was there already).
@@ -313,5 +315,24 @@ fn handle_event(inner: &Inner, handler: &EventHandler, envelope: &Envelope) {
             tracing::warn!("slack: an event with {what} was ignored");
         }
         Err(why) => tracing::debug!(?why, "slack: event not for the bot"),
+    }
+}
+
+/// Hands a `slash_commands` envelope's command on.
+fn handle_command(inner: &Inner, handler: &EventHandler, envelope: &Envelope) {
+    let Some(payload) = envelope.payload.clone() else {
+        tracing::warn!("slack: a slash_commands envelope without a payload was ignored");
+        return;
+    };
+    let command = serde_json::from_value(payload)
+        .map_err(|_| inbound::Skipped::Malformed("a slash command that cannot be read"))
+        .and_then(inbound::accept_command);
+    match command {
+        Ok(event) => {
+            inner.remember_last(&event.source.chat_id, &event.message_id);
+            handler(event);
+        }
+        Err(inbound::Skipped::Malformed(what)) => tracing::warn!("slack: {what} was ignored"),
+        Err(why) => tracing::debug!(?why, "slack: command not taken"),
     }
 }

@@ -295,3 +295,63 @@ fn slash_commands_reach_the_runner_and_sethome_names_the_channel() {
     );
     assert!(gateway.terminate().success());
 }
+
+/// `hermes gateway run --check` for Slack: `auth.test` with the bot token
+/// and `apps.connections.open` with the app token, each refusal naming
+/// its token and none printing it.
+#[test]
+fn the_check_asks_both_tokens_and_names_the_one_refused() {
+    serve_if_child();
+    let s = setup(Behaviour::default());
+    let config = |bot: &str, app: &str| {
+        let mut c = hermes_slack::SlackConfig::new(bot, app);
+        c.api_url = s.fake.api_url();
+        c
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let good = rt.block_on(hermes_slack::check_bot(&config(
+        crate::slack_support::BOT_TOKEN,
+        crate::slack_support::APP_TOKEN,
+    )));
+    assert!(
+        good.as_deref().is_ok_and(|b| b.contains(BOT_USER)),
+        "{good:?}"
+    );
+    let wrong_app = rt.block_on(hermes_slack::check_bot(&config(
+        crate::slack_support::BOT_TOKEN,
+        "xapp-1-A0FAKEAPP-9-wrong",
+    )));
+    assert!(
+        wrong_app
+            .as_ref()
+            .is_err_and(|e| e.contains("SLACK_APP_TOKEN") && !e.contains("wrong")),
+        "{wrong_app:?}"
+    );
+    // A bot token where the app token belongs: Slack's not_allowed_token_type.
+    let swapped = rt.block_on(hermes_slack::check_bot(&config(
+        crate::slack_support::BOT_TOKEN,
+        crate::slack_support::BOT_TOKEN,
+    )));
+    assert!(
+        swapped
+            .as_ref()
+            .is_err_and(|e| e.contains("not_allowed_token_type")),
+        "{swapped:?}"
+    );
+    s.fake.revoke_bot_token();
+    let revoked = rt.block_on(hermes_slack::check_bot(&config(
+        crate::slack_support::BOT_TOKEN,
+        crate::slack_support::APP_TOKEN,
+    )));
+    assert!(
+        revoked
+            .as_ref()
+            .is_err_and(|e| e.contains("SLACK_BOT_TOKEN")
+                && e.contains("token_revoked")
+                && !e.contains("fakebotsecret")),
+        "{revoked:?}"
+    );
+}

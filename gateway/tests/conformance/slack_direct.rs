@@ -173,8 +173,19 @@ fn disconnect_and_cut_sockets_lose_nothing_and_files_need_the_bot_token() {
         "slack_direct::disconnect_and_cut_sockets_lose_nothing_and_files_need_the_bot_token",
         &[],
     );
+    // Bad input first: a frame that is no JSON, an envelope of no known
+    // type, an event with no user, one with no text: each is logged and
+    // skipped, the socket stays up, and the next message is answered.
+    let sockets = s.fake.connections();
+    s.fake.send_raw("{not json");
+    s.fake.send_raw(r#"{"type": "events_api", "envelope_id": "bad-1", "payload": {"event": {"type": "message", "channel": "D1", "text": "x", "ts": "1.1"}}}"#);
+    s.fake.send_raw(r#"{"type": "events_api", "envelope_id": "bad-2", "payload": {"event": {"type": "message", "channel": "D0000101", "channel_type": "im", "user": "U0000101", "text": "   ", "ts": "1.2"}}}"#);
+    s.fake
+        .send_raw(r#"{"type": "something_new", "envelope_id": "bad-3"}"#);
     s.fake.dm(USER, "[d1] first");
     s.await_answer("[d1]");
+    assert_eq!(s.fake.connections(), sockets, "bad input cost the socket");
+    assert_eq!(s.fake.posted().len(), 1, "bad input was answered");
     let before = s.fake.connections();
     // Slack recycles the link: the old socket stays a moment, then closes.
     s.fake.disconnect("refresh_requested");

@@ -138,6 +138,8 @@ pub(crate) struct State {
 #[derive(Debug)]
 pub(crate) enum Control {
     Send(Value),
+    /// A frame as it is (a broken one, for the bad-input tests).
+    Raw(String),
     /// Close after this long.
     CloseAfter(Duration),
     /// Drop the TCP connection at once.
@@ -429,6 +431,13 @@ impl FakeSlack {
                 "debug_info": {"host": "applink-fake"}}),
             ));
             let _ = tx.send(Control::CloseAfter(grace));
+        }
+    }
+
+    /// `text` goes to every live socket as one frame, as it is.
+    pub fn send_raw(&self, text: &str) {
+        for (_, tx) in &self.shared.state().live {
+            let _ = tx.send(Control::Raw(text.to_owned()));
         }
     }
 

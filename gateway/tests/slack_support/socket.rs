@@ -76,6 +76,11 @@ async fn connection(
                         break;
                     }
                 }
+                Some(Control::Raw(text)) => {
+                    if sink.send(Message::text(text)).await.is_err() {
+                        break;
+                    }
+                }
                 Some(Control::CloseAfter(grace)) => {
                     // No new envelopes go to a socket told to go.
                     shared.state().live.retain(|(k, _)| *k != n);

@@ -509,8 +509,15 @@ impl PlatformAdapter for SlackAdapter {
             return;
         }
         let ts = inbound::ts_of(&message).to_owned();
-        if !lock(&self.inner.reacted).insert(format!("{chat_id}/{ts}")) {
-            return;
+        {
+            let mut reacted = lock(&self.inner.reacted);
+            // Bounded: a reaction added twice is only `already_reacted`.
+            if reacted.len() > 10_000 {
+                reacted.clear();
+            }
+            if !reacted.insert(format!("{chat_id}/{ts}")) {
+                return;
+            }
         }
         let body = json!({ "channel": chat_id, "timestamp": ts, "name": TYPING_REACTION });
         if let Err(e) = self

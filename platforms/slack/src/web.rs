@@ -370,3 +370,27 @@ fn read(resp: &mut ureq::http::Response<ureq::Body>, limit: u64) -> Result<Answe
 fn backoff(failures: u32) -> Duration {
     Duration::from_millis(250u64.saturating_mul(1 << failures.min(6)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bot_token_goes_only_to_slack_file_hosts_or_the_api_host() {
+        let mut config = SlackConfig::new("xoxb-1", "xapp-1");
+        config.api_url = "http://127.0.0.1:9/api".to_owned();
+        let web = Web::new(&config);
+        assert!(web.may_carry_token("https://files.slack.com/files-pri/T1-F1/download/a.png"));
+        assert!(web.may_carry_token("http://127.0.0.1:9/files-pri/T1-F1/download/a.png"));
+        for evil in [
+            "https://evil.example/files.slack.com/a",
+            "https://files.slack.com.evil.example/a",
+            "http://files.slack.com/a",
+            "https://evil.example@files.slack.com.evil.example/a",
+            "http://127.0.0.1:10/a",
+            "file:///etc/passwd",
+        ] {
+            assert!(!web.may_carry_token(evil), "{evil}");
+        }
+    }
+}

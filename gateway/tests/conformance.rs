@@ -11,6 +11,8 @@ mod conformance_kit;
 mod discord_support;
 #[cfg(feature = "telegram")]
 mod telegram_support;
+#[cfg(feature = "wecom")]
+mod wecom_support;
 
 /// One harness per platform.
 mod conformance {
@@ -22,6 +24,8 @@ mod conformance {
     pub mod matrix;
     #[cfg(feature = "telegram")]
     pub mod telegram;
+    #[cfg(feature = "wecom")]
+    pub mod wecom;
 }
 
 #[cfg(feature = "telegram")]
@@ -32,6 +36,15 @@ conformance_tests!(discord, crate::conformance::discord::Discord);
 conformance_tests!(email, crate::conformance::email::Email);
 #[cfg(feature = "matrix")]
 conformance_tests!(matrix, crate::conformance::matrix::Matrix);
+#[cfg(feature = "wecom")]
+conformance_tests!(
+    wecom,
+    crate::conformance::wecom::Wecom,
+    soak_ignored = "KNOWN FAILURE: a text callback waits in the adapter's in-memory \
+                    fragment-merge window before it is durable; a kill -9 inside it loses \
+                    the message, which WeCom does not deliver again (see ARCHITECTURE \
+                    \"How a new adapter plugs in to the conformance kit\")"
+);
 
 /// Every harness compiled in, in the README's order (one push per
 /// feature: which are compiled in varies).
@@ -51,6 +64,11 @@ fn columns() -> Vec<conformance_kit::table::Column> {
     columns.push(conformance_kit::table::column::<conformance::matrix::Matrix>());
     #[cfg(feature = "email")]
     columns.push(conformance_kit::table::column::<conformance::email::Email>());
+    #[cfg(feature = "wecom")]
+    columns.push(conformance_kit::table::Column {
+        soak_runs: false,
+        ..conformance_kit::table::column::<conformance::wecom::Wecom>()
+    });
     columns
 }
 
@@ -61,7 +79,8 @@ fn columns() -> Vec<conformance_kit::table::Column> {
     feature = "telegram",
     feature = "discord",
     feature = "matrix",
-    feature = "email"
+    feature = "email",
+    feature = "wecom"
 ))]
 #[test]
 fn the_readme_table_is_what_the_harnesses_declare() {

@@ -36,6 +36,7 @@
 pub mod gateway;
 pub mod soak;
 pub mod suite;
+pub mod table;
 
 use std::time::Duration;
 
@@ -262,7 +263,9 @@ pub enum Verdict {
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
 /// Makes the conformance tests of one platform: `$name::promises` and
-/// `$name::kill_9_soak`.
+/// `$name::kill_9_soak`. With `soak_ignored = "why"` the soak is
+/// `#[ignore]`d with that reason (a known failure, run it with
+/// `--ignored`), never silently dropped.
 macro_rules! conformance_tests {
     ($name:ident, $harness:ty) => {
         mod $name {
@@ -275,6 +278,26 @@ macro_rules! conformance_tests {
             }
 
             #[test]
+            fn kill_9_soak() {
+                crate::conformance_kit::soak::run::<$harness>(concat!(
+                    stringify!($name),
+                    "::kill_9_soak"
+                ));
+            }
+        }
+    };
+    ($name:ident, $harness:ty, soak_ignored = $why:literal) => {
+        mod $name {
+            #[test]
+            fn promises() {
+                crate::conformance_kit::suite::run::<$harness>(concat!(
+                    stringify!($name),
+                    "::promises"
+                ));
+            }
+
+            #[test]
+            #[ignore = $why]
             fn kill_9_soak() {
                 crate::conformance_kit::soak::run::<$harness>(concat!(
                     stringify!($name),

@@ -220,17 +220,27 @@ impl<H: Harness> World<H> {
         self.start();
     }
 
-    /// The mark of what the bot said so far.
-    pub fn said_mark(&self) -> usize {
-        self.harness.said().len()
+    /// What the bot said so far, to compare with later
+    /// ([`World::said_since`]).
+    pub fn said_mark(&self) -> Vec<Said> {
+        self.harness.said()
     }
 
-    /// What the bot said in `chat` after `mark`.
-    pub fn said_since(&self, mark: usize, chat: &str) -> Vec<Said> {
+    /// What the bot said in `chat` that is not in `mark`, in order (a
+    /// harness may read messages back per chat, so new ones need not come
+    /// last).
+    pub fn said_since(&self, mark: &[Said], chat: &str) -> Vec<Said> {
+        let mut seen = mark.to_vec();
         self.harness
             .said()
             .into_iter()
-            .skip(mark)
+            .filter(|s| match seen.iter().position(|m| m == s) {
+                Some(i) => {
+                    seen.swap_remove(i);
+                    false
+                }
+                None => true,
+            })
             .filter(|s| s.chat == chat)
             .collect()
     }
@@ -239,7 +249,7 @@ impl<H: Harness> World<H> {
     /// `done`; returns it.
     pub fn await_said(
         &self,
-        mark: usize,
+        mark: &[Said],
         chat: &str,
         what: &str,
         done: impl Fn(&[Said]) -> bool,
@@ -601,7 +611,7 @@ fn long_reply_arrives_whole<H: Harness>(world: &mut World<H>) -> Verdict {
             .collect()
     };
     let last = long_word(words);
-    let said = world.await_said(mark, &posted.chat, "the whole long reply", |said| {
+    let said = world.await_said(&mark, &posted.chat, "the whole long reply", |said| {
         numbered(said).contains(&last)
     });
     assert!(
@@ -677,7 +687,7 @@ fn unknown_user_gets_no_model_call<H: Harness>(world: &mut World<H>) -> Verdict 
     if world.caps.access == Access::Pairing {
         let mark = world.said_mark();
         let (token, posted) = world.ask(Sender::Stranger, Place::Dm, "let me in");
-        world.await_said(mark, &posted.chat, "a pairing code", |said| {
+        world.await_said(&mark, &posted.chat, "a pairing code", |said| {
             said.iter().any(|s| s.text.contains("pairing code"))
         });
         assert!(
@@ -703,7 +713,7 @@ pub const OGG: &[u8] = b"OggS\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00 a voice no
 
 fn photo_reaches_vision<H: Harness>(world: &mut World<H>) -> Verdict {
     if !world.caps.photo_in {
-        return Verdict::NotApplicable("users cannot send photos");
+        return Verdict::NotApplicable("no photo reaches the gateway");
     }
     world.start();
     let token = world.token();
@@ -732,7 +742,7 @@ fn photo_reaches_vision<H: Harness>(world: &mut World<H>) -> Verdict {
 
 fn voice_reaches_model_as_transcript<H: Harness>(world: &mut World<H>) -> Verdict {
     if !world.caps.voice_in {
-        return Verdict::NotApplicable("users cannot send voice notes");
+        return Verdict::NotApplicable("no voice note reaches the gateway as audio");
     }
     world.start();
     let token = world.token();
@@ -756,14 +766,14 @@ fn voice_reaches_model_as_transcript<H: Harness>(world: &mut World<H>) -> Verdic
 
 fn send_file_delivers_a_file<H: Harness>(world: &mut World<H>) -> Verdict {
     if !world.caps.file_out {
-        return Verdict::NotApplicable("the bot cannot send files");
+        return Verdict::NotApplicable("the adapter sends no files");
     }
     world.start();
     let mark = world.said_mark();
     let (token, posted) = world.ask(Sender::User(0), Place::Dm, &format!("{FILE} please"));
     world.await_answer(&token, &posted);
     let (path, content) = file_for(&token);
-    let said = world.await_said(mark, &posted.chat, "the file", |said| {
+    let said = world.await_said(&mark, &posted.chat, "the file", |said| {
         said.iter().any(|s| s.file.is_some())
     });
     let files: Vec<&SentFile> = said.iter().filter_map(|s| s.file.as_ref()).collect();
@@ -810,13 +820,13 @@ fn home_channel_gets_scheduled_answer_once<H: Harness>(world: &mut World<H>) -> 
     .join()
     .unwrap();
     let answer = answer(&token);
-    world.await_said(mark, &home, "the scheduled job's answer", |said| {
+    world.await_said(&mark, &home, "the scheduled job's answer", |said| {
         said.iter().any(|s| s.text.contains(&answer))
     });
     // Time for a second delivery, if there were to be one.
     std::thread::sleep(Duration::from_secs(3));
     let delivered = world
-        .said_since(mark, &home)
+        .said_since(&mark, &home)
         .iter()
         .filter(|s| s.text.contains(&answer))
         .count();

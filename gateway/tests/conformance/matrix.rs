@@ -1,0 +1,199 @@
+//! Matrix's harness: a real Synapse on loopback (`hermes_tests::synapse`,
+//! rate limits relaxed). Each user has a DM room with the bot, which the
+//! first gateway joins on their invites; the group is one room of all users
+//! and the bot, where no mention is needed (`MATRIX_REQUIRE_MENTION=false`);
+//! the home room is a room of its own. What the bot sent is read back with
+//! `/messages` as the room's members.
+
+use std::time::{Duration, Instant};
+
+use hermes_tests::synapse::{self, User};
+
+use crate::conformance_kit::{
+    Access, Capabilities, Capability, Harness, Place, Plan, Posted, Said, Sender,
+};
+
+pub struct Matrix {
+    bot: User,
+    /// Each user and their DM room with the bot.
+    users: Vec<(User, String)>,
+    stranger: (User, String),
+    group: String,
+    home: String,
+}
+
+impl Matrix {
+    /// Every room the suite reads and a member who can read it.
+    fn rooms(&self) -> Vec<(&User, &str)> {
+        let mut rooms: Vec<(&User, &str)> =
+            self.users.iter().map(|(u, r)| (u, r.as_str())).collect();
+        rooms.push((&self.stranger.0, &self.stranger.1));
+        rooms.push((&self.users[0].0, &self.group));
+        rooms.push((&self.users[0].0, &self.home));
+        rooms
+    }
+}
+
+impl Harness for Matrix {
+    const NAME: &'static str = "matrix";
+
+    fn capabilities() -> Capabilities {
+        Capabilities {
+            users: 3,
+            groups: true,
+            threads: true,
+            answers_while_down: true,
+            replies_point_back: true,
+            // Synapse takes events up to 64 KiB; the adapter splits below.
+            reply_limit: Some(60_000),
+            rate_limit: true,
+            access: Access::AllowList,
+            photo_in: true,
+            voice_in: true,
+            file_out: false,
+            home_channel: true,
+        }
+    }
+
+    /// Threads, Synapse's own 429s, media and long replies need more of
+    /// the real server than the harness drives yet.
+    fn uncovered() -> &'static [Capability] {
+        &[
+            Capability::Threads,
+            Capability::RateLimit,
+            Capability::PhotoIn,
+            Capability::VoiceIn,
+            Capability::ReplyLimit,
+        ]
+    }
+
+    fn soak_plan() -> Plan {
+        Plan {
+            rounds: 12,
+            users: 3,
+            // From the second round on: the first sync of a new login
+            // answers no history, by design.
+            while_down: 2,
+            down_in_first_round: false,
+            // Written while the gateway logs in and syncs (after the first
+            // round, up only means the rooms are joined: no real wait).
+            while_up: 2,
+            first_round_extra: (1, Duration::from_millis(500)),
+            kill_within: Duration::from_millis(1500),
+            graceful_every: 5,
+            before_last: 2,
+            settle: Duration::from_secs(1),
+        }
+    }
+
+    fn start(_: &tokio::runtime::Runtime) -> Self {
+        let server = synapse::server();
+        let bot = server.user("bot");
+        let users: Vec<(User, String)> = (0..3)
+            .map(|_| {
+                let user = server.user("member");
+                let room = user.create_room(&[&bot.user_id], true);
+                (user, room)
+            })
+            .collect();
+        let stranger = server.user("stranger");
+        let stranger_room = stranger.create_room(&[&bot.user_id], true);
+        let mut invited: Vec<&str> = users
+            .iter()
+            .skip(1)
+            .map(|(u, _)| u.user_id.as_str())
+            .collect();
+        invited.push(&bot.user_id);
+        let group = users[0].0.create_room(&invited, false);
+        for (user, _) in users.iter().skip(1) {
+            user.join(&group);
+        }
+        let home = users[0].0.create_room(&[&bot.user_id], false);
+        Matrix {
+            bot,
+            users,
+            stranger: (stranger, stranger_room),
+            group,
+            home,
+        }
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let allowed: Vec<&str> = self.users.iter().map(|(u, _)| u.user_id.as_str()).collect();
+        vec![
+            ("MATRIX_HOMESERVER", synapse::server().base.clone()),
+            ("MATRIX_USER_ID", self.bot.user_id.clone()),
+            ("MATRIX_PASSWORD", self.bot.password.clone()),
+            ("MATRIX_ALLOWED_USERS", allowed.join(",")),
+            ("MATRIX_REQUIRE_MENTION", "false".to_owned()),
+            ("MATRIX_HOME_ROOM", self.home.clone()),
+        ]
+    }
+
+    fn send(&mut self, from: Sender, place: Place, text: &str) -> Posted {
+        let (user, dm) = match from {
+            Sender::User(n) => (&self.users[n].0, &self.users[n].1),
+            Sender::Stranger => (&self.stranger.0, &self.stranger.1),
+        };
+        let room = match place {
+            Place::Dm => dm.clone(),
+            Place::Group => self.group.clone(),
+            Place::Thread(_) => panic!("matrix's harness does not drive threads yet"),
+        };
+        Posted {
+            id: user.say(&room, text),
+            chat: room,
+        }
+    }
+
+    fn said(&self) -> Vec<Said> {
+        let mut said = Vec::new();
+        for (reader, room) in self.rooms() {
+            for event in reader.messages(room) {
+                if event["sender"] != self.bot.user_id.as_str() || event["type"] != "m.room.message"
+                {
+                    continue;
+                }
+                let content = &event["content"];
+                said.push((
+                    event["origin_server_ts"].as_u64().unwrap_or(0),
+                    Said {
+                        chat: room.to_owned(),
+                        reply_to: content["m.relates_to"]["m.in_reply_to"]["event_id"]
+                            .as_str()
+                            .map(str::to_owned),
+                        text: content["body"].as_str().unwrap_or_default().to_owned(),
+                        file: None,
+                    },
+                ));
+            }
+        }
+        said.sort_by_key(|(ts, _)| *ts);
+        said.into_iter().map(|(_, s)| s).collect()
+    }
+
+    fn mark(&self) -> usize {
+        0
+    }
+
+    /// Once the bot has joined every room, a gateway sees whatever is
+    /// written next: the first gateway joins during its first sync, whose
+    /// position it stores right after, and later gateways resume from the
+    /// stored position.
+    fn wait_up(&self, _: usize) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self
+            .rooms()
+            .iter()
+            .filter(|(u, _)| u.user_id != self.stranger.0.user_id)
+            .all(|(user, room)| user.joined(room).contains(&self.bot.user_id))
+        {
+            assert!(Instant::now() < deadline, "the bot never joined the rooms");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn home_chat(&self) -> String {
+        self.home.clone()
+    }
+}

@@ -26,6 +26,9 @@ const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 /// (a half-open TCP connection never says so).
 const PING_EVERY: Duration = Duration::from_secs(30);
 
+/// A socket that lived this long was a working connection.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+
 /// How one socket ended.
 enum End {
     Stopped,
@@ -48,6 +51,7 @@ pub(crate) async fn run(
     let mut first = Some(first);
     let mut attempt: u32 = 0;
     loop {
+        let began = Instant::now();
         let end = match identify(&inner).await {
             Err(e) => e,
             Ok(()) => match open_url(&inner).await {
@@ -81,9 +85,16 @@ pub(crate) async fn run(
                     };
                     return inner.stop_for_good(&mut first, e);
                 }
-                attempt = if hello { 1 } else { attempt + 1 };
+                // A socket that served a while resets the backoff; one that
+                // Slack accepted and dropped at once does not, so a link
+                // that keeps failing is not retried in a storm.
+                attempt = if hello && began.elapsed() >= STABLE_AFTER {
+                    1
+                } else {
+                    attempt + 1
+                };
                 inner.set_state(SlackState::Reconnecting { attempt });
-                let delay = if asked || attempt <= 1 {
+                let delay = if asked && attempt <= 2 || attempt <= 1 {
                     Duration::ZERO
                 } else {
                     let base = inner.config.reconnect_base;

@@ -366,3 +366,34 @@ fn the_check_asks_both_tokens_and_names_the_one_refused() {
         "{revoked:?}"
     );
 }
+
+/// A link Slack accepts and cuts at once is retried with a growing wait,
+/// not in a storm (the adapter on its own, against the fake).
+#[test]
+fn a_link_cut_right_after_hello_is_not_retried_in_a_storm() {
+    use hermes_gateway::adapter::PlatformAdapter;
+    serve_if_child();
+    let s = setup(Behaviour::default());
+    let mut config = hermes_slack::SlackConfig::new(
+        crate::slack_support::BOT_TOKEN,
+        crate::slack_support::APP_TOKEN,
+    );
+    config.api_url = s.fake.api_url();
+    config.reconnect_base = Duration::from_millis(500);
+    let adapter = hermes_slack::SlackAdapter::new(config);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(adapter.connect(Arc::new(|_| {}))).unwrap();
+    let before = s.fake.connections();
+    s.fake.cut_after_hello(true);
+    s.fake.drop_sockets();
+    std::thread::sleep(Duration::from_secs(4));
+    let tries = s.fake.connections() - before;
+    // 0 + 0.5 + 1 + 2 s of waiting: about four sockets, never hundreds.
+    assert!((2..=6).contains(&tries), "{tries} sockets in 4 s");
+    s.fake.cut_after_hello(false);
+    rt.block_on(adapter.disconnect());
+}

@@ -55,6 +55,8 @@ pub struct Behaviour {
     /// This many acknowledgements get lost on the way (Slack then sends
     /// the envelope again).
     pub lose_acks: usize,
+    /// Every socket is cut right after its `hello` (a broken link).
+    pub cut_after_hello: bool,
 }
 
 impl Default for Behaviour {
@@ -64,6 +66,7 @@ impl Default for Behaviour {
             max_retries: 3,
             disconnect_grace: Duration::from_millis(300),
             lose_acks: 0,
+            cut_after_hello: false,
         }
     }
 }
@@ -446,6 +449,11 @@ impl FakeSlack {
         for (_, tx) in &self.shared.state().live {
             let _ = tx.send(Control::Drop);
         }
+    }
+
+    /// From now on every socket is cut right after its `hello`.
+    pub fn cut_after_hello(&self, on: bool) {
+        self.shared.state().behaviour.cut_after_hello = on;
     }
 
     /// The bot token is revoked (an admin removed the app).

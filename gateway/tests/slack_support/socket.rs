@@ -67,6 +67,10 @@ async fn connection(
         "connection_info": {"app_id": "A0FAKEAPP"}});
     let _ = sink.send(Message::text(hello.to_string())).await;
     shared.changed.notify_waiters();
+    if shared.state().behaviour.cut_after_hello {
+        shared.state().live.retain(|(k, _)| *k != n);
+        return;
+    }
     shared.pump();
     loop {
         tokio::select! {

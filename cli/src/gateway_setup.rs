@@ -170,11 +170,15 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
-        match ids
-            .iter()
-            .find(|id| !id.chars().all(|c| c.is_ascii_digit()))
-        {
-            Some(bad) => eprintln!("`{bad}` is not a numeric user id; try again."),
+        // Telegram's and Discord's ids are numbers, WhatsApp's phone
+        // numbers digits, Slack's letters and digits (`U012AB3CD`).
+        let numeric = platform.id_hint.contains("numeric") || platform.id_hint.contains("digits");
+        match ids.iter().find(|id| {
+            !id.chars()
+                .all(|c| c.is_ascii_digit() || !numeric && c.is_ascii_alphanumeric())
+        }) {
+            Some(bad) if numeric => eprintln!("`{bad}` is not a numeric user id; try again."),
+            Some(bad) => eprintln!("`{bad}` is not a user id; try again."),
             None => break ids.join(","),
         }
     };

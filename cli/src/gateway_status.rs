@@ -58,11 +58,18 @@ pub fn describe(found: &GatewayStatus, now: u64) -> String {
         GatewayStatus::NotRunning(None) => "gateway: not running".to_owned(),
         GatewayStatus::NotRunning(Some(s)) => {
             let stopped = s.stopped_at.unwrap_or(s.updated_at);
-            format!(
+            let mut out = format!(
                 "gateway: not running (the last one, pid {}, stopped {})",
                 s.pid,
                 when(now, stopped)
-            )
+            );
+            // Why a platform stopped it (a revoked token) is what to fix.
+            for (name, p) in &s.platforms {
+                if let hermes_gateway::ops::PlatformState::Failed(why) = &p.state {
+                    out.push_str(&format!("\n  {name}: failed: {why}"));
+                }
+            }
+            out
         }
     }
 }

@@ -37,6 +37,8 @@ static PLATFORMS: &[&Platform] = &[
     &crate::email::descriptor::PLATFORM,
     #[cfg(feature = "whatsapp")]
     &hermes_whatsapp::descriptor::PLATFORM,
+    #[cfg(feature = "slack")]
+    &hermes_slack::descriptor::PLATFORM,
     #[cfg(feature = "api_server")]
     &crate::api_server::descriptor::PLATFORM,
 ];

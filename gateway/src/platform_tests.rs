@@ -22,6 +22,7 @@ const ALL_PLATFORMS: bool = cfg!(all(
     feature = "email",
     feature = "signal",
     feature = "whatsapp",
+    feature = "slack",
     feature = "api_server"
 ));
 
@@ -41,7 +42,7 @@ fn names_are_unique_and_each_platform_is_a_cargo_feature() {
         );
     }
     if ALL_PLATFORMS {
-        assert_eq!(platforms().len(), 9);
+        assert_eq!(platforms().len(), 10);
     }
 }
 
@@ -174,7 +175,15 @@ fn every_section_of_a_platform_is_validated_as_it_describes_it() {
         assert_eq!(check_file(&typo, Path::new("config.toml")).len(), 1);
     }
     if ALL_PLATFORMS {
-        let known: BTreeSet<&str> = ["discord", "signal", "email", "whatsapp", "api_server"].into();
+        let known: BTreeSet<&str> = [
+            "discord",
+            "signal",
+            "email",
+            "whatsapp",
+            "slack",
+            "api_server",
+        ]
+        .into();
         assert_eq!(sections, known);
     }
 }
@@ -250,7 +259,7 @@ fn the_enabling_text_and_the_allow_list_warning_name_every_platform() {
              MATRIX_HOMESERVER with MATRIX_ACCESS_TOKEN or MATRIX_USER_ID and MATRIX_PASSWORD, \
              or SIGNAL_HTTP_URL and SIGNAL_ACCOUNT, or EMAIL_ADDRESS with EMAIL_PASSWORD, EMAIL_IMAP_HOST and EMAIL_SMTP_HOST, or \
              WHATSAPP_ACCESS_TOKEN with WHATSAPP_PHONE_NUMBER_ID, WHATSAPP_APP_SECRET and \
-             WHATSAPP_VERIFY_TOKEN, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
+             WHATSAPP_VERIFY_TOKEN, or SLACK_BOT_TOKEN and SLACK_APP_TOKEN, or API_SERVER_ENABLED=true and API_SERVER_KEY (environment or $HERMES_HOME/.env)"
         );
     }
 }

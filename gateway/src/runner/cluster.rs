@@ -339,6 +339,9 @@ impl Inner {
                     }
                     why = adapter.gave_up() => {
                         tracing::error!(platform, error = %why, "the adapter stopped for good; stopping the gateway so that it is restarted");
+                        // `hermes gateway status` shows why (a revoked token).
+                        crate::ops::ops()
+                            .platform_state(platform, crate::ops::PlatformState::Failed(why.clone()));
                         self.cluster.gave_up.send_replace(Some(why));
                         return;
                     }

@@ -50,10 +50,6 @@ impl Harness for Signal {
         }
     }
 
-    fn soak_loss() -> Option<&'static str> {
-        Some("signal-cli's receive has no ack")
-    }
-
     fn soak_plan() -> Plan {
         Plan {
             rounds: 20,

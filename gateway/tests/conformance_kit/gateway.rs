@@ -63,6 +63,20 @@ impl Gateway {
         self.0.wait().unwrap()
     }
 
+    /// Waits up to `within` for it to exit on its own.
+    pub fn wait_exit(&mut self, within: std::time::Duration) -> Option<ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// SIGKILL, and waits for it to be gone.
     pub fn kill(&mut self) {
         self.0.kill().unwrap();

@@ -189,14 +189,6 @@ pub trait Harness: Sized {
     /// How the soak times its messages and kills for this platform.
     fn soak_plan() -> Plan;
 
-    /// Why the kill -9 soak loses messages on this platform, when a
-    /// measured limit of the platform (not of the adapter) makes it: the
-    /// README table shows it as failing, and the soak test is `#[ignore]`d
-    /// with the same reason — never counted as passed.
-    fn soak_loss() -> Option<&'static str> {
-        None
-    }
-
     /// Starts the platform's peer (or connects to the real server), inside
     /// `rt` if it needs async. Called once per test.
     fn start(rt: &tokio::runtime::Runtime) -> Self;
@@ -271,7 +263,9 @@ pub enum Verdict {
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
 /// Makes the conformance tests of one platform: `$name::promises` and
-/// `$name::kill_9_soak`.
+/// `$name::kill_9_soak`. With `soak_ignored = "why"` the soak is
+/// `#[ignore]`d with that reason (a known failure, run it with
+/// `--ignored`), never silently dropped.
 macro_rules! conformance_tests {
     ($name:ident, $harness:ty) => {
         mod $name {
@@ -284,6 +278,26 @@ macro_rules! conformance_tests {
             }
 
             #[test]
+            fn kill_9_soak() {
+                crate::conformance_kit::soak::run::<$harness>(concat!(
+                    stringify!($name),
+                    "::kill_9_soak"
+                ));
+            }
+        }
+    };
+    ($name:ident, $harness:ty, soak_ignored = $why:literal) => {
+        mod $name {
+            #[test]
+            fn promises() {
+                crate::conformance_kit::suite::run::<$harness>(concat!(
+                    stringify!($name),
+                    "::promises"
+                ));
+            }
+
+            #[test]
+            #[ignore = $why]
             fn kill_9_soak() {
                 crate::conformance_kit::soak::run::<$harness>(concat!(
                     stringify!($name),

@@ -220,7 +220,8 @@ pub fn run<H: Harness>(test: &str) {
         }
         assert!(
             Instant::now() < deadline,
-            "messages {missing:?} were never answered"
+            "messages {missing:?} were never answered; the bot said {:#?}",
+            said.iter().rev().take(8).collect::<Vec<_>>()
         );
         std::thread::sleep(Duration::from_millis(100));
     }

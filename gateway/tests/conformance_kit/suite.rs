@@ -713,7 +713,7 @@ pub const OGG: &[u8] = b"OggS\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00 a voice no
 
 fn photo_reaches_vision<H: Harness>(world: &mut World<H>) -> Verdict {
     if !world.caps.photo_in {
-        return Verdict::NotApplicable("users cannot send photos");
+        return Verdict::NotApplicable("no photo reaches the gateway");
     }
     world.start();
     let token = world.token();
@@ -742,7 +742,7 @@ fn photo_reaches_vision<H: Harness>(world: &mut World<H>) -> Verdict {
 
 fn voice_reaches_model_as_transcript<H: Harness>(world: &mut World<H>) -> Verdict {
     if !world.caps.voice_in {
-        return Verdict::NotApplicable("users cannot send voice notes");
+        return Verdict::NotApplicable("no voice note reaches the gateway as audio");
     }
     world.start();
     let token = world.token();
@@ -766,7 +766,7 @@ fn voice_reaches_model_as_transcript<H: Harness>(world: &mut World<H>) -> Verdic
 
 fn send_file_delivers_a_file<H: Harness>(world: &mut World<H>) -> Verdict {
     if !world.caps.file_out {
-        return Verdict::NotApplicable("the bot cannot send files");
+        return Verdict::NotApplicable("the adapter sends no files");
     }
     world.start();
     let mark = world.said_mark();

@@ -271,6 +271,19 @@ pub const SECTIONS: &[Section] = &[
         ]),
     },
     Section {
+        // The Slack adapter (hermes_slack) checks the values further
+        // (xoxb-/xapp- tokens, member and channel ids).
+        name: "slack",
+        keys: Keys::These(&[
+            key("bot_token", Kind::Str),
+            key("app_token", Kind::Str),
+            key("allowed_users", Kind::List),
+            key("home_channel", Kind::Str),
+            key("require_mention", Kind::Bool),
+            key("api_url", Kind::Url),
+        ]),
+    },
+    Section {
         // Scheduled jobs (SPEC Y1; `cron::CronSettings`).
         name: "cron",
         keys: Keys::These(&[

@@ -28,6 +28,7 @@ pub const HOME_CHANNEL_VARS: &[(&str, &str)] = &[
     ("signal", "SIGNAL_HOME_CHANNEL"),
     ("email", "EMAIL_HOME_ADDRESS"),
     ("whatsapp", "WHATSAPP_HOME_CHANNEL"),
+    ("slack", "SLACK_HOME_CHANNEL"),
 ];
 
 /// The scheduler's settings.

@@ -24,12 +24,26 @@ def main() -> None:
 
     config.ensure_hermes_home()
     settings = config.load_config()
-    settings.setdefault("model", {})
-    if isinstance(settings["model"], dict):
-        settings["model"]["default"] = "scripted-model"
-        settings["model"]["provider"] = "custom"
-        settings["model"]["base_url"] = "http://127.0.0.1:9/v1"
+    # A tuned configuration, through its own config code (save_config keeps
+    # only what differs from its defaults): a custom endpoint, a fallback,
+    # a narrower toolset list, a turn budget, a Discord setting, and keys
+    # with no equivalent in the Rust hermes (display.skin, tts.provider).
+    settings["model"] = {
+        "default": "scripted-model",
+        "provider": "custom",
+        "base_url": "http://127.0.0.1:9/v1",
+    }
+    settings["fallback_providers"] = [
+        {"provider": "openrouter", "model": "openai/gpt-4o-mini"},
+    ]
+    settings["toolsets"] = ["file", "terminal", "memory", "session_search", "delegation", "browser"]
+    settings["agent"]["max_turns"] = 40
+    settings["discord"]["require_mention"] = False
+    settings["display"]["skin"] = "ares"
+    settings["tts"]["provider"] = "openai"
     config.save_config(settings)
+    # Its key, where its setup writes keys (.env, mode 0600).
+    config.save_env_value("OPENROUTER_API_KEY", "sk-or-imported-0123456789")
 
     db = SessionDB(home / "state.db")
     db.create_session("20260101_090000_cli1", "cli", model="scripted-model")

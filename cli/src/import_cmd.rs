@@ -1,13 +1,16 @@
 //! `hermes import hermes-agent [PATH]` (issue 45, item 1): brings a
-//! hermes-agent home's sessions, memory and skills into this home.
+//! hermes-agent home's sessions, memory, skills, persona, configuration
+//! and secrets into this home.
 //!
 //! The source is only read: its `state.db` is opened read-only (immutable
 //! when it has no WAL, so not even a `-shm` appears beside it) and nothing
 //! is created in its folder. The sessions go into the store in ONE
 //! transaction ([`Store::import_sessions`]), each with a kv marker naming its
 //! hermes-agent id, so a second import adds nothing twice and a failure
-//! leaves the store as it was. Memory entries not already ours are appended
-//! afterwards, each file replaced atomically.
+//! leaves the store as it was. Everything is read and checked before
+//! anything is written; the files (memory, `config.toml`, `SOUL.md`, `.env`)
+//! are staged beside their targets before the transaction and moved in
+//! after it.
 
 use std::path::{Path, PathBuf};
 

@@ -32,6 +32,8 @@ def main() -> None:
         "default": "scripted-model",
         "provider": "custom",
         "base_url": "http://127.0.0.1:9/v1",
+        # A custom endpoint's key, which it keeps in config.yaml.
+        "api_key": "sk-custom-endpoint-key-42",
     }
     settings["fallback_providers"] = [
         {"provider": "openrouter", "model": "openai/gpt-4o-mini"},

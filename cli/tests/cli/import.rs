@@ -109,7 +109,16 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
         std::fs::metadata(&dotenv).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    assert!(!out.contains("sk-or-imported") && !stderr(&o).contains("sk-or-imported"));
+    for secret in ["sk-or-imported", "sk-custom-endpoint-key"] {
+        assert!(
+            !out.contains(secret) && !stderr(&o).contains(secret),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        config["provider"]["api_key"].as_str(),
+        Some("sk-custom-endpoint-key-42")
+    );
     // Its persona came along.
     assert_eq!(
         std::fs::read(env.home.path().join("SOUL.md")).unwrap(),
@@ -259,6 +268,12 @@ fn another_versions_tables_and_columns_are_named_and_skipped() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let env = Env::new();
+    // A model chosen here already: kept.
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[provider]\nmodel = \"my-model\"\n",
+    )
+    .unwrap();
     let o = import(&env, &source, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
@@ -269,6 +284,17 @@ fn another_versions_tables_and_columns_are_named_and_skipped() {
         "{out}"
     );
     assert!(out.contains("imported 2 of 2"), "{out}");
+    assert!(
+        out.contains("already set here, kept: [provider] model"),
+        "{out}"
+    );
+    let config = std::fs::read_to_string(env.home.path().join("config.toml")).unwrap();
+    let config: toml::Table = config.parse().unwrap();
+    assert_eq!(config["provider"]["model"].as_str(), Some("my-model"));
+    assert_eq!(
+        config["provider"]["base_url"].as_str(),
+        Some("http://127.0.0.1:9/v1")
+    );
 }
 
 #[test]

@@ -41,7 +41,7 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("state.db schema 22"), "{out}");
-    assert!(out.contains("would import up to 2 (5 messages"), "{out}");
+    assert!(out.contains("would import up to 2 (10 messages"), "{out}");
     assert!(out.contains("would import 1 new entries"), "{out}");
     assert!(out.contains("persona (SOUL.md): would copy"), "{out}");
     assert!(
@@ -161,6 +161,22 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
         );
     }
     assert_eq!(env.session_ids().len(), 2);
+    // The tool calls its agent made and their results came along.
+    let exported: String = env
+        .session_ids()
+        .iter()
+        .map(|id| {
+            let o = env
+                .bare()
+                .args(["sessions", "export", "--format", "json", id])
+                .output()
+                .unwrap();
+            stdout(&o)
+        })
+        .collect();
+    assert!(exported.contains("call_skill1"), "{exported}");
+    assert!(exported.contains("skill_manage"), "{exported}");
+    assert!(exported.contains("tyre-pressure"), "{exported}");
     let skills = stdout(&env.bare().args(["skills", "list"]).output().unwrap());
     assert!(skills.contains("tyre-pressure"), "{skills}");
     let memory = std::fs::read_to_string(env.home.path().join("MEMORY.md")).unwrap();
@@ -201,7 +217,7 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("FOUND: 1 earlier session mentions"), "{out}");
-    assert!(out.contains("Gear ratio is [chainring] teeth"), "{out}");
+    assert!(out.contains("the smallest [chainring] with"), "{out}");
     let first = &provider.requests()[0];
     assert!(
         system_prompt(first).contains("11 gears"),

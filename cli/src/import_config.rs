@@ -296,7 +296,7 @@ fn map_section(m: &mut Mapped, section: &str, value: &Value) {
                 let percent = v
                     .as_f64()
                     .filter(|f| *f > 0.0 && *f <= 1.0)
-                    .map(|f| toml::Value::Integer((f * 100.0).round() as i64));
+                    .map(|f| toml::Value::Integer(((f * 100.0).round() as i64).max(1)));
                 match percent {
                     Some(p) => set(m, &theirs, "agent", "compress_threshold", p),
                     None => m.unmapped.push(theirs),
@@ -367,4 +367,66 @@ pub fn merge_into(ours: &mut Table, theirs: &Table) -> (usize, Vec<String>) {
         }
     }
     (added, kept)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_named_provider_gives_its_url_and_api_and_the_rest_is_named() {
+        let m = map_config(&json!({
+            "model": {"default": "claude-sonnet-4-5", "provider": "anthropic"},
+            "fallback_model": {"provider": "nous", "model": "hermes-4"},
+            "compression": {"threshold": 0.75, "target_ratio": 0.2},
+            "approvals": {"mode": "off"},
+            "toolsets": ["hermes-cli"],
+            "memory": {"memory_char_limit": 3000},
+        }));
+        let provider = &m.table["provider"];
+        assert_eq!(
+            provider["base_url"].as_str(),
+            Some("https://api.anthropic.com/v1")
+        );
+        assert_eq!(provider["api"].as_str(), Some("anthropic"));
+        assert_eq!(
+            m.table["agent"]["compress_threshold"].as_integer(),
+            Some(75)
+        );
+        assert_eq!(m.table["agent"]["approvals"].as_str(), Some("off"));
+        assert!(
+            m.table["agent"].get("toolsets").is_none(),
+            "all tools: our default"
+        );
+        assert!(provider.get("fallback").is_none());
+        for name in [
+            "fallback_model[0]",
+            "compression.target_ratio",
+            "memory.memory_char_limit",
+        ] {
+            assert!(
+                m.unmapped.iter().any(|u| u.starts_with(name)),
+                "{name}: {:?}",
+                m.unmapped
+            );
+        }
+    }
+
+    #[test]
+    fn the_old_model_string_and_a_kept_key() {
+        let m = map_config(&json!({"model": "openai/gpt-4o", "timezone": "Europe/Berlin"}));
+        assert_eq!(m.table["provider"]["model"].as_str(), Some("openai/gpt-4o"));
+        assert_eq!(
+            m.table["gateway"]["timezone"].as_str(),
+            Some("Europe/Berlin")
+        );
+        let mut ours: Table = "[provider]\nmodel = \"mine\"\n".parse().unwrap();
+        let (added, kept) = merge_into(&mut ours, &m.table);
+        assert_eq!((added, kept), (1, vec!["[provider] model".to_owned()]));
+        assert_eq!(ours["provider"]["model"].as_str(), Some("mine"));
+    }
 }

@@ -109,6 +109,11 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
         std::fs::metadata(&dotenv).unwrap().permissions().mode() & 0o777,
         0o600
     );
+    let config_mode = std::fs::metadata(env.home.path().join("config.toml"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(config_mode & 0o777, 0o600, "it holds an api_key");
     for secret in ["sk-or-imported", "sk-custom-endpoint-key"] {
         assert!(
             !out.contains(secret) && !stderr(&o).contains(secret),
@@ -331,6 +336,31 @@ fn a_config_yaml_that_is_not_yaml_is_refused_and_nothing_is_imported() {
     let o = import(&env, &source, &[]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("is not valid YAML"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nothing was imported"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        files(env.home.path()),
+        dest_before,
+        "the destination is as it was"
+    );
+
+    // YAML whose translation this hermes would refuse: refused before
+    // anything is written.
+    std::fs::write(
+        source.join("config.yaml"),
+        "model:\n  default: m\n  base_url: not a url at all\n",
+    )
+    .unwrap();
+    let o = import(&env, &source, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("would not be valid here"),
+        "{}",
+        stderr(&o)
+    );
     assert!(
         stderr(&o).contains("nothing was imported"),
         "{}",

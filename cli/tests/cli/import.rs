@@ -351,7 +351,8 @@ fn a_config_yaml_that_is_not_yaml_is_refused_and_nothing_is_imported() {
     // anything is written.
     std::fs::write(
         source.join("config.yaml"),
-        "model:\n  default: m\n  base_url: not a url at all\n",
+        // Not http(s), and with credentials in it, which no error shows.
+        "model:\n  default: m\n  base_url: ftp://user:sekrit-pass@host/v1\n",
     )
     .unwrap();
     let o = import(&env, &source, &[]);
@@ -361,6 +362,7 @@ fn a_config_yaml_that_is_not_yaml_is_refused_and_nothing_is_imported() {
         "{}",
         stderr(&o)
     );
+    assert!(!stderr(&o).contains("sekrit-pass"), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("nothing was imported"),
         "{}",

@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use hermes_runtime::config::{Settings, check_file};
+use hermes_runtime::config::{Settings, check_dotenv, check_file};
 
 use crate::app::CliError;
 use crate::import_config::{map_config, merge_into};
@@ -223,6 +223,8 @@ impl SoulPlan {
 /// The source `.env`'s variables this home's `.env` lacks.
 pub struct SecretsPlan {
     names: Vec<String>,
+    /// Variables left out: this hermes would refuse them.
+    refused: Vec<String>,
     found: bool,
     /// The new `.env`, when anything is added.
     pub write: Option<String>,
@@ -234,6 +236,7 @@ pub fn plan_secrets(settings: &Settings, source: &Path) -> SecretsPlan {
     let Ok(theirs) = std::fs::read_to_string(source.join(".env")) else {
         return SecretsPlan {
             names: Vec::new(),
+            refused: Vec::new(),
             found: false,
             write: None,
         };
@@ -245,11 +248,13 @@ pub fn plan_secrets(settings: &Settings, source: &Path) -> SecretsPlan {
         (!line.starts_with('#') && !name.trim().is_empty()).then(|| name.trim().to_owned())
     };
     let have: Vec<String> = ours.lines().filter_map(name_of).collect();
-    let new: Vec<(String, &str)> = theirs
+    let (new, refused): (Vec<(String, &str)>, Vec<(String, &str)>) = theirs
         .lines()
         .filter_map(|l| name_of(l).map(|n| (n, l.trim())))
         .filter(|(n, _)| !have.contains(n))
-        .collect();
+        // A line this hermes's .env would refuse (one of hermes-agent's own
+        // HERMES_ variables, a broken line) would stop every command here.
+        .partition(|(_, line)| check_dotenv(line, &source.join(".env")).is_empty());
     let write = (!new.is_empty()).then(|| {
         let mut text = ours;
         if !text.is_empty() && !text.ends_with('\n') {
@@ -263,6 +268,7 @@ pub fn plan_secrets(settings: &Settings, source: &Path) -> SecretsPlan {
     });
     SecretsPlan {
         names: new.into_iter().map(|(n, _)| n).collect(),
+        refused: refused.into_iter().map(|(n, _)| n).collect(),
         found: true,
         write,
     }
@@ -272,6 +278,12 @@ impl SecretsPlan {
     pub fn report(&self, dry_run: bool) {
         if !self.found {
             return;
+        }
+        if !self.refused.is_empty() {
+            println!(
+                "  secrets (.env): not copied, hermes-agent's own or not readable here: {}",
+                self.refused.join(", ")
+            );
         }
         if self.names.is_empty() {
             println!("  secrets (.env): nothing this home's .env lacks");

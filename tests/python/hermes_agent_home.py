@@ -47,6 +47,8 @@ def main() -> None:
     config.save_config(settings)
     # Its key, where its setup writes keys (.env, mode 0600).
     config.save_env_value("OPENROUTER_API_KEY", "sk-or-imported-0123456789")
+    # One of its own HERMES_ variables, which this hermes does not know.
+    config.save_env_value("HERMES_SPOTIFY_CLIENT_ID", "spotify-client-1")
 
     # Its own agent loop (AIAgent.run_conversation) against the tests' fake
     # provider (hermes_tests::FakeProvider, OpenAI-compatible, on

@@ -48,6 +48,14 @@ fn a_real_hermes_agent_home_is_imported_searchable_with_its_memory_once() {
         out.contains("OPENROUTER_API_KEY; values not shown"),
         "{out}"
     );
+    // One of hermes-agent's own HERMES_ variables would make this
+    // hermes refuse its .env: left out, named.
+    assert!(
+        out.contains(
+            "not copied, hermes-agent's own or not readable here: HERMES_SPOTIFY_CLIENT_ID"
+        ),
+        "{out}"
+    );
     assert_eq!(
         files(env.home.path()),
         dest_before,

@@ -220,6 +220,9 @@ impl SoulPlan {
     }
 }
 
+/// A `.env` line and the name it sets.
+type EnvLine<'a> = (String, &'a str);
+
 /// The source `.env`'s variables this home's `.env` lacks.
 pub struct SecretsPlan {
     names: Vec<String>,
@@ -248,7 +251,7 @@ pub fn plan_secrets(settings: &Settings, source: &Path) -> SecretsPlan {
         (!line.starts_with('#') && !name.trim().is_empty()).then(|| name.trim().to_owned())
     };
     let have: Vec<String> = ours.lines().filter_map(name_of).collect();
-    let (new, refused): (Vec<(String, &str)>, Vec<(String, &str)>) = theirs
+    let (new, refused): (Vec<EnvLine<'_>>, Vec<EnvLine<'_>>) = theirs
         .lines()
         .filter_map(|l| name_of(l).map(|n| (n, l.trim())))
         .filter(|(n, _)| !have.contains(n))

@@ -1,13 +1,16 @@
 //! `hermes import hermes-agent [PATH]` (issue 45, item 1): brings a
-//! hermes-agent home's sessions, memory and skills into this home.
+//! hermes-agent home's sessions, memory, skills, persona, configuration
+//! and secrets into this home.
 //!
 //! The source is only read: its `state.db` is opened read-only (immutable
 //! when it has no WAL, so not even a `-shm` appears beside it) and nothing
 //! is created in its folder. The sessions go into the store in ONE
 //! transaction ([`Store::import_sessions`]), each with a kv marker naming its
 //! hermes-agent id, so a second import adds nothing twice and a failure
-//! leaves the store as it was. Memory entries not already ours are appended
-//! afterwards, each file replaced atomically.
+//! leaves the store as it was. Everything is read and checked before
+//! anything is written; the files (memory, `config.toml`, `SOUL.md`, `.env`)
+//! are staged beside their targets before the transaction and moved in
+//! after it.
 
 use std::path::{Path, PathBuf};
 
@@ -15,11 +18,12 @@ use hermes_core::{LedgerEntry, Message, ToolCall};
 use hermes_runtime::config::Settings;
 use hermes_runtime::skills::SkillsHome;
 use hermes_runtime::store::{
-    AgentMessage, AgentSession, ImportedSession, KNOWN_AGENT_SCHEMAS, NewSession,
+    AgentDb, AgentMessage, AgentSession, ImportedSession, KNOWN_AGENT_SCHEMAS, NewSession,
     read_agent_sessions,
 };
 
 use crate::app::{CliError, open_store, runtime};
+use crate::import_files::{SoulPlan, Staged, plan_config, plan_secrets, plan_soul};
 
 /// The hermes-agent releases this import was tested against.
 pub const KNOWN_AGENT_VERSIONS: &str = "hermes-agent 0.19 (state.db schema 22)";
@@ -39,15 +43,20 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
     };
     check_source(&source, &settings.home)?;
     let db = source.join("state.db");
-    let (schema, sessions) = if db.is_file() {
+    let agent_db = if db.is_file() {
         read_agent_sessions(&db).map_err(|e| {
             CliError::Runtime(format!(
                 "cannot read hermes-agent's sessions: {e}; nothing was imported"
             ))
         })?
     } else {
-        (None, Vec::new())
+        AgentDb {
+            schema: None,
+            sessions: Vec::new(),
+            unknown: Vec::new(),
+        }
     };
+    let schema = agent_db.schema;
     if let Some(v) = schema.filter(|v| !KNOWN_AGENT_SCHEMAS.contains(v)) {
         eprintln!(
             "note: state.db is at schema {v}, which this import does not know (known: \
@@ -55,7 +64,8 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
         );
     }
     let mut skipped_messages = 0;
-    let converted: Vec<(&AgentSession, Vec<LedgerEntry>)> = sessions
+    let converted: Vec<(&AgentSession, Vec<LedgerEntry>)> = agent_db
+        .sessions
         .iter()
         .map(|s| {
             let entries = ledger(&s.messages, &mut skipped_messages);
@@ -88,21 +98,57 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
             Ok((name, what, ours, new))
         })
         .collect::<Result<Vec<_>, CliError>>()?;
+    // Everything that can refuse the import is decided before anything
+    // is written: the configuration's translation, the persona, the
+    // secrets.
+    let config = plan_config(settings, &source)?;
+    let soul = plan_soul(settings, &source)?;
+    let secrets = plan_secrets(settings, &source);
 
     let verb = if dry_run { "would import" } else { "imported" };
     let written = if dry_run {
         imported.len()
     } else {
-        let mut store = open_store(settings)?;
-        store.import_sessions(&imported).map_err(runtime)?
-    };
-    for (name, _, ours, new) in &memory {
-        if !dry_run && !new.is_empty() {
-            let mut all = ours.clone();
-            all.extend(new.iter().cloned());
-            write_entries(&settings.home.join(name), &all)?;
+        // The files are staged first (a failure leaves nothing), then the
+        // sessions go in one transaction, then the files are moved in.
+        let mut staged = Staged::default();
+        let staging = (|| {
+            for (name, _, ours, new) in &memory {
+                if !new.is_empty() {
+                    let mut all = ours.clone();
+                    all.extend(new.iter().cloned());
+                    let text = format!("{}\n", all.join("\n§\n"));
+                    staged.stage(&settings.home.join(name), text.as_bytes(), 0o600)?;
+                }
+            }
+            if let Some(text) = &config.write {
+                staged.stage(&settings.home.join("config.toml"), text.as_bytes(), 0o600)?;
+            }
+            if let SoulPlan::Install(text) = &soul {
+                staged.stage(&settings.home.join("SOUL.md"), text.as_bytes(), 0o644)?;
+            }
+            if let Some(text) = &secrets.write {
+                staged.stage(&settings.home.join(".env"), text.as_bytes(), 0o600)?;
+            }
+            Ok::<(), CliError>(())
+        })();
+        if let Err(e) = staging {
+            staged.abandon();
+            return Err(e);
         }
-    }
+        let stored = open_store(settings)
+            .and_then(|mut store| store.import_sessions(&imported).map_err(runtime));
+        match stored {
+            Ok(n) => {
+                staged.commit()?;
+                n
+            }
+            Err(e) => {
+                staged.abandon();
+                return Err(e);
+            }
+        }
+    };
     println!(
         "from {} ({}):",
         source.display(),
@@ -122,14 +168,24 @@ pub fn run(settings: &Settings, path: Option<PathBuf>, dry_run: bool) -> Result<
     if skipped_messages > 0 {
         println!("  skipped {skipped_messages} messages of other roles or without content");
     }
+    if !agent_db.unknown.is_empty() {
+        println!(
+            "  state.db holds what this import does not know (another hermes-agent \
+             version's; known: {KNOWN_AGENT_VERSIONS}), skipped: {}",
+            agent_db.unknown.join(", ")
+        );
+    }
     for (name, what, _, new) in &memory {
         println!("  {what} ({name}): {verb} {} new entries", new.len());
     }
     import_skills(settings, &source, dry_run);
-    import_secrets(settings, &source, dry_run)?;
+    config.report(dry_run);
+    soul.report(dry_run);
+    secrets.report(dry_run);
     println!(
-        "  not imported by this version: SOUL.md, config.yaml (copy what you need \
-         by hand; docs/src/coming-from-hermes-agent.md)"
+        "  context files: hermes-agent keeps none in its home besides SOUL.md \
+         (AGENTS.md, .hermes.md, .cursorrules are read from the project folder, \
+         where this hermes reads them too)"
     );
     Ok(0)
 }
@@ -261,70 +317,4 @@ fn read_entries(path: &Path) -> Result<Vec<String>, CliError> {
         .map(|e| e.trim().to_owned())
         .filter(|e| !e.is_empty() && e != "§")
         .collect())
-}
-
-/// Replaces `path` with `entries` atomically (a temp file beside it, then
-/// a rename).
-fn write_entries(path: &Path, entries: &[String]) -> Result<(), CliError> {
-    let err =
-        |e: std::io::Error| CliError::Runtime(format!("cannot write {}: {e}", path.display()));
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".import-tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, format!("{}\n", entries.join("\n§\n"))).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
-}
-
-/// Adds the source `.env`'s variables this home's `.env` lacks (mode 0600,
-/// replaced atomically). Names are shown, values never.
-fn import_secrets(settings: &Settings, source: &Path, dry_run: bool) -> Result<(), CliError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let Ok(theirs) = std::fs::read_to_string(source.join(".env")) else {
-        return Ok(());
-    };
-    let ours_path = settings.home.join(".env");
-    let ours = std::fs::read_to_string(&ours_path).unwrap_or_default();
-    let name_of = |line: &str| -> Option<String> {
-        let line = line.trim().trim_start_matches("export ");
-        let (name, _) = line.split_once('=')?;
-        (!line.starts_with('#') && !name.trim().is_empty()).then(|| name.trim().to_owned())
-    };
-    let have: Vec<String> = ours.lines().filter_map(name_of).collect();
-    let new: Vec<(String, &str)> = theirs
-        .lines()
-        .filter_map(|l| name_of(l).map(|n| (n, l.trim())))
-        .filter(|(n, _)| !have.contains(n))
-        .collect();
-    let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
-    let verb = if dry_run { "would add" } else { "added" };
-    println!(
-        "  secrets (.env): {verb} {} ({}; values not shown)",
-        names.len(),
-        names.join(", ")
-    );
-    if dry_run || new.is_empty() {
-        return Ok(());
-    }
-    let mut text = ours;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    for (_, line) in &new {
-        text.push_str(line);
-        text.push('\n');
-    }
-    let err =
-        |e: std::io::Error| CliError::Runtime(format!("cannot write {}: {e}", ours_path.display()));
-    let tmp = settings.home.join(".env.import-tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    file.write_all(text.as_bytes()).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, &ours_path).map_err(err)
 }

@@ -22,6 +22,10 @@ mod gateway_setup;
 mod gateway_status;
 #[cfg(feature = "import")]
 mod import_cmd;
+#[cfg(feature = "import")]
+mod import_config;
+#[cfg(feature = "import")]
+mod import_files;
 mod log;
 mod markdown;
 mod mcp_cmd;

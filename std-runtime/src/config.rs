@@ -473,7 +473,10 @@ fn validate_url(url: &str, origin: Origin) -> Result<(), ConfigError> {
     } else {
         Err(ConfigError::Invalid {
             key: format!("base_url (from {origin})"),
-            message: format!("'{url}' must start with http:// or https://"),
+            message: format!(
+                "'{}' must start with http:// or https://",
+                crate::redact::redact_url(url)
+            ),
         })
     }
 }

@@ -112,7 +112,9 @@ pub use records::{
     Fence, ImportedSession, KvWrite, LeaseGrant, LeaseRecord, ModelUsage, NewSession,
     PreviousHolder, SearchHit, SearchScope, SessionRecord, SessionStatus, StoredCompaction,
 };
-pub use sqlite::agent_db::{AgentMessage, AgentSession, KNOWN_AGENT_SCHEMAS, read_agent_sessions};
+pub use sqlite::agent_db::{
+    AgentDb, AgentMessage, AgentSession, KNOWN_AGENT_SCHEMAS, read_agent_sessions,
+};
 pub use sqlite::file::{
     SQLITE_SCHEMA, SqliteFile, inspect as inspect_sqlite, snapshot as snapshot_sqlite,
 };

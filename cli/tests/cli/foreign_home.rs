@@ -6,6 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
+
+use hermes_tests::{FakeProvider, Reply};
+use serde_json::Value;
 
 use crate::support::{Env, stderr};
 
@@ -26,12 +30,51 @@ pub fn hermes_agent_python() -> Option<String> {
     }
 }
 
-/// Makes a hermes-agent home in `home` with the real package.
+/// Makes a hermes-agent home in `home` with the real package: its agent
+/// loop talks to a [`FakeProvider`] scripted here — in the first
+/// conversation it calls its `memory` tool twice and `skill_manage` once,
+/// the second (a Telegram chat) is answered in text.
 pub fn make_hermes_agent_home(python: &str, home: &Path) {
+    let responder = Arc::new(|req: &Value| {
+        let messages = req["messages"].as_array().cloned().unwrap_or_default();
+        let first_user = messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        if first_user.contains("derailleur") {
+            return Reply::text("A derailleur moves the chain from one sprocket to the next.");
+        }
+        let skill = "---\nname: tyre-pressure\ndescription: Check and set bicycle tyre pressure.\n\
+                     ---\n\n# Tyre pressure\n\n1. Read the range on the tyre wall.\n\
+                     2. Pump to the middle of it.\n";
+        match messages.iter().filter(|m| m["role"] == "tool").count() {
+            0 => Reply::tool(
+                "call_mem1",
+                "memory",
+                r#"{"action": "add", "target": "memory", "content": "The user's bicycle has 11 gears."}"#,
+            ),
+            1 => Reply::tool(
+                "call_mem2",
+                "memory",
+                r#"{"action": "add", "target": "user", "content": "Prefers short answers."}"#,
+            ),
+            2 => Reply::tool(
+                "call_skill1",
+                "skill_manage",
+                &serde_json::json!({"action": "create", "name": "tyre-pressure", "content": skill})
+                    .to_string(),
+            ),
+            _ => Reply::text("The lowest gear: the smallest chainring with the largest sprocket."),
+        }
+    });
+    let provider = FakeProvider::start_with(vec![], None, Some(responder)).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/hermes_agent_home.py");
     let o = Command::new(python)
         .arg(&script)
         .arg(home)
+        .arg(provider.base_url())
         .env_remove("HERMES_HOME")
         .env("HOME", home.parent().unwrap())
         .output()

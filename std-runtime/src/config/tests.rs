@@ -434,6 +434,35 @@ fn credentials_in_urls_are_masked_for_display() {
 }
 
 #[test]
+fn a_refused_base_url_is_named_without_its_credentials() {
+    let home = home_with(&[]);
+    let err = load(
+        &cwd_overrides(),
+        &env(
+            home.path(),
+            &[("HERMES_BASE_URL", "ftp://user:pw-in-env@host/v1")],
+        ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        !err.contains("pw-in-env") && err.contains("ftp://***@host/v1"),
+        "{err}"
+    );
+    let home = home_with(&[(
+        "config.toml",
+        "[provider]\nbase_url = \"ftp://user:pw-in-file@host/v1\"\n",
+    )]);
+    let err = load(&cwd_overrides(), &env(home.path(), &[]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !err.contains("pw-in-file") && err.contains("ftp://***@host/v1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn provider_timeouts_default_and_come_from_env_or_file() {
     let home = home_with(&[]);
     let s = load(&cwd_overrides(), &env(home.path(), &[])).unwrap();

@@ -400,7 +400,10 @@ fn check_value(kind: Kind, value: &toml::Value) -> Result<(), String> {
         (Kind::Url, Value::String(s)) if s.starts_with("http://") || s.starts_with("https://") => {
             Ok(())
         }
-        (Kind::Url, Value::String(s)) => Err(format!("'{s}' must start with http:// or https://")),
+        (Kind::Url, Value::String(s)) => Err(format!(
+            "'{}' must start with http:// or https://",
+            crate::redact::redact_url(s)
+        )),
         (Kind::PositiveInt, Value::Integer(n)) if *n >= 1 && u32::try_from(*n).is_ok() => Ok(()),
         (Kind::Int, Value::Integer(n)) if *n >= 0 => Ok(()),
         (Kind::PositiveInt, _) => Err("must be a whole number of at least 1".into()),

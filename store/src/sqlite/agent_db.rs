@@ -12,6 +12,123 @@ use crate::{SqliteFile, StoreError};
 /// The hermes-agent `state.db` schema versions this build has been tested with.
 pub const KNOWN_AGENT_SCHEMAS: &[i64] = &[22];
 
+/// The tables of hermes-agent 0.19's `state.db` (schema 22). The import
+/// reads `sessions` and `messages`; the others (usage, delegation and
+/// routing state, its search indexes) have no counterpart here. A table not
+/// in this list is from another version: reported, and skipped.
+const KNOWN_TABLES: &[&str] = &[
+    "async_delegations",
+    "compression_locks",
+    "gateway_routing",
+    "messages",
+    "messages_fts",
+    "messages_fts_config",
+    "messages_fts_content",
+    "messages_fts_data",
+    "messages_fts_docsize",
+    "messages_fts_idx",
+    "messages_fts_trigram",
+    "messages_fts_trigram_config",
+    "messages_fts_trigram_content",
+    "messages_fts_trigram_data",
+    "messages_fts_trigram_docsize",
+    "messages_fts_trigram_idx",
+    "schema_version",
+    "session_model_usage",
+    "sessions",
+    "sqlite_sequence",
+    "state_meta",
+];
+
+/// The columns of `sessions` at schema 22 (those the import reads are
+/// `id, source, user_id, chat_id, model, title, started_at`).
+const KNOWN_SESSION_COLUMNS: &[&str] = &[
+    "id",
+    "source",
+    "user_id",
+    "session_key",
+    "chat_id",
+    "chat_type",
+    "thread_id",
+    "display_name",
+    "origin_json",
+    "expiry_finalized",
+    "model",
+    "model_config",
+    "system_prompt",
+    "parent_session_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cwd",
+    "git_branch",
+    "git_repo_root",
+    "billing_provider",
+    "billing_base_url",
+    "billing_mode",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+    "cost_status",
+    "cost_source",
+    "pricing_version",
+    "title",
+    "api_call_count",
+    "handoff_state",
+    "handoff_platform",
+    "handoff_error",
+    "compression_failure_cooldown_until",
+    "compression_failure_error",
+    "compression_fallback_streak",
+    "profile_name",
+    "rewind_count",
+    "archived",
+];
+
+/// The columns of `messages` at schema 22 (those the import reads are
+/// `role, content, tool_call_id, tool_calls, timestamp`).
+const KNOWN_MESSAGE_COLUMNS: &[&str] = &[
+    "id",
+    "session_id",
+    "role",
+    "content",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "effect_disposition",
+    "timestamp",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "reasoning_content",
+    "reasoning_details",
+    "codex_reasoning_items",
+    "codex_message_items",
+    "platform_message_id",
+    "observed",
+    "active",
+    "compacted",
+    "api_content",
+];
+
+/// What a hermes-agent `state.db` holds for the import.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDb {
+    /// Its schema version (`schema_version`), when it says.
+    pub schema: Option<i64>,
+    /// Every session with its messages.
+    pub sessions: Vec<AgentSession>,
+    /// Tables (`NAME`) and columns (`TABLE.COLUMN`) this import does not
+    /// know: another version's, skipped.
+    pub unknown: Vec<String>,
+}
+
 /// One hermes-agent session with its messages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentSession {
@@ -57,8 +174,9 @@ fn secs_to_ms(secs: f64) -> u64 {
 }
 
 /// Every session of the hermes-agent `state.db` at `path`, with its
-/// schema version. A file that is not hermes-agent's is an error.
-pub fn read_agent_sessions(path: &Path) -> Result<(Option<i64>, Vec<AgentSession>), StoreError> {
+/// schema version and what it holds that this import does not know. A file
+/// that is not hermes-agent's is an error.
+pub fn read_agent_sessions(path: &Path) -> Result<AgentDb, StoreError> {
     let open_err = |source| StoreError::Open {
         path: path.to_path_buf(),
         source,
@@ -73,8 +191,44 @@ pub fn read_agent_sessions(path: &Path) -> Result<(Option<i64>, Vec<AgentSession
             });
         }
     };
+    let unknown = unknown_parts(&conn).map_err(open_err)?;
     let sessions = read_all(&conn).map_err(open_err)?;
-    Ok((schema, sessions))
+    Ok(AgentDb {
+        schema,
+        sessions,
+        unknown,
+    })
+}
+
+/// The tables, and the columns of `sessions` and `messages`, that are not
+/// schema 22's.
+fn unknown_parts(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?;
+    let tables = stmt
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut unknown: Vec<String> = tables
+        .iter()
+        .filter(|t| !KNOWN_TABLES.contains(&t.as_str()))
+        .cloned()
+        .collect();
+    for (table, known) in [
+        ("sessions", KNOWN_SESSION_COLUMNS),
+        ("messages", KNOWN_MESSAGE_COLUMNS),
+    ] {
+        let mut stmt = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
+        let columns = stmt
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        unknown.extend(
+            columns
+                .into_iter()
+                .filter(|c| !known.contains(&c.as_str()))
+                .map(|c| format!("{table}.{c}")),
+        );
+    }
+    Ok(unknown)
 }
 
 fn read_all(conn: &Connection) -> rusqlite::Result<Vec<AgentSession>> {

@@ -7,6 +7,8 @@
 #[macro_use]
 mod conformance_kit;
 
+#[cfg(feature = "api_server")]
+mod api_server_support;
 #[cfg(feature = "discord")]
 mod discord_support;
 #[cfg(feature = "telegram")]
@@ -18,6 +20,8 @@ mod wecom_support;
 
 /// One harness per platform.
 mod conformance {
+    #[cfg(feature = "api_server")]
+    pub mod api_server;
     #[cfg(feature = "discord")]
     pub mod discord;
     #[cfg(feature = "email")]
@@ -56,6 +60,13 @@ conformance_tests!(
     soak_ignored = "NOT RUN YET: the soak tells answers apart by the message they reply to, \
                     and a self-built app's replies point at nothing"
 );
+#[cfg(feature = "api_server")]
+conformance_tests!(
+    api_server,
+    crate::conformance::api_server::ApiServer,
+    soak_ignored = "NOT APPLICABLE: a request is answered in its own response; a killed \
+                    gateway's request fails at the client, nothing waits to be delivered"
+);
 
 /// Every harness compiled in, in the README's order (one push per
 /// feature: which are compiled in varies).
@@ -85,6 +96,11 @@ fn columns() -> Vec<conformance_kit::table::Column> {
         soak_note: Some("not run yet"),
         ..conformance_kit::table::column::<conformance::wecom_callback::WecomCallback>()
     });
+    #[cfg(feature = "api_server")]
+    columns.push(conformance_kit::table::Column {
+        soak_note: Some("—"),
+        ..conformance_kit::table::column::<conformance::api_server::ApiServer>()
+    });
     columns
 }
 
@@ -97,7 +113,8 @@ fn columns() -> Vec<conformance_kit::table::Column> {
     feature = "matrix",
     feature = "email",
     feature = "wecom",
-    feature = "wecom_callback"
+    feature = "wecom_callback",
+    feature = "api_server"
 ))]
 #[test]
 fn the_readme_table_is_what_the_harnesses_declare() {

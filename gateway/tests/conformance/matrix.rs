@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use hermes_tests::synapse::{self, User};
+use serde_json::json;
 
 use crate::conformance_kit::{
     Access, Capabilities, Capability, Harness, Place, Plan, Posted, Said, Sender,
@@ -20,6 +21,8 @@ pub struct Matrix {
     stranger: (User, String),
     group: String,
     home: String,
+    /// Thread k's root event in the group.
+    roots: std::collections::HashMap<usize, String>,
 }
 
 impl Matrix {
@@ -56,11 +59,10 @@ impl Harness for Matrix {
         }
     }
 
-    /// Threads, Synapse's own 429s and media need more of
+    /// Synapse's own 429s and media need more of
     /// the real server than the harness drives yet.
     fn uncovered() -> &'static [Capability] {
         &[
-            Capability::Threads,
             Capability::RateLimit,
             Capability::PhotoIn,
             Capability::VoiceIn,
@@ -115,6 +117,7 @@ impl Harness for Matrix {
             stranger: (stranger, stranger_room),
             group,
             home,
+            roots: std::collections::HashMap::new(),
         }
     }
 
@@ -137,13 +140,33 @@ impl Harness for Matrix {
         };
         let room = match place {
             Place::Dm => dm.clone(),
-            Place::Group => self.group.clone(),
-            Place::Thread(_) => panic!("matrix's harness does not drive threads yet"),
+            Place::Group | Place::Thread(_) => self.group.clone(),
         };
-        Posted {
-            id: user.say(&room, text),
-            chat: room,
-        }
+        let Place::Thread(k) = place else {
+            return Posted {
+                id: user.say(&room, text),
+                chat: room,
+            };
+        };
+        // A thread hangs off a root event in the group (a notice, which the
+        // bot does not answer), as Element starts one.
+        let root = self
+            .roots
+            .entry(k)
+            .or_insert_with(|| {
+                user.send(
+                    &room,
+                    json!({"msgtype": "m.notice", "body": format!("thread {k}")}),
+                )
+            })
+            .clone();
+        let id = user.send(
+            &room,
+            json!({"msgtype": "m.text", "body": text,
+                "m.relates_to": {"rel_type": "m.thread", "event_id": root,
+                    "is_falling_back": true, "m.in_reply_to": {"event_id": root}}}),
+        );
+        Posted { id, chat: room }
     }
 
     fn said(&self) -> Vec<Said> {

@@ -11,7 +11,7 @@ use hermes_tests::synapse::{self, User};
 use serde_json::json;
 
 use crate::conformance_kit::{
-    Access, Capabilities, Capability, Harness, Place, Plan, Posted, Said, Sender,
+    Access, Capabilities, Capability, Harness, Media, Place, Plan, Posted, Said, Sender,
 };
 
 pub struct Matrix {
@@ -59,14 +59,10 @@ impl Harness for Matrix {
         }
     }
 
-    /// Synapse's own 429s and media need more of
+    /// Synapse's own 429s need more of
     /// the real server than the harness drives yet.
     fn uncovered() -> &'static [Capability] {
-        &[
-            Capability::RateLimit,
-            Capability::PhotoIn,
-            Capability::VoiceIn,
-        ]
+        &[Capability::RateLimit]
     }
 
     fn soak_plan() -> Plan {
@@ -169,6 +165,34 @@ impl Harness for Matrix {
         Posted { id, chat: room }
     }
 
+    /// The file goes to Synapse's media repository first (as a client
+    /// uploads it), then an `m.image` or a voice `m.audio` names its
+    /// `mxc://` URL.
+    fn send_media(&mut self, from: Sender, place: Place, media: &Media) -> Posted {
+        assert_eq!(place, Place::Dm, "matrix's harness sends media in DMs");
+        let (user, room) = match from {
+            Sender::User(n) => (&self.users[n].0, &self.users[n].1),
+            Sender::Stranger => (&self.stranger.0, &self.stranger.1),
+        };
+        let content = match media {
+            Media::Photo { png, caption } => {
+                let url = upload(user, "image/png", "photo.png", png);
+                json!({"msgtype": "m.image", "body": caption, "filename": "photo.png", "url": url,
+                    "info": {"mimetype": "image/png", "size": png.len()}})
+            }
+            Media::Voice { ogg } => {
+                let url = upload(user, "audio/ogg", "voice.ogg", ogg);
+                json!({"msgtype": "m.audio", "body": "Voice message", "url": url,
+                    "info": {"mimetype": "audio/ogg", "size": ogg.len()},
+                    "org.matrix.msc3245.voice": {}, "org.matrix.msc1767.audio": {"duration": 1000}})
+            }
+        };
+        Posted {
+            id: user.send(room, content),
+            chat: room.clone(),
+        }
+    }
+
     fn said(&self) -> Vec<Said> {
         let mut said = Vec::new();
         for (reader, room) in self.rooms() {
@@ -219,4 +243,28 @@ impl Harness for Matrix {
     fn home_chat(&self) -> String {
         self.home.clone()
     }
+}
+
+/// Uploads `bytes` to Synapse's media repository as `user`; the `mxc://`
+/// URL.
+fn upload(user: &User, mime: &str, name: &str, bytes: &[u8]) -> String {
+    let url = format!(
+        "{}/_matrix/media/v3/upload?filename={name}",
+        synapse::server().base
+    );
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut answer = agent
+        .post(&url)
+        .header("authorization", format!("Bearer {}", user.token))
+        .header("content-type", mime)
+        .send(bytes)
+        .unwrap();
+    let body: serde_json::Value = answer.body_mut().read_json().unwrap();
+    body["content_uri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("upload refused: {body}"))
+        .to_owned()
 }

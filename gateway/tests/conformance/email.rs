@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hermes_tests::dovecot::{self, MailUser};
 
 use crate::conformance_kit::{
-    Access, Capabilities, Capability, Harness, Place, Plan, Posted, Said, Sender,
+    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, Sender,
 };
 
 pub struct Email {
@@ -56,10 +56,6 @@ impl Harness for Email {
             file_out: false,
             home_channel: true,
         }
-    }
-
-    fn uncovered() -> &'static [Capability] {
-        &[Capability::PhotoIn]
     }
 
     fn soak_plan() -> Plan {
@@ -116,6 +112,39 @@ impl Harness for Email {
         let id = format!("m{n}.{}", user.address);
         let mail = format!(
             "From: {from}\nTo: {to}\nSubject: conformance {n}\nMessage-ID: <{id}>\n\n{text}\n",
+            from = user.address,
+            to = self.bot.address,
+        );
+        dovecot::server().send(&user.address, &self.bot.address, &mail);
+        Posted {
+            id,
+            chat: user.address.clone(),
+        }
+    }
+
+    /// A photo is a `multipart/mixed` mail: the caption as the text part,
+    /// the PNG as a base64 attachment.
+    fn send_media(&mut self, from: Sender, place: Place, media: &Media) -> Posted {
+        let Media::Photo { png, caption } = media else {
+            panic!("email has no voice notes")
+        };
+        assert_eq!(place, Place::Dm, "email has direct mail only");
+        let user = match from {
+            Sender::User(n) => &self.users[n],
+            Sender::Stranger => &self.stranger,
+        };
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let id = format!("m{n}.{}", user.address);
+        let b64 = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode(png)
+        };
+        let mail = format!(
+            "From: {from}\nTo: {to}\nSubject: photo {n}\nMessage-ID: <{id}>\nMIME-Version: 1.0\n\
+             Content-Type: multipart/mixed; boundary=\"b{n}\"\n\n\
+             --b{n}\nContent-Type: text/plain; charset=utf-8\n\n{caption}\n\
+             --b{n}\nContent-Type: image/png\nContent-Disposition: attachment; filename=\"photo.png\"\n\
+             Content-Transfer-Encoding: base64\n\n{b64}\n--b{n}--\n",
             from = user.address,
             to = self.bot.address,
         );

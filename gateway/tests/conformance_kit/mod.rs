@@ -19,13 +19,21 @@
 //!    capability declared absent is reported by the suite as
 //!    "not applicable" (printed, never counted as passed); a capability
 //!    declared present must be backed by the harness's methods (the
-//!    defaults panic, naming the method to write).
-//! 3. Add two lines to `gateway/tests/conformance.rs`: the module (behind
-//!    the platform's cargo feature) and `conformance_tests!(NAME,
-//!    conformance::NAME::Harness)`, which makes the tests
-//!    `NAME::promises` (every promise but the soak) and `NAME::kill_9_soak`.
-//!    Add the platform to [`capability_table`]'s list there too (the README
-//!    table is checked against it).
+//!    defaults panic, naming the method to write) — or listed in
+//!    [`Harness::uncovered`] while it is not: reported "NOT CHECKED".
+//!    `said()` may read messages back per chat (the suite compares
+//!    snapshots); every text the suite writes carries a token `[qN]` the
+//!    harness passes through unchanged.
+//! 3. Add to `gateway/tests/conformance.rs`, each behind the platform's
+//!    cargo feature: the harness module (`mod conformance { pub mod NAME; }`
+//!    and its peer's support module), `conformance_tests!(NAME,
+//!    conformance::NAME::Harness)`, which makes the tests `NAME::promises`
+//!    (every promise but the soak) and `NAME::kill_9_soak`, and a line in
+//!    `columns()` (README's table of what each platform supports is checked
+//!    against it: `HERMES_BLESS=1 cargo test -p hermes-gateway --test
+//!    conformance readme -- --nocapture` prints the table to paste). A soak
+//!    that cannot pass yet is `conformance_tests!(NAME, H, soak_ignored =
+//!    "why")` plus `soak_note` in its column — visible, never dropped.
 //!
 //! Run one platform: `cargo test -p hermes-gateway --test conformance
 //! NAME::`. Knobs: `HERMES_SOAK_ROUNDS` (the soak's rounds),

@@ -207,6 +207,7 @@ impl Workbench {
                 }),
             // The CLI is the owner's: `$HERMES_HOME`'s memory, as always.
             memory: None,
+            background: None,
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;

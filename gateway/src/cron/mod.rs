@@ -23,6 +23,7 @@
 //! platform accepting the message and the commit that records it: a kill
 //! exactly there sends it again (no platform here takes an idempotency key).
 
+pub mod background;
 pub mod home;
 mod run;
 mod script;

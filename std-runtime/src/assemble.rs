@@ -325,8 +325,7 @@ pub fn session_tools(
     env.background = deps
         .background
         .as_ref()
-        .zip(deps.session_id.as_deref())
-        .map(|(procs, id)| procs.scope(id));
+        .map(|procs| procs.scope(deps.session_id.as_deref().unwrap_or("local")));
     let mut tools = build_registry(&env, settings.toolsets.as_deref())?;
     if let Some(outbox) = &deps.outbox
         && crate::tools::send_file::offered(settings.toolsets.as_deref())

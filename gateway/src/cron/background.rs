@@ -47,34 +47,6 @@ struct Record {
     thread: Option<String>,
 }
 
-/// Reads `[agent] background_max`, `background_timeout` (seconds) and
-/// `background_output_cap` (bytes); a missing or invalid value keeps its
-/// default (and an invalid one is logged).
-pub fn limits(file: &toml::Table) -> BackgroundLimits {
-    let mut limits = BackgroundLimits::default();
-    let agent = file.get("agent");
-    let int = |key: &str| -> Option<u64> {
-        let value = agent?.get(key)?;
-        match value.as_integer().and_then(|v| u64::try_from(v).ok()) {
-            Some(v) if v > 0 => Some(v),
-            _ => {
-                tracing::warn!(key, %value, "[agent] {key} must be a positive integer; using the default");
-                None
-            }
-        }
-    };
-    if let Some(n) = int("background_max") {
-        limits.per_session = usize::try_from(n).unwrap_or(usize::MAX);
-    }
-    if let Some(s) = int("background_timeout") {
-        limits.wall_clock = std::time::Duration::from_secs(s);
-    }
-    if let Some(b) = int("background_output_cap") {
-        limits.output_cap = b;
-    }
-    limits
-}
-
 /// The gateway's [`BackgroundSink`]: records in the store, notices through
 /// the scheduler's outbox.
 pub struct DurableNotices {
@@ -244,5 +216,9 @@ pub fn start(
     let _ = std::fs::remove_dir_all(&dir);
     let notices = Arc::new(DurableNotices::new(store, clock, &owner));
     notices.announce_lost()?;
-    Ok(BackgroundProcesses::new(limits(file), dir, Some(notices)))
+    Ok(BackgroundProcesses::new(
+        BackgroundLimits::from_config(file),
+        dir,
+        Some(notices),
+    ))
 }

@@ -66,6 +66,32 @@ impl Default for BackgroundLimits {
     }
 }
 
+impl BackgroundLimits {
+    /// Reads `[agent] background_max`, `background_timeout` (seconds) and
+    /// `background_output_cap` (bytes) of the configuration file; a
+    /// missing value keeps its default (the loader refuses invalid ones).
+    pub fn from_config(file: &toml::Table) -> Self {
+        let mut limits = BackgroundLimits::default();
+        let int = |key: &str| -> Option<u64> {
+            file.get("agent")?
+                .get(key)?
+                .as_integer()
+                .and_then(|v| u64::try_from(v).ok())
+                .filter(|v| *v > 0)
+        };
+        if let Some(n) = int("background_max") {
+            limits.per_session = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(s) = int("background_timeout") {
+            limits.wall_clock = Duration::from_secs(s);
+        }
+        if let Some(b) = int("background_output_cap") {
+            limits.output_cap = b;
+        }
+        limits
+    }
+}
+
 /// A process as the front-end records it when it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartedProcess {

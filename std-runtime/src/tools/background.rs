@@ -199,11 +199,13 @@ impl Entry {
 /// What the terminal hands over to start a process: a function run on the
 /// process's own thread that launches it and returns a waiter, and the
 /// reading end of its output.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) type Launch =
     Box<dyn FnOnce() -> Result<(Box<dyn Waiter>, std::io::PipeReader), String> + Send>;
 
 /// Waits for a launched process until `deadline` or `stop()`; returns its
 /// status line.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) trait Waiter {
     fn wait(self: Box<Self>, deadline: Instant, stop: &dyn Fn() -> bool) -> String;
 }
@@ -266,6 +268,7 @@ impl BackgroundProcesses {
         }
     }
 
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn start(
         self: &Arc<Self>,
         session_id: &str,
@@ -354,6 +357,7 @@ impl BackgroundProcesses {
 
     /// The process's thread: launches it, copies its output to disk, waits
     /// for it, then reports its end.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn run(
         &self,
         entry: Arc<Entry>,
@@ -418,6 +422,7 @@ fn forget_finished(procs: &mut Vec<Arc<Entry>>, session_id: &str) {
 
 /// Copies the output pipe to `file` up to `cap` bytes; what comes after is
 /// counted, kept only in the in-memory tail, and noted at the file's end.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn copy_output(mut reader: std::io::PipeReader, mut file: std::fs::File, cap: u64, entry: &Entry) {
     let mut written: u64 = 0;
     let mut dropped: u64 = 0;
@@ -455,6 +460,7 @@ pub struct BackgroundScope {
 }
 
 impl BackgroundScope {
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn start(
         &self,
         command: &str,

@@ -640,3 +640,42 @@ impl Tool for ProcessTool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn limits_come_from_the_agent_table_and_default_otherwise() {
+        let file: toml::Table = toml::from_str(
+            "[agent]\nbackground_max = 2\nbackground_timeout = 90\nbackground_output_cap = 5000\n",
+        )
+        .unwrap();
+        let limits = BackgroundLimits::from_config(&file);
+        assert_eq!(limits.per_session, 2);
+        assert_eq!(limits.wall_clock, Duration::from_secs(90));
+        assert_eq!(limits.output_cap, 5000);
+        let none = BackgroundLimits::from_config(&toml::Table::new());
+        assert_eq!(none, BackgroundLimits::default());
+        assert_eq!(none.per_session, 4);
+    }
+
+    #[test]
+    fn a_notice_names_the_process_its_status_and_last_lines() {
+        let finished = FinishedProcess {
+            process: StartedProcess {
+                id: "bg0123456789ab".into(),
+                session_id: "s".into(),
+                command: "make all\nmake install".into(),
+                notify: true,
+            },
+            status: "exit code 2".into(),
+            tail: "error: x\n".into(),
+        };
+        assert_eq!(
+            finished.notice(),
+            "Background process bg0123456789ab (make all…) finished: exit code 2.\nLast output:\nerror: x"
+        );
+    }
+}

@@ -373,11 +373,15 @@ impl BackgroundProcesses {
             }
         };
         let _ = started.send(Ok(()));
-        let copier = {
+        let (copied_tx, copied) = std::sync::mpsc::channel::<()>();
+        {
             let entry = Arc::clone(&entry);
             let cap = self.limits.output_cap;
-            std::thread::spawn(move || copy_output(reader, file, cap, &entry))
-        };
+            std::thread::spawn(move || {
+                copy_output(reader, file, cap, &entry);
+                let _ = copied_tx.send(());
+            });
+        }
         let deadline = entry.started + self.limits.wall_clock;
         let mut status = waiter.wait(deadline, &|| entry.kill.load(Ordering::SeqCst));
         if entry.kill.load(Ordering::SeqCst) {
@@ -388,7 +392,10 @@ impl BackgroundProcesses {
                 self.limits.wall_clock.as_secs()
             );
         }
-        let _ = copier.join();
+        // The pipe closes once every process of it is gone; where only a
+        // process group contains it, an escaped one may hold it open, and
+        // the notice does not wait for that.
+        let _ = copied.recv_timeout(Duration::from_secs(2));
         *lock(&entry.state) = Some(status.clone());
         entry.ended.notify_all();
         if let Some(sink) = &self.sink {

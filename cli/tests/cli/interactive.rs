@@ -595,10 +595,14 @@ fn background_processes_notify_at_the_prompt_and_end_with_the_session() {
     p.expect("/help lists commands");
     p.send_line("start one");
     p.expect("Started one.");
-    p.send_line("start two");
-    p.expect("Started two.");
+    // The notice shows at a prompt once the command has ended (an empty
+    // line is a new prompt).
+    std::thread::sleep(Duration::from_millis(1500));
+    p.send_line("");
     p.expect("finished: exit code 0");
     p.expect("early-output");
+    p.send_line("start two");
+    p.expect("Started two.");
     p.send_line("/exit");
     p.expect("still running");
     p.expect("they end with this session");

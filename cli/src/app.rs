@@ -14,7 +14,10 @@ use hermes_runtime::fallback::FallbackModel;
 use hermes_runtime::mcp::McpManager;
 use hermes_runtime::store::{SessionRecord, Store, StoreError, SystemClock};
 use hermes_runtime::sync::lock;
-use hermes_runtime::tools::{Approver, SessionApprovals, TodoState};
+use hermes_runtime::tools::{
+    Approver, BackgroundLimits, BackgroundProcesses, BackgroundSink, FinishedProcess,
+    SessionApprovals, StartedProcess, TodoState,
+};
 
 use crate::args::ProviderArgs;
 
@@ -133,6 +136,35 @@ pub struct Workbench {
     /// The last line said about tools shrunk for a small window, so a
     /// rebuild of the same tools does not say it again.
     fit_notice: Mutex<Option<String>>,
+    /// Background processes (`terminal` with `background: true`); they
+    /// end with the CLI.
+    pub background: Arc<BackgroundProcesses>,
+    /// Their completion notices, printed at the next prompt.
+    pub background_notices: Arc<HeldNotices>,
+}
+
+/// Completion notices of the CLI's background processes, held until the
+/// prompt shows them (printing while the line editor draws would garble it).
+#[derive(Debug, Default)]
+pub struct HeldNotices(Mutex<Vec<String>>);
+
+impl HeldNotices {
+    /// The notices so far, once each.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+impl BackgroundSink for HeldNotices {
+    fn started(&self, _process: &StartedProcess) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn finished(&self, finished: &FinishedProcess) {
+        if finished.process.notify {
+            lock(&self.0).push(finished.notice());
+        }
+    }
 }
 
 impl Workbench {
@@ -161,6 +193,15 @@ impl Workbench {
             .as_ref()
             .and_then(|b| assemble::mcp_servers(&settings, b));
         let chain = chain(&settings, &model)?;
+        let background_notices = Arc::new(HeldNotices::default());
+        let background = BackgroundProcesses::new(
+            BackgroundLimits::from_config(&settings.file),
+            settings
+                .home
+                .join("background-cli")
+                .join(std::process::id().to_string()),
+            Some(Arc::clone(&background_notices) as Arc<dyn BackgroundSink>),
+        );
         let mut bench = Workbench {
             settings,
             store,
@@ -178,6 +219,8 @@ impl Workbench {
             approvals: Arc::new(SessionApprovals::new()),
             session_id: None,
             fit_notice: Mutex::new(None),
+            background,
+            background_notices,
         };
         bench.tools = bench.build_tools(chain)?;
         Ok(bench)
@@ -210,6 +253,7 @@ impl Workbench {
             // The terminal's picker; without a terminal the tool says that
             // no one can answer.
             clarifier: Some(crate::clarify::terminal_clarifier()),
+            background: Some(Arc::clone(&self.background)),
         };
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;

@@ -150,6 +150,8 @@ pub struct RuntimeAgentFactory {
     cron: std::sync::OnceLock<crate::cron::CronOffer>,
     /// The store `session_search` searches (SPEC Y6), once it is open.
     session_store: std::sync::OnceLock<Arc<Mutex<Store>>>,
+    /// Background processes of chat sessions (issue 43 §4).
+    background: std::sync::OnceLock<Arc<hermes_runtime::tools::BackgroundProcesses>>,
     /// Spoken replies (`[tts]`), when configured.
     speech: Option<Arc<hermes_runtime::media::tts::Speaker>>,
     /// Where `send_file` sends: each turn's chat.
@@ -222,6 +224,7 @@ impl RuntimeAgentFactory {
             ),
             cron: std::sync::OnceLock::new(),
             session_store: std::sync::OnceLock::new(),
+            background: std::sync::OnceLock::new(),
             speech: settings
                 .media
                 .tts
@@ -253,6 +256,12 @@ impl RuntimeAgentFactory {
     /// to a cron run's session).
     pub fn offer_cron(&self, offer: crate::cron::CronOffer) {
         let _ = self.cron.set(offer);
+    }
+
+    /// Lets `terminal` start background processes, and offers `process`,
+    /// to every session from now on.
+    pub fn offer_background(&self, procs: Arc<hermes_runtime::tools::BackgroundProcesses>) {
+        let _ = self.background.set(procs);
     }
 
     /// Offers `session_search` over `store` to every session from now on
@@ -301,6 +310,7 @@ impl RuntimeAgentFactory {
                 .filter(|id| self.is_chat_session(id))
                 .map(|id| self.clarify.clarifier(id)),
             memory: Some(self.memory.clone()),
+            background: session_id.and(self.background.get().cloned()),
         };
         assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| GatewayError::Provider(e.to_string()))
@@ -661,6 +671,16 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
             settings.toolsets.as_deref(),
         )
         .with_send_message(sendable, settings.toolsets.as_deref()),
+    );
+    // Background processes; those the last run left are announced lost.
+    factory.offer_background(
+        crate::cron::background::start(
+            &settings.home,
+            &settings.file,
+            Arc::clone(&store),
+            Arc::clone(&clock),
+        )
+        .map_err(|e| GatewayError::Provider(format!("background processes: {e}")))?,
     );
     let factory: Arc<dyn AgentFactory> = factory;
     // With only the API server there is no chat runner to start, and no

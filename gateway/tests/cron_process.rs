@@ -9,6 +9,7 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod background;
 mod cron_events;
 mod telegram_support;
 

@@ -239,6 +239,10 @@ pub struct ToolDeps {
     /// `[memory]` of a gateway: the `memory` tool writes the memory of
     /// `session_id`'s user (issue 44); `None`: `$HERMES_HOME`'s files.
     pub memory: Option<MemorySettings>,
+    /// Where `terminal` starts background processes (`session_id`'s
+    /// view of them); `None`: `background: true` is refused and `process`
+    /// is not offered.
+    pub background: Option<Arc<crate::tools::BackgroundProcesses>>,
 }
 
 impl std::fmt::Debug for ToolDeps {
@@ -321,6 +325,10 @@ pub fn session_tools(
         }
         None => None,
     };
+    env.background = deps
+        .background
+        .as_ref()
+        .map(|procs| procs.scope(deps.session_id.as_deref().unwrap_or("local")));
     let mut tools = build_registry(&env, settings.toolsets.as_deref())?;
     if let Some(outbox) = &deps.outbox
         && crate::tools::send_file::offered(settings.toolsets.as_deref())

@@ -130,6 +130,17 @@ pub fn oneshot(bench: Workbench, args: &ChatArgs, prompt: &str) -> Result<i32, C
             provider_hint(&chat.bench().settings, e)
         )));
     }
+    // A one-shot run is its session: what it started in the background
+    // ends with it, and the user hears so.
+    let running = chat.bench().background.running();
+    if !running.is_empty() {
+        chat.bench().background.kill_all();
+        term().line(&format!(
+            "Background process(es) {} ended with this one-shot run; run hermes chat to keep \
+             them while they work.",
+            running.join(", ")
+        ));
+    }
     let _ = chat.close();
     Ok(chat.report_stop(&result))
 }

@@ -137,7 +137,13 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         greet(&chat);
     }
     let prompt = if term().caps.in_tty { "› " } else { "" };
+    // Background processes end with the session: leaving while some run
+    // asks once, so the user can keep them by staying.
+    let mut warned_running = false;
     loop {
+        for notice in chat.bench().background_notices.take() {
+            term().line(&notice);
+        }
         chat.at_prompt(true);
         let read = match chat.unanswered.take() {
             Some(text) => editor.readline_with_initial(prompt, (&text, "")),
@@ -155,7 +161,8 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
                 term().line(&term().err_style().dim("(Ctrl-D or /exit to quit)"));
                 continue;
             }
-            Err(ReadlineError::Eof) => break,
+            Err(ReadlineError::Eof) if may_leave(&chat, &mut warned_running) => break,
+            Err(ReadlineError::Eof) => continue,
             Err(e) => return Err(runtime(format!("cannot read input: {e}"))),
         };
         let input = line.trim();
@@ -165,7 +172,8 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         let _ = editor.add_history_entry(input);
         let to_send = match commands::handle(&mut chat, input)? {
             Action::Handled => continue,
-            Action::Exit => break,
+            Action::Exit if may_leave(&chat, &mut warned_running) => break,
+            Action::Exit => continue,
             Action::Send(text) => text,
         };
         let result = chat.turn(&to_send, true)?;
@@ -175,12 +183,30 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         let _ = std::fs::create_dir_all(parent);
     }
     let _ = editor.save_history(&history_path);
+    chat.bench().background.kill_all();
     drop(held);
     chat.close()?;
     if let Some(id) = chat.session_id() {
         term().line(&goodbye(id));
     }
     Ok(0)
+}
+
+/// Whether the user may leave now: yes unless background processes run
+/// and they were not told yet that leaving ends them.
+fn may_leave(chat: &Chat, warned: &mut bool) -> bool {
+    let running = chat.bench().background.running();
+    if running.is_empty() || *warned {
+        return true;
+    }
+    *warned = true;
+    term().line(&format!(
+        "{} background process(es) still running ({}); they end with this session. \
+         Stay to keep them (the process tool shows them), or /exit (Ctrl-D) again to end them.",
+        running.len(),
+        running.join(", ")
+    ));
+    false
 }
 
 /// The first lines: what is talking to what, or a recap of the resumed session.

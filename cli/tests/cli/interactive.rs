@@ -569,3 +569,50 @@ fn ctrl_c_shows_the_partial_answer_once() {
     p.send_line("/exit");
     p.eof();
 }
+
+/// README "Background work": in the CLI a background process's notice is
+/// shown at the next prompt, and the process ends with the session —
+/// leaving while one runs asks once, so the user can keep it by staying.
+#[test]
+fn background_processes_notify_at_the_prompt_and_end_with_the_session() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::tool(
+            "c1",
+            "terminal",
+            r#"{"command":"echo early-output","background":true,"notify_on_complete":true}"#,
+        ),
+        Reply::text("Started one."),
+        Reply::tool(
+            "c2",
+            "terminal",
+            r#"{"command":"sleep 3; touch survived.txt","background":true}"#,
+        ),
+        Reply::text("Started two."),
+    ])
+    .unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("start one");
+    p.expect("Started one.");
+    // The notice shows at a prompt once the command has ended (an empty
+    // line is a new prompt).
+    std::thread::sleep(Duration::from_millis(1500));
+    p.send_line("");
+    p.expect("finished: exit code 0");
+    p.expect("early-output");
+    p.send_line("start two");
+    p.expect("Started two.");
+    p.send_line("/exit");
+    p.expect("still running");
+    p.expect("they end with this session");
+    p.send_line("/exit");
+    p.expect("Resume it with hermes -c");
+    p.eof();
+    let _ = p.p.process.wait();
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !env.work.path().join("survived.txt").exists(),
+        "the process ended with the session"
+    );
+}

@@ -368,3 +368,32 @@ fn malformed_tool_arguments_never_reach_the_provider() {
         "{second}"
     );
 }
+
+/// A background process started by a one-shot run ends with it, and the
+/// user is told so on stderr (the answer on stdout stays clean).
+#[test]
+fn a_oneshot_run_ends_its_background_processes_and_says_so() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![
+        Reply::tool(
+            "c1",
+            "terminal",
+            r#"{"command":"sleep 3; touch survived.txt","background":true}"#,
+        ),
+        Reply::text("started"),
+    ])
+    .unwrap();
+    let o = env.run(
+        &provider.base_url(),
+        &["-z", "build it", "--toolsets", "terminal"],
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(stdout(&o), "started\n");
+    assert!(
+        stderr(&o).contains("ended with this one-shot run"),
+        "{}",
+        stderr(&o)
+    );
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(!env.work.path().join("survived.txt").exists());
+}

@@ -23,6 +23,7 @@
 //! platform accepting the message and the commit that records it: a kill
 //! exactly there sends it again (no platform here takes an idempotency key).
 
+pub mod background;
 pub mod home;
 mod run;
 mod script;
@@ -55,6 +56,13 @@ pub const MISSED_AFTER: Duration = Duration::from_secs(60);
 const STATUS_EVERY_MS: u64 = 5_000;
 /// Jobs claimed per tick at most (the rest next tick).
 const CLAIMS_PER_TICK: usize = 256;
+/// How often finished event rows are pruned.
+const PRUNE_EVERY_MS: u64 = 3_600_000;
+/// A webhook event's row is kept this long after its run: within it, a
+/// retried delivery still finds the row and is a no-op.
+const WEBHOOK_ROWS_KEPT_MS: u64 = 7 * 86_400_000;
+/// A sent message's or a background notice's row, this long.
+const MESSAGE_ROWS_KEPT_MS: u64 = 86_400_000;
 
 /// Offers the `cronjob` tool to chat sessions (never to a cron run's).
 #[derive(Clone)]
@@ -278,6 +286,7 @@ struct Inner {
     stop: watch::Sender<bool>,
     handle: Handle,
     last_status_ms: AtomicU64,
+    last_prune_ms: AtomicU64,
     tasks: tokio::sync::Semaphore,
 }
 
@@ -305,6 +314,7 @@ impl Scheduler {
             stop: watch::Sender::new(false),
             handle: Handle::current(),
             last_status_ms: AtomicU64::new(0),
+            last_prune_ms: AtomicU64::new(0),
             tasks: tokio::sync::Semaphore::new(64),
         });
         let ticking = Arc::clone(&inner);
@@ -363,6 +373,14 @@ impl Inner {
             let status = serde_json::json!({"owner": self.owner, "at_ms": now}).to_string();
             self.store().kv_set(STATUS_KEY, &status)?;
             self.last_status_ms.store(now, Ordering::Relaxed);
+        }
+        if now.saturating_sub(self.last_prune_ms.load(Ordering::Relaxed)) >= PRUNE_EVERY_MS {
+            self.last_prune_ms.store(now, Ordering::Relaxed);
+            match prune_events(&mut self.store(), now) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(pruned = n, "scheduler: finished event rows pruned"),
+                Err(e) => tracing::warn!(error = %e, "scheduler: cannot prune event rows"),
+            }
         }
         let due = self.store().due_jobs(now, CLAIMS_PER_TICK)?;
         for job in due {
@@ -478,6 +496,38 @@ impl Inner {
             .spawn(async move { inner.work(job_id, held).await });
         Ok(())
     }
+}
+
+/// Deletes the rows of one-off event jobs — webhook events (`w…`), sent
+/// messages (`m…`), background notices (`b…`) — whose run ended long
+/// enough ago; their runs stay as history. Returns how many went.
+pub fn prune_events(store: &mut Store, now_ms: u64) -> Result<usize, StoreError> {
+    let mut pruned = 0;
+    for job in store.jobs(true)? {
+        let kept = if job.id.starts_with(WEBHOOK_JOB_PREFIX) {
+            WEBHOOK_ROWS_KEPT_MS
+        } else if job.id.starts_with(send::MESSAGE_JOB_PREFIX)
+            || job.id.starts_with(background::NOTICE_JOB_PREFIX)
+        {
+            MESSAGE_ROWS_KEPT_MS
+        } else {
+            continue;
+        };
+        let ended_long_ago = job.state == hermes_runtime::store::JobState::Done
+            && job
+                .last_run_ms
+                .is_some_and(|t| now_ms.saturating_sub(t) >= kept);
+        if ended_long_ago
+            && store
+                .job_runs(&job.id, 16)?
+                .iter()
+                .all(|r| !r.state.is_open())
+            && store.job_delete(&job.id)?
+        {
+            pruned += 1;
+        }
+    }
+    Ok(pruned)
 }
 
 /// `/cron` in a chat: the jobs created in this chat, their times in `tz`

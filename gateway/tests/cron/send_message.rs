@@ -110,3 +110,34 @@ fn send_message_reports_a_delivery_that_failed_for_good() {
     );
     assert!(g.texts("dm-home").is_empty());
 }
+
+/// The row of a delivered `send_message` is pruned once it is a day old,
+/// not before.
+#[test]
+fn delivered_event_rows_are_pruned_after_their_retention() {
+    let g = gateway(settings(CatchUp::Once), true);
+    let home = hermes_gateway::cron::home::home_key("test");
+    g.store.lock().unwrap().kv_set(&home, "dm-home").unwrap();
+    g.adapter
+        .say(ChatType::Dm, "dm-alice", "alice", "send: test pruned later");
+    g.wait_for("dm-alice", "tool said: Delivered to test.");
+    let sent = |store: &hermes_runtime::store::Store| {
+        store
+            .jobs(true)
+            .unwrap()
+            .into_iter()
+            .filter(|j| {
+                j.id.starts_with(hermes_gateway::cron::send::MESSAGE_JOB_PREFIX)
+            })
+            .count()
+    };
+    let now = hermes_core::Clock::now_ms(&*g.clock);
+    let mut store = g.store.lock().unwrap();
+    assert_eq!(sent(&store), 1);
+    let early = hermes_gateway::cron::prune_events(&mut store, now + 3_600_000).unwrap();
+    assert_eq!(early, 0, "kept for a day");
+    assert_eq!(sent(&store), 1);
+    let late = hermes_gateway::cron::prune_events(&mut store, now + 2 * 86_400_000).unwrap();
+    assert_eq!(late, 1);
+    assert_eq!(sent(&store), 0, "the row is gone");
+}

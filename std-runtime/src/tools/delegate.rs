@@ -416,8 +416,11 @@ impl DelegateTool {
         };
         let names: Vec<&str> = task.toolsets.iter().map(String::as_str).collect();
         // The child plans with a todo list of its own, not the session's.
+        // ... and no background processes: their notices go to the
+        // session's chat, which the child does not speak in.
         let child_env = ToolEnv {
             todo_state: None,
+            background: None,
             ..self.env.clone()
         };
         let parent_flag = ctx.interrupt.clone();

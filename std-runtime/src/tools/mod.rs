@@ -40,6 +40,7 @@ use crate::spill;
 
 pub mod approval;
 pub(crate) mod arguments;
+pub mod background;
 pub mod clarify;
 pub mod cronjob;
 #[cfg(feature = "delegate")]
@@ -64,6 +65,10 @@ mod workdir;
 pub use crate::sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};
 pub use approval::{
     ApprovalGate, ApprovalMode, ApprovalRequest, Approver, DANGERS, Decision, SessionApprovals,
+};
+pub use background::{
+    BackgroundLimits, BackgroundProcesses, BackgroundScope, BackgroundSink, FinishedProcess,
+    ProcessTool, StartedProcess,
 };
 pub use clarify::{Answer, Clarifier, ClarifyTool, NoAnswer, Question};
 pub use cronjob::CronjobTool;
@@ -189,6 +194,9 @@ pub struct ToolEnv {
     /// The model `vision_analyze` asks and where its images go; `None`:
     /// the tool is not offered.
     pub vision: Option<VisionSource>,
+    /// Where `terminal` starts background processes (this session's view
+    /// of them) and what `process` manages; `None`: neither is offered.
+    pub background: Option<BackgroundScope>,
     /// The process's MCP servers. Without it the `mcp` toolset is empty.
     #[cfg(feature = "mcp")]
     pub mcp: Option<Arc<McpManager>>,
@@ -216,7 +224,8 @@ impl fmt::Debug for ToolEnv {
             .field("session_search", &self.session_search)
             .field("approval", &self.approval)
             .field("web_search", &self.web_search)
-            .field("vision", &self.vision);
+            .field("vision", &self.vision)
+            .field("background", &self.background.is_some());
         #[cfg(feature = "mcp")]
         f.field("mcp", &self.mcp.is_some());
         f.finish()
@@ -248,6 +257,7 @@ impl ToolEnv {
             approval: ApprovalGate::default(),
             web_search: WebSearchSettings::default(),
             vision: None,
+            background: None,
             #[cfg(feature = "mcp")]
             mcp: None,
         }
@@ -369,17 +379,23 @@ fn build_wrapped(
                 add(Box::new(PatchTool::new(workdir.clone())));
                 add(Box::new(SearchFilesTool::new(workdir.clone(), cap)));
             }
-            "terminal" => add(Box::new(TerminalTool::new(
-                workdir.clone(),
-                terminal::TerminalSettings {
-                    mode: env.sandbox,
-                    env_passthrough: env.env_passthrough.clone(),
-                    extra_read: env.sandbox_read.clone(),
-                    extra_write: env.sandbox_write.clone(),
-                    approval: env.approval.clone(),
-                },
-                cap,
-            ))),
+            "terminal" => {
+                if let Some(scope) = &env.background {
+                    add(Box::new(ProcessTool::new(scope.clone())));
+                }
+                add(Box::new(TerminalTool::new(
+                    workdir.clone(),
+                    terminal::TerminalSettings {
+                        mode: env.sandbox,
+                        env_passthrough: env.env_passthrough.clone(),
+                        extra_read: env.sandbox_read.clone(),
+                        extra_write: env.sandbox_write.clone(),
+                        approval: env.approval.clone(),
+                    },
+                    cap,
+                    env.background.clone(),
+                )))
+            }
             #[cfg(feature = "web")]
             "web" => {
                 add(Box::new(WebFetchTool::new(cap)));

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::approval::ApprovalGate;
+use super::background::BackgroundScope;
 use super::{Workdir, failed, parse_args};
 use crate::sandbox::{SandboxMode, child_env, unavailable_reason};
 use crate::spill::Spill;
@@ -55,6 +56,8 @@ pub struct TerminalTool {
     workdir: Workdir,
     settings: TerminalSettings,
     cap: usize,
+    /// Where `background: true` starts processes; `None`: refused.
+    background: Option<BackgroundScope>,
 }
 
 #[derive(Deserialize)]
@@ -64,10 +67,28 @@ pub(super) struct TerminalArgs {
     timeout: Option<u64>,
     #[serde(default)]
     workdir: Option<String>,
+    #[serde(default)]
+    background: bool,
+    #[serde(default)]
+    notify_on_complete: bool,
 }
 
 impl TerminalTool {
-    pub(crate) fn new(workdir: Workdir, settings: TerminalSettings, cap: usize) -> Self {
+    pub(crate) fn new(
+        workdir: Workdir,
+        settings: TerminalSettings,
+        cap: usize,
+        background: Option<BackgroundScope>,
+    ) -> Self {
+        let (bg_text, bg_hint) = match &background {
+            Some(_) => (
+                "With background=true the command starts in the same sandbox and the call \
+                 returns its id at once; manage it with the process tool, and with \
+                 notify_on_complete=true its end is posted to this chat. ",
+                "run long jobs with background=true, or in the foreground with a larger timeout",
+            ),
+            None => ("", "run long jobs in the foreground with a larger timeout"),
+        };
         let confinement = match settings.mode {
             SandboxMode::On => {
                 "It runs in a sandbox: it can read and run the system's programs, but read and \
@@ -91,7 +112,7 @@ impl TerminalTool {
                     "Run a shell command (sh -c) in the working directory and return its \
                      combined stdout/stderr and exit code. Non-interactive: stdin is empty. \
                      {confinement}{approval}Everything it starts (background jobs too) is killed when it \
-                     ends or times out; run long jobs in the foreground with a larger timeout. \
+                     ends or times out; {bg_hint}. {bg_text}\
                      Long outputs are cut in the middle (the whole output is kept in a file \
                      read_file can read in ranges); pipe through head/tail/grep to focus. \
                      Everything it prints goes into the conversation: never print secrets."
@@ -101,7 +122,9 @@ impl TerminalTool {
                     "properties": {
                         "command": {"type": "string", "description": "The shell command."},
                         "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S, "description": "Seconds before the command is killed. Default 60, max 600."},
-                        "workdir": {"type": "string", "description": "Directory to run in, relative to the working directory. Default: the working directory."}
+                        "workdir": {"type": "string", "description": "Directory to run in, relative to the working directory. Default: the working directory."},
+                        "background": {"type": "boolean", "description": "Start it and return its id without waiting (see the process tool). Default false."},
+                        "notify_on_complete": {"type": "boolean", "description": "With background: post its exit status and last lines to this chat when it ends. Default false."}
                     },
                     "required": ["command"]
                 }),
@@ -109,6 +132,7 @@ impl TerminalTool {
             workdir,
             settings,
             cap,
+            background,
         }
     }
 }
@@ -309,22 +333,46 @@ impl Tool for TerminalTool {
             .approval
             .check("terminal", &args.command, ctx.interrupt)?;
         let env_home = self.workdir.root().to_path_buf();
+        if args.background {
+            let Some(scope) = &self.background else {
+                return Err(failed(
+                    "Error: background processes are not available here; run the command in \
+                     the foreground with a larger timeout.",
+                ));
+            };
+            return self.start_background(
+                scope,
+                &args.command,
+                dir,
+                env_home,
+                args.notify_on_complete,
+            );
+        }
         self.run(&args.command, dir, env_home, timeout_s, ctx)
     }
 }
 
 #[cfg(target_os = "linux")]
 impl TerminalTool {
-    fn run(
+    /// Everything a sandboxed `sh -c command` needs, foreground or
+    /// background alike: the confinement, the environment, the directory,
+    /// the output pipe and a private temp dir (kept until it ends).
+    fn plan(
         &self,
         command: &str,
-        dir: super::workdir::OpenedDir,
+        dir: &super::workdir::OpenedDir,
         env_home: PathBuf,
-        timeout_s: u64,
-        ctx: &ToolContext<'_>,
-    ) -> Result<String, ToolError> {
+        backstop: Duration,
+    ) -> Result<
+        (
+            crate::sandbox::spawn::Plan,
+            std::io::PipeReader,
+            PrivateTemp,
+        ),
+        ToolError,
+    > {
         use crate::sandbox::rules;
-        use crate::sandbox::spawn::{self, Containment, Plan, Stage, Stop};
+        use crate::sandbox::spawn::Plan;
         use std::ffi::CString;
         use std::os::unix::ffi::OsStrExt;
 
@@ -361,10 +409,116 @@ impl TerminalTool {
             cwd: CString::new(dir.real.as_os_str().as_bytes())
                 .map_err(|e| setup("enter the working directory", &e))?,
             ruleset,
-            hide: hide.clone(),
+            hide,
             output: writer.into(),
             errors: None,
-            backstop: Duration::from_secs(timeout_s + 30),
+            backstop,
+        };
+        Ok((plan, reader, tmp))
+    }
+
+    /// Starts `command` in the background: the same plan, launched and
+    /// waited for on the process's own thread ([`super::background`]).
+    fn start_background(
+        &self,
+        scope: &BackgroundScope,
+        command: &str,
+        dir: super::workdir::OpenedDir,
+        env_home: PathBuf,
+        notify: bool,
+    ) -> Result<String, ToolError> {
+        let backstop = scope.limits().wall_clock + Duration::from_secs(30);
+        let (plan, reader, tmp) = self.plan(command, &dir, env_home, backstop)?;
+        let launch: super::background::Launch = Box::new(move || {
+            let launched = crate::sandbox::spawn::launch(plan)
+                .map_err(|e| format!("cannot start a sandboxed process: {e}"))?;
+            let waiter: Box<dyn super::background::Waiter> = Box::new(SandboxWaiter {
+                launched,
+                _tmp: tmp,
+            });
+            Ok((waiter, reader))
+        });
+        let id = scope.start(command, notify, launch)?;
+        let limits = scope.limits();
+        let notice = if notify {
+            "Its end (status and last lines) will be posted to this chat once."
+        } else {
+            "Check on it with the process tool."
+        };
+        Ok(format!(
+            "Started background process {id}. {notice} Output is kept on disk (first {} bytes); \
+             read it with process(action='log', session_id='{id}'). It is killed after {} s, \
+             and if hermes stops.",
+            limits.output_cap,
+            limits.wall_clock.as_secs()
+        ))
+    }
+}
+
+/// A launched background command; its temp dir lives as long as it runs.
+#[cfg(target_os = "linux")]
+struct SandboxWaiter {
+    launched: crate::sandbox::spawn::Launched,
+    _tmp: PrivateTemp,
+}
+
+#[cfg(target_os = "linux")]
+impl super::background::Waiter for SandboxWaiter {
+    fn wait(mut self: Box<Self>, deadline: Instant, stop: &dyn Fn() -> bool) -> String {
+        let (outcome, stopped) = self.launched.wait(deadline, stop);
+        if let Some((stage, errno)) = outcome.setup_failure {
+            return format!(
+                "failed: cannot {}: {}",
+                stage.describe(),
+                std::io::Error::from_raw_os_error(errno)
+            );
+        }
+        match (stopped, outcome.status) {
+            (Some(_), _) => "killed".into(),
+            (None, Some(st)) if libc::WIFEXITED(st) => {
+                format!("exit code {}", libc::WEXITSTATUS(st))
+            }
+            (None, Some(st)) if libc::WIFSIGNALED(st) => {
+                format!("killed by signal {}", libc::WTERMSIG(st))
+            }
+            _ => "exit status unknown".into(),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl TerminalTool {
+    fn start_background(
+        &self,
+        _scope: &BackgroundScope,
+        _command: &str,
+        _dir: super::workdir::OpenedDir,
+        _env_home: PathBuf,
+        _notify: bool,
+    ) -> Result<String, ToolError> {
+        Err(failed(
+            "Error: background processes need Linux (the sandbox's process supervisor).",
+        ))
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl TerminalTool {
+    fn run(
+        &self,
+        command: &str,
+        dir: super::workdir::OpenedDir,
+        env_home: PathBuf,
+        timeout_s: u64,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
+        use crate::sandbox::spawn::{self, Containment, Stage, Stop};
+
+        let (plan, reader, tmp) =
+            self.plan(command, &dir, env_home, Duration::from_secs(timeout_s + 30))?;
+        let hide = plan.hide.clone();
+        let setup = |what: &str, e: &dyn std::fmt::Display| {
+            failed(format!("Error: cannot {what} for the command: {e}"))
         };
         let mut launched =
             spawn::launch(plan).map_err(|e| setup("start a sandboxed process", &e))?;

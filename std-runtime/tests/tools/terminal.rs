@@ -99,3 +99,81 @@ fn child_env_is_an_allow_list_plus_home_tmpdir_and_pass_through() {
         ]
     );
 }
+
+/// Records what a front-end hears of background processes.
+#[derive(Default)]
+struct Heard(std::sync::Mutex<Vec<hermes_runtime::tools::FinishedProcess>>);
+
+impl hermes_runtime::tools::BackgroundSink for Heard {
+    fn started(&self, _: &hermes_runtime::tools::StartedProcess) -> Result<(), String> {
+        Ok(())
+    }
+    fn finished(&self, f: &hermes_runtime::tools::FinishedProcess) {
+        self.0.lock().unwrap().push(f.clone());
+    }
+}
+
+/// Background commands: the per-session limit, `process` wait/kill/log,
+/// one report of each end, and the same confinement as the foreground.
+#[test]
+fn background_commands_are_limited_confined_and_reported_once() {
+    use hermes_runtime::tools::{BackgroundLimits, BackgroundProcesses};
+    use std::sync::Arc;
+    let heard = Arc::new(Heard::default());
+    let outside = tempfile::tempdir().unwrap();
+    let procs = BackgroundProcesses::new(
+        BackgroundLimits {
+            per_session: 2,
+            wall_clock: Duration::from_secs(60),
+            output_cap: 1 << 20,
+        },
+        outside.path().join("bg"),
+        Some(heard.clone() as Arc<dyn hermes_runtime::tools::BackgroundSink>),
+    );
+    let fx = Fx::with(|e| e.background = Some(procs.scope("s1")), None);
+    let id_of = |out: &str| {
+        let i = out.find("process bg").unwrap() + "process ".len();
+        out[i..i + 14].to_owned()
+    };
+    let a = id_of(&fx.ok(
+        "terminal",
+        json!({"command": "sleep 30", "background": true}),
+    ));
+    let _b = fx.ok(
+        "terminal",
+        json!({"command": "sleep 30", "background": true}),
+    );
+    let m = fx.err("terminal", json!({"command": "true", "background": true}));
+    assert!(m.contains("the limit is 2"), "{m}");
+    let killed = fx.ok("process", json!({"action": "kill", "session_id": a}));
+    assert!(killed.contains("killed (process kill)"), "{killed}");
+    // Room again; the same sandbox: no write outside the working directory.
+    let escape = outside.path().join("escaped.txt");
+    let c = id_of(&fx.ok(
+        "terminal",
+        json!({"command": format!("echo x > {}; echo tried", escape.display()),
+               "background": true, "notify_on_complete": true}),
+    ));
+    let waited = fx.ok(
+        "process",
+        json!({"action": "wait", "session_id": c, "timeout": 30}),
+    );
+    assert!(
+        waited.contains("exit code 0") && waited.contains("Permission denied"),
+        "{waited}"
+    );
+    assert!(!escape.exists(), "confined like a foreground command");
+    let log = fx.ok("process", json!({"action": "log", "session_id": c}));
+    assert!(log.starts_with("sh: "), "{log}");
+    let list = fx.ok("process", json!({"action": "list"}));
+    assert_eq!(list.lines().count(), 3, "{list}");
+    procs.kill_all();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while heard.0.lock().unwrap().len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    assert_eq!(heard.len(), 3, "each end reported once: {heard:#?}");
+    assert_eq!(heard.iter().filter(|f| f.process.notify).count(), 1);
+}

@@ -103,6 +103,16 @@ fn imf_fixdate(secs: u64) -> String {
     )
 }
 
+/// The search backends' HTML scanner and DuckDuckGo's result parser: never
+/// a panic, and every hit has an http(s) link.
+pub fn search_page(data: &[u8]) {
+    let html = String::from_utf8_lossy(data);
+    let _ = crate::tools::html_scan::scan(&html);
+    for hit in crate::tools::web_search::parse_duckduckgo(data) {
+        assert!(hit.url.starts_with("http://") || hit.url.starts_with("https://"));
+    }
+}
+
 /// `html_to_text`: never a panic, text at most twice the page (each
 /// expanding case — a table cell marker, a control character — doubles at
 /// most), and the tag scans linear in the page (see `TagEnds`).

@@ -228,6 +228,11 @@ proptest! {
     }
 
     #[test]
+    fn search_pages_scan_without_a_panic(page in html()) {
+        fuzz_entry::search_page(page.as_bytes());
+    }
+
+    #[test]
     fn stored_tool_calls_decode_like_serde(json in stored_calls()) {
         fuzz_entry::stored_tool_calls(json.as_bytes());
     }

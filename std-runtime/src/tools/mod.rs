@@ -46,6 +46,7 @@ pub mod cronjob;
 #[cfg(feature = "delegate")]
 mod delegate;
 mod fs;
+pub(crate) mod html_scan;
 mod memory;
 #[cfg(feature = "documents")]
 mod scan;
@@ -59,7 +60,7 @@ mod todo;
 mod vision;
 #[cfg(feature = "web")]
 pub(crate) mod web;
-mod web_search;
+pub(crate) mod web_search;
 mod workdir;
 
 pub use crate::sandbox::{SandboxMode, SandboxStatus, child_env, forbid_inspection, landlock_abi};

@@ -9,6 +9,7 @@
 //! reducer ([`html_to_text`]); other text types are returned as they are;
 //! binary content is an error. Non-UTF-8 bodies are decoded lossily.
 
+use crate::tools::html_scan::decode_entities;
 use std::io::Read;
 use std::time::Duration;
 
@@ -634,83 +635,6 @@ impl<'a> TagEnds<'a> {
         }
         None
     }
-}
-
-/// Decodes the common named entities and all numeric ones; unknown entities
-/// are kept as written.
-fn decode_entities(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(amp) = rest.find('&') {
-        out.push_str(&rest[..amp]);
-        rest = &rest[amp..];
-        // Entities are short; look for the `;` in the first bytes only.
-        // Bytes, not a string slice: the 12th byte may fall inside a
-        // multi-byte character (`&amp;中文`), and `;` is ASCII, so its
-        // index is always a char boundary.
-        let semi = rest.as_bytes().iter().take(12).position(|&b| b == b';');
-        let decoded = semi.and_then(|semi| {
-            let name = &rest[1..semi];
-            let c = if let Some(num) = name.strip_prefix('#') {
-                let code = match num.strip_prefix(['x', 'X']) {
-                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
-                    None => num.parse::<u32>().ok(),
-                };
-                code.and_then(char::from_u32)
-            } else {
-                named_entity(name)
-            };
-            c.map(|c| (c, semi))
-        });
-        match decoded {
-            Some((c, semi)) => {
-                out.push(c);
-                rest = &rest[semi + 1..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-fn named_entity(name: &str) -> Option<char> {
-    Some(match name {
-        "amp" => '&',
-        "lt" => '<',
-        "gt" => '>',
-        "quot" => '"',
-        "apos" => '\'',
-        "nbsp" => ' ',
-        "mdash" => '—',
-        "ndash" => '–',
-        "hellip" => '…',
-        "copy" => '©',
-        "reg" => '®',
-        "trade" => '™',
-        "lsquo" => '‘',
-        "rsquo" => '’',
-        "ldquo" => '“',
-        "rdquo" => '”',
-        "laquo" => '«',
-        "raquo" => '»',
-        "middot" => '·',
-        "bull" => '•',
-        "deg" => '°',
-        "times" => '×',
-        "euro" => '€',
-        "pound" => '£',
-        "eacute" => 'é',
-        "egrave" => 'è',
-        "uuml" => 'ü',
-        "ouml" => 'ö',
-        "auml" => 'ä',
-        "szlig" => 'ß',
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! ([`MAX_BODY`]). API keys travel in headers only and appear in no error
 //! or log line.
 
+use crate::tools::html_scan::{Piece, scan};
 use std::fmt;
 use std::time::Duration;
 
@@ -406,9 +407,9 @@ fn status_error(backend: SearchBackend, status: u16, body: &[u8]) -> String {
 fn plain(fragment: &str, max: usize) -> String {
     let mut text = String::new();
     if fragment.contains(['<', '&']) {
-        for token in html5gum::Tokenizer::new(fragment).flatten() {
-            if let html5gum::Token::String(s) = token {
-                text.push_str(&String::from_utf8_lossy(&s.value));
+        for piece in scan(fragment) {
+            if let Piece::Text(s) = piece {
+                text.push_str(&s);
             }
         }
     } else {
@@ -521,20 +522,12 @@ fn ddg_target(href: &str) -> Option<String> {
 /// DuckDuckGo's HTML results: each result's `a.result__a` (title, link)
 /// followed by its `.result__snippet`.
 pub fn parse_duckduckgo(body: &[u8]) -> Vec<SearchHit> {
-    use html5gum::{Token, Tokenizer};
-
     #[derive(PartialEq)]
     enum In {
         Nothing,
         Title,
         Snippet,
     }
-    let class_of = |tag: &html5gum::StartTag<()>| -> String {
-        tag.attributes
-            .get(b"class".as_slice())
-            .map(|v| String::from_utf8_lossy(&v.value).into_owned())
-            .unwrap_or_default()
-    };
     let mut hits: Vec<SearchHit> = Vec::new();
     let mut pending: Option<(String, String)> = None; // (url, title)
     let mut text = String::new();
@@ -548,26 +541,26 @@ pub fn parse_duckduckgo(body: &[u8]) -> Vec<SearchHit> {
                 hits.push(h);
             }
         };
-    for token in Tokenizer::new(body).flatten() {
-        match token {
-            Token::StartTag(tag) => {
+    for piece in scan(&String::from_utf8_lossy(body)) {
+        match piece {
+            Piece::Start {
+                ref name,
+                self_closing,
+                ..
+            } => {
                 if inside != In::Nothing {
-                    if !tag.self_closing {
+                    if !self_closing && !is_void(name) {
                         depth += 1;
                     }
                     continue;
                 }
-                let class = class_of(&tag);
+                let class = piece.attribute("class").unwrap_or_default();
                 let classes: Vec<&str> = class.split_whitespace().collect();
-                if tag.name.as_slice() == b"a" && classes.contains(&"result__a") {
+                if name == "a" && classes.contains(&"result__a") {
                     // A new result: the previous one had no snippet.
                     flush(&mut hits, &mut pending, "");
-                    let href = tag
-                        .attributes
-                        .get(b"href".as_slice())
-                        .map(|v| String::from_utf8_lossy(&v.value).into_owned())
-                        .unwrap_or_default();
-                    if let Some(url) = ddg_target(&href) {
+                    let href = piece.attribute("href").unwrap_or_default();
+                    if let Some(url) = ddg_target(href) {
                         pending = Some((url, String::new()));
                         inside = In::Title;
                         depth = 0;
@@ -579,7 +572,7 @@ pub fn parse_duckduckgo(body: &[u8]) -> Vec<SearchHit> {
                     text.clear();
                 }
             }
-            Token::EndTag(_) if inside != In::Nothing => {
+            Piece::End if inside != In::Nothing => {
                 if depth > 0 {
                     depth -= 1;
                     continue;
@@ -598,14 +591,21 @@ pub fn parse_duckduckgo(body: &[u8]) -> Vec<SearchHit> {
                 }
                 inside = In::Nothing;
             }
-            Token::String(s) if inside != In::Nothing => {
-                text.push_str(&String::from_utf8_lossy(&s.value));
-            }
+            Piece::Text(s) if inside != In::Nothing => text.push_str(&s),
             _ => {}
         }
     }
     flush(&mut hits, &mut pending, "");
     hits
+}
+
+/// Elements that never have an end tag (`<br>`, `<img …>`): they open no
+/// level inside a result.
+fn is_void(name: &str) -> bool {
+    matches!(
+        name,
+        "br" | "img" | "hr" | "input" | "meta" | "link" | "wbr" | "source" | "area" | "col"
+    )
 }
 
 #[cfg(test)]

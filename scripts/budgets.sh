@@ -40,13 +40,13 @@ cd "$(dirname "$0")/.."
 #   met; where it is not, today's figure plus stated slack, so growth fails
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
-SIZE_X86_64_LIMIT=15600000     # measured 14,847,024 B (issue 32's trims, then Email (issue 33), voice replies and send_file (issue 29); 14,409,328 B before); +~5 %
+SIZE_X86_64_LIMIT=15450000     # measured 15,277,360 B (2026-12-04: without html5gum; Slack, WhatsApp and Signal left out, BENCHMARKS "Budgets after the fourth wave, second session"); was 15,600,000; +~1 %
 RSS_ONESHOT_LIMIT_KIB=12300    # measured 11,460-11,696 KiB in the fresh-clone runs of the third session (11,284-11,460 before; most of it mapped pages); +~5 %
 RSS_IDLE_GATEWAY_LIMIT_KIB=15400  # measured 14,576 KiB with Email and voice (issues 33, 29; 13,968-14,344 KiB before); +~5 %
 BOARD_SIZE_X86_64_TARGET=6500000
-BOARD_SIZE_X86_64_LIMIT=9950000       # measured 9,367,216-9,479,600 B (issue 32; 10,071,152 B before its trims); +~5 %
+BOARD_SIZE_X86_64_LIMIT=9850000       # measured 9,743,920 B (2026-12-04, without html5gum; 10,021,040 B with it); was 9,950,000; +~1 %
 BOARD_SIZE_AARCH64_TARGET=6000000
-BOARD_SIZE_AARCH64_LIMIT=8450000      # measured 8,053,840 B linked by lld-16 with packed relocations (8,543,696-8,609,360 B before, GNU ld); +~5 %
+BOARD_SIZE_AARCH64_LIMIT=8380000      # measured 8,275,024 B (2026-12-04, without html5gum; 8,441,808 B with it), lld-16 with packed relocations; was 8,450,000; +~1 %
 BOARD_RSS_ONESHOT_TARGET_KIB=8000
 BOARD_RSS_ONESHOT_LIMIT_KIB=9550      # measured 8,952-9,060 KiB (9,280 before the trims); +~5 %
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000

@@ -1,0 +1,190 @@
+//! `hermes gateway setup`: the token verified live, the settings a platform
+//! needs asked for, everything written to a private `.env`.
+
+use super::*;
+
+/// `hermes gateway setup` with `answers` on stdin, Telegram at `telegram`.
+fn setup(home: &Path, telegram: &str, answers: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(HERMES)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("HERMES_HOME", home)
+        .env("TELEGRAM_API_URL", telegram)
+        .args(["gateway", "setup"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answers.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 31, item 9: `hermes gateway setup` verifies the token live (a
+/// refused one is retried, nothing saved meanwhile), checks the allow-list
+/// and writes `.env` with mode 0600; `gateway run --check` then passes on
+/// what it wrote alone.
+#[test]
+fn gateway_setup_verifies_the_token_and_writes_a_private_env() {
+    use std::os::unix::fs::PermissionsExt;
+    let rt = runtime();
+    let fake = rt.block_on(Fake::start(true));
+    let home = tempfile::tempdir().unwrap();
+    let dotenv = home.path().join(".env");
+
+    // A refused token, then quit: nothing is written.
+    let o = setup(home.path(), &fake.base, "1\n999:not-the-token\nq\n");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("TELEGRAM_BOT_TOKEN"), "{out}");
+    assert!(!dotenv.exists(), "nothing saved: {out}");
+
+    // Refused, retried with the right one; a non-numeric id is asked again.
+    let answers = format!("1\n999:not-the-token\nr\n{TOKEN}\n7, @ann\n7, 8\n");
+    let o = setup(home.path(), &fake.base, &answers);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("@fake_bot"), "{out}");
+    assert!(out.contains("`@ann` is not a numeric user id"), "{out}");
+    assert!(!out.contains(TOKEN), "the token is never echoed: {out}");
+    let written = std::fs::read_to_string(&dotenv).unwrap();
+    assert_eq!(
+        written,
+        format!("TELEGRAM_BOT_TOKEN={TOKEN}\nTELEGRAM_ALLOWED_USERS=7,8\n")
+    );
+    let mode = std::fs::metadata(&dotenv).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let provider = provider();
+    let o = gateway_cmd(home.path(), &fake.base, TOKEN, &provider.base_url())
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_ALLOWED_USERS")
+        .args(["gateway", "run", "--check"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("allowed users: telegram: 7, 8"), "{out}");
+}
+
+/// A one-endpoint stand-in for Meta's Graph API: `GET /v21.0/{id}` (the
+/// phone number) with the right bearer token answers the number, anything
+/// else Meta's 401 with code 190. Serves until the test ends.
+fn fake_graph(token: &'static str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v21.0", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut authorized = false;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line.to_ascii_lowercase().starts_with("authorization:") {
+                    authorized = line.trim_end().ends_with(&format!("Bearer {token}"));
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let (status, body) = if authorized {
+                (
+                    "200 OK",
+                    json!({"display_phone_number": "15550783881", "verified_name": "Hermes Test",
+                           "id": "106540352242922"}),
+                )
+            } else {
+                (
+                    "401 Unauthorized",
+                    json!({"error": {"message": "Invalid OAuth access token", "type": "OAuthException",
+                                     "code": 190, "fbtrace_id": "x"}}),
+                )
+            };
+            let body = body.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+/// Issue 42: `hermes gateway setup` sets WhatsApp up — the phone number id,
+/// the app secret and the verify token besides the token, checked live
+/// together, secrets never echoed, all saved to `.env`.
+#[test]
+fn gateway_setup_asks_whatsapp_for_every_setting_it_needs() {
+    use std::io::Write;
+    const WA_TOKEN: &str = "EAAG-setup-token";
+    let graph = fake_graph(WA_TOKEN);
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let run = |answers: &str| {
+        let mut child = Command::new(HERMES)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("HERMES_HOME", home.path())
+            .env("WHATSAPP_API_URL", &graph)
+            .env("WHATSAPP_WEBHOOK_PORT", port.to_string())
+            .args(["gateway", "setup"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answers.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = run("1\n");
+    let menu = text(&o);
+    let pick = menu
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(") WhatsApp"))
+        .unwrap_or_else(|| panic!("WhatsApp is not offered: {menu}"))
+        .to_owned();
+    let answers = format!(
+        "{pick}\n106540352242922\napp-secret-X\nverify-Y\nwrong-token\nr\n{WA_TOKEN}\n4915112345678\n"
+    );
+    let o = run(&answers);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("WHATSAPP_ACCESS_TOKEN"), "{out}");
+    assert!(out.contains("Hermes Test"), "{out}");
+    for secret in [WA_TOKEN, "app-secret-X", "verify-Y"] {
+        assert!(!out.contains(secret), "{secret} echoed: {out}");
+    }
+    let written = std::fs::read_to_string(home.path().join(".env")).unwrap();
+    for line in [
+        format!("WHATSAPP_ACCESS_TOKEN={WA_TOKEN}"),
+        "WHATSAPP_PHONE_NUMBER_ID=106540352242922".to_owned(),
+        "WHATSAPP_APP_SECRET=app-secret-X".to_owned(),
+        "WHATSAPP_VERIFY_TOKEN=verify-Y".to_owned(),
+        "WHATSAPP_ALLOWED_USERS=4915112345678".to_owned(),
+    ] {
+        assert!(
+            written.lines().any(|l| l == line),
+            "{line} missing: {written}"
+        );
+    }
+}

@@ -30,12 +30,7 @@ pub mod email;
 pub use hermes_platform_kit::event;
 #[doc(hidden)]
 pub mod fuzz_entry;
-#[cfg(any(
-    feature = "api_server",
-    feature = "wecom_callback",
-    feature = "metrics",
-    feature = "webhooks"
-))]
+#[cfg(any(feature = "api_server", feature = "metrics", feature = "webhooks"))]
 use hermes_platform_kit::http_server;
 pub mod inbox;
 pub use hermes_platform_kit::lease;

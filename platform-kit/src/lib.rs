@@ -7,8 +7,10 @@
 //! adapter shares live here too: splitting long replies at the platform's
 //! limit ([`split`], [`overflow`]), the platform connection's lease in a
 //! cluster ([`lease`]), redelivery dedup ([`dedup`]), chat commands typed as
-//! text ([`command`]) and a hardened loopback HTTP/1.1 server for webhook
-//! platforms (`http_server`, feature `http-server`).
+//! text ([`command`]), reading a platform's variables and `config.toml`
+//! section ([`settings`]), and a hardened loopback HTTP/1.1 server with the
+//! webhook endpoint platforms put on it (`http_server`, `webhook`, feature
+//! `http-server`).
 //!
 //! **Invariant:** this crate names no platform, and the gateway's runner
 //! depends on it, never on a platform crate.
@@ -24,4 +26,7 @@ pub mod http_server;
 pub mod lease;
 pub mod overflow;
 pub mod platform;
+pub mod settings;
 pub mod split;
+#[cfg(feature = "http-server")]
+pub mod webhook;

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
 
+use hermes_platform_kit::settings::{Setting, SettingError, Sources};
 use hermes_runtime::secret::Secret;
 
 /// The production REST base; the Gateway URL comes from `GET /gateway/bot`.
@@ -96,61 +97,20 @@ fn err(key: &str, message: impl Into<String>) -> DiscordConfigError {
     }
 }
 
-/// One raw value: a variable (always a string) or a `config.toml` value.
-enum Raw<'a> {
-    Env(String),
-    Toml(&'a toml::Value),
+impl From<SettingError> for DiscordConfigError {
+    fn from(e: SettingError) -> Self {
+        err(&e.key, e.message)
+    }
 }
 
-impl Raw<'_> {
-    fn string(&self, key: &str) -> Result<String, DiscordConfigError> {
-        match self {
-            Raw::Env(s) => Ok(s.trim().to_owned()),
-            Raw::Toml(toml::Value::String(s)) => Ok(s.trim().to_owned()),
-            Raw::Toml(_) => Err(err(key, "must be a string")),
-        }
+/// Snowflake ids: a comma-separated string, or a TOML list of strings or
+/// integers.
+fn ids(setting: &Setting<'_>) -> Result<Vec<String>, DiscordConfigError> {
+    let items = setting.list_with_numbers("ids")?;
+    for id in &items {
+        check_snowflake(&setting.key, id)?;
     }
-
-    fn boolean(&self, key: &str) -> Result<bool, DiscordConfigError> {
-        match self {
-            Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
-            Raw::Toml(_) => Err(err(key, "must be true or false")),
-            Raw::Env(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(true),
-                "0" | "false" | "no" | "off" => Ok(false),
-                other => Err(err(key, format!("`{other}` is not true or false"))),
-            },
-        }
-    }
-
-    /// Snowflake ids: a comma-separated string, or a TOML list of strings
-    /// or integers.
-    fn ids(&self, key: &str) -> Result<Vec<String>, DiscordConfigError> {
-        let items: Vec<String> = match self {
-            Raw::Env(s) | Raw::Toml(toml::Value::String(s)) => s
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            Raw::Toml(toml::Value::Array(list)) => list
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => Ok(s.trim().to_owned()),
-                    toml::Value::Integer(n) => Ok(n.to_string()),
-                    _ => Err(err(key, "must be a list of ids")),
-                })
-                .collect::<Result<_, _>>()?,
-            Raw::Toml(_) => Err(err(
-                key,
-                "must be a list of ids or a comma-separated string",
-            ))?,
-        };
-        for id in &items {
-            check_snowflake(key, id)?;
-        }
-        Ok(items)
-    }
+    Ok(items)
 }
 
 /// Discord ids are decimal numbers ("snowflakes"); a name or a mention
@@ -176,18 +136,12 @@ impl DiscordConfig {
         env: &dyn Fn(&str) -> Option<String>,
         file: &toml::Table,
     ) -> Option<Result<Self, DiscordConfigError>> {
-        let section = file.get("discord").and_then(toml::Value::as_table);
-        let pick = |var: &'static str, key: &'static str| -> Option<(String, Raw<'_>)> {
-            match env(var).filter(|v| !v.trim().is_empty()) {
-                Some(v) => Some((var.to_owned(), Raw::Env(v))),
-                None => section
-                    .and_then(|t| t.get(key))
-                    .map(|v| (format!("discord.{key}"), Raw::Toml(v))),
-            }
-        };
-        let (token_key, token) = pick("DISCORD_BOT_TOKEN", "bot_token")?;
+        let sources = Sources::new(env, file, "discord");
+        let pick = |var, key| sources.pick(var, key);
+        let token = pick("DISCORD_BOT_TOKEN", "bot_token")?;
         let build = || -> Result<Self, DiscordConfigError> {
-            let token = token.string(&token_key)?;
+            let token_key = token.key.clone();
+            let token = token.string()?;
             if token.is_empty()
                 || token
                     .chars()
@@ -199,29 +153,28 @@ impl DiscordConfig {
                 ));
             }
             let mut config = DiscordConfig::new(token);
-            if let Some((key, v)) = pick("DISCORD_API_URL", "api_url") {
-                let url = v.string(&key)?;
+            if let Some(v) = pick("DISCORD_API_URL", "api_url") {
+                let url = v.string()?;
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(err(
-                        &key,
+                        &v.key,
                         format!("{url:?} must start with http:// or https://"),
                     ));
                 }
                 config.api_url = url.trim_end_matches('/').to_owned();
             }
-            if let Some((key, v)) = pick("DISCORD_ALLOWED_USERS", "allowed_users") {
-                config.allowed_users = v.ids(&key)?;
+            if let Some(v) = pick("DISCORD_ALLOWED_USERS", "allowed_users") {
+                config.allowed_users = ids(&v)?;
             }
-            if let Some((key, v)) = pick("DISCORD_REQUIRE_MENTION", "require_mention") {
-                config.require_mention = v.boolean(&key)?;
+            if let Some(v) = pick("DISCORD_REQUIRE_MENTION", "require_mention") {
+                config.require_mention = v.boolean()?;
             }
-            if let Some((key, v)) = pick("DISCORD_FREE_RESPONSE_CHANNELS", "free_response_channels")
-            {
-                config.free_response_channels = v.ids(&key)?.into_iter().collect();
+            if let Some(v) = pick("DISCORD_FREE_RESPONSE_CHANNELS", "free_response_channels") {
+                config.free_response_channels = ids(&v)?.into_iter().collect();
             }
-            if let Some((key, v)) = pick("DISCORD_HOME_CHANNEL", "home_channel") {
-                let id = v.string(&key)?;
-                check_snowflake(&key, &id)?;
+            if let Some(v) = pick("DISCORD_HOME_CHANNEL", "home_channel") {
+                let id = v.string()?;
+                check_snowflake(&v.key, &id)?;
                 config.home_channel = Some(id);
             }
             Ok(config)

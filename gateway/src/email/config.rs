@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use hermes_platform_kit::settings::{Setting, SettingError, Sources};
 use hermes_runtime::secret::Secret;
 
 /// How a connection to the mail server is protected.
@@ -103,58 +104,32 @@ fn check_address(key: &str, address: &str) -> Result<String, EmailConfigError> {
     Ok(address.to_owned())
 }
 
-/// One raw value: a variable (always a string) or a `config.toml` value.
-enum Raw<'a> {
-    Env(String),
-    Toml(&'a toml::Value),
+impl From<SettingError> for EmailConfigError {
+    fn from(e: SettingError) -> Self {
+        err(&e.key, e.message)
+    }
 }
 
-impl Raw<'_> {
-    fn string(&self, key: &str) -> Result<String, EmailConfigError> {
-        match self {
-            Raw::Env(s) | Raw::Toml(toml::Value::String(s)) => Ok(s.trim().to_owned()),
-            Raw::Toml(_) => Err(err(key, "must be a string")),
-        }
-    }
+/// Addresses: a comma-separated string or a TOML list, each checked
+/// (empty items dropped).
+fn addresses(setting: &Setting<'_>) -> Result<Vec<String>, EmailConfigError> {
+    setting
+        .list("addresses")?
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|a| check_address(&setting.key, a))
+        .collect()
+}
 
-    fn number(&self, key: &str, max: u64) -> Result<u64, EmailConfigError> {
-        let n = match self {
-            Raw::Toml(toml::Value::Integer(n)) => u64::try_from(*n).ok(),
-            Raw::Env(s) | Raw::Toml(toml::Value::String(s)) => s.trim().parse().ok(),
-            Raw::Toml(_) => None,
-        };
-        n.filter(|n| (1..=max).contains(n))
-            .ok_or_else(|| err(key, format!("must be a whole number from 1 to {max}")))
-    }
-
-    fn list(&self, key: &str) -> Result<Vec<String>, EmailConfigError> {
-        let items: Vec<String> = match self {
-            Raw::Env(s) | Raw::Toml(toml::Value::String(s)) => {
-                s.split(',').map(|s| s.trim().to_owned()).collect()
-            }
-            Raw::Toml(toml::Value::Array(list)) => list
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => Ok(s.trim().to_owned()),
-                    _ => Err(err(key, "must be a list of addresses")),
-                })
-                .collect::<Result<_, _>>()?,
-            Raw::Toml(_) => Err(err(key, "must be a list of addresses"))?,
-        };
-        items
-            .iter()
-            .filter(|s| !s.is_empty())
-            .map(|a| check_address(key, a))
-            .collect()
-    }
-
-    fn security(&self, key: &str) -> Result<Security, EmailConfigError> {
-        match self.string(key)?.to_ascii_lowercase().as_str() {
-            "" | "tls" => Ok(Security::Tls),
-            "starttls" => Ok(Security::StartTls),
-            "none" => Ok(Security::None),
-            other => Err(err(key, format!("`{other}` is not tls, starttls or none"))),
-        }
+fn read_security(setting: &Setting<'_>) -> Result<Security, EmailConfigError> {
+    match setting.string()?.to_ascii_lowercase().as_str() {
+        "" | "tls" => Ok(Security::Tls),
+        "starttls" => Ok(Security::StartTls),
+        "none" => Ok(Security::None),
+        other => Err(err(
+            &setting.key,
+            format!("`{other}` is not tls, starttls or none"),
+        )),
     }
 }
 
@@ -167,44 +142,39 @@ impl EmailConfig {
         env: &dyn Fn(&str) -> Option<String>,
         file: &toml::Table,
     ) -> Option<Result<Self, EmailConfigError>> {
-        let section = file.get("email").and_then(toml::Value::as_table);
-        let pick = |var: &'static str, key: &'static str| -> Option<(String, Raw<'_>)> {
-            match env(var).filter(|v| !v.trim().is_empty()) {
-                Some(v) => Some((var.to_owned(), Raw::Env(v))),
-                None => section
-                    .and_then(|t| t.get(key))
-                    .map(|v| (format!("email.{key}"), Raw::Toml(v))),
-            }
-        };
-        let (address_key, address) = pick("EMAIL_ADDRESS", "address")?;
+        let sources = Sources::new(env, file, "email");
+        let pick = |var, key| sources.pick(var, key);
+        let address = pick("EMAIL_ADDRESS", "address")?;
         let build = || -> Result<Self, EmailConfigError> {
-            let address =
-                check_address(&address_key, &address.string(&address_key)?)?.to_ascii_lowercase();
-            let (password_key, password) = pick("EMAIL_PASSWORD", "password")
+            let address = check_address(&address.key, &address.string()?)?.to_ascii_lowercase();
+            let password = pick("EMAIL_PASSWORD", "password")
                 .ok_or_else(|| err("EMAIL_PASSWORD", "is needed with EMAIL_ADDRESS"))?;
-            let password = Secret::new(password.string(&password_key)?);
+            let password = Secret::new(password.string()?);
             let endpoint = |proto: &str,
                             host: (&'static str, &'static str),
                             port: (&'static str, &'static str),
                             security: (&'static str, &'static str),
                             defaults: [u16; 3]|
              -> Result<Endpoint, EmailConfigError> {
-                let (host_key, host) = pick(host.0, host.1).ok_or_else(|| {
+                let host_setting = pick(host.0, host.1).ok_or_else(|| {
                     err(
                         host.0,
                         format!("is needed with EMAIL_ADDRESS (the {proto} server)"),
                     )
                 })?;
-                let host = host.string(&host_key)?;
+                let host = host_setting.string()?;
                 if host.is_empty() || host.contains(char::is_whitespace) {
-                    return Err(err(&host_key, format!("{host:?} is not a host name")));
+                    return Err(err(
+                        &host_setting.key,
+                        format!("{host:?} is not a host name"),
+                    ));
                 }
                 let security = match pick(security.0, security.1) {
-                    Some((key, v)) => {
-                        let s = v.security(&key)?;
+                    Some(v) => {
+                        let s = read_security(&v)?;
                         if s == Security::None && !is_loopback(&host) {
                             return Err(err(
-                                &key,
+                                &v.key,
                                 format!(
                                     "`none` sends the password and mail unencrypted, so it is \
                                      only allowed to a loopback address, not to {host}; use tls \
@@ -222,7 +192,7 @@ impl EmailConfig {
                     Security::None => defaults[2],
                 };
                 let port = match pick(port.0, port.1) {
-                    Some((key, v)) => u16::try_from(v.number(&key, 65_535)?).unwrap_or(default),
+                    Some(v) => u16::try_from(v.number(65_535)?).unwrap_or(default),
                     None => default,
                 };
                 Ok(Endpoint {
@@ -246,7 +216,7 @@ impl EmailConfig {
                 [465, 587, 25],
             )?;
             let mut allowed = match pick("EMAIL_ALLOWED_USERS", "allowed_users") {
-                Some((key, v)) => v.list(&key)?,
+                Some(v) => addresses(&v)?,
                 None => Vec::new(),
             };
             if let Some(everywhere) = env("GATEWAY_ALLOWED_USERS") {
@@ -260,11 +230,11 @@ impl EmailConfig {
                 );
             }
             let poll_interval = match pick("EMAIL_POLL_INTERVAL", "poll_interval") {
-                Some((key, v)) => Duration::from_secs(v.number(&key, 86_400)?),
+                Some(v) => Duration::from_secs(v.number(86_400)?),
                 None => Duration::from_secs(60),
             };
             let home_address = match pick("EMAIL_HOME_ADDRESS", "home_address") {
-                Some((key, v)) => Some(check_address(&key, &v.string(&key)?)?.to_ascii_lowercase()),
+                Some(v) => Some(check_address(&v.key, &v.string()?)?.to_ascii_lowercase()),
                 None => None,
             };
             Ok(EmailConfig {

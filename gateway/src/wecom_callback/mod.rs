@@ -28,7 +28,6 @@ pub mod config;
 pub mod crypto;
 pub mod descriptor;
 pub mod endpoint;
-pub mod server;
 pub mod transport;
 pub mod xml;
 
@@ -49,7 +48,7 @@ pub use api::{ApiError, Media, MessageFormat, QyApi};
 pub use config::{WecomCallbackConfig, WecomCallbackConfigError};
 use endpoint::Endpoint;
 pub use endpoint::{fuzz_callback_body, fuzz_decrypt, fuzz_message_xml};
-use server::{Handler, Reply, Server, ServerConfig};
+use hermes_platform_kit::webhook::{Handler, Post, Reply, WebhookConfig, WebhookServer};
 use transport::{HttpTransport, UreqTransport};
 use xml::Inbound;
 
@@ -76,7 +75,7 @@ struct Inner {
     gate: LeaseGate,
     endpoint: Endpoint,
     api: QyApi,
-    server: tokio::sync::Mutex<Option<Server>>,
+    server: tokio::sync::Mutex<Option<WebhookServer>>,
     addr: Mutex<Option<SocketAddr>>,
 }
 
@@ -201,7 +200,8 @@ impl Handler for Callbacks {
         }
     }
 
-    fn post(&self, query: &str, body: &[u8], peer: SocketAddr) -> Reply {
+    fn post(&self, post: &Post<'_>, peer: SocketAddr) -> Reply {
+        let (query, body) = (post.query, post.body);
         let now_ms = self.now_ms();
         let message = match self.inner.endpoint.receive(query, body, now_ms / 1000) {
             Ok(Inbound::Message(m)) => m,
@@ -296,7 +296,8 @@ impl PlatformAdapter for WecomCallbackAdapter {
                 c.dedup_capacity,
             )),
         });
-        let server_config = ServerConfig {
+        let server_config = WebhookConfig {
+            name: "wecom_callback",
             path: c.path.clone(),
             max_body: c.max_body_bytes,
             header_timeout: c.header_timeout,
@@ -304,7 +305,7 @@ impl PlatformAdapter for WecomCallbackAdapter {
             max_connections: c.max_connections,
             shutdown_grace: c.shutdown_grace,
         };
-        let server = Server::start(listener, server_config, callbacks).map_err(|e| {
+        let server = WebhookServer::start(listener, server_config, callbacks).map_err(|e| {
             AdapterError::Network {
                 platform: PLATFORM,
                 message: format!("cannot start the callback server: {e}"),

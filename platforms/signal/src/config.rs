@@ -3,6 +3,8 @@
 
 use std::collections::HashSet;
 
+use hermes_platform_kit::settings::{SettingError, Sources};
+
 /// Settings for [`crate::SignalAdapter`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignalConfig {
@@ -44,49 +46,9 @@ fn bad(key: &str, problem: impl Into<String>) -> SignalConfigError {
     }
 }
 
-/// A value from the environment or from `[signal]`, with where it came from.
-enum Raw<'a> {
-    Env(String),
-    Toml(&'a toml::Value),
-}
-
-impl Raw<'_> {
-    fn string(&self, key: &str) -> Result<String, SignalConfigError> {
-        match self {
-            Raw::Env(v) => Ok(v.trim().to_owned()),
-            Raw::Toml(toml::Value::String(s)) => Ok(s.trim().to_owned()),
-            Raw::Toml(_) => Err(bad(key, "must be a string")),
-        }
-    }
-
-    fn list(&self, key: &str) -> Result<Vec<String>, SignalConfigError> {
-        let items: Vec<String> = match self {
-            Raw::Env(v) => v.split(',').map(|s| s.trim().to_owned()).collect(),
-            Raw::Toml(toml::Value::Array(a)) => a
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => Ok(s.trim().to_owned()),
-                    _ => Err(bad(key, "must be a list of strings")),
-                })
-                .collect::<Result<_, _>>()?,
-            Raw::Toml(toml::Value::String(s)) => {
-                s.split(',').map(|s| s.trim().to_owned()).collect()
-            }
-            Raw::Toml(_) => return Err(bad(key, "must be a list of strings")),
-        };
-        Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
-    }
-
-    fn flag(&self, key: &str) -> Result<bool, SignalConfigError> {
-        match self {
-            Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
-            Raw::Toml(_) => Err(bad(key, "must be true or false")),
-            Raw::Env(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(true),
-                "0" | "false" | "no" | "off" => Ok(false),
-                other => Err(bad(key, format!("must be true or false, got {other:?}"))),
-            },
-        }
+impl From<SettingError> for SignalConfigError {
+    fn from(e: SettingError) -> Self {
+        bad(&e.key, e.message)
     }
 }
 
@@ -112,34 +74,28 @@ impl SignalConfig {
         env: &dyn Fn(&str) -> Option<String>,
         file: &toml::Table,
     ) -> Option<Result<Self, SignalConfigError>> {
-        let section = file.get("signal").and_then(toml::Value::as_table);
-        let pick = |var: &'static str, key: &'static str| -> Option<(String, Raw<'_>)> {
-            match env(var).filter(|v| !v.trim().is_empty()) {
-                Some(v) => Some((var.to_owned(), Raw::Env(v))),
-                None => section
-                    .and_then(|t| t.get(key))
-                    .map(|v| (format!("signal.{key}"), Raw::Toml(v))),
-            }
-        };
+        let sources = Sources::new(env, file, "signal");
+        let pick = |var, key| sources.pick(var, key);
         let url = pick("SIGNAL_HTTP_URL", "http_url");
         let account = pick("SIGNAL_ACCOUNT", "account");
         if url.is_none() && account.is_none() {
             return None;
         }
         let build = || -> Result<Self, SignalConfigError> {
-            let (Some((url_key, url)), Some((account_key, account))) = (url, account) else {
+            let (Some(url), Some(account)) = (url, account) else {
                 return Err(SignalConfigError::Incomplete(
                     "Signal needs both SIGNAL_HTTP_URL (the signal-cli daemon, e.g. http://127.0.0.1:8080) and SIGNAL_ACCOUNT (the bot's number, +15551234567)".to_owned(),
                 ));
             };
-            let http_url = url.string(&url_key)?;
+            let http_url = url.string()?;
             if !(http_url.starts_with("http://") || http_url.starts_with("https://")) {
                 return Err(bad(
-                    &url_key,
+                    &url.key,
                     format!("{http_url:?} must start with http:// (signal-cli's daemon --http)"),
                 ));
             }
-            let account = account.string(&account_key)?;
+            let account_key = account.key.clone();
+            let account = account.string()?;
             if !is_number(&account) {
                 return Err(bad(
                     &account_key,
@@ -155,23 +111,24 @@ impl SignalConfig {
                 home_channel: None,
                 require_mention: true,
             };
-            if let Some((key, v)) = pick("SIGNAL_ALLOWED_USERS", "allowed_users") {
-                for user in v.list(&key)? {
+            if let Some(v) = pick("SIGNAL_ALLOWED_USERS", "allowed_users") {
+                // An empty item (`[""]`) means no one, as it always has.
+                for user in v.list("strings")?.into_iter().filter(|u| !u.is_empty()) {
                     if !(is_number(&user) || is_uuid(&user) || user == "*") {
                         return Err(bad(
-                            &key,
+                            &v.key,
                             format!("{user:?} is neither a number (+15551234567) nor a UUID"),
                         ));
                     }
                     config.allowed_users.insert(user);
                 }
             }
-            if let Some((key, v)) = pick("SIGNAL_HOME_CHANNEL", "home_channel") {
-                let home = v.string(&key)?;
+            if let Some(v) = pick("SIGNAL_HOME_CHANNEL", "home_channel") {
+                let home = v.string()?;
                 config.home_channel = Some(home).filter(|h| !h.is_empty());
             }
-            if let Some((key, v)) = pick("SIGNAL_REQUIRE_MENTION", "require_mention") {
-                config.require_mention = v.flag(&key)?;
+            if let Some(v) = pick("SIGNAL_REQUIRE_MENTION", "require_mention") {
+                config.require_mention = v.boolean()?;
             }
             Ok(config)
         };

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use hermes_platform_kit::settings::{Setting, SettingError, Sources};
 use hermes_runtime::secret::Secret;
 
 /// The production Web API base (`SLACK_API_URL` replaces it).
@@ -90,62 +91,23 @@ fn err(key: &str, message: impl Into<String>) -> SlackConfigError {
     }
 }
 
-/// One raw value: a variable (always a string) or a `config.toml` value.
-enum Raw<'a> {
-    Env(String),
-    Toml(&'a toml::Value),
+impl From<SettingError> for SlackConfigError {
+    fn from(e: SettingError) -> Self {
+        err(&e.key, e.message)
+    }
 }
 
-impl Raw<'_> {
-    fn string(&self, key: &str) -> Result<String, SlackConfigError> {
-        match self {
-            Raw::Env(s) => Ok(s.trim().to_owned()),
-            Raw::Toml(toml::Value::String(s)) => Ok(s.trim().to_owned()),
-            Raw::Toml(_) => Err(err(key, "must be a string")),
-        }
+/// Member ids: a comma-separated string or a TOML list, each checked.
+fn member_ids(setting: &Setting<'_>) -> Result<Vec<String>, SlackConfigError> {
+    let items = setting.list("member ids")?;
+    for id in &items {
+        check_id(
+            &setting.key,
+            id,
+            "a member id such as U012AB3CD (profile → ⋮ → Copy member ID)",
+        )?;
     }
-
-    fn boolean(&self, key: &str) -> Result<bool, SlackConfigError> {
-        match self {
-            Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
-            Raw::Toml(_) => Err(err(key, "must be true or false")),
-            Raw::Env(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(true),
-                "0" | "false" | "no" | "off" => Ok(false),
-                other => Err(err(key, format!("`{other}` is not true or false"))),
-            },
-        }
-    }
-
-    fn ids(&self, key: &str) -> Result<Vec<String>, SlackConfigError> {
-        let items: Vec<String> = match self {
-            Raw::Env(s) | Raw::Toml(toml::Value::String(s)) => s
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            Raw::Toml(toml::Value::Array(list)) => list
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => Ok(s.trim().to_owned()),
-                    _ => Err(err(key, "must be a list of member ids")),
-                })
-                .collect::<Result<_, _>>()?,
-            Raw::Toml(_) => Err(err(
-                key,
-                "must be a list of member ids or a comma-separated string",
-            ))?,
-        };
-        for id in &items {
-            check_id(
-                key,
-                id,
-                "a member id such as U012AB3CD (profile → ⋮ → Copy member ID)",
-            )?;
-        }
-        Ok(items)
-    }
+    Ok(items)
 }
 
 /// Slack ids are upper-case letters and digits (`U012AB3CD`, `C0123`).
@@ -183,59 +145,52 @@ impl SlackConfig {
         env: &dyn Fn(&str) -> Option<String>,
         file: &toml::Table,
     ) -> Option<Result<Self, SlackConfigError>> {
-        let section = file.get("slack").and_then(toml::Value::as_table);
-        let pick = |var: &'static str, key: &'static str| -> Option<(String, Raw<'_>)> {
-            match env(var).filter(|v| !v.trim().is_empty()) {
-                Some(v) => Some((var.to_owned(), Raw::Env(v))),
-                None => section
-                    .and_then(|t| t.get(key))
-                    .map(|v| (format!("slack.{key}"), Raw::Toml(v))),
-            }
-        };
+        let sources = Sources::new(env, file, "slack");
+        let pick = |var, key| sources.pick(var, key);
         let bot = pick("SLACK_BOT_TOKEN", "bot_token");
         let app = pick("SLACK_APP_TOKEN", "app_token");
         if bot.is_none() && app.is_none() {
             return None;
         }
         let build = || -> Result<Self, SlackConfigError> {
-            let (bot_key, bot) = bot.ok_or_else(|| {
+            let bot = bot.ok_or_else(|| {
                 err(
                     "SLACK_BOT_TOKEN",
                     "is not set, but SLACK_APP_TOKEN is: Slack needs both (OAuth & Permissions → Bot User OAuth Token, xoxb-…)",
                 )
             })?;
-            let (app_key, app) = app.ok_or_else(|| {
+            let app = app.ok_or_else(|| {
                 err(
                     "SLACK_APP_TOKEN",
                     "is not set, but SLACK_BOT_TOKEN is: Socket Mode needs an app-level token (Basic Information → App-Level Tokens, scope connections:write, xapp-…)",
                 )
             })?;
-            let bot_token = bot.string(&bot_key)?;
-            check_token(&bot_key, &bot_token, "xoxb-", "a bot token")?;
-            let app_token = app.string(&app_key)?;
-            check_token(&app_key, &app_token, "xapp-", "an app-level token")?;
+            let bot_token = bot.string()?;
+            check_token(&bot.key, &bot_token, "xoxb-", "a bot token")?;
+            let app_token = app.string()?;
+            check_token(&app.key, &app_token, "xapp-", "an app-level token")?;
             let mut config = SlackConfig::new(bot_token, app_token);
-            if let Some((key, raw)) = pick("SLACK_API_URL", "api_url") {
-                let url = raw.string(&key)?;
+            if let Some(setting) = pick("SLACK_API_URL", "api_url") {
+                let url = setting.string()?;
                 if !(url.starts_with("https://") || url.starts_with("http://")) {
                     return Err(err(
-                        &key,
+                        &setting.key,
                         "must be an http(s) URL such as https://slack.com/api",
                     ));
                 }
                 config.api_url = url.trim_end_matches('/').to_owned();
             }
-            if let Some((key, raw)) = pick("SLACK_ALLOWED_USERS", "allowed_users") {
-                config.allowed_users = raw.ids(&key)?;
+            if let Some(setting) = pick("SLACK_ALLOWED_USERS", "allowed_users") {
+                config.allowed_users = member_ids(&setting)?;
             }
-            if let Some((key, raw)) = pick("SLACK_REQUIRE_MENTION", "require_mention") {
-                config.require_mention = raw.boolean(&key)?;
+            if let Some(setting) = pick("SLACK_REQUIRE_MENTION", "require_mention") {
+                config.require_mention = setting.boolean()?;
             }
-            if let Some((key, raw)) = pick("SLACK_HOME_CHANNEL", "home_channel") {
-                let channel = raw.string(&key)?;
+            if let Some(setting) = pick("SLACK_HOME_CHANNEL", "home_channel") {
+                let channel = setting.string()?;
                 if !channel.is_empty() {
                     check_id(
-                        &key,
+                        &setting.key,
                         &channel,
                         "a channel id such as C0123ABCD (channel details → bottom)",
                     )?;

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use hermes_platform_kit::settings::Sources;
 use hermes_runtime::secret::Secret;
 
 /// The Graph API base, version included.
@@ -144,20 +145,13 @@ impl WhatsAppConfig {
         env: &dyn Fn(&str) -> Option<String>,
         file: &toml::Table,
     ) -> Option<Result<Self, WhatsAppConfigError>> {
-        let section = file.get("whatsapp").and_then(toml::Value::as_table);
-        let pick = |var: &str, key: &str| -> Option<(String, String)> {
-            if let Some(v) = env(var).filter(|v| !v.trim().is_empty()) {
-                return Some((var.to_owned(), v.trim().to_owned()));
-            }
-            let v = section.and_then(|t| t.get(key))?;
-            let text = match v {
-                toml::Value::String(s) => s.trim().to_owned(),
-                toml::Value::Integer(n) => n.to_string(),
-                // The validator names the wrong type; reading it as text
-                // here gives the same "is not …" error below.
-                other => other.to_string(),
-            };
-            Some((format!("whatsapp.{key}"), text))
+        let sources = Sources::new(env, file, "whatsapp");
+        // Every value read as text: the validator names a wrong type, and
+        // the checks below give the same "is not …" error for it.
+        let pick = |var: &str, key: &str| {
+            sources
+                .pick(var, key)
+                .map(|setting| (setting.key.clone(), setting.text()))
         };
         let (_, token) = pick("WHATSAPP_ACCESS_TOKEN", "access_token")?;
         Some(Self::build(&pick, token))

@@ -31,7 +31,6 @@
 pub mod api;
 pub mod config;
 pub mod descriptor;
-pub mod server;
 pub mod webhook;
 
 use std::collections::{HashMap, VecDeque};
@@ -48,6 +47,7 @@ use hermes_platform_kit::dedup::Dedup;
 use hermes_platform_kit::event::{ChatType, MediaRef, MessageEvent, SessionSource};
 use hermes_platform_kit::lease::{Held, LeaseGate};
 use hermes_platform_kit::split::{LengthUnit, split_message};
+use hermes_platform_kit::webhook::{self as webhook_server, Reply, WebhookConfig, WebhookServer};
 use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
@@ -55,7 +55,6 @@ use tokio::sync::oneshot;
 
 pub use api::{ApiError, Graph, GraphError};
 pub use config::{WhatsAppConfig, WhatsAppConfigError};
-use server::{Handler, Reply, Server, ServerConfig};
 use webhook::{Notification, Read, Status};
 
 /// The platform name in session keys, targets and allow-lists.
@@ -87,7 +86,7 @@ struct Inner {
     config: WhatsAppConfig,
     graph: Graph,
     gate: LeaseGate,
-    server: tokio::sync::Mutex<Option<Server>>,
+    server: tokio::sync::Mutex<Option<WebhookServer>>,
     addr: Mutex<Option<SocketAddr>>,
     /// When each user last wrote, as seen by this process.
     last_inbound: Mutex<HashMap<String, Instant>>,
@@ -364,7 +363,7 @@ impl Callbacks {
     }
 }
 
-impl Handler for Callbacks {
+impl webhook_server::Handler for Callbacks {
     fn get(&self, query: &str, peer: SocketAddr) -> Reply {
         let q = handshake(query);
         let token = q
@@ -388,7 +387,8 @@ impl Handler for Callbacks {
         }
     }
 
-    fn post(&self, signature: Option<&str>, body: &[u8], peer: SocketAddr) -> Reply {
+    fn post(&self, post: &webhook_server::Post<'_>, peer: SocketAddr) -> Reply {
+        let (signature, body) = (post.header(webhook::SIGNATURE_HEADER), post.body);
         let secret = self.inner().config.app_secret.expose().as_bytes();
         if !webhook::signature_ok(secret, body, signature) {
             tracing::warn!(%peer, signed = signature.is_some(), "whatsapp: refused a webhook whose X-Hub-Signature-256 does not match (forged, or WHATSAPP_APP_SECRET is wrong)");
@@ -491,7 +491,8 @@ impl PlatformAdapter for WhatsAppAdapter {
             )),
             epoch: Instant::now(),
         });
-        let server_config = ServerConfig {
+        let server_config = WebhookConfig {
+            name: "whatsapp",
             path: config::WEBHOOK_PATH.to_owned(),
             max_body: c.max_body_bytes,
             header_timeout: c.header_timeout,
@@ -499,7 +500,7 @@ impl PlatformAdapter for WhatsAppAdapter {
             max_connections: c.max_connections,
             shutdown_grace: c.shutdown_grace,
         };
-        let server = Server::start(listener, server_config, callbacks).map_err(|e| {
+        let server = WebhookServer::start(listener, server_config, callbacks).map_err(|e| {
             AdapterError::Network {
                 platform: PLATFORM,
                 message: format!("cannot start the webhook server: {e}"),

@@ -17,6 +17,10 @@ use subtle::ConstantTimeEq;
 
 use crate::api::GraphError;
 
+/// The header that carries the signature (lower case, as HTTP/1 headers
+/// are compared).
+pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+
 /// `sha256=` and the hex HMAC-SHA256 of `body` under `secret`.
 pub fn signature(secret: &[u8], body: &[u8]) -> String {
     let mut mac = match Hmac::<Sha256>::new_from_slice(secret) {

@@ -1,50 +1,51 @@
-//! The webhook's HTTP server, over the kit's loopback server
-//! (`hermes_platform_kit::http_server`: connection cap, head deadline,
-//! graceful stop).
+//! A webhook endpoint over the loopback server ([`crate::http_server`]):
+//! `GET <path>` and `POST <path>` go to a platform's [`Handler`], `GET
+//! /health` answers `ok`, anything else is 404 or 405.
 //!
-//! Routing: `GET /whatsapp` (the verification handshake), `POST /whatsapp`
-//! (notifications), `GET /health`; anything else is 404 or 405. The body is
-//! capped (`Content-Length` first, then while reading) and must arrive
-//! within a deadline: the URL is public and answers before anything is
-//! authenticated.
+//! The limits are there because a webhook URL is public and answers before
+//! anything is authenticated: the body is capped (`Content-Length` first,
+//! then while reading, the connection closed after a refusal) and must
+//! arrive within a deadline; the server caps connections and the time for
+//! a request head. Platforms that receive webhooks (WhatsApp, the WeCom
+//! app's callback URL) bring only their handler.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_platform_kit::http_server::{self, Limits};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// The signature header.
-pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+use crate::http_server::{self, Limits};
 
-/// Limits and routing.
+/// Limits and routing of a webhook server.
 #[derive(Clone, Debug)]
-pub struct ServerConfig {
-    /// The webhook path.
+pub struct WebhookConfig {
+    /// Who serves, for the log lines (`"whatsapp"`, `"wecom_callback"`).
+    pub name: &'static str,
+    /// The webhook path, e.g. `/whatsapp`.
     pub path: String,
-    /// The largest body.
+    /// The largest accepted request body.
     pub max_body: usize,
-    /// Deadline for the request head.
+    /// Deadline for the request line and headers.
     pub header_timeout: Duration,
-    /// Deadline for the body.
+    /// Deadline for reading the body.
     pub body_timeout: Duration,
-    /// Connections at once.
+    /// Connections served at once.
     pub max_connections: usize,
-    /// How long stopping waits.
+    /// How long stopping waits for requests in flight.
     pub shutdown_grace: Duration,
 }
 
-/// An answer.
+/// What a handler answers (`text/plain`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
-    /// The status.
+    /// The HTTP status.
     pub status: u16,
     /// The `text/plain` body.
     pub body: String,
@@ -58,35 +59,58 @@ impl Reply {
             body: body.into(),
         }
     }
+
+    /// `200` with `body`.
+    pub fn ok(body: impl Into<String>) -> Self {
+        Self::new(200, body)
+    }
 }
 
-/// The webhook's behaviour. Returns quickly: Meta retries slow answers.
-pub trait Handler: Send + Sync + 'static {
-    /// `GET <path>?<query>`.
-    fn get(&self, query: &str, peer: SocketAddr) -> Reply;
-    /// `POST <path>` with the signature header and the whole body.
-    fn post(&self, signature: Option<&str>, body: &[u8], peer: SocketAddr) -> Reply;
-}
-
-/// A running server.
+/// A `POST` to the webhook path, its body read whole.
 #[derive(Debug)]
-pub struct Server {
+pub struct Post<'r> {
+    /// The query string, without `?` (empty when there is none).
+    pub query: &'r str,
+    /// The body.
+    pub body: &'r [u8],
+    headers: &'r HeaderMap,
+}
+
+impl Post<'_> {
+    /// The header `name` (lower case), when present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A platform's webhook behaviour, called for each request on the path.
+/// Returns quickly: platforms retry slow answers.
+pub trait Handler: Send + Sync + 'static {
+    /// `GET <path>?<query>` (verification handshakes).
+    fn get(&self, query: &str, peer: SocketAddr) -> Reply;
+    /// `POST <path>` (notifications).
+    fn post(&self, post: &Post<'_>, peer: SocketAddr) -> Reply;
+}
+
+/// A running webhook server.
+#[derive(Debug)]
+pub struct WebhookServer {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
-impl Server {
-    /// Starts serving `listener`.
+impl WebhookServer {
+    /// Starts serving `listener` in a background task.
     pub fn start(
         listener: TcpListener,
-        config: ServerConfig,
+        config: WebhookConfig,
         handler: Arc<dyn Handler>,
     ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let (stop, stop_rx) = watch::channel(false);
         let limits = Limits {
-            name: "whatsapp",
+            name: config.name,
             max_connections: config.max_connections,
             header_timeout: config.header_timeout,
             max_buf_size: 16 * 1024,
@@ -101,12 +125,13 @@ impl Server {
         Ok(Self { addr, stop, task })
     }
 
-    /// Where it listens.
+    /// The address it listens on (the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// Stops accepting and waits for requests in flight (bounded).
+    /// Stops accepting, waits for requests in flight (up to the grace
+    /// period) and returns once the listener is closed.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let abort = self.task.abort_handle();
@@ -126,6 +151,8 @@ fn respond(status: u16, body: impl Into<String>) -> Response<Full<Bytes>> {
     resp
 }
 
+/// A refusal after which the rest of the request is not read: the
+/// connection is closed.
 fn respond_and_close(status: u16, body: &str) -> Response<Full<Bytes>> {
     let mut resp = respond(status, body);
     resp.headers_mut()
@@ -134,11 +161,12 @@ fn respond_and_close(status: u16, body: &str) -> Response<Full<Bytes>> {
 }
 
 async fn serve(
-    config: &ServerConfig,
+    config: &WebhookConfig,
     handler: &dyn Handler,
     req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
+    let name = config.name;
     let path = req.uri().path();
     if path == "/health" && req.method() == Method::GET {
         return respond(200, "ok");
@@ -146,9 +174,9 @@ async fn serve(
     if path != config.path {
         return respond(404, "not found");
     }
+    let query = req.uri().query().unwrap_or("").to_owned();
     match *req.method() {
         Method::GET => {
-            let query = req.uri().query().unwrap_or("").to_owned();
             let reply = handler.get(&query, peer);
             respond(reply.status, reply.body)
         }
@@ -158,32 +186,34 @@ async fn serve(
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok());
-            if declared.is_some_and(|n| n > config.max_body as u64) {
-                tracing::warn!(%peer, declared, "whatsapp: refused an oversized webhook body");
+            let max = config.max_body;
+            if declared.is_some_and(|n| n > max as u64) {
+                tracing::warn!(%peer, declared, max, "{name}: refused an oversized webhook body");
                 return respond_and_close(413, "payload too large");
             }
-            let signature = req
-                .headers()
-                .get(SIGNATURE_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let body = Limited::new(req.into_body(), config.max_body).collect();
+            let (parts, body) = req.into_parts();
+            let body = Limited::new(body, max).collect();
             let body = match tokio::time::timeout(config.body_timeout, body).await {
                 Ok(Ok(collected)) => collected.to_bytes(),
                 Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-                    tracing::warn!(%peer, "whatsapp: refused an oversized webhook body");
+                    tracing::warn!(%peer, max, "{name}: refused an oversized webhook body");
                     return respond_and_close(413, "payload too large");
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(%peer, error = %e, "whatsapp: could not read the webhook body");
+                    tracing::warn!(%peer, error = %e, "{name}: could not read the webhook body");
                     return respond_and_close(400, "unreadable body");
                 }
                 Err(_) => {
-                    tracing::warn!(%peer, "whatsapp: webhook body not received in time");
+                    tracing::warn!(%peer, "{name}: webhook body not received in time");
                     return respond_and_close(408, "body not received in time");
                 }
             };
-            let reply = handler.post(signature.as_deref(), &body, peer);
+            let post = Post {
+                query: &query,
+                body: &body,
+                headers: &parts.headers,
+            };
+            let reply = handler.post(&post, peer);
             respond(reply.status, reply.body)
         }
         _ => {

@@ -13,7 +13,9 @@
 //! `http-server`).
 //!
 //! **Invariant:** this crate names no platform, and the gateway's runner
-//! depends on it, never on a platform crate.
+//! depends on it, never on a platform crate. No platform crate (under
+//! `platforms/`) depends on the gateway or on another platform, and this
+//! crate on neither: `layering.rs` checks the manifests and sources.
 
 pub mod adapter;
 pub mod command;
@@ -23,6 +25,8 @@ pub mod event;
 pub mod fuzz_entry;
 #[cfg(feature = "http-server")]
 pub mod http_server;
+#[cfg(test)]
+mod layering;
 pub mod lease;
 pub mod overflow;
 pub mod platform;

@@ -25,8 +25,6 @@ pub mod cron;
 pub use hermes_platform_kit::dedup;
 #[cfg(feature = "discord")]
 pub mod discord;
-#[cfg(feature = "email")]
-pub mod email;
 pub use hermes_platform_kit::event;
 #[doc(hidden)]
 pub mod fuzz_entry;

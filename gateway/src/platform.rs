@@ -34,7 +34,7 @@ static PLATFORMS: &[&Platform] = &[
     #[cfg(feature = "signal")]
     &hermes_signal::descriptor::PLATFORM,
     #[cfg(feature = "email")]
-    &crate::email::descriptor::PLATFORM,
+    &hermes_email::descriptor::PLATFORM,
     #[cfg(feature = "whatsapp")]
     &hermes_whatsapp::descriptor::PLATFORM,
     #[cfg(feature = "slack")]

@@ -364,7 +364,6 @@ fn only_the_registry_names_a_platform_module() {
         "discord",
         "wecom_callback",
         "matrix",
-        "email",
         "api_server",
     ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hermes_email::{EmailAdapter, EmailConfig};
 use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::email::{EmailAdapter, EmailConfig};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_runtime::config::{Environment, Overrides, Settings};
 use hermes_runtime::store::{Store, SystemClock};
@@ -554,7 +554,7 @@ async fn jobs_go_to_the_home_address_or_into_their_thread() {
         );
         header(&alice.wait_for_mails(2, WAIT)[1], "Message-ID").unwrap()
     });
-    let thread = hermes_gateway::email::thread_id("disk@alice");
+    let thread = hermes_email::thread_id("disk@alice");
     create(format!("email:{}:{thread}", alice.address));
     let threaded = blocking(|| alice.wait_for_mails(3, WAIT).remove(2));
     assert_eq!(

@@ -10,7 +10,7 @@ use async_imap::extensions::idle::IdleResponse;
 use async_imap::types::UnsolicitedResponse;
 use tokio::sync::watch;
 
-use crate::adapter::{AdapterError, EventHandler};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler};
 
 use super::imap::{self, Conn, DONE_KEYWORD, ImapError};
 use super::parse::{self, Place, Skip};

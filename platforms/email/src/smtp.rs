@@ -12,7 +12,7 @@ use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
-use crate::adapter::AdapterError;
+use hermes_platform_kit::adapter::AdapterError;
 
 use super::PLATFORM;
 use super::config::{EmailConfig, Security};

@@ -5,7 +5,9 @@
 use mail_parser::{HeaderValue, MessageParser, MimeHeaders};
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource};
+use hermes_platform_kit::event::{
+    ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource,
+};
 
 use super::PLATFORM;
 use super::config::EmailConfig;

@@ -10,7 +10,7 @@ use hermes_runtime::store::{KvWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use super::parse::Threading;
-use crate::lease::LeaseGate;
+use hermes_platform_kit::lease::LeaseGate;
 use hermes_runtime::sync::lock;
 
 /// Where reading stopped: UIDs up to `last_uid` of the mailbox whose

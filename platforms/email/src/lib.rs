@@ -1,4 +1,5 @@
-//! The Email adapter: a mailbox read over IMAP, answers sent over SMTP.
+//! `hermes-email`: Email for the Hermes gateway — a mailbox read over IMAP,
+//! answers sent over SMTP.
 //!
 //! Inbound: the mailbox (`INBOX`) is watched with IMAP IDLE where the
 //! server offers it, polled every `EMAIL_POLL_INTERVAL` otherwise. Mail
@@ -44,10 +45,10 @@ use hermes_runtime::store::Store;
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
-use crate::event::MediaRef;
-use crate::lease::{Held, LeaseGate};
-use crate::split::LengthUnit;
+use hermes_platform_kit::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::lease::{Held, LeaseGate};
+use hermes_platform_kit::split::LengthUnit;
 
 pub use config::{EmailConfig, EmailConfigError, Endpoint, Security, is_loopback};
 pub use imap::DONE_KEYWORD;

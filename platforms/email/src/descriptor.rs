@@ -1,11 +1,11 @@
-//! Email, as the registry ([`crate::platform`]) knows it.
+//! Email, as the gateway's registry knows it.
 
 use std::sync::Arc;
 
 use hermes_runtime::config::{Key, Keys, Kind, Section};
 
-use crate::adapter::PlatformAdapter;
-use crate::platform::{
+use hermes_platform_kit::adapter::PlatformAdapter;
+use hermes_platform_kit::platform::{
     BuildContext, Platform, no_check_hints, no_doctor, secret, split_chat_thread, var,
 };
 

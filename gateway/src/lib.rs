@@ -33,8 +33,6 @@ use hermes_platform_kit::http_server;
 pub mod inbox;
 pub use hermes_platform_kit::lease;
 pub mod lock;
-#[cfg(feature = "matrix")]
-pub mod matrix;
 pub mod media;
 pub mod ops;
 pub mod outbox;

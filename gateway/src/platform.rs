@@ -30,7 +30,7 @@ static PLATFORMS: &[&Platform] = &[
     #[cfg(feature = "wecom_callback")]
     &crate::wecom_callback::descriptor::PLATFORM,
     #[cfg(feature = "matrix")]
-    &crate::matrix::descriptor::PLATFORM,
+    &hermes_matrix::descriptor::PLATFORM,
     #[cfg(feature = "signal")]
     &hermes_signal::descriptor::PLATFORM,
     #[cfg(feature = "email")]

@@ -363,7 +363,6 @@ fn only_the_registry_names_a_platform_module() {
         "wecom",
         "discord",
         "wecom_callback",
-        "matrix",
         "api_server",
     ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::matrix::{MatrixAdapter, MatrixConfig};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
+use hermes_matrix::{MatrixAdapter, MatrixConfig};
 use hermes_runtime::config::{Environment, Overrides, Settings};
 use hermes_runtime::store::{Store, SystemClock};
 use hermes_tests::synapse::{self, User};
@@ -277,13 +277,13 @@ async fn a_long_answer_arrives_whole_even_when_rate_limited() {
         alice.say(&room, "the long one, please");
         let started = Instant::now();
         let text = long_text();
-        let pieces_needed = text.len().div_ceil(hermes_gateway::matrix::MAX_BODY_BYTES);
+        let pieces_needed = text.len().div_ceil(hermes_matrix::MAX_BODY_BYTES);
         let pieces = alice.wait_for_messages(&room, &bot.bot.user_id, pieces_needed, WAIT);
         assert!(pieces_needed >= 3, "{pieces_needed}");
         assert!(
             pieces
                 .iter()
-                .all(|p| p.len() <= hermes_gateway::matrix::MAX_BODY_BYTES),
+                .all(|p| p.len() <= hermes_matrix::MAX_BODY_BYTES),
             "a piece over the limit"
         );
         let lines: Vec<&str> = pieces

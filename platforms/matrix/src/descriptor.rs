@@ -1,9 +1,11 @@
-//! Matrix, as the registry ([`crate::platform`]) knows it.
+//! Matrix, as the gateway's registry knows it.
 
 use std::sync::Arc;
 
-use crate::adapter::PlatformAdapter;
-use crate::platform::{BuildContext, Platform, no_check_hints, no_doctor, secret, var};
+use hermes_platform_kit::adapter::PlatformAdapter;
+use hermes_platform_kit::platform::{
+    BuildContext, Platform, no_check_hints, no_doctor, secret, var,
+};
 
 use super::MatrixAdapter;
 

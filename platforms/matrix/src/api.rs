@@ -12,7 +12,7 @@ use hermes_runtime::sync::lock;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
-use crate::adapter::AdapterError;
+use hermes_platform_kit::adapter::AdapterError;
 
 pub(crate) const PLATFORM: &str = "matrix";
 

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use crate::event::{ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource};
+use hermes_platform_kit::event::{
+    ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource,
+};
 
 use super::api::PLATFORM;
 

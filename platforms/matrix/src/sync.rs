@@ -7,8 +7,8 @@ use hermes_runtime::store::{KvWrite, StoreError};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::adapter::{AdapterError, EventHandler, FetchedMedia};
-use crate::event::MediaRef;
+use hermes_platform_kit::adapter::{AdapterError, EventHandler, FetchedMedia};
+use hermes_platform_kit::event::MediaRef;
 
 use super::api::{CallError, PLATFORM, backoff, seg};
 use super::translate::{RoomView, translate};

@@ -1,4 +1,5 @@
-//! The Matrix adapter (SPEC Y3): the client-server API of any homeserver.
+//! `hermes-matrix`: the Matrix adapter (SPEC Y3) — the client-server API of
+//! any homeserver.
 //!
 //! Inbound: `/sync` long polls with an inline filter that keeps the payload
 //! to room messages, membership and encryption state. The `next_batch`
@@ -42,10 +43,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
-use crate::event::MediaRef;
-use crate::lease::{Held, LeaseGate};
-use crate::split::{LengthUnit, split_message};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::lease::{Held, LeaseGate};
+use hermes_platform_kit::split::{LengthUnit, split_message};
 
 use api::{Api, CallError, PLATFORM, seg};
 pub use config::{MatrixConfig, MatrixConfigError};

@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hermes_gateway::adapter::{EventHandler, PlatformAdapter};
-use hermes_gateway::wecom_callback::crypto::CallbackCrypto;
-use hermes_gateway::wecom_callback::endpoint::Endpoint;
-use hermes_gateway::wecom_callback::{WecomCallbackAdapter, WecomCallbackConfig};
+use hermes_wecom_callback::crypto::CallbackCrypto;
+use hermes_wecom_callback::endpoint::Endpoint;
+use hermes_wecom_callback::{WecomCallbackAdapter, WecomCallbackConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "hJqcu3uJ9Tn2gXPmxx2w9kkCkCE2EPYo";

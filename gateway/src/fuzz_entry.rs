@@ -6,14 +6,14 @@
 //! the committed crash inputs all drive these same functions.
 //!
 //! The WeCom callback adapter (XML + message crypto) has its own entries in
-//! `wecom_callback::endpoint` (they must never panic); they are re-exported
+//! `hermes_wecom_callback::endpoint` (they must never panic); they are re-exported
 //! here as [`wecom_callback_body`], [`wecom_decrypt`] and
 //! [`wecom_message_xml`] so every target calls into this module.
 
 pub use hermes_platform_kit::fuzz_entry::{command, split_message, split_message_with};
 
 #[cfg(feature = "wecom_callback")]
-pub use crate::wecom_callback::{
+pub use hermes_wecom_callback::{
     fuzz_callback_body as wecom_callback_body, fuzz_decrypt as wecom_decrypt,
     fuzz_message_xml as wecom_message_xml,
 };

@@ -52,5 +52,3 @@ pub mod voice;
 pub mod webhook;
 #[cfg(feature = "wecom")]
 pub mod wecom;
-#[cfg(feature = "wecom_callback")]
-pub mod wecom_callback;

@@ -28,7 +28,7 @@ static PLATFORMS: &[&Platform] = &[
     #[cfg(feature = "discord")]
     &crate::discord::descriptor::PLATFORM,
     #[cfg(feature = "wecom_callback")]
-    &crate::wecom_callback::descriptor::PLATFORM,
+    &hermes_wecom_callback::descriptor::PLATFORM,
     #[cfg(feature = "matrix")]
     &hermes_matrix::descriptor::PLATFORM,
     #[cfg(feature = "signal")]

@@ -17,10 +17,10 @@ use hermes_gateway::runner::{GatewayRunner, RunnerDeps, refusal_text};
 use hermes_gateway::testing::{
     ManualClock, Pace, ScriptedModel, TestAgentFactory, collector, recv_within,
 };
-use hermes_gateway::wecom_callback::crypto::CallbackCrypto;
-use hermes_gateway::wecom_callback::xml::IMAGE_PLACEHOLDER;
-use hermes_gateway::wecom_callback::{WecomCallbackAdapter, WecomCallbackConfig};
 use hermes_runtime::store::Store;
+use hermes_wecom_callback::crypto::CallbackCrypto;
+use hermes_wecom_callback::xml::IMAGE_PLACEHOLDER;
+use hermes_wecom_callback::{WecomCallbackAdapter, WecomCallbackConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -134,7 +134,7 @@ async fn a_dm_becomes_one_message_event_and_the_reply_goes_out_through_message_s
 #[tokio::test]
 async fn markdown_replies_when_configured() {
     let s = setup_with(|c| WecomCallbackConfig {
-        message_format: hermes_gateway::wecom_callback::MessageFormat::Markdown,
+        message_format: hermes_wecom_callback::MessageFormat::Markdown,
         ..c
     })
     .await;

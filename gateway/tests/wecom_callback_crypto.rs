@@ -14,9 +14,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
 use base64::Engine as _;
-use hermes_gateway::wecom_callback::crypto::{CallbackCrypto, CryptoError, signature};
-use hermes_gateway::wecom_callback::endpoint::Endpoint;
-use hermes_gateway::wecom_callback::xml::Inbound;
+use hermes_wecom_callback::crypto::{CallbackCrypto, CryptoError, signature};
+use hermes_wecom_callback::endpoint::Endpoint;
+use hermes_wecom_callback::xml::Inbound;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

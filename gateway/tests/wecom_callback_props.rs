@@ -4,10 +4,10 @@
 #![cfg(feature = "wecom_callback")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use hermes_gateway::wecom_callback::crypto::CallbackCrypto;
-use hermes_gateway::wecom_callback::endpoint::Endpoint;
-use hermes_gateway::wecom_callback::xml::{Inbound, parse_message};
-use hermes_gateway::wecom_callback::{fuzz_callback_body, fuzz_decrypt, fuzz_message_xml};
+use hermes_wecom_callback::crypto::CallbackCrypto;
+use hermes_wecom_callback::endpoint::Endpoint;
+use hermes_wecom_callback::xml::{Inbound, parse_message};
+use hermes_wecom_callback::{fuzz_callback_body, fuzz_decrypt, fuzz_message_xml};
 use proptest::prelude::*;
 
 const TOKEN: &str = "hJqcu3uJ9Tn2gXPmxx2w9kkCkCE2EPYo";

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hermes_gateway::wecom_callback::crypto::CallbackCrypto;
+use hermes_wecom_callback::crypto::CallbackCrypto;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;

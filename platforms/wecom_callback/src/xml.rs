@@ -13,7 +13,7 @@
 
 use serde::Deserialize;
 
-use crate::event::{MediaKind, MediaRef, MessageType};
+use hermes_platform_kit::event::{MediaKind, MediaRef, MessageType};
 
 /// Why a callback's XML could not be used. The request is refused (400)
 /// and logged; never retried.

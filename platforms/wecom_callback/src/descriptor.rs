@@ -1,10 +1,10 @@
-//! The WeCom self-built app (callback mode), as the registry
-//! ([`crate::platform`]) knows it.
+//! The WeCom self-built app (callback mode), as the gateway's registry
+//! knows it.
 
 use std::sync::Arc;
 
-use crate::adapter::PlatformAdapter;
-use crate::platform::{
+use hermes_platform_kit::adapter::PlatformAdapter;
+use hermes_platform_kit::platform::{
     BuildContext, Platform, no_check_hints, no_doctor, secret, split_chat_thread, var,
 };
 

@@ -1,14 +1,15 @@
-//! WeCom's second integration mode: the HTTP callback of a self-built app
-//! ("自建应用", SPEC G8, G1, G7). Platform name `wecom_callback`.
+//! `hermes-wecom-callback`: WeCom's second integration mode, the HTTP
+//! callback of a self-built app ("自建应用", SPEC G8, G1, G7). Platform name
+//! `wecom_callback`.
 //!
 //! WeCom POSTs each user message, AES-encrypted inside a small XML envelope,
 //! to a public URL; the adapter answers at once and the reply goes out later
 //! through the REST API (`message/send`). Unlike the AI-bot WebSocket mode
-//! ([`crate::wecom`]) this reaches every member of the corp the app is
+//! (the gateway's `wecom` adapter) this reaches every member of the corp the app is
 //! visible to, but needs a URL WeCom can reach and a trusted IP for the
 //! API calls.
 //!
-//! Inbound, per request ([`endpoint`], [`server`]): signature (SHA-1,
+//! Inbound, per request ([`endpoint`], the kit's `webhook` server): signature (SHA-1,
 //! constant-time) → timestamp within the replay window → AES-256-CBC
 //! decryption and corp id check ([`crypto`]) → message XML ([`xml`]) →
 //! duplicate `MsgId`s dropped (WeCom retries a callback it got no answer to
@@ -17,7 +18,7 @@
 //! background; anything refused is logged and answered 4xx, never passed on.
 //!
 //! Outbound ([`api`]): the text is split into ≤ 2048-byte pieces
-//! ([`crate::split`], counting bytes, never cut) and each is sent with
+//! (`hermes_platform_kit::split`, counting bytes, never cut) and each is sent with
 //! `message/send`, with the cached access token.
 //!
 //! The corp secret, the token and the EncodingAESKey never reach a log line,
@@ -38,16 +39,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hermes_runtime::sync::lock;
 
-use crate::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
-use crate::dedup::Dedup;
-use crate::event::MediaRef;
-use crate::event::{ChatType, MessageEvent, SessionSource};
-use crate::lease::LeaseGate;
-use crate::split::{LengthUnit, split_message};
 pub use api::{ApiError, Media, MessageFormat, QyApi};
 pub use config::{WecomCallbackConfig, WecomCallbackConfigError};
 use endpoint::Endpoint;
 pub use endpoint::{fuzz_callback_body, fuzz_decrypt, fuzz_message_xml};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
+use hermes_platform_kit::dedup::Dedup;
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::event::{ChatType, MessageEvent, SessionSource};
+use hermes_platform_kit::lease::LeaseGate;
+use hermes_platform_kit::split::{LengthUnit, split_message};
 use hermes_platform_kit::webhook::{Handler, Post, Reply, WebhookConfig, WebhookServer};
 use transport::{HttpTransport, UreqTransport};
 use xml::Inbound;
@@ -264,7 +265,7 @@ impl PlatformAdapter for WecomCallbackAdapter {
         )
     }
 
-    fn set_lease(&self, lease: Option<crate::lease::Held>) {
+    fn set_lease(&self, lease: Option<hermes_platform_kit::lease::Held>) {
         self.inner.gate.set(lease);
     }
 

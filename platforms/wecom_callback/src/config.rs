@@ -379,7 +379,7 @@ mod tests {
             .collect();
         let c = from_env(&env(&pairs)).unwrap().unwrap();
         assert_eq!(c.corp_secret.expose(), SECRET);
-        let api = crate::wecom_callback::api::ApiConfig {
+        let api = crate::api::ApiConfig {
             base_url: c.api_url.clone(),
             corp_id: c.corp_id.clone(),
             corp_secret: c.corp_secret.clone(),

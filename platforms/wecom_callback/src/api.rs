@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::transport::{HttpRequest, HttpResponse, HttpTransport, Method, TransportError};
-use crate::adapter::AdapterError;
+use hermes_platform_kit::adapter::AdapterError;
 
 use super::PLATFORM;
 

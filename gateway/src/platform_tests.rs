@@ -360,6 +360,16 @@ fn names_module(code: &str, roots: &[&str], module: &str) -> bool {
 fn only_the_registry_names_a_platform_module() {
     const MODULES: &[&str] = &["telegram", "wecom", "discord", "api_server"];
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The platform crates (`platforms/NAME`), as code spells them.
+    let crates: Vec<String> = std::fs::read_dir(root.join("platforms"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("Cargo.toml")).ok())
+        .map(|m| {
+            let m: toml::Table = toml::from_str(&m).unwrap();
+            m["package"]["name"].as_str().unwrap().replace('-', "_")
+        })
+        .collect();
+    assert!(crates.len() >= 6, "the platform crates: {crates:?}");
     let mut files = Vec::new();
     sources(&root.join("gateway/src"), &mut files);
     sources(&root.join("cli/src"), &mut files);
@@ -391,11 +401,20 @@ fn only_the_registry_names_a_platform_module() {
                 offenders.push(format!("{rel} names {module}"));
             }
         }
+        for name in &crates {
+            let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            let named = code.match_indices(name.as_str()).any(|(at, _)| {
+                !code[..at].ends_with(word) && !code[at + name.len()..].starts_with(word)
+            });
+            if named {
+                offenders.push(format!("{rel} names {name}"));
+            }
+        }
     }
     assert!(
         offenders.is_empty(),
         "only the platform modules and the registry (gateway/src/platform.rs) may name a \
-         platform's module:\n{}",
+         platform's module or crate:\n{}",
         offenders.join("\n")
     );
 }

@@ -624,13 +624,18 @@ fn background_processes_notify_at_the_prompt_and_end_with_the_session() {
 #[test]
 fn background_prompt_runs_beside_the_chat_and_its_answer_shows_once() {
     let env = Env::new();
+    std::fs::create_dir_all(env.work.path().join("junk")).unwrap();
     let responder: hermes_tests::Responder = std::sync::Arc::new(|request: &serde_json::Value| {
         let messages = request["messages"].as_array().unwrap();
         let last = messages.last().unwrap()["content"]
             .as_str()
             .unwrap_or("")
             .to_owned();
+        let role = messages.last().unwrap()["role"].as_str().unwrap_or("");
         if last.contains("research the moon") {
+            // A command that needs approval: nobody is asked.
+            Reply::tool("b1", "terminal", r#"{"command":"rm -rf junk"}"#)
+        } else if role == "tool" {
             slow(&["Moon facts: ", "it is ", "far away."], 1000)
         } else if last.contains("count the stars") {
             slow(&["many"; 30], 1000)
@@ -657,6 +662,36 @@ fn background_prompt_runs_beside_the_chat_and_its_answer_shows_once() {
     p.send_line("again");
     p.expect("Chat answer to: again");
     assert_eq!(p.raw.matches("Background task 1 finished").count(), 1);
+    assert!(
+        !p.raw.contains("Run it?"),
+        "a background task asked: {}",
+        p.raw
+    );
+    assert!(env.work.path().join("junk").is_dir(), "the command ran");
+    assert!(
+        provider
+            .requests()
+            .iter()
+            .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+            .any(|m| m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("NOT run")),
+        "the model was told the command was refused"
+    );
+    // The run was not offered `clarify` (the chat was).
+    let tools = |needle: &str| -> Vec<String> {
+        let request = provider
+            .requests()
+            .into_iter()
+            .find(|r| r.to_string().contains(needle))
+            .unwrap();
+        request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(tools("hello").contains(&"clarify".to_owned()));
+    assert!(!tools("research the moon").contains(&"clarify".to_owned()));
     p.send_line("/background count the stars");
     p.expect("Background task 2 started");
     p.send_line("/exit");

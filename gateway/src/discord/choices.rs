@@ -8,9 +8,11 @@
 //! - a press on an open question, by the user it was asked of, in its
 //!   channel: type 7 UPDATE_MESSAGE (the buttons disabled, the pick shown),
 //!   and a [`MessageType::Choice`] event whose text is the choice's number;
-//! - a press on a question this process no longer holds open (answered, or
-//!   asked before a restart), or by someone else: type 4 with the EPHEMERAL
-//!   flag, a note only the presser sees, and no event.
+//! - a press on a question this process no longer holds open (answered —
+//!   by a press or in words —, timed out, replaced by a newer one, or
+//!   asked before a restart: the gateway tells the adapter when a question
+//!   stops waiting, `question_closed`), or by someone else: type 4 with
+//!   the EPHEMERAL flag, a note only the presser sees, and no event.
 //!
 //! The user can still answer in their own words, as a message. Which user
 //! a question is for: in a DM the chat's user; in a server channel the
@@ -59,6 +61,8 @@ struct Open {
     channel: String,
     /// The user it was asked of, when known.
     user: Option<String>,
+    /// The message it replies to.
+    reply_to: Option<String>,
     content: String,
     labels: Vec<String>,
 }
@@ -171,6 +175,7 @@ impl DiscordAdapter {
             id: id.clone(),
             channel: channel.clone(),
             user,
+            reply_to: reply_to.map(str::to_owned),
             content,
             labels,
         });
@@ -193,6 +198,17 @@ impl DiscordAdapter {
                 Err(e)
             }
         }
+    }
+}
+
+impl DiscordAdapter {
+    /// The question asked in `chat_id` replying to `reply_to` no longer
+    /// waits: its buttons stop answering (a press gets the stale note).
+    pub(super) fn close_question(&self, chat_id: &str, reply_to: Option<&str>) {
+        let channel = self.inner.channel_for(chat_id);
+        lock(&self.inner.questions)
+            .open
+            .retain(|o| !(o.channel == channel && o.reply_to.as_deref() == reply_to));
     }
 }
 
@@ -392,6 +408,7 @@ mod tests {
             id: id.into(),
             channel: "c".into(),
             user: Some(user.into()),
+            reply_to: None,
             content: String::new(),
             labels: vec!["a".into()],
         };

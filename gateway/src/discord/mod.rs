@@ -462,6 +462,10 @@ impl PlatformAdapter for DiscordAdapter {
         self.send_question(chat_id, question, reply_to).await
     }
 
+    async fn question_closed(&self, chat_id: &str, reply_to: Option<&str>) {
+        self.close_question(chat_id, reply_to);
+    }
+
     fn can_send_files(&self) -> bool {
         true
     }

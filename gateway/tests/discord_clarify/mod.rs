@@ -224,17 +224,22 @@ async fn a_press_on_a_question_that_no_longer_waits_gets_a_note_not_a_turn() {
     // Nobody answers: the turn carries on without it.
     let noted = replies_starting(fake, "Noted:", 1).await;
     assert!(noted[0].contains("no answer within 1 s"), "{noted:?}");
+    let stale_note = |response: &Value| {
+        assert_eq!(response["type"], 4, "{response}");
+        assert_eq!(response["data"]["flags"], 64);
+        assert_eq!(
+            response["data"]["content"],
+            hermes_gateway::discord::STALE_NOTE
+        );
+    };
+    // A press on the timed-out question's buttons.
+    let late = fake.press(&first.id, ALICE, &button(&first, 1)).unwrap();
+    stale_note(&fake.wait_response(&late).await);
     fake.dm(ALICE, "ask me");
     let second = question(fake, 2).await;
-    // A press on the first question's buttons: it no longer waits.
-    let stale = fake.press(&first.id, ALICE, &button(&first, 1)).unwrap();
-    let response = fake.wait_response(&stale).await;
-    assert_eq!(response["type"], 4, "{response}");
-    assert_eq!(response["data"]["flags"], 64);
-    assert_eq!(
-        response["data"]["content"],
-        hermes_gateway::discord::STALE_NOTE
-    );
+    // The older question's buttons stay stale while a new one waits.
+    let stale = fake.press(&first.id, ALICE, &button(&first, 2)).unwrap();
+    stale_note(&fake.wait_response(&stale).await);
     // The second question is still open and takes its answer.
     let pick = fake.press(&second.id, ALICE, &button(&second, 2)).unwrap();
     assert_eq!(fake.wait_response(&pick).await["type"], 7);
@@ -245,8 +250,38 @@ async fn a_press_on_a_question_that_no_longer_waits_gets_a_note_not_a_turn() {
         "blue",
         "{results:?}"
     );
-    // Two turns, two model calls each: the stale press reached nobody.
+    // Two turns, two model calls each: no stale press reached anyone, and
+    // none was answered in the chat.
     assert_eq!(gw.provider.requests().len(), 4);
+    assert!(
+        !fake
+            .posted()
+            .iter()
+            .any(|p| p.content.contains("no longer waiting")),
+        "{:?}",
+        fake.posted()
+    );
     crate::assert_bodies_match_discord_schema(fake);
+    gw.runner.shutdown().await;
+}
+
+/// An answer in words closes the buttons too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_in_words_closes_the_buttons() {
+    let gw = gateway("").await;
+    let fake = &gw.fake;
+    fake.dm(ALICE, "ask me");
+    let q = question(fake, 1).await;
+    fake.dm(ALICE, "green, actually");
+    replies_starting(fake, "Noted:", 1).await;
+    assert_eq!(
+        tool_results(&gw.provider)[0]["user_response"],
+        "green, actually"
+    );
+    let late = fake.press(&q.id, ALICE, &button(&q, 1)).unwrap();
+    let response = fake.wait_response(&late).await;
+    assert_eq!(response["data"]["flags"], 64, "{response}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(gw.provider.requests().len(), 2);
     gw.runner.shutdown().await;
 }

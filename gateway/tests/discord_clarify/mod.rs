@@ -4,7 +4,8 @@
 //! factory over the real store, the loopback `FakeProvider` as the model.
 //! The question goes out as buttons; a press (INTERACTION_CREATE) answers
 //! it and disables them; another user's press and a press on a question
-//! that no longer waits get a note only the presser sees.
+//! that no longer waits (timed out, answered in words, replaced, asked
+//! before a restart) get a note only the presser sees.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -284,4 +285,43 @@ async fn an_answer_in_words_closes_the_buttons() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gw.provider.requests().len(), 2);
     gw.runner.shutdown().await;
+}
+
+/// A question asked by an earlier process (a restart in between): its
+/// buttons are still on the message, but nobody waits for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_on_a_question_from_before_a_restart_is_stale() {
+    use hermes_gateway::adapter::PlatformAdapter;
+    let fake = FakeDiscord::start(Behaviour::default()).await;
+    let before = DiscordAdapter::new(crate::config(&fake));
+    let (handler, _rx) = hermes_gateway::testing::collector();
+    before.connect(handler).await.unwrap();
+    let asked = fake.guild_message(CHANNEL, ALICE, "hi", true);
+    let colour = hermes_runtime::tools::Question {
+        text: "Which colour?".into(),
+        choices: vec!["red".into(), "blue".into()],
+    };
+    before
+        .ask(CHANNEL, &colour, Some(asked.as_str()))
+        .await
+        .unwrap();
+    let q = question(&fake, 1).await;
+    before.disconnect().await;
+    let after = DiscordAdapter::new(crate::config(&fake));
+    let (handler, mut rx) = hermes_gateway::testing::collector();
+    after.connect(handler).await.unwrap();
+    let press = fake.press(&q.id, ALICE, &button(&q, 1)).unwrap();
+    let response = fake.wait_response(&press).await;
+    assert_eq!(response["data"]["flags"], 64, "{response}");
+    assert_eq!(
+        response["data"]["content"],
+        hermes_gateway::discord::STALE_NOTE
+    );
+    assert!(
+        hermes_gateway::testing::recv_within(&mut rx, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "no event for a stale press"
+    );
+    after.disconnect().await;
 }

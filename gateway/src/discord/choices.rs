@@ -50,6 +50,12 @@ const UPDATE_MESSAGE: u8 = 7;
 /// Message flag EPHEMERAL: only the presser sees the answer.
 const EPHEMERAL: u64 = 1 << 6;
 
+/// The line under a question with buttons.
+const QUESTION_TAIL: &str = "\n\nPick an option, or reply in your own words.";
+
+/// What the answered question gains: "\n\n✅ " and the label.
+const PICK_CHARS: usize = 4 + MAX_LABEL_CHARS;
+
 /// The note for a press on a question that no longer waits.
 pub const STALE_NOTE: &str = "That question is no longer waiting for an answer.";
 
@@ -162,8 +168,9 @@ impl DiscordAdapter {
         } else {
             reply_to.and_then(|m| lock(&self.inner.questions).author_of(m))
         };
-        let tail = "\n\nPick an option, or reply in your own words.";
-        let room = MAX_MESSAGE_CHARS - tail.chars().count() - 3;
+        let tail = QUESTION_TAIL;
+        // Room is left for the pick shown once answered ([`picked`]).
+        let room = MAX_MESSAGE_CHARS - tail.chars().count() - 3 - PICK_CHARS;
         let text: String = question.text.chars().take(room).collect();
         let content = format!("❓ {text}{tail}");
         let id = self.inner.nonce();
@@ -317,11 +324,11 @@ pub(super) fn interaction(inner: &Arc<Inner>, handler: &EventHandler, d: &Value)
             None,
         ),
         Press::Pick(q, n) => {
-            let picked = q.labels.get(n - 1).cloned().unwrap_or_default();
+            let picked_label = q.labels.get(n - 1).cloned().unwrap_or_default();
             let response = json!({
                 "type": UPDATE_MESSAGE,
                 "data": {
-                    "content": format!("{}\n\n✅ {picked}", q.content),
+                    "content": picked(&q.content, &picked_label),
                     "components": buttons(&q.id, &q.labels, Some(n)),
                     "allowed_mentions": { "parse": [] },
                 },
@@ -372,6 +379,11 @@ pub(super) fn interaction(inner: &Arc<Inner>, handler: &EventHandler, d: &Value)
     }
 }
 
+/// The question's text once answered: the pick under it.
+fn picked(content: &str, label: &str) -> String {
+    format!("{content}\n\n✅ {label}")
+}
+
 /// An ephemeral note to the presser.
 fn note(text: &str) -> Value {
     json!({
@@ -399,6 +411,19 @@ mod tests {
         let done = buttons("q1", &["a".into(), "b".into()], Some(2));
         assert_eq!(done[0]["components"][1]["style"], 3);
         assert_eq!(done[0]["components"][0]["disabled"], true);
+    }
+
+    #[test]
+    fn the_longest_question_with_its_pick_fits_one_message() {
+        let tail = QUESTION_TAIL;
+        let room = MAX_MESSAGE_CHARS - tail.chars().count() - 3 - PICK_CHARS;
+        let content = format!("❓ {}{tail}", "q".repeat(room));
+        let shown = picked(&content, &label(&"l".repeat(500)));
+        assert!(
+            shown.chars().count() <= MAX_MESSAGE_CHARS,
+            "{}",
+            shown.chars().count()
+        );
     }
 
     #[test]

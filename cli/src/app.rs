@@ -359,13 +359,15 @@ impl Workbench {
     /// `session_id`, and its system prompt. Its tools are the session's
     /// own (a todo list, long outputs in its folder) and never ask on the
     /// terminal, where the user goes on typing: a dangerous command is
-    /// refused, `clarify` is not offered.
+    /// refused, `clarify` and `send_file` are not offered.
     pub fn background_agent(&self, session_id: &str) -> Result<(Agent, String), CliError> {
         let mut deps = self.tool_deps();
         deps.todo = Some(Arc::new(TodoState::new()));
         deps.approver = None;
         deps.approvals = Some(Arc::new(SessionApprovals::new()));
         deps.clarifier = None;
+        // `send_file` prints to the terminal: not while the user types.
+        deps.outbox = None;
         deps.session_id = Some(session_id.to_owned());
         let tools = self.build_tools_with(self.chain.clone(), deps, false)?;
         let prompt = assemble::session_prompt(&self.settings, tools.specs());

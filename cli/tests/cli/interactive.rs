@@ -601,6 +601,9 @@ fn background_processes_notify_at_the_prompt_and_end_with_the_session() {
     p.send_line("");
     p.expect("finished: exit code 0");
     p.expect("early-output");
+    // Typed at once after a prompt drawn for an empty line, keys were
+    // sometimes lost (2 runs in 3 under load): let the prompt settle.
+    std::thread::sleep(Duration::from_millis(300));
     p.send_line("start two");
     p.expect("Started two.");
     p.send_line("/exit");
@@ -656,6 +659,10 @@ fn background_prompt_runs_beside_the_chat_and_its_answer_shows_once() {
     p.send_line("");
     p.expect("Background task 1 finished");
     p.expect("far away.");
+    // Keys typed within milliseconds of a prompt drawn right after an
+    // empty line can be lost (seen in the background-process test too,
+    // with or without this command): let the prompt settle first.
+    std::thread::sleep(Duration::from_millis(300));
     // Shown once: later prompts do not repeat it.
     p.send_line("/status");
     p.expect("model:");

@@ -227,7 +227,12 @@ impl Workbench {
     }
 
     fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
-        let deps = assemble::ToolDeps {
+        self.build_tools_with(model, self.tool_deps(), true)
+    }
+
+    /// What the tools of the interactive session get.
+    fn tool_deps(&self) -> assemble::ToolDeps {
+        assemble::ToolDeps {
             bridge: self.bridge.clone(),
             todo: Some(self.todo.clone()),
             #[cfg(feature = "mcp")]
@@ -254,7 +259,15 @@ impl Workbench {
             // no one can answer.
             clarifier: Some(crate::clarify::terminal_clarifier()),
             background: Some(Arc::clone(&self.background)),
-        };
+        }
+    }
+
+    fn build_tools_with(
+        &self,
+        model: Arc<dyn Model>,
+        deps: assemble::ToolDeps,
+        announce: bool,
+    ) -> Result<Arc<ToolRegistry>, CliError> {
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;
         // Scheduled jobs (SPEC Y1): from the CLI a job has no chat of
@@ -274,6 +287,12 @@ impl Workbench {
         let fitted =
             assemble::fixed::fit_tools(&self.settings, &mut tools, self.context.window.tokens());
         let notice = fitted.map(|f| f.notice());
+        // A background run's tools are fitted quietly: the interactive
+        // session's notice already told the user (and its own differs
+        // only by the tools a background run is not given).
+        if !announce {
+            return Ok(Arc::new(tools));
+        }
         let mut said = lock(&self.fit_notice);
         if let Some(n) = &notice
             && *said != notice
@@ -334,6 +353,33 @@ impl Workbench {
             Some(self.context.clone()),
         )
         .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()))
+    }
+
+    /// The agent of a background run (`/background`) in the stored session
+    /// `session_id`, and its system prompt. Its tools are the session's
+    /// own (a todo list, long outputs in its folder) and never ask on the
+    /// terminal, where the user goes on typing: a dangerous command is
+    /// refused, `clarify` and `send_file` are not offered.
+    pub fn background_agent(&self, session_id: &str) -> Result<(Agent, String), CliError> {
+        let mut deps = self.tool_deps();
+        deps.todo = Some(Arc::new(TodoState::new()));
+        deps.approver = None;
+        deps.approvals = Some(Arc::new(SessionApprovals::new()));
+        deps.clarifier = None;
+        // `send_file` prints to the terminal: not while the user types.
+        deps.outbox = None;
+        deps.session_id = Some(session_id.to_owned());
+        let tools = self.build_tools_with(self.chain.clone(), deps, false)?;
+        let prompt = assemble::session_prompt(&self.settings, tools.specs());
+        let agent = assemble::agent(
+            &self.settings,
+            self.chain.clone(),
+            tools,
+            &prompt,
+            Some(self.context.clone()),
+        )
+        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()));
+        Ok((agent, prompt))
     }
 
     /// The current model's window and where it came from.

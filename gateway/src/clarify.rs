@@ -43,6 +43,11 @@ pub trait QuestionSender: Send + Sync {
 
     /// Sends a short note to the route's chat (the timeout), not waiting.
     fn notify(&self, route: &Route, text: String);
+
+    /// The question sent to the route's chat no longer waits; not waiting.
+    fn closed(&self, route: &Route) {
+        let _ = route;
+    }
 }
 
 /// What the intake does with a message ([`ClarifyHub::offer`]).
@@ -212,10 +217,14 @@ impl ClarifyHub {
             ))),
             Ok(()) => self.wait(&route, &rx, interrupt, sender.as_ref()),
         };
-        let mut waiting = lock(&self.waiting);
-        if waiting.get(&route.key).is_some_and(|w| w.id == id) {
-            waiting.remove(&route.key);
+        {
+            let mut waiting = lock(&self.waiting);
+            if waiting.get(&route.key).is_some_and(|w| w.id == id) {
+                waiting.remove(&route.key);
+            }
         }
+        // Buttons still showing stop answering: a later press is stale.
+        sender.closed(&route);
         outcome
     }
 

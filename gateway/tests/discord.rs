@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod discord_checks;
+mod discord_clarify;
 mod discord_support;
 
 use std::sync::{Arc, Mutex};
@@ -148,7 +149,8 @@ async fn bot(behaviour: Behaviour, tweak: impl FnOnce(&mut DiscordConfig)) -> Bo
 
 /// Every `POST …/messages` body the adapter sent is a valid
 /// create-message request by Discord's published schema
-/// (`tests/emulators/discord-spec`, from discord-api-spec).
+/// (`tests/emulators/discord-spec`, from discord-api-spec), and every
+/// interaction callback a valid type 4 or type 7 response.
 fn assert_bodies_match_discord_schema(fake: &FakeDiscord) {
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/emulators/discord-spec");
@@ -168,28 +170,36 @@ fn assert_bodies_match_discord_schema(fake: &FakeDiscord) {
         String::from_utf8_lossy(&out.stderr)
     );
     let schemas: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let validator = jsonschema::validator_for(&schemas["create_message"]).unwrap();
-    let bodies: Vec<Value> = fake
-        .rest_calls()
-        .into_iter()
-        .filter(|c| c.method == "POST" && c.path.ends_with("/messages"))
-        .map(|c| {
-            let mut body = c.body;
+    let validator = |name: &str| jsonschema::validator_for(&schemas[name]).unwrap();
+    let (create, message, update) = (
+        validator("create_message"),
+        validator("interaction_message"),
+        validator("interaction_update"),
+    );
+    let mut checked = 0;
+    for call in fake.rest_calls().into_iter().filter(|c| c.method == "POST") {
+        let mut body = call.body;
+        let schema = if call.path.ends_with("/messages") {
             // The fake's record of the files of a multipart message.
             if let Some(o) = body.as_object_mut() {
                 o.remove("files");
             }
-            body
-        })
-        .collect();
-    assert!(!bodies.is_empty());
-    for body in &bodies {
-        let errors: Vec<String> = validator
-            .iter_errors(body)
+            &create
+        } else if call.path.starts_with("/interactions/") && body["type"] == 4 {
+            &message
+        } else if call.path.starts_with("/interactions/") {
+            &update
+        } else {
+            continue;
+        };
+        checked += 1;
+        let errors: Vec<String> = schema
+            .iter_errors(&body)
             .map(|e| format!("{e} at {}", e.instance_path))
             .collect();
         assert!(errors.is_empty(), "{errors:#?}\n{body:#}");
     }
+    assert!(checked > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

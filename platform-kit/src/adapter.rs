@@ -215,6 +215,14 @@ pub trait PlatformAdapter: Send + Sync {
             .await
     }
 
+    /// The question [`PlatformAdapter::ask`] sent in `chat_id`, replying
+    /// to `reply_to`, no longer waits (answered, timed out, withdrawn).
+    /// Platforms with buttons stop taking presses for it; the default does
+    /// nothing (a numbered question has nothing to withdraw).
+    async fn question_closed(&self, chat_id: &str, reply_to: Option<&str>) {
+        let _ = (chat_id, reply_to);
+    }
+
     /// How [`PlatformAdapter::max_message_len`] is counted.
     fn length_unit(&self) -> LengthUnit {
         LengthUnit::Chars

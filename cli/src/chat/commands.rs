@@ -60,6 +60,11 @@ pub const COMMANDS: &[SlashCommand] = &[
         "",
         "tokens of the last turn and of the session, cost where prices are known",
     ),
+    cmd(
+        "background",
+        "PROMPT",
+        "work on PROMPT as a separate session while you keep chatting; its answer shows at a prompt",
+    ),
     cmd("help", "", "this list"),
     cmd("exit", "", "leave (also /quit or Ctrl-D)"),
 ];
@@ -71,6 +76,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("clear", "new"),
     ("rename", "title"),
     ("compact", "compress"),
+    ("bg", "background"),
 ];
 
 /// The `/help` text.
@@ -151,6 +157,16 @@ pub fn handle(chat: &mut Chat, input: &str) -> Result<Action, CliError> {
             say(&chat.compress(focus)?);
         }
         "model" => model(chat, arg)?,
+        "background" if arg.is_empty() => say(
+            "Usage: /background PROMPT (works on PROMPT as a separate session while you keep chatting)",
+        ),
+        "background" => match chat.start_background(arg) {
+            Ok(line) => say(&line),
+            Err(e) => say(&format!(
+                "Cannot start the background task: {}",
+                e.message()
+            )),
+        },
         "tools" => say(&tools(chat)),
         "models" => match chat.bench().client.list_models() {
             Ok(models) => say(&crate::admin::model_table(&models, &chat.bench().model)),

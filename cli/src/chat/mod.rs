@@ -2,6 +2,7 @@
 //! ([`oneshot`]) or interactively ([`repl`]), with slash commands
 //! ([`commands`]).
 
+pub mod background;
 pub mod commands;
 pub mod oneshot;
 pub mod repl;
@@ -159,6 +160,8 @@ pub struct Chat {
     /// A user message found unanswered at the end of a resumed session; it
     /// was taken out of the transcript and is offered again.
     pub unanswered: Option<String>,
+    /// `/background` runs.
+    runs: background::BackgroundRuns,
 }
 
 impl Chat {
@@ -177,6 +180,7 @@ impl Chat {
             interrupt: InterruptFlag::new(),
             view: View::new(args),
             unanswered: None,
+            runs: background::BackgroundRuns::default(),
         };
         let record = if let Some(id) = &args.resume {
             Some(find_session(&chat.bench.store(), id)?)
@@ -421,6 +425,17 @@ impl Chat {
             }
         }
         code
+    }
+
+    /// Starts `prompt` as a background run (`/background`); returns the
+    /// line that says so.
+    pub fn start_background(&self, prompt: &str) -> Result<String, CliError> {
+        self.runs.start(&self.bench, prompt, self.view.styled)
+    }
+
+    /// The `/background` runs.
+    pub fn background_runs(&self) -> &background::BackgroundRuns {
+        &self.runs
     }
 
     /// Tells the Ctrl-C handler whether the loop is waiting for input.

@@ -144,6 +144,9 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
         for notice in chat.bench().background_notices.take() {
             term().line(&notice);
         }
+        for notice in chat.background_runs().take_notices() {
+            term().line(&notice);
+        }
         chat.at_prompt(true);
         let read = match chat.unanswered.take() {
             Some(text) => editor.readline_with_initial(prompt, (&text, "")),
@@ -184,6 +187,7 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     }
     let _ = editor.save_history(&history_path);
     chat.bench().background.kill_all();
+    chat.background_runs().interrupt_all();
     drop(held);
     chat.close()?;
     if let Some(id) = chat.session_id() {
@@ -192,20 +196,32 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// Whether the user may leave now: yes unless background processes run
-/// and they were not told yet that leaving ends them.
+/// Whether the user may leave now: yes unless background processes or
+/// `/background` runs are in flight and the user was not told yet that
+/// leaving ends them.
 fn may_leave(chat: &Chat, warned: &mut bool) -> bool {
     let running = chat.bench().background.running();
-    if running.is_empty() || *warned {
+    let runs = chat.background_runs().running();
+    if (running.is_empty() && runs.is_empty()) || *warned {
         return true;
     }
     *warned = true;
-    term().line(&format!(
-        "{} background process(es) still running ({}); they end with this session. \
-         Stay to keep them (the process tool shows them), or /exit (Ctrl-D) again to end them.",
-        running.len(),
-        running.join(", ")
-    ));
+    if !running.is_empty() {
+        term().line(&format!(
+            "{} background process(es) still running ({}); they end with this session. \
+             Stay to keep them (the process tool shows them), or /exit (Ctrl-D) again to end them.",
+            running.len(),
+            running.join(", ")
+        ));
+    }
+    if !runs.is_empty() {
+        term().line(&format!(
+            "{} background task(s) still working ({}); leaving stops them (what they did so far \
+             stays in their sessions). Stay for their answers, or /exit (Ctrl-D) again to leave.",
+            runs.len(),
+            runs.join(", ")
+        ));
+    }
     false
 }
 

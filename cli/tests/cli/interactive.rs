@@ -601,6 +601,9 @@ fn background_processes_notify_at_the_prompt_and_end_with_the_session() {
     p.send_line("");
     p.expect("finished: exit code 0");
     p.expect("early-output");
+    // Typed at once after a prompt drawn for an empty line, keys were
+    // sometimes lost (2 runs in 3 under load): let the prompt settle.
+    std::thread::sleep(Duration::from_millis(300));
     p.send_line("start two");
     p.expect("Started two.");
     p.send_line("/exit");
@@ -614,5 +617,122 @@ fn background_processes_notify_at_the_prompt_and_end_with_the_session() {
     assert!(
         !env.work.path().join("survived.txt").exists(),
         "the process ended with the session"
+    );
+}
+
+/// Book "Background work": `/background PROMPT` (`/bg`) runs the prompt as
+/// a session of its own while the chat goes on; its answer shows at the
+/// next prompt, once, and is in that session's transcript; leaving while a
+/// run works warns once.
+#[test]
+fn background_prompt_runs_beside_the_chat_and_its_answer_shows_once() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.work.path().join("junk")).unwrap();
+    let responder: hermes_tests::Responder = std::sync::Arc::new(|request: &serde_json::Value| {
+        let messages = request["messages"].as_array().unwrap();
+        let last = messages.last().unwrap()["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let role = messages.last().unwrap()["role"].as_str().unwrap_or("");
+        if last.contains("research the moon") {
+            // A command that needs approval: nobody is asked.
+            Reply::tool("b1", "terminal", r#"{"command":"rm -rf junk"}"#)
+        } else if role == "tool" {
+            slow(&["Moon facts: ", "it is ", "far away."], 1000)
+        } else if last.contains("count the stars") {
+            slow(&["many"; 30], 1000)
+        } else {
+            Reply::text(format!("Chat answer to: {last}"))
+        }
+    });
+    let provider = FakeProvider::start_with(vec![], None, Some(responder)).unwrap();
+    let mut p = chat(&env, &provider.base_url(), PLAIN);
+    p.expect("/help lists commands");
+    p.send_line("/bg research the moon");
+    p.expect("Background task 1 started as session ");
+    // The chat goes on while the run works.
+    p.send_line("hello");
+    p.expect("Chat answer to: hello");
+    assert!(!p.raw.contains("Moon facts"), "{}", p.raw);
+    std::thread::sleep(Duration::from_millis(3500));
+    p.send_line("");
+    p.expect("Background task 1 finished");
+    p.expect("far away.");
+    // Keys typed within milliseconds of a prompt drawn right after an
+    // empty line can be lost (seen in the background-process test too,
+    // with or without this command): let the prompt settle first.
+    std::thread::sleep(Duration::from_millis(300));
+    // Shown once: later prompts do not repeat it.
+    p.send_line("/status");
+    p.expect("model:");
+    p.send_line("again");
+    p.expect("Chat answer to: again");
+    assert_eq!(p.raw.matches("Background task 1 finished").count(), 1);
+    assert!(
+        !p.raw.contains("Run it?"),
+        "a background task asked: {}",
+        p.raw
+    );
+    assert!(env.work.path().join("junk").is_dir(), "the command ran");
+    assert!(
+        provider
+            .requests()
+            .iter()
+            .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+            .any(|m| m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("NOT run")),
+        "the model was told the command was refused"
+    );
+    // The run was not offered `clarify` (the chat was).
+    let tools = |needle: &str| -> Vec<String> {
+        let request = provider
+            .requests()
+            .into_iter()
+            .find(|r| r.to_string().contains(needle))
+            .unwrap();
+        request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(tools("hello").contains(&"clarify".to_owned()));
+    assert!(!tools("research the moon").contains(&"clarify".to_owned()));
+    p.send_line("/background count the stars");
+    p.expect("Background task 2 started");
+    p.send_line("/exit");
+    p.expect("background task(s) still working");
+    p.send_line("/exit");
+    p.expect("Resume it with hermes -c");
+    p.eof();
+    let _ = p.p.process.wait();
+    // The answer is in the run's own session; the chat's session is the
+    // one `hermes -c` continues.
+    let store = hermes_runtime::store::Store::open(&env.home.path().join("state.db")).unwrap();
+    let sessions = store.list_sessions(10).unwrap();
+    let runs: Vec<_> = sessions
+        .iter()
+        .filter(|s| s.platform.as_deref() == Some("cli-background"))
+        .collect();
+    assert_eq!(runs.len(), 2, "{sessions:?}");
+    let moon = runs
+        .iter()
+        .find(|s| s.title.as_deref() == Some("research the moon"))
+        .unwrap();
+    let transcript = format!("{:?}", store.load_transcript(&moon.id).unwrap());
+    assert!(
+        transcript.contains("research the moon")
+            && transcript.contains("Moon facts: it is far away."),
+        "{transcript}"
+    );
+    let chat_session = store
+        .latest_session_in("cli", &env.work.path().display().to_string())
+        .unwrap()
+        .unwrap();
+    let transcript = format!("{:?}", store.load_transcript(&chat_session.id).unwrap());
+    assert!(
+        transcript.contains("hello") && !transcript.contains("Moon facts"),
+        "{transcript}"
     );
 }

@@ -494,6 +494,7 @@ impl Link<'_> {
                 self.now_ready();
             }
             "MESSAGE_CREATE" => self.message(d),
+            "INTERACTION_CREATE" => super::choices::interaction(self.inner, self.handler, d),
             _ => {}
         }
     }
@@ -563,6 +564,8 @@ impl Link<'_> {
         }
         let handled = match inbound::accept(msg, &rules) {
             Ok(accepted) => {
+                lock(&self.inner.questions)
+                    .remember_author(&accepted.event.message_id, &accepted.event.source.user_id);
                 if let Some((user, channel)) = accepted.dm_channel {
                     lock(&self.inner.dm_channels).insert(user, channel);
                 }

@@ -25,6 +25,9 @@
 //!   (doubling, with jitter).
 //! - **Messages** ([`inbound`]): DMs always, server channels when mentioned
 //!   (or replied to, or in a free-response channel); bots never.
+//! - **Questions** ([`choices`]): `clarify`'s choices as buttons; a press
+//!   (INTERACTION_CREATE) is answered through the interaction callback and
+//!   becomes a choice event.
 //! - **Replies** ([`rest`]): `POST /channels/{id}/messages`, split at 2000
 //!   characters ([`crate::split`]), the first piece a reply to the user's
 //!   message; the rate limits are waited out, and every piece carries an
@@ -33,6 +36,7 @@
 
 mod catchup;
 mod check;
+mod choices;
 mod conn;
 pub mod descriptor;
 mod inbound;
@@ -61,6 +65,7 @@ use rest::{Rest, RestError};
 
 pub use catchup::MARK_KV_PREFIX;
 pub use check::{BotCheck, ENABLE_INTENT, check_bot};
+pub use choices::STALE_NOTE;
 pub use settings::{DEFAULT_API_URL, DiscordConfig, DiscordConfigError};
 
 /// The platform name in session keys.
@@ -107,6 +112,8 @@ struct Inner {
     nonce_seed: u64,
     /// The newest handled message per channel, for the catch-up.
     marks: catchup::Marks,
+    /// `clarify` questions with live buttons (see [`choices`]).
+    questions: Mutex<choices::Questions>,
 }
 
 impl Inner {
@@ -200,6 +207,7 @@ impl DiscordAdapter {
                 dm_channels: Mutex::new(HashMap::new()),
                 nonces: AtomicU64::new(0),
                 nonce_seed: h.finish(),
+                questions: Mutex::default(),
             }),
             task: Arc::default(),
         }
@@ -264,9 +272,19 @@ impl DiscordAdapter {
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
         let body = self.message_body(piece, reply_to);
+        self.post_message(chat_id, channel, &body).await.map(|_| ())
+    }
+
+    /// Creates a message in `channel`; returns the channel it went to.
+    async fn post_message(
+        &self,
+        chat_id: &str,
+        channel: &str,
+        body: &Value,
+    ) -> Result<String, AdapterError> {
         let path = format!("/channels/{channel}/messages");
-        match self.inner.rest.request("POST", &path, Some(&body)).await {
-            Ok(_) => Ok(()),
+        match self.inner.rest.request("POST", &path, Some(body)).await {
+            Ok(_) => Ok(channel.to_owned()),
             // A DM whose channel this process has not seen yet (the message
             // was accepted before a restart): open it and send there.
             Err(RestError::Api {
@@ -276,9 +294,9 @@ impl DiscordAdapter {
                 let path = format!("/channels/{dm}/messages");
                 self.inner
                     .rest
-                    .request("POST", &path, Some(&body))
+                    .request("POST", &path, Some(body))
                     .await
-                    .map(|_| ())
+                    .map(|_| dm)
                     .map_err(adapter_error)
             }
             Err(e) => Err(adapter_error(e)),
@@ -432,6 +450,20 @@ impl PlatformAdapter for DiscordAdapter {
             self.send_piece(chat_id, &channel, piece, reply).await?;
         }
         Ok(())
+    }
+
+    /// A question with choices as buttons (see `choices.rs`).
+    async fn ask(
+        &self,
+        chat_id: &str,
+        question: &hermes_runtime::tools::Question,
+        reply_to: Option<&str>,
+    ) -> Result<(), AdapterError> {
+        self.send_question(chat_id, question, reply_to).await
+    }
+
+    async fn question_closed(&self, chat_id: &str, reply_to: Option<&str>) {
+        self.close_question(chat_id, reply_to);
     }
 
     fn can_send_files(&self) -> bool {

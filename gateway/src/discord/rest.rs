@@ -148,7 +148,7 @@ impl Rest {
         path: &str,
         body: Option<(String, Vec<u8>)>,
     ) -> Result<Value, RestError> {
-        let route = format!("{method} {path}");
+        let route = route_name(method, path);
         let route_lock = lock(&self.route_locks)
             .entry(route.clone())
             .or_default()
@@ -358,6 +358,18 @@ fn read(resp: &mut ureq::http::Response<ureq::Body>) -> Result<Answer, ureq::Err
         headers,
         body,
     })
+}
+
+/// `method path` as logged and as the rate-limit route; an interaction's
+/// token (a credential for 15 minutes) is left out.
+fn route_name(method: &str, path: &str) -> String {
+    match path
+        .strip_prefix("/interactions/")
+        .and_then(|p| p.split_once('/'))
+    {
+        Some((id, _)) => format!("{method} /interactions/{id}/<token>/callback"),
+        None => format!("{method} {path}"),
+    }
 }
 
 /// The major parameter of `path` (the channel of `/channels/{id}/…`).

@@ -65,6 +65,24 @@ impl QuestionSender for ChatQuestions {
                 .await;
         });
     }
+
+    fn closed(&self, route: &Route) {
+        self.close(route);
+    }
+}
+
+impl ChatQuestions {
+    /// Tells the chat's adapter that its question no longer waits.
+    fn close(&self, route: &Route) {
+        let Ok((inner, adapter)) = self.adapter(route) else {
+            return;
+        };
+        let route = route.clone();
+        inner.spawn(async move {
+            let reply_to = Some(route.reply_to.as_str()).filter(|r| !r.is_empty());
+            adapter.question_closed(&route.chat_id, reply_to).await;
+        });
+    }
 }
 
 impl Inner {

@@ -21,10 +21,16 @@
 //!   then RESUMED; an unknown session or seq is answered with op 9
 //!   `d: false`. Without MESSAGE_CONTENT, guild messages that do not
 //!   mention the bot arrive with empty content, as on Discord.
+//! - Buttons and interactions ([`interactions`]): message components
+//!   checked, a press dispatched as INTERACTION_CREATE, the callback
+//!   answered once within 3 s.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 mod gateway;
+mod interactions;
 mod rest;
+
+pub use interactions::Pressed;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -134,6 +140,10 @@ pub(crate) struct State {
     /// The next RESUME replays the whole session, not only what the client
     /// missed: Discord delivers at least once, and a client must cope.
     pub replay_all: bool,
+    /// Every interaction dispatched, by id.
+    pub interactions: HashMap<String, Pressed>,
+    /// Ephemeral interaction answers: (the user who sees it, its text).
+    pub ephemeral: Vec<(String, String)>,
 }
 
 pub(crate) struct Shared {

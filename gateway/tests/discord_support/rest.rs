@@ -34,13 +34,13 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
 }
 
 /// An answer: status, extra headers, JSON body (`None`: 204).
-struct Out {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: Option<Value>,
+pub(super) struct Out {
+    pub(super) status: u16,
+    pub(super) headers: Vec<(&'static str, String)>,
+    pub(super) body: Option<Value>,
 }
 
-fn out(status: u16, body: Value) -> Out {
+pub(super) fn out(status: u16, body: Value) -> Out {
     Out {
         status,
         headers: Vec::new(),
@@ -95,7 +95,11 @@ async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         .unwrap();
     }
     let route = path.strip_prefix("/api/v10").unwrap_or("").to_owned();
-    let o = if auth != format!("Bot {TOKEN}") || !shared.state().token_valid {
+    // Responding to an interaction needs no bot token: the interaction's
+    // own token, in the path, is the credential.
+    let o = if route.starts_with("/interactions/") {
+        super::interactions::callback(shared, &route, &body)
+    } else if auth != format!("Bot {TOKEN}") || !shared.state().token_valid {
         out(401, json!({"message": "401: Unauthorized", "code": 0}))
     } else {
         route_request(shared, &method, &route, &query, &body)
@@ -260,6 +264,16 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
             body: Some(json!({"message": "Cannot send an empty message", "code": 50006})),
         };
     }
+    if let Err(why) = super::interactions::check_components(&body["components"]) {
+        return Out {
+            status: 400,
+            headers,
+            body: Some(
+                json!({"message": "Invalid Form Body", "code": 50035, "errors": {"components": {"_errors": [
+                {"code": "COMPONENT_INVALID", "message": why}]}}}),
+            ),
+        };
+    }
     let nonce = match &body["nonce"] {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -282,6 +296,7 @@ fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {
         "id": id, "channel_id": channel, "content": content, "type": if reply_to.is_some() { 19 } else { 0 },
         "author": {"id": BOT_ID, "username": "hermes", "bot": true},
         "nonce": nonce, "mentions": [], "attachments": [], "embeds": [],
+        "components": body.get("components").cloned().unwrap_or_else(|| json!([])),
     });
     if let Some(n) = nonce {
         state.nonces.insert(n, message.clone());

@@ -47,12 +47,7 @@ impl Scans<'_> {
             out.push_str(&format!(
                 "--- page {page} (scanned; read by the vision model) ---\n"
             ));
-            let stem = format!("scan-{}-p{page}", self.ctx.tool_call_id);
-            let stem: String = stem
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-                .take(64)
-                .collect();
+            let stem = super::vision::file_stem(&format!("scan-{}-p{page}", self.ctx.tool_call_id));
             match super::vision::look(self.vision, &stem, &jpeg, QUESTION) {
                 Ok(text) => out.push_str(text.trim_end()),
                 Err(why) => out.push_str(&format!("[this page could not be read: {why}]")),

@@ -297,65 +297,66 @@ impl Tool for VisionAnalyzeTool {
             self.read_path(image)?
         };
         // Named after the call, so a call retried replaces its own copy.
-        let stem: String = format!("vision-{}", ctx.tool_call_id)
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-            .take(64)
-            .collect();
-        let attachment = self
-            .source
-            .media
-            .store_image(&self.source.session, &stem, &bytes)
-            .map_err(|e| failed(format!("Error: '{image}' cannot be looked at: {e}.")))?;
+        let stem = file_stem(&format!("vision-{}", ctx.tool_call_id));
         let question = args
             .question
             .as_deref()
             .map(str::trim)
             .filter(|q| !q.is_empty())
             .unwrap_or("Describe this image.");
-        let entries = [LedgerEntry::new(Message::user_with(
-            question,
-            vec![attachment],
-        ))];
-        let request = ChatRequest {
-            system_prompt: VISION_PROMPT,
-            messages: &entries,
-            tools: &[],
-            tool_choice: hermes_core::ToolChoice::Auto,
-        };
-        let completion = self
-            .source
-            .model
-            .complete(&request, &mut NullSink)
-            .map_err(|e| failed(format!("Error: the vision model failed: {e}.")))?;
-        let answer = completion
-            .content
-            .as_deref()
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .ok_or_else(|| failed("Error: the vision model gave no answer."))?;
-        Ok(cap_result(
-            answer.to_owned(),
-            self.cap,
-            "ask a narrower question",
-        ))
+        let answer = look(&self.source, &stem, &bytes, question).map_err(|e| match e {
+            LookError::Store(e) => failed(format!("Error: '{image}' cannot be looked at: {e}.")),
+            other => failed(format!("Error: {other}.")),
+        })?;
+        Ok(cap_result(answer, self.cap, "ask a narrower question"))
     }
 }
 
+/// Why [`look`] has no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LookError {
+    /// The image could not be kept for the model (not an image, too large,
+    /// the media directory not writable).
+    Store(String),
+    /// The model's call failed.
+    Model(String),
+    /// The model answered nothing.
+    NoAnswer,
+}
+
+impl std::fmt::Display for LookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LookError::Store(e) => write!(f, "it cannot be looked at: {e}"),
+            LookError::Model(e) => write!(f, "the vision model failed: {e}"),
+            LookError::NoAnswer => f.write_str("the vision model gave no answer"),
+        }
+    }
+}
+
+/// `raw` as a media file stem: the characters safe in a file name, at most
+/// 64 of them.
+pub(crate) fn file_stem(raw: &str) -> String {
+    raw.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(64)
+        .collect()
+}
+
 /// Asks `source`'s model `question` about the image `bytes`, kept under
-/// `stem`: its answer, or why there is none (a sentence). Scanned PDF
-/// pages are read through it (`super::scan`).
-#[cfg(feature = "documents")]
+/// `stem` in the session's media directory: the one vision request, used
+/// by `vision_analyze` and by `read_file` for scanned PDF pages
+/// (`super::scan`).
 pub(crate) fn look(
     source: &VisionSource,
     stem: &str,
     bytes: &[u8],
     question: &str,
-) -> Result<String, String> {
+) -> Result<String, LookError> {
     let attachment = source
         .media
         .store_image(&source.session, stem, bytes)
-        .map_err(|e| format!("it cannot be looked at: {e}"))?;
+        .map_err(|e| LookError::Store(e.to_string()))?;
     let entries = [LedgerEntry::new(Message::user_with(
         question,
         vec![attachment],
@@ -369,12 +370,12 @@ pub(crate) fn look(
     let completion = source
         .model
         .complete(&request, &mut NullSink)
-        .map_err(|e| format!("the vision model failed: {e}"))?;
+        .map_err(|e| LookError::Model(e.to_string()))?;
     completion
         .content
         .as_deref()
         .map(str::trim)
         .filter(|a| !a.is_empty())
         .map(str::to_owned)
-        .ok_or_else(|| "the vision model gave no answer".to_owned())
+        .ok_or(LookError::NoAnswer)
 }

@@ -305,3 +305,39 @@ fn a_scan_without_page_images_still_says_it_has_no_text() {
     );
     assert!(provider.requests().is_empty());
 }
+
+/// `vision_analyze` and a scanned PDF's pages go through one vision
+/// request (`tools::vision::look`): the same system prompt, and a model
+/// that answers nothing or fails is reported the same way by both.
+#[test]
+fn vision_analyze_and_scanned_pages_share_one_vision_request() {
+    let provider = FakeProvider::start(vec![
+        Reply::text(""),
+        Reply::text(""),
+        Reply::Status(400, "bad image".into()),
+        Reply::Status(400, "bad image".into()),
+    ])
+    .unwrap();
+    let home = tempfile::TempDir::new().unwrap();
+    let fx = vision_fx(&provider, home.path());
+    std::fs::write(fx.path("shot.png"), PNG).unwrap();
+    std::fs::write(fx.path("scan.pdf"), scanned_pdf(&[Some(JPEG)])).unwrap();
+    let m = fx.err("vision_analyze", json!({"image_url": "shot.png"}));
+    assert_eq!(m, "Error: the vision model gave no answer.");
+    let out = fx.ok("read_file", json!({"path": "scan.pdf"}));
+    assert!(
+        out.contains("[this page could not be read: the vision model gave no answer]"),
+        "{out}"
+    );
+    let m = fx.err("vision_analyze", json!({"image_url": "shot.png"}));
+    assert!(m.starts_with("Error: the vision model failed: "), "{m}");
+    let out = fx.ok("read_file", json!({"path": "scan.pdf"}));
+    assert!(
+        out.contains("[this page could not be read: the vision model failed: "),
+        "{out}"
+    );
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 4);
+    let system = |i: usize| requests[i]["messages"][0]["content"].clone();
+    assert_eq!(system(0), system(1), "one system prompt for both");
+}

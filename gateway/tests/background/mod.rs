@@ -4,7 +4,8 @@
 //! the completion notice reaches the chat once, after the turn; a gateway
 //! killed with SIGKILL announces the lost process once after its restart;
 //! flooding output is capped on disk; a never-ending command is killed at
-//! the wall-clock limit; another session's process cannot be killed.
+//! the wall-clock limit; another session's process cannot be killed;
+//! `[agent] background_max` bounds the processes one session runs at once.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -296,4 +297,48 @@ fn flooding_output_is_capped_on_disk_and_a_never_ending_command_is_killed_at_the
         bob[1].contains("killed at the wall-clock limit of 3 s"),
         "{bob:#?}"
     );
+}
+
+/// `[agent] background_max` in the gateway's config.toml bounds the
+/// processes one session runs at once; another session has its own count.
+#[test]
+fn the_per_session_process_limit_comes_from_the_gateway_config() {
+    if child_gateway() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let rt = runtime();
+    let fake = rt.block_on(Fake::start(false));
+    let provider = provider();
+    let test = "background::the_per_session_process_limit_comes_from_the_gateway_config";
+    let limits = "background_max = 1\nbackground_timeout = 30\n";
+    let _gateway = spawn(test, &home, &fake.base, &provider, limits);
+    say(&fake, 1, ALICE, "BG: sleep 1000");
+    wait_for("the first start", &home, 30, || {
+        count(&sent_to(&fake, ALICE), "Started background process") >= 1
+    });
+    say(&fake, 2, ALICE, "BG: sleep 999");
+    wait_for("the refusal", &home, 30, || {
+        sent_to(&fake, ALICE).len() >= 2
+    });
+    let alice = sent_to(&fake, ALICE);
+    assert!(
+        alice[1].contains("already runs 1 background processes (the limit is 1)"),
+        "{alice:#?}"
+    );
+    // Bob's session is not Alice's: his first process starts.
+    say(&fake, 3, BOB, "BG: sleep 998");
+    wait_for("bob's start", &home, 30, || !sent_to(&fake, BOB).is_empty());
+    let bob = sent_to(&fake, BOB);
+    assert!(bob[0].contains("Started background process"), "{bob:#?}");
+    // Killing Alice's process frees her slot.
+    say(&fake, 4, ALICE, &format!("KILL: {}", process_id(&alice[0])));
+    wait_for("the kill", &home, 30, || sent_to(&fake, ALICE).len() >= 3);
+    say(&fake, 5, ALICE, "BG: sleep 997");
+    wait_for("the next start", &home, 30, || {
+        count(&sent_to(&fake, ALICE), "Started background process") >= 2
+    });
+    let alice = sent_to(&fake, ALICE);
+    assert_eq!(count(&alice, "already runs"), 1, "{alice:#?}");
 }

@@ -141,3 +141,52 @@ fn delivered_event_rows_are_pruned_after_their_retention() {
     assert_eq!(late, 1);
     assert_eq!(sent(&store), 0, "the row is gone");
 }
+
+/// A finished webhook event row (`w…`) is kept for seven days after its
+/// run, then pruned; a webhook row still waiting and a recurring job's
+/// row are never pruned, however old.
+#[test]
+fn finished_webhook_rows_are_pruned_after_seven_days_and_nothing_else() {
+    use hermes_runtime::store::JobRecord;
+    const DAY: u64 = 86_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+    let prefix = hermes_gateway::cron::WEBHOOK_JOB_PREFIX;
+    let row =
+        |id: &str| JobRecord::one_off(id.into(), "event".into(), "p".into(), "origin".into(), T0);
+    let mut finished = row(&format!("{prefix}00finished"));
+    finished.state = JobState::Done;
+    finished.runs_done = 1;
+    finished.next_run_ms = None;
+    finished.last_run_ms = Some(T0);
+    finished.last_outcome = Some("delivered".into());
+    store.job_insert(&finished).unwrap();
+    let waiting = row(&format!("{prefix}00waiting"));
+    store.job_insert(&waiting).unwrap();
+    let mut recurring = row("j0000000001");
+    recurring.state = JobState::Done;
+    recurring.last_run_ms = Some(T0);
+    store.job_insert(&recurring).unwrap();
+    let ids = |store: &Store| {
+        let mut ids: Vec<String> = store
+            .jobs(true)
+            .unwrap()
+            .into_iter()
+            .map(|j| j.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let six_days = hermes_gateway::cron::prune_events(&mut store, T0 + 7 * DAY - 1).unwrap();
+    assert_eq!(six_days, 0, "kept for seven days");
+    assert_eq!(ids(&store).len(), 3);
+    let week = hermes_gateway::cron::prune_events(&mut store, T0 + 7 * DAY).unwrap();
+    assert_eq!(week, 1);
+    assert_eq!(
+        ids(&store),
+        ["j0000000001".to_owned(), format!("{prefix}00waiting")],
+        "only the finished webhook row went"
+    );
+    let later = hermes_gateway::cron::prune_events(&mut store, T0 + 365 * DAY).unwrap();
+    assert_eq!(later, 0, "a waiting event row and a recurring job stay");
+}

@@ -17,8 +17,8 @@
 #   board     `--no-default-features --features board` (= telegram,wecom,web),
 #             x86_64 at target/x86_64-unknown-linux-gnu/release/hermes
 #             (HERMES_BOARD_EXE) and aarch64 at
-#             target/aarch64-unknown-linux-musl/release/hermes, static
-#             (HERMES_AARCH64_EXE): the arm64 package. Issue 32's targets.
+#             target/aarch64-unknown-linux-gnu/release/hermes
+#             (HERMES_AARCH64_EXE): the arm packages. Issue 32's targets.
 #             A build that is absent is reported "not measured".
 #
 # Figures (one tab-separated line each, then a verdict per budget):
@@ -66,7 +66,7 @@ done
 
 exe=${HERMES_EXE:-target/x86_64-unknown-linux-musl/release/hermes}
 board_exe=${HERMES_BOARD_EXE:-target/x86_64-unknown-linux-gnu/release/hermes}
-arm_exe=${HERMES_AARCH64_EXE:-target/aarch64-unknown-linux-musl/release/hermes}
+arm_exe=${HERMES_AARCH64_EXE:-target/aarch64-unknown-linux-gnu/release/hermes}
 if [ ! -x "$exe" ] && [ -z "${HERMES_EXE:-}" ]; then
   nice -n 10 cargo build --locked --release --target x86_64-unknown-linux-musl -p hermes-cli
 fi

@@ -20,6 +20,7 @@ mode=${1:-all}
 runner() {
   case $1 in
     aarch64-unknown-linux-gnu) echo "qemu-aarch64-static -L /usr/aarch64-linux-gnu" ;;
+    aarch64-unknown-linux-musl) echo "qemu-aarch64-static" ;;
     armv7-unknown-linux-gnueabihf) echo "qemu-arm-static -L /usr/arm-linux-gnueabihf" ;;
     riscv64gc-unknown-linux-gnu) echo "qemu-riscv64-static -L /usr/riscv64-linux-gnu" ;;
     *) echo "" ;;

@@ -11,8 +11,9 @@
 #                                 a gate)
 #
 # Two builds are measured:
-#   default   target/release/hermes (HERMES_EXE overrides; built when
-#             missing): the amd64 package. A growth fence only.
+#   default   target/x86_64-unknown-linux-musl/release/hermes (HERMES_EXE
+#             overrides; built when missing): the amd64 package, static-pie
+#             on musl (issue 39). A growth fence only.
 #   board     `--no-default-features --features board` (= telegram,wecom,web),
 #             x86_64 at target/x86_64-unknown-linux-gnu/release/hermes
 #             (HERMES_BOARD_EXE) and aarch64 at
@@ -40,9 +41,9 @@ cd "$(dirname "$0")/.."
 #   met; where it is not, today's figure plus stated slack, so growth fails
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
-SIZE_X86_64_LIMIT=15450000     # measured 15,277,360 B (2026-12-04: without html5gum; Slack, WhatsApp and Signal left out, BENCHMARKS "Budgets after the fourth wave, second session"); was 15,600,000; +~1 %
-RSS_ONESHOT_LIMIT_KIB=12300    # measured 11,460-11,696 KiB in the fresh-clone runs of the third session (11,284-11,460 before; most of it mapped pages); +~5 %
-RSS_IDLE_GATEWAY_LIMIT_KIB=15400  # measured 14,576 KiB with Email and voice (issues 33, 29; 13,968-14,344 KiB before); +~5 %
+SIZE_X86_64_LIMIT=15320000     # measured 15,164,248 B (2026-12-04, issue 39: static-pie on musl, packed relocations, with Slack, WhatsApp and Signal back in; the glibc PIE without them was 15,277,360 B); was 15,450,000; +~1 %
+RSS_ONESHOT_LIMIT_KIB=11300    # measured 10,728 KiB, the static build (the glibc build 13,268 KiB in the same sitting; 12,076-12,264 in CI); was 12,300; +~5 %
+RSS_IDLE_GATEWAY_LIMIT_KIB=13250  # measured 12,584 KiB, the static build (the glibc build 15,520 KiB in the same sitting); was 15,400; +~5 %
 BOARD_SIZE_X86_64_TARGET=6500000
 BOARD_SIZE_X86_64_LIMIT=9850000       # measured 9,743,920 B (2026-12-04, without html5gum; 10,021,040 B with it); was 9,950,000; +~1 %
 BOARD_SIZE_AARCH64_TARGET=6000000
@@ -63,11 +64,11 @@ for arg in "$@"; do
   esac
 done
 
-exe=${HERMES_EXE:-target/release/hermes}
+exe=${HERMES_EXE:-target/x86_64-unknown-linux-musl/release/hermes}
 board_exe=${HERMES_BOARD_EXE:-target/x86_64-unknown-linux-gnu/release/hermes}
 arm_exe=${HERMES_AARCH64_EXE:-target/aarch64-unknown-linux-gnu/release/hermes}
 if [ ! -x "$exe" ] && [ -z "${HERMES_EXE:-}" ]; then
-  nice -n 10 cargo build --locked --release -p hermes-cli
+  nice -n 10 cargo build --locked --release --target x86_64-unknown-linux-musl -p hermes-cli
 fi
 [ -x "$exe" ] || { echo "budgets: no executable at $exe" >&2; exit 1; }
 # The helpers in the debug profile (the test build has them): their speed

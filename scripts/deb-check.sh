@@ -60,26 +60,37 @@ mode() { stat -c '%a %u %g' "$root$1"; }
 [ "$(mode /usr/bin/hermes)" = "755 0 0" ] || fail "/usr/bin/hermes: $(mode /usr/bin/hermes)"
 readelf -h "$root/usr/bin/hermes" | grep -q "Machine:.*$machine" ||
   fail "/usr/bin/hermes is not a $machine binary"
-# The binary needs no newer glibc than the package's Depends promises (and
-# the README: "glibc 2.34 or newer").
-promised=$(dpkg-deb --field "$deb" Depends | sed -n 's/.*libc6 (>= \([0-9.]*\)).*/\1/p')
-[ -n "$promised" ] || fail "Depends names no libc6 version"
-needed=$(readelf -V -W "$root/usr/bin/hermes" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)
-# Packed relative relocations (DT_RELR, if a build ever links with them)
-# need 2.36: the loader of an older glibc refuses such a binary.
-if readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR'; then
-  needed=$(printf '%s\n2.36\n' "$needed" | sort -V | tail -1)
-fi
-[ "$(printf '%s\n%s\n' "$needed" "$promised" | sort -V | tail -1)" = "$promised" ] ||
-  fail "/usr/bin/hermes needs glibc $needed, the package promises libc6 >= $promised"
-# The arm packages are linked with packed relative relocations (README
-# "Boards", .cargo/config.toml): a table of a few KB, no 24-byte entry per
-# relocation, and the version that makes an older loader refuse the binary.
-if [ "$machine" != "X86-64" ]; then
+# A static build (amd64, arm64; issue 39) is a static PIE: no program
+# interpreter, ELF type DYN (ASLR), relative relocations packed, and a
+# Depends without libc6. A glibc build (armhf) needs no newer glibc than
+# its Depends promises.
+if ! readelf -l -W "$root/usr/bin/hermes" | grep -q 'INTERP'; then
+  readelf -h "$root/usr/bin/hermes" | grep -q 'Type:.*DYN' ||
+    fail "/usr/bin/hermes is static but not position-independent (no ASLR)"
   readelf -d -W "$root/usr/bin/hermes" | grep -q '(RELR)' ||
-    fail "/usr/bin/hermes ($machine) has no packed relocations (DT_RELR)"
-  readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR' ||
-    fail "/usr/bin/hermes ($machine) packs relocations without naming GLIBC_ABI_DT_RELR"
+    fail "/usr/bin/hermes is static without packed relocations (DT_RELR)"
+  ! dpkg-deb --field "$deb" Depends | grep -q libc6 ||
+    fail "/usr/bin/hermes is static, yet the package depends on libc6"
+else
+  promised=$(dpkg-deb --field "$deb" Depends | sed -n 's/.*libc6 (>= \([0-9.]*\)).*/\1/p')
+  [ -n "$promised" ] || fail "a dynamic /usr/bin/hermes, and Depends names no libc6 version"
+  needed=$(readelf -V -W "$root/usr/bin/hermes" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)
+  # Packed relative relocations (DT_RELR) need 2.36: the loader of an
+  # older glibc refuses such a binary.
+  if readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR'; then
+    needed=$(printf '%s\n2.36\n' "$needed" | sort -V | tail -1)
+  fi
+  [ "$(printf '%s\n%s\n' "$needed" "$promised" | sort -V | tail -1)" = "$promised" ] ||
+    fail "/usr/bin/hermes needs glibc $needed, the package promises libc6 >= $promised"
+  # The arm glibc packages are linked with packed relative relocations
+  # (.cargo/config.toml): a table of a few KB, no 24-byte entry per
+  # relocation, and the version that makes an older loader refuse the binary.
+  if [ "$machine" != "X86-64" ]; then
+    readelf -d -W "$root/usr/bin/hermes" | grep -q '(RELR)' ||
+      fail "/usr/bin/hermes ($machine) has no packed relocations (DT_RELR)"
+    readelf -V -W "$root/usr/bin/hermes" | grep -q 'GLIBC_ABI_DT_RELR' ||
+      fail "/usr/bin/hermes ($machine) packs relocations without naming GLIBC_ABI_DT_RELR"
+  fi
 fi
 [ "$(mode /etc/hermes/gateway.env)" = "600 0 0" ] ||
   fail "secrets file /etc/hermes/gateway.env: $(mode /etc/hermes/gateway.env), want 600 root"

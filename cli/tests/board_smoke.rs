@@ -132,6 +132,67 @@ fn binary_is_built_for_its_target() {
     }
 }
 
+/// A musl target is the static build the packages ship (issue 39): a
+/// position-independent executable (ELF type DYN, so ASLR still places it)
+/// with no program interpreter — no loader and no libc needed on the board —
+/// and its relative relocations packed (`DT_RELR`), which musl's start-up
+/// code applies itself. A glibc build is the dynamic one: it names its loader.
+#[test]
+fn a_musl_build_is_static_pie_with_packed_relocations() {
+    const ET_DYN: u16 = 3;
+    const PT_DYNAMIC: u32 = 2;
+    const PT_INTERP: u32 = 3;
+    const DT_RELR: u64 = 36;
+    let s = subject();
+    let elf = std::fs::read(&s.exe).unwrap();
+    let wide = elf[4] == 2;
+    let num = |at: usize, size: usize| -> u64 {
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(&elf[at..at + size]);
+        u64::from_le_bytes(b)
+    };
+    let word = if wide { 8 } else { 4 };
+    let e_type = num(16, 2) as u16;
+    let (phoff, phentsize, phnum) = if wide {
+        (num(32, 8), num(54, 2), num(56, 2))
+    } else {
+        (num(28, 4), num(42, 2), num(44, 2))
+    };
+    // (p_type, p_offset, p_filesz) of each program header.
+    let headers: Vec<(u32, usize, usize)> = (0..phnum)
+        .map(|i| {
+            let h = (phoff + i * phentsize) as usize;
+            let (offset, filesz) = if wide {
+                (num(h + 8, 8), num(h + 32, 8))
+            } else {
+                (num(h + 4, 4), num(h + 16, 4))
+            };
+            (num(h, 4) as u32, offset as usize, filesz as usize)
+        })
+        .collect();
+    let interp = headers.iter().any(|h| h.0 == PT_INTERP);
+    let dynamic_tags: Vec<u64> = headers
+        .iter()
+        .filter(|h| h.0 == PT_DYNAMIC)
+        .flat_map(|&(_, offset, filesz)| {
+            (offset..offset + filesz)
+                .step_by(2 * word)
+                .map(|at| num(at, word))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(e_type, ET_DYN, "a position-independent executable");
+    if s.target.contains("musl") {
+        assert!(!interp, "a static executable has no PT_INTERP");
+        assert!(
+            dynamic_tags.contains(&DT_RELR),
+            "relative relocations packed (DT_RELR); dynamic tags: {dynamic_tags:?}"
+        );
+    } else {
+        assert!(interp, "a glibc build is dynamic: it names its loader");
+    }
+}
+
 /// The build attributes the linker merged from every object: ARMv7-A with
 /// Thumb-2, hard-float arguments, an FPU of the VFPv3 family. A peer's
 /// "ARMv6" build was really ARMv7 + NEON and crashed on the boards it

@@ -15,7 +15,8 @@
 //! `HERMES_STORE_DURABILITY_CHILD="qemu-aarch64-static -L /usr/aarch64-linux-gnu
 //! target/aarch64-unknown-linux-gnu/release/examples/store_append_child"` the
 //! appends run cross-built under qemu-user while this process checks the file
-//! with the host's SQLite (`.ci/cross` does this for each board target).
+//! with the host's SQLite (`.ci/cross` does this for each board target, and
+//! natively for the x86_64 static build's child).
 //!
 //! A process kill leaves the kernel's page cache intact, so this proves
 //! transactional atomicity and commit-before-acknowledge ordering, not

@@ -23,12 +23,14 @@ pub fn last_daily_boundary(now_ms: u64, hour: u8, offset_s: i64) -> u64 {
 
 /// The system time zone's UTC offset at `at_ms`, in seconds (0 if unknown).
 pub fn system_utc_offset(at_ms: u64) -> i64 {
-    let secs = libc::time_t::try_from(at_ms / 1000).unwrap_or(0);
+    // The type is `time_t`, inferred: naming `libc::time_t` warns on musl
+    // (the libc crate deprecates the alias there, issue 39's static builds).
+    let secs = (at_ms / 1000).try_into().unwrap_or(0);
     // SAFETY: `localtime_r` is the re-entrant variant; it writes only into
     // the `tm` we own and reads `secs`. A zeroed `tm` is a valid value.
     unsafe {
         let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&secs, &mut tm).is_null() {
+        if libc::localtime_r(std::ptr::from_ref(&secs), &mut tm).is_null() {
             return 0;
         }
         // `c_long` is 32 bits on armv7 (found by the cross build): widen it;

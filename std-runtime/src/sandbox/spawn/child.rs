@@ -178,10 +178,12 @@ pub(super) unsafe fn init_main(r: &Raw) -> ! {
             }
             let wait_ms = left.min(1000);
             // `time_t` and `c_long` are 32 bits on armv7 (found by the cross
-            // build); `wait_ms` is at most 1000, so the casts are exact.
+            // build); `wait_ms` is at most 1000, so the casts are exact. The
+            // field types are inferred: naming `libc::time_t` warns on musl
+            // (a deprecated alias there; the static builds, issue 39).
             #[allow(clippy::unnecessary_cast)]
             let ts = libc::timespec {
-                tv_sec: (wait_ms / 1000) as libc::time_t,
+                tv_sec: (wait_ms / 1000) as _,
                 tv_nsec: ((wait_ms % 1000) * 1_000_000) as libc::c_long,
             };
             let mut info: libc::siginfo_t = std::mem::zeroed();

@@ -75,8 +75,23 @@ pub const TURN_KV_PREFIX: &str = "gateway.turn.";
 
 /// The key of the message of `platform` with arrival number `id`
 /// (zero-padded: key order is arrival order within a platform).
-pub fn kv_key(platform: &str, id: u64) -> String {
-    format!("{INBOX_KV_PREFIX}{platform}.{id:020}")
+/// `writer` tells apart the processes (and so the bots) sharing one store:
+/// each numbers its messages from 0, so the number alone collides (issue 44).
+pub fn kv_key(platform: &str, writer: &str, id: u64) -> String {
+    format!("{INBOX_KV_PREFIX}{platform}.{writer}.{id:020}")
+}
+
+/// A tag unique to this inbox's process and start (pid and start time):
+/// two gateways on one database never write the same inbox key.
+fn writer_tag() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    // Two inboxes of one process (tests) differ by the counter.
+    static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{:08x}{nanos:032x}{nth:04x}", std::process::id())
 }
 
 /// The key remembering that message `message_id` of `chat_id` on `platform`
@@ -230,6 +245,8 @@ pub struct Inbox {
     /// Its own connection; `None` for an in-memory store, where a crash
     /// loses the transcript too, so there is nothing to make durable.
     db: Option<Store>,
+    /// This inbox's part of its keys ([`kv_key`]).
+    writer: String,
     entries: VecDeque<Pending>,
 }
 
@@ -247,6 +264,7 @@ impl Inbox {
     pub fn volatile() -> Self {
         Inbox {
             db: None,
+            writer: String::new(),
             entries: VecDeque::new(),
         }
     }
@@ -260,6 +278,7 @@ impl Inbox {
         }
         Inbox {
             db: Some(store),
+            writer: writer_tag(),
             entries: VecDeque::new(),
         }
     }
@@ -289,8 +308,9 @@ impl Inbox {
                 left.push(p);
             }
         }
-        // Key order is arrival order within one key format; ids order both.
-        left.sort_by_key(|p| p.id);
+        // Rows of several processes (or of older versions, keyed by number
+        // alone) are ordered by arrival time, then by number.
+        left.sort_by_key(|p| (p.at_ms, p.id));
         Ok(left)
     }
 
@@ -328,7 +348,7 @@ impl Inbox {
         seen: Option<&str>,
         fences: &[Fence],
     ) -> Result<Accepted, StoreError> {
-        pending.db_key = kv_key(&pending.platform, pending.id);
+        pending.db_key = kv_key(&pending.platform, &self.writer, pending.id);
         let written = match &mut self.db {
             None => Ok(true),
             Some(db) => match serde_json::to_string(&pending) {
@@ -521,6 +541,39 @@ mod tests {
         seen_key(&p.platform, &p.chat_id, &p.message_id)
     }
 
+    /// Issue 44 item 1, written before the fix: two gateways serving two
+    /// different bots of one platform on ONE store each number their
+    /// messages from 0; keyed `inbox.<platform>.<n>`, the second gateway's
+    /// message 0 overwrote the first's row (this test failed so). The key
+    /// now carries a writer tag unique to the process.
+    #[test]
+    fn two_gateways_of_one_platform_on_one_store_keep_both_waiting_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut first = Inbox::open(&path).unwrap();
+        let mut second = Inbox::open(&path).unwrap();
+        let mut a = pending(0, "for the family bot");
+        a.chat_id = "alice".into();
+        a.message_id = "a0".into();
+        let mut b = pending(0, "for the work bot");
+        b.chat_id = "bob".into();
+        b.message_id = "b0".into();
+        let (ka, kb) = (seen(&a), seen(&b));
+        assert_eq!(first.accept(a, ka.as_deref(), &[]).unwrap(), Accepted::New);
+        assert_eq!(second.accept(b, kb.as_deref(), &[]).unwrap(), Accepted::New);
+        drop((first, second));
+
+        let reopened = Inbox::open(&path).unwrap();
+        let mut texts: Vec<String> = reopened
+            .load_left_over("test")
+            .unwrap()
+            .into_iter()
+            .map(|p| p.text)
+            .collect();
+        texts.sort();
+        assert_eq!(texts, ["for the family bot", "for the work bot"]);
+    }
+
     #[test]
     fn each_message_is_its_own_durable_row_and_comes_back_in_arrival_order() {
         let dir = tempfile::tempdir().unwrap();
@@ -645,7 +698,7 @@ mod tests {
         let path = dir.path().join("state.db");
         Store::open(&path)
             .unwrap()
-            .kv_set(&kv_key("test", 7), "not json")
+            .kv_set(&kv_key("test", "w", 7), "not json")
             .unwrap();
         let err = Inbox::open(&path)
             .unwrap()

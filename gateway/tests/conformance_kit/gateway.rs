@@ -34,7 +34,15 @@ impl Gateway {
     ) -> Gateway {
         let mut command = Command::new(std::env::current_exe().unwrap());
         command
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            // `--include-ignored`: an `#[ignore]`d soak run with `--ignored`
+            // must still find itself in the child.
+            .args([
+                "--exact",
+                test,
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env_clear()
             .env(CHILD_ENV, "1")
             .env("HERMES_HOME", home)

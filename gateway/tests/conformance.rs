@@ -64,6 +64,9 @@ conformance_tests!(matrix, crate::conformance::matrix::Matrix);
 #[cfg(feature = "whatsapp")]
 conformance_tests!(whatsapp, crate::conformance::whatsapp::WhatsApp);
 #[cfg(feature = "signal")]
+#[path = "conformance/signal_direct.rs"]
+mod signal_direct;
+#[cfg(feature = "signal")]
 conformance_tests!(
     signal,
     crate::conformance::signal::Signal,

@@ -171,11 +171,14 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
             .filter(|s| !s.is_empty())
             .collect();
         // Telegram's and Discord's ids are numbers, WhatsApp's phone
-        // numbers digits, Slack's letters and digits (`U012AB3CD`).
+        // numbers digits, Slack's letters and digits (`U012AB3CD`), Signal's
+        // `+` numbers or UUIDs (hex and `-`).
         let numeric = platform.id_hint.contains("numeric") || platform.id_hint.contains("digits");
         match ids.iter().find(|id| {
-            !id.chars()
-                .all(|c| c.is_ascii_digit() || !numeric && c.is_ascii_alphanumeric())
+            !id.chars().all(|c| {
+                c.is_ascii_digit()
+                    || !numeric && (c.is_ascii_alphanumeric() || matches!(c, '+' | '-'))
+            })
         }) {
             Some(bad) if numeric => eprintln!("`{bad}` is not a numeric user id; try again."),
             Some(bad) => eprintln!("`{bad}` is not a user id; try again."),

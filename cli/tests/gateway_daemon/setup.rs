@@ -188,3 +188,129 @@ fn gateway_setup_asks_whatsapp_for_every_setting_it_needs() {
         );
     }
 }
+
+/// A one-method stand-in for `signal-cli daemon --http`: `POST /api/v1/rpc`
+/// answers JSON-RPC `getUserStatus` as signal-cli does (`recipient`,
+/// `number`, `uuid`, `isRegistered`), the account with its UUID. Serves
+/// until the test ends.
+fn fake_signal_daemon(account: &'static str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut length, mut path) = (0usize, String::new());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if path.is_empty() {
+                    path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let answer = if path == "/api/v1/rpc" && request["method"] == "getUserStatus" {
+                let list: Vec<Value> = request["params"]["recipient"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        let uuid = (r == account).then_some("0b7c2f1e-9d3a-4c5b-8e6f-1a2b3c4d5e6f");
+                        json!({"recipient": r, "number": r, "uuid": uuid, "isRegistered": uuid.is_some()})
+                    })
+                    .collect();
+                json!({"jsonrpc": "2.0", "result": list, "id": request["id"]})
+            } else {
+                json!({"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not implemented"},
+                       "id": request["id"]})
+            };
+            let body = answer.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+/// Issue 42: `hermes gateway setup` sets Signal up — the daemon's address,
+/// then the account checked live against it (a daemon that is not running
+/// is said so and nothing is saved), allowed users as `+` numbers or UUIDs.
+#[test]
+fn gateway_setup_sets_signal_up_against_its_daemon() {
+    use std::io::Write;
+    const ACCOUNT: &str = "+4915100000001";
+    let home = tempfile::tempdir().unwrap();
+    let run = |answers: &str| {
+        let mut child = Command::new(HERMES)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("HERMES_HOME", home.path())
+            .args(["gateway", "setup"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answers.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let menu = text(&run("1\n"));
+    let pick = menu
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(") Signal"))
+        .unwrap_or_else(|| panic!("Signal is not offered: {menu}"))
+        .to_owned();
+    // No daemon at the address: said so, nothing saved.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let o = run(&format!("{pick}\nhttp://{closed}\n{ACCOUNT}\nq\n"));
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("signal-cli daemon is not answering"), "{out}");
+    assert!(out.contains("Nothing was saved"), "{out}");
+    assert!(!home.path().join(".env").exists());
+    // The daemon answers: saved.
+    let daemon = fake_signal_daemon(ACCOUNT);
+    let o = run(&format!(
+        "{pick}\n{daemon}\n{ACCOUNT}\n+4915112345678,0b7c2f1e-9d3a-4c5b-8e6f-1a2b3c4d5e6f\n"
+    ));
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("0b7c2f1e-9d3a-4c5b-8e6f-1a2b3c4d5e6f"),
+        "the account's UUID, as the daemon gave it: {out}"
+    );
+    let written = std::fs::read_to_string(home.path().join(".env")).unwrap();
+    for line in [
+        format!("SIGNAL_ACCOUNT={ACCOUNT}"),
+        format!("SIGNAL_HTTP_URL={daemon}"),
+        "SIGNAL_ALLOWED_USERS=+4915112345678,0b7c2f1e-9d3a-4c5b-8e6f-1a2b3c4d5e6f".to_owned(),
+    ] {
+        assert!(
+            written.lines().any(|l| l == line),
+            "{line} missing: {written}"
+        );
+    }
+}

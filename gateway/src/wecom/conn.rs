@@ -17,7 +17,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{Connector, connect_async_tls_with_config};
 
-use super::merge::FragmentMerger;
+use super::merge::{FragmentMerger, Merged};
+use super::staging::Staging;
 use super::wire::{self, EventKind, Inbound};
 use super::{Ack, Inner, PLATFORM, WecomState, lock};
 use crate::adapter::{AdapterError, EventHandler};
@@ -44,11 +45,13 @@ enum End {
 }
 
 /// What outlives a single socket: the merger (pieces survive a reconnect),
-/// the handler and the clock origin for the merger.
+/// the store rows of the pieces it holds ([`super::staging`]), the handler
+/// and the clock origin for the merger.
 struct Session {
     inner: Arc<Inner>,
     handler: EventHandler,
     merger: FragmentMerger,
+    staging: Option<Staging>,
     origin: Instant,
 }
 
@@ -57,26 +60,63 @@ impl Session {
         self.origin.elapsed()
     }
 
+    /// Holds a piece for its merge — in the store first, when there is one,
+    /// so it is durable before the next frame is read.
+    fn hold(&mut self, event: MessageEvent) {
+        let now = self.now();
+        match &mut self.staging {
+            Some(staging) => {
+                let tag = staging.next_tag();
+                let group = self.merger.push_tagged(now, event.clone(), tag);
+                staging.stage(tag, group, &event);
+            }
+            None => self.merger.push(now, event),
+        }
+    }
+
     fn deliver_due(&mut self) {
         let now = self.now();
-        for ev in self.merger.poll(now) {
-            self.deliver(ev);
+        for merged in self.merger.poll_tagged(now) {
+            self.deliver(merged);
         }
     }
 
     fn deliver_all(&mut self) {
-        for ev in self.merger.flush() {
-            self.deliver(ev);
+        for merged in self.merger.flush_tagged() {
+            self.deliver(merged);
         }
     }
 
-    /// Hands `ev` on, unless the bot's lease is gone: another gateway holds
-    /// the bot's socket now, and WeCom delivers there.
-    fn deliver(&self, ev: crate::event::MessageEvent) {
+    /// Hands the pieces a gateway killed before it could hand them on left
+    /// in the store to the runner, joined again.
+    fn deliver_recovered(&mut self) {
+        let Some(staging) = &mut self.staging else {
+            return;
+        };
+        let recovered = staging.recover(PLATFORM, self.inner.config.merge_config());
+        if !recovered.is_empty() {
+            tracing::info!(
+                messages = recovered.len(),
+                "wecom: handing on text a stopped gateway had held for its merge"
+            );
+        }
+        for merged in recovered {
+            self.deliver(merged);
+        }
+    }
+
+    /// Hands `merged` on, unless the bot's lease is gone: another gateway
+    /// holds the bot's socket now, and WeCom delivers there. Its store rows
+    /// go once the handler (which makes it durable in the inbox) returned.
+    fn deliver(&mut self, merged: Merged) {
+        let Merged { event, tags } = merged;
         if self.inner.gate.is_open() {
-            (self.handler)(ev);
+            (self.handler)(event);
+            if let Some(staging) = &mut self.staging {
+                staging.remove(&tags);
+            }
         } else {
-            tracing::info!(id = %ev.message_id, "wecom: the bot's lease is gone; frame left to the gateway that holds it");
+            tracing::info!(id = %event.message_id, "wecom: the bot's lease is gone; frame left to the gateway that holds it");
         }
     }
 
@@ -93,12 +133,18 @@ pub(super) async fn run(
     first: oneshot::Sender<Result<(), AdapterError>>,
 ) {
     let merger = FragmentMerger::new(inner.config.merge_config());
+    let staging = inner
+        .store
+        .as_ref()
+        .map(|store| Staging::new(Arc::clone(store), &inner.config.bot_id));
     let mut session = Session {
         inner,
         handler,
         merger,
+        staging,
         origin: Instant::now(),
     };
+    session.deliver_recovered();
     let mut first = Some(first);
     let mut delay = session.inner.config.reconnect_base;
     let mut attempt: u32 = 0;
@@ -351,8 +397,7 @@ async fn connect_once(
                             message_type: message.message_type,
                             media: message.media,
                         };
-                        let now = session.now();
-                        session.merger.push(now, event);
+                        session.hold(event);
                         // A command, or a merged message at its bound, is
                         // due at once.
                         session.deliver_due();

@@ -36,6 +36,11 @@ fn build(ctx: &BuildContext<'_>) -> Option<Result<Arc<dyn PlatformAdapter>, Stri
     let built = WecomAdapter::from_env(ctx.env)?;
     Some(
         built
+            // Pieces of text waiting for their merge are kept in the store.
+            .map(|a| match &ctx.store {
+                Some(store) => WecomAdapter::with_store(a.config().clone(), Arc::clone(store)),
+                None => a,
+            })
             .map(|a| Arc::new(a) as Arc<dyn PlatformAdapter>)
             .map_err(|e| e.to_string()),
     )

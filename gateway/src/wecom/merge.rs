@@ -88,6 +88,18 @@ struct Pending {
     pieces: usize,
     /// Complete: due at its deadline, and no piece joins it any more.
     closed: bool,
+    /// The caller's tags of its pieces, in arrival order (the first is the
+    /// message's group tag: where the pieces are stored, [`super::staging`]).
+    tags: Vec<u64>,
+}
+
+/// A joined message and the tags of the pieces it was made of.
+#[derive(Debug)]
+pub struct Merged {
+    /// The message.
+    pub event: MessageEvent,
+    /// The tags given to [`FragmentMerger::push_tagged`] for its pieces.
+    pub tags: Vec<u64>,
 }
 
 /// The merge state machine (see the module docs).
@@ -112,6 +124,15 @@ impl FragmentMerger {
     /// A bound reached or a command makes messages due at `now`: call
     /// [`FragmentMerger::poll`] right after.
     pub fn push(&mut self, now: Duration, event: MessageEvent) {
+        self.push_tagged(now, event, 0);
+    }
+
+    /// [`FragmentMerger::push`], remembering `tag` with the piece; returns
+    /// the tag of the message it joined (its first piece's tag — `tag`
+    /// itself when it starts a new one). The caller stores each piece with
+    /// that group tag, so that after a restart the same pieces are joined
+    /// into the same message again.
+    pub fn push_tagged(&mut self, now: Duration, event: MessageEvent, tag: u64) -> u64 {
         let near = event.text.chars().count() >= self.config.near_limit;
         let wait = if near {
             self.config.max_wait
@@ -138,8 +159,9 @@ impl FragmentMerger {
                 first_at: now,
                 pieces: 1,
                 closed: true,
+                tags: vec![tag],
             });
-            return;
+            return tag;
         }
         let open = open.and_then(|p| {
             let too_big = p.event.text.len() + 1 + event.text.len() > self.config.max_bytes;
@@ -174,10 +196,12 @@ impl FragmentMerger {
             p.last_near_limit = near;
             p.deadline = (now + wait).min(p.first_at + self.config.max_total_wait);
             p.pieces += 1;
+            p.tags.push(tag);
             if p.pieces >= self.config.max_pieces {
                 p.closed = true;
                 p.deadline = now;
             }
+            p.tags.first().copied().unwrap_or(tag)
         } else {
             let closed = self.config.max_pieces <= 1;
             self.pending.push(Pending {
@@ -192,13 +216,20 @@ impl FragmentMerger {
                 first_at: now,
                 pieces: 1,
                 closed,
+                tags: vec![tag],
             });
+            tag
         }
     }
 
     /// Hands out every joined message whose wait is over at `now`, in the
     /// order their chats started.
     pub fn poll(&mut self, now: Duration) -> Vec<MessageEvent> {
+        self.poll_tagged(now).into_iter().map(|m| m.event).collect()
+    }
+
+    /// [`FragmentMerger::poll`], with each message's piece tags.
+    pub fn poll_tagged(&mut self, now: Duration) -> Vec<Merged> {
         let mut due = Vec::new();
         let mut i = 0;
         while i < self.pending.len() {
@@ -209,7 +240,10 @@ impl FragmentMerger {
                     chat = %p.key.chat_id,
                     "wecom: delivering merged message"
                 );
-                due.push(p.event);
+                due.push(Merged {
+                    event: p.event,
+                    tags: p.tags,
+                });
             } else {
                 i += 1;
             }
@@ -224,7 +258,18 @@ impl FragmentMerger {
 
     /// Hands out everything held, due or not (at shutdown: nothing is lost).
     pub fn flush(&mut self) -> Vec<MessageEvent> {
-        self.pending.drain(..).map(|p| p.event).collect()
+        self.flush_tagged().into_iter().map(|m| m.event).collect()
+    }
+
+    /// [`FragmentMerger::flush`], with each message's piece tags.
+    pub fn flush_tagged(&mut self) -> Vec<Merged> {
+        self.pending
+            .drain(..)
+            .map(|p| Merged {
+                event: p.event,
+                tags: p.tags,
+            })
+            .collect()
     }
 
     /// Whether nothing is held.

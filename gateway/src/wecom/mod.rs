@@ -30,6 +30,7 @@ mod conn;
 pub mod descriptor;
 pub mod media;
 pub mod merge;
+pub mod staging;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -235,6 +236,9 @@ struct Inner {
     /// Stop signal and the connection task.
     task: Mutex<Option<(watch::Sender<bool>, JoinHandle<()>)>>,
     ids: ReqIds,
+    /// Where pieces of text wait durably for their merge ([`staging`]);
+    /// `None`: in memory only.
+    store: Option<Arc<Mutex<hermes_runtime::store::Store>>>,
 }
 
 /// `req_id`s in the SDK's shape `{prefix}_{ms}_{hex}`; unique per process by
@@ -272,6 +276,20 @@ fn now_ms() -> u64 {
 impl WecomAdapter {
     /// An adapter with `config`; nothing happens until `connect`.
     pub fn new(config: WecomConfig) -> Self {
+        Self::build(config, None)
+    }
+
+    /// An adapter that stores each piece of text in `store` before reading
+    /// the next frame, so a piece waiting for its merge survives a kill
+    /// ([`staging`]). The gateway builds it this way.
+    pub fn with_store(
+        config: WecomConfig,
+        store: Arc<Mutex<hermes_runtime::store::Store>>,
+    ) -> Self {
+        Self::build(config, Some(store))
+    }
+
+    fn build(config: WecomConfig, store: Option<Arc<Mutex<hermes_runtime::store::Store>>>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -283,6 +301,7 @@ impl WecomAdapter {
                 req_locks: Mutex::new(HashMap::new()),
                 task: Mutex::new(None),
                 ids: ReqIds::new(),
+                store,
             }),
         }
     }

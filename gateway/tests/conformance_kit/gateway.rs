@@ -12,6 +12,9 @@ use hermes_runtime::config::{Environment, Overrides, load};
 /// Set in the environment of the re-run test binary: be the gateway.
 const CHILD_ENV: &str = "HERMES_GATEWAY_CONFORMANCE_CHILD";
 
+/// Given in a gateway's env: where the re-run child writes its log.
+pub const LOG_FILE_ENV: &str = "HERMES_CONFORMANCE_LOG_FILE";
+
 /// A running gateway; killed if the test fails while it runs.
 pub struct Gateway(Child);
 
@@ -34,7 +37,15 @@ impl Gateway {
     ) -> Gateway {
         let mut command = Command::new(std::env::current_exe().unwrap());
         command
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            // `--include-ignored`: an `#[ignore]`d soak run with `--ignored`
+            // must still find itself in the child.
+            .args([
+                "--exact",
+                test,
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env_clear()
             .env(CHILD_ENV, "1")
             .env("HERMES_HOME", home)
@@ -89,6 +100,16 @@ impl Gateway {
 pub fn serve_if_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
+    }
+    // A test that reads the gateway's log names a file for it (info and up,
+    // as `hermes gateway run` logs by default).
+    if let Some(path) = std::env::var_os(LOG_FILE_ENV) {
+        let file = std::fs::File::create(path).unwrap();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init();
     }
     let settings = load(&Overrides::default(), &Environment::from_process()).unwrap();
     let code = match run_gateway(&settings, false) {

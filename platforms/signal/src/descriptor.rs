@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use hermes_platform_kit::adapter::PlatformAdapter;
 use hermes_platform_kit::platform::{
-    BuildContext, Platform, no_check_hints, no_doctor, split_chat_thread, var,
+    BuildContext, Platform, SetupHint, no_check_hints, no_doctor, split_chat_thread, var,
 };
 use hermes_runtime::config::{Key, Keys, Kind, Section};
 
@@ -52,7 +52,17 @@ pub static PLATFORM: Platform = Platform {
     enable_hint: "SIGNAL_HTTP_URL and SIGNAL_ACCOUNT",
     // Numbers, UUIDs and `group.<base64>` have no colon: no threads.
     split_target: split_chat_thread,
-    setup: None,
+    // The "token" is the account: the daemon holds Signal's keys, and
+    // `getUserStatus` on the account checks both the address and the number.
+    setup: Some(SetupHint {
+        token_var: "SIGNAL_ACCOUNT",
+        token_hint: "the account's number as signal-cli registered or linked it (+ and country code, e.g. +4915112345678)",
+        id_hint: "phone numbers with + and country code, or Signal UUIDs",
+        more: &[(
+            var("SIGNAL_HTTP_URL"),
+            "the address of `signal-cli -a NUMBER daemon --http 127.0.0.1:8080 --receive-mode manual`, e.g. http://127.0.0.1:8080",
+        )],
+    }),
     build: Some(build),
     check_hints: no_check_hints,
     doctor: no_doctor,

@@ -331,6 +331,10 @@ fn hand_on(inner: &Arc<Inner>, item: &Value, handler: &EventHandler) {
             }
         }
         Inbound::Skip(why) => tracing::debug!(why, "signal: nothing to answer"),
+        Inbound::Unknown(kinds) => tracing::info!(
+            kinds,
+            "signal: ignored an envelope of a kind this gateway does not know"
+        ),
         Inbound::Failed { source, error } => {
             tracing::warn!(
                 source,

@@ -47,6 +47,9 @@ pub enum Inbound {
     Message(Box<MessageEvent>),
     /// Nothing to answer; the reason, for the debug log.
     Skip(&'static str),
+    /// An envelope of a kind this adapter does not know (a newer signal-cli
+    /// or Signal feature): ignored, with one log line naming its parts.
+    Unknown(String),
     /// signal-cli could not read the envelope (`exception`: an untrusted
     /// identity, a message that did not decrypt); said in the log.
     Failed {
@@ -56,6 +59,19 @@ pub enum Inbound {
         error: String,
     },
 }
+
+/// The fields every envelope has, whatever it carries (signal-cli's
+/// `JsonMessageEnvelope`).
+const ENVELOPE_FIELDS: &[&str] = &[
+    "source",
+    "sourceNumber",
+    "sourceUuid",
+    "sourceName",
+    "sourceDevice",
+    "timestamp",
+    "serverReceivedTimestamp",
+    "serverDeliveredTimestamp",
+];
 
 fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
     v.pointer(pointer)
@@ -159,7 +175,21 @@ pub fn translate(item: &Value, me: &Me<'_>) -> Inbound {
         return Inbound::Skip("an edit of an earlier message");
     }
     let Some(data) = env.get("dataMessage") else {
-        return Inbound::Skip("an envelope without a message");
+        // The envelope's own fields (who, when, from which device) are not
+        // a kind; whatever else it carries is.
+        let kinds: Vec<&str> = env
+            .as_object()
+            .map(|o| {
+                o.keys()
+                    .map(String::as_str)
+                    .filter(|k| !ENVELOPE_FIELDS.contains(k))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if kinds.is_empty() {
+            return Inbound::Skip("an envelope without a message");
+        }
+        return Inbound::Unknown(kinds.join(", "));
     };
     if me.is_me(number, uuid) {
         return Inbound::Skip("the bot's own message");

@@ -122,3 +122,19 @@ fn attachments_become_media_and_unusable_kinds_are_skipped_or_placeholders() {
         Inbound::Failed { .. }
     ));
 }
+
+/// An envelope of a kind the adapter does not know is named, not answered;
+/// one with nothing but its address is skipped quietly.
+#[test]
+fn unknown_envelope_kinds_are_named_for_the_log() {
+    let none = |_: &str| false;
+    let item = json!({"envelope": {"source": "+15550000002", "sourceNumber": "+15550000002",
+        "sourceUuid": "b", "sourceDevice": 1, "timestamp": 7, "serverReceivedTimestamp": 8,
+        "serverDeliveredTimestamp": 9, "pinMessage": {"targetTimestamp": 5}}, "account": BOT});
+    assert_eq!(
+        translate(&item, &me(&none)),
+        Inbound::Unknown("pinMessage".to_owned())
+    );
+    let bare = json!({"envelope": {"source": "+15550000002", "timestamp": 7}, "account": BOT});
+    assert!(matches!(translate(&bare, &me(&none)), Inbound::Skip(_)));
+}

@@ -15,6 +15,11 @@ const CHILD_ENV: &str = "HERMES_GATEWAY_CONFORMANCE_CHILD";
 /// Given in a gateway's env: where the re-run child writes its log.
 pub const LOG_FILE_ENV: &str = "HERMES_CONFORMANCE_LOG_FILE";
 
+/// Names a `hermes` executable to run as the gateway (`gateway run`)
+/// instead of the re-run test binary: the measurements use the release
+/// build ([`super::measure`], `scripts/adapter-bench.sh`).
+pub const EXE_ENV: &str = "HERMES_CONFORMANCE_EXE";
+
 /// A running gateway; killed if the test fails while it runs.
 pub struct Gateway(Child);
 
@@ -35,17 +40,27 @@ impl Gateway {
         cwd: &Path,
         provider: &str,
     ) -> Gateway {
-        let mut command = Command::new(std::env::current_exe().unwrap());
+        let mut command = match std::env::var_os(EXE_ENV) {
+            Some(exe) => {
+                let mut command = Command::new(exe);
+                command.args(["gateway", "run"]);
+                command
+            }
+            None => {
+                let mut command = Command::new(std::env::current_exe().unwrap());
+                // `--include-ignored`: an `#[ignore]`d soak run with
+                // `--ignored` must still find itself in the child.
+                command.args([
+                    "--exact",
+                    test,
+                    "--include-ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ]);
+                command
+            }
+        };
         command
-            // `--include-ignored`: an `#[ignore]`d soak run with `--ignored`
-            // must still find itself in the child.
-            .args([
-                "--exact",
-                test,
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
             .env_clear()
             .env(CHILD_ENV, "1")
             .env("HERMES_HOME", home)
@@ -65,6 +80,11 @@ impl Gateway {
             command.env(name, value);
         }
         Gateway(command.spawn().unwrap())
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
     }
 
     /// SIGTERM, and waits for it to exit.

@@ -42,6 +42,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod gateway;
+pub mod measure;
 pub mod soak;
 pub mod suite;
 pub mod table;
@@ -286,6 +287,15 @@ macro_rules! conformance_tests {
             }
 
             #[test]
+            #[ignore = "a measurement, not a check: scripts/adapter-bench.sh runs it"]
+            fn measure() {
+                crate::conformance_kit::measure::run::<$harness>(concat!(
+                    stringify!($name),
+                    "::measure"
+                ));
+            }
+
+            #[test]
             fn kill_9_soak() {
                 crate::conformance_kit::soak::run::<$harness>(concat!(
                     stringify!($name),
@@ -301,6 +311,15 @@ macro_rules! conformance_tests {
                 crate::conformance_kit::suite::run::<$harness>(concat!(
                     stringify!($name),
                     "::promises"
+                ));
+            }
+
+            #[test]
+            #[ignore = "a measurement, not a check: scripts/adapter-bench.sh runs it"]
+            fn measure() {
+                crate::conformance_kit::measure::run::<$harness>(concat!(
+                    stringify!($name),
+                    "::measure"
                 ));
             }
 

@@ -155,7 +155,7 @@ pub struct World<H: Harness> {
 }
 
 impl<H: Harness> World<H> {
-    fn new(test: &str, rt: &tokio::runtime::Runtime) -> Self {
+    pub(super) fn new(test: &str, rt: &tokio::runtime::Runtime) -> Self {
         let harness = H::start(rt);
         let provider = FakeProvider::start_with(Vec::new(), None, Some(Arc::new(respond))).unwrap();
         let home = tempfile::tempdir().unwrap();
@@ -201,6 +201,11 @@ impl<H: Harness> World<H> {
             &self.provider.base_url(),
         ));
         self.harness.wait_up(mark);
+    }
+
+    /// The running gateway's process id.
+    pub fn gateway_pid(&self) -> Option<u32> {
+        self.gateway.as_ref().map(Gateway::pid)
     }
 
     /// Stops the running gateway gracefully; it must exit cleanly.

@@ -314,3 +314,154 @@ fn gateway_setup_sets_signal_up_against_its_daemon() {
         );
     }
 }
+
+/// A two-method stand-in for Slack's Web API, as Slack documents them:
+/// `POST /api/auth.test` answers who the bot token belongs to (`ok`,
+/// `team`, `user`, `user_id`, `bot_id`) and `POST /api/apps.connections.open`
+/// a Socket Mode URL for an app-level token; a wrong token gets HTTP 200
+/// with `{"ok":false,"error":"invalid_auth"}`, a bot token where an
+/// app-level one belongs `not_allowed_token_type`. Serves until the test
+/// ends.
+fn fake_slack(bot: &'static str, app: &'static str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/api", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut request, mut bearer, mut length) = (String::new(), String::new(), 0usize);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if request.is_empty() {
+                    request = line.trim_end().to_owned();
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("authorization: bearer ") {
+                    bearer = line.trim_end()[line.len() - v.len()..].trim().to_owned();
+                }
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let answer = if request.starts_with("POST /api/auth.test ") {
+                if bearer == bot {
+                    json!({"ok": true, "url": "https://acme.slack.com/", "team": "Acme",
+                           "user": "hermes", "team_id": "T0ACME", "user_id": "U0HERMES",
+                           "bot_id": "B0HERMES"})
+                } else {
+                    json!({"ok": false, "error": "invalid_auth"})
+                }
+            } else if request.starts_with("POST /api/apps.connections.open ") {
+                if bearer == app {
+                    json!({"ok": true, "url": "wss://wss-primary.slack.com/link/?ticket=t&app_id=A0"})
+                } else if bearer.starts_with("xoxb-") {
+                    json!({"ok": false, "error": "not_allowed_token_type"})
+                } else {
+                    json!({"ok": false, "error": "invalid_auth"})
+                }
+            } else {
+                json!({"ok": false, "error": "unknown_method"})
+            };
+            let body = answer.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+/// Issue 41 §2: `hermes gateway setup` sets Slack up end to end — the bot
+/// token and the app-level token asked for (hidden, never echoed), both
+/// checked live (`auth.test`, `apps.connections.open`), a refused token
+/// retried, member ids checked, all saved to `.env`; `gateway run --check`
+/// then passes on what it wrote alone.
+#[test]
+fn gateway_setup_sets_slack_up_with_both_tokens() {
+    use std::io::Write;
+    const BOT: &str = "xoxb-1-setup-bot-token";
+    const APP: &str = "xapp-1-A0-setup-app-token";
+    let slack = fake_slack(BOT, APP);
+    let home = tempfile::tempdir().unwrap();
+    let run = |answers: &str, args: &[&str]| {
+        let mut child = Command::new(HERMES)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("HERMES_HOME", home.path())
+            .env("SLACK_API_URL", &slack)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answers.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = run("1\n", &["gateway", "setup"]);
+    let menu = text(&o);
+    let pick = menu
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(") Slack"))
+        .unwrap_or_else(|| panic!("Slack is not offered: {menu}"))
+        .to_owned();
+    // The app-level token (asked first: the bot token is checked with
+    // it), a refused bot token retried, a member id with a space asked
+    // again.
+    let answers = format!("{pick}\n{APP}\nxoxb-1-wrong\nr\n{BOT}\nU0 ANN\nU0ANN,U0BOB\n");
+    let o = run(&answers, &["gateway", "setup"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("SLACK_BOT_TOKEN"), "{out}");
+    assert!(out.contains("SLACK_APP_TOKEN"), "{out}");
+    assert!(
+        out.contains("refused by auth.test"),
+        "the refusal says why: {out}"
+    );
+    assert!(out.contains("`U0 ANN` is not a user id"), "{out}");
+    assert!(out.contains("hermes"), "the bot is named: {out}");
+    for secret in [BOT, APP] {
+        assert!(!out.contains(secret), "{secret} echoed: {out}");
+    }
+    let written = std::fs::read_to_string(home.path().join(".env")).unwrap();
+    for line in [
+        format!("SLACK_BOT_TOKEN={BOT}"),
+        format!("SLACK_APP_TOKEN={APP}"),
+        "SLACK_ALLOWED_USERS=U0ANN,U0BOB".to_owned(),
+    ] {
+        assert!(
+            written.lines().any(|l| l == line),
+            "{line} missing: {written}"
+        );
+    }
+    let provider = provider();
+    let o = Command::new(HERMES)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("HERMES_HOME", home.path())
+        .env("SLACK_API_URL", &slack)
+        .env("HERMES_BASE_URL", provider.base_url())
+        .env("HERMES_MODEL", "fake-model")
+        .args(["gateway", "run", "--check"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("U0ANN"), "{out}");
+}

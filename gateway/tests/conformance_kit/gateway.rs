@@ -67,6 +67,11 @@ impl Gateway {
         Gateway(command.spawn().unwrap())
     }
 
+    /// The child's process id (to read its CPU time in `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
     /// SIGTERM, and waits for it to exit.
     pub fn terminate(&mut self) -> ExitStatus {
         let pid = self.0.id().to_string();

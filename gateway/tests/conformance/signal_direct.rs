@@ -248,3 +248,43 @@ fn an_unknown_envelope_kind_is_ignored_with_one_log_line() {
         lines[0]
     );
 }
+
+/// User + system CPU time of process `pid` so far, in milliseconds
+/// (`/proc/PID/stat` fields 14 and 15, in clock ticks of 10 ms).
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name (field 2) may hold spaces: count after its `)`.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks * 10
+}
+
+/// What polling costs an idle gateway (issue 42 §2: the measure behind the
+/// `receive` wait, ARCHITECTURE "Signal"): `receive` calls per second and
+/// the gateway's CPU time over `HERMES_SIGNAL_IDLE_SECS` (10) seconds with
+/// nothing to receive. It stays a small fraction of a core.
+#[test]
+#[ignore = "a measurement (≈ 12 s): run with --ignored --nocapture"]
+fn idle_polling_costs_little() {
+    serve_if_child();
+    let s = Setup::new();
+    let gateway = s.spawn("signal_direct::idle_polling_costs_little");
+    std::thread::sleep(Duration::from_secs(2));
+    let secs = crate::conformance_kit::gateway::env_number("HERMES_SIGNAL_IDLE_SECS").unwrap_or(10);
+    let (calls, cpu) = (s.fake.calls("receive").len(), cpu_ms(gateway.pid()));
+    std::thread::sleep(Duration::from_secs(secs));
+    let calls = s.fake.calls("receive").len() - calls;
+    let cpu = cpu_ms(gateway.pid()) - cpu;
+    let per_second = calls as f64 / secs as f64;
+    let cpu_share = cpu as f64 / (secs as f64 * 1000.0);
+    eprintln!(
+        "signal idle: {calls} receive calls in {secs} s ({per_second:.1}/s), gateway CPU {cpu} ms ({:.2} % of a core)",
+        cpu_share * 100.0
+    );
+    assert!(calls > 0, "the gateway stopped polling");
+    assert!(
+        cpu_share < 0.05,
+        "idle polling costs {cpu} ms of CPU in {secs} s"
+    );
+}

@@ -82,7 +82,7 @@ impl Gateway {
         Gateway(command.spawn().unwrap())
     }
 
-    /// Its process id.
+    /// The child's process id (to read its memory and CPU time in `/proc`).
     pub fn pid(&self) -> u32 {
         self.0.id()
     }

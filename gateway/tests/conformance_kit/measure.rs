@@ -8,9 +8,9 @@
 //!    in), then the gateway left alone for `HERMES_MEASURE_SETTLE_SECS`
 //!    (default 5) and its `VmRSS` read from `/proc`.
 //! 2. **Messages per second through the whole path:**
-//!    `HERMES_MEASURE_MESSAGES` (default 100) DMs written back to back,
-//!    round-robin over the harness's users, each with its own token; the
-//!    clock stops when the last one is answered (peer → adapter → inbox →
+//!    `HERMES_MEASURE_MESSAGES` (default 100) DMs in rounds: each of the
+//!    harness's users writes one (its own token), the round ends when all
+//!    are answered; the clock stops when the last one is answered (peer → adapter → inbox →
 //!    turn → provider → store → adapter → peer). Every message must be
 //!    answered exactly once, or the measurement fails.
 //!
@@ -44,12 +44,35 @@ pub fn run<H: Harness>(test: &str) {
 
     let messages = env_number("HERMES_MEASURE_MESSAGES").unwrap_or(100) as usize;
     let users = world.caps.users;
+    // In rounds: every user writes one message, then waits for its answer
+    // — people wait for an answer before writing again, and a burst into
+    // one chat is merged by the busy mode, not answered message by message.
     let started = Instant::now();
-    let asked: Vec<_> = (0..messages)
-        .map(|i| world.ask(Sender::User(i % users), Place::Dm, "how are you"))
-        .collect();
-    for (token, posted) in &asked {
-        world.await_answer(token, posted);
+    let mut sent = 0;
+    while sent < messages {
+        let round = users.min(messages - sent);
+        let asked: Vec<_> = (0..round)
+            .map(|user| world.ask(Sender::User(user), Place::Dm, "how are you"))
+            .collect();
+        // Polled every millisecond (the suite's own wait polls every
+        // 50 ms, which would cap a round at ~20 per second), then checked
+        // as the suite checks an answer (its chat, the message it points at).
+        let deadline = Instant::now() + super::ANSWER_WITHIN;
+        while !asked
+            .iter()
+            .all(|(token, _)| !world.answers(token).is_empty())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{}: a round was never answered",
+                H::NAME
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for (token, posted) in &asked {
+            world.await_answer(token, posted);
+        }
+        sent += round;
     }
     let elapsed = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(500));

@@ -3,15 +3,20 @@
 
 use super::*;
 
-/// `hermes gateway setup` with `answers` on stdin, Telegram at `telegram`.
-fn setup(home: &Path, telegram: &str, answers: &str) -> Output {
+/// `hermes gateway setup` on `home`, with `env` on top of a clean
+/// environment and `answers` on stdin.
+fn run_setup(home: &Path, env: &[(&str, &str)], answers: &str) -> Output {
     use std::io::Write;
-    let mut child = Command::new(HERMES)
+    let mut command = Command::new(HERMES);
+    command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("HERMES_HOME", home)
-        .env("TELEGRAM_API_URL", telegram)
+        .env("HERMES_HOME", home);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command
         .args(["gateway", "setup"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -25,6 +30,20 @@ fn setup(home: &Path, telegram: &str, answers: &str) -> Output {
         .write_all(answers.as_bytes())
         .unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// The number `gateway setup`'s menu gives the platform labelled `label`.
+fn menu_pick(home: &Path, env: &[(&str, &str)], label: &str) -> String {
+    let menu = text(&run_setup(home, env, "1\n"));
+    menu.lines()
+        .find_map(|l| l.trim().strip_suffix(&format!(") {label}")))
+        .unwrap_or_else(|| panic!("{label} is not offered: {menu}"))
+        .to_owned()
+}
+
+/// `hermes gateway setup` with `answers` on stdin, Telegram at `telegram`.
+fn setup(home: &Path, telegram: &str, answers: &str) -> Output {
+    run_setup(home, &[("TELEGRAM_API_URL", telegram)], answers)
 }
 
 /// Issue 31, item 9: `hermes gateway setup` verifies the token live (a
@@ -125,7 +144,6 @@ fn fake_graph(token: &'static str) -> String {
 /// together, secrets never echoed, all saved to `.env`.
 #[test]
 fn gateway_setup_asks_whatsapp_for_every_setting_it_needs() {
-    use std::io::Write;
     const WA_TOKEN: &str = "EAAG-setup-token";
     let graph = fake_graph(WA_TOKEN);
     let home = tempfile::tempdir().unwrap();
@@ -134,35 +152,13 @@ fn gateway_setup_asks_whatsapp_for_every_setting_it_needs() {
         .local_addr()
         .unwrap()
         .port();
-    let run = |answers: &str| {
-        let mut child = Command::new(HERMES)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("HERMES_HOME", home.path())
-            .env("WHATSAPP_API_URL", &graph)
-            .env("WHATSAPP_WEBHOOK_PORT", port.to_string())
-            .args(["gateway", "setup"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(answers.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let o = run("1\n");
-    let menu = text(&o);
-    let pick = menu
-        .lines()
-        .find_map(|l| l.trim().strip_suffix(") WhatsApp"))
-        .unwrap_or_else(|| panic!("WhatsApp is not offered: {menu}"))
-        .to_owned();
+    let port = port.to_string();
+    let env = [
+        ("WHATSAPP_API_URL", graph.as_str()),
+        ("WHATSAPP_WEBHOOK_PORT", port.as_str()),
+    ];
+    let run = |answers: &str| run_setup(home.path(), &env, answers);
+    let pick = menu_pick(home.path(), &env, "WhatsApp");
     let answers = format!(
         "{pick}\n106540352242922\napp-secret-X\nverify-Y\nwrong-token\nr\n{WA_TOKEN}\n4915112345678\n"
     );
@@ -251,35 +247,10 @@ fn fake_signal_daemon(account: &'static str) -> String {
 /// is said so and nothing is saved), allowed users as `+` numbers or UUIDs.
 #[test]
 fn gateway_setup_sets_signal_up_against_its_daemon() {
-    use std::io::Write;
     const ACCOUNT: &str = "+4915100000001";
     let home = tempfile::tempdir().unwrap();
-    let run = |answers: &str| {
-        let mut child = Command::new(HERMES)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("HERMES_HOME", home.path())
-            .args(["gateway", "setup"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(answers.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let menu = text(&run("1\n"));
-    let pick = menu
-        .lines()
-        .find_map(|l| l.trim().strip_suffix(") Signal"))
-        .unwrap_or_else(|| panic!("Signal is not offered: {menu}"))
-        .to_owned();
+    let run = |answers: &str| run_setup(home.path(), &[], answers);
+    let pick = menu_pick(home.path(), &[], "Signal");
     // No daemon at the address: said so, nothing saved.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -387,44 +358,17 @@ fn fake_slack(bot: &'static str, app: &'static str) -> String {
 /// then passes on what it wrote alone.
 #[test]
 fn gateway_setup_sets_slack_up_with_both_tokens() {
-    use std::io::Write;
     const BOT: &str = "xoxb-1-setup-bot-token";
     const APP: &str = "xapp-1-A0-setup-app-token";
     let slack = fake_slack(BOT, APP);
     let home = tempfile::tempdir().unwrap();
-    let run = |answers: &str, args: &[&str]| {
-        let mut child = Command::new(HERMES)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("HERMES_HOME", home.path())
-            .env("SLACK_API_URL", &slack)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(answers.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let o = run("1\n", &["gateway", "setup"]);
-    let menu = text(&o);
-    let pick = menu
-        .lines()
-        .find_map(|l| l.trim().strip_suffix(") Slack"))
-        .unwrap_or_else(|| panic!("Slack is not offered: {menu}"))
-        .to_owned();
+    let env = [("SLACK_API_URL", slack.as_str())];
+    let pick = menu_pick(home.path(), &env, "Slack");
     // The app-level token (asked first: the bot token is checked with
     // it), a refused bot token retried, a member id with a space asked
     // again.
     let answers = format!("{pick}\n{APP}\nxoxb-1-wrong\nr\n{BOT}\nU0 ANN\nU0ANN,U0BOB\n");
-    let o = run(&answers, &["gateway", "setup"]);
+    let o = run_setup(home.path(), &env, &answers);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("SLACK_BOT_TOKEN"), "{out}");

@@ -42,14 +42,14 @@ cd "$(dirname "$0")/.."
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
 SIZE_X86_64_LIMIT=15320000     # measured 15,164,248 B (2026-12-04, issue 39: static-pie on musl, packed relocations, with Slack, WhatsApp and Signal back in; the glibc PIE without them was 15,277,360 B); was 15,450,000; +~1 %
-RSS_ONESHOT_LIMIT_KIB=11300    # measured 10,728 KiB, the static build (the glibc build 13,268 KiB in the same sitting; 12,076-12,264 in CI); was 12,300; +~5 %
-RSS_IDLE_GATEWAY_LIMIT_KIB=13250  # measured 12,584 KiB, the static build (the glibc build 15,520 KiB in the same sitting); was 15,400; +~5 %
+RSS_ONESHOT_LIMIT_KIB=10400    # measured 9,880-9,884 KiB in CI (2026-12-04, the static build, two fresh-clone runs); was 11,300; +~5 %
+RSS_IDLE_GATEWAY_LIMIT_KIB=12700  # measured 12,096 KiB in CI (2026-12-04, the static build, two fresh-clone runs); was 13,250; +~5 %
 BOARD_SIZE_X86_64_TARGET=6500000
 BOARD_SIZE_X86_64_LIMIT=9850000       # measured 9,743,920 B (2026-12-04, without html5gum; 10,021,040 B with it); was 9,950,000; +~1 %
 BOARD_SIZE_AARCH64_TARGET=6000000
 BOARD_SIZE_AARCH64_LIMIT=8380000      # measured 8,275,024 B (2026-12-04, without html5gum; 8,441,808 B with it), lld-16 with packed relocations; was 8,450,000; +~1 %
 BOARD_RSS_ONESHOT_TARGET_KIB=8000
-BOARD_RSS_ONESHOT_LIMIT_KIB=9550      # measured 8,952-9,060 KiB (9,280 before the trims); +~5 %
+BOARD_RSS_ONESHOT_LIMIT_KIB=9700      # RAISED 2026-12-04 (was 9,550; BENCHMARKS "Budgets after the fourth wave, third session"): the same board binary measured 9,548 and 9,624 KiB in two CI runs — the fence sat inside the measure's own noise; 9,356-9,388 the stop before; the +~200 KiB is not explained yet
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000
 BOARD_RSS_IDLE_GATEWAY_LIMIT_KIB=11900  # measured 10,864-11,344 KiB (11,376 before the trims; 11,344 with voice replies and send_file); +~5 %
 CPU_ITERATION_TARGET_US=150    # reported only

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Records the symbol order of the release `hermes` (cli/build.rs passes it to
+# lld): the functions that `--version`, `--help`, a 20-turn one-shot (fresh
+# and warm home) and an idle Telegram gateway execute, in the order the runs
+# first reach them, so that the linker places them side by side and a run
+# maps little more text than it executes (BENCHMARKS.md "Symbol order").
+#
+#   scripts/symbol-order.sh [TARGET]     default x86_64-unknown-linux-musl
+#
+# Run it after changes that move much code (the budgets' RSS figures creep up
+# when the order goes stale: new hot functions land outside the hot group),
+# then commit cli/symbol-order/TARGET.txt. Needs valgrind (callgrind) and a
+# target the build machine runs natively. The default features are recorded:
+# symbol names carry a hash of the crate's features and target, so the order
+# of one build does not name the functions of another.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${1:-x86_64-unknown-linux-musl}
+command -v valgrind >/dev/null || { echo "symbol-order: needs valgrind (apt install valgrind)" >&2; exit 1; }
+
+# The same code as the release build, with its symbols (strip changes no
+# address; the order in force does not change any name).
+nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes -- -C strip=none
+exe=target/$target/release/hermes
+cargo build -q --locked -p hermes-tests --example fake_provider --example fake_telegram
+ex=target/debug/examples
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+start_server() { # name args… → $url
+  local name=$1
+  shift
+  "$ex/$name" "$@" >"$work/$name.url" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    [ -s "$work/$name.url" ] && break
+    sleep 0.05
+  done
+  url=$(head -1 "$work/$name.url")
+}
+start_server fake_provider 20
+provider=$url
+start_server fake_telegram
+telegram=$url
+
+profile() { # name command… (under callgrind, names as the linker sees them)
+  local name=$1
+  shift
+  valgrind --tool=callgrind --dump-instr=no --compress-strings=no --demangle=no \
+    --callgrind-out-file="$work/cg.$name" "$@" >/dev/null 2>"$work/$name.log" || {
+    cat "$work/$name.log" >&2
+    exit 1
+  }
+}
+profile version "$exe" --version
+profile help "$exe" --help
+home=$work/home
+mkdir -p "$home"
+for run in fresh warm; do
+  HERMES_HOME=$home HERMES_BASE_URL=$provider HERMES_MODEL=fake \
+    profile "oneshot-$run" "$exe" -Q -z "do 20 things" --toolsets todo
+done
+# valgrind does not know the Landlock system calls: the gateway runs with the
+# sandbox off here (its set-up code is small and stays unordered).
+gateway_home=$work/gateway
+mkdir -p "$gateway_home"
+printf '[agent]\nsandbox = "off"\n' >"$gateway_home/config.toml"
+HERMES_HOME=$gateway_home HERMES_BASE_URL=$provider HERMES_MODEL=fake \
+  TELEGRAM_BOT_TOKEN=123456:order-token TELEGRAM_API_URL=$telegram TELEGRAM_POLL_TIMEOUT=30 \
+  valgrind --tool=callgrind --dump-instr=no --compress-strings=no --demangle=no \
+  --callgrind-out-file="$work/cg.gateway" "$exe" gateway run >"$work/gateway.log" 2>&1 &
+gateway=$!
+pids+=("$gateway")
+for _ in $(seq 1200); do
+  grep -q "gateway running" "$work/gateway.log" && break
+  kill -0 "$gateway" 2>/dev/null || { cat "$work/gateway.log" >&2; exit 1; }
+  sleep 0.1
+done
+sleep 10 # a few held polls
+kill -TERM "$gateway"
+wait "$gateway" || true
+
+out=cli/symbol-order/$target.txt
+mkdir -p "$(dirname "$out")"
+# Every function callgrind saw (as caller or callee), first sight first;
+# "'2" marks a recursion level, addresses without a name are skipped.
+for run in version help oneshot-fresh oneshot-warm gateway; do
+  sed -n 's/^c\{0,1\}fn=//p' "$work/cg.$run"
+done | sed "s/'[0-9]*\$//" | grep -v '^0x' | awk '!seen[$0]++' >"$out"
+echo "symbol-order: $(wc -l <"$out") functions in $out"

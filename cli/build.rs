@@ -57,7 +57,10 @@ fn symbol_order() {
         .join("symbol-order")
         .join(format!("{}.txt", var("TARGET")));
     if order.is_file() {
-        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            order.display()
+        );
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
 }

@@ -55,6 +55,20 @@ BOARD_RSS_ONESHOT_LIMIT_KIB=9700      # RAISED 2026-12-04 (was 9,550; BENCHMARKS
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000
 BOARD_RSS_IDLE_GATEWAY_LIMIT_KIB=11900  # measured 10,864-11,344 KiB (11,376 before the trims; 11,344 with voice replies and send_file); +~5 %
 CPU_ITERATION_TARGET_US=150    # reported only
+# Start-up against a static-pie hello world built and run in the same
+# sitting (issue 39, item 4): ratios of median CPU (user + system, wait4)
+# and page faults. Targets: `--version` 1.5x and 80 faults, a 0-turn
+# one-shot in a warm home 5x and 300 faults. Limits: today's figure plus
+# slack, as for the other unmet targets (CPU ratios on a shared machine are
+# noisier than faults: more slack).
+VERSION_RATIO_TARGET=1.5
+VERSION_RATIO_LIMIT=4.0       # measured 2.3-3.0x here (2026-12-04)
+VERSION_FAULTS_TARGET=80
+VERSION_FAULTS_LIMIT=185      # measured 166-168 (2026-12-04, with the symbol order)
+ONESHOT0_RATIO_TARGET=5.0
+ONESHOT0_RATIO_LIMIT=40.0     # measured ~ (2026-12-04)
+ONESHOT0_FAULTS_TARGET=300
+ONESHOT0_FAULTS_LIMIT=900     # measured ~ (2026-12-04)
 
 check=0
 cpu=0
@@ -125,6 +139,21 @@ verdict() { # name value target limit unit
   fi
 }
 
+ratio_verdict() { # name value target limit (decimal ratios)
+  local name=$1 value=$2 target=$3 limit=$4 met
+  if awk -v v="$value" -v t="$target" 'BEGIN { exit !(v <= t) }'; then
+    met="target met ($value <= $target)"
+  else
+    met="target MISSED ($value > $target)"
+  fi
+  if awk -v v="$value" -v l="$limit" 'BEGIN { exit !(v <= l) }'; then
+    printf 'budget\t%s\tok\t%sx, limit %sx; %s\n' "$name" "$value" "$limit" "$met"
+  else
+    printf 'budget\t%s\tLIMIT EXCEEDED\t%sx > %sx; %s\n' "$name" "$value" "$limit" "$met"
+    failed=1
+  fi
+}
+
 start_server fake_provider 20
 provider20=$url
 start_server fake_telegram
@@ -150,6 +179,7 @@ measure_oneshot() {
 measure_idle() {
   local exe=$1 home gateway
   home=$(mktemp -d -p "$work")
+  : >"$home/gateway.log"
   HERMES_HOME=$home HERMES_BASE_URL=$provider20 HERMES_MODEL=fake \
     TELEGRAM_BOT_TOKEN=123456:budget-token TELEGRAM_API_URL=$telegram TELEGRAM_POLL_TIMEOUT=30 \
     "$exe" gateway run >"$home/gateway.log" 2>&1 &
@@ -178,6 +208,41 @@ measure_idle "$exe"
 idle_default=$idle
 printf 'idle\tdefault: gateway (Telegram), now / peak\t%s\t%s\n' "$idle" "$idle_peak"
 
+# Start-up against a static-pie hello world, in this sitting: built with
+# the flags of the static build (musl, lld, packed relocations, stripped).
+start_server fake_provider 0
+provider0=$url
+hello=$work/hello
+printf 'fn main() {\n    println!("hello world");\n}\n' >"$work/hello.rs"
+rustc --edition 2024 -C opt-level=s -C strip=symbols --target x86_64-unknown-linux-musl \
+  -C link-arg=-B/usr/lib/llvm-16/bin/ -C link-arg=-fuse-ld=lld \
+  -C link-arg=-Wl,-z,pack-relative-relocs -o "$hello" "$work/hello.rs"
+warm=$(mktemp -d -p "$work")
+HERMES_HOME=$warm HERMES_BASE_URL=$provider0 HERMES_MODEL=fake "$exe" -Q -z "hello" >/dev/null
+field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
+: >"$work/startup"
+# Five rounds of the three, each the median of 5 runs, so a change in the
+# machine's load reaches all three alike; the figures are the medians of
+# the rounds.
+for _ in 1 2 3 4 5; do
+  h=$("$ex/rusage" --runs 5 -- "$hello")
+  v=$("$ex/rusage" --runs 5 -- "$exe" --version)
+  o=$("$ex/rusage" --runs 5 -- env HERMES_HOME="$warm" HERMES_BASE_URL="$provider0" HERMES_MODEL=fake \
+    "$exe" -Q -z "hello")
+  echo "$(echo "$h" | field cpu_us_median) $(echo "$h" | field minflt_median)" \
+    "$(echo "$v" | field cpu_us_median) $(echo "$v" | field minflt_median)" \
+    "$(echo "$o" | field cpu_us_median) $(echo "$o" | field minflt_median)" >>"$work/startup"
+done
+col_median() { awk -v c="$1" '{ print $c }' "$work/startup" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# The ratio of each round, then their median.
+ratio_median() { awk -v a="$1" '{ printf "%.2f\n", $a / ($1 > 0 ? $1 : 1) }' "$work/startup" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+hello_cpu=$(col_median 1) hello_faults=$(col_median 2)
+version_faults=$(col_median 4) oneshot0_faults=$(col_median 6)
+version_ratio=$(ratio_median 3) oneshot0_ratio=$(ratio_median 5)
+printf 'start\thello world (static-pie): CPU us / faults\t%s\t%s\n' "$hello_cpu" "$hello_faults"
+printf 'start\thermes --version: CPU ratio / faults\t%s\t%s\n' "$version_ratio" "$version_faults"
+printf 'start\t0-turn one-shot, warm home: CPU ratio / faults\t%s\t%s\n' "$oneshot0_ratio" "$oneshot0_faults"
+
 board_size=- board_rss=- board_idle=-
 if [ -x "$board_exe" ]; then
   board_size=$(stat -c %s "$board_exe")
@@ -196,8 +261,6 @@ if [ -f "$arm_exe" ]; then
 fi
 
 if [ "$cpu" = 1 ]; then
-  start_server fake_provider 0
-  provider0=$url
   # Pairs of runs, a 20-turn one then a 0-turn one, so that a change in the
   # machine's load hits both halves of a pair alike; the figure is the
   # median of the pairs' differences (and, for comparison, the difference
@@ -232,6 +295,10 @@ fi
 verdict "default x86_64 binary" "$size" - "$SIZE_X86_64_LIMIT" bytes
 verdict "default one-shot peak RSS" "$rss_default" "$RSS_ONESHOT_TARGET_KIB" "$RSS_ONESHOT_LIMIT_KIB" KiB
 verdict "default idle gateway RSS" "$idle_default" "$RSS_IDLE_GATEWAY_TARGET_KIB" "$RSS_IDLE_GATEWAY_LIMIT_KIB" KiB
+ratio_verdict "--version CPU against hello world" "$version_ratio" "$VERSION_RATIO_TARGET" "$VERSION_RATIO_LIMIT"
+verdict "--version page faults" "$version_faults" "$VERSION_FAULTS_TARGET" "$VERSION_FAULTS_LIMIT" faults
+ratio_verdict "0-turn one-shot CPU against hello world" "$oneshot0_ratio" "$ONESHOT0_RATIO_TARGET" "$ONESHOT0_RATIO_LIMIT"
+verdict "0-turn one-shot page faults" "$oneshot0_faults" "$ONESHOT0_FAULTS_TARGET" "$ONESHOT0_FAULTS_LIMIT" faults
 verdict "board x86_64 binary" "$board_size" "$BOARD_SIZE_X86_64_TARGET" "$BOARD_SIZE_X86_64_LIMIT" bytes
 verdict "board aarch64 binary" "$arm_size" "$BOARD_SIZE_AARCH64_TARGET" "$BOARD_SIZE_AARCH64_LIMIT" bytes
 verdict "board one-shot peak RSS" "$board_rss" "$BOARD_RSS_ONESHOT_TARGET_KIB" "$BOARD_RSS_ONESHOT_LIMIT_KIB" KiB

@@ -188,8 +188,7 @@ impl Default for GatewayConfig {
             pairing: true,
             log_format: LogFormat::Text,
             metrics_port: None,
-            timezone: hermes_runtime::cron::TimeZone::try_system()
-                .unwrap_or(hermes_runtime::cron::TimeZone::UTC),
+            timezone: hermes_runtime::zone::system(),
             voice: crate::voice::VoiceSettings::default(),
             limits: hermes_runtime::spending::SpendingLimits::default(),
         }

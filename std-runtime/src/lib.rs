@@ -78,3 +78,4 @@ pub use hermes_store as store;
 pub mod sync;
 pub mod text;
 pub mod tools;
+pub mod zone;

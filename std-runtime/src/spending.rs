@@ -384,7 +384,7 @@ impl SpendingLimits {
 /// cannot import: the scheduler's settings carry the caps).
 fn time_zone(name: Option<&str>) -> Result<TimeZone, String> {
     match name.map(str::trim).filter(|n| !n.is_empty()) {
-        None => Ok(TimeZone::try_system().unwrap_or(TimeZone::UTC)),
+        None => Ok(crate::zone::system()),
         Some(n) if n.eq_ignore_ascii_case("utc") => Ok(TimeZone::UTC),
         Some(n) => TimeZone::get(n).map_err(|e| {
             format!("unknown time zone {n:?} ({e}); use an IANA name such as Europe/Berlin, or UTC")

@@ -9,7 +9,8 @@
 //! `--fresh-home` gives every run an empty `HERMES_HOME` (a new temporary
 //! directory), so runs do not share a growing store. Prints one line:
 //! `runs=N cpu_us_median=… cpu_us_min=… user_us_median=… sys_us_median=…
-//! maxrss_kib_median=… maxrss_kib_max=…`, and fails if any run exits
+//! maxrss_kib_median=… maxrss_kib_max=… minflt_median=…` (page faults served
+//! without I/O: the start-up budgets count them), and fails if any run exits
 //! non-zero.
 
 use std::process::{Command, ExitCode, Stdio};
@@ -18,6 +19,7 @@ struct Run {
     user_us: u64,
     sys_us: u64,
     maxrss_kib: u64,
+    minflt: u64,
 }
 
 fn micros(t: libc::timeval) -> u64 {
@@ -54,6 +56,7 @@ fn run_once(argv: &[String], home: Option<&std::path::Path>) -> Result<Run, Stri
         user_us: micros(usage.ru_utime),
         sys_us: micros(usage.ru_stime),
         maxrss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        minflt: u64::try_from(usage.ru_minflt).unwrap_or(0),
     })
 }
 
@@ -108,7 +111,7 @@ fn main() -> ExitCode {
     let cpu: Vec<u64> = results.iter().map(|r| r.user_us + r.sys_us).collect();
     let cpu_min = cpu.iter().copied().min().unwrap_or(0);
     println!(
-        "runs={} cpu_us_median={} cpu_us_min={} user_us_median={} sys_us_median={} maxrss_kib_median={} maxrss_kib_max={}",
+        "runs={} cpu_us_median={} cpu_us_min={} user_us_median={} sys_us_median={} maxrss_kib_median={} maxrss_kib_max={} minflt_median={}",
         results.len(),
         median(cpu),
         cpu_min,
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         median(results.iter().map(|r| r.sys_us).collect()),
         median(results.iter().map(|r| r.maxrss_kib).collect()),
         results.iter().map(|r| r.maxrss_kib).max().unwrap_or(0),
+        median(results.iter().map(|r| r.minflt).collect()),
     );
     ExitCode::SUCCESS
 }

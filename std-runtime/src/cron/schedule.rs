@@ -301,7 +301,7 @@ pub fn human_duration(ms: u64) -> String {
 /// `Europe/Berlin`, or `UTC`), else the system's.
 pub fn time_zone(name: Option<&str>) -> Result<TimeZone, ScheduleError> {
     match name.map(str::trim).filter(|n| !n.is_empty()) {
-        None => Ok(TimeZone::try_system().unwrap_or(TimeZone::UTC)),
+        None => Ok(crate::zone::system()),
         Some(n) if n.eq_ignore_ascii_case("utc") => Ok(TimeZone::UTC),
         Some(n) => TimeZone::get(n).map_err(|e| {
             ScheduleError::OutOfRange(format!(

@@ -56,7 +56,7 @@ pub const DEFAULT_SILENT_MARKER: &str = "[SILENT]";
 impl Default for CronSettings {
     fn default() -> Self {
         CronSettings {
-            tz: TimeZone::try_system().unwrap_or(TimeZone::UTC),
+            tz: crate::zone::system(),
             catch_up: CatchUp::Once,
             home_channels: BTreeMap::new(),
             silent_marker: DEFAULT_SILENT_MARKER.to_owned(),

@@ -206,24 +206,6 @@ pub fn encode_request_with(
     Ok(())
 }
 
-/// The messages of the ledger that go on the wire, as a JSON array (the
-/// `messages` array without the system message).
-struct Entries<'r>(&'r [LedgerEntry]);
-
-impl Serialize for Entries<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(
-            self.0
-                .iter()
-                .filter(|e| on_wire(&e.message))
-                .map(|e| WireMessage {
-                    message: &e.message,
-                    attachments: &TextReferences,
-                }),
-        )
-    }
-}
-
 /// The fields after `tools`, as [`Body`] writes them.
 struct Tail<'o>(&'o RequestOptions<'o>);
 

@@ -182,6 +182,59 @@ fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_ch
 }
 
 #[test]
+fn the_caching_encoder_keeps_the_conversation_and_follows_every_change_in_it() {
+    // A run's requests: the history grows a message or two at a time; then
+    // a compaction rewrites the start, a rewind cuts the end, another
+    // session's history arrives on the same client, an edit lands in the
+    // middle. Every body is the one encode_request writes.
+    let base = ledger();
+    let mut grown = base.clone();
+    grown.push(LedgerEntry::new(Message::assistant("Anything else?")));
+    grown.push(LedgerEntry::new(Message::user("no \\ \u{0} done")));
+    let mut compacted = grown.clone();
+    compacted[0] = LedgerEntry::new(Message::user("[summary of earlier turns]"));
+    let mut edited = grown.clone();
+    edited[3] = LedgerEntry::new(Message::tool("call_Zy2", "changed"));
+    let other = vec![LedgerEntry::new(Message::user("another chat"))];
+    // An empty assistant message is not on the wire: it must not shift
+    // what is kept against the wire's positions.
+    let mut with_empty = grown.clone();
+    with_empty.insert(2, LedgerEntry::new(Message::assistant("")));
+    let histories: [&[LedgerEntry]; 10] = [
+        &base[..1],
+        &base[..2],
+        &base[..4],
+        &base,
+        &grown,
+        &compacted,
+        &grown[..3],
+        &other,
+        &edited,
+        &with_empty,
+    ];
+    let mut encoder = RequestEncoder::new();
+    let opts = RequestOptions::new("m");
+    for messages in histories {
+        let req = ChatRequest {
+            system_prompt: "You are terse.",
+            messages,
+            tools: &tools(),
+            tool_choice: hermes_core::ToolChoice::Auto,
+        };
+        let mut plain = Vec::new();
+        encode_request(&opts, &req, &mut plain).unwrap();
+        let mut cached = Vec::new();
+        encoder.encode(&opts, &req, &mut cached).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&cached).unwrap(),
+            std::str::from_utf8(&plain).unwrap(),
+            "{} messages",
+            messages.len()
+        );
+    }
+}
+
+#[test]
 fn request_non_streaming_matches_schema_and_shape() {
     let entries = ledger();
     let tools = tools();

@@ -1,5 +1,6 @@
 //! [`RequestEncoder`]: the bodies of [`encode_request`], with the parts that
-//! stay the same within a run (system message, `tools`) kept encoded.
+//! stay the same within a run (system message, `tools`, the conversation so
+//! far) kept encoded.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -7,8 +8,11 @@ use alloc::vec::Vec;
 use serde::Serialize;
 
 use super::{
-    EncodeError, Entries, ReasoningEcho, RequestOptions, SystemMessage, Tail, Tools, encode_request,
+    EncodeError, ReasoningEcho, RequestOptions, SystemMessage, Tail, Tools, WireMessage,
+    encode_request, on_wire,
 };
+use crate::attachment::TextReferences;
+use crate::message::Message;
 use crate::model::{ChatRequest, ToolChoice};
 use crate::tool::ToolSpec;
 
@@ -20,14 +24,26 @@ use crate::tool::ToolSpec;
 /// encodes only the conversation and compares the rest: a string comparison
 /// and a walk of the schemas, with no escaping or number formatting.
 ///
+/// The conversation is kept too, message by message: a run's requests
+/// repeat the whole history and add a message or two, so re-encoding all of
+/// it made the encoding grow with every tool turn (≈ 90 k instructions a
+/// turn over a 20-turn run, the largest part of the loop's own cost:
+/// BENCHMARKS.md "Per iteration"). A message equal to the one kept at its
+/// place is copied as bytes; from the first that differs (a compacted or
+/// rewound history, another session on a shared client) on, messages are
+/// encoded afresh and kept instead.
+///
 /// What is kept is compared by value on every call, never by address: a
-/// changed prompt or toolset is encoded afresh.
+/// changed prompt, toolset or message is encoded afresh.
 #[derive(Debug, Default)]
 pub struct RequestEncoder {
     /// The prompt and its encoded `{"role":"system","content":…}`.
     system: Option<(String, Vec<u8>)>,
     /// The definitions and their encoded `[…]`.
     tools: Option<(Vec<ToolSpec>, Vec<u8>)>,
+    /// The messages on the wire of the last request, in order, each with
+    /// its encoded object.
+    messages: Vec<(Message, Vec<u8>)>,
 }
 
 impl RequestEncoder {
@@ -61,11 +77,8 @@ impl RequestEncoder {
         {
             return Err(EncodeError::InvalidTemperature(t));
         }
-        // The conversation: `[m1,m2,…]`, spliced without its brackets.
-        let entries = json(&Entries(req.messages))?;
-        let entries = entries
-            .get(1..entries.len().saturating_sub(1))
-            .unwrap_or_default();
+        // The conversation: `m1,m2,…`, spliced into the array.
+        let entries = self.conversation(req)?;
         let model = json(opts.model)?;
         let tail = json(&Tail(opts))?;
 
@@ -93,7 +106,7 @@ impl RequestEncoder {
             if !first {
                 body.push(b',');
             }
-            body.extend_from_slice(entries);
+            body.extend_from_slice(&entries);
         }
         body.push(b']');
         if !req.tools.is_empty() {
@@ -116,6 +129,40 @@ impl RequestEncoder {
         body.extend_from_slice(tail.get(1..).unwrap_or_default());
         out.extend_from_slice(&body);
         Ok(())
+    }
+}
+
+impl RequestEncoder {
+    /// The messages of `req` that go on the wire, encoded and joined by
+    /// commas, reusing what is kept for each message equal to the one kept
+    /// at its place. On error nothing kept is left half-updated: the
+    /// messages from the failing one on are forgotten.
+    fn conversation(&mut self, req: &ChatRequest<'_>) -> Result<Vec<u8>, EncodeError> {
+        let mut joined = Vec::new();
+        let mut at = 0;
+        for entry in req.messages.iter().filter(|e| on_wire(&e.message)) {
+            let kept = self
+                .messages
+                .get(at)
+                .is_some_and(|(message, _)| *message == entry.message);
+            if !kept {
+                self.messages.truncate(at);
+                let encoded = json(&WireMessage {
+                    message: &entry.message,
+                    attachments: &TextReferences,
+                })?;
+                self.messages.push((entry.message.clone(), encoded));
+            }
+            if at > 0 {
+                joined.push(b',');
+            }
+            if let Some((_, encoded)) = self.messages.get(at) {
+                joined.extend_from_slice(encoded);
+            }
+            at += 1;
+        }
+        self.messages.truncate(at);
+        Ok(joined)
     }
 }
 

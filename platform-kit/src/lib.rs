@@ -6,7 +6,8 @@
 //! itself once in a [`platform::Platform`] descriptor. The helpers every
 //! adapter shares live here too: splitting long replies at the platform's
 //! limit ([`split`], [`overflow`]), the platform connection's lease in a
-//! cluster ([`lease`]), redelivery dedup ([`dedup`]), chat commands typed as
+//! cluster ([`lease`]), redelivery dedup ([`dedup`]), failures a platform
+//! reports after accepting a message ([`delivery`]), chat commands typed as
 //! text ([`command`]), reading a platform's variables and `config.toml`
 //! section ([`settings`]), and a hardened loopback HTTP/1.1 server with the
 //! webhook endpoint platforms put on it (`http_server`, `webhook`, feature
@@ -20,6 +21,7 @@
 pub mod adapter;
 pub mod command;
 pub mod dedup;
+pub mod delivery;
 pub mod event;
 #[doc(hidden)]
 pub mod fuzz_entry;

@@ -140,3 +140,111 @@ fn apply(store: &mut Store, platform: &str, run_id: &str, reason: &str) -> Resul
 pub(crate) fn prune(store: &mut Store, now_ms: u64) -> Result<usize, StoreError> {
     store.kv_prune_below(SENT_PREFIX, now_ms.saturating_sub(SENT_KEPT_MS))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::time::Duration;
+
+    use hermes_runtime::store::{Claim, JobRecord, LeaseGrant, RunState, RunUpdate, job_lease};
+
+    use super::*;
+    use crate::adapter::AdapterError;
+    use crate::testing::ManualClock;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// A job with one run recorded as delivered.
+    fn delivered_run(store: &Arc<Mutex<Store>>, job_id: &str) -> String {
+        let mut s = lock(store);
+        let job = JobRecord::one_off(job_id.into(), "n".into(), "p".into(), "x:1".into(), T0);
+        s.job_insert(&job).unwrap();
+        let run_id = format!("r{job_id}");
+        assert!(
+            s.job_claim(&Claim {
+                job_id,
+                due_ms: T0,
+                next_run_ms: None,
+                run_id: &run_id,
+                state: RunState::Running,
+                now_ms: T0,
+            })
+            .unwrap()
+        );
+        let lease = s
+            .lease_acquire(
+                &job_lease(job_id),
+                "t",
+                Duration::from_secs(60),
+                None,
+                false,
+            )
+            .unwrap();
+        let LeaseGrant::Granted { fence, .. } = lease else {
+            panic!("{lease:?}")
+        };
+        let update = RunUpdate {
+            state: RunState::Delivered,
+            session_id: None,
+            answer: Some("a".into()),
+            error: None,
+            attempts: 1,
+            next_attempt_ms: None,
+            finished_at_ms: Some(T0),
+            outcome: "delivered".into(),
+        };
+        s.run_update(&run_id, &update, &fence).unwrap();
+        run_id
+    }
+
+    fn failure(id: &str) -> LateFailure {
+        LateFailure {
+            platform: "x",
+            message_id: id.into(),
+            error: AdapterError::Undeliverable {
+                platform: "x",
+                message: "outside the window (error 7)".into(),
+            },
+        }
+    }
+
+    fn state(store: &Arc<Mutex<Store>>, job_id: &str) -> (RunState, Option<String>) {
+        let run = lock(store).job_runs(job_id, 1).unwrap().remove(0);
+        (run.state, run.error)
+    }
+
+    #[test]
+    fn a_report_before_the_record_and_one_after_a_restart_both_reach_their_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Mutex::new(Store::open(&dir.path().join("s.db")).unwrap()));
+        let clock = ManualClock::new(T0);
+        let late = LateFailures::new(Arc::clone(&store), clock.clone());
+        let report = late.handler();
+
+        // The status beats the record: held, then claimed by it.
+        let early = delivered_run(&store, "j1");
+        report(failure("m1"));
+        assert_eq!(state(&store, "j1").0, RunState::Delivered);
+        late.remember("x", &early, &["m1".into()]).unwrap();
+        let failed = state(&store, "j1");
+        assert_eq!(failed.0, RunState::DeliveryFailed);
+        assert_eq!(failed.1.as_deref(), Some("outside the window (error 7)"));
+
+        // Recorded, then the process restarts: the store still knows.
+        let run = delivered_run(&store, "j2");
+        late.remember("x", &run, &["m2:z".into(), "m3".into()])
+            .unwrap();
+        drop((late, report));
+        let restarted = LateFailures::new(Arc::clone(&store), clock.clone());
+        // A message id that only starts like ours is not ours.
+        (restarted.handler())(failure("m2"));
+        assert_eq!(state(&store, "j2").0, RunState::Delivered);
+        (restarted.handler())(failure("m3"));
+        assert_eq!(state(&store, "j2").0, RunState::DeliveryFailed);
+
+        // Forgotten after 30 days.
+        clock.advance(Duration::from_millis(SENT_KEPT_MS + 1));
+        assert_eq!(prune(&mut lock(&store), clock.now_ms()).unwrap(), 3);
+        assert!(lock(&store).kv_scan(SENT_PREFIX).unwrap().is_empty());
+    }
+}

@@ -8,7 +8,7 @@
 //! limit ([`split`], [`overflow`]), the platform connection's lease in a
 //! cluster ([`lease`]), redelivery dedup ([`dedup`]), failures a platform
 //! reports after accepting a message ([`delivery`]), chat commands typed as
-//! text ([`command`]), reading a platform's variables and `config.toml`
+//! text ([`command`]), a receiving loop's start and stop ([`running`]), reading a platform's variables and `config.toml`
 //! section ([`settings`]), and a hardened loopback HTTP/1.1 server with the
 //! webhook endpoint platforms put on it (`http_server`, `webhook`, feature
 //! `http-server`).
@@ -32,6 +32,7 @@ mod layering;
 pub mod lease;
 pub mod overflow;
 pub mod platform;
+pub mod running;
 pub mod settings;
 pub mod split;
 #[cfg(feature = "http-server")]

@@ -18,6 +18,8 @@ struct Platform {
     /// The adapter's platform name.
     name: &'static str,
     token_var: &'static str,
+    /// The token is a credential: read hidden.
+    token_secret: bool,
     token_hint: &'static str,
     allow_var: &'static str,
     id_hint: &'static str,
@@ -32,6 +34,7 @@ fn platforms() -> Vec<Platform> {
         .filter_map(|p| {
             let SetupHint {
                 token_var,
+                token_secret,
                 token_hint,
                 id_hint,
                 more,
@@ -40,6 +43,7 @@ fn platforms() -> Vec<Platform> {
                 label: p.display_name,
                 name: p.name,
                 token_var,
+                token_secret,
                 token_hint,
                 allow_var: p.allow_var?,
                 id_hint,
@@ -136,11 +140,18 @@ pub fn run(settings: &Settings) -> Result<i32, CliError> {
         more.push((var.name, value.trim().to_owned()));
     }
     let (token, bot) = loop {
-        let token = read_secret(&format!(
-            "{} bot token, {} (input hidden): ",
-            platform.label, platform.token_hint
-        ))
-        .map_err(|e| runtime(format!("cannot read the token: {e}")))?;
+        let token = if platform.token_secret {
+            read_secret(&format!(
+                "{} bot token, {} (input hidden): ",
+                platform.label, platform.token_hint
+            ))
+            .map_err(|e| runtime(format!("cannot read the token: {e}")))?
+        } else {
+            required(&format!(
+                "{} ({}): ",
+                platform.token_var, platform.token_hint
+            ))?
+        };
         if token.is_empty() {
             return Err(CliError::Config("no token given; nothing was saved".into()));
         }

@@ -23,6 +23,7 @@ pub use hermes_platform_kit::command;
 pub mod config;
 pub mod cron;
 pub use hermes_platform_kit::dedup;
+pub use hermes_platform_kit::delivery;
 #[cfg(feature = "discord")]
 pub mod discord;
 pub use hermes_platform_kit::event;

@@ -71,15 +71,16 @@ fn every_variable_of_a_platform_is_a_known_variable_and_its_secrets_are_credenti
             assert!(own(name), "{}: {name} is not among its vars", p.name);
         }
         if let Some(setup) = p.setup {
-            // What setup asks first is the bot's credential — a secret —
-            // except where the platform's identity is not one: Signal's is
-            // the account's phone number (signal-cli holds the keys).
+            // What setup asks first is one of the platform's own vars, read
+            // hidden exactly when that var is a credential.
             let token = p.vars.iter().find(|v| v.name == setup.token_var);
             assert!(
-                token.is_some_and(|v| v.secret || p.name == "signal"),
-                "{}: the setup token {} is not a secret var of its own",
+                token.is_some_and(|v| v.secret == setup.token_secret),
+                "{}: the setup token {} is not a var of its own whose secret flag is \
+                 the setup hint's token_secret ({})",
                 p.name,
-                setup.token_var
+                setup.token_var,
+                setup.token_secret
             );
             assert!(
                 p.allow_var.is_some(),

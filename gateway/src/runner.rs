@@ -608,6 +608,14 @@ impl GatewayRunner {
         self.inner.adapters.contains_key(platform)
     }
 
+    /// Gives every adapter `handler` for the messages its platform accepted
+    /// and later reported failed (the scheduler's, for its deliveries).
+    pub fn set_late_failures(&self, handler: crate::delivery::LateFailureHandler) {
+        for adapter in self.inner.adapters.values() {
+            adapter.set_late_failures(Arc::clone(&handler));
+        }
+    }
+
     /// Sends `text` to a chat as any reply is sent (split, at most
     /// `max_reply_messages`, the rest as a file): a scheduled job's answer
     /// (SPEC Y1). Refused when this gateway does not serve the platform's

@@ -20,12 +20,12 @@ use hermes_gateway::testing::{
     ManualClock, Pace, ScriptedModel, TestAgentFactory, collector, recv_within,
 };
 use hermes_runtime::cron::{self, CatchUp, CronContext, CronSettings, JobSpec, TimeZone};
-use hermes_runtime::store::{RunState, Store};
+use hermes_runtime::store::{JobRecord, RunRecord, RunState, Store};
 use hermes_whatsapp::{UNREADABLE_NOTICE, WhatsAppAdapter, WhatsAppConfig};
 use serde_json::json;
 use whatsapp_support::{
     APP_SECRET, FakeCloudApi, PHONE_ID, TOKEN, VERIFY_TOKEN, WindowMode, document, get, image,
-    location, post_raw, reaction, sign, sticker, text, user_message, voice,
+    location, post_raw, reaction, sign, status_value, sticker, text, user_message, voice,
 };
 
 const ALICE: &str = "15551234567";
@@ -58,8 +58,13 @@ struct Gateway {
 }
 
 async fn gateway() -> Gateway {
+    gateway_with(|c| c).await
+}
+
+/// [`gateway`] with the adapter's settings changed by `tweak`.
+async fn gateway_with(tweak: impl FnOnce(WhatsAppConfig) -> WhatsAppConfig) -> Gateway {
     let fake = FakeCloudApi::start().await;
-    let adapter = Arc::new(WhatsAppAdapter::new(config(&fake)));
+    let adapter = Arc::new(WhatsAppAdapter::new(tweak(config(&fake))));
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = Arc::new(Mutex::new(
@@ -427,48 +432,62 @@ fn cron_settings() -> CronSettings {
     }
 }
 
+fn scheduler(g: &Gateway) -> Scheduler {
+    Scheduler::start(SchedulerDeps {
+        runner: g.runner.clone(),
+        factory: g.factory.clone(),
+        store: g.store.clone(),
+        clock: g.clock.clone(),
+        settings: cron_settings(),
+        timing: SchedulerTiming {
+            tick: Duration::from_millis(50),
+            retry_base: Duration::from_millis(200),
+            max_attempts: 3,
+            ..SchedulerTiming::default()
+        },
+        scripts: None,
+    })
+}
+
+/// A one-off job due in 90 seconds delivering to `to`.
+fn schedule_report(g: &Gateway, to: &str) -> JobRecord {
+    let ctx = CronContext {
+        now_ms: T0,
+        tz: TimeZone::UTC,
+        platforms: Some(vec!["whatsapp".into()]),
+        scripts_dir: None,
+    };
+    let spec = JobSpec {
+        schedule: Some("90s".into()),
+        prompt: Some(format!("the morning report for {to}")),
+        deliver: Some(format!("whatsapp:{to}")),
+        ..JobSpec::default()
+    };
+    cron::create(&mut g.store.lock().unwrap(), &spec, None, &ctx).unwrap()
+}
+
+/// The job's latest run once `done` holds for it (30 s at most).
+async fn wait_run(g: &Gateway, job: &JobRecord, done: impl Fn(&RunRecord) -> bool) -> RunRecord {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let runs = g.store.lock().unwrap().job_runs(&job.id, 5).unwrap();
+        if let Some(r) = runs.first().filter(|r| done(r)) {
+            return r.clone();
+        }
+        assert!(Instant::now() < deadline, "{}: runs {runs:#?}", job.id);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_delivery_refused_by_the_24_hour_rule_is_recorded_failed_never_delivered() {
     for mode in [WindowMode::Immediate, WindowMode::Late] {
         let g = gateway().await;
         g.fake.set_window_mode(mode);
-        let scheduler = Scheduler::start(SchedulerDeps {
-            runner: g.runner.clone(),
-            factory: g.factory.clone(),
-            store: g.store.clone(),
-            clock: g.clock.clone(),
-            settings: cron_settings(),
-            timing: SchedulerTiming {
-                tick: Duration::from_millis(50),
-                retry_base: Duration::from_millis(200),
-                max_attempts: 3,
-                ..SchedulerTiming::default()
-            },
-            scripts: None,
-        });
-        let ctx = CronContext {
-            now_ms: T0,
-            tz: TimeZone::UTC,
-            platforms: Some(vec!["whatsapp".into()]),
-            scripts_dir: None,
-        };
-        let spec = JobSpec {
-            schedule: Some("90s".into()),
-            prompt: Some("the morning report".into()),
-            deliver: Some(format!("whatsapp:{ALICE}")),
-            ..JobSpec::default()
-        };
-        let job = cron::create(&mut g.store.lock().unwrap(), &spec, None, &ctx).unwrap();
+        let scheduler = scheduler(&g);
+        let job = schedule_report(&g, ALICE);
         g.clock.advance(Duration::from_secs(91));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let run = loop {
-            let runs = g.store.lock().unwrap().job_runs(&job.id, 5).unwrap();
-            if let Some(r) = runs.iter().find(|r| !r.state.is_open()) {
-                break r.clone();
-            }
-            assert!(Instant::now() < deadline, "{mode:?}: runs {runs:#?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let run = wait_run(&g, &job, |r| !r.state.is_open()).await;
         assert_eq!(run.state, RunState::DeliveryFailed, "{mode:?}: {run:#?}");
         assert_eq!(
             run.attempts, 1,
@@ -493,6 +512,78 @@ async fn a_scheduled_delivery_refused_by_the_24_hour_rule_is_recorded_failed_nev
         g.runner.shutdown().await;
         g.fake.assert_clean();
     }
+}
+
+/// Meta accepts a scheduled answer and reports it `failed` (131047) after
+/// the send stopped waiting: the run recorded as delivered becomes
+/// "delivery failed: outside WhatsApp's 24-hour window", once, however
+/// often the status comes; `delivered` and `read` statuses of a message
+/// that reached its user change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_delivery_reported_failed_later_is_recorded_failed_once() {
+    const BOB: &str = "15557654321";
+    // The adapter does not wait for statuses: the send returns `Ok` before
+    // Meta's `failed` status comes.
+    let g = gateway_with(|c| WhatsAppConfig {
+        status_wait: Duration::ZERO,
+        ..c
+    })
+    .await;
+    let adapter = &g.adapter;
+    g.fake.set_window_mode(WindowMode::Late);
+    let scheduler = scheduler(&g);
+    // Alice wrote (her window is open); Bob never did.
+    g.fake.user_says(ALICE, text(ALICE, "wamid.W2", "hi")).await;
+    g.fake.wait_sent(|s| !s.is_empty()).await;
+    let to_alice = schedule_report(&g, ALICE);
+    let to_bob = schedule_report(&g, BOB);
+    g.clock.advance(Duration::from_secs(91));
+
+    let failed = wait_run(&g, &to_bob, |r| r.state == RunState::DeliveryFailed).await;
+    assert_eq!(failed.attempts, 1, "{failed:#?}");
+    let error = failed.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("outside WhatsApp's 24-hour window") && error.contains("131047"),
+        "{error}"
+    );
+    assert!(failed.answer.is_some(), "the answer is kept");
+    let outcome = cron::find(&g.store.lock().unwrap(), &to_bob.id)
+        .unwrap()
+        .last_outcome
+        .unwrap_or_default();
+    assert!(
+        outcome.starts_with("delivery failed: outside WhatsApp's 24-hour window"),
+        "{outcome}"
+    );
+    assert_eq!(g.fake.refused(), vec![(BOB.to_owned(), 131_047)]);
+    assert_eq!(adapter.failed_deliveries(), 1);
+
+    // Meta sends the same `failed` status again: nothing changes.
+    let failed_status = g
+        .fake
+        .deliveries()
+        .into_iter()
+        .find(|d| d.body.contains("\"failed\""))
+        .expect("the fake posted a failed status");
+    let again: serde_json::Value = serde_json::from_str(&failed_status.body).unwrap();
+    assert_eq!(g.fake.deliver(&again).await, vec![200]);
+    assert_eq!(adapter.failed_deliveries(), 2, "the repeat was read");
+    let runs = g.store.lock().unwrap().job_runs(&to_bob.id, 5).unwrap();
+    assert_eq!(runs, vec![failed], "the repeated status changed the run");
+
+    // Alice's answer reached her: `delivered` and `read` change nothing.
+    let delivered = wait_run(&g, &to_alice, |r| r.state == RunState::Delivered).await;
+    let wamid = g.fake.sent_to(ALICE)[1].wamid.clone();
+    for status in ["delivered", "read"] {
+        let note = status_value(&wamid, status, ALICE, None);
+        assert_eq!(g.fake.deliver(&note).await, vec![200]);
+    }
+    settle().await;
+    let runs = g.store.lock().unwrap().job_runs(&to_alice.id, 5).unwrap();
+    assert_eq!(runs, vec![delivered]);
+    scheduler.stop(Duration::from_secs(2)).await;
+    g.runner.shutdown().await;
+    g.fake.assert_clean();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

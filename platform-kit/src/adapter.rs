@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::delivery::LateFailureHandler;
 use crate::event::{MediaRef, MessageEvent};
 use crate::lease::Held;
 use crate::split::LengthUnit;
@@ -283,6 +284,14 @@ pub trait PlatformAdapter: Send + Sync {
     /// and fence the state they save with it, so an adapter whose process
     /// was stopped or cut off stops acting as soon as it runs again.
     fn set_lease(&self, _lease: Option<Held>) {}
+
+    /// Where to report a message the platform accepted and later said was
+    /// not delivered (a `failed` status callback): the runner sets it
+    /// before connecting. Adapters of platforms that report failures late
+    /// keep it, note each accepted message's id
+    /// ([`crate::delivery::note_accepted`]) and call it with each such
+    /// failure; the default ignores it (the platform says at once).
+    fn set_late_failures(&self, _handler: LateFailureHandler) {}
 
     /// Downloads `media` (at most `max_bytes`, decrypted where the platform
     /// encrypts it), for the turn that answers its message (SPEC X6). The

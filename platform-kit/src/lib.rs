@@ -6,8 +6,9 @@
 //! itself once in a [`platform::Platform`] descriptor. The helpers every
 //! adapter shares live here too: splitting long replies at the platform's
 //! limit ([`split`], [`overflow`]), the platform connection's lease in a
-//! cluster ([`lease`]), redelivery dedup ([`dedup`]), chat commands typed as
-//! text ([`command`]), reading a platform's variables and `config.toml`
+//! cluster ([`lease`]), redelivery dedup ([`dedup`]), failures a platform
+//! reports after accepting a message ([`delivery`]), chat commands typed as
+//! text ([`command`]), a receiving loop's start and stop ([`running`]), reading a platform's variables and `config.toml`
 //! section ([`settings`]), and a hardened loopback HTTP/1.1 server with the
 //! webhook endpoint platforms put on it (`http_server`, `webhook`, feature
 //! `http-server`).
@@ -20,6 +21,7 @@
 pub mod adapter;
 pub mod command;
 pub mod dedup;
+pub mod delivery;
 pub mod event;
 #[doc(hidden)]
 pub mod fuzz_entry;
@@ -30,6 +32,7 @@ mod layering;
 pub mod lease;
 pub mod overflow;
 pub mod platform;
+pub mod running;
 pub mod settings;
 pub mod split;
 #[cfg(feature = "http-server")]

@@ -43,6 +43,10 @@ pub const fn secret(name: &'static str) -> Var {
 pub struct SetupHint {
     /// The token's variable.
     pub token_var: &'static str,
+    /// Whether the token is a credential (as its [`Var::secret`] says): setup
+    /// reads it hidden. Not where the bot's identity is no secret (an
+    /// account's phone number, whose keys another program holds).
+    pub token_secret: bool,
     /// Where the token comes from.
     pub token_hint: &'static str,
     /// What a user id looks like and where to find one's own.

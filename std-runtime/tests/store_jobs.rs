@@ -309,9 +309,105 @@ fn a_one_off_ends_and_a_removed_job_leaves_no_runnable_run(db: Db) {
     );
 }
 
+/// A delivered run whose message the platform reported failed later
+/// becomes "delivery failed" once; an open run, or a later run of the job,
+/// is left alone.
+fn a_delivery_reported_failed_later_is_recorded_once(db: Db) {
+    let mut s = db.open();
+    let job = cron::create(&mut s, &spec("every 1m", "x"), Some(&origin()), &ctx(NOW)).unwrap();
+    let fence = match s
+        .lease_acquire(
+            &job_lease(&job.id),
+            "a",
+            Duration::from_secs(60),
+            None,
+            false,
+        )
+        .unwrap()
+    {
+        LeaseGrant::Granted { fence, .. } => fence,
+        LeaseGrant::Held(h) => panic!("{h:?}"),
+    };
+    let mut due = job.next_run_ms.unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let run_id = new_run_id();
+        assert!(
+            s.job_claim(&Claim {
+                job_id: &job.id,
+                due_ms: due,
+                next_run_ms: Some(due + 60_000),
+                run_id: &run_id,
+                state: RunState::Running,
+                now_ms: due,
+            })
+            .unwrap()
+        );
+        // While it is open, a late report changes nothing.
+        assert!(
+            !s.run_failed_after_delivery(&run_id, "late", "delivery failed: late")
+                .unwrap()
+        );
+        let delivered = RunUpdate {
+            state: RunState::Delivered,
+            session_id: None,
+            answer: Some("report".into()),
+            error: None,
+            attempts: 1,
+            next_attempt_ms: None,
+            finished_at_ms: Some(due + 1),
+            outcome: "delivered to whatsapp:1555".into(),
+        };
+        s.run_update(&run_id, &delivered, &fence).unwrap();
+        runs.push(run_id);
+        due += 60_000;
+    }
+    // The first run fails late: its row changes, the job's outcome (the
+    // second run's) does not.
+    let why = "outside the window (error 131047: too late)";
+    let outcome = format!("delivery failed: {why}");
+    assert!(
+        s.run_failed_after_delivery(&runs[0], why, &outcome)
+            .unwrap()
+    );
+    let before = s.job_runs(&job.id, 5).unwrap();
+    let first = before.iter().find(|r| r.id == runs[0]).unwrap();
+    assert_eq!(first.state, RunState::DeliveryFailed);
+    assert_eq!(first.error.as_deref(), Some(why));
+    assert_eq!(
+        first.answer.as_deref(),
+        Some("report"),
+        "the answer is kept"
+    );
+    assert_eq!(
+        cron::find(&s, &job.id).unwrap().last_outcome.as_deref(),
+        Some("delivered to whatsapp:1555")
+    );
+    // The same report again: no change.
+    assert!(
+        !s.run_failed_after_delivery(&runs[0], "other", "delivery failed: other")
+            .unwrap()
+    );
+    assert_eq!(s.job_runs(&job.id, 5).unwrap(), before);
+    // The latest run fails late: the job's outcome says so.
+    assert!(
+        s.run_failed_after_delivery(&runs[1], why, &outcome)
+            .unwrap()
+    );
+    assert_eq!(
+        cron::find(&s, &job.id).unwrap().last_outcome.as_deref(),
+        Some(outcome.as_str())
+    );
+    assert!(
+        !s.run_failed_after_delivery("r000000000000", why, &outcome)
+            .unwrap()
+    );
+}
+
 both!(
     jobs_are_created_listed_changed_and_removed,
     bad_input_is_refused_and_nothing_is_stored,
     one_claim_per_due_time_across_connections,
     a_one_off_ends_and_a_removed_job_leaves_no_runnable_run,
+    a_delivery_reported_failed_later_is_recorded_once,
 );

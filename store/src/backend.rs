@@ -219,6 +219,12 @@ pub(crate) trait Jobs {
         update: &RunUpdate,
         fence: &Fence,
     ) -> Result<(), StoreError>;
+    fn run_failed_after_delivery(
+        &mut self,
+        run_id: &str,
+        error: &str,
+        outcome: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 /// A storage backend: every area, plus the connection itself.

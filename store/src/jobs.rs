@@ -310,6 +310,23 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.backend.run_update(run_id, update, fence)
     }
+
+    /// A run recorded as delivered whose message the platform reported
+    /// failed later (a status callback): it becomes
+    /// [`RunState::DeliveryFailed`] with `error`, and the job's
+    /// `last_outcome` becomes `outcome` unless a later run was claimed
+    /// since. Only a delivered run changes, so the same report twice
+    /// changes it once: `true` when this call changed it. No fence: the
+    /// run has ended, no lease holder writes it any more.
+    pub fn run_failed_after_delivery(
+        &mut self,
+        run_id: &str,
+        error: &str,
+        outcome: &str,
+    ) -> Result<bool, StoreError> {
+        self.backend
+            .run_failed_after_delivery(run_id, error, outcome)
+    }
 }
 
 /// A fresh job id.

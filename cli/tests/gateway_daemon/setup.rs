@@ -63,6 +63,10 @@ fn gateway_setup_verifies_the_token_and_writes_a_private_env() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("TELEGRAM_BOT_TOKEN"), "{out}");
+    assert!(
+        out.contains("bot token") && out.contains("(input hidden)"),
+        "{out}"
+    );
     assert!(!dotenv.exists(), "nothing saved: {out}");
 
     // Refused, retried with the right one; a non-numeric id is asked again.
@@ -260,6 +264,13 @@ fn gateway_setup_sets_signal_up_against_its_daemon() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("signal-cli daemon is not answering"), "{out}");
+    // The account is a phone number, no credential: asked by its name, in
+    // plain sight.
+    assert!(
+        out.contains("SIGNAL_ACCOUNT (the account's number"),
+        "{out}"
+    );
+    assert!(!out.contains("input hidden"), "{out}");
     assert!(out.contains("Nothing was saved"), "{out}");
     assert!(!home.path().join(".env").exists());
     // The daemon answers: saved.

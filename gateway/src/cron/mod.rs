@@ -25,6 +25,7 @@
 
 pub mod background;
 pub mod home;
+mod late;
 mod run;
 mod script;
 pub mod send;
@@ -288,6 +289,8 @@ struct Inner {
     last_status_ms: AtomicU64,
     last_prune_ms: AtomicU64,
     tasks: tokio::sync::Semaphore,
+    /// Deliveries the platform reported failed after accepting them.
+    late: Arc<late::LateFailures>,
 }
 
 impl Scheduler {
@@ -295,6 +298,8 @@ impl Scheduler {
     pub fn start(deps: SchedulerDeps) -> Scheduler {
         let exclusive = lock(&deps.store).kind() == hermes_runtime::store::BackendKind::Sqlite;
         let owner = deps.runner.instance_id().to_owned();
+        let late = late::LateFailures::new(Arc::clone(&deps.store), Arc::clone(&deps.clock));
+        deps.runner.set_late_failures(late.handler());
         let inner = Arc::new(Inner {
             runner: deps.runner,
             factory: deps.factory,
@@ -316,6 +321,7 @@ impl Scheduler {
             last_status_ms: AtomicU64::new(0),
             last_prune_ms: AtomicU64::new(0),
             tasks: tokio::sync::Semaphore::new(64),
+            late,
         });
         let ticking = Arc::clone(&inner);
         tokio::spawn(async move { ticking.tick_loop().await });
@@ -380,6 +386,9 @@ impl Inner {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(pruned = n, "scheduler: finished event rows pruned"),
                 Err(e) => tracing::warn!(error = %e, "scheduler: cannot prune event rows"),
+            }
+            if let Err(e) = late::prune(&mut self.store(), now) {
+                tracing::warn!(error = %e, "scheduler: cannot prune the sent messages of deliveries");
             }
         }
         let due = self.store().due_jobs(now, CLAIMS_PER_TICK)?;

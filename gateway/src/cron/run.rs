@@ -15,6 +15,7 @@ use super::home::{self, Destination};
 use super::script::ScriptPart;
 use super::{Inner, lock};
 use crate::adapter::AdapterError;
+use crate::delivery;
 use crate::event::{ChatType, SessionSource};
 use crate::lease::Held;
 
@@ -327,8 +328,10 @@ impl Inner {
         let sent = self.send(&destination, &answer);
         let now = self.clock.now_ms();
         update.attempts = run.attempts.saturating_add(1);
+        let mut accepted = Vec::new();
         match sent {
-            Ok(()) => {
+            Ok(ids) => {
+                accepted = ids;
                 tracing::info!(job = %job.id, run = %run.id, platform = %destination.platform, "scheduled answer delivered");
                 self.remember_answer(job, &answer)?;
                 update.state = RunState::Delivered;
@@ -360,7 +363,10 @@ impl Inner {
                 update.error = Some(reason);
             }
         }
-        self.store().run_update(&run.id, &update, fence)
+        self.store().run_update(&run.id, &update, fence)?;
+        // Only now that it is recorded delivered may a late report turn it.
+        self.late
+            .remember(&destination.platform, &run.id, &accepted)
     }
 
     /// Why this answer is recorded and not sent: it is the silent marker,
@@ -391,24 +397,28 @@ impl Inner {
         Ok(())
     }
 
-    /// Sends `text`; the error says why, and whether trying again could
-    /// help (`false`: the platform refused it for good, e.g. outside
-    /// WhatsApp's 24-hour window).
-    fn send(&self, to: &Destination, text: &str) -> Result<(), (String, bool)> {
+    /// Sends `text`: the ids of the messages the platform accepted, where
+    /// its adapter reports failures late (`late`); the error says why, and
+    /// whether trying again could help (`false`: the platform refused it for
+    /// good, e.g. outside WhatsApp's 24-hour window).
+    fn send(&self, to: &Destination, text: &str) -> Result<Vec<String>, (String, bool)> {
         if !self.runner.has_platform(&to.platform) {
             return Err((
                 format!("{} is not configured on this gateway", to.platform),
                 true,
             ));
         }
-        self.handle
-            .block_on(
-                self.runner
-                    .send_text(&to.platform, &to.chat, to.thread.as_deref(), text),
-            )
-            .map_err(|e| {
-                let retryable = !matches!(e, AdapterError::Undeliverable { .. });
-                (e.to_string(), retryable)
-            })
+        let (sent, accepted) =
+            self.handle
+                .block_on(delivery::accepted_during(self.runner.send_text(
+                    &to.platform,
+                    &to.chat,
+                    to.thread.as_deref(),
+                    text,
+                )));
+        sent.map(|()| accepted).map_err(|e| {
+            let retryable = !matches!(e, AdapterError::Undeliverable { .. });
+            (e.to_string(), retryable)
+        })
     }
 }

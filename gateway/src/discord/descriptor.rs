@@ -60,6 +60,7 @@ pub static PLATFORM: Platform = Platform {
     split_target: split_chat_thread,
     setup: Some(SetupHint {
         token_var: "DISCORD_BOT_TOKEN",
+        token_secret: true,
         token_hint: "Developer Portal → Applications → your bot → Bot → Reset Token",
         id_hint: "numeric Discord user ids (Developer Mode → Copy User ID)",
         more: &[],

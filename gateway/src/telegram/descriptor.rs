@@ -29,6 +29,7 @@ pub static PLATFORM: Platform = Platform {
     split_target: split_chat_thread,
     setup: Some(SetupHint {
         token_var: "TELEGRAM_BOT_TOKEN",
+        token_secret: true,
         token_hint: "from @BotFather (/newbot)",
         id_hint: "numeric Telegram user ids (@userinfobot tells yours)",
         more: &[],

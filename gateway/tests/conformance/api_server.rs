@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::api_server_support::{KEY, call};
-use crate::conformance_kit::{Access, Capabilities, Harness, Place, Plan, Posted, Said, Sender};
+use crate::conformance_kit::{
+    Access, Capabilities, Harness, Place, Plan, Posted, Said, SaidMark, Sender,
+};
 
 pub struct ApiServer {
     port: u16,
@@ -133,6 +135,18 @@ impl Harness for ApiServer {
 
     fn said(&self) -> Vec<Said> {
         self.said.lock().unwrap().clone()
+    }
+
+    /// One log of the answers, in order.
+    fn said_since(&self, mark: &mut SaidMark) -> Vec<Said> {
+        let new = self
+            .said
+            .lock()
+            .unwrap()
+            .get(mark.seen()..)
+            .unwrap_or_default()
+            .to_vec();
+        mark.advance_append(new)
     }
 
     fn mark(&self) -> usize {

@@ -6,9 +6,25 @@
 use std::time::{Duration, Instant};
 
 use crate::conformance_kit::{
-    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, Sender, SentFile,
+    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, SaidMark, Sender, SentFile,
 };
 use crate::discord_support::{Behaviour, FakeDiscord, TOKEN};
+
+/// One message the bot posted, as the suite reads it.
+fn said_of(p: crate::discord_support::Posted) -> Said {
+    Said {
+        file: p.body["files"]
+            .as_array()
+            .and_then(|f| f.first())
+            .map(|f| SentFile {
+                name: f["filename"].as_str().unwrap_or("").to_owned(),
+                bytes: hex(f["hex"].as_str().unwrap_or("")),
+            }),
+        chat: p.channel,
+        reply_to: p.reply_to,
+        text: p.content,
+    }
+}
 
 const USERS: [&str; 3] = ["101", "102", "103"];
 const STRANGER: &str = "666";
@@ -132,22 +148,13 @@ impl Harness for Discord {
     }
 
     fn said(&self) -> Vec<Said> {
-        self.0
-            .posted()
-            .into_iter()
-            .map(|p| Said {
-                file: p.body["files"]
-                    .as_array()
-                    .and_then(|f| f.first())
-                    .map(|f| SentFile {
-                        name: f["filename"].as_str().unwrap_or("").to_owned(),
-                        bytes: hex(f["hex"].as_str().unwrap_or("")),
-                    }),
-                chat: p.channel,
-                reply_to: p.reply_to,
-                text: p.content,
-            })
-            .collect()
+        self.0.posted().into_iter().map(said_of).collect()
+    }
+
+    /// The fake keeps one log of what the bot posted, in order.
+    fn said_since(&self, mark: &mut SaidMark) -> Vec<Said> {
+        let new = self.0.posted_since(mark.seen());
+        mark.advance_append(new.into_iter().map(said_of).collect())
     }
 
     fn mark(&self) -> usize {

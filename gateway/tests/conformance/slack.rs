@@ -9,9 +9,19 @@
 use std::time::{Duration, Instant};
 
 use crate::conformance_kit::{
-    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, Sender, SentFile,
+    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, SaidMark, Sender, SentFile,
 };
-use crate::slack_support::{Behaviour, FakeSlack, dm_of};
+use crate::slack_support::{Behaviour, BotMessage, FakeSlack, dm_of};
+
+/// One message the bot posted, as the suite reads it.
+fn said_of(m: BotMessage) -> Said {
+    Said {
+        chat: m.channel,
+        reply_to: m.thread_ts,
+        text: m.text,
+        file: m.file.map(|(name, bytes)| SentFile { name, bytes }),
+    }
+}
 
 const USERS: [&str; 3] = ["U0000101", "U0000102", "U0000103"];
 const STRANGER: &str = "U0000666";
@@ -127,16 +137,13 @@ impl Harness for Slack {
     }
 
     fn said(&self) -> Vec<Said> {
-        self.fake
-            .posted()
-            .into_iter()
-            .map(|m| Said {
-                chat: m.channel,
-                reply_to: m.thread_ts,
-                text: m.text,
-                file: m.file.map(|(name, bytes)| SentFile { name, bytes }),
-            })
-            .collect()
+        self.fake.posted().into_iter().map(said_of).collect()
+    }
+
+    /// The fake keeps one log of what the bot posted, in order.
+    fn said_since(&self, mark: &mut SaidMark) -> Vec<Said> {
+        let new = self.fake.posted_since(mark.seen());
+        mark.advance_append(new.into_iter().map(said_of).collect())
     }
 
     fn mark(&self) -> usize {

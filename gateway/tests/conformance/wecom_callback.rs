@@ -9,9 +9,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::conformance_kit::{
-    Access, Capabilities, Capability, Harness, Place, Plan, Posted, Said, Sender,
+    Access, Capabilities, Capability, Harness, Place, Plan, Posted, Said, SaidMark, Sender,
 };
 use crate::wecom_callback_support::{AES_KEY, AGENT, CORP, FakeQyApi, SECRET, TOKEN, WeCom};
+
+/// One message the app sent, as the suite reads it.
+fn said_of(s: crate::wecom_callback_support::Sent) -> Said {
+    Said {
+        chat: s.touser,
+        reply_to: None,
+        text: s.content,
+        file: None,
+    }
+}
 
 const USERS: [&str; 3] = ["zhangsan", "lisi", "wangwu"];
 const STRANGER: &str = "stranger";
@@ -129,16 +139,13 @@ impl Harness for WecomCallback {
     }
 
     fn said(&self) -> Vec<Said> {
-        self.qyapi
-            .sent()
-            .into_iter()
-            .map(|s| Said {
-                chat: s.touser,
-                reply_to: None,
-                text: s.content,
-                file: None,
-            })
-            .collect()
+        self.qyapi.sent().into_iter().map(said_of).collect()
+    }
+
+    /// The fake keeps one log of what the app sent, in order.
+    fn said_since(&self, mark: &mut SaidMark) -> Vec<Said> {
+        let new = self.qyapi.sent_since(mark.seen());
+        mark.advance_append(new.into_iter().map(said_of).collect())
     }
 
     fn mark(&self) -> usize {

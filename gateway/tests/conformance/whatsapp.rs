@@ -7,11 +7,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::conformance_kit::{
-    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, Sender, SentFile,
+    Access, Capabilities, Harness, Media, Place, Plan, Posted, Said, SaidMark, Sender, SentFile,
 };
 use crate::whatsapp_support::{
-    APP_SECRET, FakeCloudApi, PHONE_ID, TOKEN, VERIFY_TOKEN, image_of_type, text, user_message,
-    voice,
+    APP_SECRET, FakeCloudApi, PHONE_ID, Sent, TOKEN, VERIFY_TOKEN, image_of_type, text,
+    user_message, voice,
 };
 
 const USERS: [&str; 3] = ["15550000101", "15550000102", "15550000103"];
@@ -55,6 +55,20 @@ impl WhatsApp {
     fn wamid(&mut self) -> String {
         self.next_id += 1;
         format!("wamid.CONF{:08}", self.next_id)
+    }
+
+    /// One message the fake accepted, as the suite reads it.
+    fn said_of(&self, s: Sent) -> Said {
+        Said {
+            file: s.media_id.as_deref().and_then(|id| {
+                self.fake
+                    .upload_of(id)
+                    .map(|(name, bytes)| SentFile { name, bytes })
+            }),
+            chat: s.to,
+            reply_to: s.context,
+            text: s.text,
+        }
     }
 }
 
@@ -152,17 +166,14 @@ impl Harness for WhatsApp {
         self.fake
             .sent()
             .into_iter()
-            .map(|s| Said {
-                file: s.media_id.as_deref().and_then(|id| {
-                    self.fake
-                        .upload_of(id)
-                        .map(|(name, bytes)| SentFile { name, bytes })
-                }),
-                chat: s.to,
-                reply_to: s.context,
-                text: s.text,
-            })
+            .map(|s| self.said_of(s))
             .collect()
+    }
+
+    /// The fake keeps one log of what it accepted, in order.
+    fn said_since(&self, mark: &mut SaidMark) -> Vec<Said> {
+        let new = self.fake.sent_since(mark.seen());
+        mark.advance_append(new.into_iter().map(|s| self.said_of(s)).collect())
     }
 
     fn mark(&self) -> usize {

@@ -21,8 +21,8 @@
 use std::time::{Duration, Instant};
 
 use super::gateway::{env_number, serve_if_child};
-use super::suite::World;
-use super::{Harness, Place, Sender};
+use super::suite::{World, answer};
+use super::{Harness, Place, SaidMark, Sender};
 
 /// Runs the measurement on `H` (the test `test`, by its full name).
 pub fn run<H: Harness>(test: &str) {
@@ -47,30 +47,53 @@ pub fn run<H: Harness>(test: &str) {
     // In rounds: every user writes one message, then waits for its answer
     // — people wait for an answer before writing again, and a burst into
     // one chat is merged by the busy mode, not answered message by message.
+    // Everything said so far (the warm-up) is behind the mark.
+    let mut mark = SaidMark::default();
+    world.harness.said_since(&mut mark);
     let started = Instant::now();
     let mut sent = 0;
     while sent < messages {
         let round = users.min(messages - sent);
-        let asked: Vec<_> = (0..round)
+        let mut waiting: Vec<_> = (0..round)
             .map(|user| world.ask(Sender::User(user), Place::Dm, "how are you"))
             .collect();
         // Polled every millisecond (the suite's own wait polls every
-        // 50 ms, which would cap a round at ~20 per second), then checked
-        // as the suite checks an answer (its chat, the message it points at).
+        // 50 ms, which would cap a round at ~20 per second), reading only
+        // what is new since the last poll; each answer checked as the
+        // suite checks one (its chat, the message it points at).
         let deadline = Instant::now() + super::ANSWER_WITHIN;
-        while !asked
-            .iter()
-            .all(|(token, _)| !world.answers(token).is_empty())
-        {
+        while !waiting.is_empty() {
+            for said in world.harness.said_since(&mut mark) {
+                let Some(i) = waiting
+                    .iter()
+                    .position(|(token, _)| said.text.contains(&answer(token)))
+                else {
+                    continue;
+                };
+                let (token, posted) = waiting.swap_remove(i);
+                assert_eq!(
+                    said.chat,
+                    posted.chat,
+                    "{}: the answer to {token} went elsewhere",
+                    H::NAME
+                );
+                if world.caps.replies_point_back {
+                    assert_eq!(
+                        said.reply_to.as_deref(),
+                        Some(posted.id.as_str()),
+                        "{}: the answer to {token} points elsewhere",
+                        H::NAME
+                    );
+                }
+            }
             assert!(
                 Instant::now() < deadline,
                 "{}: a round was never answered",
                 H::NAME
             );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        for (token, posted) in &asked {
-            world.await_answer(token, posted);
+            if !waiting.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         sent += round;
     }

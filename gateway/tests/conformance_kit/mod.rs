@@ -47,6 +47,7 @@ pub mod soak;
 pub mod suite;
 pub mod table;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 pub use soak::Plan;
@@ -107,6 +108,51 @@ pub struct Said {
     pub text: String,
     /// The file it carries, if any.
     pub file: Option<SentFile>,
+}
+
+/// How far a poller has read what the bot said ([`Harness::said_since`]).
+#[derive(Debug, Clone, Default)]
+pub struct SaidMark {
+    /// Sends read, in all.
+    seen: usize,
+    /// Sends read per chat.
+    per_chat: HashMap<String, usize>,
+}
+
+impl SaidMark {
+    /// Sends read so far: where a harness with one ordered log of sends
+    /// starts reading.
+    pub fn seen(&self) -> usize {
+        self.seen
+    }
+
+    /// Everything said (in order within each chat; chats may interleave
+    /// differently from one reading to the next): what is beyond this mark
+    /// in its chat, in the order given. The mark moves past it.
+    pub fn advance_over(&mut self, said: Vec<Said>) -> Vec<Said> {
+        let mut counted: HashMap<String, usize> = HashMap::new();
+        let mut new = Vec::new();
+        for s in said {
+            let n = counted.entry(s.chat.clone()).or_default();
+            *n += 1;
+            if *n > self.per_chat.get(&s.chat).copied().unwrap_or(0) {
+                new.push(s);
+            }
+        }
+        self.seen = counted.values().sum();
+        self.per_chat = counted;
+        new
+    }
+
+    /// The sends after [`SaidMark::seen`] of one ordered log: all new. The
+    /// mark moves past them.
+    pub fn advance_append(&mut self, new: Vec<Said>) -> Vec<Said> {
+        self.seen += new.len();
+        for s in &new {
+            *self.per_chat.entry(s.chat.clone()).or_default() += 1;
+        }
+        new
+    }
 }
 
 /// Media a user sends.
@@ -222,6 +268,17 @@ pub trait Harness: Sized {
 
     /// Everything the bot has sent so far, in order.
     fn said(&self) -> Vec<Said>;
+
+    /// What the bot said since `mark`, which moves past it: for polling
+    /// (the measurement's), where reading everything said at every poll
+    /// would make the polling itself the cost. The default reads
+    /// [`Harness::said`] and keeps what is new in each chat
+    /// ([`SaidMark::advance_over`]); a harness whose peer keeps one log of
+    /// sends in the order taken reads only the new part of it
+    /// ([`SaidMark::seen`], [`SaidMark::advance_append`]).
+    fn said_since(&self, mark: &mut SaidMark) -> Vec<Said> {
+        mark.advance_over(self.said())
+    }
 
     /// A mark taken just before a gateway starts, for [`Harness::wait_up`].
     fn mark(&self) -> usize;

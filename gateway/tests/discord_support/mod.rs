@@ -434,6 +434,12 @@ impl FakeDiscord {
         self.shared.state().posted.clone()
     }
 
+    /// What the bot posted after the first `n`, in order.
+    pub fn posted_since(&self, n: usize) -> Vec<Posted> {
+        let s = self.shared.state();
+        s.posted.get(n..).unwrap_or_default().to_vec()
+    }
+
     pub fn rest_calls(&self) -> Vec<RestCall> {
         self.shared.state().rest.clone()
     }

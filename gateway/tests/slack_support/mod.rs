@@ -466,6 +466,12 @@ impl FakeSlack {
         self.shared.state().posted.clone()
     }
 
+    /// What the bot posted after the first `n`, in order.
+    pub fn posted_since(&self, n: usize) -> Vec<BotMessage> {
+        let s = self.shared.state();
+        s.posted.get(n..).unwrap_or_default().to_vec()
+    }
+
     pub fn calls(&self, method: &str) -> Vec<Call> {
         self.shared
             .state()

@@ -127,6 +127,12 @@ impl FakeQyApi {
         self.state().sent.clone()
     }
 
+    /// What the app sent after the first `n`, in order.
+    pub fn sent_since(&self, n: usize) -> Vec<Sent> {
+        let s = self.state();
+        s.sent.get(n..).unwrap_or_default().to_vec()
+    }
+
     pub fn send_answers(&self) -> Vec<i64> {
         self.state().send_answers.clone()
     }

@@ -350,6 +350,12 @@ impl FakeCloudApi {
         self.state().sent.clone()
     }
 
+    /// What the fake accepted after the first `n`, in order.
+    pub fn sent_since(&self, n: usize) -> Vec<Sent> {
+        let s = self.state();
+        s.sent.get(n..).unwrap_or_default().to_vec()
+    }
+
     pub fn sent_to(&self, to: &str) -> Vec<Sent> {
         self.sent().into_iter().filter(|s| s.to == to).collect()
     }

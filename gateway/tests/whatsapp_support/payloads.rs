@@ -72,7 +72,7 @@ pub fn sticker(from: &str, wamid: &str) -> Value {
            "sticker": {"mime_type": "image/webp", "sha256": "0000", "id": "777", "animated": false}})
 }
 
-pub(super) fn status_value(wamid: &str, status: &str, to: &str, errors: Option<Value>) -> Value {
+pub fn status_value(wamid: &str, status: &str, to: &str, errors: Option<Value>) -> Value {
     let mut s = json!({"id": wamid, "status": status, "timestamp": now_s().to_string(),
                        "recipient_id": to});
     if let Some(e) = errors {

@@ -37,17 +37,16 @@ mod state;
 mod watch;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use hermes_runtime::store::Store;
 use tokio::sync::watch as channel;
-use tokio::task::JoinHandle;
 
 use hermes_platform_kit::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
 use hermes_platform_kit::event::MediaRef;
 use hermes_platform_kit::lease::{Held, LeaseGate};
+use hermes_platform_kit::running::RunningLoop;
 use hermes_platform_kit::split::LengthUnit;
 
 pub use config::{EmailConfig, EmailConfigError, Endpoint, Security, is_loopback};
@@ -70,15 +69,10 @@ struct Inner {
     gate: LeaseGate,
 }
 
-struct Running {
-    stop: channel::Sender<bool>,
-    task: JoinHandle<()>,
-}
-
 /// The Email adapter. See the module docs.
 pub struct EmailAdapter {
     inner: Arc<Inner>,
-    running: tokio::sync::Mutex<Option<Running>>,
+    running: RunningLoop,
     stopped: Arc<channel::Sender<Option<Arc<AdapterError>>>>,
 }
 
@@ -109,7 +103,7 @@ impl EmailAdapter {
                 tls,
                 gate: LeaseGate::default(),
             }),
-            running: tokio::sync::Mutex::new(None),
+            running: RunningLoop::default(),
             stopped: Arc::new(stopped),
         })
     }
@@ -182,10 +176,9 @@ impl PlatformAdapter for EmailAdapter {
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
-        let mut running = self.running.lock().await;
-        if running.is_some() {
+        let Some(starting) = self.running.begin().await else {
             return Ok(());
-        }
+        };
         let failed = |e: imap::ImapError| match e {
             imap::ImapError::Auth(_) => AdapterError::Auth {
                 platform: PLATFORM,
@@ -204,24 +197,19 @@ impl PlatformAdapter for EmailAdapter {
             .await
             .map_err(failed)?;
         tracing::info!(address = %self.inner.config.address, "email: connected");
-        let (stop, stop_rx) = channel::channel(false);
         let inner = Arc::clone(&self.inner);
         let stopped = Arc::clone(&self.stopped);
-        let task = tokio::spawn(async move {
-            if let Some(e) = watch::watch_loop(inner, handler, stop_rx, session).await {
+        starting.spawn(|stop| async move {
+            if let Some(e) = watch::watch_loop(inner, handler, stop, session).await {
                 tracing::error!(error = %e, "email: reading stopped");
                 stopped.send_replace(Some(Arc::new(e)));
             }
         });
-        *running = Some(Running { stop, task });
         Ok(())
     }
 
     async fn disconnect(&self) {
-        if let Some(r) = self.running.lock().await.take() {
-            let _ = r.stop.send(true);
-            let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
-        }
+        self.running.stop().await;
     }
 
     /// The whole `text` in one mail to `chat_id`; with `reply_to` (a mail's

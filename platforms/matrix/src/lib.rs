@@ -41,11 +41,11 @@ use hermes_runtime::store::Store;
 use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use hermes_platform_kit::adapter::{AdapterError, EventHandler, FetchedMedia, PlatformAdapter};
 use hermes_platform_kit::event::MediaRef;
 use hermes_platform_kit::lease::{Held, LeaseGate};
+use hermes_platform_kit::running::RunningLoop;
 use hermes_platform_kit::split::{LengthUnit, split_message};
 
 use api::{Api, CallError, PLATFORM, seg};
@@ -159,15 +159,10 @@ fn process_start_ms() -> u128 {
     })
 }
 
-struct Running {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
-}
-
 /// The Matrix adapter. See the module docs.
 pub struct MatrixAdapter {
     inner: Arc<Inner>,
-    running: tokio::sync::Mutex<Option<Running>>,
+    running: RunningLoop,
     stopped: Arc<watch::Sender<Option<Arc<AdapterError>>>>,
 }
 
@@ -199,7 +194,7 @@ impl MatrixAdapter {
                 encrypted_told: Mutex::default(),
                 gate: LeaseGate::default(),
             }),
-            running: tokio::sync::Mutex::new(None),
+            running: RunningLoop::default(),
             stopped: Arc::new(stopped),
         }
     }
@@ -265,32 +260,26 @@ impl PlatformAdapter for MatrixAdapter {
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
-        let mut running = self.running.lock().await;
-        if running.is_some() {
+        let Some(starting) = self.running.begin().await else {
             return Ok(());
-        }
+        };
         let account = sync::log_in(&self.inner).await?;
         tracing::info!(user = %account.user_id, "matrix: connected");
         let since = sync::first_token(&self.inner).await?;
-        let (stop, stop_rx) = watch::channel(false);
         let inner = Arc::clone(&self.inner);
         let stopped = Arc::clone(&self.stopped);
-        let task = tokio::spawn(async move {
-            let fatal = sync::sync_loop(inner, handler, since, stop_rx).await;
+        starting.spawn(|stop| async move {
+            let fatal = sync::sync_loop(inner, handler, since, stop).await;
             if let Some(e) = fatal {
                 tracing::error!(error = %e, "matrix: syncing stopped");
                 stopped.send_replace(Some(Arc::new(e)));
             }
         });
-        *running = Some(Running { stop, task });
         Ok(())
     }
 
     async fn disconnect(&self) {
-        if let Some(r) = self.running.lock().await.take() {
-            let _ = r.stop.send(true);
-            let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
-        }
+        self.running.stop().await;
     }
 
     async fn send(

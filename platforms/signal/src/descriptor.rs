@@ -56,6 +56,7 @@ pub static PLATFORM: Platform = Platform {
     // `getUserStatus` on the account checks both the address and the number.
     setup: Some(SetupHint {
         token_var: "SIGNAL_ACCOUNT",
+        token_secret: false,
         token_hint: "the account's number as signal-cli registered or linked it (+ and country code, e.g. +4915112345678)",
         id_hint: "phone numbers with + and country code, or Signal UUIDs",
         more: &[(

@@ -36,11 +36,11 @@ use hermes_platform_kit::adapter::{
 };
 use hermes_platform_kit::event::MediaRef;
 use hermes_platform_kit::lease::{Held, LeaseGate};
+use hermes_platform_kit::running::RunningLoop;
 use hermes_platform_kit::split::{LengthUnit, split_message};
 use hermes_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 pub use config::{SignalConfig, SignalConfigError, is_number, is_uuid};
 pub use rpc::{IO_ERROR, RATELIMIT_ERROR, UNTRUSTED_KEY_ERROR, USER_ERROR};
@@ -189,15 +189,10 @@ impl Inner {
     }
 }
 
-struct Running {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
-}
-
 /// The Signal adapter. See the crate docs.
 pub struct SignalAdapter {
     inner: Arc<Inner>,
-    running: tokio::sync::Mutex<Option<Running>>,
+    running: RunningLoop,
 }
 
 impl std::fmt::Debug for SignalAdapter {
@@ -219,7 +214,7 @@ impl SignalAdapter {
                 uuid: Mutex::new(None),
                 gate: LeaseGate::default(),
             }),
-            running: tokio::sync::Mutex::new(None),
+            running: RunningLoop::default(),
         }
     }
 
@@ -368,10 +363,9 @@ impl PlatformAdapter for SignalAdapter {
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {
-        let mut running = self.running.lock().await;
-        if running.is_some() {
+        let Some(starting) = self.running.begin().await else {
             return Ok(());
-        }
+        };
         match self.inner.whoami().await {
             Ok(uuid) => {
                 tracing::info!(account = %self.inner.config.account, uuid = uuid.as_deref().unwrap_or("?"), "signal: connected to the signal-cli daemon")
@@ -380,17 +374,13 @@ impl PlatformAdapter for SignalAdapter {
                 tracing::warn!(error = %e, "signal: {} (receiving starts when it answers)", self.inner.daemon_hint())
             }
         }
-        let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(receive_loop(Arc::clone(&self.inner), handler, stop_rx));
-        *running = Some(Running { stop, task });
+        let inner = Arc::clone(&self.inner);
+        starting.spawn(|stop| receive_loop(inner, handler, stop));
         Ok(())
     }
 
     async fn disconnect(&self) {
-        if let Some(r) = self.running.lock().await.take() {
-            let _ = r.stop.send(true);
-            let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
-        }
+        self.running.stop().await;
     }
 
     async fn send(

@@ -60,6 +60,7 @@ pub static PLATFORM: Platform = Platform {
     split_target: split_chat_thread,
     setup: Some(SetupHint {
         token_var: "SLACK_BOT_TOKEN",
+        token_secret: true,
         token_hint: "api.slack.com/apps → your app → OAuth & Permissions → Bot User OAuth Token (xoxb-…)",
         id_hint: "Slack member ids such as U012AB3CD (profile → ⋮ → Copy member ID)",
         more: &[(

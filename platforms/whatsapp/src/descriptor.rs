@@ -51,6 +51,7 @@ pub static PLATFORM: Platform = Platform {
     split_target: split_chat_thread,
     setup: Some(SetupHint {
         token_var: "WHATSAPP_ACCESS_TOKEN",
+        token_secret: true,
         token_hint: "developers.facebook.com → your app → WhatsApp → API Setup (a system user's permanent token for a bot that keeps running)",
         id_hint: "phone numbers as WhatsApp writes them: digits with the country code, no +",
         more: &[

@@ -22,8 +22,11 @@
 //! (a scheduled job's delivery, typically) waits up to
 //! `WhatsAppConfig::status_wait` for the message's status: `failed` makes
 //! the send fail the same way; `sent`, `delivered` or `read` lets it pass.
-//! A `failed` status arriving later is logged with its error and counted
-//! ([`WhatsAppAdapter::failed_deliveries`]), never reported as delivered.
+//! A `failed` status arriving later is logged with its error, counted
+//! ([`WhatsAppAdapter::failed_deliveries`]) and reported to the runner as a
+//! late failure (the kit's `delivery`): each accepted message's wamid is
+//! noted for the send that made it, so the scheduler records its job's
+//! delivery as failed after all.
 //!
 //! The access token, the app secret and the verify token never reach a log
 //! line, an error or a `Debug` output.
@@ -44,6 +47,7 @@ use hermes_platform_kit::adapter::{
     AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter,
 };
 use hermes_platform_kit::dedup::Dedup;
+use hermes_platform_kit::delivery::{self, LateFailure, LateFailureHandler};
 use hermes_platform_kit::event::{ChatType, MediaRef, MessageEvent, SessionSource};
 use hermes_platform_kit::lease::{Held, LeaseGate};
 use hermes_platform_kit::split::{LengthUnit, split_message};
@@ -96,6 +100,8 @@ struct Inner {
     /// beat the API's answer).
     recent: Mutex<VecDeque<(String, Outcome)>>,
     failed: AtomicU64,
+    /// Where a `failed` status no send waits for is reported.
+    late: Mutex<Option<LateFailureHandler>>,
 }
 
 impl std::fmt::Debug for WhatsAppAdapter {
@@ -131,6 +137,7 @@ impl WhatsAppAdapter {
                 waiting: Mutex::new(HashMap::new()),
                 recent: Mutex::new(VecDeque::new()),
                 failed: AtomicU64::new(0),
+                late: Mutex::new(None),
             }),
         }
     }
@@ -209,6 +216,7 @@ impl WhatsAppAdapter {
             .send_message(chat_id, message, reply_to)
             .await
             .map_err(ApiError::into_adapter_error)?;
+        delivery::note_accepted(&wamid);
         self.confirm(chat_id, &wamid).await
     }
 }
@@ -216,11 +224,12 @@ impl WhatsAppAdapter {
 /// The send error of a `failed` status.
 fn failed_status_error(e: GraphError) -> AdapterError {
     let details = e.details.clone().unwrap_or_else(|| e.message.clone());
+    let code = e.code;
     match e.into_api_error(400) {
         window @ ApiError::OutsideWindow { .. } => window.into_adapter_error(),
         _ => AdapterError::Rejected {
             platform: PLATFORM,
-            message: format!("WhatsApp reported the message failed: {details}"),
+            message: format!("WhatsApp reported the message failed (error {code}: {details})"),
         },
     }
 }
@@ -259,6 +268,7 @@ impl Callbacks {
     }
 
     fn status(&self, s: Status) {
+        let wamid = s.id.clone();
         let outcome = match s.status.as_str() {
             "failed" => {
                 let error = s.errors.first().cloned().unwrap_or_default();
@@ -284,18 +294,35 @@ impl Callbacks {
         };
         // `recent` before `waiting`, as `confirm` takes them: a send that
         // registers meanwhile finds the status in one or the other.
-        let mut recent = lock(&self.inner().recent);
-        let waiter = lock(&self.inner().waiting).remove(&s.id);
-        match waiter {
-            Some(tx) => {
-                let _ = tx.send(outcome);
-            }
-            None => {
-                if recent.len() >= RECENT_STATUSES {
-                    recent.pop_front();
+        let late = {
+            let mut recent = lock(&self.inner().recent);
+            let waiter = lock(&self.inner().waiting).remove(&s.id);
+            match waiter {
+                Some(tx) => {
+                    let _ = tx.send(outcome);
+                    None
                 }
-                recent.push_back((s.id, outcome));
+                None => {
+                    if recent.len() >= RECENT_STATUSES {
+                        recent.pop_front();
+                    }
+                    recent.push_back((s.id, outcome.clone()));
+                    match outcome {
+                        Outcome::Failed(e) => Some(e),
+                        Outcome::Accepted => None,
+                    }
+                }
             }
+        };
+        // No send is waiting for it: whoever sent the message learns it
+        // failed after all (a scheduled delivery is recorded as failed).
+        let handler = lock(&self.inner().late).clone();
+        if let (Some(error), Some(handler)) = (late, handler) {
+            handler(LateFailure {
+                platform: PLATFORM,
+                message_id: wamid,
+                error: failed_status_error(error),
+            });
         }
     }
 
@@ -465,6 +492,10 @@ impl PlatformAdapter for WhatsAppAdapter {
 
     fn set_lease(&self, lease: Option<Held>) {
         self.inner.gate.set(lease);
+    }
+
+    fn set_late_failures(&self, handler: LateFailureHandler) {
+        *lock(&self.inner.late) = Some(handler);
     }
 
     async fn connect(&self, handler: EventHandler) -> Result<(), AdapterError> {

@@ -369,4 +369,40 @@ impl Jobs for Postgres {
             Ok(())
         })
     }
+
+    fn run_failed_after_delivery(
+        &mut self,
+        run_id: &str,
+        error: &str,
+        outcome: &str,
+    ) -> Result<bool, StoreError> {
+        let run_id = run_id.to_owned();
+        let error = db(error);
+        let outcome = db(outcome);
+        self.conn.call(move |session| {
+            let (statements, client) = session.parts();
+            let mut tx = client.transaction()?;
+            let stmt = prepare(
+                statements,
+                &mut tx,
+                "UPDATE cron_runs SET state = 'delivery_failed', error = $2 \
+                 WHERE id = $1 AND state = 'delivered'",
+            )?;
+            let changed = tx.execute(&stmt, &[&run_id, &error])?;
+            if changed > 0 {
+                let job = prepare(
+                    statements,
+                    &mut tx,
+                    "UPDATE cron_jobs SET last_outcome = $2 \
+                     WHERE id = (SELECT job_id FROM cron_runs WHERE id = $1) \
+                     AND NOT EXISTS (SELECT 1 FROM cron_runs later, cron_runs this \
+                       WHERE this.id = $1 AND later.job_id = this.job_id \
+                       AND later.claimed_at_ms > this.claimed_at_ms)",
+                )?;
+                tx.execute(&job, &[&run_id, &outcome])?;
+            }
+            tx.commit()?;
+            Ok(changed > 0)
+        })
+    }
 }

@@ -346,4 +346,31 @@ impl Jobs for Sqlite {
         tx.commit()?;
         Ok(())
     }
+
+    fn run_failed_after_delivery(
+        &mut self,
+        run_id: &str,
+        error: &str,
+        outcome: &str,
+    ) -> Result<bool, StoreError> {
+        let tx = WriteTx::begin(&self.conn)?;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE cron_runs SET state = 'delivery_failed', error = ?2 \
+                 WHERE id = ?1 AND state = 'delivered'",
+            )?
+            .execute(params![run_id, error])?;
+        if changed > 0 {
+            tx.prepare_cached(
+                "UPDATE cron_jobs SET last_outcome = ?2 \
+                 WHERE id = (SELECT job_id FROM cron_runs WHERE id = ?1) \
+                 AND NOT EXISTS (SELECT 1 FROM cron_runs later, cron_runs this \
+                   WHERE this.id = ?1 AND later.job_id = this.job_id \
+                   AND later.claimed_at_ms > this.claimed_at_ms)",
+            )?
+            .execute(params![run_id, outcome])?;
+        }
+        tx.commit()?;
+        Ok(changed > 0)
+    }
 }

@@ -334,6 +334,7 @@ fn without_namespaces_commands_are_still_confined_and_cleaned_up() {
 #[test]
 fn under_an_emulator_a_commands_group_is_killed_when_it_ends() {
     if runner().is_empty() || emulated().landlock {
+        println!("SKIP: not under an emulator without Landlock (HERMES_SANDBOX_RUNNER)");
         return;
     }
     let env = Env::new();

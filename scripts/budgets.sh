@@ -11,14 +11,18 @@
 #                                 a gate)
 #
 # Two builds are measured:
-#   default   target/x86_64-unknown-linux-musl/release/hermes (HERMES_EXE
-#             overrides; built when missing): the amd64 package, static-pie
-#             on musl (issue 39). A growth fence only.
-#   board     `--no-default-features --features board` (= telegram,wecom,web),
-#             x86_64 at target/x86_64-unknown-linux-gnu/release/hermes
-#             (HERMES_BOARD_EXE) and aarch64 at
-#             target/aarch64-unknown-linux-gnu/release/hermes
-#             (HERMES_AARCH64_EXE): the arm packages. Issue 32's targets.
+#   default   the full build, static-pie on musl (issue 39): x86_64 at
+#             target/x86_64-unknown-linux-musl/release/hermes (HERMES_EXE
+#             overrides; built when missing), the amd64 package, a growth
+#             fence; and aarch64 at
+#             target/aarch64-unknown-linux-musl/release/hermes
+#             (HERMES_AARCH64_EXE), the arm64 package: its size only
+#             (under qemu-user the RSS would be qemu's), against issue
+#             39's 9 MB target.
+#   board     `--no-default-features --features board` (= telegram,wecom,web,
+#             an option, no package's build any more), x86_64 at
+#             target/x86_64-unknown-linux-gnu/release/hermes
+#             (HERMES_BOARD_EXE). Issue 32's targets.
 #             A build that is absent is reported "not measured".
 #
 # Figures (one tab-separated line each, then a verdict per budget):
@@ -46,10 +50,10 @@ RSS_ONESHOT_TARGET_KIB=8000   # issue 39, item 4: the full build's one-shot
 RSS_ONESHOT_LIMIT_KIB=8000     # = the target, met (2026-12-04: 4,580-4,832 KiB with a fresh symbol order, cli/build.rs; 9,824 KiB in CI without it; was 10,400). A stale order (code changed since scripts/symbol-order.sh recorded it) costs RSS first: re-record it when this creeps
 RSS_IDLE_GATEWAY_TARGET_KIB=9000  # issue 39, item 4: the full build's idle Telegram gateway
 RSS_IDLE_GATEWAY_LIMIT_KIB=9000  # = the target, met (2026-12-04: 5,656-5,680 KiB with a fresh symbol order; 12,080 KiB in CI without it; was 12,700)
+SIZE_AARCH64_TARGET=9000000   # issue 39
+SIZE_AARCH64_LIMIT=13930000   # measured 13,792,088 B (2026-12-04, the full build static on aarch64-unknown-linux-musl, lld-16, packed relocations: the arm64 package); the fence had measured the aarch64 glibc board build (8,275,024 B, limit 8,380,000), which no package ships any more; +~1 %
 BOARD_SIZE_X86_64_TARGET=6500000
 BOARD_SIZE_X86_64_LIMIT=9850000       # measured 9,743,920 B (2026-12-04, without html5gum; 10,021,040 B with it); was 9,950,000; +~1 %
-BOARD_SIZE_AARCH64_TARGET=6000000
-BOARD_SIZE_AARCH64_LIMIT=8380000      # measured 8,275,024 B (2026-12-04, without html5gum; 8,441,808 B with it), lld-16 with packed relocations; was 8,450,000; +~1 %
 BOARD_RSS_ONESHOT_TARGET_KIB=8000
 BOARD_RSS_ONESHOT_LIMIT_KIB=9700      # RAISED 2026-12-04 (was 9,550; BENCHMARKS "Budgets after the fourth wave, third session"): the same board binary measured 9,548 and 9,624 KiB in two CI runs — the fence sat inside the measure's own noise; 9,356-9,388 the stop before; the +~200 KiB is not explained yet
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000
@@ -82,7 +86,7 @@ done
 
 exe=${HERMES_EXE:-target/x86_64-unknown-linux-musl/release/hermes}
 board_exe=${HERMES_BOARD_EXE:-target/x86_64-unknown-linux-gnu/release/hermes}
-arm_exe=${HERMES_AARCH64_EXE:-target/aarch64-unknown-linux-gnu/release/hermes}
+arm_exe=${HERMES_AARCH64_EXE:-target/aarch64-unknown-linux-musl/release/hermes}
 if [ ! -x "$exe" ] && [ -z "${HERMES_EXE:-}" ]; then
   nice -n 10 cargo build --locked --release --target x86_64-unknown-linux-musl -p hermes-cli
 fi
@@ -257,7 +261,7 @@ fi
 arm_size=-
 if [ -f "$arm_exe" ]; then
   arm_size=$(stat -c %s "$arm_exe")
-  printf 'size\tboard aarch64\t%s\n' "$arm_size"
+  printf 'size\tdefault aarch64\t%s\n' "$arm_size"
 fi
 
 if [ "$cpu" = 1 ]; then
@@ -293,6 +297,7 @@ if [ "$cpu" = 1 ]; then
 fi
 
 verdict "default x86_64 binary" "$size" - "$SIZE_X86_64_LIMIT" bytes
+verdict "default aarch64 binary" "$arm_size" "$SIZE_AARCH64_TARGET" "$SIZE_AARCH64_LIMIT" bytes
 verdict "default one-shot peak RSS" "$rss_default" "$RSS_ONESHOT_TARGET_KIB" "$RSS_ONESHOT_LIMIT_KIB" KiB
 verdict "default idle gateway RSS" "$idle_default" "$RSS_IDLE_GATEWAY_TARGET_KIB" "$RSS_IDLE_GATEWAY_LIMIT_KIB" KiB
 ratio_verdict "--version CPU against hello world" "$version_ratio" "$VERSION_RATIO_TARGET" "$VERSION_RATIO_LIMIT"
@@ -300,7 +305,6 @@ verdict "--version page faults" "$version_faults" "$VERSION_FAULTS_TARGET" "$VER
 ratio_verdict "0-turn one-shot CPU against hello world" "$oneshot0_ratio" "$ONESHOT0_RATIO_TARGET" "$ONESHOT0_RATIO_LIMIT"
 verdict "0-turn one-shot page faults" "$oneshot0_faults" "$ONESHOT0_FAULTS_TARGET" "$ONESHOT0_FAULTS_LIMIT" faults
 verdict "board x86_64 binary" "$board_size" "$BOARD_SIZE_X86_64_TARGET" "$BOARD_SIZE_X86_64_LIMIT" bytes
-verdict "board aarch64 binary" "$arm_size" "$BOARD_SIZE_AARCH64_TARGET" "$BOARD_SIZE_AARCH64_LIMIT" bytes
 verdict "board one-shot peak RSS" "$board_rss" "$BOARD_RSS_ONESHOT_TARGET_KIB" "$BOARD_RSS_ONESHOT_LIMIT_KIB" KiB
 verdict "board idle gateway RSS" "$board_idle" "$BOARD_RSS_IDLE_GATEWAY_TARGET_KIB" "$BOARD_RSS_IDLE_GATEWAY_LIMIT_KIB" KiB
 

@@ -191,8 +191,8 @@ unit_env() {
   # unconfined terminal: under emulation the terminal is left out (natively
   # the default toolsets run, sandbox included).
   if [ ${#runner[@]} -gt 0 ]; then
-    # (No `delegate`: the arm packages are the board build, which leaves it
-    # out — README "Boards".)
+    # (No `delegate`: the `board` variant, which a board owner may build,
+    # leaves it out — README "Boards".)
     service_env+=(HERMES_TOOLSETS=file,web,memory,todo)
   fi
 }

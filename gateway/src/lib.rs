@@ -45,8 +45,6 @@ pub mod prompt_context;
 pub mod runner;
 pub mod session;
 pub use hermes_platform_kit::split;
-#[cfg(feature = "telegram")]
-pub mod telegram;
 pub mod testing;
 pub mod voice;
 #[cfg(feature = "webhooks")]

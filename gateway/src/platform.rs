@@ -1,6 +1,6 @@
 //! How a platform plugs in (issue 40, item 1): each platform describes
 //! itself once, in a [`Platform`] descriptor next to its adapter
-//! (`telegram/descriptor.rs`, …), and [`platforms`] is the registry of the
+//! (`platforms/telegram/src/descriptor.rs`, …), and [`platforms`] is the registry of the
 //! ones this build carries (one cargo feature each).
 //!
 //! The lists that name platforms are iterations over the registry: the
@@ -22,7 +22,7 @@ pub use hermes_platform_kit::platform::*;
 /// The platforms of this build, in the order their adapters start.
 static PLATFORMS: &[&Platform] = &[
     #[cfg(feature = "telegram")]
-    &crate::telegram::descriptor::PLATFORM,
+    &hermes_telegram::descriptor::PLATFORM,
     #[cfg(feature = "wecom")]
     &crate::wecom::descriptor::PLATFORM,
     #[cfg(feature = "discord")]

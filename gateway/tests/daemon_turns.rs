@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use hermes_core::Message;
 use hermes_gateway::media::NO_TRANSCRIPTION_NOTICE;
-use hermes_gateway::telegram::format::markdown_to_html;
+use hermes_telegram::format::markdown_to_html;
 use hermes_tests::Reply;
 use serde_json::{Value, json};
 use telegram_gateway::{OGG, Setup, WAIT, gateway};

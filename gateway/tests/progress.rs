@@ -15,7 +15,7 @@ mod telegram_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_gateway::telegram::format::markdown_to_html;
+use hermes_telegram::format::markdown_to_html;
 use hermes_tests::Reply;
 use serde_json::json;
 use telegram_gateway::{Setup, USER, WAIT, gateway};

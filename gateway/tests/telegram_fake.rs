@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use hermes_gateway::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent};
-use hermes_gateway::telegram::{
+use hermes_gateway::testing::{collector, recv_within};
+use hermes_telegram::{
     MemoryOffsets, OffsetStore, RetryPolicy, StoreOffsets, TelegramAdapter, TelegramConfig,
 };
-use hermes_gateway::testing::{collector, recv_within};
 use serde_json::{Value, json};
 use telegram_support::{Fake, TOKEN};
 use tokio::net::TcpListener;

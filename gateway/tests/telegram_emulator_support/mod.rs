@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_gateway::telegram::{MemoryOffsets, TelegramAdapter, TelegramConfig};
+use hermes_telegram::{MemoryOffsets, TelegramAdapter, TelegramConfig};
 use serde_json::{Value, json};
 
 pub const WAIT: Duration = Duration::from_secs(30);

@@ -12,9 +12,9 @@ use hermes_core::LedgerEntry;
 use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::telegram::{MemoryOffsets, RetryPolicy, TelegramAdapter, TelegramConfig};
 use hermes_runtime::config::{Environment, Overrides, Settings};
 use hermes_runtime::store::{Store, SystemClock};
+use hermes_telegram::{MemoryOffsets, RetryPolicy, TelegramAdapter, TelegramConfig};
 use hermes_tests::{FakeProvider, Reply, Responder};
 use serde_json::{Value, json};
 

@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 
 use super::api::{CallError, PLATFORM};
 use super::{Inner, MAX_MESSAGE_UTF16, format};
-use crate::adapter::{AdapterError, FetchedMedia, Finished, ReplyStream};
-use crate::event::MediaRef;
-use crate::split::{LengthUnit, split_message};
+use hermes_platform_kit::adapter::{AdapterError, FetchedMedia, Finished, ReplyStream};
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::split::{LengthUnit, split_message};
 
 /// The whole download's deadline.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(90);

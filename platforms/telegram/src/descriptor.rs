@@ -1,9 +1,9 @@
-//! Telegram, as the registry ([`crate::platform`]) knows it.
+//! Telegram, as the gateway's registry knows it.
 
 use std::sync::Arc;
 
-use crate::adapter::PlatformAdapter;
-use crate::platform::{
+use hermes_platform_kit::adapter::PlatformAdapter;
+use hermes_platform_kit::platform::{
     BuildContext, Env, Platform, SetupHint, no_doctor, secret, split_chat_thread, var,
 };
 

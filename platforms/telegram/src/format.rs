@@ -43,7 +43,7 @@ pub fn markdown_to_html(md: &str) -> String {
         if let Some(body) = code.as_mut() {
             // The splitter reads fences the same way (`split::is_fence_line`),
             // so a piece it closed renders closed.
-            if crate::split::is_fence_line(line) {
+            if hermes_platform_kit::split::is_fence_line(line) {
                 push_pre(&mut out, &lang, &body.join("\n"));
                 code = None;
             } else {

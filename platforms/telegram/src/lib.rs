@@ -11,7 +11,7 @@
 //! Outbound: `sendMessage`, split at 4096 UTF-16 code units, formatted as
 //! Telegram HTML converted from the reply's Markdown ([`format`]); a chunk
 //! Telegram refuses with 400 is resent as plain text, never dropped. Files
-//! (the rest of a reply too long for messages, [`crate::overflow`]) go as
+//! (the rest of a reply too long for messages, [`hermes_platform_kit::overflow`]) go as
 //! `sendDocument` with a `multipart/form-data` body.
 //!
 //! Faults: 429 waits out `retry_after`; 5xx and network errors are retried
@@ -34,6 +34,8 @@ mod check;
 mod choices;
 pub mod descriptor;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzz_entry;
 mod inbound;
 mod media;
 mod offsets;
@@ -50,12 +52,12 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::adapter::{
+use hermes_platform_kit::adapter::{
     AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter, ReplyStream,
 };
-use crate::event::MediaRef;
-use crate::lease::{Held, LeaseGate};
-use crate::split::{LengthUnit, split_message};
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::lease::{Held, LeaseGate};
+use hermes_platform_kit::split::{LengthUnit, split_message};
 
 pub use api::RetryPolicy;
 pub(crate) use api::read_answer;
@@ -189,7 +191,7 @@ impl TelegramAdapter {
     /// commands. Best effort: without it the commands still work, so a
     /// refusal is a warning, never a failed connection.
     async fn publish_command_menu(&self) {
-        let commands: Vec<Value> = crate::command::menu()
+        let commands: Vec<Value> = hermes_platform_kit::command::menu()
             .into_iter()
             .map(|(command, description)| json!({"command": command, "description": description}))
             .collect();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hermes_runtime::http;
 use serde_json::Value;
 
-use crate::adapter::AdapterError;
+use hermes_platform_kit::adapter::AdapterError;
 
 pub(crate) const PLATFORM: &str = "telegram";
 

@@ -1,7 +1,7 @@
 //! `clarify` questions as an inline keyboard (issue 46): one button per
 //! choice, whose `callback_data` is `clarify:N`; a press comes back as a
 //! `callback_query` update, which `inbound` turns into a
-//! [`crate::event::MessageType::Choice`] event. The user can still answer in
+//! [`hermes_platform_kit::event::MessageType::Choice`] event. The user can still answer in
 //! their own words, as a message.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::api::{CallError, PLATFORM};
 use super::inbound::CHOICE_DATA;
 use super::{TelegramAdapter, format, lock};
-use crate::adapter::{AdapterError, PlatformAdapter};
+use hermes_platform_kit::adapter::{AdapterError, PlatformAdapter};
 
 impl TelegramAdapter {
     pub(super) async fn send_question(

@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::Deserialize;
 
-use crate::event::{
+use hermes_platform_kit::event::{
     ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource, with_quote,
 };
 

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::api::CallError;
 use super::inbound::{Update, translate};
 use super::{Inner, OffsetStore, lock};
-use crate::adapter::{AdapterError, EventHandler};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler};
 
 impl Inner {
     /// Hands `update` on; returns the id of a button press to answer.

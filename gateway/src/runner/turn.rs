@@ -545,6 +545,7 @@ impl Inner {
                 chat_id: event.source.chat_id.clone(),
                 message_id: event.message_id.clone(),
                 at_ms: now,
+                bot: self.bot_id(&event.source.platform),
             };
             // The compacted view, not every original (SPEC X1).
             let mut history = store.load_view(&session.id)?;

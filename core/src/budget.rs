@@ -40,6 +40,9 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 90;
 pub struct IterationBudget {
     remaining: Arc<AtomicU32>,
     halted: Arc<AtomicBool>,
+    /// Tokens (prompt, completion) of sub-agents' calls not yet recorded
+    /// in the parent's ledger ([`IterationBudget::add_child_usage`]).
+    child_tokens: Arc<[AtomicU32; 2]>,
     total: u32,
 }
 
@@ -49,8 +52,50 @@ impl IterationBudget {
         IterationBudget {
             remaining: Arc::new(AtomicU32::new(total)),
             halted: Arc::new(AtomicBool::new(false)),
+            child_tokens: Arc::new([AtomicU32::new(0), AtomicU32::new(0)]),
             total,
         }
+    }
+
+    /// A handle for a sub-agent: the same wallet and halt, but its own
+    /// record of sub-agents' usage, so the child's tool results never take
+    /// what belongs to the parent's.
+    pub fn for_child(&self) -> Self {
+        IterationBudget {
+            child_tokens: Arc::new([AtomicU32::new(0), AtomicU32::new(0)]),
+            ..self.clone()
+        }
+    }
+
+    /// Records a sub-agent's model calls on its parent's handle, so the
+    /// parent's ledger carries it: the parent's next tool result takes it
+    /// ([`IterationBudget::take_child_usage`]) and a host that charges the
+    /// ledger's usage (spending caps) charges the child's calls to the
+    /// parent's account. Saturates at `u32::MAX` tokens per side.
+    pub fn add_child_usage(&self, usage: &crate::Usage) {
+        for (slot, n) in self
+            .child_tokens
+            .iter()
+            .zip([usage.prompt_tokens, usage.completion_tokens])
+        {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            let _ = slot.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some(v.saturating_add(n))
+            });
+        }
+    }
+
+    /// Takes what [`IterationBudget::add_child_usage`] recorded (`None` when
+    /// nothing): each call's tokens are taken exactly once.
+    pub fn take_child_usage(&self) -> Option<crate::Usage> {
+        let prompt = u64::from(self.child_tokens[0].swap(0, Ordering::AcqRel));
+        let completion = u64::from(self.child_tokens[1].swap(0, Ordering::AcqRel));
+        (prompt + completion > 0).then(|| crate::Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            ..crate::Usage::default()
+        })
     }
 
     /// Stops every run drawing from this wallet before its next model call

@@ -129,6 +129,11 @@ pub struct TurnMarker {
     pub message_id: String,
     /// When the turn started.
     pub at_ms: u64,
+    /// The bot (adapter's bot id) that served it: two bots of one platform
+    /// on one database recover only their own turns. Empty in markers
+    /// written before bots were told apart (any bot of the platform).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bot: String,
 }
 
 /// Whether [`Inbox::accept`] took the message.
@@ -175,6 +180,10 @@ pub struct Pending {
     /// platform handles: downloaded when its turn starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub media: Vec<MediaRef>,
+    /// The bot that accepted it (see [`TurnMarker::bot`]); empty: any bot
+    /// of the platform (rows written before bots were told apart).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bot: String,
 }
 
 fn yes() -> bool {
@@ -295,7 +304,7 @@ impl Inbox {
     /// What previous holders of `platform`'s bot left (read when its lease
     /// is acquired, before it accepts anything), in arrival order. Entries
     /// of older versions (keyed by number alone) are included.
-    pub fn load_left_over(&self, platform: &str) -> Result<Vec<Pending>, InboxError> {
+    pub fn load_left_over(&self, platform: &str, bot: &str) -> Result<Vec<Pending>, InboxError> {
         let Some(db) = &self.db else {
             return Ok(Vec::new());
         };
@@ -303,7 +312,7 @@ impl Inbox {
         for (key, value) in db.kv_scan(INBOX_KV_PREFIX)? {
             let mut p: Pending = serde_json::from_str(&value)
                 .map_err(|e| InboxError::Corrupt(format!("{key}: {e}")))?;
-            if p.platform == platform {
+            if p.platform == platform && (p.bot.is_empty() || p.bot == bot) {
                 p.db_key = key;
                 left.push(p);
             }
@@ -534,6 +543,7 @@ mod tests {
             answer: true,
             db_key: String::new(),
             media: Vec::new(),
+            bot: String::new(),
         }
     }
 
@@ -565,7 +575,7 @@ mod tests {
 
         let reopened = Inbox::open(&path).unwrap();
         let mut texts: Vec<String> = reopened
-            .load_left_over("test")
+            .load_left_over("test", "")
             .unwrap()
             .into_iter()
             .map(|p| p.text)
@@ -590,7 +600,7 @@ mod tests {
         drop(inbox);
 
         let reopened = Inbox::open(&path).unwrap();
-        let left = reopened.load_left_over("test").unwrap();
+        let left = reopened.load_left_over("test", "").unwrap();
         let ids: Vec<u64> = left.iter().map(|p| p.id).collect();
         assert_eq!(ids, [0, 2, 3, 4, 5, 6, 7, 8, 9, 11]);
         assert!(!left[2].answer, "the mark is durable");
@@ -618,7 +628,7 @@ mod tests {
             second.accept(again, key.as_deref(), &[]).unwrap(),
             Accepted::Duplicate
         );
-        let left = second.load_left_over("test").unwrap();
+        let left = second.load_left_over("test", "").unwrap();
         assert_eq!(left.len(), 1, "stored once: {left:?}");
         assert_eq!(left[0].id, 1);
         assert!(second.is_empty(), "a duplicate is not held");
@@ -685,11 +695,44 @@ mod tests {
             )
             .unwrap();
         let inbox = Inbox::open(&path).unwrap();
-        assert!(inbox.load_left_over("wecom").unwrap().is_empty());
-        let left = inbox.load_left_over("telegram").unwrap();
+        assert!(inbox.load_left_over("wecom", "").unwrap().is_empty());
+        let left = inbox.load_left_over("telegram", "").unwrap();
         assert_eq!(left[0].db_key, format!("{INBOX_KV_PREFIX}{:020}", 4));
         assert_eq!(left[0].message_id, "");
         assert!(left[0].answer);
+        assert_eq!(
+            left[0].bot, "",
+            "an old row belongs to any bot of its platform"
+        );
+        assert_eq!(inbox.load_left_over("telegram", "bot-b").unwrap().len(), 1);
+    }
+
+    /// Two bots of one platform on one database: each takes over only the
+    /// messages it accepted itself (issue 44, SPEC X8).
+    #[test]
+    fn each_bot_of_a_platform_loads_only_its_own_left_over_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut inbox = Inbox::open(&path).unwrap();
+        for (id, bot) in [(1, "bot-a"), (2, "bot-b"), (3, "bot-a")] {
+            let p = Pending {
+                bot: bot.into(),
+                ..pending(id, &format!("for {bot}"))
+            };
+            assert_eq!(inbox.accept(p, None, &[]).unwrap(), Accepted::New);
+        }
+        let reopened = Inbox::open(&path).unwrap();
+        let ids = |bot: &str| -> Vec<u64> {
+            reopened
+                .load_left_over("test", bot)
+                .unwrap()
+                .iter()
+                .map(|p| p.id)
+                .collect()
+        };
+        assert_eq!(ids("bot-a"), [1, 3]);
+        assert_eq!(ids("bot-b"), [2]);
+        assert!(ids("bot-c").is_empty());
     }
 
     #[test]
@@ -702,7 +745,7 @@ mod tests {
             .unwrap();
         let err = Inbox::open(&path)
             .unwrap()
-            .load_left_over("test")
+            .load_left_over("test", "")
             .unwrap_err();
         assert!(matches!(err, InboxError::Corrupt(m) if m.contains("gateway.inbox.")));
     }

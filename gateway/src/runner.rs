@@ -239,6 +239,9 @@ struct Inner {
     gate: watch::Sender<bool>,
     /// Leases: which bots and sessions this gateway may act for (SPEC X8).
     cluster: cluster::Cluster,
+    /// The largest model call seen per identity: what a spending
+    /// reservation holds (issue 44).
+    call_sizes: Arc<hermes_runtime::spending::CallSizes>,
 }
 
 /// Routing state. Held only for short, non-blocking sections, and never
@@ -376,6 +379,7 @@ impl GatewayRunner {
                 next_pending: AtomicU64::new(1),
                 gate: watch::Sender::new(false),
                 cluster,
+                call_sizes: Arc::default(),
             }),
         }
     }

@@ -551,3 +551,54 @@ fn back_to_back_requests_at_a_limit_of_one_are_never_refused() {
         assert_eq!(a.status, 200, "stream {i}: {}", a.body);
     }
 }
+
+/// Issue 44: a request has no chat user, so its model calls count against
+/// `[limits] unattended_account` (the key's holder; the owner by default),
+/// charged with the stored answer; once that account reached its cap the
+/// next request is `429` with the line saying when it resets, and no
+/// model call is made.
+#[test]
+fn requests_are_charged_to_the_keys_account_and_refused_at_its_cap() {
+    let provider = FakeProvider::start(vec![Reply::text("One."), Reply::text("Two.")]).unwrap();
+    let run = Running::start(&provider, |config| {
+        let file: toml::Table =
+            "[limits]\nuser_day_tokens = 1\ntimezone = \"UTC\"\nunattended_account = \"telegram:99\"\n"
+                .parse()
+                .unwrap();
+        config.limits =
+            hermes_runtime::spending::SpendingLimits::from_config(&file, |_| None, None, None)
+                .unwrap();
+    });
+    let a = complete(&run, &user("hi"), &[]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    let tokens = a.json()["usage"]["total_tokens"].as_u64().unwrap();
+    assert!(tokens > 0);
+    let day = hermes_runtime::spending::SpendingLimits::default()
+        .periods(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64,
+        )
+        .day_key();
+    let account = |who: &str| {
+        run.store
+            .lock()
+            .unwrap()
+            .kv_get(&hermes_runtime::spending::account_key("tok", &day, who))
+            .unwrap()
+    };
+    assert_eq!(
+        account("telegram:99"),
+        Some(tokens.to_string()),
+        "charged to the key's account"
+    );
+    assert_eq!(account("api_server:api"), None, "not to a made-up user");
+    let refused = complete(&run, &user("again"), &[]);
+    let message = assert_error(&refused, 429, Some("usage_limit_reached"));
+    assert!(
+        message.contains("daily usage limit") && message.contains("00:00 (UTC)"),
+        "{message}"
+    );
+    assert_eq!(provider.requests().len(), 1, "no model call when capped");
+}

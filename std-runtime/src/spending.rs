@@ -28,6 +28,9 @@ use jiff::tz::TimeZone;
 use crate::price::Price;
 use crate::store::{KvWrite, Store, StoreError};
 
+mod reserve;
+pub use reserve::{CallSizes, Wallet};
+
 /// The bot-wide account (no identity has no colon).
 pub const BOT_ACCOUNT: &str = "bot";
 
@@ -330,6 +333,32 @@ impl SpendingLimits {
         Ok(out)
     }
 
+    /// Forgets the accounts of periods before last month — days and months;
+    /// `hermes usage` and `/usage` read only today and this month, and last
+    /// month's stay for a look back — so a bot's usage rows do not grow
+    /// for ever. Returns how many were deleted.
+    pub fn prune(&self, store: &mut Store, now_ms: u64) -> Result<usize, StoreError> {
+        let first = self.periods(now_ms).date.first_of_month();
+        let last_month = first.yesterday().unwrap_or(first).first_of_month();
+        let keep_day = format!("d:{last_month}");
+        let keep_month = Periods { date: last_month }.month_key();
+        let old: Vec<String> = store
+            .kv_scan("usage/")?
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| {
+                let period = key.split('/').nth(2).unwrap_or("");
+                (period.starts_with("d:") && period < keep_day.as_str())
+                    || (period.starts_with("m:") && period < keep_month.as_str())
+            })
+            .collect();
+        let keys: Vec<&str> = old.iter().map(String::as_str).collect();
+        if !keys.is_empty() {
+            store.kv_delete(&keys)?;
+        }
+        Ok(keys.len())
+    }
+
     /// The first cap `spent` reached, if any (the person's before the
     /// bot's; the owner's own caps only unless exempt).
     pub fn reached(&self, identity: &str, spent: &Spent) -> Option<Reached> {
@@ -518,38 +547,75 @@ pub fn cost_of(usage: &hermes_core::Usage, price: Option<&Price>) -> (u64, u64) 
 
 /// What a writer's stored model calls cost `identity`, charged with them
 /// ([`crate::persist::TurnWriter::charging`]): tokens always, dollars at
-/// the price `price_of` knows for the entry's model. A model without a price counts towards the token caps only
-/// (logged when dollar caps are set).
+/// the price `price_of` knows for the entry's model. A model without a
+/// price counts towards the token caps only (logged once per model and
+/// process when dollar caps are set, [`warn_no_price`]).
 pub fn charger(
     limits: SpendingLimits,
     identity: String,
     price_of: impl Fn(&str) -> Option<Price> + Send + 'static,
     clock: std::sync::Arc<dyn hermes_core::Clock>,
 ) -> impl Fn(&[hermes_core::LedgerEntry]) -> Vec<Charge> + Send + 'static {
+    reserving_charger(limits, identity, price_of, clock, None)
+}
+
+/// [`charger`] that also settles the reservations `wallet` holds for the
+/// calls it charges ([`Wallet::settle`]).
+pub fn reserving_charger(
+    limits: SpendingLimits,
+    identity: String,
+    price_of: impl Fn(&str) -> Option<Price> + Send + 'static,
+    clock: std::sync::Arc<dyn hermes_core::Clock>,
+    wallet: Option<std::sync::Arc<Wallet>>,
+) -> impl Fn(&[hermes_core::LedgerEntry]) -> Vec<Charge> + Send + 'static {
     move |batch: &[hermes_core::LedgerEntry]| {
         let dollar_caps = limits.user_day_usd.is_some()
             || limits.user_month_usd.is_some()
             || limits.bot_day_usd.is_some()
             || limits.bot_month_usd.is_some();
-        let (mut tokens, mut micro) = (0u64, 0u64);
+        let (mut tokens, mut micro, mut largest, mut calls) = (0u64, 0u64, (0u64, 0u64), 0);
         for entry in batch {
             let Some(usage) = &entry.meta.usage else {
                 continue;
             };
+            calls += 1;
             let model = entry.meta.model.as_deref();
             let price = model.and_then(&price_of);
             if price.is_none() && dollar_caps {
-                tracing::warn!(
-                    model = model.unwrap_or("?"),
-                    "no price is known for this model: its calls count towards the token caps only"
-                );
+                warn_no_price(model.unwrap_or("?"));
             }
             let (t, m) = cost_of(usage, price.as_ref());
             tokens = tokens.saturating_add(t);
             micro = micro.saturating_add(m);
+            largest = (largest.0.max(t), largest.1.max(m));
         }
-        limits.charge(&identity, clock.now_ms(), tokens, micro)
+        let mut charges = limits.charge(&identity, clock.now_ms(), tokens, micro);
+        if let Some(wallet) = wallet.as_ref().filter(|_| calls > 0) {
+            wallet.settle(&mut charges, largest);
+        }
+        charges
     }
+}
+
+/// Logs that `model` has no known price — once per model and process, not
+/// per call (a busy bot would otherwise repeat it on every answer).
+/// Returns whether it logged.
+pub fn warn_no_price(model: &str) -> bool {
+    static WARNED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    let first = WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(model.to_owned());
+    if first {
+        tracing::warn!(
+            model,
+            "no price is known for this model: its calls count towards the token caps only \
+             (said once per model and process; give the model a `price` to cap its dollars)"
+        );
+    }
+    first
 }
 
 /// A report of `spent` against `limits`, for `/usage`.

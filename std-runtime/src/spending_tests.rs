@@ -192,3 +192,152 @@ fn a_call_costs_its_prompt_and_completion_tokens_and_its_price() {
     assert_eq!(cost_of(&usage, Some(&price)), (1500, 10_500));
     assert_eq!(cost_of(&usage, None), (1500, 0), "no price: tokens only");
 }
+
+struct At(u64);
+impl hermes_core::Clock for At {
+    fn now_ms(&self) -> u64 {
+        self.0
+    }
+}
+
+fn answer(model: &str, prompt: u64, completion: u64) -> hermes_core::LedgerEntry {
+    let mut entry = hermes_core::LedgerEntry::new(hermes_core::Message::assistant("a"));
+    entry.meta.model = Some(model.to_owned());
+    entry.meta.usage = Some(hermes_core::Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+        ..hermes_core::Usage::default()
+    });
+    entry
+}
+
+/// Issue 44: a reservation holds the largest call seen in every capped
+/// account, is refused once an account (spent plus held) reached its cap,
+/// is replaced by the actual cost in the charge that stores the call, and
+/// what is still held goes back on release.
+#[test]
+fn a_reservation_holds_a_calls_worth_until_settled_or_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+    let l = limits(
+        "[limits]\nuser_day_tokens = 2500\ntimezone = \"UTC\"\n",
+        &[],
+    )
+    .unwrap();
+    let now = LATE_NOVEMBER_UTC;
+    let key = account_key("tok", &l.periods(now).day_key(), "telegram:7");
+    let read = |store: &Store| store.kv_get(&key).unwrap().unwrap_or_default();
+    let sizes = std::sync::Arc::new(CallSizes::default());
+    let wallet = std::sync::Arc::new(Wallet::new(l.clone(), "telegram:7".into(), sizes.clone()));
+    let charge = reserving_charger(
+        l.clone(),
+        "telegram:7".into(),
+        |_| None,
+        std::sync::Arc::new(At(now)),
+        Some(wallet.clone()),
+    );
+    // Nothing seen yet: the first reservation holds 0 (still a test).
+    assert!(wallet.reserve(&mut store, now).unwrap());
+    let writes = charge(&[answer("m", 600, 400)]);
+    store
+        .kv_commit(&writes.iter().map(Charge::write).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(read(&store), "1000");
+    // Now a call is worth 1,000: held at once, settled by the actual 900.
+    assert!(wallet.reserve(&mut store, now).unwrap());
+    assert_eq!(read(&store), "2000", "spent 1,000 + held 1,000");
+    // Another turn of the same person is admitted while the account is
+    // below the cap (2,000 < 2,500) and holds it at 3,000: no further call
+    // passes until a settlement brings it back under.
+    let other = Wallet::new(l.clone(), "telegram:7".into(), sizes.clone());
+    assert!(other.reserve(&mut store, now).unwrap());
+    assert_eq!(read(&store), "3000");
+    assert!(!other.reserve(&mut store, now).unwrap(), "at the cap");
+    let writes = charge(&[answer("m", 500, 400)]);
+    store
+        .kv_commit(&writes.iter().map(Charge::write).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(read(&store), "2900", "1,000 + 900 spent, 1,000 held");
+    // The other turn's call failed: its hold goes back.
+    other.release(&mut store).unwrap();
+    assert_eq!(read(&store), "1900");
+    wallet.release(&mut store).unwrap();
+    assert_eq!(read(&store), "1900", "nothing left to give back");
+    // No cap set: nothing reserved, nothing refused.
+    let free = Wallet::new(SpendingLimits::default(), "telegram:7".into(), sizes);
+    assert!(free.reserve(&mut store, now).unwrap());
+    assert_eq!(read(&store), "1900");
+}
+
+/// Counts the warnings logged through it.
+struct Warnings(std::sync::atomic::AtomicUsize);
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Issue 44: "no price is known" is said once per model and process, not
+/// on every call of a busy bot.
+#[test]
+fn a_model_without_a_price_is_warned_about_once_per_process() {
+    let warnings = std::sync::Arc::new(Warnings(std::sync::atomic::AtomicUsize::new(0)));
+    let l = limits("[limits]\nuser_day_usd = 1\n", &[]).unwrap();
+    let charge = charger(l, "telegram:7".into(), |_| None, std::sync::Arc::new(At(0)));
+    let dispatch = tracing::Dispatch::from(warnings.clone());
+    tracing::dispatcher::with_default(&dispatch, || {
+        for _ in 0..5 {
+            charge(&[answer("unpriced-model-of-this-test", 10, 10)]);
+        }
+        charge(&[answer("another-unpriced-model-of-this-test", 10, 10)]);
+        charge(&[answer("another-unpriced-model-of-this-test", 10, 10)]);
+    });
+    assert_eq!(
+        warnings.0.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "one warning per model"
+    );
+}
+
+/// Issue 44: usage rows of periods before last month are forgotten; last
+/// month's and this month's (days and months) are kept, and nothing else
+/// in the store is touched.
+#[test]
+fn usage_rows_before_last_month_are_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+    let l = limits("[limits]\ntimezone = \"UTC\"\n", &[]).unwrap();
+    // 2026-12-04 in UTC.
+    let now = LATE_NOVEMBER_UTC + 3 * 24 * HOUR + HOUR;
+    let keys = [
+        ("usage/tok/d:2026-09-30/telegram:7", false),
+        ("usage/tok/d:2026-10-31/telegram:7", false),
+        ("usage/usd/m:2026-10/bot", false),
+        ("usage/tok/d:2026-11-01/telegram:7", true),
+        ("usage/usd/m:2026-11/bot", true),
+        ("usage/tok/d:2026-12-04/telegram:7", true),
+        ("usage/tok/m:2026-12/telegram:7", true),
+        ("telegram.offset", true),
+    ];
+    for (key, _) in keys {
+        store.kv_set(key, "5").unwrap();
+    }
+    assert_eq!(l.prune(&mut store, now).unwrap(), 3);
+    for (key, kept) in keys {
+        assert_eq!(store.kv_get(key).unwrap().is_some(), kept, "{key}");
+    }
+    assert_eq!(l.prune(&mut store, now).unwrap(), 0);
+}

@@ -228,6 +228,20 @@ pub enum KvWrite<'a> {
         /// What to add (may be negative).
         amount: i64,
     },
+    /// Adds `amount` to the whole number at `key` (absent counts as 0)
+    /// only if that number is below `below`; otherwise the whole batch is
+    /// abandoned and the commit returns `Ok(false)`. The test and the add
+    /// are one step under the row's lock, so of two processes reserving
+    /// the last of a budget at once exactly one succeeds (issue 44's
+    /// reservations before a model call).
+    AddBelow {
+        /// The key.
+        key: &'a str,
+        /// What to add.
+        amount: i64,
+        /// The value the current one must be below.
+        below: i64,
+    },
 }
 
 /// A write condition: the lease `name` is still held by `owner` under

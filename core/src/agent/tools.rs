@@ -157,7 +157,17 @@ impl Run<'_> {
             result: &text,
             is_error,
         });
-        let entry = LedgerEntry::at(Message::tool(call.id.clone(), text), self.now());
+        let mut entry = LedgerEntry::at(Message::tool(call.id.clone(), text), self.now());
+        // Sub-agents' calls (delegate_task) ride on the result, priced as
+        // the model of the call that asked for it.
+        if let Some(usage) = self.budget.take_child_usage() {
+            entry.meta.model = self
+                .messages
+                .iter()
+                .rev()
+                .find_map(|e| e.meta.model.clone());
+            entry.meta.usage = Some(usage);
+        }
         self.push(entry);
     }
 }

@@ -46,6 +46,10 @@ pub struct ApiServerConfig {
     /// response head goes out: an upstream failure before then is a `502`,
     /// after it an error event in the stream.
     pub stream_head_wait: Duration,
+    /// Spending caps (`[limits]`, issue 44): a request's model calls count
+    /// against `unattended_account` — the key's holder, the owner by
+    /// default — like cron jobs and webhooks.
+    pub limits: hermes_runtime::spending::SpendingLimits,
 }
 
 impl std::fmt::Debug for ApiServerConfig {
@@ -76,6 +80,7 @@ impl ApiServerConfig {
             max_connections: 256,
             shutdown_grace: Duration::from_secs(3),
             stream_head_wait: Duration::from_secs(5),
+            limits: hermes_runtime::spending::SpendingLimits::default(),
         }
     }
 

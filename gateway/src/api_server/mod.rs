@@ -27,6 +27,7 @@ pub mod descriptor;
 mod handler;
 mod run;
 mod server;
+mod spend;
 mod stream;
 pub mod wire;
 
@@ -48,9 +49,15 @@ use crate::runner::AgentFactory;
 pub fn settings(
     settings: &hermes_runtime::config::Settings,
 ) -> Result<Option<ApiServerConfig>, ApiServerConfigError> {
-    ApiServerConfig::from_sources(&settings.file, &|name| {
+    let mut config = ApiServerConfig::from_sources(&settings.file, &|name| {
         settings.var(name).map(str::to_owned)
-    })
+    })?;
+    if let Some(config) = &mut config {
+        config.limits = settings
+            .spending_limits()
+            .map_err(|e| ApiServerConfigError(e.to_string()))?;
+    }
+    Ok(config)
 }
 
 impl ApiServer {
@@ -69,6 +76,8 @@ impl ApiServer {
                 factory,
                 store,
                 busy: Mutex::default(),
+                limits: config.limits.clone(),
+                call_sizes: Arc::default(),
             }),
             config,
         };

@@ -12,10 +12,12 @@ use hermes_core::{
     StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
+use hermes_runtime::spending::{CallSizes, SpendingLimits};
 use hermes_runtime::store::{NewSession, Store};
 use hermes_runtime::sync::lock;
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::spend::Spend;
 use super::wire::{ApiError, ChatRequest, Role};
 use crate::event::{ChatType, SessionSource};
 use crate::runner::AgentFactory;
@@ -29,6 +31,10 @@ pub(super) struct Services {
     pub store: Arc<Mutex<Store>>,
     /// Stored sessions with a run in progress (one run per session).
     pub busy: Mutex<HashSet<String>>,
+    /// Spending caps: every request counts against `unattended_account`.
+    pub limits: SpendingLimits,
+    /// The largest call seen per account (what a reservation holds).
+    pub call_sizes: Arc<CallSizes>,
 }
 
 /// What a run reports while it goes.
@@ -245,8 +251,11 @@ pub(super) fn run(
         })?
         .with_interrupt(flag.clone());
     let budget = IterationBudget::new(agent.max_iterations());
+    let spend = Spend::new(services, budget.clone())?;
     let mut observer = Observer {
-        writer: TurnWriter::new(&services.store, &prepared.session_id),
+        writer: TurnWriter::new(&services.store, &prepared.session_id)
+            .charging(spend.charger(services)),
+        spend,
         events,
         stream,
         flag,
@@ -261,8 +270,10 @@ pub(super) fn run(
         &mut observer,
     );
     let streamed = observer.sent_this_call;
+    let capped = observer.spend.halted.take();
     let (finish, notice) = match &outcome.stop {
         StopReason::Completed => ("stop", None),
+        StopReason::Halted if capped.is_some() => ("stop", capped),
         StopReason::Truncated => ("length", outcome.stop.notice(agent.max_iterations())),
         StopReason::ModelError(e) if !observer.sent_any => {
             return Err(ApiError::other(
@@ -309,6 +320,7 @@ pub(super) fn run(
 /// Persists the run as it grows and forwards the answer's text.
 struct Observer<'a> {
     writer: TurnWriter<'a>,
+    spend: Spend<'a>,
     events: &'a UnboundedSender<RunEvent>,
     stream: bool,
     flag: InterruptFlag,
@@ -332,6 +344,7 @@ impl AgentObserver for Observer<'_> {
                 self.writer.compacted(c);
             }
             AgentEvent::ModelCall { .. } => {
+                self.spend.before_call();
                 self.separate = self.sent_any;
                 self.sent_this_call = false;
             }

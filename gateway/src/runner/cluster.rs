@@ -140,6 +140,16 @@ impl Inner {
         self.cluster.store.get_or_init(|| Arc::clone(&self.store))
     }
 
+    /// The bot id of `platform`'s adapter here (empty if none): what
+    /// inbox rows and turn markers are tagged with, so two bots of one
+    /// platform on one database take over only their own.
+    pub(super) fn bot_id(&self, platform: &str) -> String {
+        self.adapters
+            .get(platform)
+            .map(|a| a.bot_id())
+            .unwrap_or_default()
+    }
+
     /// The bot lease of `platform`, if this gateway holds it and may act.
     pub(super) fn bot_lease(&self, platform: &str) -> Option<Held> {
         lock(&self.cluster.bots)
@@ -447,7 +457,7 @@ impl Inner {
             interrupted: self.recover_killed_turns(platform)?,
             to_answer: Vec::new(),
         };
-        let mut left = lock(&self.inbox).load_left_over(platform)?;
+        let mut left = lock(&self.inbox).load_left_over(platform, &self.bot_id(platform))?;
         // Inboxes written before a turn's start was one transaction can
         // hold a message its session already has.
         let mut stale = Vec::new();
@@ -494,10 +504,11 @@ impl Inner {
         platform: &str,
     ) -> Result<Vec<TurnMarker>, hermes_runtime::store::StoreError> {
         let mut killed = Vec::new();
+        let bot = self.bot_id(platform);
         let markers = self.store().kv_scan(TURN_KV_PREFIX)?;
         for (key, value) in markers {
             let marker = match serde_json::from_str::<TurnMarker>(&value) {
-                Ok(m) if m.platform == platform => m,
+                Ok(m) if m.platform == platform && (m.bot.is_empty() || m.bot == bot) => m,
                 Ok(_) => continue,
                 Err(e) => {
                     tracing::error!(%key, error = %e, "unreadable turn marker dropped");

@@ -284,6 +284,7 @@ impl Inner {
                 answer: true,
                 db_key: String::new(),
                 media: event.media.clone(),
+                bot: self.bot_id(&source.platform),
             };
             // Only the holder of the bot's lease accepts its messages (X8).
             let Some(fences) = self.bot_fences(&source.platform) else {

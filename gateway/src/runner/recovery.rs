@@ -47,6 +47,7 @@ impl Inner {
             Ok(n) => tracing::debug!(pruned = n, "forgot old accepted message ids"),
             Err(e) => tracing::warn!(error = %e, "could not prune old accepted message ids"),
         }
+        self.prune_usage();
         let mut slot = lock(&self.inbox);
         for p in slot.all() {
             // Accepted before start (cannot happen: adapters connect after

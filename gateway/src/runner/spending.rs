@@ -5,11 +5,16 @@
 //! memory and `session_search`. Before the model is called, the store's
 //! accounts of that identity and of the bot are read: a cap reached means
 //! one polite line saying when it resets, and no model call. During the
-//! run, before every further model call, they are read again (another
-//! gateway on the same PostgreSQL may have spent meanwhile): a cap reached
-//! halts the run's wallet, so the call under way is the last one. Every
-//! stored model call is charged to the accounts in the transaction that
-//! stores it ([`hermes_runtime::persist::TurnWriter::charging`]).
+//! run, before every model call, one call's worth is reserved in each
+//! capped account, atomically below its cap ([`spending::Wallet`]: the
+//! person's other turns, here or on another gateway on the same
+//! PostgreSQL, see it at once): a reservation refused halts the run's
+//! wallet, so the call under way is the last one. Every stored model call
+//! is charged to the accounts in the transaction that stores it, settling
+//! its reservation ([`hermes_runtime::persist::TurnWriter::charging`]);
+//! what a call that stored nothing held goes back when the turn ends.
+
+use std::sync::Arc;
 
 use hermes_runtime::persist::ChargeFn;
 use hermes_runtime::pricing::{PriceBook as _, PriceList};
@@ -45,15 +50,40 @@ impl Inner {
         Some(limits.refusal(&reached, now))
     }
 
+    /// A turn's reservations for `identity`.
+    pub(super) fn wallet(&self, identity: &str) -> Arc<spending::Wallet> {
+        Arc::new(spending::Wallet::new(
+            self.config.limits.clone(),
+            identity.to_owned(),
+            self.call_sizes.clone(),
+        ))
+    }
+
     /// What the turn's stored model calls cost `identity`, charged with
-    /// them.
-    pub(super) fn charger(&self, identity: String, prices: PriceList) -> ChargeFn {
-        Box::new(spending::charger(
+    /// them and settling what `wallet` holds for them.
+    pub(super) fn charger(
+        &self,
+        identity: String,
+        prices: PriceList,
+        wallet: Arc<spending::Wallet>,
+    ) -> ChargeFn {
+        Box::new(spending::reserving_charger(
             self.config.limits.clone(),
             identity,
             move |model| prices.price(model).map(|(p, _)| p),
             self.clock.clone(),
+            Some(wallet),
         ))
+    }
+
+    /// Forgets usage rows of periods before last month (at start, and now
+    /// and then with the accepted message ids).
+    pub(super) fn prune_usage(&self) {
+        match self.config.limits.prune(&mut self.store(), self.now()) {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(pruned = n, "forgot old usage rows"),
+            Err(e) => tracing::warn!(error = %e, "could not prune old usage rows"),
+        }
     }
 
     /// `/usage`'s lines about the sender's own accounts.
@@ -66,26 +96,55 @@ impl Inner {
     }
 }
 
-/// Watches a run for a cap reached mid-way: before each model call after
-/// the first, the accounts are read again; a cap reached halts the wallet
-/// (the core then makes no further call) and keeps the line to send.
+/// Watches a run for a cap reached mid-way: before each model call, one
+/// call's worth is reserved; a reservation refused halts the wallet (the
+/// core then makes no further call) and keeps the line to send.
 pub(super) struct SpendWatch<'a> {
     pub(super) inner: &'a Inner,
     pub(super) identity: String,
     pub(super) budget: hermes_core::IterationBudget,
+    pub(super) wallet: Arc<spending::Wallet>,
     /// The refusal line, once the run was halted.
     pub(super) halted: Option<String>,
 }
 
 impl SpendWatch<'_> {
     /// Called on every `ModelCall` event.
-    pub(super) fn before_call(&mut self, iteration: u32) {
-        if iteration <= 1 || self.halted.is_some() {
+    pub(super) fn before_call(&mut self) {
+        if self.halted.is_some() || !self.inner.config.limits.any() {
             return;
         }
-        if let Some(line) = self.inner.cap_refusal(&self.identity) {
-            self.budget.halt();
-            self.halted = Some(line);
+        let now = self.inner.now();
+        let reserved = self.wallet.reserve(&mut self.inner.store(), now);
+        match reserved {
+            Ok(true) => {}
+            Ok(false) => {
+                // The line names the cap the accounts (spent and held)
+                // reached; another turn's hold may be what reached it.
+                let line = self.inner.cap_refusal(&self.identity).unwrap_or_else(|| {
+                    "Sorry — your usage limit is taken up by your other conversations \
+                     right now; please try again in a moment."
+                        .to_owned()
+                });
+                tracing::info!(identity = %self.identity, "a spending reservation was refused");
+                self.budget.halt();
+                self.halted = Some(line);
+            }
+            // A store that cannot be written lets the call run (logged):
+            // the run's own writes fail soon enough if the store is gone.
+            Err(e) => tracing::error!(identity = %self.identity, error = %e,
+                "could not reserve in the spending accounts"),
+        }
+    }
+}
+
+impl Drop for SpendWatch<'_> {
+    /// What calls that stored nothing still hold goes back.
+    fn drop(&mut self) {
+        let released = self.wallet.release(&mut self.inner.store());
+        if let Err(e) = released {
+            tracing::error!(identity = %self.identity, error = %e,
+                "could not give back a spending reservation");
         }
     }
 }

@@ -73,9 +73,9 @@ impl AgentObserver for TurnObserver<'_> {
             AgentEvent::Compacted(compaction) => {
                 self.persist.compacted(compaction);
             }
-            AgentEvent::ModelCall { iteration, .. } => {
+            AgentEvent::ModelCall { .. } => {
                 if let Some(watch) = &mut self.spend {
-                    watch.before_call(*iteration);
+                    watch.before_call();
                 }
                 self.report(StreamEvent::ModelCall);
             }
@@ -545,6 +545,7 @@ impl Inner {
                 chat_id: event.source.chat_id.clone(),
                 message_id: event.message_id.clone(),
                 at_ms: now,
+                bot: self.bot_id(&event.source.platform),
             };
             // The compacted view, not every original (SPEC X1).
             let mut history = store.load_view(&session.id)?;
@@ -627,13 +628,14 @@ impl Inner {
         let _routes = self.bind_routes(&session.id, key, event);
         let budget = IterationBudget::new(agent.max_iterations());
         let prices = self.factory.prices(&self.store, now);
+        let wallet = self.wallet(&identity);
         let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
             persist: TurnWriter::new(&self.store, &session.id)
                 .skipping_stored_user_message()
                 .fenced(session_fences.clone())
-                .charging(self.charger(identity.clone(), prices)),
+                .charging(self.charger(identity.clone(), prices, wallet.clone())),
             progress,
             fallback: None,
             steer: Some(super::steer::SteerWriter {
@@ -648,12 +650,13 @@ impl Inner {
                 inner: self,
                 identity,
                 budget: budget.clone(),
+                wallet,
                 halted: None,
             }),
         };
         let outcome = agent.run_steered(user, history, &budget, &mut observer, &ctl.steer);
         let fallback = observer.fallback.take();
-        let capped = observer.spend.take().and_then(|w| w.halted);
+        let capped = observer.spend.take().and_then(|mut w| w.halted.take());
         let TurnObserver {
             persist, progress, ..
         } = observer;
@@ -689,8 +692,12 @@ impl Inner {
         };
         let answered = outcome.new_messages().iter().any(|e| answers(&e.message));
         let mut rolled_back = false;
-        if let Some(cause) = &failed {
-            super::oplog::turn_failed(key, cause);
+        // A turn halted by a cap before its first call is taken back too.
+        let halted = matches!(outcome.stop, StopReason::Halted);
+        if failed.is_some() || halted {
+            if let Some(cause) = &failed {
+                super::oplog::turn_failed(key, cause);
+            }
             if !answered && persist.failure().is_none() {
                 drop(persist);
                 match self.store().undo_last_turn(&session.id) {

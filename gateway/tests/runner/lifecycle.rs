@@ -2,14 +2,17 @@
 //! (invalidation, eviction, a failing factory), and a graceful stop (what
 //! it interrupts, keeps and answers at the next start).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hermes_core::Clock;
 use hermes_gateway::config::BusyMode;
 use hermes_gateway::event::ChatType;
-use hermes_gateway::runner::STOPPED_NOTICE;
-use hermes_gateway::testing::{Pace, event};
+use hermes_gateway::runner::{GatewayRunner, RunnerDeps, STOPPED_NOTICE};
+use hermes_gateway::testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory, event};
+use hermes_runtime::store::{Store, SystemClock};
 
-use crate::support::{HOUR, T0, WAIT, dm_key, harness, pairs, user_texts};
+use crate::support::{HOUR, T0, WAIT, base_config, dm_key, harness, pairs, user_texts};
 
 #[test]
 fn sessions_expire_when_idle_and_at_the_daily_reset() {
@@ -277,4 +280,72 @@ fn queue_mode_while_stopping_ignores_max_queued() {
             ("late three".to_owned(), true)
         ]
     );
+}
+
+/// Issue 44 / SPEC X8: two bots of one platform share a database. A
+/// message bot B accepted and never started (its gateway died) waits for
+/// bot B: bot A's gateway starting on the same store neither answers it
+/// nor drops it; bot B's answers it when it starts.
+#[test]
+fn a_bot_takes_over_only_its_own_left_over_messages() {
+    use hermes_gateway::inbox::{Pending, kv_key};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let now = SystemClock.now_ms();
+    let left = Pending {
+        id: 1,
+        key: dm_key("bob"),
+        platform: "test".into(),
+        chat_id: "dm-bob".into(),
+        dm: true,
+        user_id: "bob".into(),
+        text: "for bot b".into(),
+        at_ms: now,
+        message_id: "m-b1".into(),
+        answer: true,
+        db_key: String::new(),
+        media: Vec::new(),
+        bot: "bot-b".into(),
+    };
+    let row = kv_key("test", "dead-gateway", 1);
+    Store::open(&db)
+        .unwrap()
+        .kv_set(&row, &serde_json::to_string(&left).unwrap())
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let start = |bot: &str| {
+        let adapter = TestAdapter::new("test");
+        adapter.set_bot_id(bot);
+        let runner = GatewayRunner::new(RunnerDeps {
+            adapters: vec![adapter.clone()],
+            factory: TestAgentFactory::new(ScriptedModel::new(Pace::Instant)),
+            store: Arc::new(Mutex::new(Store::open(&db).unwrap())),
+            clock: Arc::new(SystemClock),
+            config: base_config(),
+        });
+        rt.block_on(runner.start()).unwrap();
+        (runner, adapter)
+    };
+    // Bot A: left-overs are answered before new messages, so once Alice
+    // has her answer, bob's message would have been answered too.
+    let (runner, adapter) = start("bot-a");
+    adapter.say(ChatType::Dm, "dm-alice", "alice", "hi");
+    let sent = adapter
+        .wait_until(WAIT, |sent| sent.iter().any(|s| s.chat_id == "dm-alice"))
+        .unwrap();
+    assert!(sent.iter().all(|s| s.chat_id != "dm-bob"), "{sent:?}");
+    rt.block_on(runner.shutdown());
+    assert!(
+        Store::open(&db).unwrap().kv_get(&row).unwrap().is_some(),
+        "bot B's message is still waiting"
+    );
+    // Bot B takes it over.
+    let (runner, adapter) = start("bot-b");
+    adapter
+        .wait_until(WAIT, |sent| {
+            sent.iter()
+                .any(|s| s.chat_id == "dm-bob" && s.text == "reply to: for bot b")
+        })
+        .unwrap();
+    rt.block_on(runner.shutdown());
 }

@@ -471,7 +471,11 @@ impl DelegateTool {
             parent: ctx.interrupt,
             child: &child_flag,
         };
-        let outcome = agent.run(&message, Vec::new(), ctx.budget, &mut forward);
+        // The child's calls are the parent's spending: recorded on the
+        // parent's handle, they ride on this tool's result in the parent's
+        // ledger (and are charged to the parent's account with it).
+        let outcome = agent.run(&message, Vec::new(), &ctx.budget.for_child(), &mut forward);
+        ctx.budget.add_child_usage(&outcome.usage);
         match (outcome.iterations, &outcome.stop) {
             (0, StopReason::Interrupted) => {
                 ChildOutcome::Failed("interrupted before the sub-agent started.".into())

@@ -8,6 +8,7 @@
 #[path = "../backends/mod.rs"]
 mod backends;
 mod postgres_only;
+mod reserve;
 mod scoped_search;
 mod search;
 mod sessions;

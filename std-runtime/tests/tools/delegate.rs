@@ -597,3 +597,98 @@ fn delegate_interrupt_stops_every_child_and_the_tasks_not_started() {
 fn delegate_fx_any(model: Arc<dyn Model>, toolsets: &[&str]) -> Fx {
     Fx::with(move |e| e.delegate_model = Some(model), Some(toolsets))
 }
+
+/// Parent calls cost 100 + 10 tokens, a child's 7 + 3; the parent
+/// delegates once, the child makes three calls.
+struct Metered {
+    child_calls: AtomicU32,
+    parent_calls: AtomicU32,
+}
+
+impl Model for Metered {
+    fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        _sink: &mut dyn StreamSink,
+    ) -> Result<Completion, ModelError> {
+        let is_child = request.system_prompt.contains("Hermes sub-agent");
+        let (prompt, completion) = if is_child { (7, 3) } else { (100, 10) };
+        let usage = Some(hermes_core::Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            ..hermes_core::Usage::default()
+        });
+        let counter = if is_child {
+            &self.child_calls
+        } else {
+            &self.parent_calls
+        };
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let call = match (is_child, n) {
+            (true, 1 | 2) => Some(ToolCall::new("", "todo", r#"{"action":"list"}"#)),
+            (false, 1) => Some(ToolCall::new("d1", "delegate_task", r#"{"goal":"look"}"#)),
+            _ => None,
+        };
+        Ok(Completion {
+            finish_reason: Some(if call.is_some() {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            }),
+            content: call.is_none().then(|| "done".to_owned()),
+            tool_calls: call.into_iter().collect(),
+            model: Some("metered".into()),
+            usage,
+            ..Completion::default()
+        })
+    }
+}
+
+/// Issue 44: a sub-agent's model calls are the parent's spending — they
+/// ride on the delegate call's result in the parent's ledger, so the
+/// charge that stores the parent's turn counts them to the parent's user.
+#[test]
+fn a_sub_agents_calls_are_charged_to_the_parents_account() {
+    let work = TempDir::new().unwrap();
+    let model = Arc::new(Metered {
+        child_calls: AtomicU32::new(0),
+        parent_calls: AtomicU32::new(0),
+    });
+    let mut env = ToolEnv::new(work.path(), work.path());
+    env.delegate_model = Some(model.clone());
+    let reg = build_registry(&env, Some(&["todo".into(), "delegate".into()])).unwrap();
+    let agent = hermes_core::Agent::new(model.clone(), Arc::new(reg), "You are the parent.");
+    let outcome = agent.run(
+        "please delegate",
+        Vec::new(),
+        &IterationBudget::new(80),
+        &mut hermes_core::NoObserver,
+    );
+    assert_eq!(outcome.final_text, "done");
+    assert_eq!(model.child_calls.load(Ordering::SeqCst), 3);
+    let result = outcome
+        .messages
+        .iter()
+        .find(|e| matches!(&e.message, hermes_core::Message::Tool { .. }))
+        .unwrap();
+    let usage = result.meta.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (21, 9));
+    assert_eq!(result.meta.model.as_deref(), Some("metered"));
+    // The parent's account: 2 × 110 of its own + 30 of the child's.
+    let limits = hermes_runtime::spending::SpendingLimits::default();
+    let charge = hermes_runtime::spending::charger(
+        limits.clone(),
+        "telegram:7".into(),
+        |_| None,
+        Arc::new(hermes_core::NoClock),
+    );
+    let day =
+        hermes_runtime::spending::account_key("tok", &limits.periods(0).day_key(), "telegram:7");
+    let charged: i64 = charge(&outcome.messages)
+        .iter()
+        .filter(|c| c.key == day)
+        .map(|c| c.amount)
+        .sum();
+    assert_eq!(charged, 250);
+}

@@ -15,6 +15,7 @@ pub(super) enum OwnedWrite {
     Delete(String),
     Consume(String),
     Add(String, i64),
+    AddBelow(String, i64, i64),
 }
 
 impl OwnedWrite {
@@ -31,6 +32,9 @@ impl OwnedWrite {
                 KvWrite::Delete(key) => OwnedWrite::Delete(key.to_owned()),
                 KvWrite::Consume(key) => OwnedWrite::Consume(key.to_owned()),
                 KvWrite::Add { key, amount } => OwnedWrite::Add(key.to_owned(), amount),
+                KvWrite::AddBelow { key, amount, below } => {
+                    OwnedWrite::AddBelow(key.to_owned(), amount, below)
+                }
             })
             .collect()
     }
@@ -74,6 +78,25 @@ pub(super) fn apply(
                      SET value = (kv.value::BIGINT + $2::BIGINT)::TEXT",
                 )?;
                 tx.execute(&stmt, &[key, amount])?;
+            }
+            OwnedWrite::AddBelow(key, amount, below) => {
+                // Absent counts as 0. On a conflict the row is locked and
+                // the condition re-read after any concurrent writer
+                // committed (READ COMMITTED), so the test cannot race.
+                if *below <= 0 {
+                    return Ok(false);
+                }
+                let stmt = prepare(
+                    statements,
+                    tx,
+                    "INSERT INTO kv (key, value) VALUES ($1, ($2::BIGINT)::TEXT) \
+                     ON CONFLICT (key) DO UPDATE \
+                     SET value = (kv.value::BIGINT + $2::BIGINT)::TEXT \
+                     WHERE kv.value::BIGINT < $3::BIGINT",
+                )?;
+                if tx.execute(&stmt, &[key, amount, below])? == 0 {
+                    return Ok(false);
+                }
             }
             OwnedWrite::Consume(key) => {
                 let stmt = prepare(statements, tx, "DELETE FROM kv WHERE key = $1")?;

@@ -48,6 +48,23 @@ pub(super) fn apply(conn: &Connection, writes: &[KvWrite<'_>]) -> Result<bool, S
                 )?
                 .execute(rusqlite::params![key, amount])?;
             }
+            KvWrite::AddBelow { key, amount, below } => {
+                // One writer at a time (the write transaction): no race.
+                if below <= 0 {
+                    return Ok(false);
+                }
+                let changed = conn
+                    .prepare_cached(
+                        "INSERT INTO kv (key, value) VALUES (?1, CAST(?2 AS TEXT)) \
+                         ON CONFLICT (key) DO UPDATE \
+                         SET value = CAST(CAST(value AS INTEGER) + ?2 AS TEXT) \
+                         WHERE CAST(value AS INTEGER) < ?3",
+                    )?
+                    .execute(rusqlite::params![key, amount, below])?;
+                if changed == 0 {
+                    return Ok(false);
+                }
+            }
             KvWrite::Consume(key) => {
                 let deleted = conn
                     .prepare_cached("DELETE FROM kv WHERE key = ?1")?

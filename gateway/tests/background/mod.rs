@@ -15,6 +15,8 @@ use hermes_runtime::tools::{SandboxMode, SandboxStatus};
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::{Value, json};
 
+mod send_files;
+
 use super::telegram_support::{Fake, TOKEN};
 use super::{CHILD_ENV, Gateway, TEST_ENV, child_gateway, log_of};
 
@@ -50,6 +52,11 @@ fn provider() -> FakeProvider {
             if let Some(cmd) = after("BG: ") {
                 let args = json!({"command": cmd, "background": true, "notify_on_complete": true});
                 return Reply::tool("call_bg", "terminal", &args.to_string());
+            }
+            if let Some(rest) = after("SEND: ") {
+                let (target, message) = rest.split_once(" | ").unwrap_or((&rest, ""));
+                let args = json!({"action": "send", "target": target, "message": message});
+                return Reply::tool("call_send", "send_message", &args.to_string());
             }
             if let Some(id) = after("KILL: ") {
                 let args = json!({"action": "kill", "session_id": id});
@@ -92,7 +99,7 @@ fn spawn(test: &str, home: &Path, telegram: &str, provider: &FakeProvider, agent
         .env("TELEGRAM_ALLOWED_USERS", format!("{ALICE},{BOB}"))
         .env("HERMES_BASE_URL", provider.base_url())
         .env("HERMES_MODEL", "bg-model")
-        .env("HERMES_TOOLSETS", "terminal")
+        .env("HERMES_TOOLSETS", "terminal,send_message")
         .env("GATEWAY_STREAM_REPLIES", "false")
         .env("RUST_LOG", "hermes_gateway=info,hermes_runtime=warn")
         .current_dir(home)

@@ -311,6 +311,7 @@ impl Inner {
             }
             Err(reason) => {
                 // Nothing to retry: the configuration says nowhere.
+                send_files::forget(&mut self.store(), &job.id)?;
                 update.state = RunState::DeliveryFailed;
                 update.finished_at_ms = Some(now);
                 update.outcome = format!("delivery failed: {reason}");

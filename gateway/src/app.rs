@@ -662,16 +662,21 @@ pub fn run_gateway(settings: &Settings, check_only: bool) -> Result<(), GatewayE
     let clock: Arc<dyn hermes_core::Clock> = Arc::new(SystemClock);
     factory.offer_session_search(Arc::clone(&store));
     let sendable = crate::cron::send::allowed_targets(&settings.file);
-    factory.offer_cron(
-        crate::cron::CronOffer::new(
-            Arc::clone(&store),
-            cron_settings.clone(),
-            adapters.iter().map(|a| a.platform().to_owned()).collect(),
-            Arc::clone(&clock),
-            settings.toolsets.as_deref(),
-        )
-        .with_send_message(sendable, settings.toolsets.as_deref()),
-    );
+    let mut offer = crate::cron::CronOffer::new(
+        Arc::clone(&store),
+        cron_settings.clone(),
+        adapters.iter().map(|a| a.platform().to_owned()).collect(),
+        Arc::clone(&clock),
+        settings.toolsets.as_deref(),
+    )
+    .with_send_message(sendable, settings.toolsets.as_deref());
+    // `send_message`'s files come from the working directory, read as the
+    // file tools read (a missing one: messages without files only).
+    match hermes_runtime::tools::ConfinedFiles::new(&assemble::script_env(settings)) {
+        Ok(files) => offer = offer.with_send_files(files, settings.home.join("outbox")),
+        Err(e) => tracing::warn!(error = %e, "send_message: no files (the working directory)"),
+    }
+    factory.offer_cron(offer);
     // Background processes; those the last run left are announced lost.
     factory.offer_background(
         crate::cron::background::start(

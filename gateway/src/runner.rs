@@ -650,6 +650,46 @@ impl GatewayRunner {
         self.inner.deliver(&**adapter, &to, text).await
     }
 
+    /// Sends `file` to a chat (a `send_message` file, SPEC Y1's outbox):
+    /// refused when the platform takes no files or not this large, or
+    /// this gateway does not serve the platform's bot now.
+    pub async fn send_file(
+        &self,
+        platform: &str,
+        chat_id: &str,
+        file: &OutgoingFile,
+    ) -> Result<(), AdapterError> {
+        let Some(adapter) = self.inner.adapters.get(platform) else {
+            return Err(AdapterError::Rejected {
+                platform: "gateway",
+                message: format!("no {platform} adapter is configured"),
+            });
+        };
+        if !adapter.can_send_files() {
+            return Err(AdapterError::Unsupported {
+                platform: adapter.platform(),
+                what: "sending files",
+            });
+        }
+        let limit = adapter.max_upload_bytes(file.kind);
+        if file.content.len() as u64 > limit {
+            return Err(AdapterError::Undeliverable {
+                platform: adapter.platform(),
+                message: format!(
+                    "{} is {} bytes; this chat takes at most {limit}",
+                    file.file_name,
+                    file.content.len()
+                ),
+            });
+        }
+        if self.inner.bot_lease(platform).is_none() {
+            return Err(AdapterError::NotConnected {
+                platform: adapter.platform(),
+            });
+        }
+        adapter.send_file(chat_id, file, None).await
+    }
+
     /// The session key a source maps to under this runner's settings.
     pub fn key_for(&self, source: &SessionSource) -> String {
         session_key(source, self.inner.config.group_sessions_per_user)

@@ -16,6 +16,15 @@
 //!    same job id `b<id>` saying the process was lost, and the record is
 //!    deleted.
 //!
+//! 4. **The transcript**: with the notice's job, a note
+//!    `bgnote:<session>:<id>` goes into the key-value table (same fixed
+//!    key, so a notice queued again after a crash replaces it). The next
+//!    turn of that session appends it to the transcript before the user's
+//!    message and deletes it, in the one transaction that moves the user's
+//!    message from the inbox, under the session's lease
+//!    (`runner::transcribe`): the agent learns that the process ended,
+//!    once, and never between a tool call and its result.
+//!
 //! The fixed job id is what makes it once: a notice queued just before a
 //! kill (record not yet deleted) meets its own job row at the restart, and
 //! no second one is made. Records carry the home they belong to, so
@@ -35,6 +44,32 @@ use serde::{Deserialize, Serialize};
 const KEY_PREFIX: &str = "bgproc:";
 /// Job ids of notices start with this.
 pub const NOTICE_JOB_PREFIX: &str = "b";
+/// Keys of the notes waiting for a session's next turn start with this;
+/// then the session id, `:` and the process id.
+pub const NOTE_KEY_PREFIX: &str = "bgnote:";
+
+/// A notice waiting for the next turn of its session, to be appended to
+/// its transcript.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PendingNote {
+    /// When the process ended (or was found lost).
+    pub at_ms: u64,
+    /// The notice, as the chat got it.
+    pub text: String,
+}
+
+impl PendingNote {
+    /// The note as the transcript holds it: a user-role message marked as
+    /// coming from the system, not from the user.
+    pub fn message_text(&self) -> String {
+        format!("[System note, not from the user: {}]", self.text)
+    }
+}
+
+/// The prefix of the notes waiting for `session_id`.
+pub fn note_prefix(session_id: &str) -> String {
+    format!("{NOTE_KEY_PREFIX}{session_id}:")
+}
 
 /// What is recorded of a running process.
 #[derive(Debug, Serialize, Deserialize)]
@@ -119,6 +154,14 @@ impl DurableNotices {
         if matches!(store.find_job(&job_id), Ok(Some(job)) if job.id == job_id) {
             return Ok(false);
         }
+        // The note first: a crash before the job leaves the record, and
+        // the restart writes both again (the note under the same key).
+        let note = PendingNote {
+            at_ms: self.clock.now_ms(),
+            text: text.clone(),
+        };
+        let note = serde_json::to_string(&note).unwrap_or_default();
+        store.kv_set(&format!("{}{id}", note_prefix(&record.session_id)), &note)?;
         let Some((platform, chat)) = record.platform.clone().zip(record.chat.clone()) else {
             tracing::warn!(id, "background: the session has no chat; notice not sent");
             return Ok(false);

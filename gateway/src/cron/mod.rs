@@ -29,6 +29,7 @@ mod late;
 mod run;
 mod script;
 pub mod send;
+pub mod send_files;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -76,6 +77,9 @@ pub struct CronOffer {
     enabled: bool,
     /// `send_message` is offered, to these allowed chats besides the homes.
     send_allowed: Option<Vec<String>>,
+    /// Where `send_message`'s `MEDIA:` files are read from, and the outbox
+    /// they are copied to.
+    send_files: Option<(hermes_runtime::tools::ConfinedFiles, std::path::PathBuf)>,
 }
 
 impl std::fmt::Debug for CronOffer {
@@ -103,7 +107,19 @@ impl CronOffer {
             clock,
             enabled: hermes_runtime::tools::cronjob::offered(toolsets),
             send_allowed: None,
+            send_files: None,
         }
+    }
+
+    /// `send_message` also sends `MEDIA:<path>` files read through
+    /// `files` (the file tools' confinement), copied into `outbox`.
+    pub fn with_send_files(
+        mut self,
+        files: hermes_runtime::tools::ConfinedFiles,
+        outbox: std::path::PathBuf,
+    ) -> Self {
+        self.send_files = Some((files, outbox));
+        self
     }
 
     /// Also offers `send_message` (to every session, scheduled runs
@@ -121,13 +137,17 @@ impl CronOffer {
     /// run's session (or unknown); its origin is the session's chat.
     pub fn register(&self, registry: &mut ToolRegistry, session_id: &str) {
         if let Some(allowed) = &self.send_allowed {
-            registry.register(Box::new(send::SendMessageTool::new(
+            let mut tool = send::SendMessageTool::new(
                 Arc::clone(&self.store),
                 Arc::clone(&self.clock),
                 self.platforms.clone(),
                 self.settings.home_channels.clone(),
                 allowed.clone(),
-            )));
+            );
+            if let Some((files, outbox)) = &self.send_files {
+                tool = tool.with_files(files.clone(), outbox.clone());
+            }
+            registry.register(Box::new(tool));
         }
         if !self.enabled {
             return;

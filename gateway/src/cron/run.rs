@@ -13,8 +13,9 @@ use hermes_runtime::store::{
 
 use super::home::{self, Destination};
 use super::script::ScriptPart;
+use super::send_files;
 use super::{Inner, lock};
-use crate::adapter::AdapterError;
+use crate::adapter::{AdapterError, OutgoingFile};
 use crate::delivery;
 use crate::event::{ChatType, SessionSource};
 use crate::lease::Held;
@@ -300,8 +301,9 @@ impl Inner {
         }
         // Bound first: the store's guard must be gone before the arms write.
         let resolved = home::destination(&self.store(), job, &self.settings.home_channels);
+        let files = send_files::queued(&self.store(), &job.id)?;
         let destination = match resolved {
-            Ok(Some(d)) if !answer.trim().is_empty() => d,
+            Ok(Some(d)) if !answer.trim().is_empty() || !files.is_empty() => d,
             Ok(_) => {
                 update.state = RunState::Stored;
                 update.finished_at_ms = Some(now);
@@ -310,6 +312,7 @@ impl Inner {
             }
             Err(reason) => {
                 // Nothing to retry: the configuration says nowhere.
+                send_files::forget(&mut self.store(), &job.id)?;
                 update.state = RunState::DeliveryFailed;
                 update.finished_at_ms = Some(now);
                 update.outcome = format!("delivery failed: {reason}");
@@ -325,7 +328,14 @@ impl Inner {
         if !held.is_valid() || self.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let sent = self.send(&destination, &answer);
+        // Files first (each marked sent as it goes: a retry sends only what
+        // is left), then the text.
+        let sent = self
+            .send_files(&job.id, &destination, files)
+            .and_then(|()| match answer.trim().is_empty() {
+                true => Ok(Vec::new()),
+                false => self.send(&destination, &answer),
+            });
         let now = self.clock.now_ms();
         update.attempts = run.attempts.saturating_add(1);
         let mut accepted = Vec::new();
@@ -363,10 +373,51 @@ impl Inner {
                 update.error = Some(reason);
             }
         }
+        if update.finished_at_ms.is_some() {
+            send_files::forget(&mut self.store(), &job.id)?;
+        }
         self.store().run_update(&run.id, &update, fence)?;
         // Only now that it is recorded delivered may a late report turn it.
         self.late
             .remember(&destination.platform, &run.id, &accepted)
+    }
+
+    /// Sends the files waiting with job `job_id`'s message that are not
+    /// sent yet, marking each in the store as soon as it went.
+    fn send_files(
+        &self,
+        job_id: &str,
+        to: &Destination,
+        mut files: Vec<send_files::QueuedFile>,
+    ) -> Result<(), (String, bool)> {
+        for i in 0..files.len() {
+            if files[i].sent {
+                continue;
+            }
+            let file = &files[i];
+            let content = std::fs::read(&file.path)
+                .map_err(|e| (format!("{} is gone from the outbox: {e}", file.name), false))?;
+            let outgoing = OutgoingFile {
+                file_name: file.name.clone(),
+                content,
+                caption: String::new(),
+                kind: file.kind(),
+                media_type: file.media_type.clone(),
+            };
+            self.handle
+                .block_on(self.runner.send_file(&to.platform, &to.chat, &outgoing))
+                .map_err(|e| {
+                    let retryable = !matches!(
+                        e,
+                        AdapterError::Undeliverable { .. } | AdapterError::Unsupported { .. }
+                    );
+                    (e.to_string(), retryable)
+                })?;
+            files[i].sent = true;
+            send_files::save(&mut self.store(), job_id, &files)
+                .map_err(|e| (format!("the store: {e}"), true))?;
+        }
+        Ok(())
     }
 
     /// Why this answer is recorded and not sent: it is the silent marker,

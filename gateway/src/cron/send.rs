@@ -8,11 +8,17 @@
 //! The call waits a little for the outcome and reports it; a failure is
 //! the tool's error, for the model to tell the user.
 //!
+//! Files go with it as `MEDIA:<path>` tokens in the message (hermes-agent's
+//! convention; `[[as_document]]` sends images as documents): read under
+//! the file tools' confinement and copied into the outbox at the call,
+//! delivered by the same job (`super::send_files`).
+//!
 //! Only targets the owner allowed: the home channels (`telegram` alone, or
 //! the home chat spelled out) and `[agent] send_message_targets`; never an
 //! id the model made up.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,10 +26,11 @@ use hermes_core::{Clock, Tool, ToolContext, ToolError, ToolSpec};
 use hermes_runtime::cron::{MAX_PROMPT_BYTES, TARGET_FORMS, Target};
 use hermes_runtime::store::{JobRecord, JobState, RunState, Store};
 use hermes_runtime::sync::lock;
+use hermes_runtime::tools::ConfinedFiles;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::home;
+use super::{home, send_files};
 
 /// The tool's name.
 pub const NAME: &str = "send_message";
@@ -65,6 +72,9 @@ pub struct SendMessageTool {
     home_channels: BTreeMap<String, String>,
     allowed: Vec<String>,
     wait: Duration,
+    /// Where `MEDIA:` files are read from (`None`: no files), and the
+    /// outbox directory they are copied to.
+    files: Option<(ConfinedFiles, PathBuf)>,
 }
 
 #[derive(Deserialize)]
@@ -106,7 +116,7 @@ impl SendMessageTool {
                 "properties": {
                     "action": {"type": "string", "enum": ["send", "list"]},
                     "target": {"type": "string", "description": "A platform (its home channel) or platform:chat_id[:thread_id]."},
-                    "message": {"type": "string", "description": "The text to send."}
+                    "message": {"type": "string", "description": "The text to send. MEDIA:<path> in it attaches a file from the working directory (one token per file); [[as_document]] sends images as documents."}
                 },
                 "required": []
             }),
@@ -119,7 +129,15 @@ impl SendMessageTool {
             home_channels: configured,
             allowed,
             wait: WAIT_FOR_OUTCOME,
+            files: None,
         }
+    }
+
+    /// Takes `MEDIA:<path>` files read through `files`, copied into
+    /// `outbox` until they are delivered.
+    pub fn with_files(mut self, files: ConfinedFiles, outbox: PathBuf) -> Self {
+        self.files = Some((files, outbox));
+        self
     }
 
     /// Waits at most `wait` for a delivery's outcome (tests shorten it).
@@ -199,7 +217,8 @@ impl SendMessageTool {
         message: &str,
         ctx: &ToolContext<'_>,
     ) -> Result<String, ToolError> {
-        if message.trim().is_empty() {
+        let parsed = send_files::parse(message);
+        if parsed.text.is_empty() && parsed.paths.is_empty() {
             return Err(ToolError::Failed("the message is empty".into()));
         }
         if message.len() > MAX_PROMPT_BYTES {
@@ -211,19 +230,42 @@ impl SendMessageTool {
         self.check(target).map_err(ToolError::Failed)?;
         let now = self.clock.now_ms();
         let id = format!("{MESSAGE_JOB_PREFIX}{:016x}", rand::random::<u64>());
+        let (confined, outbox) = match &self.files {
+            Some((files, outbox)) => (Some(files), outbox.clone()),
+            None => (None, PathBuf::new()),
+        };
+        let files = send_files::stage(confined, &outbox, &id, &parsed)?;
         let job = JobRecord {
             no_agent: true,
             ..JobRecord::one_off(
                 id.clone(),
                 NAME.into(),
-                message.to_owned(),
+                parsed.text.clone(),
                 target.to_owned(),
                 now,
             )
         };
-        lock(&self.store)
-            .job_insert(&job)
-            .map_err(|e| ToolError::Failed(format!("the message could not be queued: {e}")))?;
+        let queued = (|| {
+            let mut store = lock(&self.store);
+            if !files.is_empty() {
+                send_files::save(&mut store, &id, &files)?;
+            }
+            store.job_insert(&job)
+        })();
+        if let Err(e) = queued {
+            if let Some(dir) = files.first().and_then(|f| f.path.parent()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(ToolError::Failed(format!(
+                "the message could not be queued: {e}"
+            )));
+        }
+        let target = &if files.is_empty() {
+            target.to_owned()
+        } else {
+            let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+            format!("{target} (with {})", names.join(", "))
+        };
         tracing::info!(job = %id, %target, "send_message: queued");
         let deadline = Instant::now() + self.wait;
         loop {

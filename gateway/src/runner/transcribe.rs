@@ -8,6 +8,7 @@ use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{Fence, KvWrite, Store, StoreError};
 
 use super::{Inner, lock};
+use crate::cron::background::{PendingNote, note_prefix};
 use crate::inbox::{TurnMarker, turn_key};
 
 impl Inner {
@@ -35,14 +36,23 @@ impl Inner {
         if pending.is_empty() && marker.is_none() {
             return Ok(Transcribed::Moved(Vec::new()));
         }
+        // Notices of background processes that ended since the last turn
+        // go first (they came before these messages), and only with a
+        // message: the last entry is the one the turn answers.
+        let notes = if pending.is_empty() {
+            Vec::new()
+        } else {
+            pending_notes(store, session_id)?
+        };
         // A message whose media the turn prepared (SPEC X6) is stored as
         // prepared; the others as accepted.
-        let entries: Vec<LedgerEntry> = pending
+        let entries: Vec<LedgerEntry> = notes
             .iter()
-            .map(|p| match prepared.get(&p.id) {
+            .map(|(_, entry)| entry.clone())
+            .chain(pending.iter().map(|p| match prepared.get(&p.id) {
                 Some(message) => LedgerEntry::at(message.clone(), p.at_ms),
                 None => p.entry(),
-            })
+            }))
             .collect();
         let volatile = lock(&self.inbox).is_volatile();
         let inbox_keys: Vec<String> = pending.iter().map(|p| p.db_key.clone()).collect();
@@ -52,6 +62,7 @@ impl Inner {
             .iter()
             .filter(|_| !volatile)
             .map(|k| KvWrite::Consume(k.as_str()))
+            .chain(notes.iter().map(|(k, _)| KvWrite::Delete(k.as_str())))
             .collect();
         if let Some(value) = &marker_value {
             writes.push(KvWrite::Set {
@@ -93,6 +104,26 @@ impl Inner {
         )?;
         Ok(())
     }
+}
+
+/// The background notices waiting for `session_id`'s next turn, oldest
+/// first, with their keys (`crate::cron::background`).
+fn pending_notes(
+    store: &Store,
+    session_id: &str,
+) -> Result<Vec<(String, LedgerEntry)>, StoreError> {
+    let mut notes: Vec<(String, LedgerEntry)> = Vec::new();
+    for (key, value) in store.kv_scan(&note_prefix(session_id))? {
+        match serde_json::from_str::<PendingNote>(&value) {
+            Ok(note) => {
+                let message = Message::user(note.message_text());
+                notes.push((key, LedgerEntry::at(message, note.at_ms)));
+            }
+            Err(e) => tracing::warn!(%key, error = %e, "background: unreadable note skipped"),
+        }
+    }
+    notes.sort_by_key(|(_, entry)| entry.meta.timestamp_ms);
+    Ok(notes)
 }
 
 /// What [`Inner::transcribe_into`] did.

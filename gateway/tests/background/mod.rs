@@ -15,6 +15,8 @@ use hermes_runtime::tools::{SandboxMode, SandboxStatus};
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::{Value, json};
 
+mod send_files;
+
 use super::telegram_support::{Fake, TOKEN};
 use super::{CHILD_ENV, Gateway, TEST_ENV, child_gateway, log_of};
 
@@ -50,6 +52,11 @@ fn provider() -> FakeProvider {
             if let Some(cmd) = after("BG: ") {
                 let args = json!({"command": cmd, "background": true, "notify_on_complete": true});
                 return Reply::tool("call_bg", "terminal", &args.to_string());
+            }
+            if let Some(rest) = after("SEND: ") {
+                let (target, message) = rest.split_once(" | ").unwrap_or((&rest, ""));
+                let args = json!({"action": "send", "target": target, "message": message});
+                return Reply::tool("call_send", "send_message", &args.to_string());
             }
             if let Some(id) = after("KILL: ") {
                 let args = json!({"action": "kill", "session_id": id});
@@ -92,7 +99,7 @@ fn spawn(test: &str, home: &Path, telegram: &str, provider: &FakeProvider, agent
         .env("TELEGRAM_ALLOWED_USERS", format!("{ALICE},{BOB}"))
         .env("HERMES_BASE_URL", provider.base_url())
         .env("HERMES_MODEL", "bg-model")
-        .env("HERMES_TOOLSETS", "terminal")
+        .env("HERMES_TOOLSETS", "terminal,send_message")
         .env("GATEWAY_STREAM_REPLIES", "false")
         .env("RUST_LOG", "hermes_gateway=info,hermes_runtime=warn")
         .current_dir(home)
@@ -151,6 +158,79 @@ fn found(dir: &Path, name: &str) -> bool {
 
 fn count(texts: &[String], needle: &str) -> usize {
     texts.iter().filter(|t| t.contains(needle)).count()
+}
+
+/// Asks Alice's next turn something; checks that the provider's request
+/// for it holds the note `needle` once — when `fresh`, as a system note
+/// just before the question and after the last turn's answer — and that
+/// every tool call is followed by its result.
+fn next_turn_knows(
+    fake: &Fake,
+    provider: &FakeProvider,
+    home: &Path,
+    n: i64,
+    needle: &str,
+    fresh: bool,
+) {
+    let before = sent_to(fake, ALICE).len();
+    let question = format!("question {n}");
+    say(fake, n, ALICE, &question);
+    wait_for("the next answer", home, 30, || {
+        sent_to(fake, ALICE).len() > before
+    });
+    let request = provider
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.to_string().contains(&question))
+        .expect("a request for the question");
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
+    let notes: Vec<usize> = (0..messages.len())
+        .filter(|&i| text(&messages[i]).contains(needle))
+        .collect();
+    assert_eq!(notes.len(), 1, "the note once: {messages:#?}");
+    let at = notes[0];
+    assert_eq!(messages[at]["role"], "user", "{messages:#?}");
+    if !fresh {
+        assert_eq!(
+            text(&messages[messages.len() - 1]),
+            question,
+            "{messages:#?}"
+        );
+    }
+    assert!(
+        text(&messages[at]).starts_with("[System note, not from the user: "),
+        "{messages:#?}"
+    );
+    if fresh {
+        assert_eq!(
+            text(&messages[at + 1]),
+            question,
+            "just before the question: {messages:#?}"
+        );
+        assert_eq!(
+            messages[at - 1]["role"],
+            "assistant",
+            "after the last turn's answer: {messages:#?}"
+        );
+    }
+    for (i, m) in messages.iter().enumerate() {
+        if let Some(calls) = m["tool_calls"].as_array() {
+            for (k, call) in calls.iter().enumerate() {
+                let result = &messages[i + 1 + k];
+                assert!(
+                    result["role"] == "tool" && result["tool_call_id"] == call["id"],
+                    "a tool call followed by its result: {messages:#?}"
+                );
+            }
+        }
+    }
+    assert!(
+        provider.violations().is_empty(),
+        "{:?}",
+        provider.violations()
+    );
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -212,6 +292,11 @@ fn a_background_command_is_announced_once_after_the_turn_and_only_its_session_ki
         1,
         "nothing of Alice's reaches Bob"
     );
+    // The agent knows it too: the next turn's request holds the notice
+    // once, and the turn after that still once (it is in the transcript,
+    // not added again).
+    next_turn_knows(&fake, &provider, &home, 3, "finished: exit code 0", true);
+    next_turn_knows(&fake, &provider, &home, 4, "finished: exit code 0", false);
 }
 
 #[test]
@@ -254,6 +339,8 @@ fn a_process_lost_to_a_sigkill_of_the_gateway_is_announced_once_after_restart() 
         !found(dir.path(), "survived.txt"),
         "the process ended with the gateway"
     );
+    next_turn_knows(&fake, &provider, &home, 2, "was lost", true);
+    next_turn_knows(&fake, &provider, &home, 3, "was lost", false);
 }
 
 #[test]

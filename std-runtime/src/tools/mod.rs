@@ -78,7 +78,7 @@ pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use search::SearchFilesTool;
-pub use send_file::{FileKind, FileOutbox, OutboundFile, SendFileTool};
+pub use send_file::{ConfinedFiles, FileKind, FileOutbox, OutboundFile, ReadFile, SendFileTool};
 pub use session_search::{SearchSource, SessionSearchTool};
 pub use skills::{SkillManageTool, SkillViewTool, SkillsListTool};
 pub use terminal::TerminalTool;

@@ -143,14 +143,14 @@ struct Args {
 /// The `send_file` tool of one session.
 pub struct SendFileTool {
     spec: ToolSpec,
-    workdir: Workdir,
+    files: ConfinedFiles,
     outbox: Arc<dyn FileOutbox>,
 }
 
 impl std::fmt::Debug for SendFileTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SendFileTool")
-            .field("workdir", &self.workdir.root())
+            .field("files", &self.files)
             .finish_non_exhaustive()
     }
 }
@@ -174,24 +174,58 @@ impl SendFileTool {
                     "required": ["path"]
                 }),
             ),
-            workdir: Workdir::new(env)?.confined(),
+            files: ConfinedFiles::new(env)?,
             outbox,
         })
     }
 }
 
-impl Tool for SendFileTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+/// Files read for sending out of the process, under `send_file`'s rules:
+/// always confined to the working directory (`openat2` beneath it, no
+/// `allow_outside_workdir`), nothing of `$HERMES_HOME`, a regular file,
+/// not empty, at most the destination's limit. `send_message`'s
+/// `MEDIA:<path>` files are read through this too.
+#[derive(Clone)]
+pub struct ConfinedFiles {
+    workdir: Workdir,
+}
+
+impl std::fmt::Debug for ConfinedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfinedFiles")
+            .field("workdir", &self.workdir.root())
+            .finish()
+    }
+}
+
+/// A file [`ConfinedFiles::read`] read.
+#[derive(Debug)]
+pub struct ReadFile {
+    /// Its name as shown to the model (relative to the working directory).
+    pub shown: String,
+    /// The file, caption empty.
+    pub file: OutboundFile,
+}
+
+impl ConfinedFiles {
+    /// Files under `env`'s working directory, always confined.
+    pub fn new(env: &ToolEnv) -> Result<Self, ToolsError> {
+        Ok(ConfinedFiles {
+            workdir: Workdir::new(env)?.confined(),
+        })
     }
 
-    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
-        let args: Args = parse_args(NAME, arguments)?;
-        let opened = self.workdir.open_file(&args.path, Access::Send)?;
+    /// Reads `path` if the rules allow it and it is at most `limit(kind)`
+    /// bytes; the error says why not (nothing is read then).
+    pub fn read(
+        &self,
+        path: &str,
+        limit: impl Fn(FileKind) -> Result<u64, String>,
+    ) -> Result<ReadFile, ToolError> {
+        let opened = self.workdir.open_file(path, Access::Send)?;
         if !opened.meta.is_file() {
             return Err(failed(format!(
-                "Error: '{}' is not a regular file; send_file sends one file.",
-                args.path
+                "Error: '{path}' is not a regular file; only files can be sent."
             )));
         }
         let shown = self.workdir.display(&opened.real);
@@ -205,10 +239,10 @@ impl Tool for SendFileTool {
         let mut head = [0u8; 16];
         let n = file
             .read(&mut head)
-            .map_err(|e| io_error("read", &args.path, &e))?;
+            .map_err(|e| io_error("read", path, &e))?;
         let (media_type, kind) = classify(&file_name, &head[..n]);
         let size = opened.meta.len();
-        let limit = self.outbox.limit(kind).map_err(failed)?;
+        let limit = limit(kind).map_err(failed)?;
         if size > limit {
             return Err(failed(format!(
                 "Error: '{shown}' is {size} bytes; the chat takes a {} of at most {limit} bytes. \
@@ -224,24 +258,42 @@ impl Tool for SendFileTool {
         let mut bytes = head[..n].to_vec();
         file.take(limit.saturating_sub(n as u64).saturating_add(1))
             .read_to_end(&mut bytes)
-            .map_err(|e| io_error("read", &args.path, &e))?;
+            .map_err(|e| io_error("read", path, &e))?;
         if bytes.len() as u64 > limit {
             return Err(failed(format!(
                 "Error: '{shown}' grew past the chat's limit of {limit} bytes while being read; nothing was sent."
             )));
         }
-        let caption = args.caption.unwrap_or_default().trim().to_owned();
-        let sent_bytes = bytes.len();
-        let whereto = self
-            .outbox
-            .send(OutboundFile {
-                path: opened.real.clone(),
-                file_name: file_name.clone(),
+        Ok(ReadFile {
+            shown,
+            file: OutboundFile {
+                path: opened.real,
+                file_name,
                 media_type,
                 kind,
                 bytes,
-                caption: caption.clone(),
-            })
+                caption: String::new(),
+            },
+        })
+    }
+}
+
+impl Tool for SendFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: &str, _ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+        let args: Args = parse_args(NAME, arguments)?;
+        let ReadFile { shown, mut file } = self
+            .files
+            .read(&args.path, |kind| self.outbox.limit(kind))?;
+        let caption = args.caption.unwrap_or_default().trim().to_owned();
+        file.caption.clone_from(&caption);
+        let (file_name, kind, sent_bytes) = (file.file_name.clone(), file.kind, file.bytes.len());
+        let whereto = self
+            .outbox
+            .send(file)
             .map_err(|e| failed(format!("Error: '{shown}' was not sent: {e}")))?;
         let with = if caption.is_empty() {
             String::new()

@@ -148,7 +148,8 @@ async fn bot(behaviour: Behaviour, tweak: impl FnOnce(&mut DiscordConfig)) -> Bo
 }
 
 /// Every `POST …/messages` body the adapter sent is a valid
-/// create-message request by Discord's published schema
+/// create-message request by Discord's published schema, every
+/// `PATCH …/messages/{id}` a valid edit-message request
 /// (`tests/emulators/discord-spec`, from discord-api-spec), and every
 /// interaction callback a valid type 4 or type 7 response.
 fn assert_bodies_match_discord_schema(fake: &FakeDiscord) {
@@ -171,15 +172,24 @@ fn assert_bodies_match_discord_schema(fake: &FakeDiscord) {
     );
     let schemas: Value = serde_json::from_slice(&out.stdout).unwrap();
     let validator = |name: &str| jsonschema::validator_for(&schemas[name]).unwrap();
-    let (create, message, update) = (
+    let (create, edit, message, update) = (
         validator("create_message"),
+        validator("edit_message"),
         validator("interaction_message"),
         validator("interaction_update"),
     );
     let mut checked = 0;
-    for call in fake.rest_calls().into_iter().filter(|c| c.method == "POST") {
+    for call in fake
+        .rest_calls()
+        .into_iter()
+        .filter(|c| c.method == "POST" || c.method == "PATCH")
+    {
         let mut body = call.body;
-        let schema = if call.path.ends_with("/messages") {
+        let schema = if call.method == "PATCH" && call.path.contains("/messages/") {
+            &edit
+        } else if call.method == "PATCH" {
+            continue;
+        } else if call.path.ends_with("/messages") {
             // The fake's record of the files of a multipart message.
             if let Some(o) = body.as_object_mut() {
                 o.remove("files");

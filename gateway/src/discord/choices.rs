@@ -69,6 +69,9 @@ struct Open {
     user: Option<String>,
     /// The message it replies to.
     reply_to: Option<String>,
+    /// The question's own message, once Discord has created it: its
+    /// buttons are disabled when the question stops waiting.
+    message_id: Option<String>,
     content: String,
     labels: Vec<String>,
 }
@@ -125,9 +128,20 @@ fn label(choice: &str) -> String {
     s
 }
 
-/// The action row: one button per choice; after the answer, all disabled
-/// and the picked one green.
-fn buttons(id: &str, labels: &[String], picked: Option<usize>) -> Value {
+/// What the buttons of a question show.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Row {
+    /// Waiting: every button can be pressed.
+    Live,
+    /// Answered by a press: all disabled, choice N (1-based) green.
+    Picked(usize),
+    /// No longer waiting (answered in words, timed out, replaced): all
+    /// disabled, none green.
+    Closed,
+}
+
+/// The action row: one button per choice, as `row` says.
+fn buttons(id: &str, labels: &[String], row: Row) -> Value {
     let components: Vec<Value> = labels
         .iter()
         .enumerate()
@@ -135,11 +149,11 @@ fn buttons(id: &str, labels: &[String], picked: Option<usize>) -> Value {
             let n = i + 1;
             let mut b = json!({
                 "type": 2,
-                "style": if picked == Some(n) { 3 } else { 2 },
+                "style": if row == Row::Picked(n) { 3 } else { 2 },
                 "label": l,
                 "custom_id": format!("{CUSTOM_ID_PREFIX}{id}:{n}"),
             });
-            if picked.is_some() {
+            if row != Row::Live {
                 b["disabled"] = json!(true);
             }
             b
@@ -176,27 +190,28 @@ impl DiscordAdapter {
         let id = self.inner.nonce();
         let labels: Vec<String> = question.choices.iter().map(|c| label(c)).collect();
         let mut body = self.message_body(&content, reply_to);
-        body["components"] = buttons(&id, &labels, None);
+        body["components"] = buttons(&id, &labels, Row::Live);
         // Open before it goes out, so a quick press finds it.
         lock(&self.inner.questions).open(Open {
             id: id.clone(),
             channel: channel.clone(),
             user,
             reply_to: reply_to.map(str::to_owned),
+            message_id: None,
             content,
             labels,
         });
         let sent = self.post_message(chat_id, &channel, &body).await;
         match sent {
-            Ok(posted_in) => {
-                // A DM opened on the way: the question lives there.
-                if posted_in != channel
-                    && let Some(q) = lock(&self.inner.questions)
-                        .open
-                        .iter_mut()
-                        .find(|o| o.id == id)
+            Ok((posted_in, message)) => {
+                if let Some(q) = lock(&self.inner.questions)
+                    .open
+                    .iter_mut()
+                    .find(|o| o.id == id)
                 {
+                    // A DM opened on the way: the question lives there.
                     q.channel = posted_in;
+                    q.message_id = message["id"].as_str().map(str::to_owned);
                 }
                 Ok(())
             }
@@ -211,11 +226,31 @@ impl DiscordAdapter {
 impl DiscordAdapter {
     /// The question asked in `chat_id` replying to `reply_to` no longer
     /// waits: its buttons stop answering (a press gets the stale note).
-    pub(super) fn close_question(&self, chat_id: &str, reply_to: Option<&str>) {
+    /// Its buttons are disabled (`PATCH` of the message), so that nobody
+    /// presses an answer that no longer counts.
+    pub(super) async fn close_question(&self, chat_id: &str, reply_to: Option<&str>) {
         let channel = self.inner.channel_for(chat_id);
-        lock(&self.inner.questions)
-            .open
-            .retain(|o| !(o.channel == channel && o.reply_to.as_deref() == reply_to));
+        let closed: VecDeque<Open> = {
+            let mut questions = lock(&self.inner.questions);
+            let (closed, open) = std::mem::take(&mut questions.open)
+                .into_iter()
+                .partition(|o| o.channel == channel && o.reply_to.as_deref() == reply_to);
+            questions.open = open;
+            closed
+        };
+        for q in closed {
+            let Some(message_id) = &q.message_id else {
+                continue;
+            };
+            let path = format!("/channels/{}/messages/{message_id}", q.channel);
+            let body = json!({ "components": buttons(&q.id, &q.labels, Row::Closed) });
+            if let Err(e) = self.inner.rest.request("PATCH", &path, Some(&body)).await {
+                tracing::warn!(
+                    "discord: a closed question's buttons stay live: {}",
+                    describe(e)
+                );
+            }
+        }
     }
 }
 
@@ -329,7 +364,7 @@ pub(super) fn interaction(inner: &Arc<Inner>, handler: &EventHandler, d: &Value)
                 "type": UPDATE_MESSAGE,
                 "data": {
                     "content": picked(&q.content, &picked_label),
-                    "components": buttons(&q.id, &q.labels, Some(n)),
+                    "components": buttons(&q.id, &q.labels, Row::Picked(n)),
                     "allowed_mentions": { "parse": [] },
                 },
             });
@@ -405,10 +440,10 @@ mod tests {
     fn long_choices_fit_a_button_and_the_row_names_every_choice() {
         let long = "x".repeat(200);
         assert_eq!(label(&long).chars().count(), MAX_LABEL_CHARS);
-        let row = buttons("q1", &["a".into(), "b".into()], None);
+        let row = buttons("q1", &["a".into(), "b".into()], Row::Live);
         assert_eq!(row[0]["components"][1]["custom_id"], "clarify:q1:2");
         assert!(row[0]["components"][0].get("disabled").is_none());
-        let done = buttons("q1", &["a".into(), "b".into()], Some(2));
+        let done = buttons("q1", &["a".into(), "b".into()], Row::Picked(2));
         assert_eq!(done[0]["components"][1]["style"], 3);
         assert_eq!(done[0]["components"][0]["disabled"], true);
     }
@@ -434,6 +469,7 @@ mod tests {
             channel: "c".into(),
             user: Some(user.into()),
             reply_to: None,
+            message_id: None,
             content: String::new(),
             labels: vec!["a".into()],
         };

@@ -281,10 +281,10 @@ impl DiscordAdapter {
         chat_id: &str,
         channel: &str,
         body: &Value,
-    ) -> Result<String, AdapterError> {
+    ) -> Result<(String, Value), AdapterError> {
         let path = format!("/channels/{channel}/messages");
         match self.inner.rest.request("POST", &path, Some(body)).await {
-            Ok(_) => Ok(channel.to_owned()),
+            Ok(message) => Ok((channel.to_owned(), message)),
             // A DM whose channel this process has not seen yet (the message
             // was accepted before a restart): open it and send there.
             Err(RestError::Api {
@@ -296,7 +296,7 @@ impl DiscordAdapter {
                     .rest
                     .request("POST", &path, Some(body))
                     .await
-                    .map(|_| dm)
+                    .map(|message| (dm, message))
                     .map_err(adapter_error)
             }
             Err(e) => Err(adapter_error(e)),
@@ -463,7 +463,7 @@ impl PlatformAdapter for DiscordAdapter {
     }
 
     async fn question_closed(&self, chat_id: &str, reply_to: Option<&str>) {
-        self.close_question(chat_id, reply_to);
+        self.close_question(chat_id, reply_to).await;
     }
 
     fn can_send_files(&self) -> bool {

@@ -3,9 +3,10 @@
 //! interactions follow Discord's documentation), the production agent
 //! factory over the real store, the loopback `FakeProvider` as the model.
 //! The question goes out as buttons; a press (INTERACTION_CREATE) answers
-//! it and disables them; another user's press and a press on a question
-//! that no longer waits (timed out, answered in words, replaced, asked
-//! before a restart) get a note only the presser sees.
+//! it and disables them; a question answered in words or timed out has
+//! its buttons disabled by an edit; another user's press and a press on a
+//! question that no longer waits (replaced, asked before a restart) get a
+//! note only the presser sees.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,22 +226,13 @@ async fn a_press_on_a_question_that_no_longer_waits_gets_a_note_not_a_turn() {
     // Nobody answers: the turn carries on without it.
     let noted = replies_starting(fake, "Noted:", 1).await;
     assert!(noted[0].contains("no answer within 1 s"), "{noted:?}");
-    let stale_note = |response: &Value| {
-        assert_eq!(response["type"], 4, "{response}");
-        assert_eq!(response["data"]["flags"], 64);
-        assert_eq!(
-            response["data"]["content"],
-            hermes_gateway::discord::STALE_NOTE
-        );
-    };
-    // A press on the timed-out question's buttons.
-    let late = fake.press(&first.id, ALICE, &button(&first, 1)).unwrap();
-    stale_note(&fake.wait_response(&late).await);
+    // The timed-out question's buttons are disabled: none can be pressed.
+    buttons_closed(fake, &first.id).await;
+    assert!(fake.press(&first.id, ALICE, &button(&first, 1)).is_none());
     fake.dm(ALICE, "ask me");
     let second = question(fake, 2).await;
-    // The older question's buttons stay stale while a new one waits.
-    let stale = fake.press(&first.id, ALICE, &button(&first, 2)).unwrap();
-    stale_note(&fake.wait_response(&stale).await);
+    // The older question's buttons stay disabled while a new one waits.
+    assert!(fake.press(&first.id, ALICE, &button(&first, 2)).is_none());
     // The second question is still open and takes its answer.
     let pick = fake.press(&second.id, ALICE, &button(&second, 2)).unwrap();
     assert_eq!(fake.wait_response(&pick).await["type"], 7);
@@ -266,22 +258,43 @@ async fn a_press_on_a_question_that_no_longer_waits_gets_a_note_not_a_turn() {
     gw.runner.shutdown().await;
 }
 
-/// An answer in words closes the buttons too.
+/// Waits until every button of message `id` is disabled and none is
+/// shown as picked (the question closed without a press).
+async fn buttons_closed(fake: &FakeDiscord, id: &str) {
+    fake.wait_for("the question's buttons disabled", |f| {
+        f.message_now(id).is_some_and(|m| {
+            let row = &m["components"][0]["components"];
+            row.as_array().is_some_and(|b| {
+                !b.is_empty() && b.iter().all(|b| b["disabled"] == true && b["style"] == 2)
+            })
+        })
+    })
+    .await;
+}
+
+/// An answer in words closes the buttons too: they are disabled (an edit
+/// of the question's message), so they cannot be pressed any more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_in_words_closes_the_buttons() {
     let gw = gateway("").await;
     let fake = &gw.fake;
     fake.dm(ALICE, "ask me");
     let q = question(fake, 1).await;
+    assert!(
+        fake.message_now(&q.id).unwrap()["components"][0]["components"][0]["disabled"].is_null(),
+        "live before the answer"
+    );
     fake.dm(ALICE, "green, actually");
     replies_starting(fake, "Noted:", 1).await;
     assert_eq!(
         tool_results(&gw.provider)[0]["user_response"],
         "green, actually"
     );
-    let late = fake.press(&q.id, ALICE, &button(&q, 1)).unwrap();
-    let response = fake.wait_response(&late).await;
-    assert_eq!(response["data"]["flags"], 64, "{response}");
+    buttons_closed(fake, &q.id).await;
+    // The question's text is left as it was.
+    assert_eq!(fake.message_now(&q.id).unwrap()["content"], q.content);
+    assert!(fake.press(&q.id, ALICE, &button(&q, 1)).is_none());
+    crate::assert_bodies_match_discord_schema(fake);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gw.provider.requests().len(), 2);
     gw.runner.shutdown().await;

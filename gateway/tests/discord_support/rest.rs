@@ -183,6 +183,7 @@ fn route_request(shared: &Shared, method: &str, route: &str, query: &str, body: 
         }
         ("POST", ["channels", channel, "messages"]) => create_message(shared, channel, body),
         ("GET", ["channels", channel, "messages"]) => list_messages(shared, channel, query),
+        ("PATCH", ["channels", channel, "messages", id]) => edit_message(shared, channel, id, body),
         _ => out(404, json!({"message": "404: Not Found", "code": 0})),
     }
 }
@@ -211,6 +212,32 @@ fn limited(retry_after: f64, global: bool, bucket: bool) -> Out {
             json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": global}),
         ),
     }
+}
+
+/// `PATCH /channels/{id}/messages/{id}` (Edit Message): the bot's own
+/// message only; the fields sent replace the message's, components checked
+/// as on create; 10008 Unknown Message otherwise.
+fn edit_message(shared: &Shared, channel: &str, id: &str, body: &Value) -> Out {
+    if let Err(why) = super::interactions::check_components(&body["components"]) {
+        return out(
+            400,
+            json!({"message": "Invalid Form Body", "code": 50035, "errors": {"components": {"_errors": [
+            {"code": "COMPONENT_INVALID", "message": why}]}}}),
+        );
+    }
+    let mut state = shared.state();
+    let Some(message) = state.history.get_mut(channel).and_then(|h| {
+        h.iter_mut()
+            .find(|m| m["id"] == id && m["author"]["id"] == BOT_ID)
+    }) else {
+        return out(404, json!({"message": "Unknown Message", "code": 10008}));
+    };
+    for field in ["content", "components"] {
+        if let Some(v) = body.get(field) {
+            message[field] = v.clone();
+        }
+    }
+    out(200, message.clone())
 }
 
 fn create_message(shared: &Shared, channel: &str, body: &Value) -> Out {

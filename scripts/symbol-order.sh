@@ -63,24 +63,7 @@ cargo build -q --locked -p hermes-tests --example fake_provider --example fake_t
 ex=target/debug/examples
 
 work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-start_server() { # name args… → $url
-  local name=$1
-  shift
-  "$ex/$name" "$@" >"$work/$name.url" &
-  pids+=($!)
-  for _ in $(seq 200); do
-    [ -s "$work/$name.url" ] && break
-    sleep 0.05
-  done
-  url=$(head -1 "$work/$name.url")
-}
+. scripts/lib/example-servers.sh
 start_server fake_provider 20
 provider=$url
 start_server fake_telegram

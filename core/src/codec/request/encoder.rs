@@ -77,68 +77,102 @@ impl RequestEncoder {
         {
             return Err(EncodeError::InvalidTemperature(t));
         }
-        // The conversation: `m1,m2,…`, spliced into the array.
-        let entries = self.conversation(req)?;
+        // Everything that can fail first, into what is kept; then the body
+        // is written straight into `out`, one copy of each part.
         let model = json(opts.model)?;
         let tail = json(&Tail(opts))?;
-
-        let mut body = Vec::with_capacity(entries.len() + 12 * 1024);
-        body.extend_from_slice(b"{\"model\":");
-        body.extend_from_slice(&model);
-        body.extend_from_slice(b",\"messages\":[");
-        let mut first = true;
         if !req.system_prompt.is_empty() {
-            let system = match &self.system {
-                Some((prompt, encoded)) if prompt == req.system_prompt => encoded,
-                _ => {
-                    self.system = None;
-                    let encoded = json(&SystemMessage {
-                        content: req.system_prompt,
-                        cache: None,
-                    })?;
-                    &self.system.insert((req.system_prompt.into(), encoded)).1
-                }
-            };
-            body.extend_from_slice(system);
-            first = false;
+            self.keep_system(req.system_prompt)?;
         }
-        if !entries.is_empty() {
-            if !first {
-                body.push(b',');
-            }
-            body.extend_from_slice(&entries);
-        }
-        body.push(b']');
         if !req.tools.is_empty() {
-            let tools = match &self.tools {
-                Some((specs, encoded)) if specs.as_slice() == req.tools => encoded,
-                _ => {
-                    self.tools = None;
-                    let encoded = json(&Tools(req.tools))?;
-                    &self.tools.insert((req.tools.to_vec(), encoded)).1
-                }
-            };
-            body.extend_from_slice(b",\"tools\":");
-            body.extend_from_slice(tools);
+            self.keep_tools(req.tools)?;
+        }
+        self.keep_conversation(req)?;
+        let system = self
+            .system
+            .as_ref()
+            .filter(|_| !req.system_prompt.is_empty())
+            .map(|(_, encoded)| encoded.as_slice());
+        let tools = self
+            .tools
+            .as_ref()
+            .filter(|_| !req.tools.is_empty())
+            .map(|(_, encoded)| encoded.as_slice());
+        let parts = system
+            .into_iter()
+            .chain(self.messages.iter().map(|(_, e)| e.as_slice()));
+
+        out.reserve(
+            model.len()
+                + tail.len()
+                + system.map_or(0, <[u8]>::len)
+                + tools.map_or(0, <[u8]>::len)
+                + self
+                    .messages
+                    .iter()
+                    .map(|(_, e)| e.len() + 1)
+                    .sum::<usize>()
+                + 64,
+        );
+        out.extend_from_slice(b"{\"model\":");
+        out.extend_from_slice(&model);
+        out.extend_from_slice(b",\"messages\":[");
+        for (i, part) in parts.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(part);
+        }
+        out.push(b']');
+        if let Some(tools) = tools {
+            out.extend_from_slice(b",\"tools\":");
+            out.extend_from_slice(tools);
             if req.tool_choice == ToolChoice::None {
-                body.extend_from_slice(b",\"tool_choice\":\"none\"");
+                out.extend_from_slice(b",\"tool_choice\":\"none\"");
             }
         }
         // `{"stream":…,…}`: always one field, so never `{}`.
-        body.push(b',');
-        body.extend_from_slice(tail.get(1..).unwrap_or_default());
-        out.extend_from_slice(&body);
+        out.push(b',');
+        out.extend_from_slice(tail.get(1..).unwrap_or_default());
         Ok(())
     }
 }
 
 impl RequestEncoder {
-    /// The messages of `req` that go on the wire, encoded and joined by
-    /// commas, reusing what is kept for each message equal to the one kept
-    /// at its place. On error nothing kept is left half-updated: the
-    /// messages from the failing one on are forgotten.
-    fn conversation(&mut self, req: &ChatRequest<'_>) -> Result<Vec<u8>, EncodeError> {
-        let mut joined = Vec::new();
+    /// Keeps `prompt`'s encoded system message (already kept when equal).
+    fn keep_system(&mut self, prompt: &str) -> Result<(), EncodeError> {
+        if self.system.as_ref().is_some_and(|(kept, _)| kept == prompt) {
+            return Ok(());
+        }
+        self.system = None;
+        let encoded = json(&SystemMessage {
+            content: prompt,
+            cache: None,
+        })?;
+        self.system = Some((prompt.into(), encoded));
+        Ok(())
+    }
+
+    /// Keeps `specs`' encoded `tools` array (already kept when equal).
+    fn keep_tools(&mut self, specs: &[ToolSpec]) -> Result<(), EncodeError> {
+        if self
+            .tools
+            .as_ref()
+            .is_some_and(|(kept, _)| kept.as_slice() == specs)
+        {
+            return Ok(());
+        }
+        self.tools = None;
+        let encoded = json(&Tools(specs))?;
+        self.tools = Some((specs.to_vec(), encoded));
+        Ok(())
+    }
+
+    /// Keeps the encoded messages of `req` that go on the wire (and only
+    /// them), reusing each kept message equal to the one at its place. On error
+    /// nothing kept is left half-updated: the messages from the failing one
+    /// on are forgotten.
+    fn keep_conversation(&mut self, req: &ChatRequest<'_>) -> Result<(), EncodeError> {
         let mut at = 0;
         for entry in req.messages.iter().filter(|e| on_wire(&e.message)) {
             let kept = self
@@ -153,16 +187,10 @@ impl RequestEncoder {
                 })?;
                 self.messages.push((entry.message.clone(), encoded));
             }
-            if at > 0 {
-                joined.push(b',');
-            }
-            if let Some((_, encoded)) = self.messages.get(at) {
-                joined.extend_from_slice(encoded);
-            }
             at += 1;
         }
         self.messages.truncate(at);
-        Ok(joined)
+        Ok(())
     }
 }
 

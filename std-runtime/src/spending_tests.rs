@@ -270,6 +270,77 @@ fn a_reservation_holds_a_calls_worth_until_settled_or_released() {
     assert_eq!(read(&store), "1900");
 }
 
+/// Issue 44: the largest call is kept in the store with the next
+/// reservation, so a gateway that starts — or another one on the same
+/// database — holds a call's worth at its first reservation instead of 0
+/// (two fresh gateways' first calls for a person near her cap would
+/// otherwise both pass it).
+#[test]
+fn a_fresh_gateway_reserves_the_largest_call_any_gateway_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+    let l = limits(
+        "[limits]\nuser_day_tokens = 2500\ntimezone = \"UTC\"\n",
+        &[],
+    )
+    .unwrap();
+    let now = LATE_NOVEMBER_UTC;
+    let key = account_key("tok", &l.periods(now).day_key(), "telegram:7");
+    let read = |store: &Store, key: &str| store.kv_get(key).unwrap().unwrap_or_default();
+    let first_gateway = std::sync::Arc::new(CallSizes::default());
+    let wallet = std::sync::Arc::new(Wallet::new(
+        l.clone(),
+        "telegram:7".into(),
+        first_gateway.clone(),
+    ));
+    let charge = reserving_charger(
+        l.clone(),
+        "telegram:7".into(),
+        |_| None,
+        std::sync::Arc::new(At(now)),
+        Some(wallet.clone()),
+    );
+    assert!(wallet.reserve(&mut store, now).unwrap());
+    let writes = charge(&[answer("m", 600, 400)]);
+    store
+        .kv_commit(&writes.iter().map(Charge::write).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(read(&store, &key), "1000");
+    assert_eq!(
+        read(&store, "spend:largest:telegram:7"),
+        "",
+        "not before the next reservation"
+    );
+    assert!(wallet.reserve(&mut store, now).unwrap());
+    assert_eq!(read(&store, "spend:largest:telegram:7"), "1000 0");
+    wallet.release(&mut store).unwrap();
+    assert_eq!(read(&store, &key), "1000");
+    // A gateway that starts now knows nothing in memory, and still holds
+    // 1,000 at its first reservation; at 2,000 the account is below its cap
+    // and admits one more, which brings it to 3,000: refused after that.
+    let second_gateway = std::sync::Arc::new(CallSizes::default());
+    let fresh = Wallet::new(l.clone(), "telegram:7".into(), second_gateway.clone());
+    assert!(fresh.reserve(&mut store, now).unwrap());
+    assert_eq!(read(&store, &key), "2000", "spent 1,000 + held 1,000");
+    let also_fresh = Wallet::new(l.clone(), "telegram:7".into(), second_gateway);
+    assert!(also_fresh.reserve(&mut store, now).unwrap());
+    assert!(!also_fresh.reserve(&mut store, now).unwrap(), "at the cap");
+    assert_eq!(read(&store, &key), "3000");
+    // A stored size that is not two numbers reads as nothing known.
+    store
+        .kv_commit(&[KvWrite::Set {
+            key: "spend:largest:telegram:8",
+            value: "lots",
+        }])
+        .unwrap();
+    let stranger = Wallet::new(
+        l,
+        "telegram:8".into(),
+        std::sync::Arc::new(CallSizes::default()),
+    );
+    assert!(stranger.reserve(&mut store, now).unwrap());
+}
+
 /// Counts the warnings logged through it.
 struct Warnings(std::sync::atomic::AtomicUsize);
 impl tracing::Subscriber for Warnings {

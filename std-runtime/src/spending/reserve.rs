@@ -27,23 +27,69 @@ use super::{Charge, SpendingLimits, account_key};
 use crate::store::{KvWrite, Store, StoreError};
 
 /// The largest model call seen per identity (tokens, micro-dollars): the
-/// estimate a reservation holds. One per gateway; a fresh gateway starts
-/// at 0 (a reservation of nothing still tests the cap atomically).
+/// estimate a reservation holds. One per gateway, and kept in the store
+/// too (`spend:largest:<identity>`, written with the next reservation
+/// after it grew): a gateway that starts, or another gateway on the same
+/// database, estimates from what any gateway saw instead of from 0 — two
+/// fresh gateways' first calls for a person near a cap would otherwise
+/// both pass it. Only a person no gateway has seen call yet starts at 0
+/// (a reservation of nothing still tests the cap atomically), and such a
+/// person has spent nothing.
 #[derive(Debug, Default)]
-pub struct CallSizes(Mutex<HashMap<String, (u64, u64)>>);
+pub struct CallSizes(Mutex<HashMap<String, Size>>);
+
+/// One identity's largest call, and whether the store has it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Size {
+    tokens: u64,
+    micro_usd: u64,
+    stored: bool,
+}
 
 impl CallSizes {
-    fn get(&self, identity: &str) -> (u64, u64) {
+    fn get(&self, identity: &str) -> Option<Size> {
         let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.get(identity).copied().unwrap_or((0, 0))
+        map.get(identity).copied()
     }
 
+    /// A call of this size was made: the estimate grows to it (and must be
+    /// stored again) if it is larger.
     fn note(&self, identity: &str, tokens: u64, micro_usd: u64) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let e = map.entry(identity.to_owned()).or_insert((0, 0));
-        e.0 = e.0.max(tokens);
-        e.1 = e.1.max(micro_usd);
+        self.merge(identity, tokens, micro_usd, false);
     }
+
+    /// The size the store holds for `identity`.
+    fn load(&self, identity: &str, tokens: u64, micro_usd: u64) {
+        self.merge(identity, tokens, micro_usd, true);
+    }
+
+    fn merge(&self, identity: &str, tokens: u64, micro_usd: u64, from_store: bool) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let e = map.entry(identity.to_owned()).or_insert(Size {
+            stored: from_store,
+            ..Size::default()
+        });
+        if tokens > e.tokens || micro_usd > e.micro_usd {
+            e.tokens = e.tokens.max(tokens);
+            e.micro_usd = e.micro_usd.max(micro_usd);
+            e.stored = from_store && e.tokens == tokens && e.micro_usd == micro_usd;
+        }
+    }
+
+    fn mark_stored(&self, identity: &str, size: Size) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = map.get_mut(identity)
+            && e.tokens == size.tokens
+            && e.micro_usd == size.micro_usd
+        {
+            e.stored = true;
+        }
+    }
+}
+
+/// Where the store keeps `identity`'s largest call (`"<tokens> <micro-usd>"`).
+fn size_key(identity: &str) -> String {
+    format!("spend:largest:{identity}")
 }
 
 /// One turn's reservations for `identity`: what it holds in each capped
@@ -74,7 +120,8 @@ impl Wallet {
         let l = &self.limits;
         let p = l.periods(now_ms);
         let (day, month) = (p.day_key(), p.month_key());
-        let (tok, usd) = self.sizes.get(&self.identity);
+        let size = self.sizes.get(&self.identity).unwrap_or_default();
+        let (tok, usd) = (size.tokens, size.micro_usd);
         let exempt = l.owner_exempt && l.owner.as_deref() == Some(self.identity.as_str());
         let me = (!exempt).then_some(self.identity.as_str());
         let micro = |c: f64| (c * 1e6).round() as i64;
@@ -109,11 +156,21 @@ impl Wallet {
     /// Reserves one call's estimate in every capped account, all or none:
     /// `Ok(false)` when one of them is at its cap (no call may be made).
     pub fn reserve(&self, store: &mut Store, now_ms: u64) -> Result<bool, StoreError> {
-        let capped = self.capped(now_ms);
-        if capped.is_empty() {
+        if self.capped(now_ms).is_empty() {
             return Ok(true);
         }
-        let writes: Vec<KvWrite<'_>> = capped
+        let size_key = size_key(&self.identity);
+        if self.sizes.get(&self.identity).is_none() {
+            let stored = store.kv_get(&size_key)?;
+            let mut parts = stored.as_deref().unwrap_or("").split(' ');
+            let mut number = || parts.next().and_then(|n| n.trim().parse::<u64>().ok());
+            let (tokens, micro_usd) = (number().unwrap_or(0), number().unwrap_or(0));
+            self.sizes.load(&self.identity, tokens, micro_usd);
+        }
+        let capped = self.capped(now_ms);
+        let size = self.sizes.get(&self.identity).unwrap_or_default();
+        let size_value = format!("{} {}", size.tokens, size.micro_usd);
+        let mut writes: Vec<KvWrite<'_>> = capped
             .iter()
             .map(|(key, amount, below)| KvWrite::AddBelow {
                 key,
@@ -121,8 +178,17 @@ impl Wallet {
                 below: *below,
             })
             .collect();
+        if !size.stored {
+            writes.push(KvWrite::Set {
+                key: &size_key,
+                value: &size_value,
+            });
+        }
         if !store.kv_commit(&writes)? {
             return Ok(false);
+        }
+        if !size.stored {
+            self.sizes.mark_stored(&self.identity, size);
         }
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         for (key, amount, _) in capped {

@@ -417,8 +417,11 @@ impl MailUser {
                 files.push((modified, name, entry.path()));
             }
         }
-        // Maildir names start with the delivery time: a stable order.
-        files.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        // Maildir names start with the delivery time, `<secs>.M<usecs>P…`:
+        // ordered as numbers (as text, two mails of one second came in the
+        // wrong order whenever the later one's microseconds had fewer
+        // digits — a test flake under load).
+        files.sort_by_key(|(modified, name, _)| (delivered_at(name), *modified, name.clone()));
         files
             .into_iter()
             .filter_map(|(_, _, path)| {
@@ -452,6 +455,23 @@ impl MailUser {
     }
 }
 
+/// When a Maildir file name says its mail was delivered: seconds and
+/// microseconds (`1733340000.M123456P42.host` → (1733340000, 123456));
+/// (0, 0) for a name of another form.
+fn delivered_at(name: &str) -> (u64, u64) {
+    let mut parts = name.split('.');
+    let secs = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let micros = parts
+        .next()
+        .and_then(|p| p.split_once('M'))
+        .map(|(_, rest)| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or(0)
+        })
+        .unwrap_or(0);
+    (secs, micros)
+}
+
 /// The value of header `name` in `mail` (unfolded), if present.
 pub fn header(mail: &str, name: &str) -> Option<String> {
     let head = mail.split("\r\n\r\n").next().unwrap_or(mail);
@@ -476,4 +496,29 @@ pub fn header(mail: &str, name: &str) -> Option<String> {
         }
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delivered_at;
+
+    #[test]
+    fn maildir_names_order_by_delivery_time_as_numbers() {
+        let mut names = [
+            "1796420354.M99999P7.vm,S=10",
+            "1796420354.M100000P7.vm,S=10",
+            "1796420353.M999999P7.vm,S=10",
+            "odd-name",
+        ];
+        names.sort_by_key(|n| delivered_at(n));
+        assert_eq!(
+            names,
+            [
+                "odd-name",
+                "1796420353.M999999P7.vm,S=10",
+                "1796420354.M99999P7.vm,S=10",
+                "1796420354.M100000P7.vm,S=10",
+            ]
+        );
+    }
 }

@@ -122,6 +122,17 @@ pub(super) fn classify(conn: &Connection) -> rusqlite::Result<SqliteFile> {
     if tables.is_empty() {
         return Ok(SqliteFile::Empty);
     }
+    // Another process may have created hermes's schema between the two
+    // reads above (its first migration's tables and `user_version` commit
+    // together, so tables seen now mean the version is visible now): read
+    // the version again before calling the file someone else's. Without
+    // this, two processes opening a new database at once — a gateway and a
+    // command, or the store tests' racing connections — could refuse it as
+    // "another program's database".
+    let version = migrate::user_version(conn)?;
+    if version > 0 {
+        return Ok(SqliteFile::Hermes { schema: version });
+    }
     let has = |name: &str| tables.iter().any(|t| t == name);
     if has("schema_version") && has("sessions") && has("messages") {
         let schema = conn

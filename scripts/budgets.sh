@@ -45,7 +45,7 @@ cd "$(dirname "$0")/.."
 #   met; where it is not, today's figure plus stated slack, so growth fails
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
-SIZE_X86_64_LIMIT=15320000     # measured 15,164,248 B (2026-12-04, issue 39: static-pie on musl, packed relocations, with Slack, WhatsApp and Signal back in; the glibc PIE without them was 15,277,360 B); was 15,450,000; +~1 %
+SIZE_X86_64_LIMIT=15510000     # RAISED 2026-12-04 (was 15,320,000; BENCHMARKS "Budgets after the fourth wave, fourth session"): measured 15,356,248 B after this session's merges (15,243,992 B before them: +112,256 B of the features issues 42-46 asked for — files in send_message, notices in the transcript, reservations, charging, late delivery failures, Discord message edits); +~1 %
 RSS_ONESHOT_TARGET_KIB=8000   # issue 39, item 4: the full build's one-shot
 RSS_ONESHOT_LIMIT_KIB=8000     # = the target, met (2026-12-04: 4,580-4,832 KiB with a fresh symbol order, cli/build.rs; 9,824 KiB in CI without it; was 10,400). A stale order (code changed since scripts/symbol-order.sh recorded it) costs RSS first: re-record it when this creeps
 RSS_IDLE_GATEWAY_TARGET_KIB=9000  # issue 39, item 4: the full build's idle Telegram gateway

@@ -95,6 +95,7 @@ mod factory;
 mod fetch;
 mod intake;
 mod lifecycle;
+mod oneoff;
 mod oplog;
 mod progress;
 mod recovery;
@@ -610,84 +611,6 @@ impl GatewayRunner {
     /// Whether an adapter for `platform` is configured here.
     pub fn has_platform(&self, platform: &str) -> bool {
         self.inner.adapters.contains_key(platform)
-    }
-
-    /// Gives every adapter `handler` for the messages its platform accepted
-    /// and later reported failed (the scheduler's, for its deliveries).
-    pub fn set_late_failures(&self, handler: crate::delivery::LateFailureHandler) {
-        for adapter in self.inner.adapters.values() {
-            adapter.set_late_failures(Arc::clone(&handler));
-        }
-    }
-
-    /// Sends `text` to a chat as any reply is sent (split, at most
-    /// `max_reply_messages`, the rest as a file): a scheduled job's answer
-    /// (SPEC Y1). Refused when this gateway does not serve the platform's
-    /// bot now.
-    pub async fn send_text(
-        &self,
-        platform: &str,
-        chat_id: &str,
-        thread: Option<&str>,
-        text: &str,
-    ) -> Result<(), AdapterError> {
-        let Some(adapter) = self.inner.adapters.get(platform) else {
-            return Err(AdapterError::Rejected {
-                platform: "gateway",
-                message: format!("no {platform} adapter is configured"),
-            });
-        };
-        if self.inner.bot_lease(platform).is_none() {
-            return Err(AdapterError::NotConnected {
-                platform: adapter.platform(),
-            });
-        }
-        let to = Outbound {
-            chat_id,
-            thread,
-            reply_to: None,
-        };
-        self.inner.deliver(&**adapter, &to, text).await
-    }
-
-    /// Sends `file` to a chat (a `send_message` file, SPEC Y1's outbox):
-    /// refused when the platform takes no files or not this large, or
-    /// this gateway does not serve the platform's bot now.
-    pub async fn send_file(
-        &self,
-        platform: &str,
-        chat_id: &str,
-        file: &OutgoingFile,
-    ) -> Result<(), AdapterError> {
-        let Some(adapter) = self.inner.adapters.get(platform) else {
-            return Err(AdapterError::Rejected {
-                platform: "gateway",
-                message: format!("no {platform} adapter is configured"),
-            });
-        };
-        if !adapter.can_send_files() {
-            return Err(AdapterError::Unsupported {
-                platform: adapter.platform(),
-                what: "sending files",
-            });
-        }
-        let limit = adapter.max_upload_bytes(file.kind);
-        if file.content.len() as u64 > limit {
-            return Err(AdapterError::Undeliverable {
-                platform: adapter.platform(),
-                message: format!(
-                    "{} is {} bytes; this chat takes at most {limit}",
-                    file.file_name,
-                    file.content.len()
-                ),
-            });
-        }
-        if self.inner.bot_lease(platform).is_none() {
-            return Err(AdapterError::NotConnected {
-                platform: adapter.platform(),
-            });
-        }
-        adapter.send_file(chat_id, file, None).await
     }
 
     /// The session key a source maps to under this runner's settings.

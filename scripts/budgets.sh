@@ -53,7 +53,7 @@ RSS_IDLE_GATEWAY_LIMIT_KIB=9000  # = the target, met (2026-12-04: 5,656-5,680 Ki
 SIZE_AARCH64_TARGET=9000000   # issue 39
 SIZE_AARCH64_LIMIT=13930000   # measured 13,792,088 B (2026-12-04, the full build static on aarch64-unknown-linux-musl, lld-16, packed relocations: the arm64 package); the fence had measured the aarch64 glibc board build (8,275,024 B, limit 8,380,000), which no package ships any more; +~1 %
 BOARD_SIZE_X86_64_TARGET=6500000
-BOARD_SIZE_X86_64_LIMIT=9850000       # measured 9,743,920 B (2026-12-04, without html5gum; 10,021,040 B with it); was 9,950,000; +~1 %
+BOARD_SIZE_X86_64_LIMIT=10010000      # RAISED 2026-12-04 (was 9,850,000, with the default fence and for the same reason: BENCHMARKS "Budgets after the fourth wave, fourth session"): measured 9,910,192 B in CI15, the session's features in what every build carries (reservations, charging, transcript notes, late failures); +~1 %
 BOARD_RSS_ONESHOT_TARGET_KIB=8000
 BOARD_RSS_ONESHOT_LIMIT_KIB=9700      # RAISED 2026-12-04 (was 9,550; BENCHMARKS "Budgets after the fourth wave, third session"): the same board binary measured 9,548 and 9,624 KiB in two CI runs — the fence sat inside the measure's own noise; 9,356-9,388 the stop before; the +~200 KiB is not explained yet
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000
@@ -70,7 +70,7 @@ VERSION_RATIO_LIMIT=4.0       # measured 2.44-2.65x here (2026-12-04)
 VERSION_FAULTS_TARGET=80
 VERSION_FAULTS_LIMIT=185      # measured 166-168 (2026-12-04, with the symbol order)
 ONESHOT0_RATIO_TARGET=5.0
-ONESHOT0_RATIO_LIMIT=40.0     # measured 23.8-29.3x here (2026-12-04, a loaded machine: the ratio moves with the load)
+ONESHOT0_RATIO_LIMIT=50.0     # measured 23.8-29.3x here and 35.4x in CI15 (2026-12-04: CI's hello world ran in 176 us, this machine's in 290-390 us; the ratio moves with the machine and its load)
 ONESHOT0_FAULTS_TARGET=300
 ONESHOT0_FAULTS_LIMIT=900     # measured 744-810 (2026-12-04)
 

@@ -71,20 +71,7 @@ pub fn run<H: Harness>(test: &str) {
                     continue;
                 };
                 let (token, posted) = waiting.swap_remove(i);
-                assert_eq!(
-                    said.chat,
-                    posted.chat,
-                    "{}: the answer to {token} went elsewhere",
-                    H::NAME
-                );
-                if world.caps.replies_point_back {
-                    assert_eq!(
-                        said.reply_to.as_deref(),
-                        Some(posted.id.as_str()),
-                        "{}: the answer to {token} points elsewhere",
-                        H::NAME
-                    );
-                }
+                world.check_answer(&token, &posted, &said);
             }
             assert!(
                 Instant::now() < deadline,

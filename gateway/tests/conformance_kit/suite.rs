@@ -322,26 +322,32 @@ impl<H: Harness> World<H> {
             .collect()
     }
 
+    /// Checks that `said`, the answer to `token`, went to `posted`'s chat
+    /// and, where replies point back, at `posted`.
+    pub fn check_answer(&self, token: &str, posted: &Posted, said: &Said) {
+        assert_eq!(
+            said.chat,
+            posted.chat,
+            "{}: the answer to {token} went elsewhere",
+            H::NAME
+        );
+        if self.caps.replies_point_back {
+            assert_eq!(
+                said.reply_to.as_deref(),
+                Some(posted.id.as_str()),
+                "{}: the answer to {token} points elsewhere",
+                H::NAME
+            );
+        }
+    }
+
     /// Waits until `token` has an answer; checks it went to `posted`'s chat
     /// and, where replies point back, at `posted`.
     pub fn await_answer(&self, token: &str, posted: &Posted) -> Said {
         let deadline = Instant::now() + ANSWER_WITHIN;
         loop {
             if let Some(said) = self.answers(token).into_iter().next() {
-                assert_eq!(
-                    said.chat,
-                    posted.chat,
-                    "{}: the answer to {token} went elsewhere",
-                    H::NAME
-                );
-                if self.caps.replies_point_back {
-                    assert_eq!(
-                        said.reply_to.as_deref(),
-                        Some(posted.id.as_str()),
-                        "{}: the answer to {token} points elsewhere",
-                        H::NAME
-                    );
-                }
+                self.check_answer(token, posted, &said);
                 return said;
             }
             assert!(

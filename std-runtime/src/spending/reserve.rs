@@ -156,7 +156,7 @@ impl Wallet {
     /// Reserves one call's estimate in every capped account, all or none:
     /// `Ok(false)` when one of them is at its cap (no call may be made).
     pub fn reserve(&self, store: &mut Store, now_ms: u64) -> Result<bool, StoreError> {
-        if self.capped(now_ms).is_empty() {
+        if !self.limits.any() {
             return Ok(true);
         }
         let size_key = size_key(&self.identity);
@@ -168,6 +168,9 @@ impl Wallet {
             self.sizes.load(&self.identity, tokens, micro_usd);
         }
         let capped = self.capped(now_ms);
+        if capped.is_empty() {
+            return Ok(true);
+        }
         let size = self.sizes.get(&self.identity).unwrap_or_default();
         let size_value = format!("{} {}", size.tokens, size.micro_usd);
         let mut writes: Vec<KvWrite<'_>> = capped

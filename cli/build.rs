@@ -19,8 +19,8 @@ include!("src/args.rs");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=src/args.rs");
-    symbol_order();
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
+    symbol_order(&out)?;
     for (shell, file) in [
         (clap_complete::Shell::Bash, "hermes.bash"),
         (clap_complete::Shell::Zsh, "_hermes"),
@@ -43,24 +43,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// build lacks (code changed since it was recorded) are skipped silently:
 /// they cost memory, not correctness, and the budgets fence that.
 /// `HERMES_SYMBOL_ORDER=off` links without it (to measure what it gives).
-fn symbol_order() {
+///
+/// The linker reads a copy in `OUT_DIR`, not the checkout's file: cargo
+/// keeps this script's output while its inputs are unchanged, also for
+/// the same sources at another path (a shared target directory between
+/// clones, as `.ci/run` keeps), and a path into a checkout that is gone
+/// failed the link.
+fn symbol_order(out: &std::path::Path) -> std::io::Result<()> {
     println!("cargo:rerun-if-changed=symbol-order");
     println!("cargo:rerun-if-env-changed=HERMES_SYMBOL_ORDER");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("PROFILE") != "release" || var("HERMES_SYMBOL_ORDER") == "off" {
-        return;
+        return Ok(());
     }
     if !var("CARGO_ENCODED_RUSTFLAGS").contains("-fuse-ld=lld") {
-        return;
+        return Ok(());
     }
     let order = std::path::Path::new(&var("CARGO_MANIFEST_DIR"))
         .join("symbol-order")
         .join(format!("{}.txt", var("TARGET")));
     if order.is_file() {
+        let copy = out.join("symbol-order.txt");
+        std::fs::copy(&order, &copy)?;
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-            order.display()
+            copy.display()
         );
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
+    Ok(())
 }

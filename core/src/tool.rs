@@ -22,8 +22,11 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON Schema of the arguments object. Shared, not copied: the
+    /// registry keeps a copy of every tool's definition and the request
+    /// encoder another, and the encoder's check that the definitions are
+    /// unchanged is a pointer comparison while they are (issue 39).
+    pub parameters: Arc<serde_json::Value>,
 }
 
 impl ToolSpec {
@@ -36,7 +39,7 @@ impl ToolSpec {
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: Arc::new(parameters),
         }
     }
 }
@@ -50,7 +53,7 @@ impl Serialize for ToolSpec {
                 let mut map = serializer.serialize_map(Some(3))?;
                 map.serialize_entry("name", &self.0.name)?;
                 map.serialize_entry("description", &self.0.description)?;
-                map.serialize_entry("parameters", &self.0.parameters)?;
+                map.serialize_entry("parameters", &*self.0.parameters)?;
                 map.end()
             }
         }

@@ -142,7 +142,8 @@ pub fn entry_tokens(entry: &LedgerEntry) -> u64 {
 
 /// Estimated tokens of the parts of every request that do not change within
 /// a session: the system prompt and the tool definitions. Computed once per
-/// agent; serializes each definition once.
+/// agent, and by the CLI while it fits the tools to a small window; each
+/// definition's JSON is measured where it lies, not serialized.
 pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec]) -> u64 {
     let mut n = if system_prompt.is_empty() {
         0
@@ -150,13 +151,83 @@ pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec]) -> u64 {
         MESSAGE_OVERHEAD_TOKENS + text_tokens(system_prompt)
     };
     for spec in tools {
-        let schema = serde_json::to_string(&spec.parameters).unwrap_or_default();
+        let mut schema = JsonCounts::default();
+        schema.value(&spec.parameters);
         n += TOOL_CALL_OVERHEAD_TOKENS
             + text_tokens(&spec.name)
             + text_tokens(&spec.description)
-            + text_tokens(&schema);
+            + (schema.ascii * 2).div_ceil(7)
+            + schema.other_chars;
     }
     n
+}
+
+/// What [`text_tokens`] counts — ASCII bytes and non-ASCII characters — of
+/// a value's compact JSON text (`serde_json::to_string`'s), without
+/// writing the text: the tool definitions were serialized once per
+/// estimate, ≈ 13 % of a CLI start's instructions (issue 39).
+#[derive(Default)]
+struct JsonCounts {
+    ascii: u64,
+    other_chars: u64,
+}
+
+impl JsonCounts {
+    fn value(&mut self, value: &serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::Null => self.ascii += 4,
+            Value::Bool(true) => self.ascii += 4,
+            Value::Bool(false) => self.ascii += 5,
+            // Numbers are ASCII; their Display is the serializer's text.
+            Value::Number(n) => {
+                let mut len = FmtLen(0);
+                let _ = core::fmt::Write::write_fmt(&mut len, format_args!("{n}"));
+                self.ascii += len.0;
+            }
+            Value::String(s) => self.string(s),
+            Value::Array(items) => {
+                self.ascii += 2 + items.len().saturating_sub(1) as u64;
+                for item in items {
+                    self.value(item);
+                }
+            }
+            Value::Object(map) => {
+                // Braces, a colon per entry, commas between them.
+                self.ascii += 2 + map.len() as u64 + map.len().saturating_sub(1) as u64;
+                for (key, item) in map {
+                    self.string(key);
+                    self.value(item);
+                }
+            }
+        }
+    }
+
+    /// A string as serde_json escapes it: quotes, `\"` and `\\`, the
+    /// short escapes, `\u00XX` for the other control characters; other
+    /// characters as they are.
+    fn string(&mut self, s: &str) {
+        self.ascii += 2;
+        for &b in s.as_bytes() {
+            match b {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => self.ascii += 2,
+                0x00..=0x1f => self.ascii += 6,
+                0x20..=0x7f => self.ascii += 1,
+                0xc0.. => self.other_chars += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Counts the bytes of formatted text.
+struct FmtLen(u64);
+
+impl core::fmt::Write for FmtLen {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.0 += s.len() as u64;
+        Ok(())
+    }
 }
 
 /// The index of the first entry whose recorded usage describes the ledger
@@ -228,6 +299,39 @@ pub fn request_tokens(fixed: u64, view: &[LedgerEntry], fresh: usize) -> Request
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            // Quotes, backslashes, every control character, non-ASCII.
+            "[\\x00-\\x7f\"\\\\é日🙂]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"\\n\\\\é]{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The definitions' JSON is measured without serializing it, and
+        /// the measure is exactly that of serde_json's text.
+        #[test]
+        fn json_is_counted_as_serde_json_writes_it(value in json_value()) {
+            let mut counts = JsonCounts::default();
+            counts.value(&value);
+            let text = serde_json::to_string(&value).unwrap_or_default();
+            proptest::prop_assert_eq!((counts.ascii, counts.other_chars), count_bytes(text.as_bytes()));
+        }
+    }
 
     #[test]
     fn text_estimates_err_high_and_count_non_ascii_per_char() {

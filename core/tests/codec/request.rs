@@ -116,7 +116,8 @@ fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_ch
     let mut more_tools = tools();
     more_tools.push(ToolSpec::new("todo", "A list.", json!({"type":"object"})));
     let mut changed_schema = tools();
-    changed_schema[0].parameters["properties"]["path"]["type"] = json!("integer");
+    std::sync::Arc::make_mut(&mut changed_schema[0].parameters)["properties"]["path"]["type"] =
+        json!("integer");
     let streaming = RequestOptions {
         stream: true,
         include_usage: true,

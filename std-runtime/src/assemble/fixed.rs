@@ -108,7 +108,7 @@ pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> 
 /// the parameters without their descriptions.
 pub fn compact(spec: &mut ToolSpec) {
     spec.description = crate::prompt::first_sentence(&spec.description).to_owned();
-    strip_descriptions(&mut spec.parameters);
+    strip_descriptions(std::sync::Arc::make_mut(&mut spec.parameters));
 }
 
 /// Drops `description` from every property schema, at any depth.
@@ -152,7 +152,7 @@ mod tests {
         compact(&mut spec);
         assert_eq!(spec.description, "Keep a task list.");
         assert_eq!(
-            spec.parameters,
+            *spec.parameters,
             json!({"type": "object", "properties": {
                 "action": {"type": "string", "enum": ["list", "add"]},
                 "items": {"type": "array", "items": {"type": "string"}}},

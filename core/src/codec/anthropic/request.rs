@@ -188,7 +188,7 @@ impl Serialize for Tools<'_> {
                 let mut map = serializer.serialize_map(Some(3))?;
                 map.serialize_entry("name", &self.0.name)?;
                 map.serialize_entry("description", &self.0.description)?;
-                map.serialize_entry("input_schema", &self.0.parameters)?;
+                map.serialize_entry("input_schema", &*self.0.parameters)?;
                 map.end()
             }
         }

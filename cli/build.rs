@@ -21,6 +21,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=src/args.rs");
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
     symbol_order(&out)?;
+    // The whole tree at once, so that clap's `help` subcommand lists every
+    // nested subcommand too (see `Deferred`).
+    EXPAND_ALL.store(true, std::sync::atomic::Ordering::Relaxed);
     for (shell, file) in [
         (clap_complete::Shell::Bash, "hermes.bash"),
         (clap_complete::Shell::Zsh, "_hermes"),

@@ -47,7 +47,7 @@ use hermes_runtime::config::{self, Environment};
 use crate::app::{CliError, Workbench, load_settings};
 #[cfg(feature = "gateway")]
 use crate::args::GatewayCommand;
-use crate::args::{ChatArgs, Cli, Command, ConfigCommand, McpCommand, ProviderArgs};
+use crate::args::{ChatArgs, Cli, Command, ConfigCommand, Deferred, McpCommand, ProviderArgs};
 
 fn main() {
     // Before any secret is read: no other process of the user (a terminal
@@ -67,7 +67,7 @@ fn main() {
     let serving = matches!(
         cli.command,
         Some(Command::Gateway {
-            command: GatewayCommand::Run { check: false, .. }
+            command: Deferred(GatewayCommand::Run { check: false, .. })
         })
     );
     #[cfg(not(feature = "gateway"))]
@@ -100,10 +100,10 @@ fn version_only(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<St
 fn run(cli: Cli) -> Result<i32, CliError> {
     let outer = cli.provider;
     let command = match cli.command {
-        None => Command::Chat(args::ChatCommand {
+        None => Command::Chat(Deferred(args::ChatCommand {
             chat: cli.chat,
             provider: outer.clone(),
-        }),
+        })),
         Some(_) if cli.chat.any() => {
             return Err(CliError::Config(
                 "-z, -c, --resume, --json and --plain go with chat: `hermes -z …` or `hermes chat -z …`, not before another command"
@@ -120,11 +120,13 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
     }
     match command {
-        Command::Chat(c) => chat(&c.chat, &with_outer(c.provider)),
+        Command::Chat(Deferred(c)) => chat(&c.chat, &with_outer(c.provider)),
         Command::Setup => setup::run(&Environment::from_process()),
-        Command::Models(p) => admin::models(&load_settings(&with_outer(p))?),
-        Command::Sessions { command } => sessions::run(&load_settings(&outer)?, command),
-        Command::Doctor(p) => Ok(match app::load_config(&with_outer(p)) {
+        Command::Models(Deferred(p)) => admin::models(&load_settings(&with_outer(p))?),
+        Command::Sessions {
+            command: Deferred(command),
+        } => sessions::run(&load_settings(&outer)?, command),
+        Command::Doctor(Deferred(p)) => Ok(match app::load_config(&with_outer(p)) {
             Ok(settings) => admin::doctor(&settings),
             Err(e) => admin::doctor_config_error(&e),
         }),
@@ -133,11 +135,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 admin::config_show(&load_settings(&outer)?);
                 Ok(0)
             }
-            Some(ConfigCommand::Show(p)) => {
+            Some(Deferred(ConfigCommand::Show(p))) => {
                 admin::config_show(&load_settings(&with_outer(p))?);
                 Ok(0)
             }
-            Some(ConfigCommand::Path) => {
+            Some(Deferred(ConfigCommand::Path)) => {
                 let home = config::hermes_home(&Environment::from_process())
                     .map_err(|e| CliError::Config(e.to_string()))?;
                 println!("{}", home.join("config.toml").display());
@@ -147,11 +149,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         #[cfg(feature = "gateway")]
         Command::Gateway {
             command:
-                GatewayCommand::Run {
+                Deferred(GatewayCommand::Run {
                     check,
                     log_level,
                     provider,
-                },
+                }),
         } => {
             // Warnings while reading the settings go to the terminal.
             let settings = tracing::subscriber::with_default(log::subscriber(false), || {
@@ -161,14 +163,16 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         #[cfg(feature = "gateway")]
         Command::Gateway {
-            command: GatewayCommand::Status,
+            command: Deferred(GatewayCommand::Status),
         } => Ok(gateway_status::print(&load_settings(&outer)?)),
         #[cfg(feature = "gateway")]
         Command::Gateway {
-            command: GatewayCommand::Setup,
+            command: Deferred(GatewayCommand::Setup),
         } => gateway_setup::run(&load_settings(&outer)?),
         #[cfg(feature = "gateway")]
-        Command::Pairing { command } => pairing_cmd::run(&load_settings(&outer)?, command),
+        Command::Pairing {
+            command: Deferred(command),
+        } => pairing_cmd::run(&load_settings(&outer)?, command),
         // Generated from the clap definition by build.rs: the binary carries
         // the text, not the generators.
         Command::Completions { shell } => {
@@ -187,19 +191,23 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             Ok(0)
         }
         Command::Mcp {
-            command: McpCommand::List(p),
+            command: Deferred(McpCommand::List(p)),
         } => mcp_cmd::list(&load_settings(&with_outer(p))?),
-        Command::Cron { command } => cron_cmd::run(&load_settings(&outer)?, command),
-        Command::Skills { command } => skills_cmd::run(command),
+        Command::Cron {
+            command: Deferred(command),
+        } => cron_cmd::run(&load_settings(&outer)?, command),
+        Command::Skills {
+            command: Deferred(command),
+        } => skills_cmd::run(command),
         #[cfg(feature = "webhooks")]
         Command::Webhook {
             command:
-                args::WebhookCommand::Add {
+                Deferred(args::WebhookCommand::Add {
                     name,
                     deliver,
                     prompt,
                     no_agent,
-                },
+                }),
         } => webhook_cmd::add(
             &load_settings(&outer)?,
             &name,
@@ -217,7 +225,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             dry_run,
         } => import_cmd::run(&load_settings(&outer)?, path, dry_run),
         Command::Restore { file, force } => restore::run(&load_settings(&outer)?, &file, force),
-        Command::Memory { command } => memory_cmd::run(&load_settings(&outer)?, command),
+        Command::Memory {
+            command: Deferred(command),
+        } => memory_cmd::run(&load_settings(&outer)?, command),
         Command::Usage => usage_cmd::run(&load_settings(&outer)?),
     }
 }

@@ -206,6 +206,29 @@ fn doctor_reports_the_provider_and_the_fix_for_each_failure() {
     );
 }
 
+/// Subcommands' arguments are defined only when clap reaches them (issue
+/// 39); what each help says is the same as when the whole tree was built:
+/// the subcommand's own description (not its type's), every nested
+/// subcommand, and `hermes help X Y` agreeing with `hermes X Y --help`.
+#[test]
+fn deferred_subcommands_keep_their_help() {
+    let help = |args: &[&str]| stdout(&Command::new(HERMES).args(args).output().unwrap());
+    let cron = help(&["cron", "--help"]);
+    assert!(cron.starts_with("Scheduled jobs: the gateway runs them"), "{cron}");
+    for nested in ["create", "list", "pause", "resume", "remove", "run", "runs", "status"] {
+        assert!(cron.contains(&format!("\n  {nested} ")), "cron {nested}: {cron}");
+    }
+    assert_eq!(help(&["help", "cron"]), cron);
+    let create = help(&["cron", "create", "--help"]);
+    assert!(create.contains("Usage: hermes cron create [OPTIONS] <SCHEDULE>"), "{create}");
+    assert_eq!(help(&["help", "cron", "create"]), create);
+    let models = help(&["models", "--help"]);
+    assert!(models.starts_with("List the models the provider offers"), "{models}");
+    assert!(models.contains("--base-url <URL>"), "{models}");
+    let top = help(&["--help"]);
+    assert!(top.contains("Scheduled jobs: the gateway runs them"), "{top}");
+}
+
 #[test]
 fn subcommand_help_does_not_repeat_the_chat_flags() {
     for sub in ["sessions", "completions", "setup"] {

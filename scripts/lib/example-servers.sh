@@ -16,7 +16,10 @@ trap cleanup EXIT
 start_server() {
   local name=$1
   shift
-  "$ex/$name" "$@" >"$work/$name.url" &
+  # Emptied here, not by the redirection below: that runs in the child,
+  # after the loop may already have read a previous server's URL from it.
+  : >"$work/$name.url"
+  "$ex/$name" "$@" >>"$work/$name.url" &
   pids+=($!)
   for _ in $(seq 600); do
     [ -s "$work/$name.url" ] && break

@@ -113,8 +113,8 @@ pub struct Workbench {
     /// The model chain the agent talks to: the primary, then the fallbacks
     /// (SPEC X2).
     pub chain: Arc<FallbackModel>,
-    /// The tools.
-    pub tools: Arc<ToolRegistry>,
+    /// The tools, built when first needed (see [`Workbench::tools`]).
+    tools: Mutex<Option<Arc<ToolRegistry>>>,
     /// The session's task list (survives tool rebuilds such as `/model`).
     pub todo: Arc<TodoState>,
     /// The context window of each model used, resolved once (SPEC X1).
@@ -202,13 +202,13 @@ impl Workbench {
                 .join(std::process::id().to_string()),
             Some(Arc::clone(&background_notices) as Arc<dyn BackgroundSink>),
         );
-        let mut bench = Workbench {
+        let bench = Workbench {
             settings,
             store,
             model,
             client,
             chain: chain.clone(),
-            tools: Arc::new(ToolRegistry::new()),
+            tools: Mutex::new(None),
             todo: Arc::new(TodoState::new()),
             windows,
             context,
@@ -222,8 +222,21 @@ impl Workbench {
             background,
             background_notices,
         };
-        bench.tools = bench.build_tools(chain)?;
         Ok(bench)
+    }
+
+    /// The session's tools, built on first use: a new session binds its id
+    /// before anything asks for them, so they are built once, for it — a
+    /// one-shot built them twice, once without a session and once with
+    /// it (≈ 1.3 M instructions, a fifth of a 0-turn one-shot; issue 39).
+    pub fn tools(&self) -> Result<Arc<ToolRegistry>, CliError> {
+        let mut tools = lock(&self.tools);
+        if let Some(t) = tools.as_ref() {
+            return Ok(Arc::clone(t));
+        }
+        let built = self.build_tools(self.chain.clone())?;
+        *tools = Some(Arc::clone(&built));
+        Ok(built)
     }
 
     fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
@@ -304,7 +317,7 @@ impl Workbench {
         Ok(Arc::new(tools))
     }
 
-    /// Rebuilds the tools for the stored session `id` once it exists
+    /// Binds the tools to the stored session `id` once it exists
     /// (created or resumed), keeping their state: long outputs go to its
     /// folder and `session_search` searches from it (SPEC Y6).
     pub fn bind_session(&mut self, id: &str) -> Result<(), CliError> {
@@ -312,7 +325,8 @@ impl Workbench {
             return Ok(());
         }
         self.session_id = Some(id.to_owned());
-        self.tools = self.build_tools(self.chain.clone())?;
+        // Built for the session when first asked for.
+        *lock(&self.tools) = None;
         Ok(())
     }
 
@@ -321,7 +335,8 @@ impl Workbench {
         self.session_id = None;
         self.todo = Arc::new(TodoState::new());
         self.approvals = Arc::new(SessionApprovals::new());
-        self.tools = self.build_tools(self.chain.clone())?;
+        let tools = self.build_tools(self.chain.clone())?;
+        *lock(&self.tools) = Some(tools);
         Ok(())
     }
 
@@ -331,7 +346,8 @@ impl Workbench {
         let window = self.windows.get(&self.settings, &client, model);
         self.context = context::context_config(&self.settings, window, &client);
         let chain = chain(&self.settings, model)?;
-        self.tools = self.build_tools(chain.clone())?;
+        let tools = self.build_tools(chain.clone())?;
+        *lock(&self.tools) = Some(tools);
         self.client = client;
         self.chain = chain;
         self.model = model.to_owned();
@@ -339,20 +355,23 @@ impl Workbench {
     }
 
     /// Assembles a fresh system prompt (once per session, SPEC L6).
-    pub fn assemble_prompt(&self) -> String {
-        assemble::session_prompt(&self.settings, self.tools.specs())
+    pub fn assemble_prompt(&self) -> Result<String, CliError> {
+        Ok(assemble::session_prompt(
+            &self.settings,
+            self.tools()?.specs(),
+        ))
     }
 
     /// An agent for one session, with its stored system prompt.
-    pub fn agent(&self, system_prompt: &str) -> Agent {
-        assemble::agent(
+    pub fn agent(&self, system_prompt: &str) -> Result<Agent, CliError> {
+        Ok(assemble::agent(
             &self.settings,
             self.chain.clone(),
-            self.tools.clone(),
+            self.tools()?,
             system_prompt,
             Some(self.context.clone()),
         )
-        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()))
+        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url())))
     }
 
     /// The agent of a background run (`/background`) in the stored session

@@ -242,7 +242,12 @@ fn chat(args: &ChatArgs, provider: &ProviderArgs) -> Result<i32, CliError> {
     let bench = Workbench::new(load_settings(provider)?)?;
     match prompt {
         Some(p) => chat::oneshot::oneshot(bench, args, &p),
-        None => chat::repl::interactive(bench, args),
+        None => {
+            // Interactive: a tool set that cannot be built, or the notice of
+            // a small window, is said before the first prompt.
+            bench.tools()?;
+            chat::repl::interactive(bench, args)
+        }
     }
 }
 

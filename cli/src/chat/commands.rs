@@ -207,7 +207,11 @@ pub fn handle(chat: &mut Chat, input: &str) -> Result<Action, CliError> {
 /// `/tools`: each tool the model may use, with the first sentence of what
 /// it does.
 fn tools(chat: &Chat) -> String {
-    let specs = chat.bench().tools.specs();
+    let tools = match chat.bench().tools() {
+        Ok(tools) => tools,
+        Err(e) => return format!("The tools could not be built: {}", e.message()),
+    };
+    let specs = tools.specs();
     if specs.is_empty() {
         return "No tools: the model only talks ([agent] toolsets is empty).".to_owned();
     }

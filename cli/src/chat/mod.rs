@@ -249,11 +249,12 @@ impl Chat {
             history.pop();
         }
         self.history = history;
+        self.bench.bind_session(&record.id)?;
         self.system_prompt = match &record.system_prompt {
             Some(p) => Some(p.clone()),
             None => {
                 // A session stored without a prompt gets one now, kept from here on.
-                let p = self.bench.assemble_prompt();
+                let p = self.bench.assemble_prompt()?;
                 self.bench
                     .store()
                     .set_system_prompt(&record.id, &p)
@@ -267,7 +268,6 @@ impl Chat {
                 .set_status(&record.id, SessionStatus::Active)
                 .map_err(runtime)?;
         }
-        self.bench.bind_session(&record.id)?;
         set_current_session(Some(&record.id));
         self.session = Some(record);
         Ok(())
@@ -279,14 +279,12 @@ impl Chat {
         if let (Some(s), Some(p)) = (&self.session, &self.system_prompt) {
             return Ok((s.id.clone(), p.clone(), false));
         }
-        let prompt = self.bench.assemble_prompt();
         let workdir = self.bench.settings.workdir.display().to_string();
         let mut store = self.bench.store();
         let mut record = store
             .create_session(&NewSession {
                 platform: Some("cli"),
                 model: Some(&self.bench.model),
-                system_prompt: Some(&prompt),
                 workdir: Some(&workdir),
                 ..NewSession::default()
             })
@@ -296,7 +294,22 @@ impl Chat {
         drop(store);
         record.title = Some(title);
         let id = record.id.clone();
+        // The session exists first, so its tools are built once, for it,
+        // and the prompt from them (the tools are built lazily).
         self.bench.bind_session(&id)?;
+        let prompt = match self.bench.assemble_prompt() {
+            Ok(p) => p,
+            Err(e) => {
+                // Nothing was said in it yet: no empty session is left.
+                let _ = self.bench.store().delete_session(&id);
+                return Err(e);
+            }
+        };
+        self.bench
+            .store()
+            .set_system_prompt(&id, &prompt)
+            .map_err(runtime)?;
+        record.system_prompt = Some(prompt.clone());
         set_current_session(Some(&id));
         self.session = Some(record);
         self.system_prompt = Some(prompt.clone());
@@ -308,7 +321,7 @@ impl Chat {
         let (session_id, prompt, created) = self.ensure_session(text)?;
         let agent = self
             .bench
-            .agent(&prompt)
+            .agent(&prompt)?
             .with_interrupt(self.interrupt.clone());
         let budget = IterationBudget::new(self.bench.settings.max_iterations);
         let guard = ctrl_c(&self.interrupt);
@@ -525,7 +538,7 @@ impl Chat {
         ) else {
             return Ok("Nothing to compress yet.".into());
         };
-        let agent = self.bench.agent(&prompt);
+        let agent = self.bench.agent(&prompt)?;
         let before = self.history.len();
         let mut history = self.history.clone();
         match agent.compact(&mut history, focus) {
@@ -558,11 +571,15 @@ impl Chat {
 
     /// `context: 1234 / 8192 tokens (15 %)` and where the window came from.
     fn context_status(&self) -> String {
-        let prompt = self
+        let agent = match self
             .system_prompt
             .clone()
-            .unwrap_or_else(|| self.bench.assemble_prompt());
-        let agent = self.bench.agent(&prompt);
+            .map_or_else(|| self.bench.assemble_prompt(), Ok)
+            .and_then(|prompt| self.bench.agent(&prompt))
+        {
+            Ok(agent) => agent,
+            Err(e) => return format!("context: unknown ({})", e.message()),
+        };
         let from = self.bench.window().map_or_else(
             || "unknown".to_owned(),
             |w| format!("{} ({})", w.source, w.detail),

@@ -214,19 +214,36 @@ fn doctor_reports_the_provider_and_the_fix_for_each_failure() {
 fn deferred_subcommands_keep_their_help() {
     let help = |args: &[&str]| stdout(&Command::new(HERMES).args(args).output().unwrap());
     let cron = help(&["cron", "--help"]);
-    assert!(cron.starts_with("Scheduled jobs: the gateway runs them"), "{cron}");
-    for nested in ["create", "list", "pause", "resume", "remove", "run", "runs", "status"] {
-        assert!(cron.contains(&format!("\n  {nested} ")), "cron {nested}: {cron}");
+    assert!(
+        cron.starts_with("Scheduled jobs: the gateway runs them"),
+        "{cron}"
+    );
+    for nested in [
+        "create", "list", "pause", "resume", "remove", "run", "runs", "status",
+    ] {
+        assert!(
+            cron.contains(&format!("\n  {nested} ")),
+            "cron {nested}: {cron}"
+        );
     }
     assert_eq!(help(&["help", "cron"]), cron);
     let create = help(&["cron", "create", "--help"]);
-    assert!(create.contains("Usage: hermes cron create [OPTIONS] <SCHEDULE>"), "{create}");
+    assert!(
+        create.contains("Usage: hermes cron create [OPTIONS] <SCHEDULE>"),
+        "{create}"
+    );
     assert_eq!(help(&["help", "cron", "create"]), create);
     let models = help(&["models", "--help"]);
-    assert!(models.starts_with("List the models the provider offers"), "{models}");
+    assert!(
+        models.starts_with("List the models the provider offers"),
+        "{models}"
+    );
     assert!(models.contains("--base-url <URL>"), "{models}");
     let top = help(&["--help"]);
-    assert!(top.contains("Scheduled jobs: the gateway runs them"), "{top}");
+    assert!(
+        top.contains("Scheduled jobs: the gateway runs them"),
+        "{top}"
+    );
 }
 
 #[test]

@@ -24,8 +24,6 @@ pub mod config;
 pub mod cron;
 pub use hermes_platform_kit::dedup;
 pub use hermes_platform_kit::delivery;
-#[cfg(feature = "discord")]
-pub mod discord;
 pub use hermes_platform_kit::event;
 #[doc(hidden)]
 pub mod fuzz_entry;

@@ -26,7 +26,7 @@ static PLATFORMS: &[&Platform] = &[
     #[cfg(feature = "wecom")]
     &crate::wecom::descriptor::PLATFORM,
     #[cfg(feature = "discord")]
-    &crate::discord::descriptor::PLATFORM,
+    &hermes_discord::descriptor::PLATFORM,
     #[cfg(feature = "wecom_callback")]
     &hermes_wecom_callback::descriptor::PLATFORM,
     #[cfg(feature = "matrix")]

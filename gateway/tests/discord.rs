@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use discord_support::{Behaviour, FakeDiscord, TOKEN};
 use hermes_core::{ChatRequest, Completion, FinishReason, Message, Model, ModelError, StreamSink};
+use hermes_discord::{DiscordAdapter, DiscordConfig, DiscordState};
 use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::discord::{DiscordAdapter, DiscordConfig, DiscordState};
 use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::testing::{TestAgentFactory, collector, recv_within};

@@ -11,8 +11,8 @@ mod discord_support;
 use std::time::Duration;
 
 use discord_support::{Behaviour, FakeDiscord, TOKEN};
+use hermes_discord::{DiscordAdapter, DiscordConfig};
 use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
-use hermes_gateway::discord::{DiscordAdapter, DiscordConfig};
 use hermes_gateway::event::{MediaKind, MessageEvent, MessageType};
 use hermes_gateway::testing::{collector, recv_within};
 use tokio::sync::mpsc;

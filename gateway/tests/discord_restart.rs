@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use discord_support::{Behaviour, FakeDiscord, TOKEN};
 use hermes_core::{ChatRequest, Completion, FinishReason, Message, Model, ModelError, StreamSink};
+use hermes_discord::{DiscordAdapter, DiscordConfig, MARK_KV_PREFIX};
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::discord::{DiscordAdapter, DiscordConfig, MARK_KV_PREFIX};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::testing::TestAgentFactory;
 use hermes_runtime::store::{Store, SystemClock};

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use discord_support::{Behaviour, FakeDiscord, TOKEN};
+use hermes_discord::{DiscordAdapter, DiscordConfig};
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::discord::{DiscordAdapter, DiscordConfig};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_gateway::testing::{EchoModel, TestAgentFactory};
 use hermes_gateway::voice::VoiceMode;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use hermes_gateway::discord::check_bot;
+use hermes_discord::check_bot;
 
 use super::config;
 use crate::discord_support::{self, Behaviour, FakeDiscord, TOKEN};
@@ -93,7 +93,7 @@ async fn doctor_lines_come_from_the_descriptor() {
     .await;
     let off = ask(vars(&fake_off, TOKEN)).await.unwrap();
     assert!(off.len() == 1 && !off[0].ok, "{off:?}");
-    assert_eq!(off[0].fix, hermes_gateway::discord::ENABLE_INTENT);
+    assert_eq!(off[0].fix, hermes_discord::ENABLE_INTENT);
     let refused = ask(vars(&fake, "OTAw.nope.x")).await.unwrap();
     assert!(
         !refused[0].ok && refused[0].fix.contains("DISCORD_BOT_TOKEN"),

@@ -11,9 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hermes_discord::DiscordAdapter;
 use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
-use hermes_gateway::discord::DiscordAdapter;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
 use hermes_runtime::config::{Environment, Overrides, Settings};
 use hermes_runtime::store::{Store, SystemClock};
@@ -326,10 +326,7 @@ async fn a_press_on_a_question_from_before_a_restart_is_stale() {
     let press = fake.press(&q.id, ALICE, &button(&q, 1)).unwrap();
     let response = fake.wait_response(&press).await;
     assert_eq!(response["data"]["flags"], 64, "{response}");
-    assert_eq!(
-        response["data"]["content"],
-        hermes_gateway::discord::STALE_NOTE
-    );
+    assert_eq!(response["data"]["content"], hermes_discord::STALE_NOTE);
     assert!(
         hermes_gateway::testing::recv_within(&mut rx, Duration::from_millis(300))
             .await

@@ -215,7 +215,7 @@ pub const SECTIONS: &[Section] = &[
         keys: Keys::CheckedElsewhere,
     },
     Section {
-        // The Discord adapter (hermes_gateway::discord) checks the values'
+        // The Discord adapter (hermes_discord) checks the values'
         // shapes further (ids are numbers).
         name: "discord",
         keys: Keys::These(&[

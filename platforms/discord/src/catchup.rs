@@ -26,7 +26,7 @@ use hermes_runtime::store::{KvWrite, Store, StoreError};
 use serde_json::Value;
 
 use super::lock;
-use crate::lease::LeaseGate;
+use hermes_platform_kit::lease::LeaseGate;
 
 /// Store keys: `discord.last.<bot id>.<channel id>` → message id.
 pub const MARK_KV_PREFIX: &str = "discord.last.";

@@ -29,7 +29,7 @@
 //!   (INTERACTION_CREATE) is answered through the interaction callback and
 //!   becomes a choice event.
 //! - **Replies** ([`rest`]): `POST /channels/{id}/messages`, split at 2000
-//!   characters ([`crate::split`]), the first piece a reply to the user's
+//!   characters ([`hermes_platform_kit::split`]), the first piece a reply to the user's
 //!   message; the rate limits are waited out, and every piece carries an
 //!   enforced nonce so a retry never posts it twice.
 //! - The token never reaches a log line, an error or a `Debug` output.
@@ -55,12 +55,12 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::adapter::{
+use hermes_platform_kit::adapter::{
     AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter,
 };
-use crate::event::MediaRef;
-use crate::lease::LeaseGate;
-use crate::split::{LengthUnit, split_message};
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::lease::LeaseGate;
+use hermes_platform_kit::split::{LengthUnit, split_message};
 use rest::{Rest, RestError};
 
 pub use catchup::MARK_KV_PREFIX;
@@ -356,7 +356,7 @@ impl PlatformAdapter for DiscordAdapter {
         application_id(self.inner.config.token.expose())
     }
 
-    fn set_lease(&self, lease: Option<crate::lease::Held>) {
+    fn set_lease(&self, lease: Option<hermes_platform_kit::lease::Held>) {
         self.inner.gate.set(lease);
     }
 

@@ -10,8 +10,8 @@ use hermes_runtime::http;
 use serde_json::Value;
 
 use super::{DiscordConfig, PLATFORM};
-use crate::adapter::{AdapterError, FetchedMedia};
-use crate::event::MediaRef;
+use hermes_platform_kit::adapter::{AdapterError, FetchedMedia};
+use hermes_platform_kit::event::MediaRef;
 
 /// `GATEWAY_MESSAGE_CONTENT` (verified bots) and
 /// `GATEWAY_MESSAGE_CONTENT_LIMITED` (bots in under 100 servers).

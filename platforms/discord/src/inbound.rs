@@ -16,7 +16,9 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use crate::event::{ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource};
+use hermes_platform_kit::event::{
+    ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource,
+};
 
 use super::PLATFORM;
 

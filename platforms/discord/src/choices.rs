@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 
 use super::rest::RestError;
 use super::{DiscordAdapter, Inner, MAX_MESSAGE_CHARS, PLATFORM, adapter_error, lock};
-use crate::adapter::{AdapterError, EventHandler};
-use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler};
+use hermes_platform_kit::event::{ChatType, MessageEvent, MessageType, SessionSource};
 
 /// The `custom_id` prefix of a choice button.
 const CUSTOM_ID_PREFIX: &str = "clarify:";
@@ -169,7 +169,7 @@ impl DiscordAdapter {
         question: &Question,
         reply_to: Option<&str>,
     ) -> Result<(), AdapterError> {
-        use crate::adapter::PlatformAdapter;
+        use hermes_platform_kit::adapter::PlatformAdapter;
         if question.choices.is_empty() {
             return self
                 .send(chat_id, &question.numbered_text(), reply_to)

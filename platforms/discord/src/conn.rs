@@ -19,7 +19,7 @@ use super::catchup::{self, MAX_PAGES, PAGE};
 use super::inbound::{self, Rules};
 use super::rest::RestError;
 use super::{DiscordState, INTENTS, Inner, PLATFORM, lock};
-use crate::adapter::{AdapterError, EventHandler};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler};
 
 /// The largest Gateway message read. Dispatches are small JSON objects; a
 /// READY with many guilds stays far below this.

@@ -1,11 +1,11 @@
-//! Discord, as the registry ([`crate::platform`]) knows it.
+//! Discord, as the registry ([`hermes_platform_kit::platform`]) knows it.
 
 use std::sync::Arc;
 
 use hermes_runtime::config::{Key, Keys, Kind, Section, Settings};
 
-use crate::adapter::PlatformAdapter;
-use crate::platform::{
+use hermes_platform_kit::adapter::PlatformAdapter;
+use hermes_platform_kit::platform::{
     BuildContext, DoctorLine, Platform, SetupHint, no_check_hints, secret, split_chat_thread, var,
 };
 

@@ -47,5 +47,3 @@ pub mod testing;
 pub mod voice;
 #[cfg(feature = "webhooks")]
 pub mod webhook;
-#[cfg(feature = "wecom")]
-pub mod wecom;

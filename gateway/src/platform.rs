@@ -24,7 +24,7 @@ static PLATFORMS: &[&Platform] = &[
     #[cfg(feature = "telegram")]
     &hermes_telegram::descriptor::PLATFORM,
     #[cfg(feature = "wecom")]
-    &crate::wecom::descriptor::PLATFORM,
+    &hermes_wecom::descriptor::PLATFORM,
     #[cfg(feature = "discord")]
     &hermes_discord::descriptor::PLATFORM,
     #[cfg(feature = "wecom_callback")]

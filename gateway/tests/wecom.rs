@@ -10,7 +10,7 @@ use std::time::Duration;
 use hermes_gateway::adapter::{AdapterError, OutgoingFile, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent, MessageType};
 use hermes_gateway::testing::{collector, recv_within};
-use hermes_gateway::wecom::{WecomAdapter, WecomConfig, WecomState};
+use hermes_wecom::{WecomAdapter, WecomConfig, WecomState};
 use tokio::sync::mpsc;
 use wecom_support::{Behaviour, Chat, FakeWecom};
 

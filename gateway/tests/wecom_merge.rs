@@ -8,7 +8,7 @@ use std::time::Duration;
 use hermes_gateway::event::{
     ChatType, MediaKind, MediaRef, MessageEvent, MessageType, SessionSource,
 };
-use hermes_gateway::wecom::merge::{FragmentMerger, MergeConfig};
+use hermes_wecom::merge::{FragmentMerger, MergeConfig};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

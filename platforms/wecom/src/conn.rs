@@ -21,8 +21,8 @@ use super::merge::{FragmentMerger, Merged};
 use super::staging::Staging;
 use super::wire::{self, EventKind, Inbound};
 use super::{Ack, Inner, PLATFORM, WecomState, lock};
-use crate::adapter::{AdapterError, EventHandler};
-use crate::event::{MessageEvent, SessionSource};
+use hermes_platform_kit::adapter::{AdapterError, EventHandler};
+use hermes_platform_kit::event::{MessageEvent, SessionSource};
 
 /// The largest frame (and message) read from WeCom. Callbacks are small
 /// JSON objects (a user text is at most ~4000 characters); tungstenite's

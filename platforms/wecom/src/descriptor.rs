@@ -1,9 +1,9 @@
-//! The WeCom AI bot, as the registry ([`crate::platform`]) knows it.
+//! The WeCom AI bot, as the registry ([`hermes_platform_kit::platform`]) knows it.
 
 use std::sync::Arc;
 
-use crate::adapter::PlatformAdapter;
-use crate::platform::{
+use hermes_platform_kit::adapter::PlatformAdapter;
+use hermes_platform_kit::platform::{
     BuildContext, Platform, no_check_hints, no_doctor, secret, split_chat_thread, var,
 };
 

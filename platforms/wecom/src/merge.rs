@@ -17,7 +17,7 @@
 //! piece — however steadily more pieces keep coming.
 //!
 //! **Commands stay commands.** A piece that parses as a slash command
-//! ([`crate::command::parse_command`]) is never merged: what its chat holds
+//! ([`hermes_platform_kit::command::parse_command`]) is never merged: what its chat holds
 //! is handed out first, then the command alone, at once — so `/stop` sent
 //! right after a message still stops (SPEC G12).
 //!
@@ -32,8 +32,8 @@
 
 use std::time::Duration;
 
-use crate::command::parse_command;
-use crate::event::{ChatType, MessageEvent, MessageType};
+use hermes_platform_kit::command::parse_command;
+use hermes_platform_kit::event::{ChatType, MessageEvent, MessageType};
 
 /// Timing of the merge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,6 +28,8 @@
 mod bounded;
 mod conn;
 pub mod descriptor;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod media;
 pub mod merge;
 pub mod staging;
@@ -45,12 +47,12 @@ use hermes_runtime::sync::lock;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::adapter::{
+use bounded::BoundedMap;
+use hermes_platform_kit::adapter::{
     AdapterError, EventHandler, FetchedMedia, FileKind, OutgoingFile, PlatformAdapter, ReplyStream,
 };
-use crate::event::MediaRef;
-use crate::split::{LengthUnit, split_message};
-use bounded::BoundedMap;
+use hermes_platform_kit::event::MediaRef;
+use hermes_platform_kit::split::{LengthUnit, split_message};
 
 /// The platform name in session keys.
 pub const PLATFORM: &str = "wecom";
@@ -223,7 +225,7 @@ struct Inner {
     config: WecomConfig,
     /// Whether this process holds the bot's socket (SPEC X8): frames read
     /// after the lease is gone (a process woken from SIGSTOP) are dropped.
-    gate: crate::lease::LeaseGate,
+    gate: hermes_platform_kit::lease::LeaseGate,
     state: Mutex<WecomState>,
     /// The live connection's outgoing queue; `None` while not subscribed.
     out: Mutex<Option<mpsc::UnboundedSender<String>>>,
@@ -293,7 +295,7 @@ impl WecomAdapter {
         Self {
             inner: Arc::new(Inner {
                 config,
-                gate: crate::lease::LeaseGate::default(),
+                gate: hermes_platform_kit::lease::LeaseGate::default(),
                 state: Mutex::new(WecomState::Idle),
                 out: Mutex::new(None),
                 pending: Mutex::new(HashMap::new()),
@@ -537,7 +539,7 @@ impl PlatformAdapter for WecomAdapter {
         self.inner.config.bot_id.clone()
     }
 
-    fn set_lease(&self, lease: Option<crate::lease::Held>) {
+    fn set_lease(&self, lease: Option<hermes_platform_kit::lease::Held>) {
         self.inner.gate.set(lease);
     }
 

@@ -25,8 +25,8 @@ use cbc::cipher::{BlockModeDecrypt, KeyIvInit};
 
 use super::wire::{self, MAX_STREAM_BYTES, MediaHandle};
 use super::{Inner, PLATFORM};
-use crate::adapter::{AdapterError, FetchedMedia, Finished, ReplyStream};
-use crate::event::MediaRef;
+use hermes_platform_kit::adapter::{AdapterError, FetchedMedia, Finished, ReplyStream};
+use hermes_platform_kit::event::MediaRef;
 
 /// One download's deadline.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(90);

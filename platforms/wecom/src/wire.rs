@@ -15,7 +15,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::event::{ChatType, MediaKind, MediaRef, MessageType};
+use hermes_platform_kit::event::{ChatType, MediaKind, MediaRef, MessageType};
 
 /// Client → server: authenticate with bot id and secret.
 pub const CMD_SUBSCRIBE: &str = "aibot_subscribe";
@@ -362,7 +362,7 @@ fn render_callback(body: CallbackBody) -> Result<CallbackMessage, WireError> {
         } else {
             quoted
         };
-        text = crate::event::with_quote(&text, &quoted);
+        text = hermes_platform_kit::event::with_quote(&text, &quoted);
     }
     Ok(CallbackMessage {
         msgid: body.msgid,

@@ -30,7 +30,7 @@ use hermes_runtime::sync::lock;
 use serde::{Deserialize, Serialize};
 
 use super::merge::{FragmentMerger, MergeConfig, Merged};
-use crate::event::{ChatType, MediaRef, MessageEvent, MessageType, SessionSource};
+use hermes_platform_kit::event::{ChatType, MediaRef, MessageEvent, MessageType, SessionSource};
 
 /// The prefix of every piece row.
 pub const PIECE_KV_PREFIX: &str = "gateway.wecom.piece.";

@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use hermes_runtime::store::{KvWrite, Store, StoreError};
-use rand::Rng;
+use rand::RngExt;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 

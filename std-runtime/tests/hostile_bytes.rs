@@ -12,7 +12,7 @@ use hermes_runtime::fuzz_entry;
 use hermes_tests::fuzz_inputs::replay;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
 
 thread_local! {

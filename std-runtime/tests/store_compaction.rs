@@ -15,7 +15,7 @@ use hermes_core::{
     StreamSink, SummaryPlacement, ToolCall, ToolRegistry,
 };
 use hermes_runtime::store::{NewSession, Store, StoreError};
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// Writes a fixed summary, numbered.
 struct Summarizer(std::sync::atomic::AtomicUsize);
@@ -48,7 +48,7 @@ fn agent(window: u32) -> Agent {
 }
 
 /// One exchange: a user message, maybe tool rounds, an answer.
-fn exchange(rng: &mut impl Rng, n: usize) -> Vec<LedgerEntry> {
+fn exchange(rng: &mut impl RngExt, n: usize) -> Vec<LedgerEntry> {
     let mut out = vec![LedgerEntry::at(
         Message::user(format!(
             "question{n} {}",

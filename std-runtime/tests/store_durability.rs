@@ -39,7 +39,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use hermes_runtime::store::NewSession;
-use rand::Rng;
+use rand::RngExt;
 
 #[path = "../examples/store_append_child.rs"]
 mod append_child;

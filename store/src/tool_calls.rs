@@ -127,7 +127,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
 
     /// Pieces that exercise every escape and multi-byte UTF-8.
     const PIECES: &[&str] = &[
@@ -158,7 +158,7 @@ mod tests {
         ":",
     ];
 
-    fn random_string(rng: &mut impl Rng) -> String {
+    fn random_string(rng: &mut impl RngExt) -> String {
         let n = rng.random_range(0..8);
         (0..n)
             .map(|_| PIECES[rng.random_range(0..PIECES.len())])

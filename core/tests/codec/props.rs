@@ -8,7 +8,7 @@ use hermes_core::codec::{decode_error_body, decode_response};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
-use crate::support::{STREAM, STREAM_TEXT, crlf, decode_split, expected_stream_completion};
+use super::support::{STREAM, STREAM_TEXT, crlf, decode_split, expected_stream_completion};
 
 proptest! {
     // The seeds stay beside this file (`props.proptest-regressions`): by

@@ -12,7 +12,7 @@ use hermes_core::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{REQUEST_SCHEMA, REQUEST_STREAMING_SCHEMA, assert_valid};
+use super::support::{REQUEST_SCHEMA, REQUEST_STREAMING_SCHEMA, assert_valid};
 
 fn tools() -> Vec<ToolSpec> {
     vec![

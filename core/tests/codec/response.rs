@@ -4,7 +4,7 @@
 use hermes_core::codec::{DecodeError, decode_error_body, decode_response};
 use hermes_core::{Completion, FinishReason, ToolCall, Usage};
 
-use crate::support::{COMPLETION_SCHEMA, assert_valid};
+use super::support::{COMPLETION_SCHEMA, assert_valid};
 
 pub(crate) const RESPONSE: &str = r#"{
   "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",

@@ -11,8 +11,8 @@ use hermes_core::codec::{
 };
 use hermes_core::{Completion, FinishReason, Flow, NullSink, StreamSink, ToolCall};
 
-use crate::response::RESPONSE;
-use crate::support::{
+use super::response::RESPONSE;
+use super::support::{
     CHUNK_SCHEMA, ReadError, Recorder, STREAM, STREAM_TEXT, SliceReader, assert_valid, cr_only,
     crlf, data_payloads, decode_split, expected_stream_completion,
 };

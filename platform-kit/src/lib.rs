@@ -37,3 +37,5 @@ pub mod settings;
 pub mod split;
 #[cfg(feature = "http-server")]
 pub mod webhook;
+#[cfg(feature = "websocket")]
+pub mod websocket;

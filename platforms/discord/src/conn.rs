@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use hermes_platform_kit::websocket;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::{Connector, connect_async_tls_with_config};
 
 use super::catchup::{self, MAX_PAGES, PAGE};
 use super::inbound::{self, Rules};
@@ -294,19 +293,6 @@ fn classify_close(code: u16, reason: &str) -> End {
     }
 }
 
-fn tls_connector() -> Result<Connector, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Connector::Rustls(Arc::new(config)))
-}
-
 /// One socket's view of the state that outlives it.
 struct Link<'a> {
     inner: &'a Arc<Inner>,
@@ -343,17 +329,14 @@ impl Link<'_> {
             wait: None,
         };
         let url = format!("{}/?v=10&encoding=json", base.trim_end_matches('/'));
-        let connector = match tls_connector() {
+        let connector = match websocket::tls_connector() {
             Ok(c) => c,
             Err(e) => return lost(e, false),
         };
-        let limits = WebSocketConfig::default()
-            .max_frame_size(Some(MAX_FRAME_BYTES))
-            .max_message_size(Some(MAX_FRAME_BYTES));
-        let open = connect_async_tls_with_config(url.as_str(), Some(limits), true, Some(connector));
+        let open = websocket::connect(url.as_str(), MAX_FRAME_BYTES, true, connector);
         let ws = tokio::select! {
             r = tokio::time::timeout(config.connect_timeout, open) => match r {
-                Ok(Ok((ws, _))) => ws,
+                Ok(Ok(ws)) => ws,
                 Ok(Err(e)) => return lost(e.to_string(), false),
                 Err(_) => return lost(format!("no answer within {:?}", config.connect_timeout), false),
             },

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use hermes_platform_kit::websocket;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{Connector, connect_async_tls_with_config};
 
 use hermes_platform_kit::adapter::{AdapterError, EventHandler};
 
@@ -156,19 +155,6 @@ async fn open_url(inner: &Inner) -> Result<String, WebError> {
         .ok_or_else(|| WebError::Network("apps.connections.open gave no WebSocket URL".to_owned()))
 }
 
-fn tls_connector() -> Result<Connector, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Connector::Rustls(Arc::new(config)))
-}
-
 /// One socket, from the handshake to its end.
 async fn connect_once(
     inner: &Arc<Inner>,
@@ -182,7 +168,7 @@ async fn connect_once(
         asked: false,
         hello,
     };
-    let connector = match tls_connector() {
+    let connector = match websocket::tls_connector() {
         Ok(c) => c,
         Err(e) => {
             return End::Fatal(AdapterError::Network {
@@ -191,12 +177,9 @@ async fn connect_once(
             });
         }
     };
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME_BYTES))
-        .max_frame_size(Some(MAX_FRAME_BYTES));
-    let connecting = connect_async_tls_with_config(url, Some(ws_config), false, Some(connector));
+    let connecting = websocket::connect(url, MAX_FRAME_BYTES, false, connector);
     let ws = match tokio::time::timeout(inner.config.connect_timeout, connecting).await {
-        Ok(Ok((ws, _))) => ws,
+        Ok(Ok(ws)) => ws,
         // The URL carries a ticket: never logged.
         Ok(Err(e)) => return again(format!("the WebSocket handshake failed: {e}"), false),
         Err(_) => return again("the WebSocket handshake timed out".to_owned(), false),

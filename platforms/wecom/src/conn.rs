@@ -11,11 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use hermes_platform_kit::websocket;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{Connector, connect_async_tls_with_config};
 
 use super::merge::{FragmentMerger, Merged};
 use super::staging::Staging;
@@ -248,19 +247,6 @@ fn report(
     }
 }
 
-fn tls_connector() -> Result<Connector, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Connector::Rustls(Arc::new(config)))
-}
-
 /// One socket, from opening to its end.
 async fn connect_once(
     session: &mut Session,
@@ -273,18 +259,14 @@ async fn connect_once(
         reason,
         subscribed: false,
     };
-    let connector = match tls_connector() {
+    let connector = match websocket::tls_connector() {
         Ok(c) => c,
         Err(e) => return lost(e),
     };
-    let limits = WebSocketConfig::default()
-        .max_frame_size(Some(MAX_FRAME_BYTES))
-        .max_message_size(Some(MAX_FRAME_BYTES));
-    let open =
-        connect_async_tls_with_config(config.ws_url.as_str(), Some(limits), true, Some(connector));
+    let open = websocket::connect(config.ws_url.as_str(), MAX_FRAME_BYTES, true, connector);
     let ws = tokio::select! {
         r = tokio::time::timeout(config.connect_timeout, open) => match r {
-            Ok(Ok((ws, _response))) => ws,
+            Ok(Ok(ws)) => ws,
             Ok(Err(e)) => return lost(e.to_string()),
             Err(_) => return lost(format!("no answer within {:?}", config.connect_timeout)),
         },

@@ -10,7 +10,7 @@
 #![cfg(feature = "api_server")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_server_support;
+use crate::api_server_support;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;

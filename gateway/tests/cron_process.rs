@@ -11,7 +11,7 @@
 
 mod background;
 mod cron_events;
-mod telegram_support;
+use crate::telegram_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -11,11 +11,9 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod openai_schema;
 mod per_user_memory;
 mod spending_caps;
-mod telegram_gateway;
-mod telegram_support;
+use crate::telegram_gateway;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -25,7 +25,7 @@ use hermes_gateway::testing::{
 };
 use hermes_runtime::store::{SessionStatus, Store, SystemClock};
 
-use crate::support::{WAIT, base_config, build, dm_key, pairs, user_texts};
+use super::support::{WAIT, base_config, build, dm_key, pairs, user_texts};
 
 const CHILD_ENV: &str = "HERMES_GATEWAY_TEST_CRASH_CHILD";
 

@@ -75,7 +75,7 @@ fn openai_python_client_against_a_real_gateway() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "openai_python_client_against_a_real_gateway",
+            "api_server_python::openai_python_client_against_a_real_gateway",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -312,7 +312,7 @@ fn run_serves_a_message_and_stops_gracefully_on_sigterm() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "run_serves_a_message_and_stops_gracefully_on_sigterm",
+            "app::run_serves_a_message_and_stops_gracefully_on_sigterm",
             "--nocapture",
             "--test-threads=1",
         ])

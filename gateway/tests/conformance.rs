@@ -171,6 +171,6 @@ fn the_readme_table_is_what_the_harnesses_declare() {
         in_readme,
         table.trim_end(),
         "README.md's conformance table is not what the harnesses declare; \
-         HERMES_BLESS=1 cargo test -p hermes-gateway --test conformance readme -- --nocapture prints it"
+         HERMES_BLESS=1 cargo test -p hermes-gateway --test all conformance::readme -- --nocapture prints it"
     );
 }

@@ -35,8 +35,8 @@
 //!    that cannot pass yet is `conformance_tests!(NAME, H, soak_ignored =
 //!    "why")` plus `soak_note` in its column — visible, never dropped.
 //!
-//! Run one platform: `cargo test -p hermes-gateway --test conformance
-//! NAME::`. Knobs: `HERMES_SOAK_ROUNDS` (the soak's rounds),
+//! Run one platform: `cargo test -p hermes-gateway --test all
+//! conformance::NAME::`. Knobs: `HERMES_SOAK_ROUNDS` (the soak's rounds),
 //! `HERMES_SOAK_SEED` (replay a soak's kill timings; each run prints its
 //! seed).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]

@@ -50,8 +50,6 @@ mod context;
 mod cron;
 #[path = "cron_process.rs"]
 mod cron_process;
-#[path = "daemon_turns.rs"]
-mod daemon_turns;
 #[path = "discord.rs"]
 mod discord;
 #[path = "discord_media.rs"]

@@ -20,11 +20,11 @@ exe=${HERMES_EXE:-target/x86_64-unknown-linux-musl/release/hermes}
 exe=$(realpath "$exe")
 platforms=("$@")
 [ ${#platforms[@]} -gt 0 ] || platforms=(telegram slack whatsapp signal discord)
-nice -n 10 cargo test -q --locked -p hermes-gateway --test conformance --no-run
+nice -n 10 cargo test -q --locked -p hermes-gateway --test all --no-run
 printf 'platform\tidle RSS KiB\tpeak RSS KiB\tmessages\tusers\tseconds\tmessages/s\n'
 for p in "${platforms[@]}"; do
   line=$(HERMES_CONFORMANCE_EXE=$exe cargo test -q --locked -p hermes-gateway \
-    --test conformance "$p::measure" -- --exact --ignored --nocapture 2>/dev/null | grep -P '^measure\t') \
+    --test all "conformance::$p::measure" -- --exact --ignored --nocapture 2>/dev/null | grep -P '^measure\t') \
     || { printf '%s\tfailed\n' "$p"; continue; }
   awk -F'\t' '{ printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", $2, $4, $6, $8, $10, $12, $14 }' <<<"$line"
 done

@@ -7,7 +7,7 @@
 #![cfg(feature = "api_server")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_server_support;
+use crate::api_server_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -10,7 +10,7 @@
 #![cfg(feature = "api_server")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_server_support;
+use crate::api_server_support;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -75,7 +75,7 @@ fn openai_python_client_against_a_real_gateway() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "openai_python_client_against_a_real_gateway",
+            "api_server_python::openai_python_client_against_a_real_gateway",
             "--nocapture",
             "--test-threads=1",
         ])

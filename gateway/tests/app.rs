@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod telegram_support;
+use crate::telegram_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -312,7 +312,7 @@ fn run_serves_a_message_and_stops_gracefully_on_sigterm() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "run_serves_a_message_and_stops_gracefully_on_sigterm",
+            "app::run_serves_a_message_and_stops_gracefully_on_sigterm",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -4,27 +4,12 @@
 //! platform's harness is `conformance/NAME.rs`, behind its cargo feature.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[macro_use]
-mod conformance_kit;
-
-#[cfg(feature = "api_server")]
-mod api_server_support;
-#[cfg(feature = "discord")]
-mod discord_support;
-#[cfg(feature = "signal")]
-mod signal_support;
-#[cfg(feature = "slack")]
-mod slack_support;
-#[cfg(feature = "telegram")]
-mod telegram_support;
-#[cfg(feature = "wecom_callback")]
-mod wecom_callback_support;
-#[cfg(feature = "wecom")]
-mod wecom_support;
-#[cfg(feature = "whatsapp")]
-mod whatsapp_support;
+use crate::conformance_kit;
 
 /// One harness per platform.
+// Named as when this file was its own binary, so the harnesses stay in
+// `tests/conformance/`.
+#[allow(clippy::module_inception)]
 mod conformance {
     #[cfg(feature = "api_server")]
     pub mod api_server;
@@ -49,27 +34,33 @@ mod conformance {
 }
 
 #[cfg(feature = "telegram")]
-conformance_tests!(telegram, crate::conformance::telegram::Telegram);
+conformance_tests!(
+    telegram,
+    crate::conformance::conformance::telegram::Telegram
+);
 #[cfg(feature = "discord")]
-conformance_tests!(discord, crate::conformance::discord::Discord);
+conformance_tests!(discord, crate::conformance::conformance::discord::Discord);
 #[cfg(feature = "slack")]
 #[path = "conformance/slack_direct.rs"]
 mod slack_direct;
 #[cfg(feature = "slack")]
-conformance_tests!(slack, crate::conformance::slack::Slack);
+conformance_tests!(slack, crate::conformance::conformance::slack::Slack);
 #[cfg(feature = "email")]
-conformance_tests!(email, crate::conformance::email::Email);
+conformance_tests!(email, crate::conformance::conformance::email::Email);
 #[cfg(feature = "matrix")]
-conformance_tests!(matrix, crate::conformance::matrix::Matrix);
+conformance_tests!(matrix, crate::conformance::conformance::matrix::Matrix);
 #[cfg(feature = "whatsapp")]
-conformance_tests!(whatsapp, crate::conformance::whatsapp::WhatsApp);
+conformance_tests!(
+    whatsapp,
+    crate::conformance::conformance::whatsapp::WhatsApp
+);
 #[cfg(feature = "signal")]
 #[path = "conformance/signal_direct.rs"]
 mod signal_direct;
 #[cfg(feature = "signal")]
 conformance_tests!(
     signal,
-    crate::conformance::signal::Signal,
+    crate::conformance::conformance::signal::Signal,
     soak_ignored = "KNOWN FAILURE: signal-cli acknowledges a message to Signal's server when a \
                     `receive` takes it, and its JSON-RPC has no acknowledgement, so a `receive` \
                     still running when the gateway is SIGKILLed takes the next message into an \
@@ -82,7 +73,7 @@ mod wecom_direct;
 #[cfg(feature = "wecom")]
 conformance_tests!(
     wecom,
-    crate::conformance::wecom::Wecom,
+    crate::conformance::conformance::wecom::Wecom,
     soak_ignored = "KNOWN FAILURE: a message answered after a restart is answered \
                     proactively (a callback's req_id belongs to its connection), which points \
                     at no message, so the soak cannot tell which message it answers (the \
@@ -92,14 +83,14 @@ conformance_tests!(
 #[cfg(feature = "wecom_callback")]
 conformance_tests!(
     wecom_callback,
-    crate::conformance::wecom_callback::WecomCallback,
+    crate::conformance::conformance::wecom_callback::WecomCallback,
     soak_ignored = "NOT RUN YET: the soak tells answers apart by the message they reply to, \
                     and a self-built app's replies point at nothing"
 );
 #[cfg(feature = "api_server")]
 conformance_tests!(
     api_server,
-    crate::conformance::api_server::ApiServer,
+    crate::conformance::conformance::api_server::ApiServer,
     soak_ignored = "NOT APPLICABLE: a request is answered in its own response; a killed \
                     gateway's request fails at the client, nothing waits to be delivered"
 );
@@ -183,6 +174,6 @@ fn the_readme_table_is_what_the_harnesses_declare() {
         in_readme,
         table.trim_end(),
         "README.md's conformance table is not what the harnesses declare; \
-         HERMES_BLESS=1 cargo test -p hermes-gateway --test conformance readme -- --nocapture prints it"
+         HERMES_BLESS=1 cargo test -p hermes-gateway --test all conformance::readme -- --nocapture prints it"
     );
 }

@@ -11,7 +11,7 @@
 
 mod background;
 mod cron_events;
-mod telegram_support;
+use crate::telegram_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -117,7 +117,10 @@ fn spawn_gateway(
         .open(home.join("gateway.log"))
         .unwrap();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+    // Test names are relative to this test binary's former root, now the
+    // `cron_process` module of the one gateway test binary.
+    let exact = format!("cron_process::{test}");
+    cmd.args(["--exact", &exact, "--nocapture", "--test-threads=1"])
         .env_clear()
         .env(CHILD_ENV, "1")
         .env(TEST_ENV, test)

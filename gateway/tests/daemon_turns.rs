@@ -8,6 +8,10 @@
 //!   not an edit of the preview above the question;
 //! - a voice note that cannot be transcribed does not interrupt the running
 //!   answer.
+// Its own test binary, not a module of `all.rs`: it installs the process's
+// global tracing subscriber and asserts on what it captured, and other
+// modules (cluster, matrix, email, failover, conformance) install their own,
+// so in one process the first wins and this log stays empty.
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -9,7 +9,7 @@
 
 mod discord_checks;
 mod discord_clarify;
-mod discord_support;
+use crate::discord_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 #![cfg(feature = "discord")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod discord_support;
+use crate::discord_support;
 
 use std::time::Duration;
 

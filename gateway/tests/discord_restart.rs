@@ -8,7 +8,7 @@
 #![cfg(feature = "discord")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod discord_support;
+use crate::discord_support;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

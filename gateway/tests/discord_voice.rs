@@ -6,8 +6,8 @@
 #![cfg(feature = "discord")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod discord_support;
-mod speech_support;
+use crate::discord_support;
+use crate::speech_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -29,7 +29,7 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod telegram_support;
+use crate::telegram_support;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -47,7 +47,7 @@ use serde_json::{Value, json};
 use telegram_support::{Fake, TOKEN};
 
 const CHILD_ENV: &str = "HERMES_GATEWAY_FAILOVER_CHILD";
-const TEST_NAME: &str = "two_gateways_fail_over_without_loss_duplicates_or_overlap";
+const TEST_NAME: &str = "failover::two_gateways_fail_over_without_loss_duplicates_or_overlap";
 const CHATS: i64 = 20;
 const MESSAGES: i64 = 200;
 const LEASE_TTL_MS: u64 = 1500;

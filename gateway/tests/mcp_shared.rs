@@ -3,6 +3,7 @@
 //! once for the process, and every chat's agent calls the same server —
 //! its state is shared, as README says. Two chats, one in-process adapter,
 //! a scripted loopback provider.
+#![cfg(feature = "mcp")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;

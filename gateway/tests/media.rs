@@ -8,9 +8,9 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod openai_schema;
-mod telegram_gateway;
-mod telegram_support;
+use crate::openai_schema;
+use crate::telegram_gateway;
+use crate::telegram_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

@@ -8,9 +8,8 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod openai_schema;
-mod telegram_gateway;
-mod telegram_support;
+use crate::telegram_gateway;
+use crate::telegram_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

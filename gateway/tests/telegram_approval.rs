@@ -6,7 +6,7 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod telegram_emulator_support;
+use crate::telegram_emulator_support;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

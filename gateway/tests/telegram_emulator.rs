@@ -28,7 +28,7 @@ use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Responder, Window};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-mod telegram_emulator_support;
+use crate::telegram_emulator_support;
 
 use telegram_emulator_support::{EMULATOR_BOT_ID, Emulator, WAIT};
 

@@ -7,7 +7,7 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod telegram_support;
+use crate::telegram_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

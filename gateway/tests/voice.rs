@@ -7,10 +7,8 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod openai_schema;
-mod speech_support;
-mod telegram_gateway;
-mod telegram_support;
+use crate::speech_support;
+use crate::telegram_gateway;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 #![cfg(feature = "wecom")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod wecom_support;
+use crate::wecom_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 #![cfg(feature = "wecom_callback")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod wecom_callback_support;
+use crate::wecom_callback_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 #![cfg(feature = "wecom_callback")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod wecom_callback_support;
+use crate::wecom_callback_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -130,7 +130,7 @@ fn run_answers_a_callback_and_stops_gracefully_on_sigterm() {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "run_answers_a_callback_and_stops_gracefully_on_sigterm",
+        "wecom_callback_app::run_answers_a_callback_and_stops_gracefully_on_sigterm",
         "--nocapture",
         "--test-threads=1",
     ])

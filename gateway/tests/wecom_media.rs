@@ -8,9 +8,9 @@
 #![cfg(all(feature = "wecom", feature = "wecom_callback"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod openai_schema;
-mod wecom_callback_support;
-mod wecom_support;
+use crate::openai_schema;
+use crate::wecom_callback_support;
+use crate::wecom_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 #![cfg(feature = "whatsapp")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod whatsapp_support;
+use crate::whatsapp_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};

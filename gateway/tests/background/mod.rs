@@ -86,7 +86,10 @@ fn spawn(test: &str, home: &Path, telegram: &str, provider: &FakeProvider, agent
         .open(home.join("gateway.log"))
         .unwrap();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+    // Test names are relative to this test binary's former root, now the
+    // `cron_process` module of the one gateway test binary.
+    let exact = format!("cron_process::{test}");
+    cmd.args(["--exact", &exact, "--nocapture", "--test-threads=1"])
         .env_clear()
         .env(CHILD_ENV, "1")
         .env(TEST_ENV, test)

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use hermes_tests::{Reply, Responder};
 use serde_json::{Value, json};
 
+use super::{dm, sent, until};
 use crate::telegram_gateway::{Gateway, PNG, Setup, USER, gateway};
 use crate::telegram_support::BOT_ID;
-use crate::{dm, sent, until};
 
 const QUESTION: &str = r#"{"question":"Which colour?","choices":["red","blue"]}"#;
 
@@ -135,7 +135,7 @@ async fn a_button_press_answers_the_question_on_its_inline_keyboard() {
         replies[2], "That question is no longer waiting for an answer.",
         "{replies:?}"
     );
-    crate::settle().await;
+    super::settle().await;
     assert_eq!(gw.fake.requests("sendMessage").len(), 3);
     assert_eq!(
         gw.provider.requests().len(),

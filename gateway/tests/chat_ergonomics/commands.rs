@@ -10,8 +10,8 @@ use hermes_gateway::command::NAMES;
 use hermes_tests::Reply;
 use serde_json::Value;
 
+use super::{dm, sent};
 use crate::telegram_gateway::{Setup, USER, gateway};
-use crate::{dm, sent};
 
 /// The last user message of a chat request.
 fn last_user(request: &Value) -> String {
@@ -101,7 +101,7 @@ async fn queue_waits_for_the_running_turn_instead_of_interrupting_it() {
     })
     .await;
     dm(&gw, 1, USER, "a slow question");
-    crate::until("the slow turn to start", || {
+    super::until("the slow turn to start", || {
         gw.provider.requests().len() == 1
     })
     .await;

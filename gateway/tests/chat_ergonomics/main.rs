@@ -10,12 +10,7 @@
     missing_debug_implementations
 )]
 
-#[path = "../openai_schema/mod.rs"]
-mod openai_schema;
-#[path = "../telegram_gateway/mod.rs"]
-mod telegram_gateway;
-#[path = "../telegram_support/mod.rs"]
-mod telegram_support;
+use crate::telegram_gateway;
 
 mod clarify;
 mod commands;

@@ -6,8 +6,8 @@ use hermes_gateway::pairing::{self, CODE_ALPHABET, CODE_LEN};
 use hermes_runtime::store::Store;
 use serde_json::json;
 
+use super::{dm, push, sent, settle, until};
 use crate::telegram_gateway::{Setup, USER, gateway};
-use crate::{dm, push, sent, settle, until};
 
 const STRANGER: i64 = 99;
 

@@ -9,8 +9,8 @@ use hermes_core::Message;
 use hermes_tests::Reply;
 use serde_json::{Value, json};
 
+use super::{dm, sent, settle, until};
 use crate::telegram_gateway::{Setup, USER, gateway};
-use crate::{dm, sent, settle, until};
 
 /// Accepted messages not yet in a transcript (the durable inbox's rows).
 fn inbox_rows(gw: &crate::telegram_gateway::Gateway) -> usize {

@@ -4,9 +4,9 @@ use hermes_gateway::event::QUOTE_MAX_CHARS;
 use hermes_runtime::store::Store;
 use serde_json::json;
 
+use super::{push, sent};
 use crate::telegram_gateway::{Setup, USER, gateway};
 use crate::telegram_support::BOT_ID;
-use crate::{push, sent};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forum_topic_has_its_own_history_and_replies_stay_in_it() {

@@ -32,7 +32,7 @@ impl Drop for Gateway {
 
 impl Gateway {
     /// Starts a gateway in `cwd` on `home`: the child re-runs exactly the
-    /// test `test` (its full name) and serves instead of testing.
+    /// test `test` (its name under the `conformance` module) and serves instead of testing.
     pub fn spawn(
         test: &str,
         env: &[(&'static str, String)],
@@ -48,11 +48,14 @@ impl Gateway {
             }
             None => {
                 let mut command = Command::new(std::env::current_exe().unwrap());
+                // `test` is named from the `conformance` module, which is
+                // one module of the gateway's one test binary.
+                let exact = format!("conformance::{test}");
                 // `--include-ignored`: an `#[ignore]`d soak run with
                 // `--ignored` must still find itself in the child.
                 command.args([
                     "--exact",
-                    test,
+                    &exact,
                     "--include-ignored",
                     "--nocapture",
                     "--test-threads=1",

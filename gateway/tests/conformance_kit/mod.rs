@@ -31,12 +31,12 @@
 //!    (every promise but the soak) and `NAME::kill_9_soak`, and a line in
 //!    `columns()` (README's table of what each platform supports is checked
 //!    against it: `HERMES_BLESS=1 cargo test -p hermes-gateway --test
-//!    conformance readme -- --nocapture` prints the table to paste). A soak
+//!    all conformance::readme -- --nocapture` prints the table to paste). A soak
 //!    that cannot pass yet is `conformance_tests!(NAME, H, soak_ignored =
 //!    "why")` plus `soak_note` in its column — visible, never dropped.
 //!
-//! Run one platform: `cargo test -p hermes-gateway --test conformance
-//! NAME::`. Knobs: `HERMES_SOAK_ROUNDS` (the soak's rounds),
+//! Run one platform: `cargo test -p hermes-gateway --test all
+//! conformance::NAME::`. Knobs: `HERMES_SOAK_ROUNDS` (the soak's rounds),
 //! `HERMES_SOAK_SEED` (replay a soak's kill timings; each run prints its
 //! seed).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]

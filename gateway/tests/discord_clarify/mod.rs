@@ -20,8 +20,8 @@ use hermes_runtime::store::{Store, SystemClock};
 use hermes_tests::{FakeProvider, Reply, Responder};
 use serde_json::{Value, json};
 
+use super::{ALICE, BOB, CHANNEL};
 use crate::discord_support::{Behaviour, FakeDiscord, Posted};
-use crate::{ALICE, BOB, CHANNEL};
 
 const QUESTION: &str = r#"{"question":"Which colour?","choices":["red","blue"]}"#;
 
@@ -79,7 +79,7 @@ async fn gateway(config_toml: &str) -> Gateway {
     let mut config = GatewayConfig::from_settings(&settings).unwrap();
     config.allow.everywhere.insert(ALICE.to_owned());
     config.allow.everywhere.insert(BOB.to_owned());
-    let adapter = DiscordAdapter::new(crate::config(&fake));
+    let adapter = DiscordAdapter::new(super::config(&fake));
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![Arc::new(adapter)],
         factory: Arc::new(factory),
@@ -186,7 +186,7 @@ async fn a_button_press_answers_the_question_and_disables_its_buttons() {
     assert!(fake.press(&q.id, ALICE, &button(&q, 1)).is_none());
     assert_eq!(gw.provider.requests().len(), 2, "one turn, two model calls");
     assert!(fake.ephemeral_notes().is_empty());
-    crate::assert_bodies_match_discord_schema(fake);
+    super::assert_bodies_match_discord_schema(fake);
     gw.runner.shutdown().await;
 }
 
@@ -213,7 +213,7 @@ async fn another_users_press_is_refused_with_a_note_only_they_see() {
     assert_eq!(fake.wait_response(&alices).await["type"], 7);
     replies_starting(fake, "Noted:", 1).await;
     assert_eq!(tool_results(&gw.provider)[0]["user_response"], "red");
-    crate::assert_bodies_match_discord_schema(fake);
+    super::assert_bodies_match_discord_schema(fake);
     gw.runner.shutdown().await;
 }
 
@@ -254,7 +254,7 @@ async fn a_press_on_a_question_that_no_longer_waits_gets_a_note_not_a_turn() {
         "{:?}",
         fake.posted()
     );
-    crate::assert_bodies_match_discord_schema(fake);
+    super::assert_bodies_match_discord_schema(fake);
     gw.runner.shutdown().await;
 }
 
@@ -294,7 +294,7 @@ async fn an_answer_in_words_closes_the_buttons() {
     // The question's text is left as it was.
     assert_eq!(fake.message_now(&q.id).unwrap()["content"], q.content);
     assert!(fake.press(&q.id, ALICE, &button(&q, 1)).is_none());
-    crate::assert_bodies_match_discord_schema(fake);
+    super::assert_bodies_match_discord_schema(fake);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gw.provider.requests().len(), 2);
     gw.runner.shutdown().await;
@@ -306,7 +306,7 @@ async fn an_answer_in_words_closes_the_buttons() {
 async fn a_press_on_a_question_from_before_a_restart_is_stale() {
     use hermes_gateway::adapter::PlatformAdapter;
     let fake = FakeDiscord::start(Behaviour::default()).await;
-    let before = DiscordAdapter::new(crate::config(&fake));
+    let before = DiscordAdapter::new(super::config(&fake));
     let (handler, _rx) = hermes_gateway::testing::collector();
     before.connect(handler).await.unwrap();
     let asked = fake.guild_message(CHANNEL, ALICE, "hi", true);
@@ -320,7 +320,7 @@ async fn a_press_on_a_question_from_before_a_restart_is_stale() {
         .unwrap();
     let q = question(&fake, 1).await;
     before.disconnect().await;
-    let after = DiscordAdapter::new(crate::config(&fake));
+    let after = DiscordAdapter::new(super::config(&fake));
     let (handler, mut rx) = hermes_gateway::testing::collector();
     after.connect(handler).await.unwrap();
     let press = fake.press(&q.id, ALICE, &button(&q, 1)).unwrap();

@@ -9,7 +9,7 @@ use hermes_gateway::config::BusyMode;
 use hermes_gateway::runner::{INTERRUPT_NOTICE, QUEUE_NOTICE};
 use hermes_gateway::testing::Pace;
 
-use crate::support::{WAIT, dm_key, harness, pairs, user_texts};
+use super::support::{WAIT, dm_key, harness, pairs, user_texts};
 
 #[test]
 fn a_new_message_interrupts_the_slow_turn_and_only_the_latest_waiting_one_runs() {

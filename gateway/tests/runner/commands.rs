@@ -3,7 +3,7 @@
 use hermes_gateway::testing::Pace;
 use hermes_runtime::store::SessionStatus;
 
-use crate::support::{dm_key, harness, user_texts};
+use super::support::{dm_key, harness, user_texts};
 
 #[test]
 fn every_command() {

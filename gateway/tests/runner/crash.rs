@@ -25,7 +25,7 @@ use hermes_gateway::testing::{
 };
 use hermes_runtime::store::{SessionStatus, Store, SystemClock};
 
-use crate::support::{WAIT, base_config, build, dm_key, pairs, user_texts};
+use super::support::{WAIT, base_config, build, dm_key, pairs, user_texts};
 
 const CHILD_ENV: &str = "HERMES_GATEWAY_TEST_CRASH_CHILD";
 
@@ -66,7 +66,7 @@ fn a_turn_killed_midway_gets_one_restart_notice_and_is_not_resumed() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "crash::a_turn_killed_midway_gets_one_restart_notice_and_is_not_resumed",
+            "runner::crash::a_turn_killed_midway_gets_one_restart_notice_and_is_not_resumed",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -241,7 +241,7 @@ fn a_message_accepted_but_not_started_is_answered_after_a_kill() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().to_path_buf();
     let mut child = spawn_child_until(
-        "crash::a_message_accepted_but_not_started_is_answered_after_a_kill",
+        "runner::crash::a_message_accepted_but_not_started_is_answered_after_a_kill",
         ACCEPT_CHILD_ENV,
         &home,
         "GATEWAY-ACCEPT-CHILD-READY",
@@ -322,7 +322,7 @@ fn a_redelivered_update_after_a_kill_is_not_transcribed_twice() {
     // killed before a platform like Telegram saved its offset: the platform
     // delivers all three again to the next process.
     let mut child = spawn_child_until(
-        "crash::a_redelivered_update_after_a_kill_is_not_transcribed_twice",
+        "runner::crash::a_redelivered_update_after_a_kill_is_not_transcribed_twice",
         ACCEPT_CHILD_ENV,
         &home,
         "GATEWAY-ACCEPT-CHILD-READY",
@@ -506,7 +506,7 @@ fn kill_mid_turn_keeps_the_tool_calls_and_results_already_made() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().to_path_buf();
     let mut child = spawn_child_until(
-        "crash::kill_mid_turn_keeps_the_tool_calls_and_results_already_made",
+        "runner::crash::kill_mid_turn_keeps_the_tool_calls_and_results_already_made",
         TOOL_CHILD_ENV,
         &home,
         "GATEWAY-TOOL-CHILD-READY",

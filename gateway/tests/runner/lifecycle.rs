@@ -12,7 +12,7 @@ use hermes_gateway::runner::{GatewayRunner, RunnerDeps, STOPPED_NOTICE};
 use hermes_gateway::testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory, event};
 use hermes_runtime::store::{Store, SystemClock};
 
-use crate::support::{HOUR, T0, WAIT, base_config, dm_key, harness, pairs, user_texts};
+use super::support::{HOUR, T0, WAIT, base_config, dm_key, harness, pairs, user_texts};
 
 #[test]
 fn sessions_expire_when_idle_and_at_the_daily_reset() {

@@ -10,7 +10,7 @@ use hermes_gateway::runner::refusal_text;
 use hermes_gateway::testing::{ManualClock, Pace, TestAdapter, event};
 use hermes_runtime::store::Store;
 
-use crate::support::{T0, WAIT, build, dm_key, harness, pairs, user_texts};
+use super::support::{T0, WAIT, build, dm_key, harness, pairs, user_texts};
 
 #[test]
 fn two_users_in_one_group_get_separate_histories() {

@@ -22,8 +22,26 @@ use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// hermes's own crates: what a bare level applies to.
-const OWN_CRATES: &[&str] = &["hermes", "hermes_gateway", "hermes_runtime", "hermes_core"];
+/// hermes's own crates below the platforms: with the platforms' crates
+/// (their descriptors' `log_target`), what a bare level applies to.
+const OWN_CRATES: &[&str] = &[
+    "hermes",
+    "hermes_gateway",
+    "hermes_runner",
+    "hermes_platform_kit",
+    "hermes_runtime",
+    "hermes_store",
+    "hermes_core",
+];
+
+/// Every crate of this build whose lines a bare level shows.
+fn own_crates() -> impl Iterator<Item = &'static str> {
+    OWN_CRATES.iter().copied().chain(
+        hermes_gateway::platform::platforms()
+            .iter()
+            .map(|p| p.log_target),
+    )
+}
 
 /// Library log targets that write credentials at trace level: always off.
 const SECRET_TRACING: &str = "async_imap::imap_stream=off";
@@ -53,7 +71,7 @@ pub fn filter(spec: Option<&str>, source: &str) -> Result<Targets, String> {
         } else {
             "warn"
         };
-        let own: Vec<String> = OWN_CRATES.iter().map(|c| format!("{c}={level}")).collect();
+        let own: Vec<String> = own_crates().map(|c| format!("{c}={level}")).collect();
         format!("{libraries},{}", own.join(","))
     };
     // The IMAP client traces every command it writes, the LOGIN with the
@@ -186,6 +204,40 @@ where
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The platforms and the runner left the gateway's crate (issue 40):
+    /// their `info` lines (a platform connected, a turn answered) are what
+    /// an operator reads at the default level, and must not fall to the
+    /// libraries' `warn`.
+    #[test]
+    fn the_default_level_shows_info_of_every_own_crate() {
+        use tracing::Level;
+        let f = filter(None, "HERMES_LOG").unwrap();
+        let targets: Vec<String> = ["hermes_runner::runner::turn", "hermes_store::x"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(
+                hermes_gateway::platform::platforms()
+                    .iter()
+                    .map(|p| format!("{}::x", p.log_target)),
+            )
+            .collect();
+        assert!(targets.len() > 3, "{targets:?}");
+        for target in &targets {
+            assert!(
+                f.would_enable(target, &Level::INFO),
+                "{target} at info: {f}"
+            );
+        }
+        assert!(!f.would_enable("ureq::unit", &Level::INFO), "{f}");
+        let f = filter(Some("debug"), "HERMES_LOG").unwrap();
+        for target in &targets {
+            assert!(
+                f.would_enable(target, &Level::DEBUG),
+                "{target} at debug: {f}"
+            );
+        }
+    }
 
     #[test]
     fn a_bare_level_leaves_the_libraries_at_warnings() {

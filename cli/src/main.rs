@@ -260,9 +260,12 @@ fn gateway(
     if check {
         return gateway_check(settings);
     }
-    let format = hermes_gateway::config::GatewayConfig::from_settings(settings)
-        .map_err(|e| CliError::Config(e.to_string()))?
-        .log_format;
+    let format = hermes_gateway::config::GatewayConfig::from_settings(
+        settings,
+        hermes_gateway::platform::platforms(),
+    )
+    .map_err(|e| CliError::Config(e.to_string()))?
+    .log_format;
     let (spec, source) = match (log_level, settings.var("HERMES_LOG")) {
         (Some(level), _) => (Some(level.to_owned()), "--log-level"),
         (None, Some(v)) => (Some(v.to_owned()), "HERMES_LOG"),

@@ -552,7 +552,7 @@ fn check_sandbox(settings: &Settings) -> Result<(), GatewayError> {
 
 /// Validates everything `run` would use, without connecting or locking.
 pub fn check_config(settings: &Settings) -> Result<CheckSummary, GatewayError> {
-    let config = GatewayConfig::from_settings(settings)?;
+    let config = GatewayConfig::from_settings(settings, crate::platform::platforms())?;
     hermes_runtime::cron::CronSettings::load(settings)
         .map_err(|e| GatewayError::Provider(e.to_string()))?;
     check_sandbox(settings)?;

@@ -423,3 +423,29 @@ fn only_the_registry_names_a_platform_module() {
         offenders.join("\n")
     );
 }
+
+#[test]
+#[cfg(all(feature = "discord", feature = "email"))]
+fn a_platforms_own_allow_list_from_its_section_or_variable() {
+    // The runner reads a platform's `[section] allowed_users` through the
+    // descriptors the app hands it (`GatewayConfig::from_sources`).
+    let parse = |toml_src: &str, env: &[(&str, &str)]| {
+        let file: toml::Table = toml_src.parse().unwrap();
+        let env: std::collections::BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        crate::config::GatewayConfig::from_sources(&file, &env, platforms())
+    };
+    let cfg = parse("[email]\nallowed_users = [\"a@example.org\"]", &[]).unwrap();
+    assert!(cfg.allow.allows("email", "a@example.org"));
+    let cfg = parse("[discord]\nallowed_users = [\"111\", 222]", &[]).unwrap();
+    assert!(cfg.allow.allows("discord", "111") && cfg.allow.allows("discord", "222"));
+    assert!(!cfg.allow.allows("telegram", "111"));
+    let cfg = parse(
+        "[discord]\nallowed_users = [\"111\"]",
+        &[("DISCORD_ALLOWED_USERS", "333")],
+    )
+    .unwrap();
+    assert!(cfg.allow.allows("discord", "333") && !cfg.allow.allows("discord", "111"));
+}

@@ -134,7 +134,10 @@ fn spawn_gateway(
         .env("HERMES_MODEL", "cron-model")
         .env("HERMES_TOOLSETS", "todo")
         .env("GATEWAY_STREAM_REPLIES", "false")
-        .env("RUST_LOG", "hermes_gateway=info,hermes_runtime=warn")
+        .env(
+            "RUST_LOG",
+            "hermes_gateway=info,hermes_runner=info,hermes_runtime=warn",
+        )
         .current_dir(home)
         .stdout(Stdio::null())
         .stderr(log);

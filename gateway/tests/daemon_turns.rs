@@ -40,7 +40,7 @@ fn log() -> &'static Arc<Mutex<Vec<u8>>> {
         let buf = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&buf);
         let _ = tracing_subscriber::fmt()
-            .with_env_filter("hermes_gateway=info")
+            .with_env_filter("hermes_gateway=info,hermes_runner=info")
             .with_ansi(false)
             .with_writer(move || Sink(Arc::clone(&sink)))
             .try_init();

@@ -122,7 +122,9 @@ impl Bot {
     async fn start(&mut self) {
         let store = Arc::new(Mutex::new(Store::open(&self.settings.state_db()).unwrap()));
         let adapter = EmailAdapter::new(self.config(), Some(Arc::clone(&store))).unwrap();
-        let mut config = GatewayConfig::from_settings(&self.settings).unwrap();
+        let mut config =
+            GatewayConfig::from_settings(&self.settings, hermes_gateway::platform::platforms())
+                .unwrap();
         config.allow.per_platform.insert(
             "email".to_owned(),
             self.allowed.iter().cloned().collect::<HashSet<_>>(),

@@ -166,7 +166,10 @@ fn spawn_gateway(
         // Whole replies: a streamed preview of a turn cut by a kill would
         // be a partial message, not an answer (streaming: progress.rs).
         .env("GATEWAY_STREAM_REPLIES", "false")
-        .env("RUST_LOG", "hermes_gateway=info,hermes_runtime=warn")
+        .env(
+            "RUST_LOG",
+            "hermes_gateway=info,hermes_runner=info,hermes_runtime=warn",
+        )
         .current_dir(home)
         .stdout(Stdio::null())
         .stderr(log)

@@ -89,7 +89,9 @@ impl Bot {
     async fn start(&mut self) {
         let store = Arc::new(Mutex::new(Store::open(&self.settings.state_db()).unwrap()));
         let adapter = MatrixAdapter::new(self.config(), Some(Arc::clone(&store)));
-        let mut config = GatewayConfig::from_settings(&self.settings).unwrap();
+        let mut config =
+            GatewayConfig::from_settings(&self.settings, hermes_gateway::platform::platforms())
+                .unwrap();
         config.allow.per_platform.insert(
             "matrix".to_owned(),
             self.allowed.iter().cloned().collect::<HashSet<_>>(),

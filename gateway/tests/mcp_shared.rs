@@ -79,7 +79,8 @@ async fn every_chat_uses_the_one_server_of_the_process() {
         factory: Arc::new(factory),
         store: Arc::new(Mutex::new(Store::open(&settings.state_db()).unwrap())),
         clock: Arc::new(SystemClock),
-        config: GatewayConfig::from_settings(&settings).unwrap(),
+        config: GatewayConfig::from_settings(&settings, hermes_gateway::platform::platforms())
+            .unwrap(),
     });
     runner.start().await.unwrap();
 

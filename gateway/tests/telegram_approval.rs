@@ -59,7 +59,8 @@ async fn gateway(emu: &Emulator, provider: &FakeProvider, config_toml: &str) -> 
         factory,
         store: Arc::new(Mutex::new(store)),
         clock: Arc::new(SystemClock),
-        config: GatewayConfig::from_settings(&settings).unwrap(),
+        config: GatewayConfig::from_settings(&settings, hermes_gateway::platform::platforms())
+            .unwrap(),
     });
     runner.start().await.unwrap();
     Gateway {

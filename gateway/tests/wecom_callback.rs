@@ -553,9 +553,13 @@ async fn with_the_runner_unknown_users_are_refused_and_allowed_users_answered() 
     )]
     .into_iter()
     .collect();
-    gateway.allow = GatewayConfig::from_sources(&toml::Table::new(), &env)
-        .unwrap()
-        .allow;
+    gateway.allow = GatewayConfig::from_sources(
+        &toml::Table::new(),
+        &env,
+        hermes_gateway::platform::platforms(),
+    )
+    .unwrap()
+    .allow;
     gateway.pairing = false;
     let runner = GatewayRunner::new(RunnerDeps {
         adapters: vec![adapter.clone()],

@@ -89,7 +89,8 @@ async fn runner(
     adapter: Arc<dyn PlatformAdapter>,
     stream: bool,
 ) -> GatewayRunner {
-    let mut config = GatewayConfig::from_settings(settings).unwrap();
+    let mut config =
+        GatewayConfig::from_settings(settings, hermes_gateway::platform::platforms()).unwrap();
     config.allow.everywhere.insert(USER.to_owned());
     config.stream_replies = stream;
     let runner = GatewayRunner::new(RunnerDeps {

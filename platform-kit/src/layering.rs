@@ -6,8 +6,12 @@
 //!   this kit and the runtime, so it builds, tests and ships alone, and the
 //!   gateway's registry is the one place that gathers them. What one
 //!   platform needs from another, or from the gateway, moves into this kit.
-//! - This kit depends on no platform and not on the gateway (or the CLI):
-//!   everything above it plugs into it, so it cannot know any of them.
+//! - This kit depends on no platform and not on the runner, the gateway
+//!   (or the CLI): everything above it plugs into it, so it cannot know
+//!   any of them.
+//! - The runner (`hermes-runner`) and the platforms stand side by side over
+//!   this kit: the runner names no platform and not the gateway (the app
+//!   that gathers both), and no platform names the runner.
 //! - Every crate under `platforms/` is a member of the workspace (a crate
 //!   left out would escape this check, clippy and the tests).
 //!
@@ -151,7 +155,7 @@ fn violations(dir: &Path, me: &str, forbidden: &[String]) -> Vec<String> {
     out
 }
 
-const ABOVE: &[&str] = &["hermes-gateway", "hermes-cli"];
+const ABOVE: &[&str] = &["hermes-runner", "hermes-gateway", "hermes-cli"];
 
 #[test]
 fn no_platform_crate_depends_on_the_gateway_or_another_platform() {
@@ -188,6 +192,22 @@ fn the_kit_depends_on_no_platform_and_not_on_the_gateway() {
     assert!(
         found.is_empty(),
         "hermes-platform-kit names a crate above it:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_runner_names_no_platform_and_not_the_gateway() {
+    let forbidden: Vec<String> = ["hermes-gateway", "hermes-cli"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(platform_crates().into_iter().map(|(_, n)| n))
+        .collect();
+    let found = violations(&root().join("runner"), "hermes-runner", &forbidden);
+    assert!(
+        found.is_empty(),
+        "hermes-runner names a platform or the gateway (have the gateway pass \
+         what it needs in, as it passes the registry to `GatewayConfig`):\n{}",
         found.join("\n")
     );
 }

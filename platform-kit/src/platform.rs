@@ -101,6 +101,10 @@ pub struct Platform {
     pub display_name: &'static str,
     /// The cargo feature that builds it in.
     pub feature: &'static str,
+    /// The crate its adapter logs from (`env!("CARGO_CRATE_NAME")` in the
+    /// descriptor): a bare log level (`HERMES_LOG=debug`) applies to it as
+    /// to hermes's other crates.
+    pub log_target: &'static str,
     /// Every variable it reads.
     pub vars: &'static [Var],
     /// Its `config.toml` section, when it has one.

@@ -11,6 +11,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "API server",
     feature: "api_server",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         var("API_SERVER_ENABLED"),
         var("API_SERVER_HOST"),

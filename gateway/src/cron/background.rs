@@ -44,32 +44,7 @@ use serde::{Deserialize, Serialize};
 const KEY_PREFIX: &str = "bgproc:";
 /// Job ids of notices start with this.
 pub const NOTICE_JOB_PREFIX: &str = "b";
-/// Keys of the notes waiting for a session's next turn start with this;
-/// then the session id, `:` and the process id.
-pub const NOTE_KEY_PREFIX: &str = "bgnote:";
-
-/// A notice waiting for the next turn of its session, to be appended to
-/// its transcript.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct PendingNote {
-    /// When the process ended (or was found lost).
-    pub at_ms: u64,
-    /// The notice, as the chat got it.
-    pub text: String,
-}
-
-impl PendingNote {
-    /// The note as the transcript holds it: a user-role message marked as
-    /// coming from the system, not from the user.
-    pub fn message_text(&self) -> String {
-        format!("[System note, not from the user: {}]", self.text)
-    }
-}
-
-/// The prefix of the notes waiting for `session_id`.
-pub fn note_prefix(session_id: &str) -> String {
-    format!("{NOTE_KEY_PREFIX}{session_id}:")
-}
+pub use hermes_runner::cron_chat::{NOTE_KEY_PREFIX, PendingNote, note_prefix};
 
 /// What is recorded of a running process.
 #[derive(Debug, Serialize, Deserialize)]

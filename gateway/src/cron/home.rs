@@ -7,14 +7,9 @@
 use std::collections::BTreeMap;
 
 use hermes_runtime::cron::{TARGET_FORMS, Target};
-use hermes_runtime::store::{JobRecord, Store, StoreError};
+use hermes_runtime::store::{JobRecord, Store};
 
-use crate::event::SessionSource;
-
-/// The stored home channel's key.
-pub fn home_key(platform: &str) -> String {
-    format!("cron:home:{platform}")
-}
+pub use hermes_runner::cron_chat::{home_key, set_home};
 
 /// Where a delivery goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,28 +29,6 @@ fn split(platform: &str, value: &str) -> Destination {
         chat: chat.to_owned(),
         thread: thread.map(str::to_owned),
     }
-}
-
-/// `/sethome`: this chat becomes its platform's home channel. The reply
-/// says what was set (and what it replaced).
-pub fn set_home(store: &mut Store, source: &SessionSource) -> Result<String, StoreError> {
-    let key = home_key(&source.platform);
-    let value = match &source.thread_id {
-        Some(t) => format!("{}:{t}", source.chat_id),
-        None => source.chat_id.clone(),
-    };
-    let before = store.kv_get(&key)?;
-    store.kv_set(&key, &value)?;
-    Ok(match before {
-        Some(old) if old != value => format!(
-            "This chat ({value}) is now the {} home channel (it was {old}). Jobs with deliver \"{}\" send their answers here.",
-            source.platform, source.platform
-        ),
-        _ => format!(
-            "This chat ({value}) is now the {} home channel. Jobs with deliver \"{}\" send their answers here.",
-            source.platform, source.platform
-        ),
-    })
 }
 
 /// Where `job`'s answer goes, or why it cannot go anywhere (one sentence,

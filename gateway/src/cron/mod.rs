@@ -47,6 +47,7 @@ use tokio::sync::watch;
 use crate::lease::{Acquired, LeaseTiming, try_acquire};
 use crate::runner::{AgentFactory, GatewayRunner};
 
+pub use hermes_runner::cron_chat::chat_command;
 pub use hermes_runtime::cron::STATUS_KEY;
 /// Job ids of webhook events (`crate::webhook`) start with this; a
 /// scheduled job's with `j`. Their runs take the stored prompt as the whole
@@ -557,56 +558,4 @@ pub fn prune_events(store: &mut Store, now_ms: u64) -> Result<usize, StoreError>
         }
     }
     Ok(pruned)
-}
-
-/// `/cron` in a chat: the jobs created in this chat, their times in `tz`
-/// (`[gateway] timezone`), which it names; `/cron remove ID` removes one
-/// of them (not another chat's).
-pub fn chat_command(
-    store: &mut Store,
-    source: &crate::event::SessionSource,
-    arg: Option<&str>,
-    tz: &hermes_runtime::cron::TimeZone,
-) -> String {
-    let ours = |job: &JobRecord| {
-        job.origin_platform.as_deref() == Some(source.platform.as_str())
-            && job.origin_chat.as_deref() == Some(source.chat_id.as_str())
-    };
-    match arg
-        .map(str::split_whitespace)
-        .map(|mut w| (w.next(), w.next(), w.next()))
-    {
-        None => match store.jobs(false) {
-            Ok(jobs) => {
-                let lines: Vec<String> = jobs
-                    .iter()
-                    .filter(|j| ours(j))
-                    .map(|j| hermes_runtime::cron::describe(j, tz))
-                    .collect();
-                if lines.is_empty() {
-                    "No scheduled jobs in this chat.".into()
-                } else {
-                    format!(
-                        "Scheduled jobs of this chat (times in {}):\n{}",
-                        hermes_runtime::cron::schedule::zone_name(tz),
-                        lines.join("\n")
-                    )
-                }
-            }
-            Err(e) => format!("Scheduled jobs are unavailable: {e}"),
-        },
-        Some((Some("remove" | "rm"), Some(id), None)) => {
-            match hermes_runtime::cron::find(store, id) {
-                Ok(job) if ours(&job) => match hermes_runtime::cron::remove(store, &job.id) {
-                    Ok(job) => format!("Removed job {} ({}).", job.id, job.name),
-                    Err(e) => e.to_string(),
-                },
-                Ok(_) => format!(
-                    "Job {id:?} was not created in this chat; only its own jobs can be removed here."
-                ),
-                Err(e) => e.to_string(),
-            }
-        }
-        Some(_) => "Usage: /cron (this chat's jobs) or /cron remove ID".into(),
-    }
 }

@@ -11,7 +11,8 @@
 //!   (Prometheus text) on a loopback port, only when
 //!   `[gateway] metrics_port` / `GATEWAY_METRICS_PORT` is set.
 
-pub mod metrics;
+/// The counters live with the runner that counts (`hermes_runner::ops`).
+pub use hermes_runner::ops as metrics;
 pub mod status;
 
 #[cfg(feature = "metrics")]

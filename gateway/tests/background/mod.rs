@@ -104,7 +104,10 @@ fn spawn(test: &str, home: &Path, telegram: &str, provider: &FakeProvider, agent
         .env("HERMES_MODEL", "bg-model")
         .env("HERMES_TOOLSETS", "terminal,send_message")
         .env("GATEWAY_STREAM_REPLIES", "false")
-        .env("RUST_LOG", "hermes_gateway=info,hermes_runtime=warn")
+        .env(
+            "RUST_LOG",
+            "hermes_gateway=info,hermes_runner=info,hermes_runtime=warn",
+        )
         .current_dir(home)
         .stdout(Stdio::null())
         .stderr(log);

@@ -76,7 +76,8 @@ async fn gateway(config_toml: &str) -> Gateway {
     let store = Arc::new(std::sync::Mutex::new(
         Store::open(&settings.state_db()).unwrap(),
     ));
-    let mut config = GatewayConfig::from_settings(&settings).unwrap();
+    let mut config =
+        GatewayConfig::from_settings(&settings, hermes_gateway::platform::platforms()).unwrap();
     config.allow.everywhere.insert(ALICE.to_owned());
     config.allow.everywhere.insert(BOB.to_owned());
     let adapter = DiscordAdapter::new(super::config(&fake));

@@ -115,7 +115,8 @@ pub async fn gateway(setup: Setup) -> Gateway {
     // As `app::run` does: the tools learn whose session they serve (the
     // memory of its user, `session_search` when offered) from the store.
     factory.offer_session_search(Arc::clone(&store));
-    let mut config = GatewayConfig::from_settings(&settings).unwrap();
+    let mut config =
+        GatewayConfig::from_settings(&settings, hermes_gateway::platform::platforms()).unwrap();
     config.allow.everywhere.insert(USER.to_string());
     for user in &setup.more_users {
         config.allow.everywhere.insert(user.to_string());

@@ -16,6 +16,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "Discord",
     feature: "discord",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         secret("DISCORD_BOT_TOKEN"),
         var("DISCORD_ALLOWED_USERS"),

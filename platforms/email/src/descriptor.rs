@@ -18,6 +18,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "Email",
     feature: "email",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         var("EMAIL_ADDRESS"),
         secret("EMAIL_PASSWORD"),

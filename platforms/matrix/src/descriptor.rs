@@ -14,6 +14,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "Matrix",
     feature: "matrix",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         var("MATRIX_HOMESERVER"),
         var("MATRIX_USER_ID"),

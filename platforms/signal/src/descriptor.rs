@@ -15,6 +15,7 @@ pub static PLATFORM: Platform = Platform {
     name: NAME,
     display_name: "Signal",
     feature: "signal",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         var("SIGNAL_HTTP_URL"),
         var("SIGNAL_ACCOUNT"),

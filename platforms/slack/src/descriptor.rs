@@ -15,6 +15,7 @@ pub static PLATFORM: Platform = Platform {
     name: crate::PLATFORM,
     display_name: "Slack",
     feature: "slack",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         secret("SLACK_BOT_TOKEN"),
         secret("SLACK_APP_TOKEN"),

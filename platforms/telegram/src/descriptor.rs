@@ -14,6 +14,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "Telegram",
     feature: "telegram",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         secret("TELEGRAM_BOT_TOKEN"),
         var("TELEGRAM_ALLOWED_USERS"),

@@ -14,6 +14,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "WeCom",
     feature: "wecom",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         var("WECOM_BOT_ID"),
         secret("WECOM_SECRET"),

@@ -15,6 +15,7 @@ pub static PLATFORM: Platform = Platform {
     name: super::PLATFORM,
     display_name: "WeCom",
     feature: "wecom_callback",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         var("WECOM_CALLBACK_AGENT_ID"),
         var("WECOM_CALLBACK_ALLOWED_USERS"),

@@ -19,6 +19,7 @@ pub static PLATFORM: Platform = Platform {
     name: crate::PLATFORM,
     display_name: "WhatsApp",
     feature: "whatsapp",
+    log_target: env!("CARGO_CRATE_NAME"),
     vars: &[
         secret("WHATSAPP_ACCESS_TOKEN"),
         var("WHATSAPP_PHONE_NUMBER_ID"),

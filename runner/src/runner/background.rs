@@ -5,7 +5,7 @@
 //! `JobRecord::one_off`), delivered to the chat it came from. Everything
 //! after that is the scheduler's: its run is claimed once, its answer
 //! waits in the durable outbox until delivered — exactly once, also when
-//! the gateway is stopped or killed in between (`crate::cron`). The command
+//! the gateway is stopped or killed in between (the gateway's scheduler). The command
 //! itself runs at most once, even when the platform delivers it again
 //! (intake's `first_acceptance`).
 

@@ -12,6 +12,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+use hermes_platform_kit::platform::Platform;
+
 /// What happens to a message for a session that is already running (SPEC G6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BusyMode {
@@ -229,15 +231,20 @@ const KNOWN_KEYS: &[&str] = &[
 impl GatewayConfig {
     /// Reads the gateway settings from the resolved runtime settings (the
     /// parsed `config.toml` and the environment laid over `.env`).
+    ///
+    /// `platforms` are the platforms of this build (the app's registry,
+    /// the gateway's `platform::platforms()`): a platform's own
+    /// `allowed_users` key is read from its section.
     pub fn from_settings(
         settings: &hermes_runtime::config::Settings,
+        platforms: &[&Platform],
     ) -> Result<Self, GatewayConfigError> {
         let env: BTreeMap<String, String> = settings
             .env
             .iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
-        let mut cfg = Self::from_sources(&settings.file, &env)?;
+        let mut cfg = Self::from_sources(&settings.file, &env, platforms)?;
         cfg.limits = settings.spending_limits().map_err(|e| match e {
             hermes_runtime::config::ConfigError::Invalid { key, message } => {
                 GatewayConfigError { key, message }
@@ -256,6 +263,7 @@ impl GatewayConfig {
     pub fn from_sources(
         file: &toml::Table,
         env: &BTreeMap<String, String>,
+        platforms: &[&Platform],
     ) -> Result<Self, GatewayConfigError> {
         let mut cfg = GatewayConfig::default();
         let empty = toml::Table::new();
@@ -322,7 +330,7 @@ impl GatewayConfig {
         // A platform's own `[section] allowed_users` (`[discord]`,
         // `[email]`: the adapter answers nobody else, so the runner must
         // admit them); its variable, read above, wins.
-        for platform in crate::platform::platforms() {
+        for platform in platforms {
             let (Some(section), Some(allow_var)) = (&platform.section, platform.allow_var) else {
                 continue;
             };
@@ -572,7 +580,10 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        GatewayConfig::from_sources(&file, &env)
+        // No platform descriptors here: the registry is the app's, and its
+        // tests read a platform's own `allowed_users` through it
+        // (the gateway's `platform_tests`).
+        GatewayConfig::from_sources(&file, &env, &[])
     }
 
     #[test]
@@ -605,21 +616,6 @@ mod tests {
         assert!(!cfg.allow.allows("telegram", "3"));
         let all = parse("", &[("GATEWAY_ALLOW_ALL_USERS", "true")]).unwrap();
         assert!(all.allow.allows("x", "anyone"));
-    }
-
-    #[test]
-    fn discord_allow_list_from_its_section_or_variable() {
-        let cfg = parse("[email]\nallowed_users = [\"a@example.org\"]", &[]).unwrap();
-        assert!(cfg.allow.allows("email", "a@example.org"));
-        let cfg = parse("[discord]\nallowed_users = [\"111\", 222]", &[]).unwrap();
-        assert!(cfg.allow.allows("discord", "111") && cfg.allow.allows("discord", "222"));
-        assert!(!cfg.allow.allows("telegram", "111"));
-        let cfg = parse(
-            "[discord]\nallowed_users = [\"111\"]",
-            &[("DISCORD_ALLOWED_USERS", "333")],
-        )
-        .unwrap();
-        assert!(cfg.allow.allows("discord", "333") && !cfg.allow.allows("discord", "111"));
     }
 
     #[test]

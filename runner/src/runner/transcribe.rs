@@ -8,7 +8,7 @@ use hermes_core::{LedgerEntry, Message};
 use hermes_runtime::store::{Fence, KvWrite, Store, StoreError};
 
 use super::{Inner, lock};
-use crate::cron::background::{PendingNote, note_prefix};
+use crate::cron_chat::{PendingNote, note_prefix};
 use crate::inbox::{TurnMarker, turn_key};
 
 impl Inner {
@@ -107,7 +107,7 @@ impl Inner {
 }
 
 /// The background notices waiting for `session_id`'s next turn, oldest
-/// first, with their keys (`crate::cron::background`).
+/// first, with their keys (`crate::cron_chat`; written by the gateway's scheduler).
 fn pending_notes(
     store: &Store,
     session_id: &str,

@@ -242,8 +242,8 @@ impl Inner {
                 })
             }
             Command::Compress(focus) => self.compress(key, source, focus.as_deref()),
-            Command::SetHome => crate::cron::home::set_home(&mut self.store(), source),
-            Command::Cron(arg) => Ok(crate::cron::chat_command(
+            Command::SetHome => crate::cron_chat::set_home(&mut self.store(), source),
+            Command::Cron(arg) => Ok(crate::cron_chat::chat_command(
                 &mut self.store(),
                 source,
                 arg.as_deref(),

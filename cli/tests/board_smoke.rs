@@ -12,7 +12,7 @@
 //! HERMES_SMOKE_TARGET=armv7-unknown-linux-gnueabihf \
 //! HERMES_SMOKE_EXE=target/armv7-unknown-linux-gnueabihf/release/hermes \
 //! HERMES_SMOKE_RUNNER="qemu-arm-static -L /usr/arm-linux-gnueabihf -cpu cortex-a7,neon=off" \
-//!   cargo test -p hermes-cli --test board_smoke
+//!   cargo test -p hermes-cli --test all board_smoke::
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -4,8 +4,7 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../gateway/tests/telegram_support/mod.rs"]
-mod telegram_support;
+use crate::telegram_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// `gateway run --check` asks Telegram about the token: the Bot API fake.
-#[path = "../../gateway/tests/telegram_support/mod.rs"]
-mod telegram_support;
+use crate::telegram_support;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};

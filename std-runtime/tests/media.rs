@@ -6,7 +6,7 @@
 //! upload) and the third-party `@copilotkit/aimock` emulator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

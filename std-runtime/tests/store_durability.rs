@@ -27,7 +27,7 @@
 //! through the store and the index consistency check of `backends/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod backends;
+use crate::backends;
 
 use backends::Db;
 use hermes_runtime::store::{BackendKind, StoreTarget};
@@ -55,7 +55,7 @@ fn acknowledged_appends_survive_sigkill() {
     if !child_mode() {
         kill_rounds(
             Db::new(BackendKind::Sqlite),
-            "acknowledged_appends_survive_sigkill",
+            "store_durability::acknowledged_appends_survive_sigkill",
         );
     }
 }
@@ -65,7 +65,7 @@ fn acknowledged_appends_survive_sigkill_postgres() {
     if !child_mode() {
         kill_rounds(
             Db::new(BackendKind::Postgres),
-            "acknowledged_appends_survive_sigkill_postgres",
+            "store_durability::acknowledged_appends_survive_sigkill_postgres",
         );
     }
 }

@@ -3,7 +3,7 @@
 //! claimers racing on separate connections, the outbox's fenced writes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod backends;
+use crate::backends;
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! in its own transaction. PostgreSQL also wakes listeners.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod backends;
+use crate::backends;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, mpsc};

@@ -3,7 +3,7 @@
 //! backends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod backends;
+use crate::backends;
 
 use backends::{Db, both};
 

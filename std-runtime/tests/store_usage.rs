@@ -3,7 +3,7 @@
 //! on both backends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod backends;
+use crate::backends;
 
 use backends::{Db, both};
 use hermes_core::{EntryMeta, LedgerEntry, Message, Usage};

@@ -350,7 +350,7 @@ fn the_environment_is_an_allow_list() {
     let output = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "environment_probe",
+            "terminal_sandbox::environment_probe",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -505,7 +505,7 @@ fn commands_die_with_hermes() {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "long_command_probe",
+                "terminal_sandbox::long_command_probe",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use hermes_tests::{FakeProvider, Reply};
 
-use crate::support::{Env, stderr, stdout, system_prompt};
+use super::support::{Env, stderr, stdout, system_prompt};
 
 /// Every file under `dir` (but the live store's) with its bytes.
 fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {

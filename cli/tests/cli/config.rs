@@ -5,7 +5,7 @@ use std::process::Command;
 
 use hermes_tests::{FakeProvider, Reply};
 
-use crate::support::*;
+use super::support::*;
 
 #[test]
 fn usage_and_configuration_errors_exit_2() {

@@ -8,7 +8,7 @@ use hermes_core::context::summary::SUMMARIZER_PROMPT;
 use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Responder, Window};
 use serde_json::Value;
 
-use crate::support::*;
+use super::support::*;
 
 /// The model of the context tests: a summary for the summariser, `answer N`
 /// for `turn N`.

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::*;
+use super::support::*;
 
 fn ok(o: &std::process::Output) -> String {
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));

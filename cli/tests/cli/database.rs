@@ -8,7 +8,7 @@ use std::time::Duration;
 use hermes_runtime::store::{Store, StoreTarget};
 use hermes_tests::{FakeProvider, Reply};
 
-use crate::support::{Env, stderr, stdout};
+use super::support::{Env, stderr, stdout};
 
 /// A fresh database of the test server, and the same URL with a password
 /// (trust authentication ignores it) for the masking checks.

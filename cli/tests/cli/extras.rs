@@ -6,7 +6,7 @@ use std::process::Command;
 
 use hermes_tests::{FakeProvider, Reply};
 
-use crate::support::*;
+use super::support::*;
 
 #[test]
 fn completions_and_the_man_page_come_from_the_command_definition() {

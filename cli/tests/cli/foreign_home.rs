@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
 
-use crate::support::{Env, stderr};
+use super::support::{Env, stderr};
 
 /// The interpreter of a venv with `hermes-agent` installed, or `None` (the
 /// test is skipped outside CI).

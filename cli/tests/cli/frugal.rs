@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
 
-use crate::support::{Env, stderr, stdout};
+use super::support::{Env, stderr, stdout};
 
 /// Answers text when tools are off, else asks for `call(n)` where `n` is
 /// the number of messages in the request (so every call id is new).

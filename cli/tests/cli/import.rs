@@ -9,8 +9,8 @@ use std::sync::Arc;
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
 
-use crate::foreign_home::{files, hermes_agent_python, make_hermes_agent_home};
-use crate::support::{Env, stderr, stdout, system_prompt};
+use super::foreign_home::{files, hermes_agent_python, make_hermes_agent_home};
+use super::support::{Env, stderr, stdout, system_prompt};
 
 fn import(env: &Env, source: &std::path::Path, extra: &[&str]) -> std::process::Output {
     env.bare()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hermes_tests::{FakeProvider, Reply};
 
-use crate::support::*;
+use super::support::*;
 
 /// A terminal with line editing but no colour: `NO_COLOR` keeps the
 /// program's own output plain, so the screen reads as text.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
 
-use crate::support::{Env, stderr, stdout};
+use super::support::{Env, stderr, stdout};
 
 fn last_tool_result(req: &Value) -> Option<String> {
     let last = req["messages"].as_array()?.last()?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Window};
 use serde_json::Value;
 
-use crate::support::{Env, stderr, stdout};
+use super::support::{Env, stderr, stdout};
 
 const NOTES: &str = "the notes say: water the plants";
 

@@ -2,7 +2,7 @@
 //! memories exist, shows one user's (and nobody else's), edits it with
 //! $EDITOR and forgets it; a malformed or hostile id is refused clearly.
 
-use crate::support::{Env, stderr, stdout};
+use super::support::{Env, stderr, stdout};
 
 fn write(env: &Env, rel: &str, text: &str) {
     let path = env.home.path().join(rel);

@@ -7,7 +7,7 @@ use std::process::Command;
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
 
-use crate::support::*;
+use super::support::*;
 
 #[test]
 fn version_prints_and_exits_zero() {

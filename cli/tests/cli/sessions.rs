@@ -4,7 +4,7 @@
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::Value;
 
-use crate::support::*;
+use super::support::*;
 
 #[test]
 fn continue_and_resume_carry_history_and_the_stored_system_prompt() {

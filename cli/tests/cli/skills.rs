@@ -9,7 +9,7 @@ use std::path::Path;
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::json;
 
-use crate::support::{Env, stderr, stdout, system_prompt};
+use super::support::{Env, stderr, stdout, system_prompt};
 
 const DEPLOY: &str = "---\nname: deploy-notes\ndescription: Deploys the site with the blue-green script.\n---\n# Deploy\n\n1. Run `make deploy`.\n2. Check /health.\n";
 

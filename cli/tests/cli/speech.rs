@@ -4,8 +4,8 @@
 
 use hermes_tests::{FakeProvider, Reply};
 
-use crate::speech_support::SpeechService;
-use crate::support::*;
+use super::speech_support::SpeechService;
+use super::support::*;
 
 #[test]
 fn doctor_checks_the_speech_service() {

@@ -5,8 +5,6 @@
 //! schema table and connection errors).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../backends/mod.rs"]
-mod backends;
 mod postgres_only;
 mod reserve;
 mod scoped_search;

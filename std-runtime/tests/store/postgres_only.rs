@@ -4,8 +4,8 @@
 
 use hermes_runtime::store::{BackendKind, NewSession, Store, StoreError};
 
+use super::support::{LATEST_PG_SCHEMA, assistant, user};
 use crate::backends::Db;
-use crate::support::{LATEST_PG_SCHEMA, assistant, user};
 
 #[test]
 fn postgres_a_database_from_a_newer_hermes_is_refused_untouched() {

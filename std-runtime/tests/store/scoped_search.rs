@@ -7,8 +7,8 @@ use hermes_core::SummaryPlacement;
 use hermes_core::context::Compaction;
 use hermes_runtime::store::{NewSession, SearchScope};
 
+use super::support::{assistant, gateway_session, user};
 use crate::backends::{self, Db, both};
-use crate::support::{assistant, gateway_session, user};
 
 const ALICE: &str = "agent:main:telegram:dm:alice";
 const BOB: &str = "agent:main:telegram:dm:bob";

@@ -8,8 +8,8 @@ use hermes_core::{LedgerEntry, Message, Role, ToolCall};
 use hermes_runtime::store::{BackendKind, NewSession};
 use rusqlite::Connection;
 
+use super::support::{assistant, user};
 use crate::backends::{self, Db, both};
-use crate::support::{assistant, user};
 
 fn search_treats_user_text_as_words_not_syntax(db: Db) {
     let mut store = db.open();

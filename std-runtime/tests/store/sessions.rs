@@ -3,8 +3,8 @@
 
 use hermes_runtime::store::{NewSession, SessionStatus};
 
+use super::support::{T0, TestClock, assistant, gateway_session, user};
 use crate::backends::{self, Db, both};
-use crate::support::{T0, TestClock, assistant, gateway_session, user};
 
 fn session_fields_are_stored_and_updated(db: Db) {
     let clock = TestClock::at(T0);

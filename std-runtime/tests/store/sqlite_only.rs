@@ -8,8 +8,8 @@ use hermes_core::{EntryMeta, FinishReason, LedgerEntry, Message, ToolCall, Usage
 use hermes_runtime::store::{NewSession, Store, StoreError};
 use rusqlite::Connection;
 
-use crate::search::assert_index_matches_messages;
-use crate::support::{LATEST_SCHEMA, assistant, user};
+use super::search::assert_index_matches_messages;
+use super::support::{LATEST_SCHEMA, assistant, user};
 
 /// The version-1 schema exactly as hermes 0.1 wrote it (before titles and
 /// full-text search), created by hand here so the migration is tested

@@ -5,8 +5,8 @@
 use hermes_core::{LedgerEntry, Message, ToolCall, Usage};
 use hermes_runtime::store::{NewSession, SessionStatus, Store, StoreError};
 
+use super::support::{T0, TestClock, assistant, every_kind, gateway_session, user};
 use crate::backends::{self, Db, both};
-use crate::support::{T0, TestClock, assistant, every_kind, gateway_session, user};
 
 fn every_message_kind_and_meta_field_round_trips_through_a_file(db: Db) {
     let clock = TestClock::at(T0);

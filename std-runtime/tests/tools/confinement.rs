@@ -10,7 +10,7 @@ use hermes_runtime::tools::{ToolEnv, build_registry};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 #[test]
 fn confinement_refuses_dotdot_absolute_and_symlink_escapes() {

@@ -14,7 +14,7 @@ use hermes_runtime::tools::{ToolEnv, build_registry};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 /// A model that calls `todo list` until it has made `steps - 1` calls, then
 /// answers. It records what every call offered, and may interrupt at a call.

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 /// A classic PDF (header, objects, xref table, trailer) of `objects`
 /// (object 1 is the catalog), with `trailer_extra` in the trailer.

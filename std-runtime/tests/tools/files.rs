@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 #[test]
 fn read_file_numbers_lines_and_pages() {

@@ -11,7 +11,7 @@ use hermes_runtime::spill::session_dir;
 use hermes_runtime::tools::{ToolEnv, build_registry};
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 const SESSION_A: &str = "20261202_054300_aaaaaa";
 const SESSION_B: &str = "20261202_054301_bbbbbb";

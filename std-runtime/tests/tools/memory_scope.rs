@@ -6,7 +6,7 @@
 use hermes_runtime::memory_scope::{MemorySettings, shared_dir, users_dir};
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 fn settings() -> MemorySettings {
     MemorySettings {

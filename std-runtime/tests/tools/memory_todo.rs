@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 #[test]
 fn memory_add_replace_remove() {

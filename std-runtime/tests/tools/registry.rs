@@ -5,8 +5,8 @@ use hermes_runtime::tools::{TOOLSETS, ToolEnv, ToolsError, build_registry};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::Fx;
-use crate::web::web_fx;
+use super::support::Fx;
+use super::web::web_fx;
 
 #[test]
 fn registry_holds_every_toolset_it_can_support() {

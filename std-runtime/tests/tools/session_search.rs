@@ -10,7 +10,7 @@ use hermes_runtime::store::{NewSession, Store};
 use hermes_runtime::tools::SearchSource;
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 fn seeded(home: &std::path::Path) -> (Arc<Mutex<Store>>, String, String, String) {
     let mut store = Store::open(&home.join("state.db")).unwrap();

@@ -8,7 +8,7 @@ use std::path::Path;
 use hermes_runtime::skills::{HISTORY_KEPT, SkillsHome, parse_skill_md};
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 const DEPLOY: &str = "---\nname: deploy-notes\ndescription: Deploys the site with the blue-green script.\n---\n# Deploy\n\n1. Run `make deploy`.\n2. Check /health.\n";
 

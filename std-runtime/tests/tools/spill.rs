@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 /// A fixture whose outputs are kept in `$HERMES_HOME/tool-output/s1`.
 fn keeping() -> Fx {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hermes_runtime::tools::child_env;
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 #[test]
 fn terminal_merges_output_and_reports_exit_code() {

@@ -14,7 +14,7 @@ use hermes_runtime::tools::{VisionSource, is_public};
 use hermes_tests::{FakeProvider, Reply};
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 /// A real 1×1 PNG.
 const PNG: &[u8] = &[
@@ -220,7 +220,7 @@ const JPEG: &[u8] = &[
 /// A PDF of scanned pages: each page only draws its own DCTDecode image
 /// (`None`: a page that only draws a line).
 fn scanned_pdf(pages: &[Option<&[u8]>]) -> Vec<u8> {
-    use crate::documents::{raw_pdf, stream};
+    use super::documents::{raw_pdf, stream};
     let n = pages.len();
     let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 3 + 3 * i)).collect();
     let mut objects = vec![

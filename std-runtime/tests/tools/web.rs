@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes_runtime::tools::html_to_text;
 use serde_json::json;
 
-use crate::support::Fx;
+use super::support::Fx;
 
 /// A loopback HTTP/1.1 server with canned answers; one request per
 /// connection. Returns the base URL.

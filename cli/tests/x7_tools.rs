@@ -69,6 +69,7 @@ fn tool_results(requests: &[Value]) -> Vec<String> {
 }
 
 fn everything_script() -> PathBuf {
+    hermes_tests::tier::expect(hermes_tests::tier::Component::Npm("mcp"));
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
         "../tests/emulators/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );
@@ -280,6 +281,7 @@ mod mcp {
 
     #[test]
     fn a_full_run_calls_one_server_session_twice() {
+        hermes_tests::require!(Npm("mcp"));
         let env = Env::new();
         env.config(&everything_config());
         let provider = FakeProvider::start(vec![
@@ -335,6 +337,7 @@ mod mcp {
 
     #[test]
     fn mcp_list_shows_servers_state_and_tools_without_secrets() {
+        hermes_tests::require!(Npm("mcp"));
         let env = Env::new();
         env.config(&format!(
             "{}env = {{ EVERYTHING_TOKEN = \"tok-very-secret-42\" }}\n\n\
@@ -453,6 +456,7 @@ mod mcp {
 
     #[test]
     fn servers_have_their_own_group_and_stop_when_hermes_exits() {
+        hermes_tests::require!(Npm("mcp"));
         let env = Env::new();
         env.config(&everything_config());
         let mut cmd = env.cmd("http://127.0.0.1:9/v1");
@@ -470,6 +474,7 @@ mod mcp {
 
     #[test]
     fn servers_die_with_a_sigkilled_hermes() {
+        hermes_tests::require!(Npm("mcp"));
         let env = Env::new();
         env.config(&everything_config());
         let mut cmd = env.cmd("http://127.0.0.1:9/v1");

@@ -91,6 +91,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn a_turn_running_on_another_gateway_is_interrupted_there_by_a_notification() {
+    hermes_tests::require!(Postgres);
     trace();
     let url = hermes_tests::postgres::fresh_database();
     let rt = runtime();
@@ -201,6 +202,7 @@ fn move_the_bot_mid_turn(url: &str, one: &Gateway, two: &Gateway) {
 /// for that turn to finish, as on one gateway: nobody is interrupted.
 #[test]
 fn in_queue_mode_a_turn_on_another_gateway_is_waited_for_not_interrupted() {
+    hermes_tests::require!(Postgres);
     trace();
     let url = hermes_tests::postgres::fresh_database();
     let rt = runtime();
@@ -247,6 +249,7 @@ fn in_queue_mode_a_turn_on_another_gateway_is_waited_for_not_interrupted() {
 
 #[test]
 fn a_gracefully_stopped_gateway_hands_its_bot_over_at_once() {
+    hermes_tests::require!(Postgres);
     trace();
     let url = hermes_tests::postgres::fresh_database();
     let rt = runtime();
@@ -325,6 +328,7 @@ impl hermes_core::Model for ThousandTokens {
 /// their identity.
 #[test]
 fn two_gateways_hold_one_cap_on_one_postgres() {
+    hermes_tests::require!(Postgres);
     trace();
     const CALL_MICRO_USD: u64 = 10_000; // 1,000 tokens at $10 per million
     let url = hermes_tests::postgres::fresh_database();
@@ -444,6 +448,7 @@ fn until_refused(chats: Vec<(Arc<TestAdapter>, &'static str)>) -> Vec<usize> {
 /// counted once, over by less than one call per turn under way.
 #[test]
 fn one_users_concurrent_turns_hold_her_cap_on_postgres() {
+    hermes_tests::require!(Postgres);
     trace();
     const CAP: u64 = 20_000;
     let url = hermes_tests::postgres::fresh_database();
@@ -508,6 +513,7 @@ fn one_users_concurrent_turns_hold_her_cap_on_postgres() {
 /// Three rounds; the overshoot of each is printed (measured: 0 in each).
 #[test]
 fn one_user_on_two_gateways_passes_her_cap_by_less_than_one_call() {
+    hermes_tests::require!(Postgres);
     trace();
     const CAP: u64 = 12_000;
     const CALL: u64 = 1000;

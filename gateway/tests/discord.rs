@@ -153,6 +153,7 @@ async fn bot(behaviour: Behaviour, tweak: impl FnOnce(&mut DiscordConfig)) -> Bo
 /// (`tests/emulators/discord-spec`, from discord-api-spec), and every
 /// interaction callback a valid type 4 or type 7 response.
 fn assert_bodies_match_discord_schema(fake: &FakeDiscord) {
+    hermes_tests::tier::expect(hermes_tests::tier::Component::Npm("discord-spec"));
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/emulators/discord-spec");
     assert!(
@@ -233,6 +234,7 @@ async fn identifies_with_the_three_intents_and_reads_ready() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dms_are_answered_in_the_dm_as_a_reply_with_typing() {
+    hermes_tests::require!(Npm("discord-spec"));
     let b = bot(Behaviour::default(), |_| {}).await;
     let id = b.fake.dm(ALICE, "hello there");
     let posted = b.fake.wait_posted(1).await;
@@ -320,6 +322,7 @@ async fn two_users_in_one_channel_have_separate_sessions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_10000_character_answer_is_split_and_nothing_is_rejected() {
+    hermes_tests::require!(Npm("discord-spec"));
     let b = bot(Behaviour::default(), |_| {}).await;
     let answer = long_answer();
     assert!(answer.chars().count() >= 10_000);
@@ -585,6 +588,7 @@ async fn missing_message_content_intent_names_the_portal_switch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_longer_than_ten_messages_sends_the_rest_as_a_file() {
+    hermes_tests::require!(Npm("discord-spec"));
     let b = bot(Behaviour::default(), |_| {}).await;
     let answer = lines(600);
     b.fake.dm(ALICE, "huge");
@@ -699,6 +703,7 @@ fn now_ms() -> u64 {
 /// shuts the door again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strangers_dm_gets_a_pairing_code_and_is_served_once_approved() {
+    hermes_tests::require!(Npm("discord-spec"));
     let fake = FakeDiscord::start(Behaviour::default()).await;
     let adapter = DiscordAdapter::new(config(&fake));
     let dir = tempfile::tempdir().unwrap();

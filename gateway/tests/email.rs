@@ -219,6 +219,7 @@ fn body(mail: &str) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_sender_is_answered_in_the_thread_which_continues_the_session() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     let alice = blocking(|| dovecot::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("Hello from hermes"));
     bot.start().await;
@@ -299,6 +300,7 @@ async fn an_allowed_sender_is_answered_in_the_thread_which_continues_the_session
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strangers_and_robots_get_nothing_and_cost_no_model_call() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     let (alice, mallory) = blocking(|| {
         let s = dovecot::server();
         (s.user("alice"), s.user("mallory"))
@@ -344,6 +346,7 @@ async fn strangers_and_robots_get_nothing_and_cost_no_model_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_answers_mail_from_while_it_was_down_and_nothing_twice() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     let alice = blocking(|| dovecot::server().user("alice"));
     let long: String = (0..20_000)
         .map(|i| format!("Line {i}: the quick brown fox jumps over the lazy dog.\n"))
@@ -418,6 +421,7 @@ async fn a_restart_answers_mail_from_while_it_was_down_and_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renumbered_mailbox_is_not_answered_again() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     let alice = blocking(|| dovecot::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("noted"));
     blocking(|| {
@@ -490,6 +494,7 @@ async fn a_renumbered_mailbox_is_not_answered_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_go_to_the_home_address_or_into_their_thread() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
     use hermes_runtime::cron::{self, CronContext, CronSettings, JobSpec};
 
@@ -575,6 +580,7 @@ async fn jobs_go_to_the_home_address_or_into_their_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attachment_reaches_the_media_pipeline() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     let alice = blocking(|| dovecot::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("got it"));
     bot.start().await;
@@ -621,6 +627,7 @@ fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imap_over_tls_and_starttls_checks_the_certificate() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     use hermes_gateway::adapter::PlatformAdapter;
     let alice = blocking(|| dovecot::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("over TLS"));
@@ -690,6 +697,7 @@ fn no_encryption_is_refused_towards_a_remote_host() {
 /// with its choices numbered, and a reply with a number answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clarify_question_is_answered_by_number() {
+    hermes_tests::require!(Dovecot, Aiosmtpd);
     let alice = blocking(|| dovecot::server().user("alice"));
     let responder: Responder = Arc::new(|request: &serde_json::Value| {
         let last = request["messages"]

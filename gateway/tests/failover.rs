@@ -273,6 +273,7 @@ fn push(fake: &Fake, range: std::ops::RangeInclusive<i64>) {
 
 #[test]
 fn two_gateways_fail_over_without_loss_duplicates_or_overlap() {
+    hermes_tests::require!(Postgres);
     if let Some(name) = std::env::var_os(CHILD_ENV) {
         // A child: exactly what `hermes gateway run` does.
         let _ = tracing_subscriber::fmt()

@@ -152,6 +152,7 @@ fn dm(user: &User, bot: &User) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invite_is_joined_and_a_message_answered_as_a_rich_reply() {
+    hermes_tests::require!(Synapse);
     let alice = blocking(|| synapse::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("**Hello** from hermes"));
     bot.start().await;
@@ -185,6 +186,7 @@ async fn an_invite_is_joined_and_a_message_answered_as_a_rich_reply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strangers_get_nothing_and_their_invites_are_declined() {
+    hermes_tests::require!(Synapse);
     let (alice, mallory) = blocking(|| {
         let s = synapse::server();
         (s.user("alice"), s.user("mallory"))
@@ -265,6 +267,7 @@ fn long_text() -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_answer_arrives_whole_even_when_rate_limited() {
+    hermes_tests::require!(Synapse);
     let (alice, admin) = blocking(|| {
         let s = synapse::server();
         (s.user("alice"), s.admin())
@@ -314,6 +317,7 @@ async fn a_long_answer_arrives_whole_even_when_rate_limited() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_answers_what_came_meanwhile_and_nothing_twice() {
+    hermes_tests::require!(Synapse);
     let alice = blocking(|| synapse::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("noted"));
     // History from before the bot's first login is never answered.
@@ -361,6 +365,7 @@ async fn a_restart_answers_what_came_meanwhile_and_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_encrypted_room_is_told_once_and_left() {
+    hermes_tests::require!(Synapse);
     let alice = blocking(|| synapse::server().user("alice"));
     let mut bot = Bot::new(&[&alice], answer("never"));
     bot.start().await;
@@ -388,6 +393,7 @@ async fn an_encrypted_room_is_told_once_and_left() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_for_matrix_goes_to_the_home_room_and_sethome_moves_it() {
+    hermes_tests::require!(Synapse);
     use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
     use hermes_runtime::cron::{self, CronContext, CronSettings, JobSpec};
 

@@ -23,6 +23,7 @@ use hermes_tests::{FakeProvider, Reply};
 const WAIT: Duration = Duration::from_secs(60);
 
 fn everything() -> PathBuf {
+    hermes_tests::tier::expect(hermes_tests::tier::Component::Npm("mcp"));
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
         "../tests/emulators/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );
@@ -35,6 +36,7 @@ fn everything() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_chat_uses_the_one_server_of_the_process() {
+    hermes_tests::require!(Npm("mcp"));
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.toml"),

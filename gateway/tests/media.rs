@@ -223,6 +223,7 @@ async fn a_voice_note_without_transcription_gets_a_one_line_answer_and_no_model_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voice_note_through_aimock_is_transcribed_and_answered() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start("media.json");
     let fake = Fake::start(true).await;
     let home = tempfile::tempdir().unwrap();

@@ -127,6 +127,7 @@ fn dir(work: &Path, name: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_then_approve_from_the_chat() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let provider = FakeProvider::start(vec![
         Reply::tool("c1", "terminal", r#"{"command":"rm -rf build"}"#),
@@ -194,6 +195,7 @@ async fn deny_then_approve_from_the_chat() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_answer_in_time_denies_and_always_covers_the_conversation() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let provider = FakeProvider::start(vec![
         Reply::tool("c1", "terminal", r#"{"command":"rm -rf old"}"#),

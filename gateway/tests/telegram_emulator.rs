@@ -40,6 +40,7 @@ async fn next_event(rx: &mut mpsc::UnboundedReceiver<MessageEvent>) -> MessageEv
 
 #[tokio::test]
 async fn dm_round_trip() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let token = "100:dm-round-trip";
     let adapter = emu.adapter(token);
@@ -94,6 +95,7 @@ async fn dm_round_trip() {
 
 #[tokio::test]
 async fn group_with_two_users_answers_only_when_addressed() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let token = "200:group";
     let adapter = emu.adapter(token);
@@ -178,6 +180,7 @@ async fn group_with_two_users_answers_only_when_addressed() {
 
 #[tokio::test]
 async fn commands_reach_the_gateway_in_one_spelling() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let token = "300:commands";
     let adapter = emu.adapter(token);
@@ -227,6 +230,7 @@ async fn commands_reach_the_gateway_in_one_spelling() {
 
 #[tokio::test]
 async fn long_reply_arrives_as_several_messages_that_join_back() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let token = "400:long";
     let adapter = emu.adapter(token);
@@ -296,6 +300,7 @@ async fn long_reply_arrives_as_several_messages_that_join_back() {
 /// loopback fake) has a 6000-token window it advertises in `/models`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compress_through_telegram_replies_with_sizes_and_the_next_turn_uses_the_summary() {
+    hermes_tests::require!(Npm("telegram"));
     let emu = Emulator::start();
     let token = "500:compress";
     let responder: Responder = std::sync::Arc::new(|request: &Value| {

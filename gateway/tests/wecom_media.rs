@@ -463,7 +463,9 @@ async fn with_streaming_off_the_ai_bot_answers_with_one_markdown_reply() {
 /// (`tests/emulators/wecom-crypto/crypto.js`, op `encrypt_file`).
 #[test]
 fn the_fakes_file_encryption_is_wecoms_and_the_adapter_decrypts_it() {
+    hermes_tests::require!(Npm("wecom-crypto"));
     use base64::Engine as _;
+    hermes_tests::tier::expect(hermes_tests::tier::Component::Npm("wecom-crypto"));
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/emulators/wecom-crypto");
     assert!(

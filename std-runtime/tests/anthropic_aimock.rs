@@ -110,6 +110,7 @@ fn run(client: AnthropicClient, text: &'static str) -> (hermes_core::RunOutcome,
 
 #[test]
 fn a_full_agent_run_with_tools_streaming_and_thinking() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start_with(FIXTURES, &["--strict"]);
     let proxy = RecordingProxy::start(&mock.url);
     let client = AnthropicClient::new(ClientOptions {
@@ -187,6 +188,7 @@ fn a_full_agent_run_with_tools_streaming_and_thinking() {
 
 #[test]
 fn without_the_thinking_echo_strict_aimock_refuses_the_tool_loop() {
+    hermes_tests::require!(Npm("aimock"));
     // The check the test above passes is real: a continuation whose
     // assistant turn lacks the signed block is a 400 from strict aimock.
     let mock = Aimock::start_with(FIXTURES, &["--strict"]);
@@ -211,6 +213,7 @@ fn without_the_thinking_echo_strict_aimock_refuses_the_tool_loop() {
 
 #[test]
 fn non_streaming_text() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let proxy = RecordingProxy::start(&mock.url);
     let client = AnthropicClient::new(options(
@@ -234,6 +237,7 @@ fn non_streaming_text() {
 
 #[test]
 fn max_tokens_is_a_cut_answer() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     for stream in [true, false] {
         let client = AnthropicClient::new(options(
@@ -250,6 +254,7 @@ fn max_tokens_is_a_cut_answer() {
 
 #[test]
 fn an_overloaded_anthropic_primary_falls_back_to_an_openai_compatible_model() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let primary =
         AnthropicClient::new(options(format!("{}/v1", mock.url), "claude-primary", true)).unwrap();

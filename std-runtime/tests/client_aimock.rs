@@ -95,6 +95,7 @@ fn check_tool_calls(completion: &Completion) {
 
 #[test]
 fn streamed_tool_calls_with_arguments_split_across_chunks() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     // The fixture streams arguments 4 characters per chunk.
     let completion = ask(client(&mock, true), "weather in paris").unwrap();
@@ -114,6 +115,7 @@ fn streamed_tool_calls_with_arguments_split_across_chunks() {
 
 #[test]
 fn non_streamed_tool_calls() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let completion = ask(client(&mock, false), "weather in paris").unwrap();
     check_tool_calls(&completion);
@@ -121,6 +123,7 @@ fn non_streamed_tool_calls() {
 
 #[test]
 fn streamed_text() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let completion = ask(client(&mock, true), "hello").unwrap();
     assert_eq!(
@@ -132,6 +135,7 @@ fn streamed_text() {
 
 #[test]
 fn finish_reason_length_is_reported() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     for stream in [true, false] {
         let completion = ask(client(&mock, stream), "write a long essay").unwrap();
@@ -149,6 +153,7 @@ fn finish_reason_length_is_reported() {
 
 #[test]
 fn rate_limited_once_with_retry_after_then_success() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let completion = ask(client(&mock, true), "rate limited once").unwrap();
     assert_eq!(completion.content.as_deref(), Some("after the rate limit"));
@@ -162,6 +167,7 @@ fn rate_limited_once_with_retry_after_then_success() {
 
 #[test]
 fn a_one_shot_500_is_retried() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let completion = ask(client(&mock, false), "flaky server").unwrap();
     assert_eq!(
@@ -173,6 +179,7 @@ fn a_one_shot_500_is_retried() {
 
 #[test]
 fn a_persistent_429_fails_after_the_bounded_attempts_with_the_provider_message() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let err = ask(client(&mock, true), "always limited").unwrap_err();
     assert_eq!(err.kind, ModelErrorKind::Status(429));
@@ -187,6 +194,7 @@ fn a_persistent_429_fails_after_the_bounded_attempts_with_the_provider_message()
 
 #[test]
 fn list_models_against_aimock() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let c = client(&mock, true);
     let models = within(HANG_GUARD, move || c.list_models()).unwrap();
@@ -212,6 +220,7 @@ impl Tool for Clock {
 
 #[test]
 fn an_agent_run_against_aimock() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let tools = ToolRegistry::new().with(Clock {
         spec: tools().remove(1),

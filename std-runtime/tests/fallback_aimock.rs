@@ -162,11 +162,13 @@ fn falls_back(primary: &str, status: u64, attempts: usize, reason: &str) {
 
 #[test]
 fn a_rate_limit_falls_back_after_the_retries() {
+    hermes_tests::require!(Npm("aimock"));
     falls_back("primary-429", 429, 3, "rate limited");
 }
 
 #[test]
 fn a_rate_limit_longer_than_the_client_waits_falls_back_at_once() {
+    hermes_tests::require!(Npm("aimock"));
     let started = Instant::now();
     falls_back("primary-429-long", 429, 1, "rate limited");
     assert!(
@@ -178,32 +180,38 @@ fn a_rate_limit_longer_than_the_client_waits_falls_back_at_once() {
 
 #[test]
 fn an_overloaded_primary_falls_back_after_the_retries() {
+    hermes_tests::require!(Npm("aimock"));
     falls_back("primary-503", 503, 3, "overloaded");
 }
 
 #[test]
 fn a_server_error_falls_back_after_the_retries() {
+    hermes_tests::require!(Npm("aimock"));
     falls_back("primary-500", 500, 3, "server error");
 }
 
 #[test]
 fn auth_failures_fall_back_at_once() {
+    hermes_tests::require!(Npm("aimock"));
     falls_back("primary-401", 401, 1, "authentication failed");
     falls_back("primary-403", 403, 1, "authentication failed");
 }
 
 #[test]
 fn a_billing_failure_falls_back_at_once() {
+    hermes_tests::require!(Npm("aimock"));
     falls_back("primary-402", 402, 1, "out of credit or quota");
 }
 
 #[test]
 fn a_model_the_primary_does_not_serve_falls_back() {
+    hermes_tests::require!(Npm("aimock"));
     falls_back("primary-404", 404, 1, "model not available");
 }
 
 #[test]
 fn a_bad_request_and_a_context_overflow_do_not_fall_back() {
+    hermes_tests::require!(Npm("aimock"));
     for primary in ["primary-400", "primary-overflow"] {
         let mock = Aimock::start(FIXTURES);
         let (model, _home) = chain(&mock, primary);
@@ -255,6 +263,7 @@ fn chaos_chain(mock: &Aimock, header: (&str, &str)) -> Arc<FallbackModel> {
 
 #[test]
 fn a_timeout_falls_back_after_the_retries() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let answer = ask(
         chaos_chain(&mock, ("x-aimock-chaos-latency", "5000")),
@@ -271,6 +280,7 @@ fn a_timeout_falls_back_after_the_retries() {
 
 #[test]
 fn a_dropped_connection_falls_back() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let answer = ask(
         chaos_chain(&mock, ("x-aimock-chaos-disconnect", "1")),
@@ -287,6 +297,7 @@ fn a_dropped_connection_falls_back() {
 
 #[test]
 fn a_healthy_primary_answers_itself() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start(FIXTURES);
     let (model, _home) = chain(&mock, "primary-ok");
     let answer = ask(model, "hello");

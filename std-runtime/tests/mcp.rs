@@ -114,6 +114,7 @@ fn with_timeouts(mut c: ServerConfig, call: u64) -> ServerConfig {
 
 #[test]
 fn tools_are_offered_with_the_servers_own_schemas() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::new(vec![mcp_servers::everything("everything")]);
     let names = fx.names();
     for want in [
@@ -153,6 +154,7 @@ fn tools_are_offered_with_the_servers_own_schemas() {
 
 #[test]
 fn results_text_images_structured_content_and_errors() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::new(vec![mcp_servers::everything("everything")]);
     assert_eq!(
         text(fx.call("mcp_everything_echo", json!({"message": "hello"}))),
@@ -180,6 +182,7 @@ fn results_text_images_structured_content_and_errors() {
 
 #[test]
 fn long_outputs_are_capped_with_a_marker() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::with_cap(vec![mcp_servers::everything("everything")], 4_000);
     let long = "x".repeat(100_000);
     let out = text(fx.call("mcp_everything_echo", json!({ "message": long })));
@@ -193,6 +196,7 @@ fn long_outputs_are_capped_with_a_marker() {
 
 #[test]
 fn progress_keeps_a_long_call_alive_and_silence_times_it_out() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::new(vec![with_timeouts(
         mcp_servers::everything("everything"),
         2,
@@ -226,6 +230,7 @@ fn progress_keeps_a_long_call_alive_and_silence_times_it_out() {
 
 #[test]
 fn the_server_gets_an_explicit_environment_and_its_secrets_stay_out_of_results() {
+    hermes_tests::require!(Npm("mcp"));
     let mut config = mcp_servers::everything("everything");
     if let Transport::Stdio { env, .. } = &mut config.transport {
         env.insert("HERMES_MCP_MARKER".into(), "on".into());
@@ -260,6 +265,7 @@ fn the_server_gets_an_explicit_environment_and_its_secrets_stay_out_of_results()
 
 #[test]
 fn filesystem_server_works_inside_its_root_and_refuses_outside() {
+    hermes_tests::require!(Npm("mcp"));
     let root = TempDir::new().unwrap();
     let fx = Fx::new(vec![mcp_servers::filesystem("fs", root.path())]);
     let file = root.path().join("note.txt");
@@ -281,6 +287,7 @@ fn filesystem_server_works_inside_its_root_and_refuses_outside() {
 
 #[test]
 fn streamable_http_calls_share_one_session() {
+    hermes_tests::require!(Npm("mcp"));
     let server = HttpEverything::start();
     let fx = Fx::new(vec![server.config("web")]);
     assert_eq!(
@@ -314,6 +321,7 @@ fn streamable_http_calls_share_one_session() {
 
 #[test]
 fn a_server_killed_between_calls_is_restarted_and_the_model_is_told() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::new(vec![mcp_servers::everything("everything")]);
     let first = fx.pid(0);
     assert_eq!(
@@ -367,6 +375,7 @@ fn a_server_that_dies_during_a_call_is_a_clear_error_then_recovers() {
 
 #[test]
 fn a_hung_server_is_stopped_and_restarted_on_the_next_call() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::new(vec![with_timeouts(
         mcp_servers::everything("everything"),
         2,
@@ -386,6 +395,7 @@ fn a_hung_server_is_stopped_and_restarted_on_the_next_call() {
 
 #[test]
 fn an_interrupt_cancels_the_call_and_keeps_the_server() {
+    hermes_tests::require!(Npm("mcp"));
     let fx = Fx::new(vec![mcp_servers::everything("everything")]);
     let pid = fx.pid(0);
     fx.interrupt.interrupt();
@@ -416,6 +426,7 @@ fn an_interrupt_cancels_the_call_and_keeps_the_server() {
 
 #[test]
 fn servers_that_cannot_start_are_reported_and_offer_no_tools() {
+    hermes_tests::require!(Npm("mcp"));
     let missing = mcp_servers::stdio("missing", "/nonexistent/mcp-server", vec![]);
     let mut broken = mcp_servers::stdio(
         "broken",

@@ -354,6 +354,7 @@ fn transcription_failures_say_what_went_wrong_without_the_key() {
 
 #[test]
 fn transcription_and_image_descriptions_through_aimock() {
+    hermes_tests::require!(Npm("aimock"));
     let mock = Aimock::start("media.json");
     let t = Transcriber::new(transcription(&mock.base_url(), "whisper-test"));
     let text = within(GUARD, move || {

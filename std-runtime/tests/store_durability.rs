@@ -62,6 +62,7 @@ fn acknowledged_appends_survive_sigkill() {
 
 #[test]
 fn acknowledged_appends_survive_sigkill_postgres() {
+    hermes_tests::require!(Postgres);
     if !child_mode() {
         kill_rounds(
             Db::new(BackendKind::Postgres),

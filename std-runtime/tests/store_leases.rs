@@ -289,6 +289,7 @@ both!(
 /// no release sent later than its first fifth of a second.
 #[test]
 fn a_notification_sent_long_after_listening_began_is_still_heard() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let store = db.open();
     let (tx, rx) = mpsc::channel::<Notification>();
@@ -320,6 +321,7 @@ fn a_notification_sent_long_after_listening_began_is_still_heard() {
 /// again) and hears what is sent afterwards.
 #[test]
 fn a_listener_whose_connection_was_ended_reconnects_and_says_so() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let store = db.open();
     let (tx, rx) = mpsc::channel::<Notification>();
@@ -353,6 +355,7 @@ fn a_listener_whose_connection_was_ended_reconnects_and_says_so() {
 /// that seem lapsed to the others nor sees theirs as lapsed.
 #[test]
 fn postgres_leases_lapse_by_the_servers_clock_not_the_gateways() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let stale_clock = Arc::new(hermes_core::NoClock);
     let mut behind = db.open_with(&stale_clock);
@@ -387,6 +390,7 @@ fn postgres_leases_lapse_by_the_servers_clock_not_the_gateways() {
 
 #[test]
 fn postgres_notifications_reach_listeners_and_sqlite_has_none() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let store = db.open();
     let (tx, rx) = mpsc::channel::<Notification>();

@@ -53,6 +53,7 @@ impl Aimock {
     /// [`Self::start`] with extra command-line flags (e.g. `--strict`, which
     /// also makes aimock check Anthropic's extended-thinking rules).
     pub fn start_with(fixture_file: &str, extra_args: &[&str]) -> Aimock {
+        crate::tier::expect(crate::tier::Component::Npm("aimock"));
         let dir = emulator_dir();
         let cli = dir.join("node_modules/@copilotkit/aimock/dist/cli.js");
         assert!(

@@ -178,27 +178,18 @@ fn wait_for_port(port: u16, what: &str, log: &Path) {
 }
 
 fn start() -> MailServer {
-    let dovecot = ["/usr/sbin/dovecot", "/usr/bin/dovecot"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect(
-            "the Email tests need Dovecot: apt-get install dovecot-imapd dovecot-lmtpd (.ci/run does this)",
-        );
-    // The variable, or the virtualenv where `.ci/run` keeps it.
-    let cached = std::env::var_os("HERMES_CI_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/hermes-ci")))
-        .map(|c| c.join(format!("aiosmtpd-{AIOSMTPD}/bin/python")))
-        .filter(|p| p.exists());
-    let python = match std::env::var_os("HERMES_AIOSMTPD_PYTHON") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ if cached.is_some() => cached.unwrap_or_default(),
-        _ => panic!(
+    crate::tier::expect(crate::tier::Component::Dovecot);
+    crate::tier::expect(crate::tier::Component::Aiosmtpd);
+    let dovecot = dovecot_binary().expect(
+        "the Email tests need Dovecot: apt-get install dovecot-imapd dovecot-lmtpd (.ci/run does this)",
+    );
+    let python = aiosmtpd_python().unwrap_or_else(|| {
+        panic!(
             "the Email tests need aiosmtpd: python3 -m venv /tmp/aiosmtpd-venv && \
              /tmp/aiosmtpd-venv/bin/pip install aiosmtpd, then set \
              HERMES_AIOSMTPD_PYTHON=/tmp/aiosmtpd-venv/bin/python (.ci/run does this)"
-        ),
-    };
+        )
+    });
     // Under the system temp dir, readable by `nobody` (the mail's owner
     // when we are root), unlike a private 0700 directory.
     let dir = std::env::temp_dir().join(format!(
@@ -496,6 +487,28 @@ pub fn header(mail: &str, name: &str) -> Option<String> {
         }
     }
     value
+}
+
+/// Dovecot's binary, if installed.
+pub(crate) fn dovecot_binary() -> Option<&'static Path> {
+    ["/usr/sbin/dovecot", "/usr/bin/dovecot"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+}
+
+/// A Python with aiosmtpd: the variable, or the virtualenv where `.ci/run`
+/// keeps it.
+pub(crate) fn aiosmtpd_python() -> Option<PathBuf> {
+    let cached = std::env::var_os("HERMES_CI_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/hermes-ci")))
+        .map(|c| c.join(format!("aiosmtpd-{AIOSMTPD}/bin/python")))
+        .filter(|p| p.exists());
+    match std::env::var_os("HERMES_AIOSMTPD_PYTHON") {
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => cached,
+    }
 }
 
 #[cfg(test)]

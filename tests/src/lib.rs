@@ -12,4 +12,5 @@ pub mod multipart;
 pub mod postgres;
 mod provider;
 pub mod synapse;
+pub mod tier;
 pub use provider::{Advertise, FakeProvider, Overflow, Reply, Responder, Window, provider_tokens};

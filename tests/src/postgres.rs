@@ -15,7 +15,9 @@
 //! `.ci/run` sets, and cleans up in its trap), else the temp dir.
 //!
 //! Without PostgreSQL installed, [`server`] panics with the install
-//! command: tests that need it fail, they do not skip.
+//! command; a test that needs it starts with
+//! `hermes_tests::tier::require(&[Component::Postgres])`, which skips it in
+//! the fast tier and fails it in CI ([`crate::tier`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -115,15 +117,15 @@ pub fn psql(server: &PgServer, db: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-fn install_hint() -> &'static str {
+pub(crate) fn install_hint() -> &'static str {
     "PostgreSQL is needed by these tests: `apt-get install -y --no-upgrade postgresql-15` \
      (or set HERMES_TEST_PG_BIN to a directory holding initdb, postgres and psql)"
 }
 
-/// The directory with `initdb`, `postgres` and `psql`.
-fn find_bin() -> PathBuf {
+/// The directory with `initdb`, `postgres` and `psql`, if installed.
+pub(crate) fn find_bin() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("HERMES_TEST_PG_BIN") {
-        return PathBuf::from(dir);
+        return Some(PathBuf::from(dir));
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -137,17 +139,17 @@ fn find_bin() -> PathBuf {
         .collect();
     versions.sort();
     if let Some((_, bin)) = versions.pop() {
-        return bin;
+        return Some(bin);
     }
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
         && out.status.success()
     {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
         if dir.join("initdb").exists() {
-            return dir;
+            return Some(dir);
         }
     }
-    panic!("{}", install_hint());
+    None
 }
 
 /// The account the server runs as: `postgres` when we are root, else us.
@@ -203,7 +205,8 @@ extern "C" fn stop_at_exit() {
 }
 
 fn start() -> PgServer {
-    let bin = find_bin();
+    crate::tier::expect(crate::tier::Component::Postgres);
+    let bin = find_bin().unwrap_or_else(|| panic!("{}", install_hint()));
     for tool in ["initdb", "postgres", "psql"] {
         assert!(
             bin.join(tool).exists(),

@@ -48,6 +48,7 @@ pub fn server() -> &'static Synapse {
 }
 
 fn python() -> PathBuf {
+    crate::tier::expect(crate::tier::Component::Synapse);
     match std::env::var_os("HERMES_SYNAPSE_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => panic!(

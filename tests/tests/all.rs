@@ -4,4 +4,5 @@
 mod context_window;
 mod providers;
 mod stale_connections;
+mod tier;
 mod window_cache;

@@ -495,6 +495,7 @@ fn the_default_name_is_in_the_current_directory_and_links_are_named_not_followed
 
 #[test]
 fn with_postgresql_the_archive_holds_the_files_and_says_pg_dump_is_yours() {
+    hermes_tests::require!(Postgres);
     let url = hermes_tests::postgres::fresh_database();
     let provider = FakeProvider::start(vec![Reply::text("in postgres")]).unwrap();
     let env = Env::new();

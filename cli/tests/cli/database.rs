@@ -36,6 +36,7 @@ fn store(url: &str) -> Store {
 
 #[test]
 fn sessions_go_to_the_database_the_url_names() {
+    hermes_tests::require!(Postgres);
     let env = Env::new();
     let (url, with_password) = database();
     let provider = FakeProvider::start(vec![Reply::text("stored in postgres")]).unwrap();
@@ -78,6 +79,7 @@ fn sessions_go_to_the_database_the_url_names() {
 
 #[test]
 fn doctor_checks_the_database_and_shows_who_holds_which_lease() {
+    hermes_tests::require!(Postgres);
     let env = Env::new();
     let (url, with_password) = database();
     let mut db = store(&url);
@@ -144,6 +146,7 @@ fn doctor_checks_the_database_and_shows_who_holds_which_lease() {
 /// host — and `HERMES_DATABASE_URL` wins over it.
 #[test]
 fn the_config_file_names_the_database_and_the_variable_wins() {
+    hermes_tests::require!(Postgres);
     let env = Env::new();
     let (from_file, _) = database();
     let (from_env, _) = database();

@@ -14,20 +14,11 @@ use serde_json::Value;
 use super::support::{Env, stderr};
 
 /// The interpreter of a venv with `hermes-agent` installed, or `None` (the
-/// test is skipped outside CI).
+/// test is skipped in the fast tier, `hermes_tests::tier`).
 pub fn hermes_agent_python() -> Option<String> {
-    match std::env::var("HERMES_AGENT_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "HERMES_AGENT_PYTHON is not set: .ci/run creates the hermes-agent venv and sets it"
-            )
-        }
-        _ => {
-            eprintln!("skipped: set HERMES_AGENT_PYTHON to a python with hermes-agent installed");
-            None
-        }
-    }
+    use hermes_tests::tier::{Component, require};
+    require(&[Component::HermesAgentPython])
+        .then(|| std::env::var("HERMES_AGENT_PYTHON").unwrap_or_default())
 }
 
 /// Makes a hermes-agent home in `home` with the real package: its agent

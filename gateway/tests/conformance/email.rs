@@ -75,6 +75,11 @@ impl Harness for Email {
         }
     }
 
+    fn needs() -> &'static [hermes_tests::tier::Component] {
+        use hermes_tests::tier::Component;
+        &[Component::Dovecot, Component::Aiosmtpd]
+    }
+
     fn start(_: &tokio::runtime::Runtime) -> Self {
         let server = dovecot::server();
         Email {

@@ -84,6 +84,11 @@ impl Harness for Matrix {
         }
     }
 
+    fn needs() -> &'static [hermes_tests::tier::Component] {
+        use hermes_tests::tier::Component;
+        &[Component::Synapse]
+    }
+
     fn start(_: &tokio::runtime::Runtime) -> Self {
         let server = synapse::server();
         let bot = server.user("bot");

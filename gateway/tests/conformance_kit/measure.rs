@@ -26,6 +26,9 @@ use super::{Harness, Place, SaidMark, Sender};
 
 /// Runs the measurement on `H` (the test `test`, by its full name).
 pub fn run<H: Harness>(test: &str) {
+    if !hermes_tests::tier::require(H::needs()) {
+        return;
+    }
     serve_if_child();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -244,6 +244,12 @@ pub trait Harness: Sized {
     /// How the soak times its messages and kills for this platform.
     fn soak_plan() -> Plan;
 
+    /// What its peer needs outside Rust (a real server): the fast tier
+    /// skips the platform's suites without it (`hermes_tests::tier`).
+    fn needs() -> &'static [hermes_tests::tier::Component] {
+        &[]
+    }
+
     /// Starts the platform's peer (or connects to the real server), inside
     /// `rt` if it needs async. Called once per test.
     fn start(rt: &tokio::runtime::Runtime) -> Self;

@@ -137,6 +137,9 @@ fn respond(request: &Value) -> Reply {
 /// Runs the kill -9 soak on `H` (the test `test`, by its full name), then
 /// checks the outcome.
 pub fn run<H: Harness>(test: &str) {
+    if !hermes_tests::tier::require(H::needs()) {
+        return;
+    }
     serve_if_child();
     let plan = H::soak_plan();
     let name = H::NAME;

@@ -45,6 +45,9 @@ fn uncovered_reason(_: Capability) -> &'static str {
 /// Runs every promise on `H` (the test `test`, by its full name) and prints
 /// the report. Panics on the first broken promise.
 pub fn run<H: Harness>(test: &str) {
+    if !hermes_tests::tier::require(H::needs()) {
+        return;
+    }
     serve_if_child();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

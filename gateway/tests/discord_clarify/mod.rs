@@ -154,6 +154,7 @@ async fn replies_starting(fake: &FakeDiscord, prefix: &str, n: usize) -> Vec<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_button_press_answers_the_question_and_disables_its_buttons() {
+    hermes_tests::require!(Npm("discord-spec"));
     let gw = gateway("").await;
     let fake = &gw.fake;
     let asked_in = fake.dm(ALICE, "ask me");
@@ -193,6 +194,7 @@ async fn a_button_press_answers_the_question_and_disables_its_buttons() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_users_press_is_refused_with_a_note_only_they_see() {
+    hermes_tests::require!(Npm("discord-spec"));
     let gw = gateway("").await;
     let fake = &gw.fake;
     fake.guild_message(CHANNEL, ALICE, "ask me", true);
@@ -220,6 +222,7 @@ async fn another_users_press_is_refused_with_a_note_only_they_see() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_press_on_a_question_that_no_longer_waits_gets_a_note_not_a_turn() {
+    hermes_tests::require!(Npm("discord-spec"));
     let gw = gateway("[agent]\nclarify_timeout = 1\n").await;
     let fake = &gw.fake;
     fake.dm(ALICE, "ask me");
@@ -277,6 +280,7 @@ async fn buttons_closed(fake: &FakeDiscord, id: &str) {
 /// of the question's message), so they cannot be pressed any more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_in_words_closes_the_buttons() {
+    hermes_tests::require!(Npm("discord-spec"));
     let gw = gateway("").await;
     let fake = &gw.fake;
     fake.dm(ALICE, "ask me");

@@ -33,6 +33,7 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start() -> Emulator {
+        hermes_tests::tier::expect(hermes_tests::tier::Component::Npm("telegram"));
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/emulators/telegram");
         assert!(
             dir.join("node_modules/telegram-test-api").is_dir(),

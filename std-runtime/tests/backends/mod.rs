@@ -100,6 +100,9 @@ macro_rules! both {
             $(
                 #[test]
                 fn $name() {
+                    if !hermes_tests::tier::require(&[hermes_tests::tier::Component::Postgres]) {
+                        return;
+                    }
                     super::$name(super::backends::Db::new(
                         hermes_runtime::store::BackendKind::Postgres,
                     ));

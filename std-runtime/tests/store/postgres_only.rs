@@ -9,6 +9,7 @@ use crate::backends::Db;
 
 #[test]
 fn postgres_a_database_from_a_newer_hermes_is_refused_untouched() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     drop(db.open());
     db.psql("UPDATE hermes_schema SET version = 99");
@@ -30,6 +31,7 @@ fn postgres_a_database_from_a_newer_hermes_is_refused_untouched() {
 
 #[test]
 fn postgres_gateways_starting_together_migrate_once() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let threads: Vec<_> = (0..6)
         .map(|_| {
@@ -54,6 +56,7 @@ fn postgres_gateways_starting_together_migrate_once() {
 /// reasoning details per message) is migrated in place and keeps its data.
 #[test]
 fn postgres_a_version_1_database_is_migrated_and_keeps_its_data() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let mut store = db.open();
     let s = store.create_session(&NewSession::default()).unwrap();
@@ -82,6 +85,7 @@ fn postgres_a_version_1_database_is_migrated_and_keeps_its_data() {
 
 #[test]
 fn postgres_connection_errors_are_clear_and_mask_the_password() {
+    hermes_tests::require!(Postgres);
     let server = hermes_tests::postgres::server();
     let url = format!(
         "postgresql://nobody:s3cret@/hermes_no_such_db?host={}",
@@ -107,6 +111,7 @@ fn postgres_connection_errors_are_clear_and_mask_the_password() {
 /// so a forwarder on 127.0.0.1 stands in for the network.
 #[test]
 fn postgres_a_tcp_url_with_user_password_host_and_port_reaches_the_server() {
+    hermes_tests::require!(Postgres);
     use std::net::TcpListener;
     use std::os::unix::net::UnixStream;
 
@@ -141,6 +146,7 @@ fn postgres_a_tcp_url_with_user_password_host_and_port_reaches_the_server() {
 
 #[test]
 fn postgres_unix_socket_urls_in_both_spellings_reach_the_server() {
+    hermes_tests::require!(Postgres);
     let db = Db::new(BackendKind::Postgres);
     let server = hermes_tests::postgres::server();
     let name = db.psql("SELECT current_database()");

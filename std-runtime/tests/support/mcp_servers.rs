@@ -21,6 +21,7 @@ pub fn dir() -> PathBuf {
 }
 
 fn script(package: &str) -> PathBuf {
+    hermes_tests::tier::expect(hermes_tests::tier::Component::Npm("mcp"));
     let path = dir()
         .join("node_modules/@modelcontextprotocol")
         .join(package)

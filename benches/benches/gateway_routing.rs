@@ -33,7 +33,7 @@ use hermes_core::{LedgerEntry, Message};
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{EchoModel, TestAdapter, TestAgentFactory, event};
+use hermes_gateway_testing::{EchoModel, TestAdapter, TestAgentFactory, event};
 use hermes_runtime::store::{Store, Synchronous, SystemClock};
 
 /// Which database the gateway runs on.

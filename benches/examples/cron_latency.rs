@@ -24,7 +24,7 @@ use hermes_core::{
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{TestAdapter, TestAgentFactory, last_user_text};
+use hermes_gateway_testing::{TestAdapter, TestAgentFactory, last_user_text};
 use hermes_runtime::cron::{self, CronContext, CronSettings, JobSpec, Origin, TimeZone};
 use hermes_runtime::store::{Store, SystemClock};
 

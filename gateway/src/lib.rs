@@ -40,6 +40,5 @@ pub use hermes_platform_kit::overflow;
 pub mod platform;
 pub mod prompt_context;
 pub use hermes_platform_kit::split;
-pub mod testing;
 #[cfg(feature = "webhooks")]
 pub mod webhook;

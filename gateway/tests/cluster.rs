@@ -12,7 +12,7 @@ use hermes_core::Message;
 use hermes_gateway::config::{BusyMode, GatewayConfig};
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory};
+use hermes_gateway_testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory};
 use hermes_runtime::store::{LeaseGrant, Store, SystemClock};
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -12,7 +12,7 @@ use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::TestAdapter;
+use hermes_gateway_testing::TestAdapter;
 use hermes_runtime::config::{Environment, Overrides};
 use hermes_runtime::store::{Store, SystemClock};
 use hermes_tests::{FakeProvider, Reply, Responder, Window};

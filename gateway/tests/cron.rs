@@ -14,7 +14,7 @@ use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::cron::{CronOffer, Scheduler, SchedulerDeps, SchedulerTiming};
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{ManualClock, TestAdapter, TestAgentFactory, event, last_user_text};
+use hermes_gateway_testing::{ManualClock, TestAdapter, TestAgentFactory, event, last_user_text};
 use hermes_runtime::cron::{self, CatchUp, CronContext, CronSettings, JobSpec, Origin, TimeZone};
 use hermes_runtime::store::{JobState, RunRecord, RunState, Store};
 

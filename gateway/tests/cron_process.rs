@@ -273,10 +273,10 @@ fn a_gateway_killed_during_a_run_delivers_its_answer_once_after_restart() {
 
 #[test]
 fn two_gateways_on_postgresql_run_each_due_time_once() {
-    hermes_tests::require!(Postgres);
     if child_gateway() {
         return;
     }
+    hermes_tests::require!(Postgres);
     let db = hermes_tests::postgres::fresh_database();
     let target = StoreTarget::Postgres(db.clone());
     let dir = tempfile::tempdir().unwrap();

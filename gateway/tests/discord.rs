@@ -21,7 +21,7 @@ use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{TestAgentFactory, collector, recv_within};
+use hermes_gateway_testing::{TestAgentFactory, collector, recv_within};
 use hermes_runtime::store::{Store, SystemClock};
 use serde_json::Value;
 use tokio::sync::mpsc;

@@ -14,7 +14,7 @@ use discord_support::{Behaviour, FakeDiscord, TOKEN};
 use hermes_discord::{DiscordAdapter, DiscordConfig};
 use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
 use hermes_gateway::event::{MediaKind, MessageEvent, MessageType};
-use hermes_gateway::testing::{collector, recv_within};
+use hermes_gateway_testing::{collector, recv_within};
 use tokio::sync::mpsc;
 
 const ALICE: &str = "111";

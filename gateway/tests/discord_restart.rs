@@ -19,7 +19,7 @@ use hermes_core::{ChatRequest, Completion, FinishReason, Message, Model, ModelEr
 use hermes_discord::{DiscordAdapter, DiscordConfig, MARK_KV_PREFIX};
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::TestAgentFactory;
+use hermes_gateway_testing::TestAgentFactory;
 use hermes_runtime::store::{Store, SystemClock};
 
 const ALICE: &str = "111";

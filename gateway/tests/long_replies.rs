@@ -14,7 +14,7 @@ use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::ChatType;
 use hermes_gateway::overflow::{REPLY_FILE_NAME, cut_notice, file_note, with_note};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{
+use hermes_gateway_testing::{
     ManualClock, Pace, ScriptedModel, Sent, TestAdapter, TestAgentFactory,
 };
 use hermes_runtime::store::Store;

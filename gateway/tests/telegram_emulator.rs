@@ -21,7 +21,7 @@ use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::{ChatType, MessageEvent};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{collector, recv_within};
+use hermes_gateway_testing::{collector, recv_within};
 use hermes_runtime::config::{Environment, Overrides};
 use hermes_runtime::store::{Store, SystemClock};
 use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Responder, Window};

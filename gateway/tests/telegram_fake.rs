@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use hermes_gateway::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent};
-use hermes_gateway::testing::{collector, recv_within};
+use hermes_gateway_testing::{collector, recv_within};
 use hermes_telegram::{
     MemoryOffsets, OffsetStore, RetryPolicy, StoreOffsets, TelegramAdapter, TelegramConfig,
 };

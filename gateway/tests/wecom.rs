@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hermes_gateway::adapter::{AdapterError, OutgoingFile, PlatformAdapter};
 use hermes_gateway::event::{ChatType, MessageEvent, MessageType};
-use hermes_gateway::testing::{collector, recv_within};
+use hermes_gateway_testing::{collector, recv_within};
 use hermes_wecom::{WecomAdapter, WecomConfig, WecomState};
 use tokio::sync::mpsc;
 use wecom_support::{Behaviour, Chat, FakeWecom};

@@ -14,7 +14,7 @@ use hermes_gateway::adapter::{AdapterError, PlatformAdapter};
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::event::{ChatType, MessageEvent, MessageType};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps, refusal_text};
-use hermes_gateway::testing::{
+use hermes_gateway_testing::{
     ManualClock, Pace, ScriptedModel, TestAgentFactory, collector, recv_within,
 };
 use hermes_runtime::store::Store;

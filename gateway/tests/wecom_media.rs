@@ -19,7 +19,7 @@ use hermes_gateway::adapter::PlatformAdapter;
 use hermes_gateway::app::RuntimeAgentFactory;
 use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::ManualClock;
+use hermes_gateway_testing::ManualClock;
 use hermes_runtime::config::{Environment, Overrides, Settings};
 use hermes_runtime::media::data_url;
 use hermes_runtime::store::{Store, SystemClock};

@@ -16,7 +16,7 @@ use hermes_gateway::config::GatewayConfig;
 use hermes_gateway::cron::{Scheduler, SchedulerDeps, SchedulerTiming};
 use hermes_gateway::event::{MediaKind, MessageType};
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps};
-use hermes_gateway::testing::{
+use hermes_gateway_testing::{
     ManualClock, Pace, ScriptedModel, TestAgentFactory, collector, recv_within,
 };
 use hermes_runtime::cron::{self, CatchUp, CronContext, CronSettings, JobSpec, TimeZone};

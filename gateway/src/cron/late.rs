@@ -150,7 +150,26 @@ mod tests {
 
     use super::*;
     use crate::adapter::AdapterError;
-    use crate::testing::ManualClock;
+
+    /// A clock the test moves.
+    struct ManualClock(std::sync::atomic::AtomicU64);
+
+    impl ManualClock {
+        fn new(ms: u64) -> Arc<Self> {
+            Arc::new(Self(std::sync::atomic::AtomicU64::new(ms)))
+        }
+
+        fn advance(&self, by: Duration) {
+            let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+            self.0.fetch_add(ms, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(std::sync::atomic::Ordering::Acquire)
+        }
+    }
 
     const T0: u64 = 1_700_000_000_000;
 

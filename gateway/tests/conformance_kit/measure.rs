@@ -26,10 +26,12 @@ use super::{Harness, Place, SaidMark, Sender};
 
 /// Runs the measurement on `H` (the test `test`, by its full name).
 pub fn run<H: Harness>(test: &str) {
+    // The child serves first: it runs with a cleared environment, where
+    // the components' variables are not set (`gateway.rs`).
+    serve_if_child();
     if !hermes_tests::tier::require(H::needs()) {
         return;
     }
-    serve_if_child();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

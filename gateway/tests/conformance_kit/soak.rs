@@ -137,10 +137,12 @@ fn respond(request: &Value) -> Reply {
 /// Runs the kill -9 soak on `H` (the test `test`, by its full name), then
 /// checks the outcome.
 pub fn run<H: Harness>(test: &str) {
+    // The child serves first: it runs with a cleared environment, where
+    // the components' variables are not set (`gateway.rs`).
+    serve_if_child();
     if !hermes_tests::tier::require(H::needs()) {
         return;
     }
-    serve_if_child();
     let plan = H::soak_plan();
     let name = H::NAME;
     let rounds = env_number("HERMES_SOAK_ROUNDS").map_or(plan.rounds, |r| r as usize);

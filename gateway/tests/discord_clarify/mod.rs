@@ -312,7 +312,7 @@ async fn a_press_on_a_question_from_before_a_restart_is_stale() {
     use hermes_gateway::adapter::PlatformAdapter;
     let fake = FakeDiscord::start(Behaviour::default()).await;
     let before = DiscordAdapter::new(super::config(&fake));
-    let (handler, _rx) = hermes_gateway::testing::collector();
+    let (handler, _rx) = hermes_gateway_testing::collector();
     before.connect(handler).await.unwrap();
     let asked = fake.guild_message(CHANNEL, ALICE, "hi", true);
     let colour = hermes_runtime::tools::Question {
@@ -326,14 +326,14 @@ async fn a_press_on_a_question_from_before_a_restart_is_stale() {
     let q = question(&fake, 1).await;
     before.disconnect().await;
     let after = DiscordAdapter::new(super::config(&fake));
-    let (handler, mut rx) = hermes_gateway::testing::collector();
+    let (handler, mut rx) = hermes_gateway_testing::collector();
     after.connect(handler).await.unwrap();
     let press = fake.press(&q.id, ALICE, &button(&q, 1)).unwrap();
     let response = fake.wait_response(&press).await;
     assert_eq!(response["data"]["flags"], 64, "{response}");
     assert_eq!(response["data"]["content"], hermes_discord::STALE_NOTE);
     assert!(
-        hermes_gateway::testing::recv_within(&mut rx, Duration::from_millis(300))
+        hermes_gateway_testing::recv_within(&mut rx, Duration::from_millis(300))
             .await
             .is_none(),
         "no event for a stale press"

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hermes_core::Message;
 use hermes_gateway::config::BusyMode;
 use hermes_gateway::runner::{INTERRUPT_NOTICE, QUEUE_NOTICE};
-use hermes_gateway::testing::Pace;
+use hermes_gateway_testing::Pace;
 
 use super::support::{WAIT, dm_key, harness, pairs, user_texts};
 

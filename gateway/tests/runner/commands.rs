@@ -1,6 +1,6 @@
 //! The slash commands, each one, and while a turn runs.
 
-use hermes_gateway::testing::Pace;
+use hermes_gateway_testing::Pace;
 use hermes_runtime::store::SessionStatus;
 
 use super::support::{dm_key, harness, user_texts};

@@ -20,7 +20,7 @@ use hermes_gateway::lock::InstanceLock;
 use hermes_gateway::runner::{
     AgentFactory, FactoryError, GatewayRunner, RESTART_NOTICE, RunnerDeps,
 };
-use hermes_gateway::testing::{
+use hermes_gateway_testing::{
     ManualClock, Pace, ScriptedModel, TestAdapter, TestAgentFactory, event,
 };
 use hermes_runtime::store::{SessionStatus, Store, SystemClock};

@@ -9,7 +9,7 @@ use hermes_core::Clock;
 use hermes_gateway::config::BusyMode;
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::{GatewayRunner, RunnerDeps, STOPPED_NOTICE};
-use hermes_gateway::testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory, event};
+use hermes_gateway_testing::{Pace, ScriptedModel, TestAdapter, TestAgentFactory, event};
 use hermes_runtime::store::{Store, SystemClock};
 
 use super::support::{HOUR, T0, WAIT, base_config, dm_key, harness, pairs, user_texts};

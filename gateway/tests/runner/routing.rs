@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use hermes_gateway::event::ChatType;
 use hermes_gateway::runner::refusal_text;
-use hermes_gateway::testing::{ManualClock, Pace, TestAdapter, event};
+use hermes_gateway_testing::{ManualClock, Pace, TestAdapter, event};
 use hermes_runtime::store::Store;
 
 use super::support::{T0, WAIT, build, dm_key, harness, pairs, user_texts};

@@ -1,12 +1,13 @@
-//! In-process test support: an adapter the test drives, a scripted model
+//! `hermes-gateway-testing`: in-process test support for the gateway and
+//! its runner, kept out of the product library (issue 40): an adapter the test drives, a scripted model
 //! whose speed the test controls, an agent factory that counts builds, and a
 //! clock the test sets.
 //!
 //! These are real implementations of the gateway's traits, not mocks of the
 //! runner: the runner under test does everything it does in production
 //! (store, cache, interrupts, worker pool); only the platform and the model
-//! are replaced by ones a test can observe and pace. The routing bench uses
-//! them too.
+//! are replaced by ones a test can observe and pace. The gateway's tests
+//! and the routing bench use them (a dev-dependency).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -19,10 +20,10 @@ use hermes_core::{
 };
 use hermes_runtime::sync::lock;
 
-use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
-use crate::event::{ChatType, MessageEvent, MessageType, SessionSource};
-use crate::runner::{AgentFactory, FactoryError};
-use crate::split::{LengthUnit, split_message};
+use hermes_gateway::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
+use hermes_gateway::event::{ChatType, MessageEvent, MessageType, SessionSource};
+use hermes_gateway::runner::{AgentFactory, FactoryError};
+use hermes_gateway::split::{LengthUnit, split_message};
 
 /// A message the runner sent through a [`TestAdapter`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,7 +231,7 @@ impl PlatformAdapter for TestAdapter {
         self.can_send_files()
     }
 
-    fn max_upload_bytes(&self, _kind: crate::adapter::FileKind) -> u64 {
+    fn max_upload_bytes(&self, _kind: hermes_gateway::adapter::FileKind) -> u64 {
         if self.can_send_files() { 1 << 20 } else { 0 }
     }
 
@@ -556,7 +557,7 @@ pub struct TestAgentFactory {
     built_prompts: Mutex<Vec<String>>,
     built_efforts: Mutex<Vec<Option<String>>>,
     provider: Mutex<String>,
-    cron: std::sync::OnceLock<crate::cron::CronOffer>,
+    cron: std::sync::OnceLock<hermes_gateway::cron::CronOffer>,
     skills_home: Mutex<Option<std::path::PathBuf>>,
     speech: std::sync::OnceLock<Arc<hermes_runtime::media::tts::Speaker>>,
     prices: Mutex<hermes_runtime::pricing::PriceList>,
@@ -601,7 +602,7 @@ impl TestAgentFactory {
 
     /// Offers the `cronjob` tool to chat sessions, as the production
     /// factory does (SPEC Y1).
-    pub fn offer_cron(&self, offer: crate::cron::CronOffer) {
+    pub fn offer_cron(&self, offer: hermes_gateway::cron::CronOffer) {
         let _ = self.cron.set(offer);
     }
 
@@ -667,10 +668,10 @@ impl AgentFactory for TestAgentFactory {
             .unwrap_or_default()
     }
 
-    fn personalities(&self) -> crate::personality::Personalities {
+    fn personalities(&self) -> hermes_gateway::personality::Personalities {
         lock(&self.skills_home)
             .as_ref()
-            .map(|home| crate::personality::Personalities::in_home(home))
+            .map(|home| hermes_gateway::personality::Personalities::in_home(home))
             .unwrap_or_default()
     }
 
@@ -679,7 +680,7 @@ impl AgentFactory for TestAgentFactory {
         session_id: &str,
         model: &str,
         system_prompt: &str,
-        options: &crate::runner::BuildOptions,
+        options: &hermes_gateway::runner::BuildOptions,
     ) -> Result<Agent, FactoryError> {
         let agent = self.build(session_id, model, system_prompt)?;
         lock(&self.built_prompts).push(system_prompt.to_owned());

@@ -59,12 +59,25 @@ fn symbol_order(out: &std::path::Path) -> std::io::Result<()> {
     if var("PROFILE") != "release" || var("HERMES_SYMBOL_ORDER") == "off" {
         return Ok(());
     }
-    if !var("CARGO_ENCODED_RUSTFLAGS").contains("-fuse-ld=lld") {
+    // x86_64 glibc links with rust-lld by default (Rust 1.90).
+    let target = var("TARGET");
+    if !var("CARGO_ENCODED_RUSTFLAGS").contains("-fuse-ld=lld")
+        && target != "x86_64-unknown-linux-gnu"
+    {
         return Ok(());
     }
+    // The board build (feature `board` without the default platforms) has
+    // its own order: its symbols' hashes differ from the default build's.
+    let board = std::env::var_os("CARGO_FEATURE_BOARD").is_some()
+        && std::env::var_os("CARGO_FEATURE_DISCORD").is_none();
+    let name = if board {
+        format!("{target}-board.txt")
+    } else {
+        format!("{target}.txt")
+    };
     let order = std::path::Path::new(&var("CARGO_MANIFEST_DIR"))
         .join("symbol-order")
-        .join(format!("{}.txt", var("TARGET")));
+        .join(name);
     if order.is_file() {
         let copy = out.join("symbol-order.txt");
         std::fs::copy(&order, &copy)?;

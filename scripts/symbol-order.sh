@@ -5,7 +5,7 @@
 # first reach them, so that the linker places them side by side and a run
 # maps little more text than it executes (BENCHMARKS.md "Symbol order").
 #
-#   scripts/symbol-order.sh [TARGET]     default x86_64-unknown-linux-musl
+#   scripts/symbol-order.sh [TARGET [board]]   default x86_64-unknown-linux-musl
 #
 # A target this machine does not run natively (aarch64: valgrind does not
 # work under qemu-user) gets the x86_64 order carried over: the same
@@ -22,15 +22,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-x86_64-unknown-linux-musl}
-
+# `board`: the board build (`--no-default-features --features board`,
+# cli/symbol-order/TARGET-board.txt), its order carried over from the
+# x86_64 default one like aarch64's.
+variant=${2:-}
+features=()
+suffix=
+if [ "$variant" = board ]; then
+  features=(--no-default-features --features board)
+  suffix=-board
+fi
 # The same code as the release build, with its symbols (strip changes no
 # address; the order in force does not change any name).
-nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes -- -C strip=none
+nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes "${features[@]}" -- -C strip=none
 exe=target/$target/release/hermes
-out=cli/symbol-order/$target.txt
+out=cli/symbol-order/$target$suffix.txt
 mkdir -p "$(dirname "$out")"
 
-if [ "$target" != x86_64-unknown-linux-musl ]; then
+if [ "$target" != x86_64-unknown-linux-musl ] || [ -n "$suffix" ]; then
   from=cli/symbol-order/x86_64-unknown-linux-musl.txt
   [ -f "$from" ] || { echo "symbol-order: record $from first" >&2; exit 1; }
   nm --defined-only "$exe" | awk '$2 ~ /^[tTwW]$/ { print $3 }' >"$out.names"

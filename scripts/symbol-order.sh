@@ -15,7 +15,8 @@
 #
 # Run it after changes that move much code (the budgets' RSS figures creep up
 # when the order goes stale: new hot functions land outside the hot group),
-# then commit cli/symbol-order/TARGET.txt. Needs valgrind (callgrind) and a
+# then commit cli/symbol-order/TARGET.txt (all three: x86_64 first, then
+# `aarch64-unknown-linux-musl` and `x86_64-unknown-linux-gnu board`). Needs valgrind (callgrind) and a
 # target the build machine runs natively. The default features are recorded:
 # symbol names carry a hash of the crate's features and target, so the order
 # of one build does not name the functions of another.

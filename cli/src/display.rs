@@ -1,4 +1,4 @@
-//! What the user sees while a turn runs, and incremental persistence.
+//! What the user sees while a turn runs (the turn driver stores it).
 //!
 //! The answer streams to stdout (interactive mode, rendered as markdown on a
 //! terminal) or is printed whole at the end (one-shot); the spinner, tool
@@ -7,18 +7,18 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, Message};
-use hermes_runtime::persist::TurnWriter;
+use hermes_core::{AgentEvent, Message};
+use hermes_runtime::turn::TurnView;
 use unicode_width::UnicodeWidthStr;
 
 use crate::markdown::Markdown;
 use crate::term::{term, width};
 
-/// Renders events and persists the ledger as it grows (through
-/// [`TurnWriter`]: a tool call is stored together with all its results), so
-/// a killed process loses nothing that was shown. After a failed write the
-/// run is interrupted; the error is reported when the turn ends.
-pub struct TurnObserver<'a> {
+/// Renders a turn's events on the terminal. The turn driver
+/// ([`hermes_runtime::turn`]) stores each entry before it is shown, so a
+/// killed process loses nothing that was shown; a failed write stops the
+/// run, and the error is reported when the turn ends.
+pub struct TurnObserver {
     /// Streams answer text to stdout through this renderer; `None` keeps
     /// the answer for the end (one-shot).
     pub stream: Option<Markdown>,
@@ -26,10 +26,6 @@ pub struct TurnObserver<'a> {
     pub verbose: bool,
     /// Show the spinner (a terminal, and not `--quiet`).
     pub spinner: bool,
-    /// Stores the run's entries as they are appended.
-    pub writer: TurnWriter<'a>,
-    /// The run's interrupt flag, set when persisting fails.
-    pub interrupt: &'a InterruptFlag,
     /// When the running tool started.
     tool_started: Option<Instant>,
     /// Whether any model call reported token usage.
@@ -43,21 +39,13 @@ pub struct TurnObserver<'a> {
     fallbacks: Vec<String>,
 }
 
-impl<'a> TurnObserver<'a> {
+impl TurnObserver {
     /// An observer for one turn.
-    pub fn new(
-        stream: Option<Markdown>,
-        verbose: bool,
-        spinner: bool,
-        writer: TurnWriter<'a>,
-        interrupt: &'a InterruptFlag,
-    ) -> Self {
+    pub fn new(stream: Option<Markdown>, verbose: bool, spinner: bool) -> Self {
         TurnObserver {
             stream,
             verbose,
             spinner,
-            writer,
-            interrupt,
             tool_started: None,
             usage_reported: false,
             show_reasoning: false,
@@ -170,7 +158,7 @@ fn result_summary(result: &str, is_error: bool) -> String {
     }
 }
 
-impl AgentObserver for TurnObserver<'_> {
+impl TurnView for TurnObserver {
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         match event {
             AgentEvent::ModelCall { .. } => self.spin("thinking…"),
@@ -262,7 +250,6 @@ impl AgentObserver for TurnObserver<'_> {
                         compaction.replaced, compaction.tokens_before, compaction.tokens_after
                     )));
                 }
-                self.writer.compacted(compaction);
             }
             AgentEvent::Appended(entry) => {
                 if entry.meta.usage.is_some() {
@@ -270,11 +257,6 @@ impl AgentObserver for TurnObserver<'_> {
                 }
                 if matches!(entry.message, Message::Assistant { .. }) {
                     term().spinner_stop();
-                }
-                if !self.writer.append(entry) {
-                    // The transcript can no longer follow the run: stop it
-                    // rather than do work that would go unrecorded.
-                    self.interrupt.interrupt();
                 }
             }
             _ => {}

@@ -78,4 +78,5 @@ pub use hermes_store as store;
 pub mod sync;
 pub mod text;
 pub mod tools;
+pub mod turn;
 pub mod zone;

@@ -60,5 +60,7 @@ mod store_sessions;
 mod store_usage;
 #[path = "terminal_sandbox.rs"]
 mod terminal_sandbox;
+#[path = "turn_driver.rs"]
+mod turn_driver;
 #[path = "web_search.rs"]
 mod web_search;

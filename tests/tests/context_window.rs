@@ -10,8 +10,8 @@ use hermes_core::context::digest::DIGEST_HEADER;
 use hermes_core::context::summary::{SUMMARIZER_PROMPT, SUMMARY_HEADER};
 use hermes_core::context::{ContextConfig, ContextWindow, WindowSource};
 use hermes_core::{
-    Agent, AgentEvent, AgentObserver, IterationBudget, LedgerEntry, Message, StopReason, Tool,
-    ToolContext, ToolError, ToolRegistry, ToolSpec,
+    Agent, IterationBudget, LedgerEntry, Message, StopReason, Tool, ToolContext, ToolError,
+    ToolRegistry, ToolSpec,
 };
 use hermes_runtime::client::{ClientOptions, OpenAiClient};
 use hermes_runtime::config::{Environment, Overrides, Settings, load};
@@ -19,6 +19,7 @@ use hermes_runtime::context::{self, Windows};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, Store};
 use hermes_runtime::tools::{ToolEnv, build_registry};
+use hermes_runtime::turn::{TurnView, drive};
 use hermes_tests::{Advertise, FakeProvider, Overflow, Reply, Responder, Window};
 use serde_json::Value;
 
@@ -129,19 +130,13 @@ impl Tool for Lookup {
     }
 }
 
-/// Persists like the CLI and the gateway do: entries as they come,
-/// compactions beside them.
-struct Persist<'a>(TurnWriter<'a>);
+/// Checks what the turn driver records: every entry, every compaction.
+struct Checked;
 
-impl AgentObserver for Persist<'_> {
-    fn on_event(&mut self, event: &AgentEvent<'_>) {
-        match event {
-            AgentEvent::Appended(e) => assert!(self.0.append(e)),
-            AgentEvent::Compacted(c) => {
-                assert!(self.0.compacted(c), "{:?}", self.0.compaction_failure())
-            }
-            _ => {}
-        }
+impl TurnView for Checked {
+    fn store(&mut self, entry: &LedgerEntry, writer: &mut TurnWriter<'_>) -> bool {
+        assert!(writer.append(entry));
+        true
     }
 }
 
@@ -187,14 +182,21 @@ fn run_turns(
     let mut stops = Vec::new();
     for n in turns {
         let history = store.lock().unwrap().load_view(session).unwrap();
-        let mut observer = Persist(TurnWriter::new(store, session));
-        let out = agent.run(
-            &turn_text(n),
+        // Through the driver every front end uses.
+        let driven = drive(
+            agent,
+            Message::user(turn_text(n)),
             history,
             &IterationBudget::new(10),
-            &mut observer,
+            TurnWriter::new(store, session),
+            &mut Checked,
         );
-        assert_eq!(observer.0.failure().map(ToString::to_string), None);
+        assert_eq!(driven.store_failure().map(ToString::to_string), None);
+        assert_eq!(
+            driven.writer.compaction_failure().map(ToString::to_string),
+            None
+        );
+        let out = driven.outcome;
         if out.stop == StopReason::Completed {
             assert!(
                 out.final_text.starts_with(&format!("answer {n}")),

@@ -11,10 +11,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, IterationBudget, StopReason};
+use hermes_core::{InterruptFlag, IterationBudget, Message, StopReason};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::NewSession;
 use hermes_runtime::sync::lock;
+use hermes_runtime::turn::{Unwatched, drive};
 
 use crate::app::{CliError, Workbench, runtime};
 use crate::chat::title_from;
@@ -43,25 +44,6 @@ impl std::fmt::Debug for BackgroundRuns {
         f.debug_struct("BackgroundRuns")
             .field("running", &lock(&self.0).running.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// Stores each entry as the run produces it; stops the run when the store
-/// can no longer follow.
-struct Recorder<'a> {
-    writer: TurnWriter<'a>,
-    flag: &'a InterruptFlag,
-}
-
-impl AgentObserver for Recorder<'_> {
-    fn on_event(&mut self, event: &AgentEvent<'_>) {
-        match event {
-            AgentEvent::Appended(entry) if !self.writer.append(entry) => self.flag.interrupt(),
-            AgentEvent::Compacted(compaction) => {
-                self.writer.compacted(compaction);
-            }
-            _ => {}
-        }
     }
 }
 
@@ -113,13 +95,16 @@ impl BackgroundRuns {
             .name(format!("background-{number}"))
             .spawn(move || {
                 let budget = IterationBudget::new(max_iterations);
-                let mut recorder = Recorder {
-                    writer: TurnWriter::new(&store, &id),
-                    flag: &flag,
-                };
-                let outcome = agent.run(&prompt, Vec::new(), &budget, &mut recorder);
-                let failed = recorder.writer.failure().map(ToString::to_string);
-                drop(recorder);
+                let driven = drive(
+                    &agent,
+                    Message::user(prompt),
+                    Vec::new(),
+                    &budget,
+                    TurnWriter::new(&store, &id),
+                    &mut Unwatched,
+                );
+                let failed = driven.store_failure().map(ToString::to_string);
+                let outcome = driven.outcome;
                 let notice = notice(
                     number,
                     &id,

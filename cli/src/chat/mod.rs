@@ -15,6 +15,7 @@ use hermes_core::{InterruptFlag, IterationBudget, LedgerEntry, Message, StopReas
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{NewSession, SessionRecord, SessionStatus};
 use hermes_runtime::sync::lock;
+use hermes_runtime::turn::drive;
 
 use crate::app::{CliError, Workbench, find_session, provider_hint, runtime};
 use crate::args::ChatArgs;
@@ -331,19 +332,22 @@ impl Chat {
         let before = history.len();
         let held = interactive.then(TypeAhead::hold);
         guard.running.store(true, Ordering::Release);
-        let mut observer = TurnObserver::new(
-            stream,
-            !self.view.quiet,
-            spinner,
-            TurnWriter::new(&self.bench.store, &session_id),
-            &self.interrupt,
-        );
+        let mut observer = TurnObserver::new(stream, !self.view.quiet, spinner);
         observer.show_reasoning = self.view.show_reasoning;
-        let outcome = agent.run(text, history, &budget, &mut observer);
+        let driven = drive(
+            &agent,
+            Message::user(text),
+            history,
+            &budget,
+            TurnWriter::new(&self.bench.store, &session_id),
+            &mut observer,
+        );
         observer.finish();
         guard.running.store(false, Ordering::Release);
         drop(held);
-        let persist_error = observer.writer.failure().map(ToString::to_string);
+        let persist_error = driven.store_failure().map(ToString::to_string);
+        let answered = driven.answered();
+        let outcome = driven.outcome;
         let usage_reported = observer.usage_reported;
         drop(observer);
         self.interrupt.clear();
@@ -357,18 +361,6 @@ impl Chat {
                 "the answer could not be saved to the session database: {e}"
             )));
         }
-        // An answer is text, a tool call or a tool result; an empty
-        // assistant entry (interrupted before the first token) is none.
-        let answered = outcome.messages[outcome.first_new..]
-            .iter()
-            .any(|e| match &e.message {
-                Message::User { .. } => false,
-                Message::Assistant {
-                    content,
-                    tool_calls,
-                } => !tool_calls.is_empty() || content.as_deref().is_some_and(|c| !c.is_empty()),
-                Message::Tool { .. } => true,
-            });
         let mut rolled_back = false;
         if answered {
             self.history = outcome.messages;

@@ -8,13 +8,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use hermes_core::{
-    AgentEvent, AgentObserver, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message,
-    StopReason, Usage,
+    AgentEvent, Clock, InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::spending::{CallSizes, SpendingLimits};
 use hermes_runtime::store::{NewSession, Store};
 use hermes_runtime::sync::lock;
+use hermes_runtime::turn::{TurnView, drive};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::spend::Spend;
@@ -252,9 +252,9 @@ pub(super) fn run(
         .with_interrupt(flag.clone());
     let budget = IterationBudget::new(agent.max_iterations());
     let spend = Spend::new(services, budget.clone())?;
+    let writer =
+        TurnWriter::new(&services.store, &prepared.session_id).charging(spend.charger(services));
     let mut observer = Observer {
-        writer: TurnWriter::new(&services.store, &prepared.session_id)
-            .charging(spend.charger(services)),
         spend,
         events,
         stream,
@@ -263,12 +263,15 @@ pub(super) fn run(
         sent_this_call: false,
         separate: false,
     };
-    let outcome = agent.run(
-        &prepared.user_text,
+    let outcome = drive(
+        &agent,
+        Message::user(prepared.user_text),
         prepared.history,
         &budget,
+        writer,
         &mut observer,
-    );
+    )
+    .outcome;
     let streamed = observer.sent_this_call;
     let capped = observer.spend.halted.take();
     let (finish, notice) = match &outcome.stop {
@@ -317,9 +320,8 @@ pub(super) fn run(
     })
 }
 
-/// Persists the run as it grows and forwards the answer's text.
+/// Forwards the answer's text as it comes (the driver stores the run).
 struct Observer<'a> {
-    writer: TurnWriter<'a>,
     spend: Spend<'a>,
     events: &'a UnboundedSender<RunEvent>,
     stream: bool,
@@ -332,17 +334,9 @@ struct Observer<'a> {
     separate: bool,
 }
 
-impl AgentObserver for Observer<'_> {
+impl TurnView for Observer<'_> {
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         match event {
-            // Nothing more can be stored in order after a failed write:
-            // stop the run rather than answer what the transcript lacks.
-            AgentEvent::Appended(entry) if !self.writer.append(entry) => {
-                self.flag.interrupt();
-            }
-            AgentEvent::Compacted(c) => {
-                self.writer.compacted(c);
-            }
             AgentEvent::ModelCall { .. } => {
                 self.spend.before_call();
                 self.separate = self.sent_any;

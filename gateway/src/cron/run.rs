@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hermes_core::{AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason};
+use hermes_core::{IterationBudget, Message, StopReason};
 use hermes_runtime::cron::{PLATFORM, SESSION_KEY_PREFIX, UNLESS_CHANGED_PREFIX};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{
     Fence, JobRecord, NewSession, RunRecord, RunState, RunUpdate, StoreError,
 };
+use hermes_runtime::turn::{Unwatched, drive};
 
 use super::home::{self, Destination};
 use super::script::ScriptPart;
@@ -35,25 +36,6 @@ pub(super) enum Executed {
     /// Stopped by a shutdown, or the lease went to another gateway: the
     /// run stays open and is run again.
     Left,
-}
-
-/// Stores each entry as the run produces it, and stops the run when the
-/// store can no longer follow (a lost lease).
-struct RunObserver<'a> {
-    writer: TurnWriter<'a>,
-    flag: &'a InterruptFlag,
-}
-
-impl AgentObserver for RunObserver<'_> {
-    fn on_event(&mut self, event: &AgentEvent<'_>) {
-        match event {
-            AgentEvent::Appended(entry) if !self.writer.append(entry) => self.flag.interrupt(),
-            AgentEvent::Compacted(compaction) => {
-                self.writer.compacted(compaction);
-            }
-            _ => {}
-        }
-    }
 }
 
 /// The user message of a run: the job's prompt, after a line that tells
@@ -218,22 +200,23 @@ impl Inner {
             flag.interrupt();
         }
         let budget = IterationBudget::new(agent.max_iterations());
-        let mut observer = RunObserver {
-            writer: TurnWriter::new(&self.store, &session.id)
-                .fenced(vec![fence.clone()])
-                .charging({
-                    use hermes_runtime::pricing::PriceBook as _;
-                    let prices = self.factory.prices(&self.store, self.clock.now_ms());
-                    Box::new(hermes_runtime::spending::charger(
-                        self.settings.limits.clone(),
-                        account,
-                        move |model| prices.price(model).map(|(p, _)| p),
-                        self.clock.clone(),
-                    ))
-                }),
-            flag: &flag,
-        };
-        let outcome = agent.run_message(
+        // The job's lease fences every write: a run another gateway took
+        // over stops at its next entry (the driver stops a run whose
+        // transcript cannot follow).
+        let writer = TurnWriter::new(&self.store, &session.id)
+            .fenced(vec![fence.clone()])
+            .charging({
+                use hermes_runtime::pricing::PriceBook as _;
+                let prices = self.factory.prices(&self.store, self.clock.now_ms());
+                Box::new(hermes_runtime::spending::charger(
+                    self.settings.limits.clone(),
+                    account,
+                    move |model| prices.price(model).map(|(p, _)| p),
+                    self.clock.clone(),
+                ))
+            });
+        let driven = drive(
+            &agent,
             Message::user(run_message(
                 job,
                 script_output,
@@ -241,13 +224,15 @@ impl Inner {
             )),
             Vec::new(),
             &budget,
-            &mut observer,
+            writer,
+            &mut Unwatched,
         );
         lock(&self.running).retain(|(j, _)| j != &job.id);
-        if let Some(e) = observer.writer.failure() {
+        if let Some(e) = driven.store_failure() {
             tracing::warn!(job = %job.id, error = %e, "the run's transcript could not be stored");
             return Executed::Left;
         }
+        let outcome = driven.outcome;
         if outcome.stop == StopReason::Interrupted && self.stopping.load(Ordering::SeqCst) {
             return Executed::Left;
         }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hermes_core::{
-    AgentEvent, AgentObserver, InterruptFlag, IterationBudget, Message, StopReason, Usage,
+    AgentEvent, InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason, Usage,
 };
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::StoreError;
+use hermes_runtime::turn::{TurnView, drive_steered};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::progress::{StreamEvent, Streaming, Typing};
@@ -23,13 +24,13 @@ use crate::inbox::TurnMarker;
 use crate::lease::Held;
 use crate::media::{self, Download};
 
-/// The observer of one run: re-applies a latched interrupt (see
-/// [`TurnCtl`]), persists the run as it goes and reports its progress to
-/// the reply preview.
+/// The runner's view of one run: re-applies a latched interrupt (see
+/// [`TurnCtl`]), stores steered messages, watches the spending caps and
+/// reports the run's progress to the reply preview. (The turn driver
+/// stores the run as it goes.)
 struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
     flag: &'a InterruptFlag,
-    persist: TurnWriter<'a>,
     progress: Option<UnboundedSender<StreamEvent>>,
     /// The first model that failed and why, and the model that answered in
     /// the end, when a fallback took over (SPEC X2).
@@ -50,29 +51,19 @@ impl TurnObserver<'_> {
     }
 }
 
-impl AgentObserver for TurnObserver<'_> {
+impl TurnView for TurnObserver<'_> {
+    fn store(&mut self, entry: &LedgerEntry, writer: &mut TurnWriter<'_>) -> bool {
+        match self.steer.as_mut().and_then(|s| s.claim(entry)) {
+            Some(stored) => stored,
+            None => !self.steer.as_ref().is_some_and(|s| s.failed) && writer.append(entry),
+        }
+    }
+
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         if self.ctl.is_requested() && !self.flag.is_set() {
             self.flag.interrupt();
         }
         match event {
-            AgentEvent::Appended(entry) => {
-                let stored = match self.steer.as_mut().and_then(|s| s.claim(entry)) {
-                    Some(stored) => stored,
-                    None => {
-                        !self.steer.as_ref().is_some_and(|s| s.failed) && self.persist.append(entry)
-                    }
-                };
-                if !stored {
-                    // The transcript can no longer follow the run: stop it
-                    // rather than do work (tool side effects) that would go
-                    // unrecorded.
-                    self.flag.interrupt();
-                }
-            }
-            AgentEvent::Compacted(compaction) => {
-                self.persist.compacted(compaction);
-            }
             AgentEvent::ModelCall { .. } => {
                 if let Some(watch) = &mut self.spend {
                     watch.before_call();
@@ -150,20 +141,6 @@ pub const MODEL_FAILED_PARTWAY: &str =
     "Sorry, the model stopped answering partway. Please try again in a moment.";
 /// The conversation does not fit the model's window, even compacted.
 const TOO_LONG: &str = "This does not fit in the model's context window, even after compacting the conversation. Every request also carries the system prompt and the tool definitions: a larger context on the server (Ollama: num_ctx; llama.cpp: -c) or fewer tools ([agent] toolsets) helps; otherwise send a shorter message (or a smaller file), or start a new conversation with /new.";
-
-/// Whether `message` is (part of) an answer: text, a tool call or a tool
-/// result; an empty assistant message (stopped before its first token) is
-/// none.
-fn answers(message: &Message) -> bool {
-    match message {
-        Message::User { .. } => false,
-        Message::Assistant {
-            content,
-            tool_calls,
-        } => !tool_calls.is_empty() || content.as_deref().is_some_and(|c| !c.is_empty()),
-        Message::Tool { .. } => true,
-    }
-}
 
 /// Stored media files of a message are named after it, so a message
 /// processed again (after a restart) replaces its own files.
@@ -629,13 +606,13 @@ impl Inner {
         let budget = IterationBudget::new(agent.max_iterations());
         let prices = self.factory.prices(&self.store, now);
         let wallet = self.wallet(&identity);
+        let writer = TurnWriter::new(&self.store, &session.id)
+            .skipping_stored_user_message()
+            .fenced(session_fences.clone())
+            .charging(self.charger(identity.clone(), prices, wallet.clone()));
         let mut observer = TurnObserver {
             ctl,
             flag: agent.interrupt_flag(),
-            persist: TurnWriter::new(&self.store, &session.id)
-                .skipping_stored_user_message()
-                .fenced(session_fences.clone())
-                .charging(self.charger(identity.clone(), prices, wallet.clone())),
             progress,
             fallback: None,
             steer: Some(super::steer::SteerWriter {
@@ -654,14 +631,21 @@ impl Inner {
                 halted: None,
             }),
         };
-        let outcome = agent.run_steered(user, history, &budget, &mut observer, &ctl.steer);
+        let driven = drive_steered(
+            &agent,
+            user,
+            history,
+            &budget,
+            writer,
+            &mut observer,
+            &ctl.steer,
+        );
         let fallback = observer.fallback.take();
         let capped = observer.spend.take().and_then(|mut w| w.halted.take());
-        let TurnObserver {
-            persist, progress, ..
-        } = observer;
         // The preview ends with the run; the reply below is final.
-        drop(progress);
+        drop(observer);
+        let answered = driven.answered();
+        let (outcome, persist) = (driven.outcome, driven.writer);
         if let Some(StoreError::Fenced { .. }) = persist.failure() {
             tracing::warn!(
                 key,
@@ -690,7 +674,6 @@ impl Inner {
             StopReason::ModelError(e) | StopReason::ContextOverflow(e) => Some(e.to_string()),
             _ => None,
         };
-        let answered = outcome.new_messages().iter().any(|e| answers(&e.message));
         let mut rolled_back = false;
         // A turn halted by a cap before its first call is taken back too.
         let halted = matches!(outcome.stop, StopReason::Halted);
@@ -755,46 +738,5 @@ impl Inner {
         done.usage = outcome.usage;
         done.answer = matches!(outcome.stop, StopReason::Completed).then_some(outcome.final_text);
         done
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-    use std::sync::Mutex;
-
-    use hermes_core::{LedgerEntry, Message, ToolCall};
-    use hermes_runtime::store::Store;
-
-    #[test]
-    pub(super) fn a_failed_write_interrupts_the_run() {
-        let store = Mutex::new(Store::open_in_memory().unwrap());
-        let ctl = TurnCtl::default();
-        let flag = InterruptFlag::new();
-        let mut observer = TurnObserver {
-            ctl: &ctl,
-            flag: &flag,
-            persist: TurnWriter::new(&store, "no-such-session").skipping_stored_user_message(),
-            progress: None,
-            fallback: None,
-            steer: None,
-            spend: None,
-        };
-        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
-            Message::user("u"),
-            0,
-        )));
-        assert!(!flag.is_set());
-        let call = Message::Assistant {
-            content: None,
-            tool_calls: vec![ToolCall::new("a", "t", "{}")],
-        };
-        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(call, 0)));
-        observer.on_event(&AgentEvent::Appended(&LedgerEntry::at(
-            Message::tool("a", "r"),
-            0,
-        )));
-        assert!(flag.is_set(), "no further tool may act unrecorded");
     }
 }

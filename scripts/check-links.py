@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the relative links of the repository's Markdown (issue 40 §4).
 
-Every `[text](target)` in README.md, ARCHITECTURE.md, BENCHMARKS.md and the
+Every `[text](target)` in README.md, ARCHITECTURE.md, BENCHMARKS.md, benchmarks/ and the
 book (docs/src/**/*.md) whose target is not a URL must name a file or folder
 that exists, relative to the page; a `#fragment` on a Markdown target must
 name one of its headings, and every page of the book must be in its
@@ -15,6 +15,7 @@ import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
 pages = [root / p for p in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md")]
+pages += sorted((root / "benchmarks").rglob("*.md"))
 pages += sorted((root / "docs" / "src").rglob("*.md"))
 
 link = re.compile(r"(?<!\!)\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

@@ -31,7 +31,8 @@ definition's tokens as the server renders it, full and shortened; `--log FILE` k
 response as JSON lines.
 
 Not run by .ci/run: it needs a llama-server build (≈ 30 CPU-minutes) and a
-model file. BENCHMARKS.md ("The real llama.cpp server") says how they were
+model file. benchmarks/runs/2026-12-04-the-fixed-prompt-against-small-windows.md
+("The real llama.cpp server") says how they were
 made. Standard library only.
 
   scripts/local-model-fit.py --server build/bin/llama-server \\

@@ -3,7 +3,7 @@
 # lld): the functions that `--version`, `--help`, a 20-turn one-shot (fresh
 # and warm home) and an idle Telegram gateway execute, in the order the runs
 # first reach them, so that the linker places them side by side and a run
-# maps little more text than it executes (BENCHMARKS.md "Symbol order").
+# maps little more text than it executes (benchmarks/runs/2026-12-04-symbol-order.md).
 #
 #   scripts/symbol-order.sh [TARGET [board]]   default x86_64-unknown-linux-musl
 #

@@ -1,4 +1,4 @@
-//! Measures the OpenAI-compatible API server (BENCHMARKS.md, "API server").
+//! Measures the OpenAI-compatible API server (benchmarks/runs/2026-12-02-api-server.md).
 //!
 //! `cargo run --release -p hermes-gateway --example api_server_load [-- SECONDS]`
 //!

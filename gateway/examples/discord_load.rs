@@ -1,4 +1,4 @@
-//! Measures the Discord adapter (BENCHMARKS.md, "Discord").
+//! Measures the Discord adapter (benchmarks/runs/2026-12-02-discord.md).
 //!
 //! `cargo run --release -p hermes-gateway --example discord_load [-- USERS ROUNDS]`
 //!

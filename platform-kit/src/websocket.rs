@@ -6,7 +6,7 @@
 //! One place for the three adapters, and one copy of the handshake's
 //! generic code in the binary: each crate that called tokio-tungstenite's
 //! connect instantiated it again (no shared generics on stable Rust;
-//! BENCHMARKS.md "Crates cost generics").
+//! benchmarks/runs/2026-12-05-crates-cost-generics.md).
 
 use std::sync::Arc;
 

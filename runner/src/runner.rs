@@ -60,7 +60,7 @@
 //! looked up by the name they report.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -70,16 +70,14 @@ use hermes_runtime::sync::lock;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::adapter::{AdapterError, EventHandler, OutgoingFile, PlatformAdapter};
-use crate::approval::ApprovalHub;
-use crate::cache::{AgentCache, CacheStats};
+use crate::adapter::{EventHandler, PlatformAdapter};
+
+use crate::cache::CacheStats;
 use crate::command::Command;
 use crate::config::GatewayConfig;
-use crate::dedup::Dedup;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::{Inbox, InboxError};
 use crate::lease::LeaseTiming;
-use crate::overflow::{self, Delivery};
 use crate::session::session_key;
 
 mod admission;
@@ -91,6 +89,7 @@ mod clarify;
 mod cluster;
 mod commands;
 mod context;
+mod delivery;
 mod factory;
 mod fetch;
 mod intake;
@@ -210,15 +209,29 @@ impl std::fmt::Debug for GatewayRunner {
     }
 }
 
+/// The runner's stages and what they share. Each stage owns its state:
+/// intake (duplicates, strangers, arrival numbers: [`intake::Intake`]), the
+/// queues (the sessions with work and their running turns: [`State`]), the
+/// turns' agents ([`agents::Agents`]) and delivery (the adapters:
+/// [`delivery::Delivery`]). The store, the inbox, the clock, the settings and
+/// the leases are shared; the methods on `Inner` are the walk of a message
+/// across the stages.
+///
+/// Lock order: store, then inbox, then the queues' state. The intake's and
+/// the agent cache's locks are leaves: held for one lookup, never while
+/// another lock is taken.
 struct Inner {
-    adapters: HashMap<&'static str, Arc<dyn PlatformAdapter>>,
-    factory: Arc<dyn AgentFactory>,
-    /// The factory's approval questions, if it asks any.
-    approvals: Option<Arc<ApprovalHub>>,
+    /// Duplicates, strangers and arrival numbers: the intake's own state.
+    intake: intake::Intake,
+    /// The adapters, and how a reply reaches a chat.
+    delivery: delivery::Delivery,
+    /// The factory, its approvals, the agent cache.
+    agents: agents::Agents,
     store: Arc<Mutex<Store>>,
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
     local_offset: LocalOffset,
+    /// The queues: the sessions with work.
     state: Mutex<State>,
     workers: Arc<Semaphore>,
     handle: OnceLock<Handle>,
@@ -231,30 +244,22 @@ struct Inner {
     /// Accepted messages not yet in a transcript (E3; see [`crate::inbox`]).
     /// Lock order: store, then inbox, then state.
     inbox: Mutex<Inbox>,
-    /// Arrival numbers of accepted messages (and the position of commands
-    /// among them).
-    next_pending: AtomicU64,
     /// Open once start-up has told the users of interrupted turns (or
     /// shutdown began): workers wait for it, so messages left by a previous
     /// process are answered after the adapters connected.
     gate: watch::Sender<bool>,
     /// Leases: which bots and sessions this gateway may act for (SPEC X8).
     cluster: cluster::Cluster,
-    /// The largest model call seen per identity: what a spending
-    /// reservation holds (issue 44).
-    call_sizes: Arc<hermes_runtime::spending::CallSizes>,
 }
 
-/// Routing state. Held only for short, non-blocking sections, and never
-/// while taking the store or inbox lock (lock order: store, inbox, state).
+/// The queues' state: each session with work, its queue and its running
+/// turn (one run per session, G6), and the busy notices. Held only for
+/// short, non-blocking sections, and never while taking the store or inbox
+/// lock (lock order: store, inbox, state).
 struct State {
-    dedup: Dedup,
     sessions: HashMap<String, Slot>,
-    cache: AgentCache,
     /// When each busy session last got the interrupting/queued notice.
     last_notice: HashMap<String, u64>,
-    /// When each unknown user was last refused.
-    last_refusal: HashMap<(String, String), u64>,
     active_workers: usize,
 }
 
@@ -342,17 +347,11 @@ impl GatewayRunner {
             None => local_offset,
         };
         let state = State {
-            dedup: Dedup::new(duration_ms(config.dedup_window), config.dedup_capacity),
             sessions: HashMap::new(),
-            cache: AgentCache::new(
-                config.agent_cache_size,
-                duration_ms(config.agent_cache_idle),
-            ),
             last_notice: HashMap::new(),
-            last_refusal: HashMap::new(),
             active_workers: 0,
         };
-        let adapters = adapters.into_iter().map(|a| (a.platform(), a)).collect();
+        let delivery = delivery::Delivery::new(adapters, config.max_reply_messages);
         // Several gateways can share a PostgreSQL database; a SQLite file
         // belongs to the one holding the home's lock.
         let exclusive = lock(&store).kind() == BackendKind::Sqlite;
@@ -363,9 +362,9 @@ impl GatewayRunner {
         );
         GatewayRunner {
             inner: Arc::new(Inner {
-                adapters,
-                approvals: factory.approvals(),
-                factory,
+                intake: intake::Intake::new(&config),
+                delivery,
+                agents: agents::Agents::new(factory, &config),
                 store,
                 clock,
                 workers: Arc::new(Semaphore::new(config.max_workers.max(1))),
@@ -377,10 +376,8 @@ impl GatewayRunner {
                 closed: AtomicBool::new(false),
                 idle: Notify::new(),
                 inbox: Mutex::new(Inbox::volatile()),
-                next_pending: AtomicU64::new(1),
                 gate: watch::Sender::new(false),
                 cluster,
-                call_sizes: Arc::default(),
             }),
         }
     }
@@ -414,7 +411,7 @@ impl GatewayRunner {
         .await
         .map_err(|e| StartError::NoAdapter(format!("start-up panicked: {e}")))??;
 
-        if let Some(hub) = &self.inner.approvals {
+        if let Some(hub) = &self.inner.agents.approvals {
             let weak: Weak<Inner> = Arc::downgrade(&self.inner);
             hub.set_notifier(Box::new(move |route, text| {
                 if let Some(inner) = weak.upgrade() {
@@ -429,6 +426,7 @@ impl GatewayRunner {
                     let sender = Arc::clone(&inner);
                     inner.spawn(async move {
                         sender
+                            .delivery
                             .send(
                                 &route.platform,
                                 &route.chat_id,
@@ -440,10 +438,10 @@ impl GatewayRunner {
                 }
             }));
         }
-        if let Some(hub) = self.inner.factory.files() {
+        if let Some(hub) = self.inner.agents.factory.files() {
             hub.set_sender(Arc::new(voice::ChatFiles(Arc::downgrade(&self.inner))));
         }
-        if let Some(hub) = self.inner.factory.clarify() {
+        if let Some(hub) = self.inner.agents.factory.clarify() {
             hub.set_sender(Arc::new(clarify::ChatQuestions(Arc::downgrade(
                 &self.inner,
             ))));
@@ -458,7 +456,7 @@ impl GatewayRunner {
         // over what earlier holders left, queues the left-over messages,
         // connects, sends the restart notices.
         let mut firsts = Vec::new();
-        for adapter in self.inner.adapters.values() {
+        for adapter in self.inner.delivery.adapters() {
             let (tx, rx) = tokio::sync::oneshot::channel();
             let inner = Arc::clone(&self.inner);
             tokio::spawn(inner.serve_bot(Arc::clone(adapter), Arc::clone(&handler), Some(tx)));
@@ -542,7 +540,7 @@ impl GatewayRunner {
         };
         inner.closed.store(true, Ordering::SeqCst);
         inner.cluster.stop.send_replace(true);
-        for adapter in inner.adapters.values() {
+        for adapter in inner.delivery.adapters() {
             let left = (started + SHUTDOWN_TIMEOUT)
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(100));
@@ -590,17 +588,17 @@ impl GatewayRunner {
 
     /// Agent-cache counters.
     pub fn cache_stats(&self) -> CacheStats {
-        lock(&self.inner.state).cache.stats()
+        self.inner.agents.cache_stats()
     }
 
     /// Whether an agent is cached for `session_key`.
     pub fn is_cached(&self, session_key: &str) -> bool {
-        lock(&self.inner.state).cache.contains(session_key)
+        self.inner.agents.is_cached(session_key)
     }
 
     /// Agents in the cache.
     pub fn cached_agents(&self) -> usize {
-        lock(&self.inner.state).cache.len()
+        self.inner.agents.cached()
     }
 
     /// Sessions with a running turn or waiting messages.
@@ -610,7 +608,7 @@ impl GatewayRunner {
 
     /// Whether an adapter for `platform` is configured here.
     pub fn has_platform(&self, platform: &str) -> bool {
-        self.inner.adapters.contains_key(platform)
+        self.inner.delivery.adapter(platform).is_some()
     }
 
     /// The session key a source maps to under this runner's settings.
@@ -637,107 +635,6 @@ impl Inner {
                 h.spawn(fut);
             }
             None => tracing::error!("event delivered before the runner started; dropped"),
-        }
-    }
-
-    /// Sends a reply, at most [`GatewayConfig::max_reply_messages`]
-    /// platform messages of it ([`crate::overflow`]).
-    async fn send(&self, platform: &str, chat_id: &str, text: &str, reply_to: Option<&str>) {
-        if text.is_empty() {
-            return;
-        }
-        let Some(adapter) = self.adapters.get(platform) else {
-            tracing::error!(platform, "no adapter for platform; reply dropped");
-            return;
-        };
-        let reply_to = reply_to.filter(|r| !r.is_empty());
-        let to = Outbound {
-            chat_id,
-            thread: None,
-            reply_to,
-        };
-        if let Err(e) = self.deliver(&**adapter, &to, text).await {
-            tracing::error!(platform, chat_id, error = %e, "sending a reply failed");
-        }
-    }
-
-    async fn deliver(
-        &self,
-        adapter: &dyn PlatformAdapter,
-        to: &Outbound<'_>,
-        text: &str,
-    ) -> Result<(), AdapterError> {
-        let chat_id = to.chat_id;
-        let max = self.config.max_reply_messages;
-        let files = adapter.can_send_files();
-        // The note ending the beginning of a long reply; the cut notice is
-        // reserved at its longest (every character left out).
-        let note = if files {
-            overflow::file_note(max)
-        } else {
-            overflow::cut_notice(max, text.chars().count())
-        };
-        let head_messages = if files { max - 1 } else { max };
-        let (head, rest) = match overflow::plan(
-            text,
-            adapter.max_message_len(),
-            adapter.length_unit(),
-            max,
-            head_messages,
-            &note,
-        ) {
-            Delivery::Whole => return to.send(adapter, text).await,
-            Delivery::Overflow { head, rest } => (head, rest),
-        };
-        let rest_chars = rest.chars().count();
-        tracing::info!(
-            platform = adapter.platform(),
-            chat_id,
-            rest_chars,
-            "reply longer than {max} messages"
-        );
-        if !files {
-            let note = overflow::cut_notice(max, rest_chars);
-            return to.send(adapter, &overflow::with_note(&head, &note)).await;
-        }
-        to.send(adapter, &overflow::with_note(&head, &note)).await?;
-        let file = OutgoingFile {
-            file_name: overflow::REPLY_FILE_NAME.to_owned(),
-            content: rest.into_bytes(),
-            caption: overflow::REPLY_FILE_CAPTION.to_owned(),
-            kind: crate::adapter::FileKind::Document,
-            media_type: "text/markdown; charset=utf-8".to_owned(),
-        };
-        if let Err(e) = adapter.send_file(chat_id, &file, None).await {
-            tracing::warn!(platform = adapter.platform(), chat_id, error = %e, "sending the rest of a long reply as a file failed");
-            let notice = Outbound {
-                reply_to: None,
-                ..*to
-            };
-            notice
-                .send(adapter, &overflow::cut_notice(max, rest_chars))
-                .await?;
-        }
-        Ok(())
-    }
-}
-
-/// Where a reply or a scheduled answer goes: a chat, a thread in it (a
-/// forum topic), the message it answers.
-#[derive(Clone, Copy, Debug)]
-struct Outbound<'a> {
-    chat_id: &'a str,
-    thread: Option<&'a str>,
-    reply_to: Option<&'a str>,
-}
-
-impl Outbound<'_> {
-    /// One `send` (the adapter splits): a reply follows its message into
-    /// its thread; otherwise the thread, if any, is addressed.
-    async fn send(&self, adapter: &dyn PlatformAdapter, text: &str) -> Result<(), AdapterError> {
-        match (self.thread, self.reply_to) {
-            (Some(thread), None) => adapter.send_to_thread(self.chat_id, thread, text).await,
-            _ => adapter.send(self.chat_id, text, self.reply_to).await,
         }
     }
 }

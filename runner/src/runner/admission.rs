@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Inner, REFUSAL_INTERVAL, duration_ms, intake::blocking, lock, refusal_text};
+use super::{Inner, intake::blocking, refusal_text};
 use crate::event::{ChatType, MessageEvent};
 use crate::pairing::{self, Answer};
 
@@ -13,7 +13,7 @@ impl Inner {
     /// check, so an approval from `hermes pairing approve` counts at once).
     /// A stranger's DM gets a pairing code (when pairing is on); everyone
     /// else refused gets the refusal, at most once per
-    /// [`REFUSAL_INTERVAL`]. Never calls the model.
+    /// [`super::REFUSAL_INTERVAL`]. Never calls the model.
     pub(super) fn admit(self: &Arc<Self>, event: &MessageEvent, now: u64) -> bool {
         let source = &event.source;
         if self.config.allow.allows(&source.platform, &source.user_id) {
@@ -49,18 +49,10 @@ impl Inner {
             }
             return false;
         }
-        let who = (source.platform.clone(), source.user_id.clone());
-        let mut state = lock(&self.state);
-        let recently = state
-            .last_refusal
-            .get(&who)
-            .is_some_and(|t| now.saturating_sub(*t) < duration_ms(REFUSAL_INTERVAL));
-        if !recently {
-            if state.last_refusal.len() > 10_000 {
-                state.last_refusal.clear();
-            }
-            state.last_refusal.insert(who, now);
-            drop(state);
+        if self
+            .intake
+            .refuse_now(&source.platform, &source.user_id, now)
+        {
             self.reply_later(event, refusal_text(&source.user_id));
         }
         false

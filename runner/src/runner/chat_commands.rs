@@ -174,12 +174,13 @@ impl Inner {
     }
 
     async fn reply(&self, event: &MessageEvent, text: &str) {
-        self.send(
-            &event.source.platform,
-            &event.source.chat_id,
-            text,
-            Some(&event.message_id),
-        )
-        .await;
+        self.delivery
+            .send(
+                &event.source.platform,
+                &event.source.chat_id,
+                text,
+                Some(&event.message_id),
+            )
+            .await;
     }
 }

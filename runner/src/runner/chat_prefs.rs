@@ -12,7 +12,7 @@ use hermes_core::{Message, RunOutcome};
 use hermes_runtime::store::{SessionRecord, SessionStatus, Store, StoreError};
 use serde::{Deserialize, Serialize};
 
-use super::{BuildOptions, Inner, lock};
+use super::{BuildOptions, Inner};
 use crate::event::SessionSource;
 use crate::personality::{Personalities, valid_name};
 
@@ -127,7 +127,7 @@ impl Inner {
         let json = serde_json::to_string(prefs).unwrap_or_default();
         self.store()
             .kv_set(&format!("{PREFS_PREFIX}{key}"), &json)?;
-        lock(&self.state).cache.invalidate(key);
+        self.agents.invalidate(key);
         Ok(())
     }
 
@@ -175,7 +175,7 @@ impl Inner {
 
     /// `/personality [NAME|none]`.
     pub(super) fn personality(&self, key: &str, arg: Option<&str>) -> Result<String, StoreError> {
-        let personalities = self.factory.personalities();
+        let personalities = self.agents.factory.personalities();
         let mut prefs = self.chat_prefs(key);
         let Some(arg) = arg else {
             return Ok(format!(
@@ -274,7 +274,7 @@ impl Inner {
         let count = target.message_count;
         self.switch_to(&mut store, key, current.as_ref(), &id)?;
         drop(store);
-        lock(&self.state).cache.invalidate(key);
+        self.agents.invalidate(key);
         Ok(format!(
             "Resumed {id} — {} · {count} messages. Your next message continues it.",
             title.as_deref().unwrap_or("untitled")

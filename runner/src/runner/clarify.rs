@@ -20,8 +20,8 @@ impl ChatQuestions {
     fn adapter(&self, route: &Route) -> Result<(Arc<Inner>, Arc<dyn PlatformAdapter>), String> {
         let inner = self.0.upgrade().ok_or("the gateway is stopping")?;
         let adapter = inner
-            .adapters
-            .get(route.platform.as_str())
+            .delivery
+            .adapter(route.platform.as_str())
             .cloned()
             .ok_or("no adapter for this chat's platform")?;
         Ok((inner, adapter))
@@ -61,6 +61,7 @@ impl QuestionSender for ChatQuestions {
         inner.spawn(async move {
             let reply_to = Some(route.reply_to.as_str()).filter(|r| !r.is_empty());
             sender
+                .delivery
                 .send(&route.platform, &route.chat_id, &text, reply_to)
                 .await;
         });
@@ -90,7 +91,7 @@ impl Inner {
     /// chat. `true`: it was taken (an answer, a wrong number, a stale
     /// button press) and needs no more handling.
     pub(super) fn offer_to_question(self: &Arc<Self>, key: &str, event: &MessageEvent) -> bool {
-        let Some(hub) = self.factory.clarify() else {
+        let Some(hub) = self.agents.factory.clarify() else {
             return false;
         };
         match hub.offer(key, event) {

@@ -144,8 +144,8 @@ impl Inner {
     /// inbox rows and turn markers are tagged with, so two bots of one
     /// platform on one database take over only their own.
     pub(super) fn bot_id(&self, platform: &str) -> String {
-        self.adapters
-            .get(platform)
+        self.delivery
+            .adapter(platform)
             .map(|a| a.bot_id())
             .unwrap_or_default()
     }
@@ -412,7 +412,7 @@ impl Inner {
     /// Queues what a takeover found, after telling the users of killed turns.
     async fn answer_taken_over(self: &Arc<Self>, taken: TakeOver) {
         for marker in taken.interrupted {
-            let send = self.send(
+            let send = self.delivery.send(
                 &marker.platform,
                 &marker.chat_id,
                 RESTART_NOTICE,
@@ -487,7 +487,8 @@ impl Inner {
         // Arrival numbers continue after what is left: a new message must
         // never take the inbox key of an old one.
         let next = left.iter().map(|p| p.id).max().unwrap_or(0) + 1;
-        self.next_pending
+        self.intake
+            .next_pending
             .fetch_max(next, std::sync::atomic::Ordering::SeqCst);
         taken.to_answer = left.iter().filter(|p| p.answer).cloned().collect();
         lock(&self.inbox).restore(left);

@@ -40,13 +40,14 @@ impl Inner {
                 "Sorry, that command failed.".into()
             }
         };
-        self.send(
-            &event.source.platform,
-            &event.source.chat_id,
-            &text,
-            Some(&event.message_id),
-        )
-        .await;
+        self.delivery
+            .send(
+                &event.source.platform,
+                &event.source.chat_id,
+                &text,
+                Some(&event.message_id),
+            )
+            .await;
     }
 
     /// `/usage`: the conversation's token totals, cache share and cost
@@ -63,7 +64,7 @@ impl Inner {
                     return Ok::<_, StoreError>(format!("{own}\n\nNo conversation yet."));
                 };
                 let report = UsageReport::for_session(&i2.store(), &session.id)?;
-                let prices = i2.factory.prices(&i2.store, i2.now());
+                let prices = i2.agents.factory.prices(&i2.store, i2.now());
                 Ok(format!(
                     "{own}\n\nUsage of this conversation:\n{}",
                     report.render(&prices)
@@ -76,6 +77,7 @@ impl Inner {
                 Err(_) => "Usage: unavailable".to_owned(),
             };
             inner
+                .delivery
                 .send(
                     &event.source.platform,
                     &event.source.chat_id,
@@ -106,7 +108,7 @@ impl Inner {
                     let model = s
                         .model
                         .clone()
-                        .unwrap_or_else(|| inner.factory.default_model());
+                        .unwrap_or_else(|| inner.agents.factory.default_model());
                     text.push_str(&format!(
                         "Session: {}\nModel: {model}\nMessages: {}\n",
                         s.id, s.message_count
@@ -133,7 +135,7 @@ impl Inner {
                 }
                 Ok(Ok(None)) => text.push_str(&format!(
                     "No conversation yet.\nModel: {}\n",
-                    inner.factory.default_model()
+                    inner.agents.factory.default_model()
                 )),
                 Ok(Err(e)) => text.push_str(&format!("Session: unavailable ({e})\n")),
                 Err(_) => text.push_str("Session: unavailable\n"),
@@ -145,6 +147,7 @@ impl Inner {
                 if cached { "yes" } else { "no" },
             ));
             inner
+                .delivery
                 .send(
                     &event.source.platform,
                     &event.source.chat_id,
@@ -176,7 +179,7 @@ impl Inner {
                         None => store.create_session(&Self::new_session_spec(
                             key,
                             source,
-                            &self.factory.default_model(),
+                            &self.agents.factory.default_model(),
                         ))?,
                     };
                     let fences = self.bot_fences(&source.platform).unwrap_or_default();
@@ -194,11 +197,10 @@ impl Inner {
                 let model = store
                     .active_session_for_key(key)?
                     .and_then(|s| s.model)
-                    .unwrap_or_else(|| self.factory.default_model());
+                    .unwrap_or_else(|| self.agents.factory.default_model());
                 store.reset(key, &Self::new_session_spec(key, source, &model))?;
                 drop(store);
-                let mut state = lock(&self.state);
-                state.cache.invalidate(key);
+                self.agents.invalidate(key);
                 Ok("Started a new conversation.".into())
             }
             Command::Model(None) => {
@@ -206,7 +208,7 @@ impl Inner {
                     .store()
                     .active_session_for_key(key)?
                     .and_then(|s| s.model)
-                    .unwrap_or_else(|| self.factory.default_model());
+                    .unwrap_or_else(|| self.agents.factory.default_model());
                 Ok(format!("Model: {model}. Switch with /model NAME."))
             }
             Command::Model(Some(name)) => {
@@ -224,7 +226,7 @@ impl Inner {
                 };
                 store.set_model(&id, name)?;
                 drop(store);
-                lock(&self.state).cache.invalidate(key);
+                self.agents.invalidate(key);
                 Ok(format!(
                     "Model set to {name}; it answers from your next message."
                 ))

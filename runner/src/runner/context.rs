@@ -63,8 +63,9 @@ impl Inner {
         let model = session
             .model
             .clone()
-            .unwrap_or_else(|| self.factory.default_model());
+            .unwrap_or_else(|| self.agents.factory.default_model());
         let from = self
+            .agents
             .factory
             .window_detail(&model)
             .unwrap_or_else(|| usage.source.to_string());

@@ -19,13 +19,13 @@ impl Inner {
     /// media, by inbox id; nothing when the factory processes no media.
     pub(super) async fn fetch_media(&self, key: &str, upto: u64) -> HashMap<u64, Vec<Download>> {
         let mut out = HashMap::new();
-        if self.factory.media().is_none() {
+        if self.agents.factory.media().is_none() {
             return out;
         }
         let pending = lock(&self.inbox).upto(key, upto);
         let max = self.config.max_file_bytes;
         for p in pending.into_iter().filter(|p| !p.media.is_empty()) {
-            let adapter = self.adapters.get(p.platform.as_str());
+            let adapter = self.delivery.adapter(p.platform.as_str());
             let mut downloads = Vec::with_capacity(p.media.len());
             for media in p.media {
                 let result = match adapter {

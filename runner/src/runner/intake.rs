@@ -1,15 +1,18 @@
 //! Intake: the one handler adapters call — duplicates, the allow-list,
 //! commands, durable acceptance into the inbox, and the session queues.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, Slot, State, Work, duration_ms, lock,
+    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, REFUSAL_INTERVAL, Slot, State, Work,
+    duration_ms, lock,
 };
 use crate::approval::Verdict;
 use crate::command::{Command, HELP, parse_command, skills_text};
-use crate::config::BusyMode;
+use crate::config::{BusyMode, GatewayConfig};
+use crate::dedup::Dedup;
 use crate::event::{ChatType, MediaKind, MessageEvent};
 use crate::inbox::{Accepted, Pending, seen_key};
 use crate::session::session_key;
@@ -32,6 +35,55 @@ pub(super) fn drop_queued_messages(slot: &mut Slot) -> Vec<u64> {
     dropped
 }
 
+/// The intake stage's own state: which messages were seen (G7), which
+/// strangers were refused lately, and the arrival numbers of accepted
+/// messages. Each lock is short and never held while another is taken.
+pub(super) struct Intake {
+    dedup: Mutex<Dedup>,
+    /// When each unknown (platform, user) was last refused.
+    refused: Mutex<HashMap<(String, String), u64>>,
+    /// Arrival numbers of accepted messages (and the position of commands
+    /// among them).
+    pub(super) next_pending: AtomicU64,
+}
+
+impl Intake {
+    pub(super) fn new(config: &GatewayConfig) -> Self {
+        Intake {
+            dedup: Mutex::new(Dedup::new(
+                duration_ms(config.dedup_window),
+                config.dedup_capacity,
+            )),
+            refused: Mutex::new(HashMap::new()),
+            next_pending: AtomicU64::new(1),
+        }
+    }
+
+    /// Whether `event` is seen for the first time within the window (G7).
+    fn first_sighting(&self, event: &MessageEvent, now: u64) -> bool {
+        let source = &event.source;
+        lock(&self.dedup).first_sighting(&source.platform, &source.chat_id, &event.message_id, now)
+    }
+
+    /// Whether a stranger should be told "no" now: at most once per
+    /// [`REFUSAL_INTERVAL`] each.
+    pub(super) fn refuse_now(&self, platform: &str, user_id: &str, now: u64) -> bool {
+        let who = (platform.to_owned(), user_id.to_owned());
+        let mut refused = lock(&self.refused);
+        let recently = refused
+            .get(&who)
+            .is_some_and(|t| now.saturating_sub(*t) < duration_ms(REFUSAL_INTERVAL));
+        if recently {
+            return false;
+        }
+        if refused.len() > 10_000 {
+            refused.clear();
+        }
+        refused.insert(who, now);
+        true
+    }
+}
+
 /// Runs `f`, which blocks briefly on SQLite, from an adapter's task:
 /// under `block_in_place` on a multi-thread runtime, else a plain call.
 pub(super) use hermes_runtime::bridge::wait_outside_runtime as blocking;
@@ -44,7 +96,10 @@ impl Inner {
         let platform = event.source.platform.clone();
         let reply_to = event.message_id.clone();
         self.spawn(async move {
-            inner.send(&platform, &chat, &text, Some(&reply_to)).await;
+            inner
+                .delivery
+                .send(&platform, &chat, &text, Some(&reply_to))
+                .await;
         });
     }
 
@@ -54,24 +109,17 @@ impl Inner {
             return;
         }
         let now = self.now();
-        let source = &event.source;
-        let mut state = lock(&self.state);
-        if !state
-            .dedup
-            .first_sighting(&source.platform, &source.chat_id, &event.message_id, now)
-        {
-            tracing::debug!(platform = %source.platform, id = %event.message_id, "duplicate dropped");
+        if !self.intake.first_sighting(&event, now) {
+            tracing::debug!(platform = %event.source.platform, id = %event.message_id, "duplicate dropped");
             return;
         }
-        // Admission may read the store: not under the state lock.
-        drop(state);
         if !self.admit(&event, now) {
             return;
         }
         let source = &event.source;
         let state = lock(&self.state);
         let key = session_key(source, self.config.group_sessions_per_user);
-        let position = self.next_pending.load(Ordering::SeqCst);
+        let position = self.intake.next_pending.load(Ordering::SeqCst);
         let command = parse_command(&event.text);
         super::oplog::message_in(&event, command.is_some());
         // A question of the running turn waits for this chat's answer: it
@@ -112,12 +160,12 @@ impl Inner {
             }
             Some(Command::Skills) => {
                 drop(state);
-                self.reply_later(&event, skills_text(&self.factory.skills()));
+                self.reply_later(&event, skills_text(&self.agents.factory.skills()));
             }
             Some(command @ (Command::Memory | Command::Forget)) => {
                 drop(state);
                 let forget = command == Command::Forget;
-                let text = self.factory.memory_command(&event.source, forget);
+                let text = self.agents.factory.memory_command(&event.source, forget);
                 self.reply_later(&event, text);
             }
             // Answered at once: the turn that asked is waiting for it, so it
@@ -130,6 +178,7 @@ impl Inner {
                     Verdict::Approve
                 };
                 let delivered = self
+                    .agents
                     .approvals
                     .as_ref()
                     .is_some_and(|hub| hub.answer(&key, verdict));
@@ -145,6 +194,7 @@ impl Inner {
             Some(Command::Deny) => {
                 drop(state);
                 let delivered = self
+                    .agents
                     .approvals
                     .as_ref()
                     .is_some_and(|hub| hub.answer(&key, Verdict::Deny));
@@ -201,7 +251,7 @@ impl Inner {
                             .count(),
                     )
                 });
-                let cached = state.cache.contains(&key);
+                let cached = self.agents.is_cached(&key);
                 drop(state);
                 self.status_later(event, key, running, waiting, cached);
             }
@@ -269,7 +319,7 @@ impl Inner {
         blocking(|| {
             let mut inbox = lock(&self.inbox);
             // Taken under the inbox lock, so inbox order is arrival order.
-            let id = self.next_pending.fetch_add(1, Ordering::SeqCst);
+            let id = self.intake.next_pending.fetch_add(1, Ordering::SeqCst);
             let source = &event.source;
             let pending = Pending {
                 id,
@@ -478,6 +528,7 @@ impl Inner {
                 .iter()
                 .all(|m| matches!(m.kind, MediaKind::Voice | MediaKind::Audio))
             && self
+                .agents
                 .factory
                 .media()
                 .is_some_and(|services| !services.can_transcribe())

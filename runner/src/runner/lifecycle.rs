@@ -70,7 +70,7 @@ impl Inner {
         now: u64,
         notices: &mut Vec<String>,
     ) -> Result<SessionRecord, StoreError> {
-        let default_model = self.factory.default_model();
+        let default_model = self.agents.factory.default_model();
         match store.active_session_for_key(key)? {
             None => store.create_session(&Self::new_session_spec(key, source, &default_model)),
             Some(s) if s.status != SessionStatus::Active => {

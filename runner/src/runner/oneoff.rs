@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use crate::adapter::{AdapterError, OutgoingFile};
 
-use super::{GatewayRunner, Outbound};
+use super::GatewayRunner;
+use super::delivery::Outbound;
 
 impl GatewayRunner {
     /// Gives every adapter `handler` for the messages its platform accepted
     /// and later reported failed (the scheduler's, for its deliveries).
     pub fn set_late_failures(&self, handler: crate::delivery::LateFailureHandler) {
-        for adapter in self.inner.adapters.values() {
+        for adapter in self.inner.delivery.adapters() {
             adapter.set_late_failures(Arc::clone(&handler));
         }
     }
@@ -28,7 +29,7 @@ impl GatewayRunner {
         thread: Option<&str>,
         text: &str,
     ) -> Result<(), AdapterError> {
-        let Some(adapter) = self.inner.adapters.get(platform) else {
+        let Some(adapter) = self.inner.delivery.adapter(platform) else {
             return Err(AdapterError::Rejected {
                 platform: "gateway",
                 message: format!("no {platform} adapter is configured"),
@@ -44,7 +45,7 @@ impl GatewayRunner {
             thread,
             reply_to: None,
         };
-        self.inner.deliver(&**adapter, &to, text).await
+        self.inner.delivery.deliver(&**adapter, &to, text).await
     }
 
     /// Sends `file` to a chat (a `send_message` file, SPEC Y1's outbox):
@@ -56,7 +57,7 @@ impl GatewayRunner {
         chat_id: &str,
         file: &OutgoingFile,
     ) -> Result<(), AdapterError> {
-        let Some(adapter) = self.inner.adapters.get(platform) else {
+        let Some(adapter) = self.inner.delivery.adapter(platform) else {
             return Err(AdapterError::Rejected {
                 platform: "gateway",
                 message: format!("no {platform} adapter is configured"),

@@ -55,7 +55,7 @@ impl Inner {
         Arc::new(spending::Wallet::new(
             self.config.limits.clone(),
             identity.to_owned(),
-            self.call_sizes.clone(),
+            self.agents.call_sizes.clone(),
         ))
     }
 

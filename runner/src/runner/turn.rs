@@ -275,7 +275,7 @@ impl Inner {
         }
         let chat = event.source.chat_id.clone();
         let reply_to = event.message_id.clone();
-        let adapter = self.adapters.get(platform.as_str()).cloned();
+        let adapter = self.delivery.adapter(platform.as_str()).cloned();
         // Progress (SPEC X6): typing until the turn ends, and the reply
         // shown as it is written where the platform can.
         let typing = adapter
@@ -327,13 +327,14 @@ impl Inner {
             }
         };
         if let Some(orphan) = reply.orphan.as_ref().filter(|_| !reply.taken_over) {
-            self.send(
-                &orphan.platform,
-                &orphan.chat_id,
-                RESTART_NOTICE,
-                Some(&orphan.message_id),
-            )
-            .await;
+            self.delivery
+                .send(
+                    &orphan.platform,
+                    &orphan.chat_id,
+                    RESTART_NOTICE,
+                    Some(&orphan.message_id),
+                )
+                .await;
         }
         // Sent only while the session is still ours: a gateway that took it
         // over (this one was stopped or cut off mid-turn) answers instead.
@@ -382,7 +383,9 @@ impl Inner {
         let mut pieces = 0;
         for text in texts {
             pieces += self.pieces(platform, &text);
-            self.send(platform, chat, &text, Some(reply_to)).await;
+            self.delivery
+                .send(platform, chat, &text, Some(reply_to))
+                .await;
         }
         let streamed = match streaming {
             Some(s) => s.end().await,
@@ -403,15 +406,19 @@ impl Inner {
             pieces += 1;
         } else {
             pieces += self.pieces(platform, &reply);
-            self.send(platform, chat, &reply, Some(reply_to)).await;
+            self.delivery
+                .send(platform, chat, &reply, Some(reply_to))
+                .await;
         }
         pieces
     }
 
-    /// How many platform messages [`Inner::send`] makes of `text` (at most
-    /// `max_reply_messages`; the rest of a longer one goes as a file).
+    /// How many platform messages
+    /// [`Delivery::send`](super::delivery::Delivery::send) makes of `text`
+    /// (at most `max_reply_messages`; the rest of a longer one goes as a
+    /// file).
     pub(super) fn pieces(&self, platform: &str, text: &str) -> usize {
-        match self.adapters.get(platform) {
+        match self.delivery.adapter(platform) {
             Some(a) if !text.is_empty() => {
                 crate::split::split_message(text, a.max_message_len(), a.length_unit())
                     .len()
@@ -479,13 +486,13 @@ impl Inner {
         let model = session
             .model
             .clone()
-            .unwrap_or_else(|| self.factory.default_model());
+            .unwrap_or_else(|| self.agents.factory.default_model());
         let with_media: Vec<_> = lock(&self.inbox)
             .upto(key, id)
             .into_iter()
             .filter(|p| !p.media.is_empty())
             .collect();
-        let services = self.factory.media();
+        let services = self.agents.factory.media();
         let mut prepared = HashMap::new();
         let mut prefix = String::new();
         let mut answerable = true;
@@ -604,7 +611,7 @@ impl Inner {
         ctl.attach(agent.interrupt_flag().clone());
         let _routes = self.bind_routes(&session.id, key, event);
         let budget = IterationBudget::new(agent.max_iterations());
-        let prices = self.factory.prices(&self.store, now);
+        let prices = self.agents.factory.prices(&self.store, now);
         let wallet = self.wallet(&identity);
         let writer = TurnWriter::new(&self.store, &session.id)
             .skipping_stored_user_message()
@@ -723,7 +730,7 @@ impl Inner {
         if let Some((failed, reason, answering)) = fallback {
             // The agent moved off its primary: drop it, so the next turn
             // starts from a fresh one on the primary (G4, X2).
-            lock(&self.state).cache.invalidate(key);
+            self.agents.invalidate(key);
             if !reply.trim().is_empty() && !reply.ends_with("\n\n") {
                 reply.push_str("\n\n");
             }

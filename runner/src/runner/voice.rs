@@ -47,8 +47,8 @@ impl Inner {
     /// `/voice`, else `[gateway] voice_replies`) says so for this kind of
     /// message.
     pub(super) fn voice_plan(&self, key: &str, event: &MessageEvent) -> Option<VoicePlan> {
-        let speaker = self.factory.speech()?;
-        let adapter = self.adapters.get(event.source.platform.as_str())?;
+        let speaker = self.agents.factory.speech()?;
+        let adapter = self.delivery.adapter(event.source.platform.as_str())?;
         if !adapter.can_send_voice() {
             return None;
         }
@@ -98,7 +98,9 @@ impl Inner {
             let reply = texts.pop().unwrap_or_default();
             for notice in std::mem::replace(&mut texts, vec![reply]) {
                 pieces += self.pieces(platform, &notice);
-                self.send(platform, chat, &notice, Some(reply_to)).await;
+                self.delivery
+                    .send(platform, chat, &notice, Some(reply_to))
+                    .await;
             }
         }
         match self
@@ -113,7 +115,8 @@ impl Inner {
                         .deliver_reply(texts, streaming, platform, chat, reply_to)
                         .await;
                 }
-                self.send(platform, chat, VOICE_FAILED, Some(reply_to))
+                self.delivery
+                    .send(platform, chat, VOICE_FAILED, Some(reply_to))
                     .await;
                 pieces + 1
             }
@@ -131,8 +134,8 @@ impl Inner {
         reply_to: &str,
     ) -> Result<(), String> {
         let adapter = self
-            .adapters
-            .get(platform)
+            .delivery
+            .adapter(platform)
             .ok_or("no adapter for the platform")?;
         let started = std::time::Instant::now();
         let speaker = Arc::clone(speaker);
@@ -178,7 +181,7 @@ impl Inner {
     /// questions, `send_file` and `clarify`, until the guards are dropped.
     pub(super) fn bind_routes(&self, session_id: &str, key: &str, event: &MessageEvent) -> Bound {
         let source = &event.source;
-        let approvals = self.approvals.as_ref().map(|hub| {
+        let approvals = self.agents.approvals.as_ref().map(|hub| {
             hub.bind(
                 session_id,
                 Route {
@@ -189,7 +192,7 @@ impl Inner {
                 },
             )
         });
-        let files = self.factory.files().map(|hub| {
+        let files = self.agents.factory.files().map(|hub| {
             hub.bind(
                 session_id,
                 FileRoute {
@@ -200,7 +203,7 @@ impl Inner {
                 },
             )
         });
-        let questions = self.factory.clarify().map(|hub| {
+        let questions = self.agents.factory.clarify().map(|hub| {
             hub.bind(
                 session_id,
                 Route {
@@ -221,7 +224,7 @@ impl Inner {
         arg: Option<&str>,
     ) -> Result<String, hermes_runtime::store::StoreError> {
         let mut prefs = self.chat_prefs(key);
-        let configured = self.factory.speech().is_some();
+        let configured = self.agents.factory.speech().is_some();
         let note = if configured {
             ""
         } else {
@@ -260,8 +263,8 @@ impl ChatFiles {
     fn adapter(&self, route: &FileRoute) -> Result<(Arc<Inner>, Arc<dyn PlatformAdapter>), String> {
         let inner = self.0.upgrade().ok_or("the gateway is stopping")?;
         let adapter = inner
-            .adapters
-            .get(route.platform.as_str())
+            .delivery
+            .adapter(route.platform.as_str())
             .cloned()
             .ok_or("no adapter for this chat's platform")?;
         Ok((inner, adapter))

@@ -59,21 +59,18 @@
 //! **Invariant:** nothing here branches on a platform name; adapters are
 //! looked up by the name they report.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use hermes_core::{Clock, InterruptFlag};
+use hermes_core::Clock;
 use hermes_runtime::store::{BackendKind, Store, StoreError};
 use hermes_runtime::sync::lock;
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::adapter::{EventHandler, PlatformAdapter};
 
 use crate::cache::CacheStats;
-use crate::command::Command;
 use crate::config::GatewayConfig;
 use crate::event::{MessageEvent, SessionSource};
 use crate::inbox::{Inbox, InboxError};
@@ -97,6 +94,7 @@ mod lifecycle;
 mod oneoff;
 mod oplog;
 mod progress;
+mod queues;
 mod recovery;
 mod spending;
 mod steer;
@@ -109,6 +107,8 @@ pub use fetch::DOWNLOAD_TIMEOUT;
 pub use lifecycle::{last_daily_boundary, system_utc_offset};
 pub use progress::{StreamEvent, TYPING_INTERVAL};
 pub use steer::STEER_NOTICE;
+
+use queues::{State, TurnCtl, Work};
 
 /// The "interrupting" notice is sent at most this often per session (G6).
 pub const NOTICE_INTERVAL: Duration = Duration::from_secs(30);
@@ -211,7 +211,8 @@ impl std::fmt::Debug for GatewayRunner {
 
 /// The runner's stages and what they share. Each stage owns its state:
 /// intake (duplicates, strangers, arrival numbers: [`intake::Intake`]), the
-/// queues (the sessions with work and their running turns: [`State`]), the
+/// queues (the sessions with work and their running turns, the workers'
+/// bound, the start-up gate: [`queues::Queues`]), the
 /// turns' agents ([`agents::Agents`]) and delivery (the adapters:
 /// [`delivery::Delivery`]). The store, the inbox, the clock, the settings and
 /// the leases are shared; the methods on `Inner` are the walk of a message
@@ -231,95 +232,18 @@ struct Inner {
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
     local_offset: LocalOffset,
-    /// The queues: the sessions with work.
-    state: Mutex<State>,
-    workers: Arc<Semaphore>,
+    /// The sessions with work and their running turns.
+    queues: queues::Queues,
     handle: OnceLock<Handle>,
     /// Shutdown began: waiting messages stay in the inbox, not run.
     stopping: AtomicBool,
     /// Shutdown drained the workers: events are no longer accepted.
     closed: AtomicBool,
-    /// Woken whenever a session worker exits (for graceful stop).
-    idle: Notify,
     /// Accepted messages not yet in a transcript (E3; see [`crate::inbox`]).
     /// Lock order: store, then inbox, then state.
     inbox: Mutex<Inbox>,
-    /// Open once start-up has told the users of interrupted turns (or
-    /// shutdown began): workers wait for it, so messages left by a previous
-    /// process are answered after the adapters connected.
-    gate: watch::Sender<bool>,
     /// Leases: which bots and sessions this gateway may act for (SPEC X8).
     cluster: cluster::Cluster,
-}
-
-/// The queues' state: each session with work, its queue and its running
-/// turn (one run per session, G6), and the busy notices. Held only for
-/// short, non-blocking sections, and never while taking the store or inbox
-/// lock (lock order: store, inbox, state).
-struct State {
-    sessions: HashMap<String, Slot>,
-    /// When each busy session last got the interrupting/queued notice.
-    last_notice: HashMap<String, u64>,
-    active_workers: usize,
-}
-
-/// A session with work: its queue and its running turn.
-#[derive(Default)]
-struct Slot {
-    queue: VecDeque<Work>,
-    /// The running turn, if a turn (not a command) is in progress.
-    turn: Option<Arc<TurnCtl>>,
-}
-
-enum Work {
-    /// An accepted message and its inbox id.
-    Message(MessageEvent, u64),
-    /// A command, and the inbox id the next accepted message would get (so
-    /// `/new` knows which waiting messages came before it).
-    Command(Command, MessageEvent, u64),
-}
-
-/// Interrupt control of one turn.
-///
-/// The agent clears its interrupt flag when a run starts (so an old
-/// interrupt cannot stop a new run); an interrupt that arrives between
-/// dispatch and that clear would be lost. So the request is also latched
-/// here, and the run's observer re-applies it on every event — the first
-/// being the user message, right after the clear.
-#[derive(Default)]
-struct TurnCtl {
-    requested: AtomicBool,
-    flag: Mutex<Option<InterruptFlag>>,
-    /// The turn's reply preview, while it runs: a message the runner sends
-    /// to the chat meanwhile (an approval question) ends it, so the answer
-    /// comes as a new message below, not as an edit of one above.
-    preview: Mutex<Option<tokio::sync::mpsc::UnboundedSender<StreamEvent>>>,
-    /// Messages handed to the running turn (steer mode, SPEC Y5).
-    steer: steer::SteerBox,
-}
-
-impl TurnCtl {
-    fn interrupt(&self) {
-        self.requested.store(true, Ordering::SeqCst);
-        if let Some(flag) = lock(&self.flag).as_ref() {
-            flag.interrupt();
-        }
-    }
-
-    fn attach(&self, flag: InterruptFlag) {
-        *lock(&self.flag) = Some(flag);
-    }
-
-    fn is_requested(&self) -> bool {
-        self.requested.load(Ordering::SeqCst)
-    }
-
-    /// Another message goes to the chat: the preview stops where it is.
-    fn break_preview(&self) {
-        if let Some(tx) = lock(&self.preview).as_ref() {
-            let _ = tx.send(StreamEvent::Break);
-        }
-    }
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -346,11 +270,6 @@ impl GatewayRunner {
             Some(min) => Arc::new(move |_| i64::from(min) * 60),
             None => local_offset,
         };
-        let state = State {
-            sessions: HashMap::new(),
-            last_notice: HashMap::new(),
-            active_workers: 0,
-        };
         let delivery = delivery::Delivery::new(adapters, config.max_reply_messages);
         // Several gateways can share a PostgreSQL database; a SQLite file
         // belongs to the one holding the home's lock.
@@ -367,16 +286,13 @@ impl GatewayRunner {
                 agents: agents::Agents::new(factory, &config),
                 store,
                 clock,
-                workers: Arc::new(Semaphore::new(config.max_workers.max(1))),
+                queues: queues::Queues::new(config.max_workers),
                 config,
                 local_offset,
-                state: Mutex::new(state),
                 handle: OnceLock::new(),
                 stopping: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
-                idle: Notify::new(),
                 inbox: Mutex::new(Inbox::volatile()),
-                gate: watch::Sender::new(false),
                 cluster,
             }),
         }
@@ -415,7 +331,7 @@ impl GatewayRunner {
             let weak: Weak<Inner> = Arc::downgrade(&self.inner);
             hub.set_notifier(Box::new(move |route, text| {
                 if let Some(inner) = weak.upgrade() {
-                    if let Some(turn) = lock(&inner.state)
+                    if let Some(turn) = lock(&inner.queues.state)
                         .sessions
                         .get(&route.key)
                         .and_then(|slot| slot.turn.as_ref())
@@ -481,7 +397,7 @@ impl GatewayRunner {
                 failures.join("; ")
             }));
         }
-        self.inner.gate.send_replace(true);
+        self.inner.queues.gate.send_replace(true);
         Ok(())
     }
 
@@ -513,9 +429,9 @@ impl GatewayRunner {
         inner.stopping.store(true, Ordering::SeqCst);
         // Workers still waiting for start-up to finish go through their
         // queues now, without running anything.
-        inner.gate.send_replace(true);
+        inner.queues.gate.send_replace(true);
         {
-            let state = lock(&inner.state);
+            let state = lock(&inner.queues.state);
             for slot in state.sessions.values() {
                 if let Some(turn) = &slot.turn {
                     turn.interrupt();
@@ -525,8 +441,8 @@ impl GatewayRunner {
         // Leave a second of the budget for disconnecting.
         let deadline = started + SHUTDOWN_TIMEOUT - Duration::from_secs(1);
         let all_turns_finished = loop {
-            let notified = inner.idle.notified();
-            if lock(&inner.state).active_workers == 0 {
+            let notified = inner.queues.idle.notified();
+            if lock(&inner.queues.state).active_workers == 0 {
                 break true;
             }
             let now = Instant::now();
@@ -535,7 +451,7 @@ impl GatewayRunner {
                     .await
                     .is_err()
             {
-                break lock(&inner.state).active_workers == 0;
+                break lock(&inner.queues.state).active_workers == 0;
             }
         };
         inner.closed.store(true, Ordering::SeqCst);
@@ -603,7 +519,7 @@ impl GatewayRunner {
 
     /// Sessions with a running turn or waiting messages.
     pub fn busy_sessions(&self) -> usize {
-        lock(&self.inner.state).sessions.len()
+        lock(&self.inner.queues.state).sessions.len()
     }
 
     /// Whether an adapter for `platform` is configured here.

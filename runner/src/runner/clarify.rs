@@ -38,7 +38,7 @@ impl QuestionSender for ChatQuestions {
             .ok_or("the gateway is not serving yet")?;
         // The question comes after the answer so far: the preview goes on
         // below it.
-        if let Some(turn) = lock(&inner.state)
+        if let Some(turn) = lock(&inner.queues.state)
             .sessions
             .get(&route.key)
             .and_then(|slot| slot.turn.as_ref())

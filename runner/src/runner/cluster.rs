@@ -182,7 +182,7 @@ impl Inner {
                         .filter(|(holder, _)| *holder == inner.cluster.owner)
                         .and_then(|(_, lease)| lease.strip_prefix("session:"));
                     if let Some(key) = key {
-                        let state = lock(&inner.state);
+                        let state = lock(&inner.queues.state);
                         if let Some(turn) = state.sessions.get(key).and_then(|s| s.turn.as_ref()) {
                             tracing::info!(
                                 key,
@@ -307,7 +307,7 @@ impl Inner {
             // Their workers wait for start-up (the first time) or for the
             // session leases the notices below hold.
             for p in std::mem::take(&mut taken.to_answer) {
-                let state = lock(&self.state);
+                let state = lock(&self.queues.state);
                 self.push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
             }
             match adapter.connect(Arc::clone(&handler)).await {
@@ -429,7 +429,7 @@ impl Inner {
             let _ = tokio::task::spawn_blocking(move || inner.forget_orphan_turn(&key)).await;
         }
         for p in taken.to_answer {
-            let state = lock(&self.state);
+            let state = lock(&self.queues.state);
             self.push_work(state, p.key.clone(), Work::Message(p.event(), p.id));
         }
     }
@@ -439,7 +439,7 @@ impl Inner {
     /// on under their session leases.
     fn drop_platform_work(&self, platform: &str) {
         let ids = lock(&self.inbox).forget_platform(platform);
-        let mut state = lock(&self.state);
+        let mut state = lock(&self.queues.state);
         for slot in state.sessions.values_mut() {
             slot.queue.retain(|w| match w {
                 Work::Message(event, id) => event.source.platform != platform && !ids.contains(id),

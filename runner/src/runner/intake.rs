@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::queues::drop_queued_messages;
 use super::{
-    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, REFUSAL_INTERVAL, Slot, State, Work,
+    INTERRUPT_NOTICE, Inner, NOTICE_INTERVAL, QUEUE_NOTICE, REFUSAL_INTERVAL, State, Work,
     duration_ms, lock,
 };
 use crate::approval::Verdict;
@@ -20,20 +21,6 @@ use hermes_runtime::store::StoreError;
 
 /// How many accepted messages pass between two prunings of old seen keys.
 const PRUNE_EVERY: u64 = 1024;
-
-/// Removes the waiting messages (not commands) of a slot; returns their
-/// inbox ids (they stay in the inbox, marked not to be answered alone).
-pub(super) fn drop_queued_messages(slot: &mut Slot) -> Vec<u64> {
-    let mut dropped = Vec::new();
-    slot.queue.retain(|w| match w {
-        Work::Message(_, id) => {
-            dropped.push(*id);
-            false
-        }
-        Work::Command(..) => true,
-    });
-    dropped
-}
 
 /// The intake stage's own state: which messages were seen (G7), which
 /// strangers were refused lately, and the arrival numbers of accepted
@@ -117,7 +104,7 @@ impl Inner {
             return;
         }
         let source = &event.source;
-        let state = lock(&self.state);
+        let state = lock(&self.queues.state);
         let key = session_key(source, self.config.group_sessions_per_user);
         let position = self.intake.next_pending.load(Ordering::SeqCst);
         let command = parse_command(&event.text);
@@ -128,7 +115,7 @@ impl Inner {
         if self.offer_to_question(&key, &event) {
             return;
         }
-        let mut state = lock(&self.state);
+        let mut state = lock(&self.queues.state);
         if matches!(
             command,
             Some(
@@ -147,7 +134,7 @@ impl Inner {
             if !self.first_acceptance(&event, now) {
                 return;
             }
-            state = lock(&self.state);
+            state = lock(&self.queues.state);
         }
         match command {
             None => {
@@ -368,7 +355,7 @@ impl Inner {
                     tracing::warn!(error = %e, "could not prune old accepted message ids");
                 }
             }
-            let state = lock(&self.state);
+            let state = lock(&self.queues.state);
             let (queued, replaced) = self.enqueue_message(state, key, event, id, now, busy_mode);
             if !queued && let Err(e) = inbox.remove(&[id]) {
                 tracing::error!(error = %e, "could not drop a refused message from the inbox");

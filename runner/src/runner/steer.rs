@@ -182,7 +182,7 @@ impl Inner {
     /// place of arrival — the last as the message to answer, the earlier
     /// ones transcribed with it.
     pub(super) fn end_turn(&self, key: &str, ctl: &TurnCtl) {
-        let mut state = lock(&self.state);
+        let mut state = lock(&self.queues.state);
         let left = ctl.steer.close();
         let Some(slot) = state.sessions.get_mut(key) else {
             return;

@@ -169,13 +169,13 @@ impl Inner {
     pub(super) async fn worker(self: Arc<Self>, key: String) {
         // Messages left by a previous process wait until start-up has
         // connected the adapters and sent its notices.
-        let mut gate = self.gate.subscribe();
+        let mut gate = self.queues.gate.subscribe();
         if gate.wait_for(|open| *open).await.is_err() {
             tracing::error!(key, "the runner went away before it started");
         }
         loop {
             let next = {
-                let mut state = lock(&self.state);
+                let mut state = lock(&self.queues.state);
                 let popped = state.sessions.get_mut(&key).and_then(|slot| {
                     let work = slot.queue.pop_front()?;
                     // The turn is registered in the same critical section
@@ -190,7 +190,7 @@ impl Inner {
                     state.sessions.remove(&key);
                     state.active_workers = state.active_workers.saturating_sub(1);
                     drop(state);
-                    self.idle.notify_waiters();
+                    self.queues.idle.notify_waiters();
                     return;
                 }
                 popped
@@ -247,7 +247,7 @@ impl Inner {
                 ctl.interrupt();
             })
         };
-        let permit = Arc::clone(&self.workers).acquire_owned().await;
+        let permit = Arc::clone(&self.queues.workers).acquire_owned().await;
         // Waiting for a worker can take long — long enough for this process
         // to be stopped and the bot taken over meanwhile. Look again: the
         // bot must still be ours, and the session's lease too (one round

@@ -292,7 +292,7 @@ impl FileSender for ChatFiles {
             .ok_or("the gateway is not serving yet")?;
         // A file sent mid-answer comes before the rest of the preview: the
         // preview continues below it.
-        if let Some(turn) = lock(&inner.state)
+        if let Some(turn) = lock(&inner.queues.state)
             .sessions
             .get(&route.key)
             .and_then(|slot| slot.turn.as_ref())

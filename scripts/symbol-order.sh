@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Records the symbol order of the release `hermes` (cli/build.rs passes it to
 # lld): the functions that `--version`, `--help`, a 20-turn one-shot (fresh
-# and warm home) and an idle Telegram gateway execute, in the order the runs
-# first reach them, so that the linker places them side by side and a run
-# maps little more text than it executes (benchmarks/runs/2026-12-04-symbol-order.md).
+# and warm home) and an idle Telegram gateway execute, grouped by which runs
+# reach them (below), so that the linker places each run's code side by side
+# and a run maps little more text than it executes (benchmarks/runs/2026-12-04-symbol-order.md).
 #
 #   scripts/symbol-order.sh [TARGET [board]]   default x86_64-unknown-linux-musl
 #
@@ -116,9 +116,46 @@ sleep 10 # a few held polls
 kill -TERM "$gateway"
 wait "$gateway" || true
 
-# Every function callgrind saw (as caller or callee), first sight first;
-# "'2" marks a recursion level, addresses without a name are skipped.
+# Every function callgrind saw (as caller or callee) in each run; "'2"
+# marks a recursion level, addresses without a name are skipped.
 for run in version help oneshot-fresh oneshot-warm gateway; do
-  sed -n 's/^c\{0,1\}fn=//p' "$work/cg.$run"
-done | sed "s/'[0-9]*\$//" | grep -v '^0x' | awk '!seen[$0]++' >"$out"
+  sed -n 's/^c\{0,1\}fn=//p' "$work/cg.$run" | sed "s/'[0-9]*\$//" | grep -v '^0x' |
+    awk '!seen[$0]++' >"$work/$run.fns"
+done
+# Grouped by which runs reach them, so that each run's code is one stretch
+# with little of the others' inside it: what `--version` runs (every start
+# runs it), then what both a one-shot and the gateway run, then the
+# one-shot's own, then the gateway's own, then `--help`'s; first sight
+# first within a group. (A plain first-sight order put the one-shot's own
+# code in the middle of the gateway's.)
+python3 - "$work" "$out" <<'PY'
+import sys
+work, out = sys.argv[1:3]
+runs = {r: open(f"{work}/{r}.fns").read().split() for r in
+        ("version", "help", "oneshot-fresh", "oneshot-warm", "gateway")}
+first = []
+for r in ("version", "oneshot-fresh", "oneshot-warm", "gateway", "help"):
+    first += runs[r]
+version = set(runs["version"])
+oneshot = set(runs["oneshot-fresh"]) | set(runs["oneshot-warm"])
+gateway = set(runs["gateway"])
+def group(f):
+    if f in version:
+        return 0
+    if f in oneshot and f in gateway:
+        return 1
+    if f in oneshot:
+        return 2
+    if f in gateway:
+        return 3
+    return 4
+seen, groups = set(), [[] for _ in range(5)]
+for f in first:
+    if f not in seen:
+        seen.add(f)
+        groups[group(f)].append(f)
+open(out, "w").write("".join(f + "\n" for g in groups for f in g))
+print("symbol-order: groups (version, both, one-shot, gateway, help):",
+      ", ".join(str(len(g)) for g in groups), file=sys.stderr)
+PY
 echo "symbol-order: $(wc -l <"$out") functions in $out"

@@ -31,7 +31,14 @@
 #   rss       peak RSS of a one-shot with 20 tool turns against the loopback
 #             fake provider (median of 5 runs, fresh HERMES_HOME each), KiB
 #   idle      RSS of `hermes gateway run` with Telegram (a loopback Bot API
-#             that holds polls, as Telegram does) after it settled, KiB
+#             that holds polls, as Telegram does) after it settled, KiB.
+#             The fenced figure is the binary as the build left it in the
+#             page cache (written just now, as after an install); "from
+#             disk" is the same after its pages were dropped, so the
+#             gateway reads them as after a reboot — on ext4 with kernel
+#             6.16+ a freshly written file is cached in large folios, which
+#             a fault maps whole, and reads 300-800 KiB more (reported,
+#             not fenced; BENCHMARKS.md "Memory")
 #   cpu       whole-process user+sys of a 20-turn one-shot minus a 0-turn
 #             one, divided by 20 (median over 31 pairs of runs), us
 set -euo pipefail
@@ -160,6 +167,14 @@ measure_oneshot() {
   [ -n "$rss" ] || { echo "budgets: no peak RSS from rusage" >&2; exit 1; }
 }
 
+# Drops $1's pages from the page cache (clean and unmapped ones: no process
+# runs it now), so the next run reads it from disk.
+drop_cached() {
+  python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
+}
+
 # RSS of $1's idle Telegram gateway (KiB) into $idle and $idle_peak.
 measure_idle() {
   local exe=$1 home gateway
@@ -192,6 +207,9 @@ printf 'rss\tdefault: one-shot, 20 tool turns\t%s\n' "$rss"
 measure_idle "$exe"
 idle_default=$idle
 printf 'idle\tdefault: gateway (Telegram), now / peak\t%s\t%s\n' "$idle" "$idle_peak"
+drop_cached "$exe"
+measure_idle "$exe"
+printf 'idle\tdefault: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$idle" "$idle_peak"
 
 # Start-up against a static-pie hello world, in this sitting: built with
 # the flags of the static build (musl, lld, packed relocations, stripped).
@@ -238,6 +256,9 @@ if [ -x "$board_exe" ]; then
   measure_idle "$board_exe"
   board_idle=$idle
   printf 'idle\tboard: gateway (Telegram), now / peak\t%s\t%s\n' "$board_idle" "$idle_peak"
+  drop_cached "$board_exe"
+  measure_idle "$board_exe"
+  printf 'idle\tboard: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$idle" "$idle_peak"
 fi
 arm_size=-
 if [ -f "$arm_exe" ]; then

@@ -2,15 +2,15 @@
 //! the module docs of `cron`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use hermes_core::{IterationBudget, Message, StopReason};
+use hermes_core::{AgentEvent, InterruptFlag, IterationBudget, Message, StopReason};
 use hermes_runtime::cron::{PLATFORM, SESSION_KEY_PREFIX, UNLESS_CHANGED_PREFIX};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{
     Fence, JobRecord, NewSession, RunRecord, RunState, RunUpdate, StoreError,
 };
-use hermes_runtime::turn::{Unwatched, drive};
+use hermes_runtime::turn::{TurnView, drive};
 
 use super::home::{self, Destination};
 use super::script::ScriptPart;
@@ -36,6 +36,22 @@ pub(super) enum Executed {
     /// Stopped by a shutdown, or the lease went to another gateway: the
     /// run stays open and is run again.
     Left,
+}
+
+/// A job's run stops when the scheduler does, also when the stop came
+/// before the run began: the core clears the interrupt flag at the start of
+/// a run, so the stop is applied again at every event.
+struct StopsWithTheScheduler<'a> {
+    stopping: &'a AtomicBool,
+    flag: &'a InterruptFlag,
+}
+
+impl TurnView for StopsWithTheScheduler<'_> {
+    fn on_event(&mut self, _event: &AgentEvent<'_>) {
+        if self.stopping.load(Ordering::SeqCst) && !self.flag.is_set() {
+            self.flag.interrupt();
+        }
+    }
 }
 
 /// The user message of a run: the job's prompt, after a line that tells
@@ -194,11 +210,10 @@ impl Inner {
                 );
             }
         };
-        let flag = agent.interrupt_flag().clone();
-        lock(&self.running).push((job.id.clone(), flag.clone()));
-        if self.stopping.load(Ordering::SeqCst) {
-            flag.interrupt();
-        }
+        // A stop interrupts the flags of the runs it finds; the view below
+        // stops a run that a stop reached before it began (the core clears
+        // the flag when a run starts).
+        lock(&self.running).push((job.id.clone(), agent.interrupt_flag().clone()));
         let budget = IterationBudget::new(agent.max_iterations());
         // The job's lease fences every write: a run another gateway took
         // over stops at its next entry (the driver stops a run whose
@@ -225,7 +240,10 @@ impl Inner {
             Vec::new(),
             &budget,
             writer,
-            &mut Unwatched,
+            &mut StopsWithTheScheduler {
+                stopping: &self.stopping,
+                flag: agent.interrupt_flag(),
+            },
         );
         lock(&self.running).retain(|(j, _)| j != &job.id);
         if let Some(e) = driven.store_failure() {
@@ -456,5 +474,76 @@ impl Inner {
             let retryable = !matches!(e, AdapterError::Undeliverable { .. });
             (e.to_string(), retryable)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
+
+    use hermes_core::{
+        Agent, ChatRequest, Completion, FinishReason, Model, ModelError, StreamSink, ToolRegistry,
+    };
+    use hermes_runtime::store::Store;
+    use hermes_runtime::turn::Unwatched;
+
+    struct Counting(AtomicUsize);
+
+    impl Model for Counting {
+        fn complete(
+            &self,
+            _request: &ChatRequest<'_>,
+            _sink: &mut dyn StreamSink,
+        ) -> Result<Completion, ModelError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(Completion {
+                content: Some("report".into()),
+                finish_reason: Some(FinishReason::Stop),
+                ..Completion::default()
+            })
+        }
+    }
+
+    /// A stop that reached a run before it began (it interrupted the flag
+    /// the run registered) must not be forgotten when the core clears the
+    /// flag at the run's start.
+    #[test]
+    fn a_run_a_stop_reached_before_it_began_makes_no_model_call() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let session = store
+            .lock()
+            .unwrap()
+            .create_session(&NewSession::default())
+            .unwrap()
+            .id;
+        let model = Arc::new(Counting(AtomicUsize::new(0)));
+        let agent = Agent::new(model.clone(), Arc::new(ToolRegistry::new()), "sys");
+        let stopping = AtomicBool::new(true);
+        let run = |view: &mut dyn TurnView| {
+            // What `Scheduler::stop` does to the runs it finds.
+            agent.interrupt_flag().interrupt();
+            drive(
+                &agent,
+                Message::user("the job"),
+                Vec::new(),
+                &IterationBudget::new(3),
+                TurnWriter::new(&store, &session),
+                view,
+            )
+            .outcome
+            .stop
+        };
+        // Without the scheduler's view the core's clear loses the stop.
+        assert_eq!(run(&mut Unwatched), StopReason::Completed);
+        assert_eq!(model.0.load(Ordering::SeqCst), 1);
+        let mut view = StopsWithTheScheduler {
+            stopping: &stopping,
+            flag: agent.interrupt_flag(),
+        };
+        assert_eq!(run(&mut view), StopReason::Interrupted);
+        assert_eq!(model.0.load(Ordering::SeqCst), 1, "no further model call");
     }
 }

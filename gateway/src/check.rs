@@ -20,8 +20,11 @@ use std::path::PathBuf;
 
 use hermes_runtime::config::Settings;
 
-use crate::app::{CheckSummary, GatewayError, build_adapters, check_config};
 use crate::config::AllowList;
+use crate::error::GatewayError;
+use crate::wiring::{
+    CheckSummary, adapters_beside, api_server_settings, build_adapters, check_config,
+};
 
 /// What `--check` found, everything having passed.
 #[derive(Clone, Debug)]
@@ -41,8 +44,8 @@ pub struct CheckReport {
 /// live. Every problem found is in the error, one a line.
 pub fn check_live(settings: &Settings) -> Result<CheckReport, GatewayError> {
     let summary = check_config(settings)?;
-    let api_server = crate::app::api_server_settings(settings)?.is_some();
-    let adapters = crate::app::adapters_beside(build_adapters(settings, None), api_server)?;
+    let api_server = api_server_settings(settings)?.is_some();
+    let adapters = adapters_beside(build_adapters(settings, None), api_server)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -24,6 +24,8 @@ pub use hermes_runner::{
     runner, session, voice,
 };
 pub mod check;
+pub mod error;
+pub mod factory;
 pub use hermes_platform_kit::command;
 pub mod cron;
 pub use hermes_platform_kit::dedup;
@@ -42,3 +44,4 @@ pub mod prompt_context;
 pub use hermes_platform_kit::split;
 #[cfg(feature = "webhooks")]
 pub mod webhook;
+pub mod wiring;

@@ -27,7 +27,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use hermes_tests::imports::{imported_paths, module_of, rust_files, tokens};
 
 /// The feature modules that must not import `config`. The store, once one
 /// of them, is a crate below this one now (`hermes-store`); see
@@ -42,202 +44,6 @@ const ABOVE_THE_STORE: &[(&str, &str)] = &[
     ("hermes_cli", "hermes-cli"),
 ];
 
-/// The module path of `file` (relative to `src/`): `mcp/manager.rs` is
-/// `mcp::manager`, `tools/sandbox/mod.rs` is `tools::sandbox`.
-fn module_of(file: &Path) -> Vec<String> {
-    let mut parts: Vec<String> = file
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    let last = parts.pop().unwrap_or_default();
-    let stem = last.trim_end_matches(".rs");
-    if stem != "mod" && stem != "lib" {
-        parts.push(stem.to_owned());
-    }
-    parts
-}
-
-/// `src` without comments and with string and char literals emptied, so
-/// a path in a doc or a message is not taken for an import.
-fn code_only(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = String::with_capacity(src.len());
-    let mut i = 0;
-    while i < b.len() {
-        let rest = &src[i..];
-        if rest.starts_with("//") {
-            let end = rest.find('\n').unwrap_or(rest.len());
-            i += end;
-        } else if rest.starts_with("/*") {
-            let end = rest.find("*/").map_or(rest.len(), |e| e + 2);
-            i += end;
-        } else if rest.starts_with("r#\"") || rest.starts_with("r\"") {
-            let hashes = rest[1..].chars().take_while(|c| *c == '#').count();
-            let close = format!("\"{}", "#".repeat(hashes));
-            let body = 2 + hashes;
-            let end = rest[body..]
-                .find(&close)
-                .map_or(rest.len(), |e| body + e + close.len());
-            out.push_str("\"\"");
-            i += end;
-        } else if b[i] == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b'"' {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            out.push_str("\"\"");
-            i = (j + 1).min(b.len());
-        } else if b[i] == b'\'' && char_literal_len(rest).is_some() {
-            out.push_str("' '");
-            i += char_literal_len(rest).unwrap_or(1);
-        } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
-/// The length of a char literal at the start of `s` (`'a'`, `'\n'`,
-/// `'\''`, `'\u{1F600}'`), or `None` for a lifetime.
-fn char_literal_len(s: &str) -> Option<usize> {
-    let mut chars = s.char_indices().skip(1);
-    let (_, c) = chars.next()?;
-    if c == '\\' {
-        let close = s.get(3..)?.find('\'')?;
-        return Some(close + 4);
-    }
-    let (at, next) = chars.next()?;
-    (next == '\'').then_some(at + 1)
-}
-
-/// The words and punctuation of `code`: identifiers, `::` and single
-/// characters.
-fn tokens(code: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = code.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_alphanumeric() || c == '_' {
-            let mut word = String::from(c);
-            while let Some(&n) = chars.peek() {
-                if n.is_alphanumeric() || n == '_' {
-                    word.push(n);
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
-            out.push(word);
-        } else if c == ':' && chars.peek() == Some(&':') {
-            chars.next();
-            out.push("::".into());
-        } else if !c.is_whitespace() {
-            out.push(c.to_string());
-        }
-    }
-    out
-}
-
-/// Resolves the path starting at `toks[at]` (`crate`, `super` or `self`)
-/// from module `here`, following use trees; pushes every full path it
-/// names (from the crate root) to `found`.
-fn resolve(toks: &[String], at: usize, here: &[String], found: &mut Vec<Vec<String>>) {
-    let mut base: Vec<String> = match toks[at].as_str() {
-        "crate" => Vec::new(),
-        "super" => here[..here.len().saturating_sub(1)].to_vec(),
-        _ => here.to_vec(),
-    };
-    let mut i = at + 1;
-    while i + 1 < toks.len() && toks[i] == "::" {
-        match toks[i + 1].as_str() {
-            "super" => {
-                base.pop();
-                i += 2;
-            }
-            "self" => i += 2,
-            _ => break,
-        }
-    }
-    walk_tree(toks, i, base, found);
-}
-
-/// Follows `::segment…` or `::{tree, …}` from `toks[i]` with `prefix`.
-/// Returns the index after what it read.
-fn walk_tree(
-    toks: &[String],
-    mut i: usize,
-    mut prefix: Vec<String>,
-    found: &mut Vec<Vec<String>>,
-) -> usize {
-    while i + 1 < toks.len() && toks[i] == "::" {
-        let next = &toks[i + 1];
-        if next == "{" {
-            i += 2;
-            loop {
-                // Each item of the group is itself a path relative to `prefix`.
-                if i >= toks.len() || toks[i] == "}" {
-                    return i + 1;
-                }
-                if toks[i] == "," {
-                    i += 1;
-                    continue;
-                }
-                let mut item = prefix.clone();
-                if toks[i] != "self" && toks[i] != "*" {
-                    item.push(toks[i].clone());
-                }
-                i = walk_tree(toks, i + 1, item, found);
-                // Skip an `as name` or anything else up to the item's end.
-                while i < toks.len() && toks[i] != "," && toks[i] != "}" {
-                    i += 1;
-                }
-            }
-        }
-        prefix.push(next.clone());
-        i += 2;
-    }
-    found.push(prefix);
-    i
-}
-
-/// Every path in `src` (the file of module `module`) that starts with
-/// `crate`, `super` or `self`, resolved to a full path from the crate root.
-fn imported_paths(src: &str, module: &[String]) -> Vec<Vec<String>> {
-    let toks = tokens(&code_only(src));
-    // Inline `mod name { … }` blocks: (name, depth of its brace).
-    let mut inline: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0usize;
-    let mut found = Vec::new();
-    let mut i = 0;
-    while i < toks.len() {
-        match toks[i].as_str() {
-            "{" => depth += 1,
-            "}" => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
-                    inline.pop();
-                }
-                depth = depth.saturating_sub(1);
-            }
-            "mod" if toks.get(i + 2).is_some_and(|t| t == "{") => {
-                inline.push((toks[i + 1].clone(), depth + 1));
-            }
-            "crate" | "super" | "self" if toks.get(i + 1).is_some_and(|t| t == "::") => {
-                // `a::super` cannot occur; only a path's first segment starts one.
-                let starts = i == 0 || toks[i - 1] != "::";
-                if starts {
-                    let mut here = module.to_vec();
-                    here.extend(inline.iter().map(|(name, _)| name.clone()));
-                    resolve(&toks, i, &here, &mut found);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    found
-}
-
 /// Every path in `src` (the file of module `module`) that names
 /// `crate::config` or something in it.
 fn config_paths(src: &str, module: &[String]) -> Vec<String> {
@@ -246,17 +52,6 @@ fn config_paths(src: &str, module: &[String]) -> Vec<String> {
         .filter(|path| path.first().is_some_and(|s| s == "config"))
         .map(|path| format!("crate::{}", path.join("::")))
         .collect()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read_dir") {
-        let path = entry.expect("dir entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod aimock;
 pub mod dovecot;
 pub mod fuzz_inputs;
 pub mod http;
+pub mod imports;
 pub mod multipart;
 pub mod postgres;
 mod provider;

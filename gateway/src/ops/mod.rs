@@ -22,7 +22,7 @@ pub use metrics::{Ops, PlatformState, ops};
 
 use std::path::Path;
 
-use crate::app::GatewayError;
+use crate::error::GatewayError;
 
 /// What `hermes gateway run` keeps running for the operator: the status
 /// file's writer and, when configured, the metrics endpoint.

@@ -57,9 +57,9 @@ pub async fn start(
     settings: &hermes_runtime::config::Settings,
     store: Arc<Mutex<Store>>,
     delivers: bool,
-) -> Result<Option<WebhookServer>, crate::app::GatewayError> {
-    let config =
-        self::settings(settings).map_err(|e| crate::app::GatewayError::Platform(e.to_string()))?;
+) -> Result<Option<WebhookServer>, crate::error::GatewayError> {
+    let config = self::settings(settings)
+        .map_err(|e| crate::error::GatewayError::Platform(e.to_string()))?;
     match config {
         Some(config) if delivers => {
             let clock = Arc::new(hermes_runtime::store::SystemClock);

@@ -204,7 +204,9 @@ impl Inner {
         slot.queue.insert(at, Work::Message(last.event, last.id));
         drop(state);
         if !earlier.is_empty()
-            && let Err(e) = super::intake::blocking(|| lock(&self.inbox).mark_unanswered(&earlier))
+            && let Err(e) = hermes_runtime::bridge::wait_outside_runtime(|| {
+                lock(&self.inbox).mark_unanswered(&earlier)
+            })
         {
             tracing::error!(key, error = %e, "could not mark steered messages in the inbox");
         }

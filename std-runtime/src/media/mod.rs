@@ -22,6 +22,7 @@
 pub mod documents;
 pub mod fetch;
 pub mod inline;
+mod service;
 pub mod settings;
 pub mod transcribe;
 pub mod tts;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::redact::redact_url;
 use crate::secret::Secret;
 
-use super::transcribe::{error_message, post_to_service};
+use super::service::{error_message, post_to_service};
 use crate::http::describe;
 
 /// The speech model when `[tts] model` is not set (OpenAI's).

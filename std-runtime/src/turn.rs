@@ -13,6 +13,9 @@
 //!   lease): no tool acts unrecorded, and the transcript stays valid;
 //! - shows the front end each event after storing what it carries.
 //!
+//! - interrupts the run whenever the front end's view says a stop was asked
+//!   for, also one asked for before the run began.
+//!
 //! What a front end adds — its display, a spending watch, steering — is its
 //! [`TurnView`]; what it makes of the end — its reply, its notice, taking
 //! an unanswered turn back — it reads from [`Driven`].
@@ -31,6 +34,15 @@ pub trait TurnView {
     /// carries.
     fn on_event(&mut self, event: &AgentEvent<'_>) {
         let _ = event;
+    }
+
+    /// Whether the front end asked the run to stop. The core clears the
+    /// interrupt flag when a run starts (an interrupt aimed at an earlier
+    /// run must not stop this one), so a stop asked for just before the run
+    /// began would be lost; the driver asks this at every event and
+    /// interrupts the run when it is `true`.
+    fn stop_requested(&self) -> bool {
+        false
     }
 
     /// Stores one entry the run appended; `false` stops the run. The
@@ -114,6 +126,9 @@ struct Driving<'w, 'v> {
 
 impl AgentObserver for Driving<'_, '_> {
     fn on_event(&mut self, event: &AgentEvent<'_>) {
+        if !self.flag.is_set() && self.view.stop_requested() {
+            self.flag.interrupt();
+        }
         match event {
             // The transcript can no longer follow the run: stop it rather
             // than do work (tool side effects) that would go unrecorded.
@@ -168,5 +183,30 @@ mod tests {
         )));
         assert!(flag.is_set(), "no further tool may act unrecorded");
         assert!(driving.writer.failure().is_some());
+    }
+
+    struct Stopping;
+
+    impl TurnView for Stopping {
+        fn stop_requested(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_stop_the_view_asks_for_interrupts_the_run_at_the_next_event() {
+        let store = Mutex::new(Store::open_in_memory().unwrap());
+        let flag = InterruptFlag::new();
+        let mut view = Stopping;
+        let mut driving = Driving {
+            writer: TurnWriter::new(&store, "no-such-session"),
+            flag: &flag,
+            view: &mut view,
+        };
+        driving.on_event(&AgentEvent::ModelCall {
+            iteration: 1,
+            remaining: 0,
+        });
+        assert!(flag.is_set());
     }
 }

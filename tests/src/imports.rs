@@ -243,11 +243,9 @@ impl FileGraph {
             modules.insert(module_of(&rel), rel);
         }
         let mut graph = FileGraph::default();
-        for file in &files {
-            let rel = file.strip_prefix(src).expect("under src").to_path_buf();
-            let module = module_of(&rel);
-            let text = std::fs::read_to_string(file).expect("read a source file");
-            let paths = imported_paths(&without_test_modules(&code_only(&text)), &module);
+        for (module, rel) in &modules {
+            let text = std::fs::read_to_string(src.join(rel)).expect("read a source file");
+            let paths = imported_paths(&without_test_modules(&code_only(&text)), module);
             let edges = graph.edges.entry(rel.clone()).or_default();
             for path in paths {
                 // A module is the face of its children: it declares them,
@@ -263,7 +261,7 @@ impl FileGraph {
                 else {
                     continue;
                 };
-                if *to != rel {
+                if to != rel {
                     edges
                         .entry(to.clone())
                         .or_insert_with(|| format!("crate::{}", path.join("::")));

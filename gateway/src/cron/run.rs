@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hermes_core::{AgentEvent, InterruptFlag, IterationBudget, Message, StopReason};
+use hermes_core::{IterationBudget, Message, StopReason};
 use hermes_runtime::cron::{PLATFORM, SESSION_KEY_PREFIX, UNLESS_CHANGED_PREFIX};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::{
@@ -39,18 +39,15 @@ pub(super) enum Executed {
 }
 
 /// A job's run stops when the scheduler does, also when the stop came
-/// before the run began: the core clears the interrupt flag at the start of
-/// a run, so the stop is applied again at every event.
+/// before the run began (the driver asks at every event; see
+/// [`TurnView::stop_requested`]).
 struct StopsWithTheScheduler<'a> {
     stopping: &'a AtomicBool,
-    flag: &'a InterruptFlag,
 }
 
 impl TurnView for StopsWithTheScheduler<'_> {
-    fn on_event(&mut self, _event: &AgentEvent<'_>) {
-        if self.stopping.load(Ordering::SeqCst) && !self.flag.is_set() {
-            self.flag.interrupt();
-        }
+    fn stop_requested(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 }
 
@@ -242,7 +239,6 @@ impl Inner {
             writer,
             &mut StopsWithTheScheduler {
                 stopping: &self.stopping,
-                flag: agent.interrupt_flag(),
             },
         );
         lock(&self.running).retain(|(j, _)| j != &job.id);
@@ -541,7 +537,6 @@ mod tests {
         assert_eq!(model.0.load(Ordering::SeqCst), 1);
         let mut view = StopsWithTheScheduler {
             stopping: &stopping,
-            flag: agent.interrupt_flag(),
         };
         assert_eq!(run(&mut view), StopReason::Interrupted);
         assert_eq!(model.0.load(Ordering::SeqCst), 1, "no further model call");

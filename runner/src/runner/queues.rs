@@ -76,8 +76,9 @@ pub(super) enum Work {
 /// The agent clears its interrupt flag when a run starts (so an old
 /// interrupt cannot stop a new run); an interrupt that arrives between
 /// dispatch and that clear would be lost. So the request is also latched
-/// here, and the run's observer re-applies it on every event — the first
-/// being the user message, right after the clear.
+/// here, and the turn driver re-applies it on every event (the view's
+/// `stop_requested`) — the first being the user message, right after the
+/// clear.
 #[derive(Default)]
 pub(super) struct TurnCtl {
     requested: AtomicBool,

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hermes_core::{
-    AgentEvent, InterruptFlag, IterationBudget, LedgerEntry, Message, StopReason, Usage,
-};
+use hermes_core::{AgentEvent, IterationBudget, LedgerEntry, Message, StopReason, Usage};
 use hermes_runtime::persist::TurnWriter;
 use hermes_runtime::store::StoreError;
 use hermes_runtime::turn::{TurnView, drive_steered};
@@ -24,21 +22,20 @@ use crate::inbox::TurnMarker;
 use crate::lease::Held;
 use crate::media::{self, Download};
 
-/// The runner's view of one run: re-applies a latched interrupt (see
-/// [`TurnCtl`]), stores steered messages, watches the spending caps and
-/// reports the run's progress to the reply preview. (The turn driver
-/// stores the run as it goes.)
+/// The runner's view of one run: a latched interrupt (see [`TurnCtl`]),
+/// steered messages stored, the spending caps watched, the run's progress
+/// reported to the reply preview. (The turn driver stores the run as it
+/// goes.)
 struct TurnObserver<'a> {
     ctl: &'a TurnCtl,
-    flag: &'a InterruptFlag,
     progress: Option<UnboundedSender<StreamEvent>>,
     /// The first model that failed and why, and the model that answered in
     /// the end, when a fallback took over (SPEC X2).
     fallback: Option<(String, String, String)>,
-    /// Stores steered messages (SPEC Y5); `None` in tests of the writer.
-    steer: Option<super::steer::SteerWriter<'a>>,
+    /// Stores steered messages (SPEC Y5).
+    steer: super::steer::SteerWriter<'a>,
     /// Halts the run when a spending cap is reached mid-way (issue 44).
-    spend: Option<super::spending::SpendWatch<'a>>,
+    spend: super::spending::SpendWatch<'a>,
 }
 
 impl TurnObserver<'_> {
@@ -53,21 +50,20 @@ impl TurnObserver<'_> {
 
 impl TurnView for TurnObserver<'_> {
     fn store(&mut self, entry: &LedgerEntry, writer: &mut TurnWriter<'_>) -> bool {
-        match self.steer.as_mut().and_then(|s| s.claim(entry)) {
+        match self.steer.claim(entry) {
             Some(stored) => stored,
-            None => !self.steer.as_ref().is_some_and(|s| s.failed) && writer.append(entry),
+            None => !self.steer.failed && writer.append(entry),
         }
     }
 
+    fn stop_requested(&self) -> bool {
+        self.ctl.is_requested()
+    }
+
     fn on_event(&mut self, event: &AgentEvent<'_>) {
-        if self.ctl.is_requested() && !self.flag.is_set() {
-            self.flag.interrupt();
-        }
         match event {
             AgentEvent::ModelCall { .. } => {
-                if let Some(watch) = &mut self.spend {
-                    watch.before_call();
-                }
+                self.spend.before_call();
                 self.report(StreamEvent::ModelCall);
             }
             AgentEvent::TextDelta(text) => self.report(StreamEvent::Text((*text).to_owned())),
@@ -619,24 +615,23 @@ impl Inner {
             .charging(self.charger(identity.clone(), prices, wallet.clone()));
         let mut observer = TurnObserver {
             ctl,
-            flag: agent.interrupt_flag(),
             progress,
             fallback: None,
-            steer: Some(super::steer::SteerWriter {
+            steer: super::steer::SteerWriter {
                 inner: self,
                 ctl,
                 key,
                 session_id: &session.id,
                 fences: session_fences,
                 failed: false,
-            }),
-            spend: Some(super::spending::SpendWatch {
+            },
+            spend: super::spending::SpendWatch {
                 inner: self,
                 identity,
                 budget: budget.clone(),
                 wallet,
                 halted: None,
-            }),
+            },
         };
         let driven = drive_steered(
             &agent,
@@ -648,7 +643,7 @@ impl Inner {
             &ctl.steer,
         );
         let fallback = observer.fallback.take();
-        let capped = observer.spend.take().and_then(|mut w| w.halted.take());
+        let capped = observer.spend.halted.take();
         // The preview ends with the run; the reply below is final.
         drop(observer);
         let answered = driven.answered();

@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use hermes_core::ToolSpec;
 
 use crate::memory_scope::MemoryPlace;
+use crate::skills::SkillSummary;
 
 /// Default cap on each source, in bytes.
 pub const DEFAULT_PER_SOURCE_CAP: usize = 20_000;
@@ -127,15 +128,10 @@ fn read_source(path: &Path) -> Option<String> {
 /// The skills index (names and descriptions only: the full text is loaded
 /// with `skill_view`), and when the agent can write skills a line on when
 /// to; `None` when there is neither.
-fn skills_section(home: &Path, tools: &[ToolSpec]) -> Option<(String, String)> {
+fn skills_section(skills: &[SkillSummary], tools: &[ToolSpec]) -> Option<(String, String)> {
     let has = |name: &str| tools.iter().any(|t| t.name == name);
-    let skills = if home.as_os_str().is_empty() {
-        Vec::new()
-    } else {
-        crate::skills::SkillsHome::new(home).list()
-    };
     let mut body = String::new();
-    for s in &skills {
+    for s in skills {
         body.push_str(&format!("- {}: {}\n", s.name, s.description));
     }
     if has("skill_manage") {
@@ -167,74 +163,108 @@ fn section(out: &mut String, title: &str, body: &str) {
     out.push_str(body);
 }
 
+/// The prompt's sources as read, before the tools are known: what
+/// depends only on the files (identity to project instructions) and the
+/// skills found. Fitting the tools to a small window renders it for each
+/// candidate set of tools (`assemble::fixed`), reading the files once.
+#[derive(Clone, Debug)]
+pub struct PromptText {
+    /// Sections 1–4, assembled.
+    head: String,
+    /// The skills index's entries, sorted by name.
+    skills: Vec<SkillSummary>,
+    /// The cap on each source (the tools' and skills' sections too).
+    cap: usize,
+}
+
+impl PromptSources {
+    /// Reads every source once (see the module docs for order and caps).
+    pub fn read(&self) -> PromptText {
+        let cap = self.per_source_cap;
+        let mut head = String::from(IDENTITY);
+
+        let soul = read_source(&self.hermes_home.join("SOUL.md"));
+        section(
+            &mut head,
+            "Persona",
+            &cap_source(soul.as_deref().unwrap_or(DEFAULT_SOUL), cap),
+        );
+
+        if let Some(shared) = self
+            .memory
+            .shared_dir
+            .as_ref()
+            .and_then(|dir| read_source(&dir.join("MEMORY.md")))
+        {
+            section(
+                &mut head,
+                "Shared memory (every user of this bot sees it; entries separated by §)",
+                &cap_source(&shared, cap),
+            );
+        }
+        if let Some(memory) = read_source(&self.memory.dir.join("MEMORY.md")) {
+            section(
+                &mut head,
+                "Memory (from MEMORY.md; entries separated by §)",
+                &cap_source(&memory, cap),
+            );
+        }
+        if let Some(user) = read_source(&self.memory.dir.join("USER.md")) {
+            section(
+                &mut head,
+                "About the user (from USER.md)",
+                &cap_source(&user, cap),
+            );
+        }
+
+        for file in PROJECT_FILES {
+            if let Some(text) = read_source(&self.workdir.join(file)) {
+                section(
+                    &mut head,
+                    &format!("Project instructions (from {file} in the working directory)"),
+                    &cap_source(&text, cap),
+                );
+                break;
+            }
+        }
+
+        let skills = if self.hermes_home.as_os_str().is_empty() {
+            Vec::new()
+        } else {
+            crate::skills::SkillsHome::new(&self.hermes_home).list()
+        };
+        PromptText { head, skills, cap }
+    }
+}
+
+impl PromptText {
+    /// The system prompt of a session offering `tools`.
+    pub fn render(&self, tools: &[ToolSpec]) -> String {
+        let cap = self.cap;
+        let mut out = self.head.clone();
+        if !tools.is_empty() {
+            let mut list = String::new();
+            for t in tools {
+                list.push_str("- ");
+                list.push_str(&t.name);
+                list.push_str(": ");
+                list.push_str(first_sentence(&t.description));
+                list.push('\n');
+            }
+            section(&mut out, "Tools", &cap_source(list.trim_end(), cap));
+        }
+        if let Some((title, body)) = skills_section(&self.skills, tools) {
+            section(&mut out, &title, &cap_source(&body, cap));
+        }
+        out.push('\n');
+        out
+    }
+}
+
 /// Assembles the system prompt of a new session from `src` and the tools the
 /// session offers. See the module docs for order, caps and determinism.
 pub fn assemble_system_prompt(src: &PromptSources, tools: &[ToolSpec]) -> String {
-    let cap = src.per_source_cap;
-    let mut out = String::from(IDENTITY);
-
-    let soul = read_source(&src.hermes_home.join("SOUL.md"));
-    section(
-        &mut out,
-        "Persona",
-        &cap_source(soul.as_deref().unwrap_or(DEFAULT_SOUL), cap),
-    );
-
-    if let Some(shared) = src
-        .memory
-        .shared_dir
-        .as_ref()
-        .and_then(|dir| read_source(&dir.join("MEMORY.md")))
-    {
-        section(
-            &mut out,
-            "Shared memory (every user of this bot sees it; entries separated by §)",
-            &cap_source(&shared, cap),
-        );
-    }
-    if let Some(memory) = read_source(&src.memory.dir.join("MEMORY.md")) {
-        section(
-            &mut out,
-            "Memory (from MEMORY.md; entries separated by §)",
-            &cap_source(&memory, cap),
-        );
-    }
-    if let Some(user) = read_source(&src.memory.dir.join("USER.md")) {
-        section(
-            &mut out,
-            "About the user (from USER.md)",
-            &cap_source(&user, cap),
-        );
-    }
-
-    for file in PROJECT_FILES {
-        if let Some(text) = read_source(&src.workdir.join(file)) {
-            section(
-                &mut out,
-                &format!("Project instructions (from {file} in the working directory)"),
-                &cap_source(&text, cap),
-            );
-            break;
-        }
-    }
-
-    if !tools.is_empty() {
-        let mut list = String::new();
-        for t in tools {
-            list.push_str(&format!(
-                "- {}: {}\n",
-                t.name,
-                first_sentence(&t.description)
-            ));
-        }
-        section(&mut out, "Tools", &cap_source(list.trim_end(), cap));
-    }
-
-    if let Some((title, body)) = skills_section(&src.hermes_home, tools) {
-        section(&mut out, &title, &cap_source(&body, cap));
-    }
-    out.push('\n');
-    out
+    src.read().render(tools)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use hermes_core::{ToolRegistry, ToolSpec};
 use serde_json::Value;
 
 use crate::config::Settings;
+use crate::prompt::PromptSources;
 
 /// The share of the window the fixed part may take before it is shrunk.
 pub const FIXED_SHARE_PCT: u64 = 40;
@@ -78,13 +79,16 @@ pub fn fixed_prompt_tokens(settings: &Settings, tools: &[ToolSpec]) -> u64 {
 /// Shrinks `tools` (see the module docs) when the fixed part takes more
 /// than [`FIXED_SHARE_PCT`] % of `window`; `None` when it already fits.
 pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> Option<Fitted> {
+    // The prompt's files are read once for the (up to three) estimates.
+    let prompt = PromptSources::new(&settings.home, &settings.workdir).read();
+    let estimate = |tools: &[ToolSpec]| fixed_tokens(&prompt.render(tools), tools);
     let limit = u64::from(window) * FIXED_SHARE_PCT / 100;
-    let before = fixed_prompt_tokens(settings, tools.specs());
+    let before = estimate(tools.specs());
     if before <= limit || tools.is_empty() {
         return None;
     }
     tools.map_specs(compact);
-    let mut after = fixed_prompt_tokens(settings, tools.specs());
+    let mut after = estimate(tools.specs());
     let mut left_out = Vec::new();
     if after > limit && settings.toolsets.is_none() {
         tools.retain(|spec| {
@@ -94,7 +98,7 @@ pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> 
             }
             keep
         });
-        after = fixed_prompt_tokens(settings, tools.specs());
+        after = estimate(tools.specs());
     }
     Some(Fitted {
         window,
@@ -108,28 +112,35 @@ pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> 
 /// the parameters without their descriptions.
 pub fn compact(spec: &mut ToolSpec) {
     spec.description = crate::prompt::first_sentence(&spec.description).to_owned();
-    strip_descriptions(std::sync::Arc::make_mut(&mut spec.parameters));
+    // Copied without the descriptions rather than cloned and then
+    // stripped: the definitions are shared with the tools, so a clone
+    // would copy every description only to free it.
+    spec.parameters = std::sync::Arc::new(without_descriptions(&spec.parameters, false));
 }
 
-/// Drops `description` from every property schema, at any depth.
-fn strip_descriptions(schema: &mut Value) {
-    let Some(object) = schema.as_object_mut() else {
-        return;
+/// `schema` without `description` in any property schema or `items`, at
+/// any depth; its own `description` goes too when `nested` (the schema is
+/// a property's or an array's items').
+fn without_descriptions(schema: &Value, nested: bool) -> Value {
+    let Some(object) = schema.as_object() else {
+        return schema.clone();
     };
-    if let Some(Value::Object(properties)) = object.get_mut("properties") {
-        for property in properties.values_mut() {
-            if let Some(p) = property.as_object_mut() {
-                p.remove("description");
-            }
-            strip_descriptions(property);
-        }
+    let mut out = serde_json::Map::new();
+    for (key, value) in object {
+        let copied = match (key.as_str(), value) {
+            ("description", _) if nested => continue,
+            ("properties", Value::Object(properties)) => Value::Object(
+                properties
+                    .iter()
+                    .map(|(name, p)| (name.clone(), without_descriptions(p, true)))
+                    .collect(),
+            ),
+            ("items", items) => without_descriptions(items, true),
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), copied);
     }
-    if let Some(items) = object.get_mut("items") {
-        if let Some(i) = items.as_object_mut() {
-            i.remove("description");
-        }
-        strip_descriptions(items);
-    }
+    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -158,5 +169,26 @@ mod tests {
                 "items": {"type": "array", "items": {"type": "string"}}},
                 "required": ["action"]})
         );
+    }
+
+    #[test]
+    fn a_parameter_named_description_stays_and_the_tools_own_copy_is_untouched() {
+        let mut spec = ToolSpec::new(
+            "skill_manage",
+            "Write a skill.",
+            json!({"type": "object", "description": "top", "properties": {
+                "description": {"type": "string", "description": "the skill's line"},
+                "files": {"type": "object", "description": "more", "properties": {
+                    "path": {"type": "string", "description": "where"}}}}}),
+        );
+        let shared = std::sync::Arc::clone(&spec.parameters);
+        compact(&mut spec);
+        assert_eq!(
+            *spec.parameters,
+            json!({"type": "object", "description": "top", "properties": {
+                "description": {"type": "string"},
+                "files": {"type": "object", "properties": {"path": {"type": "string"}}}}})
+        );
+        assert_eq!(shared["properties"]["files"]["description"], "more");
     }
 }

@@ -204,6 +204,34 @@ pub fn imported_paths(src: &str, module: &[String]) -> Vec<Vec<String>> {
     found
 }
 
+/// The workspace's root (this crate's parent folder).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+/// Each product member's `src/`, from the `members = [...]` line of the
+/// workspace's manifest.
+pub fn product_sources() -> Vec<PathBuf> {
+    let root = workspace();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("the manifest");
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("members"))
+        .expect("a members line");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        // Test support is no product: this crate, the gateway's test
+        // doubles, the benches.
+        .filter(|member| !["tests", "gateway/testing", "benches"].contains(member))
+        .map(|member| root.join(member).join("src"))
+        .filter(|src| src.is_dir())
+        .collect()
+}
+
 /// Every `.rs` file under `dir`, depth first.
 pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read_dir") {

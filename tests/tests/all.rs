@@ -4,6 +4,7 @@
 mod circles;
 mod context_window;
 mod providers;
+mod sqlite_opens;
 mod stale_connections;
 mod tier;
 mod window_cache;

@@ -4,42 +4,16 @@
 //! sees from one file. Two files that use each other (a type and its
 //! helper) are allowed. Read from the sources (`hermes_tests::imports`,
 //! which says what counts as an import): the workspace's members from its
-//! manifest, each product crate's `src/`.
+//! manifest, each product crate's `src/` (`product_sources`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use hermes_tests::imports::FileGraph;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root")
-        .to_path_buf()
-}
-
-/// Each member's `src/`, from the `members = [...]` line of the manifest.
-fn crate_sources() -> Vec<PathBuf> {
-    let root = workspace();
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("the manifest");
-    let line = manifest
-        .lines()
-        .find(|l| l.starts_with("members"))
-        .expect("a members line");
-    line.split('"')
-        .skip(1)
-        .step_by(2)
-        // Test support is no product: this crate, the gateway's test
-        // doubles, the benches.
-        .filter(|member| !["tests", "gateway/testing", "benches"].contains(member))
-        .map(|member| root.join(member).join("src"))
-        .filter(|src| src.is_dir())
-        .collect()
-}
+use hermes_tests::imports::{FileGraph, product_sources};
 
 #[test]
 fn no_crate_has_a_circle_of_more_than_two_files() {
-    let sources = crate_sources();
+    let sources = product_sources();
     assert!(sources.len() >= 15, "the members were read: {sources:?}");
     let mut knots = Vec::new();
     for src in &sources {

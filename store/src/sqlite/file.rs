@@ -73,6 +73,7 @@ pub fn inspect(path: &Path) -> Result<SqliteFile, StoreError> {
 
 /// Opens `path` read-only, creating nothing beside it.
 pub(super) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    super::configure_library();
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     // Reading a WAL-mode file read-only still creates its `-wal` and `-shm`
     // beside it; with no `-wal` there, nothing is in it to read, so open the
@@ -156,6 +157,7 @@ pub fn snapshot(source: &Path, dest: &Path) -> Result<u32, StoreError> {
         let path = path.to_path_buf();
         move |source| StoreError::Open { path, source }
     };
+    super::configure_library();
     let from = Connection::open_with_flags(
         source,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

@@ -115,7 +115,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     let with_outer = |p: ProviderArgs| p.or(&outer);
     if !matches!(command, Command::Completions { .. } | Command::Man) {
         // Before anything reads settings from the home or opens its store.
-        if let Ok(home) = config::hermes_home(&Environment::from_process()) {
+        // Only the two variables the home's path is made of: the whole
+        // environment is copied once, by the settings (issue 39).
+        if let Ok(home) = config::hermes_home(&Environment::of_process(&["HERMES_HOME", "HOME"])) {
             foreign_home::check(&home).map_err(CliError::Config)?;
         }
     }

@@ -27,6 +27,17 @@ impl Environment {
         Environment(std::env::vars().collect())
     }
 
+    /// The process's variables among `names` (those that are UTF-8): for
+    /// a caller that reads a few, without copying the whole environment.
+    pub fn of_process(names: &[&str]) -> Self {
+        Environment(
+            names
+                .iter()
+                .filter_map(|&name| Some((name.to_owned(), std::env::var(name).ok()?)))
+                .collect(),
+        )
+    }
+
     /// An environment made of `pairs`.
     pub fn from_pairs<K: Into<String>, V: Into<String>>(
         pairs: impl IntoIterator<Item = (K, V)>,
@@ -215,6 +226,18 @@ pub fn is_hermes_credential(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn of_process_reads_the_named_variables_as_from_process_does() {
+        let all = Environment::from_process();
+        let named = ["PATH", "HOME", "HERMES_TEST_SURELY_UNSET_7F3A"];
+        let some = Environment::of_process(&named);
+        for name in named {
+            assert_eq!(some.get(name), all.get(name), "{name}");
+        }
+        assert!(some.iter().all(|(k, _)| named.contains(&k)));
+        assert!(some.get("HERMES_TEST_SURELY_UNSET_7F3A").is_none());
+    }
 
     #[test]
     fn hermes_own_credentials_are_recognised() {

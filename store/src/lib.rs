@@ -344,6 +344,15 @@ impl Store {
         self.backend.set_synchronous(mode)
     }
 
+    /// SQLite: the WAL pages after which a commit of this connection
+    /// checkpoints them into the database. The next process to open the
+    /// file reads the whole WAL before its first query, so a program that
+    /// starts often (the CLI) keeps it shorter than a long-running one
+    /// needs to. No effect on PostgreSQL.
+    pub fn set_wal_autocheckpoint(&mut self, pages: u32) -> Result<(), StoreError> {
+        self.backend.set_wal_autocheckpoint(pages)
+    }
+
     /// The path this store was opened with: the file, `:memory:` for an
     /// in-memory store, the masked URL for PostgreSQL.
     pub fn path(&self) -> &Path {

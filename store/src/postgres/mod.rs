@@ -196,6 +196,11 @@ impl Backend for Postgres {
         self.clock = clock;
     }
 
+    /// The server's write-ahead log is its own business.
+    fn set_wal_autocheckpoint(&mut self, _pages: u32) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError> {
         let sql = match mode {
             Synchronous::Full => "SET synchronous_commit = on",

@@ -20,6 +20,7 @@ mod gateway_log;
 mod gateway_setup;
 #[cfg(feature = "gateway")]
 mod gateway_status;
+mod heap;
 #[cfg(feature = "import")]
 mod import_cmd;
 #[cfg(feature = "import")]
@@ -48,6 +49,9 @@ use crate::app::{CliError, Workbench, load_settings};
 #[cfg(feature = "gateway")]
 use crate::args::GatewayCommand;
 use crate::args::{ChatArgs, Cli, Command, ConfigCommand, Deferred, McpCommand, ProviderArgs};
+
+#[global_allocator]
+static HEAP: heap::Heap = heap::Heap;
 
 fn main() {
     // Before any secret is read: no other process of the user (a terminal

@@ -30,12 +30,15 @@ impl Environment {
     /// The process's variables among `names` (those that are UTF-8): for
     /// a caller that reads a few, without copying the whole environment.
     pub fn of_process(names: &[&str]) -> Self {
-        Environment(
-            names
-                .iter()
-                .filter_map(|&name| Some((name.to_owned(), std::env::var(name).ok()?)))
-                .collect(),
-        )
+        // Inserted one by one: `collect` into a map sorts first, and that
+        // sort's code for these pairs cost ≈ 4 KB of binary.
+        let mut vars = BTreeMap::new();
+        for &name in names {
+            if let Ok(value) = std::env::var(name) {
+                vars.insert(name.to_owned(), value);
+            }
+        }
+        Environment(vars)
     }
 
     /// An environment made of `pairs`.

@@ -142,5 +142,9 @@ pub fn oneshot(bench: Workbench, args: &ChatArgs, prompt: &str) -> Result<i32, C
         ));
     }
     let _ = chat.close();
-    Ok(chat.report_stop(&result))
+    let code = chat.report_stop(&result);
+    // What is left is dropping the workbench and exiting: its `Drop`s
+    // run, its memory is not handed back one block at a time (`heap`).
+    crate::heap::stop_freeing();
+    Ok(code)
 }

@@ -93,6 +93,8 @@ pub struct NewSession<'a> {
     pub system_prompt: Option<&'a str>,
     /// Working directory (CLI sessions).
     pub workdir: Option<&'a str>,
+    /// Title, if known when it starts (the CLI's first message).
+    pub title: Option<&'a str>,
 }
 
 /// A whole session from another program, written by

@@ -281,19 +281,18 @@ impl Chat {
             return Ok((s.id.clone(), p.clone(), false));
         }
         let workdir = self.bench.settings.workdir.display().to_string();
-        let mut store = self.bench.store();
-        let mut record = store
+        let title = title_from(first_message);
+        let mut record = self
+            .bench
+            .store()
             .create_session(&NewSession {
                 platform: Some("cli"),
                 model: Some(&self.bench.model),
                 workdir: Some(&workdir),
+                title: Some(&title),
                 ..NewSession::default()
             })
             .map_err(runtime)?;
-        let title = title_from(first_message);
-        store.set_title(&record.id, Some(&title)).map_err(runtime)?;
-        drop(store);
-        record.title = Some(title);
         let id = record.id.clone();
         // The session exists first, so its tools are built once, for it,
         // and the prompt from them (the tools are built lazily).

@@ -42,6 +42,27 @@ fn session_fields_are_stored_and_updated(db: Db) {
     assert_eq!(store.session(&s.id).unwrap().unwrap().title, None);
 }
 
+/// `create_session` answers with the new row without reading it back: the
+/// answer is exactly what a later read finds, every field set.
+fn a_created_session_is_the_row_as_stored(db: Db) {
+    let mut store = db.open().with_clock(TestClock::at(T0));
+    let full = NewSession {
+        session_key: Some("agent:main:telegram:dm:42"),
+        platform: Some("telegram"),
+        chat_id: Some("42"),
+        user_id: Some("7"),
+        model: Some("gpt-x"),
+        system_prompt: Some("You are Hermes.\n\"quoted\" ✓"),
+        workdir: Some("/home/me/project"),
+        title: Some("Trip planning — ✈"),
+    };
+    for new in [full, NewSession::default()] {
+        let created = store.create_session(&new).unwrap();
+        assert_eq!(created.title.as_deref(), new.title);
+        assert_eq!(store.session(&created.id).unwrap(), Some(created));
+    }
+}
+
 fn reset_ends_the_active_session_and_starts_a_new_one(db: Db) {
     let clock = TestClock::at(T0);
     let mut store = db.open().with_clock(clock.clone());
@@ -311,6 +332,7 @@ fn kv_values_are_set_replaced_and_persist(db: Db) {
 
 both!(
     session_fields_are_stored_and_updated,
+    a_created_session_is_the_row_as_stored,
     reset_ends_the_active_session_and_starts_a_new_one,
     latest_session_on_a_platform_ignores_other_platforms,
     listing_is_newest_first_and_latest_is_most_recently_updated,

@@ -21,7 +21,7 @@ macro_rules! session_columns {
 
 const INSERT: &str = "INSERT INTO sessions (id, session_key, source_platform, source_chat_id, \
      source_user_id, model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown, \
-     workdir) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 'active', false, $9) \
+     workdir, title) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, 'active', false, $9, $10) \
      ON CONFLICT (id) DO NOTHING";
 
 const BY_ID: &str = concat!(
@@ -85,6 +85,7 @@ fn insert(
                 &new.system_prompt,
                 &now,
                 &new.workdir,
+                &new.title,
             ],
         )?;
         if inserted > 0 {
@@ -104,6 +105,7 @@ struct OwnedNew {
     model: Option<String>,
     system_prompt: Option<String>,
     workdir: Option<String>,
+    title: Option<String>,
 }
 
 impl OwnedNew {
@@ -117,6 +119,7 @@ impl OwnedNew {
             model: own(new.model),
             system_prompt: own(new.system_prompt),
             workdir: own(new.workdir),
+            title: own(new.title),
         }
     }
 }

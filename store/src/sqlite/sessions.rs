@@ -21,9 +21,25 @@ impl Sessions for Sqlite {
         let now = self.clock.now_ms();
         let tx = WriteTx::begin(&self.conn)?;
         let id = insert_session(&tx, new, now, || id::session_id(now, id::random_suffix()))?;
-        let record = fetch_session(&tx, &id)?.ok_or_else(|| StoreError::SessionNotFound(id))?;
         tx.commit()?;
-        Ok(record)
+        // The row is what was just inserted: reading it back cost a
+        // statement's parse and a query at every CLI start (≈ 0.13 M
+        // instructions, issue 39). A test compares the two.
+        Ok(SessionRecord {
+            id,
+            session_key: new.session_key.map(str::to_owned),
+            platform: new.platform.map(str::to_owned),
+            chat_id: new.chat_id.map(str::to_owned),
+            user_id: new.user_id.map(str::to_owned),
+            model: new.model.map(str::to_owned),
+            system_prompt: new.system_prompt.map(str::to_owned),
+            created_at_ms: now,
+            updated_at_ms: now,
+            status: SessionStatus::Active,
+            message_count: 0,
+            title: new.title.map(str::to_owned),
+            workdir: new.workdir.map(str::to_owned),
+        })
     }
 
     fn import_sessions(&mut self, sessions: &[ImportedSession<'_>]) -> Result<usize, StoreError> {
@@ -252,8 +268,8 @@ pub(super) fn insert_session(
     let now = to_i64("created_at_ms", now)?;
     let mut stmt = conn.prepare_cached(
         "INSERT INTO sessions (id, session_key, source_platform, source_chat_id, source_user_id, \
-         model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown, workdir) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'active', 0, ?9)",
+         model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown, workdir, \
+         title) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'active', 0, ?9, ?10)",
     )?;
     for _ in 0..ID_ATTEMPTS {
         let id = next_id();
@@ -267,6 +283,7 @@ pub(super) fn insert_session(
             new.system_prompt,
             now,
             new.workdir,
+            new.title,
         ]);
         match result {
             Ok(_) => return Ok(id),

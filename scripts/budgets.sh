@@ -224,17 +224,19 @@ warm=$(mktemp -d -p "$work")
 HERMES_HOME=$warm HERMES_BASE_URL=$provider0 HERMES_MODEL=fake "$exe" -Q -z "hello" >/dev/null
 field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
 : >"$work/startup"
-# Five rounds of the three, each the median of 5 runs, so a change in the
+# Nine rounds of the three, each the median of 9 runs, so a change in the
 # machine's load reaches all three alike; the figures are the medians of
-# the rounds.
-for _ in 1 2 3 4 5; do
-  h=$("$ex/rusage" --runs 5 -- "$hello")
-  v=$("$ex/rusage" --runs 5 -- "$exe" --version)
+# the rounds. (Five of five read the same binary's 0-turn ratio anywhere
+# from 26x to 41x on this machine, one sitting: a hello world of ≈ 0.1 ms
+# is at the mercy of every interruption. Nine of nine cost ≈ 1 s more.)
+for _ in 1 2 3 4 5 6 7 8 9; do
+  h=$("$ex/rusage" --runs 9 -- "$hello")
+  v=$("$ex/rusage" --runs 9 -- "$exe" --version)
   # The variables reach hermes through rusage's environment: an `env`
   # in front would be measured too (coreutils' `env` is dynamically
   # linked: ≈ 1.1 ms and 76 faults here, six hello worlds).
   o=$(HERMES_HOME="$warm" HERMES_BASE_URL="$provider0" HERMES_MODEL=fake \
-    "$ex/rusage" --runs 5 -- "$exe" -Q -z "hello")
+    "$ex/rusage" --runs 9 -- "$exe" -Q -z "hello")
   echo "$(echo "$h" | field cpu_us_median) $(echo "$h" | field minflt_median)" \
     "$(echo "$v" | field cpu_us_median) $(echo "$v" | field minflt_median)" \
     "$(echo "$o" | field cpu_us_median) $(echo "$o" | field minflt_median)" >>"$work/startup"

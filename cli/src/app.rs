@@ -113,6 +113,14 @@ pub fn chain(settings: &Settings, model: &str) -> Result<Arc<FallbackModel>, Cli
     assemble::provider_model(settings, model).map_err(|e| CliError::Config(e.to_string()))
 }
 
+/// A session's tools, fitted to the window, with the system prompt
+/// rendered for them and the fixed part's estimate.
+#[derive(Clone)]
+struct FittedTools {
+    tools: Arc<ToolRegistry>,
+    measured: assemble::fixed::Measured,
+}
+
 /// Everything one conversation needs; rebuilt when the model changes.
 pub struct Workbench {
     /// Resolved settings.
@@ -127,7 +135,7 @@ pub struct Workbench {
     /// (SPEC X2).
     pub chain: Arc<FallbackModel>,
     /// The tools, built when first needed (see [`Workbench::tools`]).
-    tools: Mutex<Option<Arc<ToolRegistry>>>,
+    tools: Mutex<Option<FittedTools>>,
     /// The session's task list (survives tool rebuilds such as `/model`).
     pub todo: Arc<TodoState>,
     /// The context window of each model used, resolved once (SPEC X1).
@@ -243,16 +251,20 @@ impl Workbench {
     /// one-shot built them twice, once without a session and once with
     /// it (≈ 1.3 M instructions, a fifth of a 0-turn one-shot; issue 39).
     pub fn tools(&self) -> Result<Arc<ToolRegistry>, CliError> {
+        Ok(self.fitted_tools()?.tools)
+    }
+
+    fn fitted_tools(&self) -> Result<FittedTools, CliError> {
         let mut tools = lock(&self.tools);
         if let Some(t) = tools.as_ref() {
-            return Ok(Arc::clone(t));
+            return Ok(t.clone());
         }
         let built = self.build_tools(self.chain.clone())?;
-        *tools = Some(Arc::clone(&built));
+        *tools = Some(built.clone());
         Ok(built)
     }
 
-    fn build_tools(&self, model: Arc<dyn Model>) -> Result<Arc<ToolRegistry>, CliError> {
+    fn build_tools(&self, model: Arc<dyn Model>) -> Result<FittedTools, CliError> {
         self.build_tools_with(model, self.tool_deps(), true)
     }
 
@@ -293,7 +305,7 @@ impl Workbench {
         model: Arc<dyn Model>,
         deps: assemble::ToolDeps,
         announce: bool,
-    ) -> Result<Arc<ToolRegistry>, CliError> {
+    ) -> Result<FittedTools, CliError> {
         let mut tools = assemble::session_tools(&self.settings, model, &deps)
             .map_err(|e| CliError::Config(e.to_string()))?;
         // Scheduled jobs (SPEC Y1): from the CLI a job has no chat of
@@ -310,14 +322,21 @@ impl Workbench {
             )));
         }
         // A small window gets shorter definitions, then fewer tools (issue 38).
-        let fitted =
-            assemble::fixed::fit_tools(&self.settings, &mut tools, self.context.window.tokens());
+        let (fitted, measured) = assemble::fixed::fit_tools_measured(
+            &self.settings,
+            &mut tools,
+            self.context.window.tokens(),
+        );
         let notice = fitted.map(|f| f.notice());
+        let built = FittedTools {
+            tools: Arc::new(tools),
+            measured,
+        };
         // A background run's tools are fitted quietly: the interactive
         // session's notice already told the user (and its own differs
         // only by the tools a background run is not given).
         if !announce {
-            return Ok(Arc::new(tools));
+            return Ok(built);
         }
         let mut said = lock(&self.fit_notice);
         if let Some(n) = &notice
@@ -327,7 +346,7 @@ impl Workbench {
         }
         *said = notice;
         drop(said);
-        Ok(Arc::new(tools))
+        Ok(built)
     }
 
     /// Binds the tools to the stored session `id` once it exists
@@ -367,24 +386,43 @@ impl Workbench {
         Ok(())
     }
 
-    /// Assembles a fresh system prompt (once per session, SPEC L6).
+    /// Assembles a fresh system prompt (once per session, SPEC L6): the
+    /// one the session's tools were fitted with, rendered when they were
+    /// built — for a new session, just now (`bind_session` drops the
+    /// tools of the one before).
     pub fn assemble_prompt(&self) -> Result<String, CliError> {
-        Ok(assemble::session_prompt(
-            &self.settings,
-            self.tools()?.specs(),
-        ))
+        Ok(self.fitted_tools()?.measured.prompt)
     }
 
     /// An agent for one session, with its stored system prompt.
     pub fn agent(&self, system_prompt: &str) -> Result<Agent, CliError> {
-        Ok(assemble::agent(
+        let fitted = self.fitted_tools()?;
+        Ok(self.agent_over(fitted.tools, system_prompt, &fitted.measured))
+    }
+
+    /// An agent over `tools` with `system_prompt`; the fixed part's
+    /// estimate is `measured`'s when it was made for this very prompt
+    /// (a resumed session's stored prompt may differ).
+    fn agent_over(
+        &self,
+        tools: Arc<ToolRegistry>,
+        system_prompt: &str,
+        measured: &assemble::fixed::Measured,
+    ) -> Agent {
+        let agent = assemble::agent(
             &self.settings,
             self.chain.clone(),
-            self.tools()?,
+            tools,
             system_prompt,
-            Some(self.context.clone()),
+            None,
         )
-        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url())))
+        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()));
+        let context = self.context.clone();
+        if measured.prompt == system_prompt {
+            agent.with_context_estimated(context, measured.fixed_tokens)
+        } else {
+            agent.with_context(context)
+        }
     }
 
     /// The agent of a background run (`/background`) in the stored session
@@ -401,17 +439,10 @@ impl Workbench {
         // `send_file` prints to the terminal: not while the user types.
         deps.outbox = None;
         deps.session_id = Some(session_id.to_owned());
-        let tools = self.build_tools_with(self.chain.clone(), deps, false)?;
-        let prompt = assemble::session_prompt(&self.settings, tools.specs());
-        let agent = assemble::agent(
-            &self.settings,
-            self.chain.clone(),
-            tools,
-            &prompt,
-            Some(self.context.clone()),
-        )
-        .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()));
-        Ok((agent, prompt))
+        let FittedTools { tools, measured } =
+            self.build_tools_with(self.chain.clone(), deps, false)?;
+        let agent = self.agent_over(tools, &measured.prompt, &measured);
+        Ok((agent, measured.prompt))
     }
 
     /// The current model's window and where it came from.

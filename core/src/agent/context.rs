@@ -27,8 +27,21 @@ impl Agent {
     /// compaction before calls that would pass the threshold, recovery from
     /// context-length errors, tool results capped relative to the window.
     /// Without this the agent sends the ledger as it is.
-    pub fn with_context(mut self, config: ContextConfig) -> Self {
+    pub fn with_context(self, config: ContextConfig) -> Self {
         let fixed = fixed_tokens(&self.system_prompt, self.tools.specs());
+        self.with_context_estimated(config, fixed)
+    }
+
+    /// [`Agent::with_context`] with the fixed part's estimate —
+    /// `fixed_tokens` of this agent's system prompt and tools — already
+    /// made by the caller (a front end that fitted the tools to the
+    /// window measured exactly these). Checked in debug builds.
+    pub fn with_context_estimated(mut self, config: ContextConfig, fixed: u64) -> Self {
+        debug_assert_eq!(
+            fixed,
+            fixed_tokens(&self.system_prompt, self.tools.specs()),
+            "the estimate given is not this agent's"
+        );
         self.context = Some(AgentContext {
             config,
             fixed_tokens: fixed,

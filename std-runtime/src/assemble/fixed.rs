@@ -79,18 +79,46 @@ pub fn fixed_prompt_tokens(settings: &Settings, tools: &[ToolSpec]) -> u64 {
 /// Shrinks `tools` (see the module docs) when the fixed part takes more
 /// than [`FIXED_SHARE_PCT`] % of `window`; `None` when it already fits.
 pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> Option<Fitted> {
+    fit_tools_measured(settings, tools, window).0
+}
+
+/// The system prompt rendered for the tools as fitted, and the fixed
+/// part's estimate with them: what [`super::session_prompt`] and
+/// `Agent::with_context` would make again (a session's start renders and
+/// measures both once, issue 39).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Measured {
+    /// The system prompt.
+    pub prompt: String,
+    /// `fixed_tokens` of the prompt and the tools.
+    pub fixed_tokens: u64,
+}
+
+/// [`fit_tools`], also answering what the last estimate measured.
+pub fn fit_tools_measured(
+    settings: &Settings,
+    tools: &mut ToolRegistry,
+    window: u32,
+) -> (Option<Fitted>, Measured) {
     // The prompt's files are read once for the (up to three) estimates.
-    let prompt = PromptSources::new(&settings.home, &settings.workdir).read();
-    let estimate = |tools: &[ToolSpec]| fixed_tokens(&prompt.render(tools), tools);
+    let sources = PromptSources::new(&settings.home, &settings.workdir).read();
+    let estimate = |tools: &[ToolSpec]| {
+        let prompt = sources.render(tools);
+        let fixed_tokens = fixed_tokens(&prompt, tools);
+        Measured {
+            prompt,
+            fixed_tokens,
+        }
+    };
     let limit = u64::from(window) * FIXED_SHARE_PCT / 100;
     let before = estimate(tools.specs());
-    if before <= limit || tools.is_empty() {
-        return None;
+    if before.fixed_tokens <= limit || tools.is_empty() {
+        return (None, before);
     }
     tools.map_specs(compact);
     let mut after = estimate(tools.specs());
     let mut left_out = Vec::new();
-    if after > limit && settings.toolsets.is_none() {
+    if after.fixed_tokens > limit && settings.toolsets.is_none() {
         tools.retain(|spec| {
             let keep = LEAN_TOOLS.contains(&spec.name.as_str());
             if !keep {
@@ -100,12 +128,13 @@ pub fn fit_tools(settings: &Settings, tools: &mut ToolRegistry, window: u32) -> 
         });
         after = estimate(tools.specs());
     }
-    Some(Fitted {
+    let fitted = Fitted {
         window,
-        before,
-        after,
+        before: before.fixed_tokens,
+        after: after.fixed_tokens,
         left_out,
-    })
+    };
+    (Some(fitted), after)
 }
 
 /// The compact form of a definition: the description's first sentence,
@@ -148,6 +177,40 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    /// What fitting answers it measured is what the session's prompt and
+    /// the agent's estimate make again from the fitted tools: when they
+    /// fit, and when they were shrunk to nothing.
+    #[test]
+    fn the_measured_prompt_and_estimate_are_those_of_the_fitted_tools() {
+        use crate::config::{self, Environment, Overrides};
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("SOUL.md"), "You are terse.\n").unwrap();
+        let env = Environment::from_pairs([("HERMES_HOME", home.path().display().to_string())]);
+        let overrides = Overrides {
+            workdir: Some(home.path().to_owned()),
+            ..Overrides::default()
+        };
+        let settings = config::load(&overrides, &env).unwrap();
+        for (window, shrunk) in [(u32::MAX, false), (1, true)] {
+            let mut tools = ToolRegistry::new();
+            tools.register(Box::new(crate::tools::TodoTool::new()));
+            let (fitted, measured) = fit_tools_measured(&settings, &mut tools, window);
+            assert_eq!(fitted.is_some(), shrunk, "{window}");
+            assert_eq!(tools.is_empty(), shrunk, "{window}");
+            assert_eq!(
+                measured,
+                Measured {
+                    prompt: crate::assemble::session_prompt(&settings, tools.specs()),
+                    fixed_tokens: fixed_prompt_tokens(&settings, tools.specs()),
+                }
+            );
+            assert!(measured.prompt.contains("You are terse."));
+            if let Some(f) = fitted {
+                assert_eq!(f.after, measured.fixed_tokens);
+            }
+        }
+    }
 
     #[test]
     fn the_compact_form_keeps_names_types_and_requirements() {

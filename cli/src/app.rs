@@ -115,7 +115,6 @@ pub fn chain(settings: &Settings, model: &str) -> Result<Arc<FallbackModel>, Cli
 
 /// A session's tools, fitted to the window, with the system prompt
 /// rendered for them and the fixed part's estimate.
-#[derive(Clone)]
 struct FittedTools {
     tools: Arc<ToolRegistry>,
     measured: assemble::fixed::Measured,
@@ -251,17 +250,19 @@ impl Workbench {
     /// one-shot built them twice, once without a session and once with
     /// it (≈ 1.3 M instructions, a fifth of a 0-turn one-shot; issue 39).
     pub fn tools(&self) -> Result<Arc<ToolRegistry>, CliError> {
-        Ok(self.fitted_tools()?.tools)
+        self.with_fitted(|t| Arc::clone(&t.tools))
     }
 
-    fn fitted_tools(&self) -> Result<FittedTools, CliError> {
+    /// `read` of the session's fitted tools, built first if need be.
+    fn with_fitted<R>(&self, read: impl FnOnce(&FittedTools) -> R) -> Result<R, CliError> {
         let mut tools = lock(&self.tools);
         if let Some(t) = tools.as_ref() {
-            return Ok(t.clone());
+            return Ok(read(t));
         }
         let built = self.build_tools(self.chain.clone())?;
-        *tools = Some(built.clone());
-        Ok(built)
+        let answer = read(&built);
+        *tools = Some(built);
+        Ok(answer)
     }
 
     fn build_tools(&self, model: Arc<dyn Model>) -> Result<FittedTools, CliError> {
@@ -391,23 +392,30 @@ impl Workbench {
     /// built — for a new session, just now (`bind_session` drops the
     /// tools of the one before).
     pub fn assemble_prompt(&self) -> Result<String, CliError> {
-        Ok(self.fitted_tools()?.measured.prompt)
+        self.with_fitted(|t| t.measured.prompt.clone())
     }
 
     /// An agent for one session, with its stored system prompt.
     pub fn agent(&self, system_prompt: &str) -> Result<Agent, CliError> {
-        let fitted = self.fitted_tools()?;
-        Ok(self.agent_over(fitted.tools, system_prompt, &fitted.measured))
+        // The estimate made while fitting, when it was made for this very
+        // prompt (a resumed session's stored prompt may differ).
+        let (tools, estimate) = self.with_fitted(|t| {
+            let m = &t.measured;
+            (
+                Arc::clone(&t.tools),
+                (m.prompt == system_prompt).then_some(m.fixed_tokens),
+            )
+        })?;
+        Ok(self.agent_over(tools, system_prompt, estimate))
     }
 
-    /// An agent over `tools` with `system_prompt`; the fixed part's
-    /// estimate is `measured`'s when it was made for this very prompt
-    /// (a resumed session's stored prompt may differ).
+    /// An agent over `tools` with `system_prompt`, and `estimate` as its
+    /// fixed part's when one was made for them.
     fn agent_over(
         &self,
         tools: Arc<ToolRegistry>,
         system_prompt: &str,
-        measured: &assemble::fixed::Measured,
+        estimate: Option<u64>,
     ) -> Agent {
         let agent = assemble::agent(
             &self.settings,
@@ -418,10 +426,9 @@ impl Workbench {
         )
         .with_tool_choice_memory(self.windows.tool_choice_memory(self.client.base_url()));
         let context = self.context.clone();
-        if measured.prompt == system_prompt {
-            agent.with_context_estimated(context, measured.fixed_tokens)
-        } else {
-            agent.with_context(context)
+        match estimate {
+            Some(fixed) => agent.with_context_estimated(context, fixed),
+            None => agent.with_context(context),
         }
     }
 
@@ -441,7 +448,7 @@ impl Workbench {
         deps.session_id = Some(session_id.to_owned());
         let FittedTools { tools, measured } =
             self.build_tools_with(self.chain.clone(), deps, false)?;
-        let agent = self.agent_over(tools, &measured.prompt, &measured);
+        let agent = self.agent_over(tools, &measured.prompt, Some(measured.fixed_tokens));
         Ok((agent, measured.prompt))
     }
 

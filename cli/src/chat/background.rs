@@ -52,12 +52,14 @@ impl BackgroundRuns {
     /// says so.
     pub fn start(&self, bench: &Workbench, prompt: &str, styled: bool) -> Result<String, CliError> {
         let workdir = bench.settings.workdir.display().to_string();
+        let title = title_from(prompt);
         let record = bench
             .store()
             .create_session(&NewSession {
                 platform: Some(PLATFORM),
                 model: Some(&bench.model),
                 workdir: Some(&workdir),
+                title: Some(&title),
                 ..NewSession::default()
             })
             .map_err(runtime)?;
@@ -65,10 +67,9 @@ impl BackgroundRuns {
         let made = bench
             .background_agent(&session)
             .and_then(|(agent, system)| {
-                let mut store = bench.store();
-                store
+                bench
+                    .store()
                     .set_system_prompt(&session, &system)
-                    .and_then(|()| store.set_title(&session, Some(&title_from(prompt))))
                     .map_err(runtime)?;
                 Ok(agent)
             });

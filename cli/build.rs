@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=src/args.rs");
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
     symbol_order(&out)?;
+    static_entry();
     // The whole tree at once, so that clap's `help` subcommand lists every
     // nested subcommand too (see `Deferred`).
     EXPAND_ALL.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -37,6 +38,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     clap_mangen::Man::new(Cli::command()).render(&mut page)?;
     std::fs::write(out.join("hermes.1"), page)?;
     Ok(())
+}
+
+/// Makes `hermes_start` (`src/start.rs`) the entry of the musl builds on
+/// x86_64 and aarch64: it asks for the pages the image's relocation writes
+/// in one call, then jumps to musl's `_start`.
+fn static_entry() {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") == "linux"
+        && var("CARGO_CFG_TARGET_ENV") == "musl"
+        && matches!(var("CARGO_CFG_TARGET_ARCH").as_str(), "x86_64" | "aarch64")
+    {
+        println!("cargo:rustc-link-arg-bin=hermes=-Wl,-e,hermes_start");
+    }
 }
 
 /// Passes the target's symbol order to the linker of the `hermes` binary:

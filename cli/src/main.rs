@@ -37,6 +37,12 @@ mod restore;
 mod sessions;
 mod setup;
 mod skills_cmd;
+#[cfg(all(
+    target_os = "linux",
+    target_env = "musl",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod start;
 mod term;
 mod usage_cmd;
 #[cfg(feature = "webhooks")]

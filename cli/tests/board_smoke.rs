@@ -132,6 +132,69 @@ fn binary_is_built_for_its_target() {
     }
 }
 
+/// What the suite reads of an ELF file: its type and program headers.
+struct Elf {
+    bytes: Vec<u8>,
+    /// ELFCLASS64.
+    wide: bool,
+    e_type: u16,
+    headers: Vec<ProgramHeader>,
+}
+
+struct ProgramHeader {
+    p_type: u32,
+    offset: usize,
+    filesz: usize,
+    memsz: u64,
+}
+
+impl Elf {
+    fn read(path: &std::path::Path) -> Elf {
+        let bytes = std::fs::read(path).unwrap();
+        let wide = bytes[4] == 2;
+        let mut elf = Elf {
+            bytes,
+            wide,
+            e_type: 0,
+            headers: Vec::new(),
+        };
+        elf.e_type = elf.num(16, 2) as u16;
+        let (phoff, phentsize, phnum) = if wide {
+            (elf.num(32, 8), elf.num(54, 2), elf.num(56, 2))
+        } else {
+            (elf.num(28, 4), elf.num(42, 2), elf.num(44, 2))
+        };
+        elf.headers = (0..phnum)
+            .map(|i| {
+                let h = (phoff + i * phentsize) as usize;
+                let (offset, filesz, memsz) = if wide {
+                    (elf.num(h + 8, 8), elf.num(h + 32, 8), elf.num(h + 40, 8))
+                } else {
+                    (elf.num(h + 4, 4), elf.num(h + 16, 4), elf.num(h + 20, 4))
+                };
+                ProgramHeader {
+                    p_type: elf.num(h, 4) as u32,
+                    offset: offset as usize,
+                    filesz: filesz as usize,
+                    memsz,
+                }
+            })
+            .collect();
+        elf
+    }
+
+    /// The little-endian number of `size` bytes at `at`.
+    fn num(&self, at: usize, size: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(&self.bytes[at..at + size]);
+        u64::from_le_bytes(b)
+    }
+
+    fn word(&self) -> usize {
+        if self.wide { 8 } else { 4 }
+    }
+}
+
 /// A musl target is the static build the packages ship (issue 39): a
 /// position-independent executable (ELF type DYN, so ASLR still places it)
 /// with no program interpreter — no loader and no libc needed on the board —
@@ -144,44 +207,21 @@ fn a_musl_build_is_static_pie_with_packed_relocations() {
     const PT_INTERP: u32 = 3;
     const DT_RELR: u64 = 36;
     let s = subject();
-    let elf = std::fs::read(&s.exe).unwrap();
-    let wide = elf[4] == 2;
-    let num = |at: usize, size: usize| -> u64 {
-        let mut b = [0u8; 8];
-        b[..size].copy_from_slice(&elf[at..at + size]);
-        u64::from_le_bytes(b)
-    };
-    let word = if wide { 8 } else { 4 };
-    let e_type = num(16, 2) as u16;
-    let (phoff, phentsize, phnum) = if wide {
-        (num(32, 8), num(54, 2), num(56, 2))
-    } else {
-        (num(28, 4), num(42, 2), num(44, 2))
-    };
-    // (p_type, p_offset, p_filesz) of each program header.
-    let headers: Vec<(u32, usize, usize)> = (0..phnum)
-        .map(|i| {
-            let h = (phoff + i * phentsize) as usize;
-            let (offset, filesz) = if wide {
-                (num(h + 8, 8), num(h + 32, 8))
-            } else {
-                (num(h + 4, 4), num(h + 16, 4))
-            };
-            (num(h, 4) as u32, offset as usize, filesz as usize)
-        })
-        .collect();
-    let interp = headers.iter().any(|h| h.0 == PT_INTERP);
-    let dynamic_tags: Vec<u64> = headers
+    let elf = Elf::read(&s.exe);
+    let word = elf.word();
+    let interp = elf.headers.iter().any(|h| h.p_type == PT_INTERP);
+    let dynamic_tags: Vec<u64> = elf
+        .headers
         .iter()
-        .filter(|h| h.0 == PT_DYNAMIC)
-        .flat_map(|&(_, offset, filesz)| {
-            (offset..offset + filesz)
+        .filter(|h| h.p_type == PT_DYNAMIC)
+        .flat_map(|h| {
+            (h.offset..h.offset + h.filesz)
                 .step_by(2 * word)
-                .map(|at| num(at, word))
+                .map(|at| elf.num(at, word))
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert_eq!(e_type, ET_DYN, "a position-independent executable");
+    assert_eq!(elf.e_type, ET_DYN, "a position-independent executable");
     if s.target.contains("musl") {
         assert!(!interp, "a static executable has no PT_INTERP");
         assert!(
@@ -191,6 +231,56 @@ fn a_musl_build_is_static_pie_with_packed_relocations() {
     } else {
         assert!(interp, "a glibc build is dynamic: it names its loader");
     }
+}
+
+/// A static build's first system call asks for every page its relocation
+/// will write, in one call (`cli/src/start.rs`): `madvise` over the
+/// `PT_GNU_RELRO` segment with `MADV_POPULATE_WRITE`, before musl's start-up
+/// code touches it. qemu-user's `-strace` shows the calls of either
+/// architecture (qemu-user-static, which `.ci/cross` installs); it may not
+/// carry the advice out, which is why the figures are measured natively
+/// (`scripts/budgets.sh`).
+#[test]
+fn a_static_build_asks_for_its_relocated_pages_at_once() {
+    const PT_GNU_RELRO: u32 = 0x6474_e552;
+    let s = subject();
+    let arch = s.target.split('-').next().unwrap_or("");
+    if !s.target.contains("musl") || !matches!(arch, "x86_64" | "aarch64") {
+        return; // a glibc build: ld.so relocates it before our code runs
+    }
+    let elf = Elf::read(&s.exe);
+    let relro = elf
+        .headers
+        .iter()
+        .find(|h| h.p_type == PT_GNU_RELRO)
+        .expect("a PT_GNU_RELRO segment");
+    let qemu = format!("qemu-{arch}-static");
+    let o = Command::new(&qemu)
+        .arg("-strace")
+        .arg(&s.exe)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .unwrap_or_else(|e| panic!("{qemu} (qemu-user-static) runs the check: {e}"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let calls = text(&o.stderr);
+    let first = calls
+        .lines()
+        .next()
+        .expect("qemu -strace printed the calls");
+    // "<pid> madvise(0x…,<length>,MADV_POPULATE_WRITE) = …"
+    let arguments = first
+        .split_once("madvise(")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(arguments, _)| arguments.split(',').collect::<Vec<_>>())
+        .unwrap_or_else(|| panic!("the first call is madvise: {first}"));
+    assert_eq!(arguments.get(2), Some(&"MADV_POPULATE_WRITE"), "{first}");
+    let length: u64 = arguments[1].parse().unwrap();
+    assert!(
+        length >= relro.memsz && length < relro.memsz + 65536,
+        "the whole PT_GNU_RELRO segment ({} bytes), from the start of its page: {first}",
+        relro.memsz
+    );
 }
 
 /// The build attributes the linker merged from every object: ARMv7-A with

@@ -13,7 +13,9 @@
 //! (≈ 18 %) sooner here (BENCHMARKS.md "Start-up"). The pages and what is
 //! written to them are the same; only how they are faulted in changes.
 //!
-//! The range is the image's `PT_GNU_RELRO` segment, found through its own
+//! The range runs from the image's `PT_GNU_RELRO` segment to the end of
+//! its last loaded one (`.data` and `.bss` lie behind it, and even
+//! `--version` writes every page of them), found through the image's own
 //! ELF header (`__ehdr_start`, which the linker defines): no relocated
 //! value may be read before `_start` has run, so this is assembly that
 //! uses only PC-relative addresses and the stack. Whatever fails (an older
@@ -38,28 +40,44 @@ core::arch::global_asm!(
     "lea rdi, [rip + __ehdr_start]",
     "cmp word ptr [rdi + 16], 3",
     "jne 3f",
-    // rsi: the program headers (e_phoff), ecx: how many (e_phnum).
+    // rsi: the program headers (e_phoff), ecx: how many (e_phnum);
+    // r8: PT_GNU_RELRO's p_vaddr, r9: the end of the last PT_LOAD.
     "mov rsi, qword ptr [rdi + 32]",
     "add rsi, rdi",
     "movzx ecx, word ptr [rdi + 56]",
+    "xor r8d, r8d",
+    "xor r9d, r9d",
     "2:",
     "test ecx, ecx",
-    "jz 3f",
-    "cmp dword ptr [rsi], 0x6474e552", // PT_GNU_RELRO
-    "je 4f",
+    "jz 5f",
+    "mov eax, dword ptr [rsi]",
+    "cmp eax, 0x6474e552", // PT_GNU_RELRO
+    "jne 6f",
+    "mov r8, qword ptr [rsi + 16]",
+    "6:",
+    "cmp eax, 1", // PT_LOAD
+    "jne 7f",
+    "mov rax, qword ptr [rsi + 16]",
+    "add rax, qword ptr [rsi + 40]",
+    "cmp rax, r9",
+    "cmova r9, rax",
+    "7:",
     "add rsi, 56",
     "dec ecx",
     "jmp 2b",
-    "4:",
-    // madvise(base + p_vaddr rounded down to its page, p_memsz + that
-    // rounding, MADV_POPULATE_WRITE); x86_64 pages are 4 KiB.
-    "mov rax, qword ptr [rsi + 16]",
-    "mov rsi, qword ptr [rsi + 40]",
-    "add rdi, rax",
-    "mov eax, edi",
-    "and eax, 4095",
-    "add rsi, rax",
-    "sub rdi, rax",
+    "5:",
+    "test r8, r8",
+    "jz 3f",
+    "cmp r9, r8",
+    "jbe 3f",
+    // madvise(base + relro rounded down to its page, up to base + end,
+    // MADV_POPULATE_WRITE); x86_64 pages are 4 KiB.
+    "add r8, rdi",
+    "add r9, rdi",
+    "mov rdi, r8",
+    "and rdi, -4096",
+    "mov rsi, r9",
+    "sub rsi, rdi",
     "mov edx, 23",
     "mov eax, 28",
     "syscall",
@@ -69,6 +87,8 @@ core::arch::global_asm!(
     "xor edx, edx",
     "xor esi, esi",
     "xor edi, edi",
+    "xor r8d, r8d",
+    "xor r9d, r9d",
     "xor r11d, r11d",
     "jmp _start",
     ".size hermes_start, . - hermes_start",
@@ -102,29 +122,43 @@ core::arch::global_asm!(
     "ldrh w10, [x9, #16]",
     "cmp w10, #3",
     "b.ne 9f",
-    // x12: the program headers (e_phoff), w13: how many (e_phnum).
+    // x12: the program headers (e_phoff), w13: how many (e_phnum);
+    // x15: PT_GNU_RELRO's p_vaddr, x16: the end of the last PT_LOAD.
     "ldr x12, [x9, #32]",
     "add x12, x12, x9",
     "ldrh w13, [x9, #56]",
     "movz w14, #0xe552",
     "movk w14, #0x6474, lsl #16", // PT_GNU_RELRO
+    "mov x15, #0",
+    "mov x16, #0",
     "4:",
-    "cbz w13, 9f",
+    "cbz w13, 5f",
     "ldr w10, [x12]",
     "cmp w10, w14",
-    "b.eq 5f",
+    "b.ne 6f",
+    "ldr x15, [x12, #16]",
+    "6:",
+    "cmp w10, #1", // PT_LOAD
+    "b.ne 7f",
+    "ldr x10, [x12, #16]",
+    "ldr x17, [x12, #40]",
+    "add x10, x10, x17",
+    "cmp x10, x16",
+    "csel x16, x10, x16, hi",
+    "7:",
     "add x12, x12, #56",
     "sub w13, w13, #1",
     "b 4b",
     "5:",
-    // madvise(base + p_vaddr rounded down to its page, p_memsz + that
-    // rounding, MADV_POPULATE_WRITE).
-    "ldr x0, [x12, #16]",
-    "ldr x1, [x12, #40]",
-    "add x0, x0, x9",
-    "and x10, x0, x11",
-    "add x1, x1, x10",
-    "sub x0, x0, x10",
+    "cbz x15, 9f",
+    "cmp x16, x15",
+    "b.ls 9f",
+    // madvise(base + relro rounded down to its page, up to base + end,
+    // MADV_POPULATE_WRITE).
+    "add x15, x15, x9",
+    "add x16, x16, x9",
+    "bic x0, x15, x11",
+    "sub x1, x16, x0",
     "mov x2, #23",
     "mov x8, #233",
     "svc #0",
@@ -139,6 +173,9 @@ core::arch::global_asm!(
     "mov x12, #0",
     "mov x13, #0",
     "mov x14, #0",
+    "mov x15, #0",
+    "mov x16, #0",
+    "mov x17, #0",
     "b _start",
     ".size hermes_start, . - hermes_start",
 );

@@ -69,6 +69,28 @@ pub(crate) fn configure_library() {
         if rc != rusqlite::ffi::SQLITE_OK {
             tracing::debug!(rc, "SQLite kept its memory statistics on");
         }
+        // No initial bulk allocation of page-cache slots: SQLite wrote a
+        // header into each of 20 slots of every new cache, 22 pages, and
+        // every insert or status update of `sessions` (its CHECK
+        // `status IN (…)` is an ephemeral b-tree) makes a cache of its own
+        // — ≈ 40 of a one-shot's page faults. Pages are then allocated as
+        // a cache needs them (issue 39;
+        // benchmarks/runs/2026-12-05-a-start-up-arena.md).
+        //
+        // SAFETY: `SQLITE_CONFIG_PAGECACHE` takes a buffer, a slot size and
+        // a slot count; no buffer and no slots is its documented "no
+        // initial bulk allocation". Same timing as above.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_PAGECACHE,
+                std::ptr::null_mut::<std::ffi::c_void>(),
+                std::ffi::c_int::from(0u8),
+                std::ffi::c_int::from(0u8),
+            )
+        };
+        if rc != rusqlite::ffi::SQLITE_OK {
+            tracing::debug!(rc, "SQLite kept its initial page-cache allocation");
+        }
     });
 }
 

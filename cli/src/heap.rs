@@ -8,6 +8,10 @@
 //! exit gives back anyway (issue 39). Everything still runs its `Drop` — a
 //! temporary folder is removed, a child process killed, a terminal
 //! restored —; only the bookkeeping of freeing is skipped.
+//!
+//! On the musl builds a one-shot run's blocks come from a start-up arena
+//! first (`arena`): musl's allocator maps and unmaps small groups of pages
+//! as a run's heap grows, a page fault each time.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Whether `dealloc` still gives memory back.
 static FREEING: AtomicBool = AtomicBool::new(true);
 
-/// The global allocator: [`System`], with [`stop_freeing`].
+/// The global allocator: [`System`], with [`stop_freeing`], behind the
+/// start-up arena on the musl builds.
 pub struct Heap;
 
 // Not inlined (`inline(never)`): as std's own allocator functions, one
@@ -28,18 +33,34 @@ pub struct Heap;
 unsafe impl GlobalAlloc for Heap {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        #[cfg(target_env = "musl")]
+        if let Some(block) = crate::arena::alloc(layout) {
+            return block;
+        }
         // SAFETY: the caller's guarantees, passed on.
         unsafe { System.alloc(layout) }
     }
 
     #[inline(never)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // An arena block may have been handed out and given back before.
+        #[cfg(target_env = "musl")]
+        if let Some(block) = crate::arena::alloc(layout) {
+            // SAFETY: a fresh block of `layout.size()` bytes.
+            unsafe { block.write_bytes(0, layout.size()) };
+            return block;
+        }
         // SAFETY: as above.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     #[inline(never)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // An arena block is left to the exit (`arena`).
+        #[cfg(target_env = "musl")]
+        if crate::arena::owns(ptr) {
+            return;
+        }
         if FREEING.load(Ordering::Relaxed) {
             // SAFETY: as above.
             unsafe { System.dealloc(ptr, layout) }
@@ -48,10 +69,22 @@ unsafe impl GlobalAlloc for Heap {
 
     #[inline(never)]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        #[cfg(target_env = "musl")]
+        if crate::arena::owns(ptr) {
+            // SAFETY: the caller's guarantees, for a block of the arena.
+            return unsafe { crate::arena::realloc(ptr, layout, new_size, &System) };
+        }
         // SAFETY: as above. A block that moves is freed by `System` even
         // after `stop_freeing`: rare at exit, and still correct.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
+}
+
+/// Any run but a one-shot: new blocks come from the system allocator, not
+/// the start-up arena (a long run would keep what the arena never reuses).
+pub fn close_arena() {
+    #[cfg(target_env = "musl")]
+    crate::arena::close();
 }
 
 /// From now on nothing is freed: call only when the process exits once

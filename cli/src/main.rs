@@ -6,6 +6,9 @@
 mod admin;
 mod app;
 mod approval;
+// The musl builds' start-up arena; its tests run on every build.
+#[cfg(any(target_env = "musl", test))]
+mod arena;
 mod args;
 mod backup;
 mod chat;
@@ -71,6 +74,9 @@ fn main() {
         return;
     }
     let cli = Cli::parse();
+    if !runs_once(&cli) {
+        heap::close_arena();
+    }
     // A running gateway logs as a service does (`gateway_log`), once its
     // settings say how.
     #[cfg(feature = "gateway")]
@@ -94,6 +100,16 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Whether the command line is a one-shot run (`-z`, with or without
+/// `chat`): the one run that keeps the start-up arena (`heap`).
+fn runs_once(cli: &Cli) -> bool {
+    match &cli.command {
+        None => cli.chat.query.is_some(),
+        Some(Command::Chat(Deferred(c))) => c.chat.query.is_some(),
+        Some(_) => false,
+    }
 }
 
 /// What `hermes --version` (or `-V`) prints, when that is the whole command

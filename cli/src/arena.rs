@@ -1,0 +1,245 @@
+//! The start-up arena of the musl builds: until a run turns out to be more
+//! than a one-shot, memory is handed out from one reserved region by
+//! moving a pointer, and its pages are asked for 64 KiB at a time.
+//!
+//! musl's allocator (mallocng) maps a small size class's memory a group at
+//! a time — 4 KiB, then 8, 16, 32 KiB, unmapping the emptied ones — so a
+//! 0-turn one-shot, whose Rust code asks for ≈ 0.5 MB in ≈ 2,200 blocks in
+//! all, made ≈ 100 `mmap`/`munmap` calls and ≈ 270 page faults of its heap,
+//! each fault ≈ 2.4 µs on the VMs we measure on (issue 39; BENCHMARKS.md
+//! "Start-up"). A one-shot lives for one turn: here a block costs an
+//! atomic add, its pages arrive in one `madvise(MADV_POPULATE_WRITE)` per
+//! 64 KiB, and a freed block is left to the exit (a block that grows while
+//! it is the last one handed out, as a vector being filled, grows in
+//! place).
+//!
+//! `free` takes no size, and neither does the arena's: a `dealloc` that
+//! read its layout made each of the program's thousands of call sites
+//! pass it, ≈ 170 KB of code.
+//!
+//! Bounded: the region is [`RESERVED`] bytes of address space; once it is
+//! full, or closed ([`close`]: any run but a one-shot, right after the
+//! command line is parsed), blocks come from the system allocator again.
+//! Blocks already in the arena stay valid for as long as the process
+//! lives. What a closed arena keeps is what start-up allocated before the
+//! parse decided (≈ 120 KB).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Address space reserved for the arena (`MAP_NORESERVE`; only the pages
+/// asked for count): a 20-turn one-shot asks for ≈ 1.1 MB in all.
+pub const RESERVED: usize = 1 << 20;
+/// Pages are asked for this much at a time, ahead of the pointer.
+const STEP: usize = 64 << 10;
+/// `MADV_POPULATE_WRITE` (Linux 5.14; the same number on every
+/// architecture). An older kernel answers `EINVAL`: the pages then fault in
+/// one by one, as any heap's.
+const MADV_POPULATE_WRITE: nix::libc::c_int = 23;
+
+/// Where the region starts: 0 before the first block, 1 when it could not
+/// be reserved.
+static BASE: AtomicUsize = AtomicUsize::new(0);
+/// Offset of the first byte not handed out.
+static TOP: AtomicUsize = AtomicUsize::new(0);
+/// Offset up to which the pages were asked for.
+static POPULATED: AtomicUsize = AtomicUsize::new(0);
+static OPEN: AtomicBool = AtomicBool::new(true);
+const UNAVAILABLE: usize = 1;
+
+/// No new block comes from the arena from now on.
+pub fn close() {
+    OPEN.store(false, Ordering::Relaxed);
+}
+
+/// The region's start, reserving it on first use; `None` if the system
+/// refused.
+fn base() -> Option<usize> {
+    match BASE.load(Ordering::Acquire) {
+        0 => {}
+        UNAVAILABLE => return None,
+        base => return Some(base),
+    }
+    // SAFETY: a fresh anonymous private mapping; no existing memory is
+    // touched.
+    let mapped = unsafe {
+        nix::libc::mmap(
+            std::ptr::null_mut(),
+            RESERVED,
+            nix::libc::PROT_READ | nix::libc::PROT_WRITE,
+            nix::libc::MAP_PRIVATE | nix::libc::MAP_ANONYMOUS | nix::libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    let mine = if mapped == nix::libc::MAP_FAILED {
+        UNAVAILABLE
+    } else {
+        mapped as usize
+    };
+    match BASE.compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => (mine != UNAVAILABLE).then_some(mine),
+        Err(theirs) => {
+            // Another thread reserved it first: ours goes back.
+            if mine != UNAVAILABLE {
+                // SAFETY: `mapped` is our own mapping, never handed out.
+                unsafe { nix::libc::munmap(mapped, RESERVED) };
+            }
+            (theirs != UNAVAILABLE).then_some(theirs)
+        }
+    }
+}
+
+/// Whether `ptr` was handed out by the arena.
+pub fn owns(ptr: *mut u8) -> bool {
+    let base = BASE.load(Ordering::Acquire);
+    base > UNAVAILABLE && (ptr as usize).wrapping_sub(base) < RESERVED
+}
+
+/// `at` rounded up to a multiple of `align`, a power of two (as every
+/// `Layout`'s). Not `next_multiple_of`: its division could panic as far as
+/// the compiler knows, and an allocator that may unwind costs a landing pad
+/// at each of the program's thousands of allocation sites (≈ 170 KB).
+fn round_up(at: usize, align: usize) -> usize {
+    at.wrapping_add(align - 1) & !(align - 1)
+}
+
+/// Asks for the pages up to offset `end` (rounded up to [`STEP`]).
+fn populate(base: usize, end: usize) {
+    let from = POPULATED.load(Ordering::Relaxed);
+    if end <= from {
+        return;
+    }
+    let to = round_up(end, STEP).min(RESERVED);
+    // Two threads may ask for the same pages: harmless, the advice only
+    // faults them in.
+    // SAFETY: inside our own mapping; the advice changes no contents.
+    unsafe {
+        nix::libc::madvise(
+            (base + from) as *mut nix::libc::c_void,
+            to - from,
+            MADV_POPULATE_WRITE,
+        )
+    };
+    POPULATED.fetch_max(to, Ordering::Relaxed);
+}
+
+/// A block for `layout` from the arena, or `None` when it is closed or
+/// full (then the caller asks the system).
+pub fn alloc(layout: Layout) -> Option<*mut u8> {
+    if !OPEN.load(Ordering::Relaxed) {
+        return None;
+    }
+    let base = base()?;
+    let mut top = TOP.load(Ordering::Relaxed);
+    loop {
+        let start = round_up(base + top, layout.align()) - base;
+        let end = start.checked_add(layout.size())?;
+        if end > RESERVED {
+            return None;
+        }
+        match TOP.compare_exchange_weak(top, end, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => {
+                populate(base, end);
+                return Some((base + start) as *mut u8);
+            }
+            Err(now) => top = now,
+        }
+    }
+}
+
+/// Resizes an arena block: in place when it is the last one handed out
+/// (or shrinks), else a new block — from the arena while it is open and
+/// has room, from `system` otherwise — with the contents copied.
+///
+/// # Safety
+/// As [`GlobalAlloc::realloc`], with `ptr` a block of the arena.
+pub unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize, system: &System) -> *mut u8 {
+    let base = BASE.load(Ordering::Acquire);
+    let start = ptr as usize - base;
+    let grown = start
+        .checked_add(new_size)
+        .filter(|end| *end <= RESERVED)
+        .is_some_and(|end| {
+            TOP.compare_exchange(
+                start + layout.size(),
+                end,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        });
+    if grown {
+        populate(base, start + new_size);
+        return ptr;
+    }
+    if new_size <= layout.size() {
+        return ptr;
+    }
+    // SAFETY: the caller's guarantees: `new_size` with `layout`'s alignment
+    // is a valid layout.
+    let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+    let moved = match alloc(new_layout) {
+        Some(moved) => moved,
+        // SAFETY: a valid, non-zero layout (the caller's).
+        None => unsafe { system.alloc(new_layout) },
+    };
+    if !moved.is_null() {
+        // SAFETY: both blocks are valid for `layout.size()` bytes (the new
+        // one is larger) and distinct.
+        unsafe { std::ptr::copy_nonoverlapping(ptr, moved, layout.size()) };
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    /// One test: the arena is process-wide. This test binary's allocator
+    /// does not use it (only the musl builds' does), so its blocks are the
+    /// test's alone.
+    #[test]
+    fn blocks_are_aligned_apart_grow_in_place_while_last_and_stop_when_full_or_closed() {
+        let first = alloc(layout(24, 8)).unwrap();
+        let aligned = alloc(layout(100, 64)).unwrap();
+        assert_eq!(aligned as usize % 64, 0);
+        assert!(aligned as usize >= first as usize + 24, "blocks overlap");
+        assert!(owns(first) && owns(aligned));
+        assert!(!owns(Box::into_raw(Box::new(0u8))), "a system block");
+
+        // SAFETY: each pointer is a live block of at least the sizes used.
+        unsafe {
+            // Fresh pages are zero, and writable.
+            assert!((0..100).all(|i| *aligned.add(i) == 0));
+            aligned.write_bytes(7, 100);
+            // The last block grows where it is...
+            let grown = realloc(aligned, layout(100, 64), 5000, &System);
+            assert_eq!(grown, aligned);
+            assert_eq!(*grown.add(99), 7);
+            grown.add(4999).write(9);
+            // ...and shrinks where it is.
+            assert_eq!(realloc(grown, layout(5000, 64), 10, &System), grown);
+            // An earlier block moves, its contents with it.
+            first.write_bytes(3, 24);
+            let moved = realloc(first, layout(24, 8), 48, &System);
+            assert_ne!(moved, first);
+            assert!(owns(moved));
+            assert!((0..24).all(|i| *moved.add(i) == 3));
+        }
+
+        // Full: no block, not even a part of one; a small one still fits.
+        assert!(alloc(layout(RESERVED, 8)).is_none());
+        assert!(alloc(layout(16, 8)).is_some());
+        close();
+        assert!(
+            alloc(layout(16, 8)).is_none(),
+            "a closed arena hands out nothing"
+        );
+    }
+}

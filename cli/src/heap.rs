@@ -28,7 +28,10 @@ pub struct Heap;
 // the check and `System`'s alignment test were ≈ 40 KB more code.
 //
 // SAFETY: every call is passed on to `System` unchanged, except that a
-// `dealloc` after `stop_freeing` does nothing; never freeing a block is
+// `dealloc` after `stop_freeing` does nothing, and that on the musl builds
+// the arena's blocks are the arena's: each is handed out once, aligned and
+// sized as asked, within a mapping that lives as long as the process, and
+// is never reused while it is live (`arena`). Never freeing a block is
 // always sound (it leaks; the block stays valid and is never reused).
 unsafe impl GlobalAlloc for Heap {
     #[inline(never)]

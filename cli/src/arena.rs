@@ -30,8 +30,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Address space reserved for the arena (`MAP_NORESERVE`; only the pages
 /// asked for count): a 20-turn one-shot asks for ≈ 1.1 MB in all.
 pub const RESERVED: usize = 1 << 20;
-/// Pages are asked for this much at a time, ahead of the pointer.
+/// Pages are asked for this much at a time, ahead of the pointer...
 const STEP: usize = 64 << 10;
+/// ...but the first time only this much: a run that allocates little
+/// (`hermes --version`) is not handed pages it never touches (the kernel
+/// counts each as a page fault).
+const FIRST_STEP: usize = 16 << 10;
 /// `MADV_POPULATE_WRITE` (Linux 5.14; the same number on every
 /// architecture). An older kernel answers `EINVAL`: the pages then fault in
 /// one by one, as any heap's.
@@ -110,7 +114,8 @@ fn populate(base: usize, end: usize) {
     if end <= from {
         return;
     }
-    let to = round_up(end, STEP).min(RESERVED);
+    let step = if from == 0 { FIRST_STEP } else { STEP };
+    let to = round_up(end, step).min(RESERVED);
     // Two threads may ask for the same pages: harmless, the advice only
     // faults them in.
     // SAFETY: inside our own mapping; the advice changes no contents.

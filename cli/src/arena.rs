@@ -1,6 +1,7 @@
 //! The start-up arena of the musl builds: until a run turns out to be more
 //! than a one-shot, memory is handed out from one reserved region by
-//! moving a pointer, and its pages are asked for 64 KiB at a time.
+//! moving a pointer, and its pages are asked for 64 KiB at a time (16 KiB
+//! the first time).
 //!
 //! musl's allocator (mallocng) maps a small size class's memory a group at
 //! a time — 4 KiB, then 8, 16, 32 KiB, unmapping the emptied ones — so a

@@ -109,7 +109,8 @@ fn round_up(at: usize, align: usize) -> usize {
     at.wrapping_add(align - 1) & !(align - 1)
 }
 
-/// Asks for the pages up to offset `end` (rounded up to [`STEP`]).
+/// Asks for the pages up to offset `end`, rounded up to [`STEP`]
+/// ([`FIRST_STEP`] the first time).
 fn populate(base: usize, end: usize) {
     let from = POPULATED.load(Ordering::Relaxed);
     if end <= from {

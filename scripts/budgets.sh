@@ -229,14 +229,22 @@ field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
 # the rounds. (Five of five read the same binary's 0-turn ratio anywhere
 # from 26x to 41x on this machine, one sitting: a hello world of ≈ 0.1 ms
 # is at the mercy of every interruption. Nine of nine cost ≈ 1 s more.)
+# All of it on one CPU (the last one): the kernel moves a process to the
+# idlest CPU at exec, and a hello world that moved cost ≈ 190 us against
+# ≈ 105 us for one that stayed — a bimodal denominator that swung one
+# sitting's 0-turn ratio from 14x to 37x between rounds; pinned, the
+# hello world read 108-133 us and the ratio's median 30-32x in three
+# sittings (benchmarks/runs/2026-12-05-start-up-ratios-on-one-cpu.md).
+# hermes's threads then share that CPU too: the figure is its whole CPU.
+one_cpu=$(($(nproc) - 1))
 for _ in 1 2 3 4 5 6 7 8 9; do
-  h=$("$ex/rusage" --runs 9 -- "$hello")
-  v=$("$ex/rusage" --runs 9 -- "$exe" --version)
+  h=$(taskset -c "$one_cpu" "$ex/rusage" --runs 9 -- "$hello")
+  v=$(taskset -c "$one_cpu" "$ex/rusage" --runs 9 -- "$exe" --version)
   # The variables reach hermes through rusage's environment: an `env`
   # in front would be measured too (coreutils' `env` is dynamically
   # linked: ≈ 1.1 ms and 76 faults here, six hello worlds).
   o=$(HERMES_HOME="$warm" HERMES_BASE_URL="$provider0" HERMES_MODEL=fake \
-    "$ex/rusage" --runs 9 -- "$exe" -Q -z "hello")
+    taskset -c "$one_cpu" "$ex/rusage" --runs 9 -- "$exe" -Q -z "hello")
   echo "$(echo "$h" | field cpu_us_median) $(echo "$h" | field minflt_median)" \
     "$(echo "$v" | field cpu_us_median) $(echo "$v" | field minflt_median)" \
     "$(echo "$o" | field cpu_us_median) $(echo "$o" | field minflt_median)" >>"$work/startup"

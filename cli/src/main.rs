@@ -48,6 +48,9 @@ mod skills_cmd;
 mod start;
 mod term;
 mod usage_cmd;
+// Its memcmp and bcmp replace musl's at link time; nothing calls it by name.
+#[cfg(target_env = "musl")]
+use hermes_memcmp as _;
 #[cfg(feature = "webhooks")]
 mod webhook_cmd;
 

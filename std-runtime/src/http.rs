@@ -22,6 +22,7 @@
 //! - [`multipart`]: a `multipart/form-data` body (Telegram's
 //!   `sendDocument`, voice transcription).
 
+mod joined;
 pub mod multipart;
 mod stale;
 mod tick;

@@ -19,6 +19,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use scoped_tls_hkt::scoped_thread_local;
+
+use super::joined::Held;
 use ureq::Error;
 use ureq::unversioned::transport::time::Duration as UreqDuration;
 use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, NextTimeout, Transport};
@@ -94,18 +96,22 @@ impl<In: Transport> Connector<In> for TickingConnector {
             inner,
             id: super::stale::new_connection(),
             used: false,
+            held: Held::default(),
         }))
     }
 }
 
 /// A connection whose waits for input ask the thread's probe every tick,
-/// and which tells [`super::stale`] what happened on it.
+/// which tells [`super::stale`] what happened on it, and which sends a
+/// request's head in the same write as its body ([`super::joined`]).
 pub(crate) struct TickingTransport<T> {
     inner: T,
     /// Its id for [`super::stale`].
     id: u64,
     /// It has received bytes: any request sent on it now reuses it.
     used: bool,
+    /// A request's head kept back to go out with its body.
+    held: Held,
 }
 
 impl<T: fmt::Debug> fmt::Debug for TickingTransport<T> {
@@ -123,10 +129,20 @@ impl<T: Transport> Transport for TickingTransport<T> {
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), Error> {
         super::stale::note_send(self.id, self.used);
-        self.inner.transmit_output(amount, timeout)
+        self.held.transmit(&mut self.inner, amount, timeout)
+    }
+
+    fn maybe_await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
+        // ureq's own, with what is held sent first.
+        self.held.flush(&mut self.inner, timeout)?;
+        if self.buffers().can_use_input() {
+            return Ok(true);
+        }
+        self.await_input(timeout)
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
+        self.held.flush(&mut self.inner, timeout)?;
         let got = self.await_ticking(timeout);
         if matches!(got, Ok(true)) {
             self.used = true;

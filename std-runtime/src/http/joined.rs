@@ -54,6 +54,11 @@ impl Held {
         inner.transmit_output(held + now, timeout)
     }
 
+    /// Whether nothing is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Sends what is held, if anything (before waiting for input).
     pub(crate) fn flush<T: Transport + ?Sized>(
         &mut self,

@@ -19,11 +19,11 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use scoped_tls_hkt::scoped_thread_local;
-
-use super::joined::Held;
 use ureq::Error;
 use ureq::unversioned::transport::time::Duration as UreqDuration;
 use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, NextTimeout, Transport};
+
+use super::joined::Held;
 
 /// The longest a waiting exchange goes without asking its probe.
 pub const TICK: Duration = Duration::from_millis(50);
@@ -152,7 +152,9 @@ impl<T: Transport> Transport for TickingTransport<T> {
     }
 
     fn is_open(&mut self) -> bool {
-        super::stale::may_reuse(self.id) && self.inner.is_open()
+        // Bytes still held belong to an exchange that never waited for
+        // its answer: sent later, they would go in front of another's.
+        self.held.is_empty() && super::stale::may_reuse(self.id) && self.inner.is_open()
     }
 
     fn is_tls(&self) -> bool {

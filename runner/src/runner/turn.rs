@@ -334,13 +334,31 @@ impl Inner {
         }
         // Sent only while the session is still ours: a gateway that took it
         // over (this one was stopped or cut off mid-turn) answers instead.
+        // The renewal must also be young by this process's own clock when
+        // its answer arrives: a process frozen around it (SIGSTOP, a paused
+        // VM) wakes to an answer the store gave before the lease lapsed, and
+        // would send after the next holder had told the user the reply was
+        // lost (seen in the failover test: the answer 6 ms after the wake).
         let ours = !reply.taken_over && {
-            let inner = Arc::clone(self);
-            let fence = lease.fence().clone();
             let ttl = self.cluster.timing.ttl;
-            tokio::task::spawn_blocking(move || lock(inner.lease_store()).lease_renew(&fence, ttl))
+            let mut ours = false;
+            // A renewal that took half the lease's life is asked again
+            // (frozen: the lease has lapsed, and the next answer says so;
+            // merely slow: it is renewed again); the third answer stands.
+            for _ in 0..3 {
+                let inner = Arc::clone(self);
+                let fence = lease.fence().clone();
+                let asked = std::time::Instant::now();
+                ours = tokio::task::spawn_blocking(move || {
+                    lock(inner.lease_store()).lease_renew(&fence, ttl)
+                })
                 .await
-                .is_ok_and(|r| matches!(r, Ok(Some(_))))
+                .is_ok_and(|r| matches!(r, Ok(Some(_))));
+                if !ours || asked.elapsed() < ttl / 2 {
+                    break;
+                }
+            }
+            ours
         };
         keeper.abort();
         if ours {

@@ -51,12 +51,15 @@ pub fn text_tokens(text: &str) -> u64 {
     (ascii * 2).div_ceil(7) + other_chars
 }
 
+/// A one in every byte of a word (the word-wide counts and tests below).
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// The top bit of every byte of a word.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
 /// ASCII bytes and non-ASCII characters (UTF-8 lead bytes) of `bytes`,
 /// eight bytes at a step (the size-optimised build does not vectorise the
 /// loop, and the tool definitions' text is measured at every start).
 fn count_bytes(bytes: &[u8]) -> (u64, u64) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     // The number of bytes of `w` whose top bit is set.
     let tops = |w: u64| ((w & HIGH) >> 7).wrapping_mul(ONES) >> 56;
     let mut ascii = 0u64;
@@ -255,8 +258,6 @@ impl JsonCounts {
 /// byte below 0x20 borrows in the subtraction, one equal to `c` is a zero
 /// byte of `w ^ c…c`, a non-ASCII byte has its top bit set.)
 fn plain(w: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
     let quote = has_zero(w ^ (ONES * u64::from(b'"')));

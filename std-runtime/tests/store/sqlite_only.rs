@@ -193,6 +193,63 @@ fn a_version_2_database_switches_to_catch_up_indexing() {
     assert_index_matches_messages(&path);
 }
 
+/// Every append bumps the session row, and SQLite rewrites a whole row to
+/// change a column: the prompt lives in a table of its own (schema V11), is
+/// replaced there, and goes with its session.
+#[test]
+fn a_session_prompt_is_kept_apart_from_the_row_each_append_rewrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut store = Store::open(&path).unwrap();
+    let prompt = "You are hermes. ".repeat(1_000);
+    let id = store
+        .create_session(&NewSession {
+            system_prompt: Some(&prompt),
+            ..NewSession::default()
+        })
+        .unwrap()
+        .id;
+    let other = store.create_session(&NewSession::default()).unwrap().id;
+    store.append_messages(&id, &[user("hi", 1)]).unwrap();
+    store.set_system_prompt(&id, "shorter").unwrap();
+    assert_eq!(
+        store
+            .session(&id)
+            .unwrap()
+            .unwrap()
+            .system_prompt
+            .as_deref(),
+        Some("shorter")
+    );
+    assert_eq!(store.session(&other).unwrap().unwrap().system_prompt, None);
+    assert!(matches!(
+        store.set_system_prompt("no-such-session", "x"),
+        Err(StoreError::SessionNotFound(_))
+    ));
+
+    let conn = Connection::open(&path).unwrap();
+    let in_row: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = 'system_prompt'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(in_row, 0, "the session row has no prompt column");
+    let prompts = |conn: &Connection| -> Vec<(String, String)> {
+        let mut stmt = conn
+            .prepare("SELECT session_id, system_prompt FROM session_prompts")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(prompts(&conn), vec![(id.clone(), "shorter".to_owned())]);
+    store.delete_session(&id).unwrap();
+    assert!(prompts(&conn).is_empty(), "deleted with its session");
+}
+
 #[test]
 fn a_database_from_a_newer_hermes_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,9 +11,12 @@ use crate::{
     ID_ATTEMPTS, ImportedSession, NewSession, SessionRecord, SessionStatus, StoreError, id,
 };
 
-/// Columns of a session row, in the order [`raw_session`] reads them.
+/// Columns of a session row, in the order [`raw_session`] reads them. The
+/// prompt has a table of its own (schema V11).
 const SESSION_COLUMNS: &str = "s.id, s.session_key, s.source_platform, s.source_chat_id, \
-     s.source_user_id, s.model, s.system_prompt, s.created_at_ms, s.updated_at_ms, s.status, \
+     s.source_user_id, s.model, \
+     (SELECT p.system_prompt FROM session_prompts p WHERE p.session_id = s.id), \
+     s.created_at_ms, s.updated_at_ms, s.status, \
      (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.title, s.workdir";
 
 impl Sessions for Sqlite {
@@ -166,10 +169,13 @@ impl Sessions for Sqlite {
         let mut stmt;
         let changed = match change {
             SessionChange::SystemPrompt(prompt) => {
-                stmt = self.conn.prepare_cached(
-                    "UPDATE sessions SET system_prompt = ?2, clean_shutdown = 0 WHERE id = ?1",
-                )?;
-                stmt.execute(params![id, prompt])?
+                let tx = WriteTx::begin(&self.conn)?;
+                if !mark_unclean(&tx, id)? {
+                    return Err(StoreError::SessionNotFound(id.to_owned()));
+                }
+                set_prompt(&tx, id, prompt)?;
+                tx.commit()?;
+                return Ok(());
             }
             SessionChange::Model(model) => {
                 stmt = self.conn.prepare_cached(
@@ -268,8 +274,8 @@ pub(super) fn insert_session(
     let now = to_i64("created_at_ms", now)?;
     let mut stmt = conn.prepare_cached(
         "INSERT INTO sessions (id, session_key, source_platform, source_chat_id, source_user_id, \
-         model, system_prompt, created_at_ms, updated_at_ms, status, clean_shutdown, workdir, \
-         title) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'active', 0, ?9, ?10)",
+         model, created_at_ms, updated_at_ms, status, clean_shutdown, workdir, title) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 'active', 0, ?8, ?9)",
     )?;
     for _ in 0..ID_ATTEMPTS {
         let id = next_id();
@@ -280,13 +286,22 @@ pub(super) fn insert_session(
             new.chat_id,
             new.user_id,
             new.model,
-            new.system_prompt,
             now,
             new.workdir,
             new.title,
         ]);
         match result {
-            Ok(_) => return Ok(id),
+            Ok(_) => {
+                if let Some(prompt) = new.system_prompt {
+                    // A new session has no prompt yet: a plain insert,
+                    // cheaper to prepare at every start than the upsert.
+                    conn.prepare_cached(
+                        "INSERT INTO session_prompts (session_id, system_prompt) VALUES (?1, ?2)",
+                    )?
+                    .execute(params![id, prompt])?;
+                }
+                return Ok(id);
+            }
             Err(rusqlite::Error::SqliteFailure(e, _))
                 if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
             {
@@ -304,6 +319,25 @@ pub(super) fn session_exists(conn: &Connection, id: &str) -> Result<bool, StoreE
         .query_row([id], |_| Ok(()))
         .optional()?
         .is_some())
+}
+
+/// Stores `prompt` as session `id`'s system prompt, replacing any.
+fn set_prompt(conn: &Connection, id: &str, prompt: &str) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO session_prompts (session_id, system_prompt) VALUES (?1, ?2) \
+         ON CONFLICT (session_id) DO UPDATE SET system_prompt = excluded.system_prompt",
+    )?
+    .execute(params![id, prompt])?;
+    Ok(())
+}
+
+/// Marks session `id` touched by a process that has not stopped cleanly;
+/// false if there is no such session.
+fn mark_unclean(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached("UPDATE sessions SET clean_shutdown = 0 WHERE id = ?1")?
+        .execute([id])?;
+    Ok(changed > 0)
 }
 
 /// Records a transcript change: bumps `updated_at_ms` (never backwards, so a

@@ -7,6 +7,7 @@
 //! [`TodoState`] to every rebuild through `ToolEnv::todo_state`, and a new
 //! one on `/new`. Without one, each tool instance keeps its own list.
 
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
@@ -150,13 +151,17 @@ fn render(items: &[Item]) -> String {
         .filter(|i| i.status == Status::Completed)
         .count();
     let mut out = format!("Todo ({done}/{} done):", items.len());
+    // Every call renders the whole list: its pieces pushed, not a
+    // `format!` and a copy a line (a 20-turn one-shot adding an item a turn
+    // spent 10 k instructions a turn here).
+    out.reserve(items.iter().map(|i| i.text.len() + 16).sum());
     for item in items {
-        out.push_str(&format!(
-            "\n{} {}. {}",
-            item.status.mark(),
-            item.id,
-            item.text
-        ));
+        out.push('\n');
+        out.push_str(item.status.mark());
+        out.push(' ');
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{}. ", item.id);
+        out.push_str(&item.text);
     }
     out
 }

@@ -179,12 +179,12 @@ mod tests {
         assert_eq!(neq != 0, want != 0, "{a:x?} vs {b:x?}");
     }
 
-    /// Every length up to 40 (and to 100 at three alignments: `bcmp`'s
-    /// four-word steps and what is left after them), at eight alignments of
-    /// either side, with one
-    /// differing byte at every place, both ways round, in byte values that
-    /// differ in the top bit (unsigned: 0x80 is above 0x7f); and with a
-    /// second difference the other way at the end, which must not decide.
+    /// Every length up to 40 at eight alignments of either side (and up to
+    /// 100 at three: `bcmp`'s four-word steps and what is left after them),
+    /// with one differing byte at every place, both ways round, in byte
+    /// values that differ in the top bit (unsigned: 0x80 is above 0x7f);
+    /// and with a second difference the other way at the end, which must
+    /// not decide.
     #[test]
     fn agrees_with_a_byte_by_byte_comparison() {
         let pairs = [(0x7f, 0x80), (0x80, 0x7f), (0, 1), (0xff, 0)];

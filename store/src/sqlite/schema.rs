@@ -377,7 +377,7 @@ ALTER TABLE cron_jobs ADD COLUMN script TEXT;
 ALTER TABLE cron_jobs ADD COLUMN no_agent INTEGER NOT NULL DEFAULT 0 CHECK (no_agent IN (0, 1));
 ";
 
-/// Version 11: each session's system prompt in a row of its own.
+/// Version 11: each session's system prompt in a table of its own.
 ///
 /// Every append bumps `sessions.updated_at_ms`, and SQLite rewrites a whole
 /// row to change one column: with the prompt (4–20 KB) in the session row,

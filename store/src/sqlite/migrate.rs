@@ -22,6 +22,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
     if current == schema::LATEST_VERSION {
         return Ok(());
     }
+    if current == 0 {
+        create_latest(conn, path)?;
+    }
     for step in schema::MIGRATIONS {
         let mig_err = |source| StoreError::Migration {
             path: path.to_path_buf(),
@@ -49,4 +52,150 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
         tx.commit().map_err(mig_err)?;
     }
     Ok(())
+}
+
+/// Gives a new database (version 0: `Sqlite::open` has refused one with
+/// another program's tables) the latest schema in one transaction, unless
+/// another process did so first; the steps then find nothing to do.
+fn create_latest(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let err = |source| StoreError::Migration {
+        path: path.to_path_buf(),
+        version: schema::LATEST_VERSION,
+        source,
+    };
+    let tx = Transaction::new(conn, TransactionBehavior::Immediate).map_err(err)?;
+    if user_version(&tx).map_err(err)? != 0 {
+        return Ok(());
+    }
+    tx.execute_batch(schema::LATEST).map_err(err)?;
+    tx.pragma_update(None, "user_version", schema::LATEST_VERSION)
+        .map_err(err)?;
+    tx.commit().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every object of the schema with its SQL (whitespace folded, none
+    /// beside punctuation: `ALTER TABLE … ADD COLUMN` writes its column
+    /// after a newline and a comma), the columns as SQLite reads them, and
+    /// every row of the tables hermes writes.
+    fn describe(conn: &Connection) -> Vec<String> {
+        let fold = |sql: &str| {
+            let spaced = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+            ["(", ")", ","].iter().fold(spaced, |s, p| {
+                s.replace(&format!(" {p}"), p).replace(&format!("{p} "), p)
+            })
+        };
+        let mut out = Vec::new();
+        let mut objects = conn
+            .prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name")
+            .unwrap();
+        let rows = objects
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                ))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap();
+        for (kind, name, table, sql) in rows {
+            out.push(format!(
+                "{kind} {name} on {table}: {}",
+                fold(&sql.unwrap_or_default())
+            ));
+            if kind != "table" {
+                continue;
+            }
+            let columns = rows_of(conn, "SELECT * FROM pragma_table_xinfo(?1)", &name);
+            out.extend(
+                columns
+                    .into_iter()
+                    .map(|c| format!("  column of {name}: {c}")),
+            );
+            // The full-text index's segment data: version 2's `rebuild` of
+            // no rows writes an empty averages record (`[0, 0]`) where a new
+            // index has none yet. FTS5 reads both as "no rows".
+            if name == "messages_fts_data" {
+                continue;
+            }
+            let rows = rows_of(conn, &format!("SELECT * FROM \"{name}\" WHERE ?1 = ?1"), "");
+            out.extend(rows.into_iter().map(|r| format!("  row of {name}: {r}")));
+        }
+        out
+    }
+
+    /// Each row of `sql` (one parameter) as its values' debug forms.
+    fn rows_of(conn: &Connection, sql: &str, param: &str) -> Vec<String> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        let width = stmt.column_count();
+        stmt.query_map([param], |r| {
+            (0..width)
+                .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map(|values| values.join("|"))
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_new_database_gets_the_schema_the_migrations_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.db");
+        let mut created = Connection::open(&new).unwrap();
+        migrate(&mut created, &new).unwrap();
+        assert_eq!(user_version(&created).unwrap(), schema::LATEST_VERSION);
+
+        // The steps one by one, as a database from the first release meets
+        // every later build.
+        let mut stepped = Connection::open_in_memory().unwrap();
+        for step in schema::MIGRATIONS {
+            let tx = stepped.transaction().unwrap();
+            tx.execute_batch(step.sql).unwrap();
+            tx.pragma_update(None, "user_version", step.version)
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let (created, stepped) = (describe(&created), describe(&stepped));
+        assert!(created.len() > 40, "{created:#?}");
+        assert!(
+            created
+                .iter()
+                .any(|l| l.contains("row of messages_fts_state")),
+            "{created:#?}"
+        );
+        for (a, b) in created.iter().zip(&stepped) {
+            assert_eq!(a, b, "new database against the migrated one");
+        }
+        assert_eq!(created.len(), stepped.len(), "{created:#?}\n{stepped:#?}");
+    }
+
+    #[test]
+    fn a_database_another_process_created_meanwhile_is_left_to_the_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut first = Connection::open(&path).unwrap();
+        let mut second = Connection::open(&path).unwrap();
+        // Both read version 0 before either creates anything.
+        assert_eq!(user_version(&second).unwrap(), 0);
+        migrate(&mut first, &path).unwrap();
+        create_latest(&mut second, &path).unwrap();
+        migrate(&mut second, &path).unwrap();
+        assert_eq!(user_version(&second).unwrap(), schema::LATEST_VERSION);
+        let sessions: i64 = second
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'sessions'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(sessions, 1);
+    }
 }

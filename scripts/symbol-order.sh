@@ -10,8 +10,13 @@
 # A target this machine does not run natively (aarch64: valgrind does not
 # work under qemu-user) gets the x86_64 order carried over: the same
 # functions, found in that target's unstripped build by their names with the
-# crates' hashes left out (the code that runs is the same source; a name
-# that matches several instantiations brings all of them).
+# crates' hashes and LTO's numbered copies (`.1433`) left out (the code that
+# runs is the same source; a name that matches several instantiations
+# brings all of them). A carried-over order misses what the other build
+# inlined differently, so every target this machine runs is recorded
+# itself: the board build's carried-over order left 29 of the 64 KiB
+# stretches a 0-turn one-shot executes outside its ordered code
+# (benchmarks/runs/2026-12-04-symbol-order.md).
 #
 # Run it after changes that move much code (the budgets' RSS figures creep up
 # when the order goes stale: new hot functions land outside the hot group),
@@ -24,8 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-x86_64-unknown-linux-musl}
 # `board`: the board build (`--no-default-features --features board`,
-# cli/symbol-order/TARGET-board.txt), its order carried over from the
-# x86_64 default one like aarch64's.
+# cli/symbol-order/TARGET-board.txt), recorded like the default one.
 variant=${2:-}
 features=()
 suffix=
@@ -40,7 +44,7 @@ exe=target/$target/release/hermes
 out=cli/symbol-order/$target$suffix.txt
 mkdir -p "$(dirname "$out")"
 
-if [ "$target" != x86_64-unknown-linux-musl ] || [ -n "$suffix" ]; then
+if [ "${target%%-*}" != "$(uname -m)" ]; then
   from=cli/symbol-order/x86_64-unknown-linux-musl.txt
   [ -f "$from" ] || { echo "symbol-order: record $from first" >&2; exit 1; }
   nm --defined-only "$exe" | awk '$2 ~ /^[tTwW]$/ { print $3 }' >"$out.names"
@@ -48,8 +52,10 @@ if [ "$target" != x86_64-unknown-linux-musl ] || [ -n "$suffix" ]; then
 import re, sys
 src, names, out = sys.argv[1:4]
 def base(name):
-    # legacy mangling ends in the hash (17h + 16 hex digits + E); v0 names
-    # carry crate disambiguators (Cs…_)
+    # LTO numbers the local copies it makes (`.1433`, `.llvm.123`), per
+    # build; legacy mangling ends in the hash (17h + 16 hex digits + E); v0
+    # names carry crate disambiguators (Cs…_)
+    name = re.sub(r"(\.llvm)?\.[0-9]+$", "", name)
     name = re.sub(r"17h[0-9a-f]{16}E$", "", name)
     return re.sub(r"Cs[0-9A-Za-z]+_", "C", name)
 by_base = {}

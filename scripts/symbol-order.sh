@@ -7,24 +7,21 @@
 #
 #   scripts/symbol-order.sh [TARGET [board]]   default x86_64-unknown-linux-musl
 #
-# A target this machine does not run natively (aarch64: valgrind does not
-# work under qemu-user) gets the x86_64 order carried over: the same
-# functions, found in that target's unstripped build by their names with the
-# crates' hashes and LTO's numbered copies (`.1433`) left out (the code that
-# runs is the same source; a name that matches several instantiations
-# brings all of them). A carried-over order misses what the other build
-# inlined differently, so every target this machine runs is recorded
-# itself: the board build's carried-over order left 29 of the 64 KiB
-# stretches a 0-turn one-shot executes outside its ordered code
-# (benchmarks/runs/2026-12-04-symbol-order.md).
+# Every target is recorded from its own runs: a target this machine does
+# not run natively (aarch64) under qemu-user (valgrind does not work there).
+# An order carried over from another build by function names misses what
+# that build inlined differently: the board build's carried-over order left
+# 29 of the 64 KiB stretches a 0-turn one-shot executes outside the ordered
+# code (benchmarks/runs/2026-12-04-symbol-order.md).
 #
 # Run it after changes that move much code (the budgets' RSS figures creep up
 # when the order goes stale: new hot functions land outside the hot group),
-# then commit cli/symbol-order/TARGET.txt (all three: x86_64 first, then
-# `aarch64-unknown-linux-musl` and `x86_64-unknown-linux-gnu board`). Needs valgrind (callgrind) and a
-# target the build machine runs natively. The default features are recorded:
-# symbol names carry a hash of the crate's features and target, so the order
-# of one build does not name the functions of another.
+# then commit cli/symbol-order/TARGET.txt (all three: `x86_64-unknown-linux-musl`,
+# `aarch64-unknown-linux-musl` and `x86_64-unknown-linux-gnu board`). Needs
+# valgrind (callgrind) for the native target and qemu-user for the others.
+# The default features are recorded: symbol names carry a hash of the
+# crate's features and target, so the order of one build does not name the
+# functions of another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-x86_64-unknown-linux-musl}
@@ -44,37 +41,19 @@ exe=target/$target/release/hermes
 out=cli/symbol-order/$target$suffix.txt
 mkdir -p "$(dirname "$out")"
 
-if [ "${target%%-*}" != "$(uname -m)" ]; then
-  from=cli/symbol-order/x86_64-unknown-linux-musl.txt
-  [ -f "$from" ] || { echo "symbol-order: record $from first" >&2; exit 1; }
-  nm --defined-only "$exe" | awk '$2 ~ /^[tTwW]$/ { print $3 }' >"$out.names"
-  python3 - "$from" "$out.names" "$out" <<'PY'
-import re, sys
-src, names, out = sys.argv[1:4]
-def base(name):
-    # LTO numbers the local copies it makes (`.1433`, `.llvm.123`), per
-    # build; legacy mangling ends in the hash (17h + 16 hex digits + E); v0
-    # names carry crate disambiguators (Cs…_)
-    name = re.sub(r"(\.llvm)?\.[0-9]+$", "", name)
-    name = re.sub(r"17h[0-9a-f]{16}E$", "", name)
-    return re.sub(r"Cs[0-9A-Za-z]+_", "C", name)
-by_base = {}
-for n in open(names).read().split():
-    by_base.setdefault(base(n), []).append(n)
-seen, order = set(), []
-for n in open(src).read().split("\n"):
-    for full in by_base.get(base(n), []):
-        if full not in seen:
-            seen.add(full)
-            order.append(full)
-open(out, "w").write("".join(f + "\n" for f in order))
-PY
-  rm -f "$out.names"
-  echo "symbol-order: $(wc -l <"$out") functions in $out (from $(wc -l <"$from") in $from)"
-  exit 0
+# Each run is recorded where it runs: natively under valgrind (callgrind
+# names every function it enters), or for another architecture under
+# qemu-user, whose `-d in_asm` log lists each block of code the first time
+# it is translated — its address mapped to the function around it with
+# `nm`. Either way a run gives its functions in order of first sight.
+arch=${target%%-*}
+if [ "$arch" = "$(uname -m)" ]; then
+  recorder=valgrind
+  command -v valgrind >/dev/null || { echo "symbol-order: needs valgrind (apt install valgrind)" >&2; exit 1; }
+else
+  recorder=qemu-$arch-static
+  command -v "$recorder" >/dev/null || { echo "symbol-order: needs $recorder (apt install qemu-user-static)" >&2; exit 1; }
 fi
-
-command -v valgrind >/dev/null || { echo "symbol-order: needs valgrind (apt install valgrind)" >&2; exit 1; }
 cargo build -q --locked -p hermes-tests --example fake_provider --example fake_telegram
 ex=target/debug/examples
 
@@ -85,32 +64,79 @@ provider=$url
 start_server fake_telegram
 telegram=$url
 
-profile() { # name command… (under callgrind, names as the linker sees them)
+# The command that runs a program recorded as NAME (its record in
+# $work/rec.NAME), into the array `rec`.
+recorder_for() {
+  if [ "$recorder" = valgrind ]; then
+    rec=(valgrind --tool=callgrind --dump-instr=no --compress-strings=no --demangle=no
+      --callgrind-out-file="$work/rec.$1")
+  else
+    rec=("$recorder" -d in_asm -D "$work/rec.$1")
+  fi
+}
+# The functions of run NAME's record, first sight first, into $work/NAME.fns.
+functions_of() {
+  local name=$1
+  if [ "$recorder" = valgrind ]; then
+    # As caller or callee; "'2" marks a recursion level, addresses without
+    # a name are skipped.
+    sed -n 's/^c\{0,1\}fn=//p' "$work/rec.$name" | sed "s/'[0-9]*\$//" | grep -v '^0x' |
+      awk '!seen[$0]++' >"$work/$name.fns"
+  else
+    python3 - "$exe" "$work/rec.$name" "$work/$name.fns" <<'PY'
+import bisect, struct, subprocess, sys
+exe, log, out = sys.argv[1:4]
+# The first block translated is the entry point: the load address follows.
+entry = struct.unpack_from("<Q", open(exe, "rb").read(32), 24)[0]
+nm = subprocess.run(["nm", "--defined-only", "-n", exe], capture_output=True,
+                    text=True, check=True).stdout.split("\n")
+syms = [(int(a, 16), n) for a, t, n in (l.split()[:3] for l in nm if l.count(" ") >= 2)
+        if t in "tTwW"]
+starts = [a for a, _ in syms]
+base, seen, names, block_start = None, set(), [], True
+for line in open(log, errors="replace"):
+    if line.startswith("IN:"):
+        block_start = True
+    elif block_start and line.startswith("0x"):
+        block_start = False
+        addr = int(line.split(":")[0], 16)
+        if base is None:
+            base = addr - entry
+        i = bisect.bisect_right(starts, addr - base) - 1
+        if i >= 0 and syms[i][1] not in seen:
+            seen.add(syms[i][1])
+            names.append(syms[i][1])
+open(out, "w").write("".join(n + "\n" for n in names))
+PY
+  fi
+}
+profile() { # name args… (the run's output is not needed)
   local name=$1
   shift
-  valgrind --tool=callgrind --dump-instr=no --compress-strings=no --demangle=no \
-    --callgrind-out-file="$work/cg.$name" "$@" >/dev/null 2>"$work/$name.log" || {
+  recorder_for "$name"
+  "${rec[@]}" "$exe" "$@" >/dev/null 2>"$work/$name.log" || {
     cat "$work/$name.log" >&2
     exit 1
   }
 }
-profile version "$exe" --version
-profile help "$exe" --help
+profile version --version
+profile help --help
 home=$work/home
 mkdir -p "$home"
 for run in fresh warm; do
   HERMES_HOME=$home HERMES_BASE_URL=$provider HERMES_MODEL=fake \
-    profile "oneshot-$run" "$exe" -Q -z "do 20 things" --toolsets todo
+    profile "oneshot-$run" -Q -z "do 20 things" --toolsets todo
 done
-# valgrind does not know the Landlock system calls: the gateway runs with the
-# sandbox off here (its set-up code is small and stays unordered).
+# Neither valgrind nor qemu-user knows the Landlock system calls: the
+# gateway runs with the sandbox off here (its set-up code is small and stays
+# unordered).
 gateway_home=$work/gateway
 mkdir -p "$gateway_home"
 printf '[agent]\nsandbox = "off"\n' >"$gateway_home/config.toml"
+recorder_for gateway
 HERMES_HOME=$gateway_home HERMES_BASE_URL=$provider HERMES_MODEL=fake \
   TELEGRAM_BOT_TOKEN=123456:order-token TELEGRAM_API_URL=$telegram TELEGRAM_POLL_TIMEOUT=30 \
-  valgrind --tool=callgrind --dump-instr=no --compress-strings=no --demangle=no \
-  --callgrind-out-file="$work/cg.gateway" "$exe" gateway run >"$work/gateway.log" 2>&1 &
+  "${rec[@]}" "$exe" gateway run >"$work/gateway.log" 2>&1 &
 gateway=$!
 pids+=("$gateway")
 for _ in $(seq 1200); do
@@ -122,11 +148,8 @@ sleep 10 # a few held polls
 kill -TERM "$gateway"
 wait "$gateway" || true
 
-# Every function callgrind saw (as caller or callee) in each run; "'2"
-# marks a recursion level, addresses without a name are skipped.
 for run in version help oneshot-fresh oneshot-warm gateway; do
-  sed -n 's/^c\{0,1\}fn=//p' "$work/cg.$run" | sed "s/'[0-9]*\$//" | grep -v '^0x' |
-    awk '!seen[$0]++' >"$work/$run.fns"
+  functions_of "$run"
 done
 # Grouped by which runs reach them, so that each run's code is one stretch
 # with little of the others' inside it: what `--version` runs (every start

@@ -22,10 +22,12 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
     if current == schema::LATEST_VERSION {
         return Ok(());
     }
-    if current == 0 {
-        create_latest(conn, path)?;
+    if current == 0 && create_latest(conn, path)? {
+        return Ok(());
     }
-    for step in schema::MIGRATIONS {
+    // A version only grows: steps at or below the one read are done
+    // without taking the write lock to see so.
+    for step in schema::MIGRATIONS.iter().filter(|s| s.version > current) {
         let mig_err = |source| StoreError::Migration {
             path: path.to_path_buf(),
             version: step.version,
@@ -56,8 +58,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
 
 /// Gives a new database (version 0: `Sqlite::open` has refused one with
 /// another program's tables) the latest schema in one transaction, unless
-/// another process did so first; the steps then find nothing to do.
-fn create_latest(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+/// another process gave it a schema first (false: the steps take it from
+/// there).
+fn create_latest(conn: &mut Connection, path: &Path) -> Result<bool, StoreError> {
     let err = |source| StoreError::Migration {
         path: path.to_path_buf(),
         version: schema::LATEST_VERSION,
@@ -65,12 +68,13 @@ fn create_latest(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     };
     let tx = Transaction::new(conn, TransactionBehavior::Immediate).map_err(err)?;
     if user_version(&tx).map_err(err)? != 0 {
-        return Ok(());
+        return Ok(false);
     }
     tx.execute_batch(schema::LATEST).map_err(err)?;
     tx.pragma_update(None, "user_version", schema::LATEST_VERSION)
         .map_err(err)?;
-    tx.commit().map_err(err)
+    tx.commit().map_err(err)?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -186,7 +190,7 @@ mod tests {
         // Both read version 0 before either creates anything.
         assert_eq!(user_version(&second).unwrap(), 0);
         migrate(&mut first, &path).unwrap();
-        create_latest(&mut second, &path).unwrap();
+        assert!(!create_latest(&mut second, &path).unwrap());
         migrate(&mut second, &path).unwrap();
         assert_eq!(user_version(&second).unwrap(), schema::LATEST_VERSION);
         let sessions: i64 = second

@@ -8,7 +8,8 @@
 #   scripts/symbol-order.sh [TARGET [board]]   default x86_64-unknown-linux-musl
 #
 # Every target is recorded from its own runs: a target this machine does
-# not run natively (aarch64) under qemu-user (valgrind does not work there).
+# not run natively (the arm ones) under qemu-user (valgrind does not work
+# there).
 # An order carried over from another build by function names misses what
 # that build inlined differently: the board build's carried-over order left
 # 29 of the 64 KiB stretches a 0-turn one-shot executes outside the ordered
@@ -16,9 +17,10 @@
 #
 # Run it after changes that move much code (the budgets' RSS figures creep up
 # when the order goes stale: new hot functions land outside the hot group),
-# then commit cli/symbol-order/TARGET.txt (all three: `x86_64-unknown-linux-musl`,
-# `aarch64-unknown-linux-musl` and `x86_64-unknown-linux-gnu board`). Needs
-# valgrind (callgrind) for the native target and qemu-user for the others.
+# then commit cli/symbol-order/TARGET.txt (all four: `x86_64-unknown-linux-musl`,
+# `aarch64-unknown-linux-musl`, `armv7-unknown-linux-gnueabihf` and
+# `x86_64-unknown-linux-gnu board`). Needs valgrind (callgrind) for the
+# native target and qemu-user for the others.
 # The default features are recorded: symbol names carry a hash of the
 # crate's features and target, so the order of one build does not name the
 # functions of another.
@@ -42,17 +44,24 @@ out=cli/symbol-order/$target$suffix.txt
 mkdir -p "$(dirname "$out")"
 
 # Each run is recorded where it runs: natively under valgrind (callgrind
-# names every function it enters), or for another architecture under
-# qemu-user, whose `-d in_asm` log lists each block of code the first time
-# it is translated — its address mapped to the function around it with
-# `nm`. Either way a run gives its functions in order of first sight.
+# names every function it enters), or for another architecture under the
+# target's runner from .cargo/config.toml (qemu-user, with the glibc
+# targets' `-L` sysroot), whose `-d in_asm` log lists each block of code
+# the first time it is translated, under the name of the function around
+# it. Either way a run gives its functions in order of first sight.
 arch=${target%%-*}
 if [ "$arch" = "$(uname -m)" ]; then
-  recorder=valgrind
+  recorder=(valgrind)
   command -v valgrind >/dev/null || { echo "symbol-order: needs valgrind (apt install valgrind)" >&2; exit 1; }
 else
-  recorder=qemu-$arch-static
-  command -v "$recorder" >/dev/null || { echo "symbol-order: needs $recorder (apt install qemu-user-static)" >&2; exit 1; }
+  # runner = ["qemu-arm-static", "-L", "/usr/arm-linux-gnueabihf"]
+  read -r -a recorder < <(awk -v t="[target.$target]" '
+    $0 == t { on = 1; next }
+    /^\[/ { on = 0 }
+    on && /^runner *=/ { sub(/^runner *= *\[/, ""); sub(/\] *$/, ""); gsub(/[",]/, ""); print }
+  ' .cargo/config.toml) || true
+  [ "${#recorder[@]}" -gt 0 ] || { echo "symbol-order: no runner for $target in .cargo/config.toml" >&2; exit 1; }
+  command -v "${recorder[0]}" >/dev/null || { echo "symbol-order: needs ${recorder[0]} (apt install qemu-user-static)" >&2; exit 1; }
 fi
 cargo build -q --locked -p hermes-tests --example fake_provider --example fake_telegram
 ex=target/debug/examples
@@ -67,47 +76,27 @@ telegram=$url
 # The command that runs a program recorded as NAME (its record in
 # $work/rec.NAME), into the array `rec`.
 recorder_for() {
-  if [ "$recorder" = valgrind ]; then
+  if [ "${recorder[0]}" = valgrind ]; then
     rec=(valgrind --tool=callgrind --dump-instr=no --compress-strings=no --demangle=no
       --callgrind-out-file="$work/rec.$1")
   else
-    rec=("$recorder" -d in_asm -D "$work/rec.$1")
+    rec=("${recorder[@]}" -d in_asm -D "$work/rec.$1")
   fi
 }
 # The functions of run NAME's record, first sight first, into $work/NAME.fns.
 functions_of() {
   local name=$1
-  if [ "$recorder" = valgrind ]; then
+  if [ "${recorder[0]}" = valgrind ]; then
     # As caller or callee; "'2" marks a recursion level, addresses without
     # a name are skipped.
     sed -n 's/^c\{0,1\}fn=//p' "$work/rec.$name" | sed "s/'[0-9]*\$//" | grep -v '^0x' |
       awk '!seen[$0]++' >"$work/$name.fns"
   else
-    python3 - "$exe" "$work/rec.$name" "$work/$name.fns" <<'PY'
-import bisect, struct, subprocess, sys
-exe, log, out = sys.argv[1:4]
-# The first block translated is the entry point: the load address follows.
-entry = struct.unpack_from("<Q", open(exe, "rb").read(32), 24)[0]
-nm = subprocess.run(["nm", "--defined-only", "-n", exe], capture_output=True,
-                    text=True, check=True).stdout.split("\n")
-syms = [(int(a, 16), n) for a, t, n in (l.split()[:3] for l in nm if l.count(" ") >= 2)
-        if t in "tTwW"]
-starts = [a for a, _ in syms]
-base, seen, names, block_start = None, set(), [], True
-for line in open(log, errors="replace"):
-    if line.startswith("IN:"):
-        block_start = True
-    elif block_start and line.startswith("0x"):
-        block_start = False
-        addr = int(line.split(":")[0], 16)
-        if base is None:
-            base = addr - entry
-        i = bisect.bisect_right(starts, addr - base) - 1
-        if i >= 0 and syms[i][1] not in seen:
-            seen.add(syms[i][1])
-            names.append(syms[i][1])
-open(out, "w").write("".join(n + "\n" for n in names))
-PY
+    # qemu names the symbol around each block it translates ("IN: name";
+    # empty where none is: the dynamic loader's and the C library's code
+    # in a glibc build are named too, and the linker skips what the
+    # binary does not define).
+    sed -n 's/^IN: \(..*\)$/\1/p' "$work/rec.$name" | awk '!seen[$0]++' >"$work/$name.fns"
   fi
 }
 profile() { # name args… (the run's output is not needed)

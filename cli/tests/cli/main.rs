@@ -23,3 +23,4 @@ mod speech;
 #[path = "../../../gateway/tests/speech_support/mod.rs"]
 mod speech_support;
 mod support;
+mod symbol_orders;

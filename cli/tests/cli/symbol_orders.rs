@@ -1,0 +1,65 @@
+//! Every build a package or the board option ships is linked with a symbol
+//! order recorded from its own runs (`scripts/symbol-order.sh`,
+//! `cli/build.rs`). Without one, `cli/build.rs` links silently unordered:
+//! the armhf package was, and a one-shot ran code spread over 136 windows
+//! of 64 KiB instead of 38 (benchmarks/runs/2026-12-04-symbol-order.md).
+
+use std::path::Path;
+
+fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// The targets `.ci/cross` builds the arm packages for
+/// (`cross_targets=(…)`).
+fn cross_targets() -> Vec<String> {
+    let script = std::fs::read_to_string(repo().join(".ci/cross")).unwrap();
+    let line = script
+        .lines()
+        .find_map(|l| l.strip_prefix("cross_targets=("))
+        .expect(".ci/cross names its cross_targets");
+    let targets: Vec<String> = line
+        .trim_end_matches(')')
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert!(!targets.is_empty(), "{line}");
+    targets
+}
+
+#[test]
+fn every_shipped_build_has_a_recorded_symbol_order() {
+    let mut orders = vec![
+        "x86_64-unknown-linux-musl".to_owned(),
+        "x86_64-unknown-linux-gnu-board".to_owned(),
+    ];
+    orders.extend(cross_targets());
+    for name in orders {
+        let path = repo().join("cli/symbol-order").join(format!("{name}.txt"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run scripts/symbol-order.sh)", path.display()));
+        let names: Vec<&str> = text.lines().collect();
+        // A start, a one-shot and an idle gateway run thousands of
+        // functions; one symbol name per line, as lld reads them.
+        assert!(
+            names.len() > 1000,
+            "{}: {} names",
+            path.display(),
+            names.len()
+        );
+        assert!(
+            names
+                .iter()
+                .all(|n| !n.is_empty() && !n.contains(char::is_whitespace)),
+            "{}: a line that is not one symbol name",
+            path.display()
+        );
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with("_ZN") || n.starts_with("_R")),
+            "{}: no Rust symbol",
+            path.display()
+        );
+    }
+}

@@ -79,6 +79,8 @@ fn create_latest(conn: &mut Connection, path: &Path) -> Result<bool, StoreError>
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     /// Every object of the schema with its SQL (whitespace folded, none

@@ -92,10 +92,10 @@ functions_of() {
     sed -n 's/^c\{0,1\}fn=//p' "$work/rec.$name" | sed "s/'[0-9]*\$//" | grep -v '^0x' |
       awk '!seen[$0]++' >"$work/$name.fns"
   else
-    # qemu names the symbol around each block it translates ("IN: name";
-    # empty where none is: the dynamic loader's and the C library's code
-    # in a glibc build are named too, and the linker skips what the
-    # binary does not define).
+    # qemu names the symbol around each block it translates ("IN: name",
+    # blank where it knows none). In a glibc build the dynamic loader's
+    # and the C library's functions are listed too; the linker skips
+    # names the binary does not define.
     sed -n 's/^IN: \(..*\)$/\1/p' "$work/rec.$name" | awk '!seen[$0]++' >"$work/$name.fns"
   fi
 }

@@ -32,13 +32,15 @@
 #             fake provider (median of 5 runs, fresh HERMES_HOME each), KiB
 #   idle      RSS of `hermes gateway run` with Telegram (a loopback Bot API
 #             that holds polls, as Telegram does) after it settled, KiB.
-#             The fenced figure is the binary as the build left it in the
-#             page cache (written just now, as after an install); "from
-#             disk" is the same after its pages were dropped, so the
-#             gateway reads them as after a reboot — on ext4 with kernel
-#             6.16+ a freshly written file is cached in large folios, which
-#             a fault maps whole, and reads 300-800 KiB more (reported,
-#             not fenced; BENCHMARKS.md "Memory")
+#             Both measure a copy of the binary written just now with
+#             write()s, as a package manager installs it (`cp`; dpkg writes
+#             the same way): on ext4 with kernel 6.16+ such a file is cached
+#             in large folios, which a fault maps whole, and it reads
+#             300-450 KiB more than the file the linker wrote through a
+#             mapping (2026-12-06: board one-shot 5,928 against 5,584 KiB).
+#             "From disk" is the copy after its pages were dropped, as the
+#             gateway reads them after a reboot (reported, not fenced;
+#             BENCHMARKS.md "Memory")
 #   cpu       whole-process user+sys of a 20-turn one-shot minus a 0-turn
 #             one, divided by 20 (median over 31 pairs of runs), us
 set -euo pipefail
@@ -168,8 +170,10 @@ measure_oneshot() {
 }
 
 # Drops $1's pages from the page cache (clean and unmapped ones: no process
-# runs it now), so the next run reads it from disk.
+# runs it now; written back first, or a file written just now would keep
+# its dirty pages), so the next run reads it from disk.
 drop_cached() {
+  sync "$1"
   python3 -c 'import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
@@ -199,16 +203,25 @@ measure_idle() {
   wait "$gateway" || true
 }
 
+# A copy of $1 written as a package manager writes it, into $installed
+# (`$work/NAME/hermes`: the program keeps its name).
+install_copy() {
+  mkdir -p "$work/$2"
+  installed=$work/$2/hermes
+  cp "$1" "$installed"
+}
+
 size=$(stat -c %s "$exe")
 printf 'size\tdefault x86_64\t%s\n' "$size"
-measure_oneshot "$exe"
+install_copy "$exe" default
+measure_oneshot "$installed"
 rss_default=$rss
 printf 'rss\tdefault: one-shot, 20 tool turns\t%s\n' "$rss"
-measure_idle "$exe"
+measure_idle "$installed"
 idle_default=$idle
 printf 'idle\tdefault: gateway (Telegram), now / peak\t%s\t%s\n' "$idle" "$idle_peak"
-drop_cached "$exe"
-measure_idle "$exe"
+drop_cached "$installed"
+measure_idle "$installed"
 printf 'idle\tdefault: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$idle" "$idle_peak"
 
 # Start-up against a static-pie hello world, in this sitting: built with
@@ -263,14 +276,15 @@ board_size=- board_rss=- board_idle=-
 if [ -x "$board_exe" ]; then
   board_size=$(stat -c %s "$board_exe")
   printf 'size\tboard x86_64\t%s\n' "$board_size"
-  measure_oneshot "$board_exe"
+  install_copy "$board_exe" board
+  measure_oneshot "$installed"
   board_rss=$rss
   printf 'rss\tboard: one-shot, 20 tool turns\t%s\n' "$board_rss"
-  measure_idle "$board_exe"
+  measure_idle "$installed"
   board_idle=$idle
   printf 'idle\tboard: gateway (Telegram), now / peak\t%s\t%s\n' "$board_idle" "$idle_peak"
-  drop_cached "$board_exe"
-  measure_idle "$board_exe"
+  drop_cached "$installed"
+  measure_idle "$installed"
   printf 'idle\tboard: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$idle" "$idle_peak"
 fi
 arm_size=-

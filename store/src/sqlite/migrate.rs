@@ -11,7 +11,8 @@ pub(super) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
-/// Runs the migration steps the database has not seen yet.
+/// Brings the database to the latest schema: a new one in one step
+/// ([`create_latest`]), an older one through the steps it has not seen yet.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     // The common case, an up-to-date database, takes no write lock, so
     // opening a store never waits for (or delays) another process's writes.

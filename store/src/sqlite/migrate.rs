@@ -119,7 +119,7 @@ mod tests {
             if kind != "table" {
                 continue;
             }
-            let columns = rows_of(conn, "SELECT * FROM pragma_table_xinfo(?1)", &name);
+            let columns = rows_of(conn, "SELECT * FROM pragma_table_xinfo(?1)", [&name]);
             out.extend(
                 columns
                     .into_iter()
@@ -131,17 +131,17 @@ mod tests {
             if name == "messages_fts_data" {
                 continue;
             }
-            let rows = rows_of(conn, &format!("SELECT * FROM \"{name}\" WHERE ?1 = ?1"), "");
+            let rows = rows_of(conn, &format!("SELECT * FROM \"{name}\""), []);
             out.extend(rows.into_iter().map(|r| format!("  row of {name}: {r}")));
         }
         out
     }
 
-    /// Each row of `sql` (one parameter) as its values' debug forms.
-    fn rows_of(conn: &Connection, sql: &str, param: &str) -> Vec<String> {
+    /// Each row of `sql` as its values' debug forms.
+    fn rows_of(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
         let mut stmt = conn.prepare(sql).unwrap();
         let width = stmt.column_count();
-        stmt.query_map([param], |r| {
+        stmt.query_map(params, |r| {
             (0..width)
                 .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
                 .collect::<rusqlite::Result<Vec<_>>>()

@@ -211,18 +211,27 @@ install_copy() {
   cp "$1" "$installed"
 }
 
+# The memory figures of build NAME ($2) at $1, on an installed copy: the
+# one-shot's peak into $rss, the idle gateway into $idle, printed, then the
+# idle gateway with the copy read from disk (reported only).
+measure_memory() {
+  local fenced
+  install_copy "$1" "$2"
+  measure_oneshot "$installed"
+  printf 'rss\t%s: one-shot, 20 tool turns\t%s\n' "$2" "$rss"
+  measure_idle "$installed"
+  fenced=$idle
+  printf 'idle\t%s: gateway (Telegram), now / peak\t%s\t%s\n' "$2" "$idle" "$idle_peak"
+  drop_cached "$installed"
+  measure_idle "$installed"
+  printf 'idle\t%s: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$2" "$idle" "$idle_peak"
+  idle=$fenced
+}
+
 size=$(stat -c %s "$exe")
 printf 'size\tdefault x86_64\t%s\n' "$size"
-install_copy "$exe" default
-measure_oneshot "$installed"
-rss_default=$rss
-printf 'rss\tdefault: one-shot, 20 tool turns\t%s\n' "$rss"
-measure_idle "$installed"
-idle_default=$idle
-printf 'idle\tdefault: gateway (Telegram), now / peak\t%s\t%s\n' "$idle" "$idle_peak"
-drop_cached "$installed"
-measure_idle "$installed"
-printf 'idle\tdefault: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$idle" "$idle_peak"
+measure_memory "$exe" default
+rss_default=$rss idle_default=$idle
 
 # Start-up against a static-pie hello world, in this sitting: built with
 # the flags of the static build (musl, lld, packed relocations, stripped).
@@ -276,16 +285,8 @@ board_size=- board_rss=- board_idle=-
 if [ -x "$board_exe" ]; then
   board_size=$(stat -c %s "$board_exe")
   printf 'size\tboard x86_64\t%s\n' "$board_size"
-  install_copy "$board_exe" board
-  measure_oneshot "$installed"
-  board_rss=$rss
-  printf 'rss\tboard: one-shot, 20 tool turns\t%s\n' "$board_rss"
-  measure_idle "$installed"
-  board_idle=$idle
-  printf 'idle\tboard: gateway (Telegram), now / peak\t%s\t%s\n' "$board_idle" "$idle_peak"
-  drop_cached "$installed"
-  measure_idle "$installed"
-  printf 'idle\tboard: gateway (Telegram), binary from disk, now / peak\t%s\t%s\n' "$idle" "$idle_peak"
+  measure_memory "$board_exe" board
+  board_rss=$rss board_idle=$idle
 fi
 arm_size=-
 if [ -f "$arm_exe" ]; then

@@ -10,9 +10,12 @@
 //! each fault ≈ 2.4 µs on the VMs we measure on (issue 39; BENCHMARKS.md
 //! "Start-up"). A one-shot lives for one turn: here a block costs an
 //! atomic add, its pages arrive in one `madvise(MADV_POPULATE_WRITE)` per
-//! 64 KiB, and a freed block is left to the exit (a block that grows while
-//! it is the last one handed out, as a vector being filled, grows in
-//! place).
+//! 64 KiB, and a freed block is left to the exit — unless it is the last
+//! one handed out, whose room is handed out again (a block that grows
+//! while it is the last one, as a vector being filled, grows in place).
+//! The last-block rule matters once SQLite's blocks come from here too
+//! (`hermes_store`'s `memory`): a statement's temporary buffers are mostly
+//! freed right after they were asked for.
 //!
 //! `free` takes no size, and neither does the arena's: a `dealloc` that
 //! read its layout made each of the program's thousands of call sites
@@ -26,7 +29,7 @@
 //! parse decided (≈ 120 KB).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Address space reserved for the arena (`MAP_NORESERVE`; only the pages
 /// asked for count): a 20-turn one-shot asks for ≈ 1.1 MB in all.
@@ -45,8 +48,26 @@ const MADV_POPULATE_WRITE: nix::libc::c_int = 23;
 /// Where the region starts: 0 before the first block, 1 when it could not
 /// be reserved.
 static BASE: AtomicUsize = AtomicUsize::new(0);
-/// Offset of the first byte not handed out.
-static TOP: AtomicUsize = AtomicUsize::new(0);
+/// Offset of the first byte not handed out (low 32 bits) and offset of
+/// the last block handed out (high 32 bits; [`NO_LAST`] once that block
+/// was given back): one word, so that handing out, growing and giving back
+/// each see the two agree.
+static STATE: AtomicU64 = AtomicU64::new(NO_LAST << 32);
+/// No block can be given back by moving the top.
+const NO_LAST: u64 = u32::MAX as u64;
+
+fn state(top: usize, last: u64) -> u64 {
+    (last << 32) | top as u64
+}
+
+fn top_of(state: u64) -> usize {
+    // The offsets stay below `RESERVED`, far below 2^32.
+    (state & u64::from(u32::MAX)) as usize
+}
+
+fn last_of(state: u64) -> u64 {
+    state >> 32
+}
 /// Offset up to which the pages were asked for.
 static POPULATED: AtomicUsize = AtomicUsize::new(0);
 static OPEN: AtomicBool = AtomicBool::new(true);
@@ -138,20 +159,39 @@ pub fn alloc(layout: Layout) -> Option<*mut u8> {
         return None;
     }
     let base = base()?;
-    let mut top = TOP.load(Ordering::Relaxed);
+    let mut now = STATE.load(Ordering::Relaxed);
     loop {
-        let start = round_up(base + top, layout.align()) - base;
+        let start = round_up(base + top_of(now), layout.align()) - base;
         let end = start.checked_add(layout.size())?;
         if end > RESERVED {
             return None;
         }
-        match TOP.compare_exchange_weak(top, end, Ordering::Relaxed, Ordering::Relaxed) {
+        let next = state(end, start as u64);
+        match STATE.compare_exchange_weak(now, next, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => {
                 populate(base, end);
                 return Some((base + start) as *mut u8);
             }
-            Err(now) => top = now,
+            Err(seen) => now = seen,
         }
+    }
+}
+
+/// Gives back an arena block: its room is handed out again if it is the
+/// last block handed out (and was not given back already), else it stays
+/// unused until the exit.
+pub fn free(ptr: *mut u8) {
+    let start = (ptr as usize).wrapping_sub(BASE.load(Ordering::Acquire)) as u64;
+    let now = STATE.load(Ordering::Relaxed);
+    if last_of(now) == start {
+        // Fails only if a block was handed out meanwhile: then this one is
+        // no longer the last.
+        let _ = STATE.compare_exchange(
+            now,
+            state(start as usize, NO_LAST),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -168,13 +208,16 @@ pub unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize, system: &Sy
         .checked_add(new_size)
         .filter(|end| *end <= RESERVED)
         .is_some_and(|end| {
-            TOP.compare_exchange(
-                start + layout.size(),
-                end,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            )
-            .is_ok()
+            let now = STATE.load(Ordering::Relaxed);
+            top_of(now) == start + layout.size()
+                && STATE
+                    .compare_exchange(
+                        now,
+                        state(end, start as u64),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
         });
     if grown {
         populate(base, start + new_size);
@@ -239,6 +282,21 @@ mod tests {
             assert!(owns(moved));
             assert!((0..24).all(|i| *moved.add(i) == 3));
         }
+
+        // The last block given back is handed out again; an earlier one
+        // is not, and the last can go back once only.
+        let last = alloc(layout(64, 8)).unwrap();
+        free(last);
+        assert_eq!(alloc(layout(64, 8)).unwrap(), last);
+        let after = alloc(layout(64, 8)).unwrap();
+        free(last);
+        assert_ne!(alloc(layout(8, 8)).unwrap(), last, "not the last block");
+        let spare = alloc(layout(8, 8)).unwrap();
+        free(spare);
+        free(spare);
+        assert_eq!(alloc(layout(8, 8)).unwrap(), spare);
+        assert!(alloc(layout(8, 8)).unwrap() > spare, "handed out twice");
+        assert!(after > last);
 
         // Full: no block, not even a part of one; a small one still fits.
         assert!(alloc(layout(RESERVED, 8)).is_none());

@@ -10,6 +10,7 @@ pub(crate) mod file;
 mod jobs;
 mod kv;
 mod lease;
+mod memory;
 mod migrate;
 mod schema;
 mod search;
@@ -68,6 +69,11 @@ pub(crate) fn configure_library() {
         };
         if rc != rusqlite::ffi::SQLITE_OK {
             tracing::debug!(rc, "SQLite kept its memory statistics on");
+        }
+        // SQLite's blocks from the program's allocator (`memory`).
+        let rc = memory::use_global_allocator();
+        if rc != rusqlite::ffi::SQLITE_OK {
+            tracing::debug!(rc, "SQLite kept libc's malloc");
         }
         // No initial bulk allocation of page-cache slots: SQLite wrote a
         // header into each of 20 slots of every new cache, 22 pages, and

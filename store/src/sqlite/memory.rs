@@ -1,0 +1,170 @@
+//! SQLite's memory, taken from the program's global allocator.
+//!
+//! Left to itself, SQLite calls libc's `malloc`, beside whatever allocator
+//! the program set: on the static builds that is musl's, which maps a size
+//! class's memory a small group of pages at a time — ≈ 75 of a 0-turn
+//! one-shot's page faults were musl's allocator writing the first header
+//! into a group SQLite had asked for (`perf record -e page-faults`, issue
+//! 39). Through `std::alloc`, SQLite's blocks come from wherever Rust's do:
+//! the CLI's start-up arena during a one-shot, and nothing is freed once
+//! the run only has to exit (the CLI's `heap`).
+//!
+//! Each block carries its size in an 8-byte header, as SQLite's own
+//! `malloc` wrapper does where `malloc_usable_size` is not used (the
+//! bundled build): `xSize` must answer it, and `dealloc` needs the layout.
+
+use std::alloc::Layout;
+use std::ffi::{c_int, c_void};
+
+use rusqlite::ffi;
+
+/// Bytes before each block: its size. Also the blocks' alignment, which
+/// SQLite requires to be 8.
+const HEADER: usize = 8;
+
+/// The layout of a block of `size` bytes with its header.
+fn layout_for(size: usize) -> Option<Layout> {
+    Layout::from_size_align(size.checked_add(HEADER)?, HEADER).ok()
+}
+
+/// A block of `size` bytes: its header written, the address after it
+/// returned; null if `size` is negative or the allocator refused.
+///
+/// # Safety
+/// Called by SQLite only (`xMalloc`).
+unsafe extern "C" fn malloc(size: c_int) -> *mut c_void {
+    let Some(layout) = usize::try_from(size).ok().and_then(layout_for) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: the layout is never zero-sized (the header).
+    let start = unsafe { std::alloc::alloc(layout) };
+    if start.is_null() {
+        return start.cast();
+    }
+    // SAFETY: `start` is HEADER-aligned and has HEADER + size bytes.
+    unsafe {
+        start.cast::<usize>().write(layout.size() - HEADER);
+        start.add(HEADER).cast()
+    }
+}
+
+/// The start and layout of the block SQLite knows as `block`.
+///
+/// # Safety
+/// `block` was returned by [`malloc`] or [`realloc`] and not freed.
+unsafe fn start_of(block: *mut c_void) -> (*mut u8, Layout) {
+    // SAFETY: the caller's guarantee: a header precedes `block`.
+    let start = unsafe { block.cast::<u8>().sub(HEADER) };
+    // SAFETY: as above; the header holds the size it was made with.
+    let size = unsafe { start.cast::<usize>().read() };
+    // SAFETY: the same size and alignment made a valid layout before.
+    let layout = unsafe { Layout::from_size_align_unchecked(size + HEADER, HEADER) };
+    (start, layout)
+}
+
+/// # Safety
+/// Called by SQLite only (`xFree`), with a block of [`malloc`] or
+/// [`realloc`]; SQLite never passes null here.
+unsafe extern "C" fn free(block: *mut c_void) {
+    if block.is_null() {
+        return;
+    }
+    // SAFETY: the caller's guarantee.
+    let (start, layout) = unsafe { start_of(block) };
+    // SAFETY: allocated with this layout by the global allocator.
+    unsafe { std::alloc::dealloc(start, layout) };
+}
+
+/// # Safety
+/// Called by SQLite only (`xRealloc`), with a live block and a new size.
+unsafe extern "C" fn realloc(block: *mut c_void, size: c_int) -> *mut c_void {
+    let Some(new_layout) = usize::try_from(size).ok().and_then(layout_for) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: the caller's guarantee.
+    let (start, layout) = unsafe { start_of(block) };
+    // SAFETY: allocated with `layout` by the global allocator; the new size
+    // is non-zero and, rounded to the alignment, does not overflow.
+    let moved = unsafe { std::alloc::realloc(start, layout, new_layout.size()) };
+    if moved.is_null() {
+        return moved.cast();
+    }
+    // SAFETY: as in `malloc`.
+    unsafe {
+        moved.cast::<usize>().write(new_layout.size() - HEADER);
+        moved.add(HEADER).cast()
+    }
+}
+
+/// # Safety
+/// Called by SQLite only (`xSize`), with a live block or null.
+unsafe extern "C" fn size_of(block: *mut c_void) -> c_int {
+    if block.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's guarantee.
+    let (_, layout) = unsafe { start_of(block) };
+    // At most `c_int::MAX` bytes were asked for.
+    c_int::try_from(layout.size() - HEADER).unwrap_or(c_int::MAX)
+}
+
+/// What [`malloc`] would hand out for `size`: SQLite's own wrapper rounds
+/// to 8, which keeps its lookaside and page-cache arithmetic as before.
+extern "C" fn roundup(size: c_int) -> c_int {
+    size.saturating_add(7) & !7
+}
+
+extern "C" fn init(_: *mut c_void) -> c_int {
+    ffi::SQLITE_OK
+}
+
+extern "C" fn shutdown(_: *mut c_void) {}
+
+/// Hands SQLite [`malloc`] and the rest. Only before the library has
+/// initialised (`super::configure_library`); returns SQLite's answer.
+pub(super) fn use_global_allocator() -> c_int {
+    let methods = ffi::sqlite3_mem_methods {
+        xMalloc: Some(malloc),
+        xFree: Some(free),
+        xRealloc: Some(realloc),
+        xSize: Some(size_of),
+        xRoundup: Some(roundup),
+        xInit: Some(init),
+        xShutdown: Some(shutdown),
+        pAppData: std::ptr::null_mut(),
+    };
+    // SAFETY: `SQLITE_CONFIG_MALLOC` takes a pointer to the methods, which
+    // SQLite copies; each function keeps SQLite's contract (8-byte aligned
+    // blocks, `xSize` of a live block, null on failure).
+    unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_MALLOC, &methods) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block keeps its size and contents through a realloc, and is
+    /// aligned as SQLite needs.
+    #[test]
+    fn blocks_keep_their_size_and_contents() {
+        // SAFETY: the functions are used as SQLite uses them: each block
+        // freed once, sizes within range.
+        unsafe {
+            let block = malloc(13);
+            assert!(!block.is_null());
+            assert_eq!(block as usize % 8, 0);
+            assert_eq!(size_of(block), 13);
+            block.cast::<u8>().copy_from(b"hello, sqlite".as_ptr(), 13);
+            let grown = realloc(block, 4000);
+            assert_eq!(size_of(grown), 4000);
+            assert_eq!(
+                std::slice::from_raw_parts(grown.cast::<u8>(), 13),
+                b"hello, sqlite"
+            );
+            free(grown);
+            assert!(malloc(-1).is_null());
+            assert_eq!(size_of(std::ptr::null_mut()), 0);
+            assert_eq!(roundup(13), 16);
+        }
+    }
+}

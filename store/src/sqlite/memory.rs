@@ -12,8 +12,15 @@
 //! Each block carries its size in an 8-byte header, as SQLite's own
 //! `malloc` wrapper does where `malloc_usable_size` is not used (the
 //! bundled build): `xSize` must answer it, and `dealloc` needs the layout.
+//!
+//! Blocks of [`LARGE`] bytes or more go to the system allocator directly:
+//! a statement journal held in memory takes 64 KiB chunks, one for each
+//! statement of a transaction that may need undoing — 17 of them (1.1 MB)
+//! as a new database's schema is built — and an arena that never reuses a
+//! block was full before the run's own first turn (a fresh home's 20-turn
+//! one-shot: 11.24 M instructions against 10.57 M with libc's `malloc`).
 
-use std::alloc::Layout;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::{c_int, c_void};
 
 use rusqlite::ffi;
@@ -21,6 +28,38 @@ use rusqlite::ffi;
 /// Bytes before each block: its size. Also the blocks' alignment, which
 /// SQLite requires to be 8.
 const HEADER: usize = 8;
+
+/// Blocks this large (with their header) come from [`System`], not the
+/// global allocator.
+const LARGE: usize = 64 << 10;
+
+/// A block of `layout` from the allocator its size calls for.
+///
+/// # Safety
+/// As [`GlobalAlloc::alloc`].
+unsafe fn allocate(layout: Layout) -> *mut u8 {
+    if layout.size() >= LARGE {
+        // SAFETY: the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    } else {
+        // SAFETY: as above.
+        unsafe { std::alloc::alloc(layout) }
+    }
+}
+
+/// Gives back a block of [`allocate`].
+///
+/// # Safety
+/// As [`GlobalAlloc::dealloc`], with a block of [`allocate`].
+unsafe fn deallocate(start: *mut u8, layout: Layout) {
+    if layout.size() >= LARGE {
+        // SAFETY: the caller's guarantees: [`System`]'s block.
+        unsafe { System.dealloc(start, layout) }
+    } else {
+        // SAFETY: as above, the global allocator's.
+        unsafe { std::alloc::dealloc(start, layout) }
+    }
+}
 
 /// The layout of a block of `size` bytes with its header.
 fn layout_for(size: usize) -> Option<Layout> {
@@ -37,7 +76,7 @@ unsafe extern "C" fn malloc(size: c_int) -> *mut c_void {
         return std::ptr::null_mut();
     };
     // SAFETY: the layout is never zero-sized (the header).
-    let start = unsafe { std::alloc::alloc(layout) };
+    let start = unsafe { allocate(layout) };
     if start.is_null() {
         return start.cast();
     }
@@ -71,8 +110,8 @@ unsafe extern "C" fn free(block: *mut c_void) {
     }
     // SAFETY: the caller's guarantee.
     let (start, layout) = unsafe { start_of(block) };
-    // SAFETY: allocated with this layout by the global allocator.
-    unsafe { std::alloc::dealloc(start, layout) };
+    // SAFETY: allocated with this layout by `allocate`.
+    unsafe { deallocate(start, layout) };
 }
 
 /// # Safety
@@ -83,9 +122,32 @@ unsafe extern "C" fn realloc(block: *mut c_void, size: c_int) -> *mut c_void {
     };
     // SAFETY: the caller's guarantee.
     let (start, layout) = unsafe { start_of(block) };
-    // SAFETY: allocated with `layout` by the global allocator; the new size
-    // is non-zero and, rounded to the alignment, does not overflow.
-    let moved = unsafe { std::alloc::realloc(start, layout, new_layout.size()) };
+    let moved = if (layout.size() >= LARGE) == (new_layout.size() >= LARGE) {
+        // SAFETY: allocated with `layout` by the allocator that also takes
+        // the new size; that size is non-zero and, rounded to the
+        // alignment, does not overflow.
+        unsafe {
+            if layout.size() >= LARGE {
+                System.realloc(start, layout, new_layout.size())
+            } else {
+                std::alloc::realloc(start, layout, new_layout.size())
+            }
+        }
+    } else {
+        // Across the threshold: a block of the other allocator.
+        // SAFETY: a non-zero layout.
+        let moved = unsafe { allocate(new_layout) };
+        if !moved.is_null() {
+            // SAFETY: both blocks hold the smaller size after the headers;
+            // they are distinct; the old one is then given back once.
+            unsafe {
+                let kept = layout.size().min(new_layout.size()) - HEADER;
+                std::ptr::copy_nonoverlapping(start.add(HEADER), moved.add(HEADER), kept);
+                deallocate(start, layout);
+            }
+        }
+        moved
+    };
     if moved.is_null() {
         return moved.cast();
     }
@@ -162,6 +224,25 @@ mod tests {
                 b"hello, sqlite"
             );
             free(grown);
+            // Across the threshold of the system allocator, both ways.
+            let small = malloc(100);
+            small.cast::<u8>().write_bytes(5, 100);
+            let large = realloc(small, 100 << 10);
+            assert_eq!(size_of(large), 100 << 10);
+            assert!(
+                std::slice::from_raw_parts(large.cast::<u8>(), 100)
+                    .iter()
+                    .all(|b| *b == 5)
+            );
+            let small = realloc(large, 50);
+            assert_eq!(size_of(small), 50);
+            assert!(
+                std::slice::from_raw_parts(small.cast::<u8>(), 50)
+                    .iter()
+                    .all(|b| *b == 5)
+            );
+            free(small);
+            free(malloc(LARGE as c_int));
             assert!(malloc(-1).is_null());
             assert_eq!(size_of(std::ptr::null_mut()), 0);
             assert_eq!(roundup(13), 16);

@@ -75,6 +75,8 @@ unsafe extern "C" fn malloc(size: c_int) -> *mut c_void {
     let Some(layout) = usize::try_from(size).ok().and_then(layout_for) else {
         return std::ptr::null_mut();
     };
+    #[cfg(test)]
+    tests::MALLOCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: the layout is never zero-sized (the header).
     let start = unsafe { allocate(layout) };
     if start.is_null() {
@@ -204,6 +206,30 @@ pub(super) fn use_global_allocator() -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls of [`malloc`] in this test binary.
+    pub(super) static MALLOCS: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
+    /// Once the store has configured the library, SQLite's blocks come
+    /// from [`malloc`] (the test binary's other tests may call it too: the
+    /// count only grows).
+    #[test]
+    fn sqlite_allocates_here_once_the_store_configured_it() {
+        super::super::configure_library();
+        let before = MALLOCS.load(std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: a block of SQLite's, asked its size and freed once.
+        unsafe {
+            let block = ffi::sqlite3_malloc(13);
+            assert!(!block.is_null());
+            assert_eq!(ffi::sqlite3_msize(block), 13);
+            ffi::sqlite3_free(block);
+        }
+        assert!(
+            MALLOCS.load(std::sync::atomic::Ordering::Relaxed) > before,
+            "SQLite kept its own malloc"
+        );
+    }
 
     /// A block keeps its size and contents through a realloc, and is
     /// aligned as SQLite needs.

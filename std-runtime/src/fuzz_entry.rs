@@ -116,10 +116,9 @@ pub fn search_page(data: &[u8]) {
 /// `html_to_text`: never a panic, text at most twice the page (each
 /// expanding case — a table cell marker, a control character — doubles at
 /// most), and the tag scans linear in the page (see `TagEnds`).
-#[cfg(feature = "web")]
 pub fn html_to_text(data: &[u8]) {
     let html = String::from_utf8_lossy(data);
-    let (text, steps) = crate::tools::web::reduce(&html);
+    let (text, steps) = crate::tools::html_text::reduce(&html);
     assert!(
         text.len() <= 2 * html.len(),
         "{} bytes of text from {} of HTML",

@@ -2,7 +2,7 @@
 //! answered. Pure: no I/O, so the rules (who, what is automatic, which
 //! thread, what the model reads) are tested without a server.
 
-use mail_parser::{HeaderValue, MessageParser, MimeHeaders};
+use mail_parser::{HeaderValue, MessageParser, MimeHeaders, PartType};
 use serde::{Deserialize, Serialize};
 
 use hermes_platform_kit::event::{
@@ -141,6 +141,18 @@ pub(crate) fn strip_quoted(body: &str) -> String {
     kept.join("\n").trim().to_owned()
 }
 
+/// The mail's first text body; an HTML one read as the web tool reads a
+/// page (`hermes_runtime`'s `html_to_text`). Not mail-parser's own
+/// converter: its table of 2,125 HTML entities was 2,125 pointers the
+/// loader relocates at every start of every command (issue 39).
+fn body_text(message: &mail_parser::Message<'_>) -> Option<String> {
+    match &message.text_part(0)?.body {
+        PartType::Text(text) => Some(text.to_string()),
+        PartType::Html(html) => Some(hermes_runtime::tools::html_to_text(html)),
+        _ => None,
+    }
+}
+
 fn media_of(message: &mail_parser::Message<'_>, place: Place) -> Vec<MediaRef> {
     message
         .attachments()
@@ -245,8 +257,7 @@ pub(crate) fn read(
             thread_id(root)
         });
     let subject = message.subject().unwrap_or_default().trim().to_owned();
-    let body = message
-        .body_text(0)
+    let body = body_text(&message)
         .map(|b| strip_quoted(&b))
         .unwrap_or_default();
     // The first mail of a thread: its subject is often half the question.
@@ -407,6 +418,24 @@ mod tests {
             strip_quoted("On Monday we ship.\nGood?"),
             "On Monday we ship.\nGood?"
         );
+    }
+
+    #[test]
+    fn an_html_mail_is_read_as_text() {
+        let raw = "From: alice@example.org\r\nMessage-ID: <h@x>\r\nIn-Reply-To: <m2@bot>\r\n\
+                   MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n\
+                   <html><head><style>p {}</style></head><body>\
+                   <p>Fish &amp; chips &lt;3 &eacute;t&#233;</p><ul><li>one</li><li>two</li></ul>\
+                   </body></html>\r\n";
+        let a = read(raw.as_bytes(), &config(), PLACE, &|_| None).unwrap();
+        assert_eq!(a.event.text, "Fish & chips <3 été\n\n- one\n- two");
+        // Both parts: the plain one is read.
+        let both = "From: alice@example.org\r\nMessage-ID: <b@x>\r\nIn-Reply-To: <m2@bot>\r\n\
+                    MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=\"b\"\r\n\r\n\
+                    --b\r\nContent-Type: text/plain\r\n\r\nplain words\r\n\
+                    --b\r\nContent-Type: text/html\r\n\r\n<p>html words</p>\r\n--b--\r\n";
+        let b = read(both.as_bytes(), &config(), PLACE, &|_| None).unwrap();
+        assert_eq!(b.event.text, "plain words");
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub mod cronjob;
 mod delegate;
 mod fs;
 pub(crate) mod html_scan;
+pub(crate) mod html_text;
 mod memory;
 #[cfg(feature = "documents")]
 mod scan;
@@ -76,6 +77,7 @@ pub use cronjob::CronjobTool;
 #[cfg(feature = "delegate")]
 pub use delegate::DelegateTool;
 pub use fs::{PatchTool, ReadFileTool, WriteFileTool};
+pub use html_text::html_to_text;
 pub use memory::{DEFAULT_MEMORY_CAP_BYTES, MEMORY_ENTRY_SEPARATOR, MemoryTool};
 pub use search::SearchFilesTool;
 pub use send_file::{ConfinedFiles, FileKind, FileOutbox, OutboundFile, ReadFile, SendFileTool};
@@ -85,7 +87,7 @@ pub use terminal::TerminalTool;
 pub use todo::{TodoState, TodoTool};
 pub use vision::{VisionAnalyzeTool, VisionSource, is_public};
 #[cfg(feature = "web")]
-pub use web::{WebFetchTool, html_to_text};
+pub use web::WebFetchTool;
 pub use web_search::{SearchBackend, WebSearchSettings, WebSearchTool};
 
 pub(crate) use workdir::{Access, Workdir};

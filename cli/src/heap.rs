@@ -31,8 +31,9 @@ pub struct Heap;
 // `dealloc` after `stop_freeing` does nothing, and that on the musl builds
 // the arena's blocks are the arena's: each is aligned and sized as asked,
 // within a mapping that lives as long as the process, and its room is
-// handed out again only after it was given back (`arena`). Never freeing a block is
-// always sound (it leaks; the block stays valid and is never reused).
+// handed out again only after it was given back (`arena`). Never freeing a
+// block is always sound (it leaks; the block stays valid and is never
+// reused).
 unsafe impl GlobalAlloc for Heap {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -302,6 +302,47 @@ mod tests {
         assert!(alloc(layout(8, 8)).unwrap() > spare, "handed out twice");
         assert!(after > last);
 
+        // Threads handing out, growing and giving back at once never get
+        // overlapping blocks: each fills its blocks with its own bytes,
+        // gives most back at once (the last-block rule at work under
+        // contention) and finds the ones it kept unchanged at the end.
+        let threads: Vec<_> = (1..=4u8)
+            .map(|id| {
+                std::thread::spawn(move || {
+                    let mut kept = Vec::new();
+                    for i in 0..2_000usize {
+                        let size = 8 + (i * 37 + usize::from(id) * 11) % 120;
+                        let block = alloc(layout(size, 8)).unwrap();
+                        // SAFETY: a live block of `size` bytes, ours alone.
+                        unsafe { block.write_bytes(id, size) };
+                        if i % 7 == 0 {
+                            // SAFETY: as above; grown to twice its size.
+                            let grown =
+                                unsafe { realloc(block, layout(size, 8), 2 * size, &System) };
+                            // SAFETY: the grown block, `2 * size` bytes.
+                            unsafe { grown.write_bytes(id, 2 * size) };
+                            kept.push((grown as usize, 2 * size));
+                        } else if i % 5 == 0 {
+                            kept.push((block as usize, size));
+                        } else {
+                            free(block);
+                        }
+                    }
+                    kept
+                })
+            })
+            .collect();
+        for (id, thread) in (1..=4u8).zip(threads) {
+            for (block, size) in thread.join().unwrap() {
+                // SAFETY: a block the thread kept, never given back.
+                let bytes = unsafe { std::slice::from_raw_parts(block as *const u8, size) };
+                assert!(
+                    bytes.iter().all(|b| *b == id),
+                    "a block of thread {id} was overwritten"
+                );
+            }
+        }
+
         // Full: no block, not even a part of one; a small one still fits.
         assert!(alloc(layout(RESERVED, 8)).is_none());
         assert!(alloc(layout(16, 8)).is_some());

@@ -172,8 +172,10 @@ unsafe extern "C" fn size_of(block: *mut c_void) -> c_int {
     c_int::try_from(layout.size() - HEADER).unwrap_or(c_int::MAX)
 }
 
-/// What [`malloc`] would hand out for `size`: SQLite's own wrapper rounds
-/// to 8, which keeps its lookaside and page-cache arithmetic as before.
+/// The size SQLite is told a request of `size` rounds up to: a multiple
+/// of 8, as its own wrapper answers, which keeps its lookaside and
+/// page-cache arithmetic as before ([`malloc`] itself hands out exactly
+/// what is asked, and [`size_of`] answers that).
 extern "C" fn roundup(size: c_int) -> c_int {
     size.saturating_add(7) & !7
 }

@@ -102,6 +102,21 @@ const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Cap on an error body kept for the message (only its text matters).
 const MAX_ERROR_BODY_BYTES: usize = 1024 * 1024;
 
+/// The largest request buffer kept for the next call. A tool turn's request
+/// grows by what the turn added; writing it into the last one's buffer
+/// spares a fresh block of that size each turn (in a one-shot's start-up
+/// arena, ≈ 8 pages the kernel zeroes, and cold cache lines). A request
+/// with inlined images can be megabytes: that buffer goes.
+const KEPT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// What calls of one client (and its clones) keep for the next.
+#[derive(Default)]
+struct Kept {
+    encoder: RequestEncoder,
+    /// An empty buffer with the capacity of the largest request sent.
+    body: Vec<u8>,
+}
+
 /// Why a client could not be built or a non-chat call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -129,9 +144,10 @@ pub struct OpenAiClient {
     /// Content type, auth and extra headers, validated once.
     headers: Arc<[(HeaderName, HeaderValue)]>,
     /// Keeps the encoded system prompt and tool schemas between calls (most
-    /// of every request body; see `RequestEncoder`). Shared by clones; a
-    /// call that finds it busy encodes without it.
-    encoder: Arc<Mutex<RequestEncoder>>,
+    /// of every request body; see `RequestEncoder`), and the last request's
+    /// buffer. Shared by clones; a call that finds it busy encodes without
+    /// it.
+    encoder: Arc<Mutex<Kept>>,
     /// The API it speaks (this type: OpenAI's; [`AnthropicClient`] wraps
     /// one speaking Anthropic's).
     wire: Wire,
@@ -482,7 +498,13 @@ impl OpenAiClient {
     /// wire, with this turn's images inlined when the client has a media
     /// directory (SPEC X6) and the encoder's kept state reused when free.
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
-        let mut body = Vec::with_capacity(4096);
+        // A call that finds the shared encoder busy (a clone calling at the
+        // same time) encodes without what it keeps.
+        let mut kept = self.encoder.try_lock().ok();
+        let mut body = match kept.as_deref_mut() {
+            Some(kept) if kept.body.capacity() > 0 => std::mem::take(&mut kept.body),
+            _ => Vec::with_capacity(4096),
+        };
         // The images of this turn, read for this request only (SPEC X6).
         let inline = self
             .opts
@@ -493,16 +515,13 @@ impl OpenAiClient {
             Some(images) => images,
             None => &TextReferences,
         };
-        // A call that finds the shared encoder busy (a clone calling at the
-        // same time) encodes without what it keeps.
-        let mut encoder = self.encoder.try_lock().ok();
         self.wire
             .encode(
                 &self.opts,
                 stream,
                 request,
                 attachments,
-                encoder.as_deref_mut(),
+                kept.as_deref_mut().map(|kept| &mut kept.encoder),
                 &mut body,
             )
             .map_err(|e| {
@@ -511,8 +530,21 @@ impl OpenAiClient {
                     format!("could not build the request: {e}"),
                 )
             })?;
-        drop(encoder);
         Ok(body)
+    }
+
+    /// Keeps a sent request's buffer for the next call to encode into,
+    /// unless a very large request (inlined images) grew it.
+    fn keep_buffer(&self, mut body: Vec<u8>) {
+        if body.capacity() > KEPT_BODY_LIMIT {
+            return;
+        }
+        if let Ok(mut kept) = self.encoder.try_lock()
+            && kept.body.capacity() < body.capacity()
+        {
+            body.clear();
+            kept.body = body;
+        }
     }
 
     /// One streamed chat attempt. `request` is encoded again, without
@@ -709,7 +741,9 @@ impl Model for OpenAiClient {
             } else {
                 client.plain_attempt(&body, sink, deadline)
             }
-        })?;
+        });
+        self.keep_buffer(body);
+        let completion = completion?;
         // Stopped during a backoff: nothing was received, nothing is lost.
         let mut completion = completion.unwrap_or_default();
         // The configured name, for prices and for the user (a provider's

@@ -667,3 +667,38 @@ fn connections_are_reused_between_calls() {
     );
     server.assert_clean();
 }
+
+/// A client writes each request into the buffer of the one before: a short
+/// request after a long one carries nothing of it (the body is exactly the
+/// short request's JSON: a leftover byte would be trailing characters).
+#[test]
+fn a_short_request_after_a_long_one_carries_nothing_of_it() {
+    let server = ScriptedServer::openai(
+        None,
+        vec![Reply::text_stream(&["one"]), Reply::text_stream(&["two"])],
+    );
+    let client = OpenAiClient::new(options(server.base_url(), None)).unwrap();
+    let long = "x".repeat(20_000);
+    for text in [long, "short".to_owned()] {
+        // A clone shares what the client keeps.
+        let client = client.clone();
+        within(HANG_GUARD, move || {
+            let history = vec![LedgerEntry::new(Message::user(text))];
+            let request = ChatRequest {
+                system_prompt: "You are a test.",
+                messages: &history,
+                tools: &[],
+                tool_choice: hermes_core::ToolChoice::Auto,
+            };
+            client.complete(&request, &mut RecordingSink::default())
+        })
+        .unwrap();
+    }
+    server.assert_clean();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body.len() < 200, "{}", requests[1].body.len());
+    let body = requests[1].json();
+    assert_eq!(body["messages"][1]["content"], "short");
+    assert_eq!(body["messages"].as_array().map(Vec::len), Some(2));
+}

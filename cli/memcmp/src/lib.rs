@@ -17,6 +17,9 @@
 #![no_std]
 #![no_builtins]
 
+#[cfg(target_arch = "x86_64")]
+pub mod copy;
+
 use core::ffi::c_int;
 #[cfg(target_env = "musl")]
 use core::ffi::c_void;

@@ -296,6 +296,138 @@ fn a_static_build_asks_for_its_relocated_pages_at_once() {
     );
 }
 
+/// `hermes_start` applies the static build's packed relocations itself and
+/// leaves musl's `_start` none to apply (`cli/src/start.rs`): a word missed
+/// or relocated twice would be a wrong pointer, perhaps one that is rarely
+/// followed. So a running process's memory is read (`/proc/<pid>/mem`,
+/// while it waits for a provider that never answers) and every word the
+/// `DT_RELR` table names inside `PT_GNU_RELRO` — which nothing writes
+/// after start-up — must hold the file's value plus the load address.
+/// Native builds only: under qemu-user the memory read is qemu's.
+#[test]
+fn a_static_build_relocates_each_word_once() {
+    const PT_DYNAMIC: u32 = 2;
+    const PT_GNU_RELRO: u32 = 0x6474_e552;
+    const DT_RELRSZ: u64 = 35;
+    const DT_RELR: u64 = 36;
+    let s = subject();
+    let arch = s.target.split('-').next().unwrap_or("");
+    if !s.target.contains("musl") || !s.runner.is_empty() || arch != std::env::consts::ARCH {
+        return;
+    }
+    let elf = Elf::read(&s.exe);
+    assert!(elf.wide, "the static builds are 64-bit");
+    let header = |p_type| elf.headers.iter().find(|h| h.p_type == p_type);
+    // The file offset of a loaded address.
+    let at = |vaddr: u64| {
+        let h = elf
+            .headers
+            .iter()
+            .find(|h| h.p_type == 1 && (h.vaddr..h.vaddr + h.filesz as u64).contains(&vaddr))
+            .unwrap_or_else(|| panic!("{vaddr:#x} is in no PT_LOAD"));
+        h.offset + (vaddr - h.vaddr) as usize
+    };
+    let dynamic = header(PT_DYNAMIC).expect("a PT_DYNAMIC segment");
+    let (mut table, mut size) = (0, 0);
+    for entry in (dynamic.offset..dynamic.offset + dynamic.filesz).step_by(16) {
+        match elf.num(entry, 8) {
+            0 => break,
+            DT_RELR => table = elf.num(entry + 8, 8),
+            DT_RELRSZ => size = elf.num(entry + 8, 8),
+            _ => {}
+        }
+    }
+    assert!(table != 0 && size != 0, "a DT_RELR table");
+    // The addresses the table names (an even entry: one address; an odd
+    // one: a bitmap of the 63 words after the last).
+    let mut relocated = Vec::new();
+    let mut next = 0;
+    for entry in (at(table)..at(table) + size as usize).step_by(8) {
+        let value = elf.num(entry, 8);
+        if value & 1 == 0 {
+            relocated.push(value);
+            next = value + 8;
+        } else {
+            relocated.extend(
+                (1..64)
+                    .filter(|bit| value >> bit & 1 == 1)
+                    .map(|bit| next + (bit - 1) * 8),
+            );
+            next += 63 * 8;
+        }
+    }
+    let relro = header(PT_GNU_RELRO).expect("a PT_GNU_RELRO segment");
+    let unchanged: Vec<u64> = relocated
+        .into_iter()
+        .filter(|a| (relro.vaddr..relro.vaddr + relro.filesz as u64).contains(a))
+        .collect();
+    assert!(
+        unchanged.len() > 10_000,
+        "{} relocated words in PT_GNU_RELRO",
+        unchanged.len()
+    );
+
+    let provider = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut c = s.command();
+    c.env("HOME", home.path())
+        .env("HERMES_HOME", home.path())
+        .env(
+            "HERMES_BASE_URL",
+            format!("http://{}/v1", provider.local_addr().unwrap()),
+        )
+        .env("HERMES_MODEL", "fake-model")
+        .args(["-Q", "-z", "hello"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    // Once it asks, start-up is long over; it waits for the answer.
+    provider.set_nonblocking(true).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let _asking = loop {
+        match provider.accept() {
+            Ok(connection) => break connection,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("hermes ended ({status}) before asking the provider");
+                }
+                assert!(std::time::Instant::now() < deadline, "hermes never asked");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
+    let exe = std::fs::canonicalize(&s.exe).unwrap();
+    let base = maps
+        .lines()
+        .find(|line| line.ends_with(exe.to_str().unwrap()))
+        .and_then(|line| line.split('-').next())
+        .map(|start| u64::from_str_radix(start, 16).unwrap())
+        .expect("the image's first mapping");
+    let mut memory = std::fs::File::open(format!("/proc/{}/mem", child.id())).unwrap();
+    let mut wrong = Vec::new();
+    for &address in &unchanged {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut word = [0u8; 8];
+        memory.seek(SeekFrom::Start(base + address)).unwrap();
+        memory.read_exact(&mut word).unwrap();
+        let want = elf.num(at(address), 8).wrapping_add(base);
+        if u64::from_le_bytes(word) != want {
+            wrong.push(address);
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} relocated words differ from the file's value plus {base:#x}, first at {:#x?}",
+        wrong.len(),
+        unchanged.len(),
+        &wrong[..wrong.len().min(8)]
+    );
+}
+
 /// The build attributes the linker merged from every object: ARMv7-A with
 /// Thumb-2, hard-float arguments, an FPU of the VFPv3 family. A peer's
 /// "ARMv6" build was really ARMv7 + NEON and crashed on the boards it

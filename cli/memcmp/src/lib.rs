@@ -1,4 +1,5 @@
-//! `memcmp` and `bcmp` for the static builds (issue 39, item 5).
+//! `memcmp` and `bcmp` for the static builds (issue 39, item 5), and on
+//! x86_64 `memcpy` and `memmove` ([`copy`]).
 //!
 //! musl's `memcmp` is a loop over single bytes (`src/string/memcmp.c`), and
 //! its `bcmp` calls it: ≈ 6 instructions a byte. In a 20-tool-turn one-shot
@@ -13,7 +14,7 @@
 //! (a second definition would be a link error, not a silent choice).
 //!
 //! `#![no_builtins]`: the compiler must not turn the loops of a function
-//! named `memcmp` into a call to `memcmp`.
+//! named `memcmp` into a call to `memcmp` (nor `memcpy`'s into `memcpy`).
 #![no_std]
 #![no_builtins]
 

@@ -7,9 +7,11 @@
 #   scripts/budgets.sh            report every figure
 #   scripts/budgets.sh --check    report, then fail if a limit is exceeded
 #   scripts/budgets.sh --cpu      also the CPU per loop iteration (31 pairs
-#                                 of runs; reported, never enforced: CPU
+#                                 of runs). Its target is in microseconds;
+#                                 what --check enforces is its ratio to the
+#                                 hello world's CPU in the same sitting (CPU
 #                                 time on a shared machine is too noisy for
-#                                 a gate)
+#                                 a gate in microseconds)
 #
 # Two builds are measured:
 #   default   the full build, static-pie on musl (issue 39): x86_64 at
@@ -68,7 +70,8 @@ BOARD_RSS_ONESHOT_TARGET_KIB=8000
 BOARD_RSS_ONESHOT_LIMIT_KIB=8000      # = the target, met (2026-12-06: 5,584 KiB here with the board's order recorded from its own runs and a new database built in one step, 6,008 from a copy written by `cp`; 7,688 in CI45 with the order carried over from the default build; 9,668 in CI23 without any). A copy written by `cp` reads 300-900 KiB more than the linker's file (large page-cache folios)
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000
 BOARD_RSS_IDLE_GATEWAY_LIMIT_KIB=9000   # = the target, met; TIGHTENED 2026-12-06 (was 9,600): 6,896 KiB here with the board's own recorded order (7,056 from disk; 9,144 in CI45 with the carried-over order)
-CPU_ITERATION_TARGET_US=150    # reported only
+CPU_ITERATION_TARGET_US=150    # issue 39, item 4; met on 2026-12-06 (107 us: memcpy of our own, the request's buffer kept)
+CPU_ITERATION_RATIO_LIMIT=1.8  # the fence that target became: CPU per iteration over the hello world's in the same sitting, enforced with --cpu --check; measured 1.20, 1.26 and 1.43 in three runs of one sitting on 2026-12-06 (107-124 us against 87-92 us), +25 % on the worst
 # Start-up against a static-pie hello world built and run in the same
 # sitting (issue 39, item 4): ratios of median CPU (user + system, wait4)
 # and page faults. Targets: `--version` 1.5x and 80 faults, a 0-turn
@@ -337,6 +340,8 @@ if [ "$cpu" = 1 ]; then
   printf 'cpu\tone-shot 20 turns / 0 turns, medians of %s runs (us)\t%s\t%s\n' "$pairs" "$c20" "$c0"
   printf 'cpu\tper iteration: median of the pairs'"'"' differences / 20 (us)\t%s\n' "$per_median"
   printf 'cpu\tper iteration: difference of the medians / 20 (us)\t%s\n' $(((c20 - c0) / 20))
+  iteration_ratio=$(awk -v p="$per_median" -v h="$hello_cpu" 'BEGIN { printf "%.2f", p / (h > 0 ? h : 1) }')
+  printf 'cpu\tper iteration against the hello world\t%s\n' "$iteration_ratio"
   if [ "$per_median" -le "$CPU_ITERATION_TARGET_US" ]; then
     printf 'budget\tCPU per iteration\treported\t%s us, target %s us: met\n' "$per_median" "$CPU_ITERATION_TARGET_US"
   else
@@ -353,6 +358,9 @@ ratio_verdict "--version CPU against hello world" "$version_ratio" "$VERSION_RAT
 verdict "--version page faults" "$version_faults" "$VERSION_FAULTS_TARGET" "$VERSION_FAULTS_LIMIT" faults
 ratio_verdict "0-turn one-shot CPU against hello world" "$oneshot0_ratio" "$ONESHOT0_RATIO_TARGET" "$ONESHOT0_RATIO_LIMIT"
 verdict "0-turn one-shot page faults" "$oneshot0_faults" "$ONESHOT0_FAULTS_TARGET" "$ONESHOT0_FAULTS_LIMIT" faults
+if [ "$cpu" = 1 ]; then
+  ratio_verdict "CPU per iteration against hello world" "$iteration_ratio" "$CPU_ITERATION_RATIO_LIMIT" "$CPU_ITERATION_RATIO_LIMIT"
+fi
 verdict "board x86_64 binary" "$board_size" "$BOARD_SIZE_X86_64_TARGET" "$BOARD_SIZE_X86_64_LIMIT" bytes
 verdict "board one-shot peak RSS" "$board_rss" "$BOARD_RSS_ONESHOT_TARGET_KIB" "$BOARD_RSS_ONESHOT_LIMIT_KIB" KiB
 verdict "board idle gateway RSS" "$board_idle" "$BOARD_RSS_IDLE_GATEWAY_TARGET_KIB" "$BOARD_RSS_IDLE_GATEWAY_LIMIT_KIB" KiB

@@ -147,7 +147,7 @@ pub struct OpenAiClient {
     /// of every request body; see `RequestEncoder`), and the last request's
     /// buffer. Shared by clones; a call that finds it busy encodes without
     /// it.
-    encoder: Arc<Mutex<Kept>>,
+    kept: Arc<Mutex<Kept>>,
     /// The API it speaks (this type: OpenAI's; [`AnthropicClient`] wraps
     /// one speaking Anthropic's).
     wire: Wire,
@@ -235,7 +235,7 @@ impl OpenAiClient {
             userinfo,
             headers: headers.into(),
             opts: Arc::new(opts),
-            encoder: Arc::default(),
+            kept: Arc::default(),
             wire,
         })
     }
@@ -500,7 +500,7 @@ impl OpenAiClient {
     fn encode(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
         // A call that finds the shared encoder busy (a clone calling at the
         // same time) encodes without what it keeps.
-        let mut kept = self.encoder.try_lock().ok();
+        let mut kept = self.kept.try_lock().ok();
         let mut body = match kept.as_deref_mut() {
             Some(kept) if kept.body.capacity() > 0 => std::mem::take(&mut kept.body),
             _ => Vec::with_capacity(4096),
@@ -539,7 +539,7 @@ impl OpenAiClient {
         if body.capacity() > KEPT_BODY_LIMIT {
             return;
         }
-        if let Ok(mut kept) = self.encoder.try_lock()
+        if let Ok(mut kept) = self.kept.try_lock()
             && kept.body.capacity() < body.capacity()
         {
             body.clear();

@@ -19,9 +19,18 @@ pub(super) fn session_id(now_ms: u64, suffix: u32) -> String {
     )
 }
 
-/// A fresh random suffix.
+/// A fresh random suffix, from the system's generator (`getrandom`): rand's
+/// thread generator would first detect its ChaCha code's CPU features, and
+/// in a VM those `cpuid`s trap to the hypervisor — ≈ 37 µs of a one-shot's
+/// start on the machine we measure on (issue 39). Should the system refuse,
+/// the clock's nanoseconds do: the store retries an id that collides.
 pub(super) fn random_suffix() -> u32 {
-    rand::random::<u32>()
+    use rand::TryRng;
+    rand::rngs::SysRng.try_next_u32().unwrap_or_else(|_| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.subsec_nanos())
+    })
 }
 
 /// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian

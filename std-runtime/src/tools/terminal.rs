@@ -228,7 +228,12 @@ impl PrivateTemp {
         let base = std::env::temp_dir();
         let mut last = std::io::Error::other("no temp dir name was free");
         for _ in 0..16 {
-            let name = format!("hermes-cmd-{:016x}", rand::random::<u64>());
+            // The system's generator, not rand's thread generator: that one
+            // detects its ChaCha code's CPU features first (`cpuid`, which
+            // traps in a VM), once per process.
+            let random = rand::TryRng::try_next_u64(&mut rand::rngs::SysRng)
+                .map_err(|e| std::io::Error::other(format!("no random name: {e}")))?;
+            let name = format!("hermes-cmd-{random:016x}");
             let path = base.join(name);
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => return Ok(PrivateTemp(path)),

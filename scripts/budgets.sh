@@ -71,7 +71,7 @@ BOARD_RSS_ONESHOT_LIMIT_KIB=8000      # = the target, met (2026-12-06: 5,584 KiB
 BOARD_RSS_IDLE_GATEWAY_TARGET_KIB=9000
 BOARD_RSS_IDLE_GATEWAY_LIMIT_KIB=9000   # = the target, met; TIGHTENED 2026-12-06 (was 9,600): 6,896 KiB here with the board's own recorded order (7,056 from disk; 9,144 in CI45 with the carried-over order)
 CPU_ITERATION_TARGET_US=150    # issue 39, item 4; met on 2026-12-06 (107 us: memcpy of our own, the request's buffer kept)
-CPU_ITERATION_RATIO_LIMIT=1.8  # the fence that target became: CPU per iteration over the hello world's in the same sitting, enforced with --cpu --check; measured 1.20, 1.26 and 1.43 in three runs of one sitting on 2026-12-06 (107-124 us against 87-92 us), +25 % on the worst
+CPU_ITERATION_RATIO_LIMIT=2.0  # the fence that target became: CPU per iteration over the hello world's in the same sitting, enforced with --cpu --check; measured 1.20-1.43 in three runs of one sitting on 2026-12-06 (107-124 us against 87-92 us), 1.34 in CI55 and 1.54 in CI56 (143 us against 93 us); +30 % on the worst, as the other CPU ratios
 # Start-up against a static-pie hello world built and run in the same
 # sitting (issue 39, item 4): ratios of median CPU (user + system, wait4)
 # and page faults. Targets: `--version` 1.5x and 80 faults, a 0-turn

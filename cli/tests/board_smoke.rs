@@ -306,6 +306,7 @@ fn a_static_build_asks_for_its_relocated_pages_at_once() {
 /// Native builds only: under qemu-user the memory read is qemu's.
 #[test]
 fn a_static_build_relocates_each_word_once() {
+    const PT_LOAD: u32 = 1;
     const PT_DYNAMIC: u32 = 2;
     const PT_GNU_RELRO: u32 = 0x6474_e552;
     const DT_RELRSZ: u64 = 35;
@@ -323,7 +324,7 @@ fn a_static_build_relocates_each_word_once() {
         let h = elf
             .headers
             .iter()
-            .find(|h| h.p_type == 1 && (h.vaddr..h.vaddr + h.filesz as u64).contains(&vaddr))
+            .find(|h| h.p_type == PT_LOAD && (h.vaddr..h.vaddr + h.filesz as u64).contains(&vaddr))
             .unwrap_or_else(|| panic!("{vaddr:#x} is in no PT_LOAD"));
         h.offset + (vaddr - h.vaddr) as usize
     };

@@ -50,7 +50,7 @@ mod term;
 mod usage_cmd;
 // Its memcmp and bcmp replace musl's at link time; nothing calls it by name.
 #[cfg(target_env = "musl")]
-use hermes_memcmp as _;
+use hermes_mem as _;
 #[cfg(feature = "webhooks")]
 mod webhook_cmd;
 

@@ -93,7 +93,7 @@ fn expected_elf(target: &str) -> (u16, u8, &'static str) {
     match target.split('-').next().unwrap_or("") {
         "x86_64" => (EM_X86_64, 2, "x86-64"),
         "aarch64" => (EM_AARCH64, 2, "AArch64"),
-        "armv7" => (EM_ARM, 1, "ARM"),
+        "armv7" | "arm" => (EM_ARM, 1, "ARM"),
         "riscv64gc" | "riscv64" => (EM_RISCV, 2, "RISC-V"),
         other => panic!("board_smoke knows no ELF machine for target {other}"),
     }
@@ -119,7 +119,7 @@ fn binary_is_built_for_its_target() {
         s.target
     );
 
-    if s.target.starts_with("armv7") {
+    if s.target.starts_with("arm") {
         // The ARM EABI header flags: version 5, hard-float calling convention.
         let e_flags = u32::from_le_bytes([elf[36], elf[37], elf[38], elf[39]]);
         assert_eq!(e_flags >> 24, 5, "EABI version 5 (e_flags {e_flags:#x})");
@@ -128,7 +128,12 @@ fn binary_is_built_for_its_target() {
             0,
             "EF_ARM_ABI_FLOAT_HARD (e_flags {e_flags:#x})"
         );
-        check_armv7_attributes(&s);
+        let profile = if s.target.starts_with("armv7") {
+            &ARMV7
+        } else {
+            &ARMV6
+        };
+        check_arm_attributes(&s, profile);
     }
 }
 
@@ -429,10 +434,22 @@ fn a_static_build_relocates_each_word_once() {
     );
 }
 
-/// The build attributes the linker merged from every object: ARMv7-A with
-/// Thumb-2, hard-float arguments, an FPU of the VFPv3 family. A peer's
-/// "ARMv6" build was really ARMv7 + NEON and crashed on the boards it
-/// claimed; ARMv6 boards (Pi Zero / 1) need another target altogether.
+/// What an ARM build promises its boards, as build attributes and as the
+/// CPU its suite runs on under qemu.
+struct ArmProfile {
+    /// `Tag_CPU_arch` values readelf may print.
+    arch: &'static [&'static str],
+    /// `Tag_CPU_arch_profile` (ARMv7 names one; ARMv6 has none).
+    arch_profile: &'static str,
+    thumb: &'static [&'static str],
+    fp: &'static [&'static str],
+    /// qemu-user's `-cpu`: a core with no more than the boards have.
+    qemu_cpu: &'static str,
+}
+
+/// ARMv7-A with Thumb-2, hard-float arguments, an FPU of the VFPv3 family. A
+/// peer's "ARMv6" build was really ARMv7 + NEON and crashed on the boards it
+/// claimed.
 ///
 /// Two facts the tags show and README states: Rust's prebuilt std for this
 /// target uses all 32 VFP D registers (VFPv3-D32, as on every ARMv7 with
@@ -443,8 +460,28 @@ fn a_static_build_relocates_each_word_once() {
 /// off, where any NEON instruction is an illegal instruction — so every test
 /// here, the TLS handshake's X25519 included, shows the binary never
 /// executes one unasked.
-fn check_armv7_attributes(s: &Subject) {
-    const NO_NEON_CPU: &str = "cortex-a7,neon=off";
+const ARMV7: ArmProfile = ArmProfile {
+    arch: &["v7"],
+    arch_profile: "Application",
+    thumb: &["Thumb-2"],
+    fp: &["VFPv3-D16", "VFPv3"],
+    qemu_cpu: "cortex-a7,neon=off",
+};
+
+/// ARMv6 with VFPv2 (the Pi Zero's and Pi 1's ARM1176JZF-S): nothing of
+/// ARMv7 (no Thumb-2, no `movw`), which the suite proves the same way, on an
+/// emulated ARM1176.
+const ARMV6: ArmProfile = ArmProfile {
+    arch: &["v6", "v6K", "v6KZ"],
+    arch_profile: "",
+    thumb: &["Thumb-1", "Thumb-1 (legacy)"],
+    fp: &["VFPv2"],
+    qemu_cpu: "arm1176",
+};
+
+/// The build attributes the linker merged from every object, against the
+/// target's profile.
+fn check_arm_attributes(s: &Subject, profile: &ArmProfile) {
     let o = Command::new("readelf")
         .arg("-A")
         .arg(&s.exe)
@@ -452,32 +489,36 @@ fn check_armv7_attributes(s: &Subject) {
         .expect("readelf (binutils) is needed to check ARM build attributes");
     assert!(o.status.success(), "readelf -A: {}", text(&o.stderr));
     let attrs = text(&o.stdout);
-    let tag = |name: &str| -> Option<String> {
-        attrs.lines().find_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            (k == name).then(|| v.trim().to_owned())
-        })
+    let tag = |name: &str| -> String {
+        attrs
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.trim().split_once(':')?;
+                (k == name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_default()
     };
-    assert_eq!(tag("Tag_CPU_arch").as_deref(), Some("v7"), "{attrs}");
-    assert_eq!(
-        tag("Tag_CPU_arch_profile").as_deref(),
-        Some("Application"),
-        "{attrs}"
+    let arch = tag("Tag_CPU_arch");
+    assert!(
+        profile.arch.contains(&arch.as_str()),
+        "Tag_CPU_arch {arch:?}: {attrs}"
+    );
+    assert_eq!(tag("Tag_CPU_arch_profile"), profile.arch_profile, "{attrs}");
+    let thumb = tag("Tag_THUMB_ISA_use");
+    assert!(
+        profile.thumb.contains(&thumb.as_str()),
+        "Tag_THUMB_ISA_use {thumb:?}: {attrs}"
     );
     assert_eq!(
-        tag("Tag_THUMB_ISA_use").as_deref(),
-        Some("Thumb-2"),
-        "{attrs}"
-    );
-    assert_eq!(
-        tag("Tag_ABI_VFP_args").as_deref(),
-        Some("VFP registers"),
+        tag("Tag_ABI_VFP_args"),
+        "VFP registers",
         "hard-float calling convention: {attrs}"
     );
-    let fp = tag("Tag_FP_arch").unwrap_or_default();
+    let fp = tag("Tag_FP_arch");
     assert!(
-        ["VFPv3-D16", "VFPv3"].contains(&fp.as_str()),
-        "Tag_FP_arch {fp:?} is not VFPv3 (VFPv4 / ARMv8 FP would exclude boards): {attrs}"
+        profile.fp.contains(&fp.as_str()),
+        "Tag_FP_arch {fp:?} is not one of {:?} (a newer FPU would exclude boards): {attrs}",
+        profile.fp
     );
     if !s.runner.is_empty() {
         let cpu = s
@@ -487,8 +528,9 @@ fn check_armv7_attributes(s: &Subject) {
             .map(|w| w[1].as_str());
         assert_eq!(
             cpu,
-            Some(NO_NEON_CPU),
-            "run the armv7 suite on a NEON-less ARMv7 CPU: HERMES_SMOKE_RUNNER=\"qemu-arm-static -L /usr/arm-linux-gnueabihf -cpu {NO_NEON_CPU}\""
+            Some(profile.qemu_cpu),
+            "run this suite on a CPU with no more than the boards have: -cpu {} in HERMES_SMOKE_RUNNER",
+            profile.qemu_cpu
         );
     }
 }

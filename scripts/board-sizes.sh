@@ -23,6 +23,8 @@ runner() {
     aarch64-unknown-linux-musl) echo "qemu-aarch64-static" ;;
     armv7-unknown-linux-gnueabihf) echo "qemu-arm-static -L /usr/arm-linux-gnueabihf" ;;
     riscv64gc-unknown-linux-gnu) echo "qemu-riscv64-static -L /usr/riscv64-linux-gnu" ;;
+    riscv64gc-unknown-linux-musl) echo "qemu-riscv64-static" ;;
+    arm-unknown-linux-musleabihf) echo "qemu-arm-static -cpu arm1176" ;;
     *) echo "" ;;
   esac
 }
@@ -42,9 +44,10 @@ fi
 
 host=$(rustc -vV | sed -n 's/^host: //p')
 declare -A exe=([$host]=target/release/hermes)
-for dir in target/*-linux-*/release; do
-  t=${dir#target/}
-  t=${t%/release}
+# (The armv6 and riscv64 builds lie in target/std-from-source: .ci/cross.)
+for dir in target/*-linux-*/release target/std-from-source/*-linux-*/release; do
+  t=${dir%/release}
+  t=${t##*/}
   [ -f "$dir/hermes" ] && exe[$t]=$dir/hermes
 done
 

@@ -4,6 +4,7 @@
 #
 #   scripts/deb-check.sh target/debian/hermes_0.1.0-1_arm64.deb
 #
+# 0. The preinst refuses an ARMv6 CPU and names the build that runs there.
 # 1. `dpkg --root=SCRATCH --force-script-chrootless -i`: the real dpkg runs
 #    the package's real maintainer scripts with DPKG_ROOT=SCRATCH, so
 #    systemd-sysusers and systemd-tmpfiles create the hermes user, the state
@@ -45,6 +46,28 @@ cleanup() {
   rm -rf "$root"
 }
 trap cleanup EXIT
+
+# --- 0. where it may not install --------------------------------------------
+# The preinst refuses an ARMv6 CPU (the armhf build is ARMv7: it would die
+# with "Illegal instruction" there) and names the build that runs; an ARMv7
+# one it lets through. `uname` is the one thing it asks, so a `uname` that
+# answers for a Pi Zero plays the board.
+control=$root/control
+dpkg-deb -e "$deb" "$control"
+[ -x "$control/preinst" ] || fail "no preinst"
+mkdir -p "$root/fake-uname"
+for machine in armv6l armv7l; do
+  printf '#!/bin/sh\necho %s\n' "$machine" >"$root/fake-uname/uname"
+  chmod 755 "$root/fake-uname/uname"
+  if out=$(PATH="$root/fake-uname:$PATH" "$control/preinst" install 2>&1); then
+    [ "$machine" = armv7l ] || fail "preinst let an $machine CPU install: $out"
+  else
+    [ "$machine" = armv6l ] || fail "preinst refused an $machine CPU: $out"
+    grep -q "arm-unknown-linux-musleabihf" <<<"$out" ||
+      fail "preinst refused $machine without naming the ARMv6 build: $out"
+  fi
+done
+rm -rf "$control" "$root/fake-uname"
 
 # --- 1. install -----------------------------------------------------------
 mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/etc"

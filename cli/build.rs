@@ -73,10 +73,13 @@ fn symbol_order(out: &std::path::Path) -> std::io::Result<()> {
     if var("PROFILE") != "release" || var("HERMES_SYMBOL_ORDER") == "off" {
         return Ok(());
     }
-    // x86_64 glibc links with rust-lld by default (Rust 1.90).
+    // x86_64 glibc links with rust-lld by default (Rust 1.90); the
+    // armv6 and riscv64 builds with zig's lld, through scripts/zig (whose
+    // driver hands the order to lld itself).
     let target = var("TARGET");
     if !var("CARGO_ENCODED_RUSTFLAGS").contains("-fuse-ld=lld")
         && target != "x86_64-unknown-linux-gnu"
+        && !var("RUSTC_LINKER").contains("scripts/zig/")
     {
         return Ok(());
     }

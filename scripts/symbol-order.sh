@@ -17,8 +17,9 @@
 #
 # Run it after changes that move much code (the budgets' RSS figures creep up
 # when the order goes stale: new hot functions land outside the hot group),
-# then commit cli/symbol-order/TARGET.txt (all four: `x86_64-unknown-linux-musl`,
-# `aarch64-unknown-linux-musl`, `armv7-unknown-linux-gnueabihf` and
+# then commit cli/symbol-order/TARGET.txt (all six: `x86_64-unknown-linux-musl`,
+# `aarch64-unknown-linux-musl`, `armv7-unknown-linux-gnueabihf`,
+# `arm-unknown-linux-musleabihf`, `riscv64gc-unknown-linux-musl` and
 # `x86_64-unknown-linux-gnu board`). Needs valgrind (callgrind) for the
 # native target and qemu-user for the others.
 # The default features are recorded: symbol names carry a hash of the
@@ -37,9 +38,22 @@ if [ "$variant" = board ]; then
   suffix=-board
 fi
 # The same code as the release build, with its symbols (strip changes no
-# address; the order in force does not change any name).
-nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes "${features[@]}" -- -C strip=none
-exe=target/$target/release/hermes
+# address; the order in force does not change any name). The armv6 and
+# riscv64 builds as .ci/cross makes them: their std from source, in a
+# target directory of their own (.cargo/config.toml).
+case $target in
+  arm-unknown-linux-musleabihf | riscv64gc-unknown-linux-musl)
+    : "${ZIG:?set ZIG to the zig executable (docs/src/boards.md)}"
+    RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=target/std-from-source nice -n 10 cargo rustc --locked \
+      --release --target "$target" -Zbuild-std=std,panic_unwind -p hermes-cli --bin hermes \
+      "${features[@]}" -- -C strip=none
+    exe=target/std-from-source/$target/release/hermes
+    ;;
+  *)
+    nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes "${features[@]}" -- -C strip=none
+    exe=target/$target/release/hermes
+    ;;
+esac
 out=cli/symbol-order/$target$suffix.txt
 mkdir -p "$(dirname "$out")"
 

@@ -10,14 +10,14 @@ fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// The targets `.ci/cross` builds the arm packages for
-/// (`cross_targets=(…)`).
-fn cross_targets() -> Vec<String> {
+/// The targets `.ci/cross` lists in its array NAME (`NAME=(…)`).
+fn ci_targets(name: &str) -> Vec<String> {
     let script = std::fs::read_to_string(repo().join(".ci/cross")).unwrap();
+    let prefix = format!("{name}=(");
     let line = script
         .lines()
-        .find_map(|l| l.strip_prefix("cross_targets=("))
-        .expect(".ci/cross names its cross_targets");
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!(".ci/cross names its {name}"));
     let targets: Vec<String> = line
         .trim_end_matches(')')
         .split_whitespace()
@@ -33,7 +33,10 @@ fn every_shipped_build_has_a_recorded_symbol_order() {
         "x86_64-unknown-linux-musl".to_owned(),
         "x86_64-unknown-linux-gnu-board".to_owned(),
     ];
-    orders.extend(cross_targets());
+    // The arm packages' and the tarballs' builds whose std is built from
+    // source (armv6, riscv64).
+    orders.extend(ci_targets("cross_targets"));
+    orders.extend(ci_targets("std_from_source_targets"));
     for name in orders {
         let path = repo().join("cli/symbol-order").join(format!("{name}.txt"));
         let text = std::fs::read_to_string(&path)

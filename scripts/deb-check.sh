@@ -56,15 +56,15 @@ control=$root/control
 dpkg-deb -e "$deb" "$control"
 [ -x "$control/preinst" ] || fail "no preinst"
 mkdir -p "$root/fake-uname"
-for machine in armv6l armv7l; do
-  printf '#!/bin/sh\necho %s\n' "$machine" >"$root/fake-uname/uname"
+for cpu in armv6l armv7l; do
+  printf '#!/bin/sh\necho %s\n' "$cpu" >"$root/fake-uname/uname"
   chmod 755 "$root/fake-uname/uname"
   if out=$(PATH="$root/fake-uname:$PATH" "$control/preinst" install 2>&1); then
-    [ "$machine" = armv7l ] || fail "preinst let an $machine CPU install: $out"
+    [ "$cpu" = armv7l ] || fail "preinst let an $cpu CPU install: $out"
   else
-    [ "$machine" = armv6l ] || fail "preinst refused an $machine CPU: $out"
+    [ "$cpu" = armv6l ] || fail "preinst refused an $cpu CPU: $out"
     grep -q "arm-unknown-linux-musleabihf" <<<"$out" ||
-      fail "preinst refused $machine without naming the ARMv6 build: $out"
+      fail "preinst refused $cpu without naming the ARMv6 build: $out"
   fi
 done
 rm -rf "$control" "$root/fake-uname"

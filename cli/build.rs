@@ -74,12 +74,17 @@ fn symbol_order(out: &std::path::Path) -> std::io::Result<()> {
         return Ok(());
     }
     // x86_64 glibc links with rust-lld by default (Rust 1.90); the
-    // armv6 and riscv64 builds with zig's lld, through scripts/zig (whose
-    // driver hands the order to lld itself).
+    // armv6 and riscv64 builds with zig's lld, through the `zig-…-cc`
+    // links of scripts/toolchain (whose driver hands the order to lld
+    // itself).
     let target = var("TARGET");
+    let zig_linker = std::path::Path::new(&var("RUSTC_LINKER"))
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.starts_with("zig-"));
     if !var("CARGO_ENCODED_RUSTFLAGS").contains("-fuse-ld=lld")
         && target != "x86_64-unknown-linux-gnu"
-        && !var("RUSTC_LINKER").contains("scripts/zig/")
+        && !zig_linker
     {
         return Ok(());
     }

@@ -17,17 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
 
-runner() {
-  case $1 in
-    aarch64-unknown-linux-gnu) echo "qemu-aarch64-static -L /usr/aarch64-linux-gnu" ;;
-    aarch64-unknown-linux-musl) echo "qemu-aarch64-static" ;;
-    armv7-unknown-linux-gnueabihf) echo "qemu-arm-static -L /usr/arm-linux-gnueabihf" ;;
-    riscv64gc-unknown-linux-gnu) echo "qemu-riscv64-static -L /usr/riscv64-linux-gnu" ;;
-    riscv64gc-unknown-linux-musl) echo "qemu-riscv64-static" ;;
-    arm-unknown-linux-musleabihf) echo "qemu-arm-static -cpu arm1176" ;;
-    *) echo "" ;;
-  esac
-}
+# Each target's runner (from .cargo/config.toml) and where the armv6 and
+# riscv64 builds lie.
+. scripts/lib/targets.sh
 
 firmware() {
   local elf=core/firmware/target/thumbv7em-none-eabihf/release/hermes-firmware-demo
@@ -44,8 +36,7 @@ fi
 
 host=$(rustc -vV | sed -n 's/^host: //p')
 declare -A exe=([$host]=target/release/hermes)
-# (The armv6 and riscv64 builds lie in target/std-from-source: .ci/cross.)
-for dir in target/*-linux-*/release target/std-from-source/*-linux-*/release; do
+for dir in target/*-linux-*/release "$std_from_source_dir"/*-linux-*/release; do
   t=${dir%/release}
   t=${t##*/}
   [ -f "$dir/hermes" ] && exe[$t]=$dir/hermes
@@ -78,7 +69,7 @@ if [ "$mode" = rss ]; then
       rm -rf "$home/h" && mkdir "$home/h"
       # shellcheck disable=SC2046 # the runner is a command line
       HERMES_HOME=$home/h HERMES_BASE_URL=$(cat "$home/url") HERMES_MODEL=fake \
-        /usr/bin/time -v $(runner "$t") "$f" -Q -z "do 20 things" --toolsets todo \
+        /usr/bin/time -v $(runner_of "$t") "$f" -Q -z "do 20 things" --toolsets todo \
         2>&1 >/dev/null | awk -v t="$t" '/Maximum resident/ { kib = $NF } /Exit status/ { status = $NF }
           END { printf "rss\t%s\tkib=%d\texit=%s\n", t, kib, status; exit status != 0 }'
     done

@@ -27,13 +27,22 @@ fail() { echo "deb-check: $deb: $*" >&2; exit 1; }
 command -v systemd-analyze >/dev/null || fail "systemd-analyze missing: apt-get install systemd"
 arch=$(dpkg-deb --field "$deb" Architecture)
 [ "$(dpkg-deb --field "$deb" Package)" = hermes ] || fail "package is not named hermes"
+# The runner of the architecture's static build (.cargo/config.toml), the
+# packages CI makes. (A glibc package, cargo-deb's `arm` or `board`
+# variant, checked on another architecture also needs its sysroot:
+# QEMU_LD_PREFIX=/usr/arm-linux-gnueabihf, which qemu-user reads.)
+. "$(dirname "$0")/lib/targets.sh"
 case $arch in
-  amd64) machine="X86-64"; runner=() ;;
-  arm64) machine="AArch64"; runner=(qemu-aarch64-static -L /usr/aarch64-linux-gnu) ;;
-  armhf) machine="ARM"; runner=(qemu-arm-static -L /usr/arm-linux-gnueabihf -cpu cortex-a7,neon=off) ;;
+  amd64) machine="X86-64"; target=x86_64-unknown-linux-musl ;;
+  arm64) machine="AArch64"; target=aarch64-unknown-linux-musl ;;
+  armhf) machine="ARM"; target=armv7-unknown-linux-musleabihf ;;
   *) fail "unexpected architecture $arch" ;;
 esac
-if [ "$arch" = "$(dpkg --print-architecture)" ]; then runner=(); fi
+runner=()
+if [ "$arch" != "$(dpkg --print-architecture)" ]; then
+  read -r -a runner < <(runner_of "$target") || true
+  [ ${#runner[@]} -gt 0 ] || fail "no runner for $target in .cargo/config.toml"
+fi
 
 root=$(mktemp -d /tmp/hermes-deb-root.XXXXXX)
 # The service user must reach its home inside the scratch root.
@@ -83,10 +92,10 @@ mode() { stat -c '%a %u %g' "$root$1"; }
 [ "$(mode /usr/bin/hermes)" = "755 0 0" ] || fail "/usr/bin/hermes: $(mode /usr/bin/hermes)"
 readelf -h "$root/usr/bin/hermes" | grep -q "Machine:.*$machine" ||
   fail "/usr/bin/hermes is not a $machine binary"
-# A static build (amd64, arm64; issue 39) is a static PIE: no program
-# interpreter, ELF type DYN (ASLR), relative relocations packed, and a
-# Depends without libc6. A glibc build (armhf) needs no newer glibc than
-# its Depends promises.
+# A static build (every package CI makes; issue 39) is a static PIE: no
+# program interpreter, ELF type DYN (ASLR), relative relocations packed,
+# and a Depends without libc6. A glibc build (cargo-deb's `arm` variant)
+# needs no newer glibc than its Depends promises.
 if ! readelf -l -W "$root/usr/bin/hermes" | grep -q 'INTERP'; then
   readelf -h "$root/usr/bin/hermes" | grep -q 'Type:.*DYN' ||
     fail "/usr/bin/hermes is static but not position-independent (no ASLR)"

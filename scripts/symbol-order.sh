@@ -18,7 +18,7 @@
 # Run it after changes that move much code (the budgets' RSS figures creep up
 # when the order goes stale: new hot functions land outside the hot group),
 # then commit cli/symbol-order/TARGET.txt (all six: `x86_64-unknown-linux-musl`,
-# `aarch64-unknown-linux-musl`, `armv7-unknown-linux-gnueabihf`,
+# `aarch64-unknown-linux-musl`, `armv7-unknown-linux-musleabihf`,
 # `arm-unknown-linux-musleabihf`, `riscv64gc-unknown-linux-musl` and
 # `x86_64-unknown-linux-gnu board`). Needs valgrind (callgrind) for the
 # native target and qemu-user for the others.
@@ -38,22 +38,17 @@ if [ "$variant" = board ]; then
   suffix=-board
 fi
 # The same code as the release build, with its symbols (strip changes no
-# address; the order in force does not change any name). The armv6 and
-# riscv64 builds as .ci/cross makes them: their std from source, in a
-# target directory of their own (.cargo/config.toml).
-case $target in
-  arm-unknown-linux-musleabihf | riscv64gc-unknown-linux-musl)
-    : "${ZIG:?set ZIG to the zig executable (docs/src/boards.md)}"
-    RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=target/std-from-source nice -n 10 cargo rustc --locked \
-      --release --target "$target" -Zbuild-std=std,panic_unwind -p hermes-cli --bin hermes \
-      "${features[@]}" -- -C strip=none
-    exe=target/std-from-source/$target/release/hermes
-    ;;
-  *)
-    nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes "${features[@]}" -- -C strip=none
-    exe=target/$target/release/hermes
-    ;;
-esac
+# address; the order in force does not change any name). The armv7, armv6
+# and riscv64 builds as .ci/cross makes them: their std from source, in a
+# target directory of their own (scripts/lib/targets.sh).
+. scripts/lib/targets.sh
+if is_std_from_source "$target"; then
+  cargo_std_from_source rustc --locked --release --target "$target" -p hermes-cli --bin hermes \
+    "${features[@]}" -- -C strip=none
+else
+  nice -n 10 cargo rustc --locked --release --target "$target" -p hermes-cli --bin hermes "${features[@]}" -- -C strip=none
+fi
+exe=$(release_dir "$target")/hermes
 out=cli/symbol-order/$target$suffix.txt
 mkdir -p "$(dirname "$out")"
 
@@ -68,12 +63,7 @@ if [ "$arch" = "$(uname -m)" ]; then
   recorder=(valgrind)
   command -v valgrind >/dev/null || { echo "symbol-order: needs valgrind (apt install valgrind)" >&2; exit 1; }
 else
-  # runner = ["qemu-arm-static", "-L", "/usr/arm-linux-gnueabihf"]
-  read -r -a recorder < <(awk -v t="[target.$target]" '
-    $0 == t { on = 1; next }
-    /^\[/ { on = 0 }
-    on && /^runner *=/ { sub(/^runner *= *\[/, ""); sub(/\] *$/, ""); gsub(/[",]/, ""); print }
-  ' .cargo/config.toml) || true
+  read -r -a recorder < <(runner_of "$target") || true
   [ "${#recorder[@]}" -gt 0 ] || { echo "symbol-order: no runner for $target in .cargo/config.toml" >&2; exit 1; }
   command -v "${recorder[0]}" >/dev/null || { echo "symbol-order: needs ${recorder[0]} (apt install qemu-user-static)" >&2; exit 1; }
 fi

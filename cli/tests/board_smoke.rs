@@ -9,9 +9,9 @@
 //! emulated `hermes` reaches it over 127.0.0.1):
 //!
 //! ```sh
-//! HERMES_SMOKE_TARGET=armv7-unknown-linux-gnueabihf \
-//! HERMES_SMOKE_EXE=target/armv7-unknown-linux-gnueabihf/release/hermes \
-//! HERMES_SMOKE_RUNNER="qemu-arm-static -L /usr/arm-linux-gnueabihf -cpu cortex-a7,neon=off" \
+//! HERMES_SMOKE_TARGET=aarch64-unknown-linux-musl \
+//! HERMES_SMOKE_EXE=target/aarch64-unknown-linux-musl/release/hermes \
+//! HERMES_SMOKE_RUNNER=qemu-aarch64-static \
 //!   cargo test -p hermes-cli --test all board_smoke::
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -128,7 +128,9 @@ fn binary_is_built_for_its_target() {
             0,
             "EF_ARM_ABI_FLOAT_HARD (e_flags {e_flags:#x})"
         );
-        let profile = if s.target.starts_with("armv7") {
+        let profile = if s.target.starts_with("armv7") && s.target.ends_with("musleabihf") {
+            &ARMV7_STATIC
+        } else if s.target.starts_with("armv7") {
             &ARMV7
         } else {
             &ARMV6
@@ -466,6 +468,15 @@ const ARMV7: ArmProfile = ArmProfile {
     thumb: &["Thumb-2"],
     fp: &["VFPv3-D16", "VFPv3"],
     qemu_cpu: "cortex-a7,neon=off",
+};
+
+/// The static armv7 build (the armhf package): as [`ARMV7`], but its
+/// standard library is built from source for the target's own features
+/// (`+vfp3d16`) and its C by Zig for the same CPU, so it uses 16 D
+/// registers only and runs on VFPv3-D16 cores (Tegra 2) too.
+const ARMV7_STATIC: ArmProfile = ArmProfile {
+    fp: &["VFPv3-D16"],
+    ..ARMV7
 };
 
 /// ARMv6 with VFPv2 (the Pi Zero's and Pi 1's ARM1176JZF-S): nothing of

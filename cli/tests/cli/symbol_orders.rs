@@ -10,14 +10,14 @@ fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// The targets `.ci/cross` lists in its array NAME (`NAME=(…)`).
-fn ci_targets(name: &str) -> Vec<String> {
-    let script = std::fs::read_to_string(repo().join(".ci/cross")).unwrap();
+/// The targets the shell script FILE lists in its array NAME (`NAME=(…)`).
+fn script_targets(file: &str, name: &str) -> Vec<String> {
+    let script = std::fs::read_to_string(repo().join(file)).unwrap();
     let prefix = format!("{name}=(");
     let line = script
         .lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!(".ci/cross names its {name}"));
+        .unwrap_or_else(|| panic!("{file} names its {name}"));
     let targets: Vec<String> = line
         .trim_end_matches(')')
         .split_whitespace()
@@ -35,8 +35,11 @@ fn every_shipped_build_has_a_recorded_symbol_order() {
     ];
     // The arm packages' and the tarballs' builds whose std is built from
     // source (armv6, riscv64).
-    orders.extend(ci_targets("cross_targets"));
-    orders.extend(ci_targets("std_from_source_targets"));
+    orders.extend(script_targets(".ci/cross", "cross_targets"));
+    orders.extend(script_targets(
+        "scripts/lib/targets.sh",
+        "std_from_source_targets",
+    ));
     for name in orders {
         let path = repo().join("cli/symbol-order").join(format!("{name}.txt"));
         let text = std::fs::read_to_string(&path)

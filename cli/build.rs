@@ -40,14 +40,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Makes `hermes_start` (`src/start.rs`) the entry of the musl builds on
-/// x86_64 and aarch64: it asks for the pages the image's relocation writes
-/// in one call, then jumps to musl's `_start`.
+/// Makes `hermes_start` (`src/start/`) the entry of the musl builds on
+/// x86_64, aarch64, 32-bit ARM and riscv64: it asks for the pages the
+/// image's relocation writes in one call and applies the relocations, then
+/// jumps to musl's `_start`.
 fn static_entry() {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") == "linux"
         && var("CARGO_CFG_TARGET_ENV") == "musl"
-        && matches!(var("CARGO_CFG_TARGET_ARCH").as_str(), "x86_64" | "aarch64")
+        && matches!(
+            var("CARGO_CFG_TARGET_ARCH").as_str(),
+            "x86_64" | "aarch64" | "arm" | "riscv64"
+        )
     {
         println!("cargo:rustc-link-arg-bin=hermes=-Wl,-e,hermes_start");
     }

@@ -43,7 +43,12 @@ mod skills_cmd;
 #[cfg(all(
     target_os = "linux",
     target_env = "musl",
-    any(target_arch = "x86_64", target_arch = "aarch64")
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "arm",
+        target_arch = "riscv64"
+    )
 ))]
 mod start;
 mod term;

@@ -204,6 +204,17 @@ impl Elf {
     fn word(&self) -> usize {
         if self.wide { 8 } else { 4 }
     }
+
+    /// The file offset of a loaded address.
+    fn offset_of(&self, vaddr: u64) -> usize {
+        const PT_LOAD: u32 = 1;
+        let h = self
+            .headers
+            .iter()
+            .find(|h| h.p_type == PT_LOAD && (h.vaddr..h.vaddr + h.filesz as u64).contains(&vaddr))
+            .unwrap_or_else(|| panic!("{vaddr:#x} is in no PT_LOAD"));
+        h.offset + (vaddr - h.vaddr) as usize
+    }
 }
 
 /// A musl target is the static build the packages ship (issue 39): a
@@ -245,7 +256,7 @@ fn a_musl_build_is_static_pie_with_packed_relocations() {
 }
 
 /// A static build's first system call asks for every page its relocation
-/// will write, in one call (`cli/src/start.rs`): `madvise` from the
+/// will write, in one call (`cli/src/start/`): `madvise` from the
 /// `PT_GNU_RELRO` segment to the end of the last loaded one (`.data`,
 /// `.bss`) with `MADV_POPULATE_WRITE`, before musl's start-up code touches
 /// them. qemu-user's `-strace` shows the calls of either
@@ -256,8 +267,7 @@ fn a_musl_build_is_static_pie_with_packed_relocations() {
 fn a_static_build_asks_for_its_relocated_pages_at_once() {
     const PT_GNU_RELRO: u32 = 0x6474_e552;
     let s = subject();
-    let arch = s.target.split('-').next().unwrap_or("");
-    if !s.target.contains("musl") || !matches!(arch, "x86_64" | "aarch64") {
+    if !s.target.contains("musl") {
         return; // a glibc build: ld.so relocates it before our code runs
     }
     let elf = Elf::read(&s.exe);
@@ -266,14 +276,19 @@ fn a_static_build_asks_for_its_relocated_pages_at_once() {
         .iter()
         .find(|h| h.p_type == PT_GNU_RELRO)
         .expect("a PT_GNU_RELRO segment");
-    let qemu = format!("qemu-{arch}-static");
-    let o = Command::new(&qemu)
+    // The suite's runner (with its CPU), or qemu-user for the host's build.
+    let qemu: Vec<String> = match s.runner.as_slice() {
+        [] => vec![format!("qemu-{}-static", std::env::consts::ARCH)],
+        runner => runner.to_vec(),
+    };
+    let o = Command::new(&qemu[0])
+        .args(&qemu[1..])
         .arg("-strace")
         .arg(&s.exe)
         .arg("--version")
         .env_clear()
         .output()
-        .unwrap_or_else(|e| panic!("{qemu} (qemu-user-static) runs the check: {e}"));
+        .unwrap_or_else(|e| panic!("{} (qemu-user-static) runs the check: {e}", qemu[0]));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let calls = text(&o.stderr);
     let first = calls
@@ -304,75 +319,29 @@ fn a_static_build_asks_for_its_relocated_pages_at_once() {
 }
 
 /// `hermes_start` applies the static build's packed relocations itself and
-/// leaves musl's `_start` none to apply (`cli/src/start.rs`): a word missed
+/// leaves musl's `_start` none to apply (`cli/src/start/`): a word missed
 /// or relocated twice would be a wrong pointer, perhaps one that is rarely
 /// followed. So a running process's memory is read (`/proc/<pid>/mem`,
 /// while it waits for a provider that never answers) and every word the
 /// `DT_RELR` table names inside `PT_GNU_RELRO` — which nothing writes
-/// after start-up — must hold the file's value plus the load address.
-/// Native builds only: under qemu-user the memory read is qemu's.
+/// after start-up — must hold the file's value plus one and the same load
+/// address. Under qemu-user the process read is qemu's, which maps the
+/// guest's image at a host address of its own: the words are read there,
+/// and the load address is the guest's, which the words themselves show
+/// (a missed word would add nothing, one relocated twice twice as much).
 #[test]
 fn a_static_build_relocates_each_word_once() {
-    const PT_LOAD: u32 = 1;
-    const PT_DYNAMIC: u32 = 2;
-    const PT_GNU_RELRO: u32 = 0x6474_e552;
-    const DT_RELRSZ: u64 = 35;
-    const DT_RELR: u64 = 36;
     let s = subject();
     let arch = s.target.split('-').next().unwrap_or("");
-    if !s.target.contains("musl") || !s.runner.is_empty() || arch != std::env::consts::ARCH {
+    if !s.target.contains("musl") || (s.runner.is_empty() && arch != std::env::consts::ARCH) {
         return;
     }
     let elf = Elf::read(&s.exe);
-    assert!(elf.wide, "the static builds are 64-bit");
-    let header = |p_type| elf.headers.iter().find(|h| h.p_type == p_type);
-    // The file offset of a loaded address.
-    let at = |vaddr: u64| {
-        let h = elf
-            .headers
-            .iter()
-            .find(|h| h.p_type == PT_LOAD && (h.vaddr..h.vaddr + h.filesz as u64).contains(&vaddr))
-            .unwrap_or_else(|| panic!("{vaddr:#x} is in no PT_LOAD"));
-        h.offset + (vaddr - h.vaddr) as usize
-    };
-    let dynamic = header(PT_DYNAMIC).expect("a PT_DYNAMIC segment");
-    let (mut table, mut size) = (0, 0);
-    for entry in (dynamic.offset..dynamic.offset + dynamic.filesz).step_by(16) {
-        match elf.num(entry, 8) {
-            0 => break,
-            DT_RELR => table = elf.num(entry + 8, 8),
-            DT_RELRSZ => size = elf.num(entry + 8, 8),
-            _ => {}
-        }
-    }
-    assert!(table != 0 && size != 0, "a DT_RELR table");
-    // The addresses the table names (an even entry: one address; an odd
-    // one: a bitmap of the 63 words after the last).
-    let mut relocated = Vec::new();
-    let mut next = 0;
-    for entry in (at(table)..at(table) + size as usize).step_by(8) {
-        let value = elf.num(entry, 8);
-        if value & 1 == 0 {
-            relocated.push(value);
-            next = value + 8;
-        } else {
-            relocated.extend(
-                (1..64)
-                    .filter(|bit| value >> bit & 1 == 1)
-                    .map(|bit| next + (bit - 1) * 8),
-            );
-            next += 63 * 8;
-        }
-    }
-    let relro = header(PT_GNU_RELRO).expect("a PT_GNU_RELRO segment");
-    let unchanged: Vec<u64> = relocated
-        .into_iter()
-        .filter(|a| (relro.vaddr..relro.vaddr + relro.filesz as u64).contains(a))
-        .collect();
+    let relocated = relocated_words_in_relro(&elf);
     assert!(
-        unchanged.len() > 10_000,
+        relocated.len() > 10_000,
         "{} relocated words in PT_GNU_RELRO",
-        unchanged.len()
+        relocated.len()
     );
 
     let provider = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -405,35 +374,107 @@ fn a_static_build_relocates_each_word_once() {
             Err(e) => panic!("accept: {e}"),
         }
     };
+    // Where the image's first page lies in the process read: the program's
+    // load address natively, qemu's host address for it under qemu.
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
     let exe = std::fs::canonicalize(&s.exe).unwrap();
-    let base = maps
+    let mapped = maps
         .lines()
         .find(|line| line.ends_with(exe.to_str().unwrap()))
         .and_then(|line| line.split('-').next())
         .map(|start| u64::from_str_radix(start, 16).unwrap())
         .expect("the image's first mapping");
     let mut memory = std::fs::File::open(format!("/proc/{}/mem", child.id())).unwrap();
-    let mut wrong = Vec::new();
-    for &address in &unchanged {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut word = [0u8; 8];
-        memory.seek(SeekFrom::Start(base + address)).unwrap();
-        memory.read_exact(&mut word).unwrap();
-        let want = elf.num(at(address), 8).wrapping_add(base);
-        if u64::from_le_bytes(word) != want {
-            wrong.push(address);
-        }
-    }
+    let word = elf.word();
+    let mask = if elf.wide {
+        u64::MAX
+    } else {
+        u64::from(u32::MAX)
+    };
+    // What each word holds beyond the file's value.
+    let added: Vec<(u64, u64)> = relocated
+        .iter()
+        .map(|&address| {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut bytes = [0u8; 8];
+            memory.seek(SeekFrom::Start(mapped + address)).unwrap();
+            memory.read_exact(&mut bytes[..word]).unwrap();
+            let value = u64::from_le_bytes(bytes);
+            (
+                address,
+                value.wrapping_sub(elf.num(elf.offset_of(address), word)) & mask,
+            )
+        })
+        .collect();
     child.kill().unwrap();
     child.wait().unwrap();
+    let base = added[0].1;
+    if s.runner.is_empty() {
+        assert_eq!(
+            base, mapped,
+            "the first relocated word holds the load address"
+        );
+    }
+    assert_ne!(base, 0, "the first relocated word is relocated");
+    let wrong: Vec<u64> = added
+        .iter()
+        .filter(|(_, plus)| *plus != base)
+        .map(|(address, _)| *address)
+        .collect();
     assert!(
         wrong.is_empty(),
         "{} of {} relocated words differ from the file's value plus {base:#x}, first at {:#x?}",
         wrong.len(),
-        unchanged.len(),
+        added.len(),
         &wrong[..wrong.len().min(8)]
     );
+}
+
+/// The addresses the image's `DT_RELR` table names inside `PT_GNU_RELRO`
+/// (which nothing writes after start-up): an even entry is one address,
+/// an odd one a bitmap of the words after the last (63 of them in a
+/// 64-bit image, 31 in a 32-bit one).
+fn relocated_words_in_relro(elf: &Elf) -> Vec<u64> {
+    const PT_DYNAMIC: u32 = 2;
+    const PT_GNU_RELRO: u32 = 0x6474_e552;
+    const DT_RELRSZ: u64 = 35;
+    const DT_RELR: u64 = 36;
+    let word = elf.word();
+    let header = |p_type| elf.headers.iter().find(|h| h.p_type == p_type);
+    let dynamic = header(PT_DYNAMIC).expect("a PT_DYNAMIC segment");
+    let (mut table, mut size) = (0, 0);
+    for entry in (dynamic.offset..dynamic.offset + dynamic.filesz).step_by(2 * word) {
+        match elf.num(entry, word) {
+            0 => break,
+            DT_RELR => table = elf.num(entry + word, word),
+            DT_RELRSZ => size = elf.num(entry + word, word),
+            _ => {}
+        }
+    }
+    assert!(table != 0 && size != 0, "a DT_RELR table");
+    let bits = 8 * word as u64;
+    let mut relocated = Vec::new();
+    let mut next = 0;
+    let start = elf.offset_of(table);
+    for entry in (start..start + size as usize).step_by(word) {
+        let value = elf.num(entry, word);
+        if value & 1 == 0 {
+            relocated.push(value);
+            next = value + word as u64;
+        } else {
+            relocated.extend(
+                (1..bits)
+                    .filter(|bit| value >> bit & 1 == 1)
+                    .map(|bit| next + (bit - 1) * word as u64),
+            );
+            next += (bits - 1) * word as u64;
+        }
+    }
+    let relro = header(PT_GNU_RELRO).expect("a PT_GNU_RELRO segment");
+    relocated
+        .into_iter()
+        .filter(|a| (relro.vaddr..relro.vaddr + relro.filesz as u64).contains(a))
+        .collect()
 }
 
 /// What an ARM build promises its boards, as build attributes and as the

@@ -78,7 +78,7 @@ fn symbol_order(out: &std::path::Path) -> std::io::Result<()> {
         return Ok(());
     }
     // x86_64 glibc links with rust-lld by default (Rust 1.90); the
-    // armv6 and riscv64 builds with zig's lld, through the `zig-…-cc`
+    // armv7, armv6 and riscv64 builds with zig's lld, through the `zig-…-cc`
     // links of scripts/toolchain (whose driver hands the order to lld
     // itself).
     let target = var("TARGET");

@@ -17,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
 
-# Each target's runner (from .cargo/config.toml) and where the armv6 and
-# riscv64 builds lie.
+# Each target's runner (from .cargo/config.toml) and where the armv7, armv6
+# and riscv64 builds lie.
 . scripts/lib/targets.sh
 
 firmware() {

@@ -205,6 +205,19 @@ impl Elf {
         if self.wide { 8 } else { 4 }
     }
 
+    /// The `_DYNAMIC` entries (tag, value) up to `DT_NULL`.
+    fn dynamic_entries(&self) -> Vec<(u64, u64)> {
+        const PT_DYNAMIC: u32 = 2;
+        let word = self.word();
+        self.headers
+            .iter()
+            .filter(|h| h.p_type == PT_DYNAMIC)
+            .flat_map(|h| (h.offset..h.offset + h.filesz).step_by(2 * word))
+            .map(|at| (self.num(at, word), self.num(at + word, word)))
+            .take_while(|&(tag, _)| tag != 0)
+            .collect()
+    }
+
     /// The file offset of a loaded address.
     fn offset_of(&self, vaddr: u64) -> usize {
         const PT_LOAD: u32 = 1;
@@ -225,24 +238,12 @@ impl Elf {
 #[test]
 fn a_musl_build_is_static_pie_with_packed_relocations() {
     const ET_DYN: u16 = 3;
-    const PT_DYNAMIC: u32 = 2;
     const PT_INTERP: u32 = 3;
     const DT_RELR: u64 = 36;
     let s = subject();
     let elf = Elf::read(&s.exe);
-    let word = elf.word();
     let interp = elf.headers.iter().any(|h| h.p_type == PT_INTERP);
-    let dynamic_tags: Vec<u64> = elf
-        .headers
-        .iter()
-        .filter(|h| h.p_type == PT_DYNAMIC)
-        .flat_map(|h| {
-            (h.offset..h.offset + h.filesz)
-                .step_by(2 * word)
-                .map(|at| elf.num(at, word))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let dynamic_tags: Vec<u64> = elf.dynamic_entries().iter().map(|&(tag, _)| tag).collect();
     assert_eq!(elf.e_type, ET_DYN, "a position-independent executable");
     if s.target.contains("musl") {
         assert!(!interp, "a static executable has no PT_INTERP");
@@ -435,23 +436,16 @@ fn a_static_build_relocates_each_word_once() {
 /// an odd one a bitmap of the words after the last (63 of them in a
 /// 64-bit image, 31 in a 32-bit one).
 fn relocated_words_in_relro(elf: &Elf) -> Vec<u64> {
-    const PT_DYNAMIC: u32 = 2;
     const PT_GNU_RELRO: u32 = 0x6474_e552;
     const DT_RELRSZ: u64 = 35;
     const DT_RELR: u64 = 36;
     let word = elf.word();
-    let header = |p_type| elf.headers.iter().find(|h| h.p_type == p_type);
-    let dynamic = header(PT_DYNAMIC).expect("a PT_DYNAMIC segment");
-    let (mut table, mut size) = (0, 0);
-    for entry in (dynamic.offset..dynamic.offset + dynamic.filesz).step_by(2 * word) {
-        match elf.num(entry, word) {
-            0 => break,
-            DT_RELR => table = elf.num(entry + word, word),
-            DT_RELRSZ => size = elf.num(entry + word, word),
-            _ => {}
-        }
-    }
-    assert!(table != 0 && size != 0, "a DT_RELR table");
+    let dynamic = elf.dynamic_entries();
+    let value_of = |tag| dynamic.iter().find(|&&(t, _)| t == tag).map(|&(_, v)| v);
+    let (Some(table), Some(size)) = (value_of(DT_RELR), value_of(DT_RELRSZ)) else {
+        panic!("a DT_RELR table: {dynamic:?}");
+    };
+    assert!(table != 0 && size != 0, "a DT_RELR table: {dynamic:?}");
     let bits = 8 * word as u64;
     let mut relocated = Vec::new();
     let mut next = 0;
@@ -470,7 +464,11 @@ fn relocated_words_in_relro(elf: &Elf) -> Vec<u64> {
             next += (bits - 1) * word as u64;
         }
     }
-    let relro = header(PT_GNU_RELRO).expect("a PT_GNU_RELRO segment");
+    let relro = elf
+        .headers
+        .iter()
+        .find(|h| h.p_type == PT_GNU_RELRO)
+        .expect("a PT_GNU_RELRO segment");
     relocated
         .into_iter()
         .filter(|a| (relro.vaddr..relro.vaddr + relro.filesz as u64).contains(a))

@@ -41,14 +41,17 @@ cargo_std_from_source() {
     cargo "$subcommand" -Zbuild-std=std,panic_unwind "$@"
 }
 
-# Where TARGET's release build lies.
-release_dir() {
+# The target directory TARGET is built in (cargo's CARGO_TARGET_DIR).
+target_dir_of() {
   if is_std_from_source "$1"; then
-    echo "$std_from_source_dir/$1/release"
+    echo "$std_from_source_dir"
   else
-    echo "$targets_root/target/$1/release"
+    echo "$targets_root/target"
   fi
 }
+
+# Where TARGET's release build lies.
+release_dir() { echo "$(target_dir_of "$1")/$1/release"; }
 
 # TARGET's runner from .cargo/config.toml, as words on one line (none for a
 # target without one: the host's): the quoted strings of its array, which

@@ -96,7 +96,7 @@ pub async fn serve<H, F, B>(
             .max_buf_size(limits.max_buf_size)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
-        connections.spawn(async move {
+        hermes_runtime::task::spawn_in(&mut connections, async move {
             let _permit = permit;
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "{name}: connection ended with an error");

@@ -241,7 +241,8 @@ impl Held {
             let store = Arc::clone(&store);
             let ttl = self.0.ttl;
             let renewed =
-                tokio::task::spawn_blocking(move || lock(&store).lease_renew(&fence, ttl)).await;
+                hermes_runtime::task::spawn_blocking(move || lock(&store).lease_renew(&fence, ttl))
+                    .await;
             match renewed {
                 Ok(Ok(Some(_))) => self.renewed(asked_at),
                 Ok(Ok(None)) => {

@@ -87,7 +87,7 @@ impl Starting<'_> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(run(stop_rx));
+        let task = hermes_runtime::task::spawn(run(stop_rx));
         *self.slot = Some(Running { stop, task });
     }
 }

@@ -121,7 +121,8 @@ impl WebhookServer {
             let (config, handler) = (Arc::clone(&config), Arc::clone(&handler));
             async move { serve(&config, handler.as_ref(), req, peer).await }
         };
-        let task = tokio::spawn(http_server::serve(listener, limits, serve_one, stop_rx));
+        let task =
+            hermes_runtime::task::spawn(http_server::serve(listener, limits, serve_one, stop_rx));
         Ok(Self { addr, stop, task })
     }
 

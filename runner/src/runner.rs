@@ -319,7 +319,7 @@ impl GatewayRunner {
             return Err(StartError::AlreadyStarted);
         }
         let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || {
+        hermes_runtime::task::spawn_blocking(move || {
             inner.prepare()?;
             inner.listen();
             Ok::<_, StartError>(())
@@ -375,7 +375,11 @@ impl GatewayRunner {
         for adapter in self.inner.delivery.adapters() {
             let (tx, rx) = tokio::sync::oneshot::channel();
             let inner = Arc::clone(&self.inner);
-            tokio::spawn(inner.serve_bot(Arc::clone(adapter), Arc::clone(&handler), Some(tx)));
+            hermes_runtime::task::spawn(inner.serve_bot(
+                Arc::clone(adapter),
+                Arc::clone(&handler),
+                Some(tx),
+            ));
             firsts.push((adapter.platform(), rx));
         }
         let mut serving = 0;
@@ -472,13 +476,15 @@ impl GatewayRunner {
         }
         // A standby gateway takes the bots over at once.
         let releasing = Arc::clone(inner);
-        if let Err(e) = tokio::task::spawn_blocking(move || releasing.release_bots()).await {
+        if let Err(e) = hermes_runtime::task::spawn_blocking(move || releasing.release_bots()).await
+        {
             tracing::error!(error = %e, "releasing the bot leases panicked");
         }
         let marked_clean = if all_turns_finished {
             let inner = Arc::clone(inner);
             let result =
-                tokio::task::spawn_blocking(move || inner.store().mark_clean_shutdown()).await;
+                hermes_runtime::task::spawn_blocking(move || inner.store().mark_clean_shutdown())
+                    .await;
             match result {
                 Ok(Ok(())) => true,
                 Ok(Err(e)) => {
@@ -548,7 +554,7 @@ impl Inner {
     {
         match self.handle.get() {
             Some(h) => {
-                h.spawn(fut);
+                hermes_runtime::task::spawn_on(h, fut);
             }
             None => tracing::error!("event delivered before the runner started; dropped"),
         }

@@ -147,10 +147,10 @@ impl AsyncBridge {
         F: Future<Output = Result<String, ToolError>> + Send + 'static,
     {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-        let task = self.handle.spawn(body(stop_rx));
+        let task = crate::task::spawn_on(&self.handle, body(stop_rx));
         let abort = task.abort_handle();
         let (tx, rx) = mpsc::sync_channel::<Result<Result<String, ToolError>, JoinError>>(1);
-        self.handle.spawn(async move {
+        crate::task::spawn_on(&self.handle, async move {
             let _ = tx.send(task.await);
         });
         let deadline = std::time::Instant::now() + timeout;
@@ -219,10 +219,10 @@ impl AsyncBridge {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let task = self.handle.spawn(fut);
+        let task = crate::task::spawn_on(&self.handle, fut);
         let abort = task.abort_handle();
         let (tx, rx) = mpsc::sync_channel::<Result<F::Output, JoinError>>(1);
-        self.handle.spawn(async move {
+        crate::task::spawn_on(&self.handle, async move {
             // The receiver may be gone (timed out); nothing to do then.
             let _ = tx.send(task.await);
         });

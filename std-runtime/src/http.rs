@@ -146,7 +146,7 @@ where
     }
     let abandoned = Arc::new(AtomicBool::new(false));
     let _abandon = Abandon(Arc::clone(&abandoned));
-    let task = tokio::task::spawn_blocking(move || {
+    let task = crate::task::spawn_blocking(move || {
         let mut probe = || {
             if abandoned.load(Ordering::Acquire) {
                 Wake::Stop

@@ -76,6 +76,7 @@ pub mod spill;
 // runtime); `hermes_runtime::store::…` keeps naming it.
 pub use hermes_store as store;
 pub mod sync;
+pub mod task;
 pub mod text;
 pub mod tools;
 pub mod turn;

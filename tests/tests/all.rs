@@ -4,6 +4,7 @@
 mod circles;
 mod context_window;
 mod providers;
+mod spawns;
 mod sqlite_opens;
 mod stale_connections;
 mod tier;

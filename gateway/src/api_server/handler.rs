@@ -255,9 +255,11 @@ async fn chat(state: &Arc<State>, req: Request<Incoming>) -> Result<Response<Bod
     let services = Arc::clone(&state.services);
     let prepared = {
         let request = request.clone();
-        tokio::task::spawn_blocking(move || run::prepare(&services, &request, session.as_deref()))
-            .await
-            .map_err(|e| ApiError::other(500, format!("{e}"), "server_error", "internal_error"))??
+        hermes_runtime::task::spawn_blocking(move || {
+            run::prepare(&services, &request, session.as_deref())
+        })
+        .await
+        .map_err(|e| ApiError::other(500, format!("{e}"), "server_error", "internal_error"))??
     };
     let session_id = prepared.session_id.clone();
     let envelope = Envelope {
@@ -292,7 +294,7 @@ fn start_run(
 ) -> mpsc::UnboundedReceiver<RunEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
     let services = Arc::clone(&state.services);
-    tokio::task::spawn_blocking(move || {
+    hermes_runtime::task::spawn_blocking(move || {
         let result = run::run(&services, prepared, flag, stream, &tx);
         // The slot is free before the client can see the answer: its next
         // request must not find its own finished run still counted.

@@ -26,7 +26,7 @@ impl ApiServer {
     pub(super) fn start(listener: TcpListener, state: Arc<State>) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, state, stop_rx));
+        let task = hermes_runtime::task::spawn(accept_loop(listener, state, stop_rx));
         Ok(Self { addr, stop, task })
     }
 

@@ -80,7 +80,7 @@ pub(super) async fn respond(
     guard.disarm();
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let include_usage = request.include_usage;
-    tokio::spawn(async move {
+    hermes_runtime::task::spawn(async move {
         let pump = Pump {
             tx,
             envelope,

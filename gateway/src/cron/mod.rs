@@ -345,7 +345,7 @@ impl Scheduler {
             late,
         });
         let ticking = Arc::clone(&inner);
-        tokio::spawn(async move { ticking.tick_loop().await });
+        hermes_runtime::task::spawn(async move { ticking.tick_loop().await });
         Scheduler { inner }
     }
 
@@ -375,7 +375,7 @@ impl Inner {
         let mut stop = self.stop.subscribe();
         loop {
             let inner = Arc::clone(&self);
-            match tokio::task::spawn_blocking(move || inner.tick()).await {
+            match hermes_runtime::task::spawn_blocking(move || inner.tick()).await {
                 Ok(Ok(())) => crate::ops::ops().scheduler_tick(),
                 Ok(Err(e)) => tracing::warn!(error = %e, "scheduler tick failed; retrying"),
                 Err(e) => tracing::error!(error = %e, "scheduler tick panicked"),
@@ -522,8 +522,7 @@ impl Inner {
         };
         let inner = Arc::clone(self);
         let job_id = job_id.to_owned();
-        self.handle
-            .spawn(async move { inner.work(job_id, held).await });
+        hermes_runtime::task::spawn_on(&self.handle, async move { inner.work(job_id, held).await });
         Ok(())
     }
 }

@@ -79,13 +79,14 @@ impl Inner {
     /// The task that works on one job's open run, holding its lease.
     pub(super) async fn work(self: Arc<Self>, job_id: String, held: Held) {
         let _permit = self.tasks.acquire().await;
-        let keeper = self.handle.spawn(
+        let keeper = hermes_runtime::task::spawn_on(
+            &self.handle,
             held.clone()
                 .keep(Arc::clone(&self.store), self.timing.lease),
         );
         let inner = Arc::clone(&self);
         let (jid, h) = (job_id.clone(), held.clone());
-        match tokio::task::spawn_blocking(move || inner.carry_on(&jid, &h)).await {
+        match hermes_runtime::task::spawn_blocking(move || inner.carry_on(&jid, &h)).await {
             Ok(Ok(())) => {}
             Ok(Err(StoreError::Fenced { .. })) => {
                 tracing::warn!(job = %job_id, "another gateway took this job's run over");
@@ -100,7 +101,8 @@ impl Inner {
         let inner = Arc::clone(&self);
         let fence = held.fence().clone();
         let released =
-            tokio::task::spawn_blocking(move || inner.store().lease_release(&fence, None)).await;
+            hermes_runtime::task::spawn_blocking(move || inner.store().lease_release(&fence, None))
+                .await;
         if let Ok(Err(e)) = released {
             tracing::warn!(job = %job_id, error = %e, "cannot release the job's lease");
         }

@@ -31,7 +31,7 @@ impl OpsServer {
         let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).await?;
         let addr = listener.local_addr()?;
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, stop_rx));
+        let task = hermes_runtime::task::spawn(accept_loop(listener, stop_rx));
         Ok(OpsServer { addr, stop, task })
     }
 

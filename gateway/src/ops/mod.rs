@@ -71,7 +71,8 @@ pub async fn start(
     #[cfg(not(feature = "metrics"))]
     let addr = None;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let writer = tokio::spawn(status::keep_written(home.to_path_buf(), addr, stop_rx));
+    let writer =
+        hermes_runtime::task::spawn(status::keep_written(home.to_path_buf(), addr, stop_rx));
     Ok(OpsHandle {
         stop,
         writer,

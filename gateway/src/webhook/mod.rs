@@ -117,7 +117,8 @@ impl WebhookServer {
         });
         let (stop, stop_rx) = watch::channel(false);
         let handler = move |req, _peer| handle(Arc::clone(&state), req);
-        let task = tokio::spawn(http_server::serve(listener, limits, handler, stop_rx));
+        let task =
+            hermes_runtime::task::spawn(http_server::serve(listener, limits, handler, stop_rx));
         Ok(WebhookServer { addr, stop, task })
     }
 
@@ -170,7 +171,8 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
         .or_else(|| header_text(&headers, "idempotency-key"))
         .unwrap_or_else(|| hex(&Sha256::digest(&body)));
     let job_id = event_job_id(&name, &key);
-    let accepted = tokio::task::spawn_blocking(move || state.accept(&route, &job_id, &body)).await;
+    let accepted =
+        hermes_runtime::task::spawn_blocking(move || state.accept(&route, &job_id, &body)).await;
     match accepted {
         Ok(Accepted::New) => answer(StatusCode::ACCEPTED, "accepted"),
         Ok(Accepted::Duplicate) => answer(StatusCode::ACCEPTED, "already accepted"),

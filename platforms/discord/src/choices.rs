@@ -403,7 +403,7 @@ pub(super) fn interaction(inner: &Arc<Inner>, handler: &EventHandler, d: &Value)
     let responder = Arc::clone(inner);
     let token = press.token;
     let path = format!("/interactions/{}/{token}/callback", press.id);
-    tokio::spawn(async move {
+    hermes_runtime::task::spawn(async move {
         if let Err(e) = responder.rest.request("POST", &path, Some(&response)).await {
             let why = describe(e).replace(&token, "<interaction token>");
             tracing::warn!("discord: a button press was not answered: {why}");

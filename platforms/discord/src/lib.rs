@@ -371,7 +371,7 @@ impl PlatformAdapter for DiscordAdapter {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (first_tx, first_rx) = oneshot::channel();
         self.inner.set_state(DiscordState::Connecting);
-        let handle = tokio::spawn(conn::run(
+        let handle = hermes_runtime::task::spawn(conn::run(
             Arc::clone(&self.inner),
             handler,
             stop_rx,

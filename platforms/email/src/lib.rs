@@ -133,8 +133,10 @@ impl EmailAdapter {
         let sent = smtp::send(&self.inner.config, to, text, parent.as_ref(), thread).await?;
         if !sent.thread.is_empty() {
             let inner = Arc::clone(&self.inner);
-            let _ = tokio::task::spawn_blocking(move || inner.memory.remember(&inner.gate, &sent))
-                .await;
+            let _ = hermes_runtime::task::spawn_blocking(move || {
+                inner.memory.remember(&inner.gate, &sent)
+            })
+            .await;
         }
         Ok(())
     }
@@ -144,7 +146,7 @@ impl EmailAdapter {
         f: impl FnOnce(&state::Memory) -> Option<T> + Send + 'static,
     ) -> Option<T> {
         let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || f(&inner.memory))
+        hermes_runtime::task::spawn_blocking(move || f(&inner.memory))
             .await
             .ok()
             .flatten()
@@ -321,7 +323,7 @@ impl PlatformAdapter for EmailAdapter {
         let raw = raw.ok_or_else(|| rejected("the mail is no longer in the mailbox".to_owned()))?;
         let index = usize::try_from(index).unwrap_or(usize::MAX);
         let (bytes, mime_type, file_name) =
-            tokio::task::spawn_blocking(move || parse::attachment(&raw, index))
+            hermes_runtime::task::spawn_blocking(move || parse::attachment(&raw, index))
                 .await
                 .ok()
                 .flatten()

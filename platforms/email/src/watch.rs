@@ -32,7 +32,9 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&Inner) -> T + Send + 'static,
 ) -> Option<T> {
     let inner = Arc::clone(inner);
-    tokio::task::spawn_blocking(move || f(&inner)).await.ok()
+    hermes_runtime::task::spawn_blocking(move || f(&inner))
+        .await
+        .ok()
 }
 
 enum Outcome {

@@ -42,7 +42,7 @@ fn key(what: &str, user: &str) -> String {
 
 async fn kv_get(inner: &Inner, key: String) -> Option<String> {
     let store = inner.store.clone()?;
-    tokio::task::spawn_blocking(move || lock(&store).kv_get(&key))
+    hermes_runtime::task::spawn_blocking(move || lock(&store).kv_get(&key))
         .await
         .ok()?
         .unwrap_or_else(|e| {
@@ -58,7 +58,7 @@ async fn kv_set(inner: &Inner, key: String, value: String) {
         return;
     };
     let lease = inner.gate.lease();
-    let saved = tokio::task::spawn_blocking(move || {
+    let saved = hermes_runtime::task::spawn_blocking(move || {
         let writes = [KvWrite::Set {
             key: &key,
             value: &value,

@@ -312,7 +312,7 @@ fn hand_on(inner: &Arc<Inner>, item: &Value, handler: &EventHandler) {
             handler(*event);
             if let Some((ts, author)) = receipt {
                 let inner = Arc::clone(inner);
-                tokio::spawn(async move {
+                hermes_runtime::task::spawn(async move {
                     let params =
                         json!({ "recipient": author, "targetTimestamp": [ts], "type": "read" });
                     if let Err(e) = inner

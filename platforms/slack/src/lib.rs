@@ -370,7 +370,7 @@ impl PlatformAdapter for SlackAdapter {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (first_tx, first_rx) = oneshot::channel();
         self.inner.set_state(SlackState::Connecting);
-        let handle = tokio::spawn(socket::run(
+        let handle = hermes_runtime::task::spawn(socket::run(
             Arc::clone(&self.inner),
             handler,
             stop_rx,

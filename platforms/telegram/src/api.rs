@@ -363,7 +363,7 @@ mod tests {
         // without bound.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
+        let server = hermes_runtime::task::spawn(async move {
             let (mut sock, _) = listener.accept().await.unwrap();
             let mut head = [0u8; 4096];
             let _ = sock.read(&mut head).await;

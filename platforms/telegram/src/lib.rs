@@ -528,10 +528,10 @@ impl PlatformAdapter for TelegramAdapter {
         let inner = Arc::clone(&self.inner);
         let status = Arc::clone(&self.status);
         status.send_replace(Status::Polling);
-        let task = tokio::spawn(async move {
+        let task = hermes_runtime::task::spawn(async move {
             // The loop runs in its own task so a panicking handler ends it
             // with a visible error instead of leaving "polling" forever.
-            let fatal = match tokio::spawn(inner.poll_loop(handler, stop_rx)).await {
+            let fatal = match hermes_runtime::task::spawn(inner.poll_loop(handler, stop_rx)).await {
                 Ok(fatal) => fatal,
                 Err(e) => Some(AdapterError::Rejected {
                     platform: PLATFORM,

@@ -72,7 +72,7 @@ impl Inner {
                 )
             })?;
         let url = self.api.file_url(path);
-        let downloaded = tokio::task::spawn_blocking(move || {
+        let downloaded = hermes_runtime::task::spawn_blocking(move || {
             hermes_runtime::media::fetch::download(&url, max_bytes, DOWNLOAD_TIMEOUT)
         })
         .await

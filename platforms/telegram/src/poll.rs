@@ -50,7 +50,7 @@ impl Inner {
     /// with the runner's turns), which must not stall a runtime worker.
     async fn load_offset(&self) -> Option<i64> {
         let offsets = Arc::clone(&self.offsets);
-        match tokio::task::spawn_blocking(move || offsets.load()).await {
+        match hermes_runtime::task::spawn_blocking(move || offsets.load()).await {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(error = %e, "telegram: reading the saved offset panicked; starting from the oldest update");
@@ -66,7 +66,7 @@ impl Inner {
     async fn save_offset(&self, offset: i64) {
         let offsets = Arc::clone(&self.offsets);
         let lease = self.gate.lease();
-        let saved = tokio::task::spawn_blocking(move || match &lease {
+        let saved = hermes_runtime::task::spawn_blocking(move || match &lease {
             Some(held) => {
                 let fenced = offsets.save_fenced(offset, held.fence());
                 if !fenced {

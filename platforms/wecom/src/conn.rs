@@ -401,7 +401,7 @@ async fn connect_once(
                             EventKind::EnterChat => {
                                 if let Some(text) = config.welcome_text.clone() {
                                     let inner = inner.clone();
-                                    tokio::spawn(async move {
+                                    hermes_runtime::task::spawn(async move {
                                         let frame = wire::welcome_text(&req_id, &text);
                                         if let Err(e) = inner.request(&req_id, wire::CMD_RESPOND_WELCOME, frame).await {
                                             tracing::warn!("wecom: welcome message failed: {e}");

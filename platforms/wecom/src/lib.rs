@@ -585,7 +585,7 @@ impl PlatformAdapter for WecomAdapter {
         let (first_tx, first_rx) = oneshot::channel();
         self.inner.set_state(WecomState::Connecting);
         let inner = self.inner.clone();
-        let handle = tokio::spawn(conn::run(inner, handler, stop_rx, first_tx));
+        let handle = hermes_runtime::task::spawn(conn::run(inner, handler, stop_rx, first_tx));
         *lock(&self.inner.task) = Some((stop_tx, handle));
         match first_rx.await {
             Ok(result) => result,

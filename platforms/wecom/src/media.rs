@@ -83,7 +83,7 @@ pub(super) async fn fetch(media: &MediaRef, max_bytes: u64) -> Result<FetchedMed
     // The ciphertext is the plaintext plus at most 32 bytes of padding.
     let limit = max_bytes.saturating_add(32);
     let url = handle.url.clone();
-    let downloaded = tokio::task::spawn_blocking(move || {
+    let downloaded = hermes_runtime::task::spawn_blocking(move || {
         hermes_runtime::media::fetch::download(&url, limit, DOWNLOAD_TIMEOUT)
     })
     .await

@@ -352,7 +352,7 @@ impl Callbacks {
                 // the 200 below loses nothing.
                 (self.handler)(event);
                 let graph = self.inner().graph.clone();
-                tokio::spawn(async move {
+                hermes_runtime::task::spawn(async move {
                     if let Err(e) = graph.mark_read(&m.id).await {
                         tracing::debug!(error = %e, "whatsapp: marking a message read failed");
                     }
@@ -381,7 +381,7 @@ impl Callbacks {
             return;
         }
         let graph = self.inner().graph.clone();
-        tokio::spawn(async move {
+        hermes_runtime::task::spawn(async move {
             let notice = json!({ "type": "text", "text": { "body": UNREADABLE_NOTICE } });
             if let Err(e) = graph.send_message(&from, notice, Some(&id)).await {
                 tracing::warn!(error = %e, "whatsapp: telling a user their message was unreadable failed");

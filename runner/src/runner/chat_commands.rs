@@ -45,7 +45,7 @@ impl Inner {
         let inner = Arc::clone(self);
         self.spawn(async move {
             let i2 = Arc::clone(&inner);
-            let listed = tokio::task::spawn_blocking(move || {
+            let listed = hermes_runtime::task::spawn_blocking(move || {
                 let store = i2.store();
                 let current = store.active_session_for_key(&key)?.map(|s| s.id);
                 let mine: Vec<_> = store
@@ -131,7 +131,7 @@ impl Inner {
     pub(super) async fn retry(self: &Arc<Self>, key: &str, event: MessageEvent) {
         let inner = Arc::clone(self);
         let k = key.to_owned();
-        let undone = tokio::task::spawn_blocking(move || {
+        let undone = hermes_runtime::task::spawn_blocking(move || {
             let mut store = inner.store();
             let Some(session) = store.active_session_for_key(&k)? else {
                 return Ok(None);

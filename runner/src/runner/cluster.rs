@@ -229,7 +229,7 @@ impl Inner {
             let released = self.cluster.released.notified();
             let inner = Arc::clone(&self);
             let lease_name = name.clone();
-            let attempt = tokio::task::spawn_blocking(move || {
+            let attempt = hermes_runtime::task::spawn_blocking(move || {
                 try_acquire(
                     inner.lease_store(),
                     &lease_name,
@@ -279,10 +279,13 @@ impl Inner {
             tracing::info!(lease = %name, epoch = held.fence().epoch, "serving the bot");
             lock(&self.cluster.bots).insert(platform, held.clone());
             adapter.set_lease(Some(held.clone()));
-            let keeper = tokio::spawn(held.clone().keep(Arc::clone(self.lease_store()), timing));
+            let keeper = hermes_runtime::task::spawn(
+                held.clone().keep(Arc::clone(self.lease_store()), timing),
+            );
             let inner = Arc::clone(&self);
             let taken =
-                tokio::task::spawn_blocking(move || inner.take_over_platform(platform)).await;
+                hermes_runtime::task::spawn_blocking(move || inner.take_over_platform(platform))
+                    .await;
             let mut taken = match taken {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
@@ -359,7 +362,7 @@ impl Inner {
                     // the takeover (SQLite has no such other gateway).
                     _ = tokio::time::sleep(timing.ttl), if !self.cluster.exclusive => {
                         let inner = Arc::clone(&self);
-                        let killed = tokio::task::spawn_blocking(move || inner.recover_killed_turns(platform)).await;
+                        let killed = hermes_runtime::task::spawn_blocking(move || inner.recover_killed_turns(platform)).await;
                         match killed {
                             Ok(Ok(interrupted)) if !interrupted.is_empty() => {
                                 self.answer_taken_over(TakeOver { interrupted, to_answer: Vec::new() }).await;
@@ -396,7 +399,7 @@ impl Inner {
         held.lose();
         let store = Arc::clone(self.lease_store());
         let fence = held.fence().clone();
-        let _ = tokio::task::spawn_blocking(move || release(&store, &fence)).await;
+        let _ = hermes_runtime::task::spawn_blocking(move || release(&store, &fence)).await;
     }
 
     /// Shutdown: gives every bot lease up, so a standby gateway takes over
@@ -426,7 +429,8 @@ impl Inner {
             }
             let inner = Arc::clone(self);
             let key = marker.key.clone();
-            let _ = tokio::task::spawn_blocking(move || inner.forget_orphan_turn(&key)).await;
+            let _ =
+                hermes_runtime::task::spawn_blocking(move || inner.forget_orphan_turn(&key)).await;
         }
         for p in taken.to_answer {
             let state = lock(&self.queues.state);
@@ -616,7 +620,7 @@ impl Inner {
             let released = self.cluster.released.notified();
             let inner = Arc::clone(self);
             let lease_name = name.clone();
-            let attempt = tokio::task::spawn_blocking(move || {
+            let attempt = hermes_runtime::task::spawn_blocking(move || {
                 try_acquire(
                     inner.lease_store(),
                     &lease_name,
@@ -645,7 +649,7 @@ impl Inner {
                         }
                         let inner = Arc::clone(self);
                         let request = interrupt_request(&owner, &name);
-                        let sent = tokio::task::spawn_blocking(move || {
+                        let sent = hermes_runtime::task::spawn_blocking(move || {
                             lock(inner.lease_store()).notify(INTERRUPT_CHANNEL, &request)
                         })
                         .await;

@@ -27,8 +27,10 @@ impl Inner {
         let inner = Arc::clone(self);
         let k = key.to_owned();
         let ev = event.clone();
-        let result =
-            tokio::task::spawn_blocking(move || inner.run_command(&k, &cmd, &ev, position)).await;
+        let result = hermes_runtime::task::spawn_blocking(move || {
+            inner.run_command(&k, &cmd, &ev, position)
+        })
+        .await;
         let text = match result {
             Ok(Ok(text)) => text,
             Ok(Err(e)) => {
@@ -57,7 +59,7 @@ impl Inner {
         self.spawn(async move {
             let i2 = Arc::clone(&inner);
             let event_source = event.source.clone();
-            let text = tokio::task::spawn_blocking(move || {
+            let text = hermes_runtime::task::spawn_blocking(move || {
                 // The sender's own accounts (issue 44), never anyone else's.
                 let own = i2.own_usage(&super::spending::identity(&event_source));
                 let Some(session) = i2.store().active_session_for_key(&key)? else {
@@ -101,7 +103,8 @@ impl Inner {
             let i2 = Arc::clone(&inner);
             let k = key.clone();
             let record =
-                tokio::task::spawn_blocking(move || i2.store().active_session_for_key(&k)).await;
+                hermes_runtime::task::spawn_blocking(move || i2.store().active_session_for_key(&k))
+                    .await;
             let mut text = String::new();
             match record {
                 Ok(Ok(Some(s))) => {
@@ -118,13 +121,15 @@ impl Inner {
                     let id = s.id.clone();
                     let k = key.clone();
                     let source = event.source.clone();
-                    if let Ok(Some(line)) =
-                        tokio::task::spawn_blocking(move || i3.context_line(&k, &s, &source)).await
+                    if let Ok(Some(line)) = hermes_runtime::task::spawn_blocking(move || {
+                        i3.context_line(&k, &s, &source)
+                    })
+                    .await
                     {
                         text.push_str(&line);
                         text.push('\n');
                     }
-                    let usage = tokio::task::spawn_blocking(move || {
+                    let usage = hermes_runtime::task::spawn_blocking(move || {
                         UsageReport::for_session(&i4.store(), &id).map(|r| r.total())
                     })
                     .await;

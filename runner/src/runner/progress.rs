@@ -115,7 +115,7 @@ impl Streaming {
     /// Starts the preview task over `stream`.
     pub(super) fn start(stream: Box<dyn ReplyStream>, interval: Duration) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run_preview(rx, stream, interval));
+        let task = hermes_runtime::task::spawn(run_preview(rx, stream, interval));
         Streaming { tx, task }
     }
 
@@ -202,7 +202,7 @@ impl Typing {
     /// Shows typing in `chat` now and every [`TYPING_INTERVAL`].
     pub(super) fn start(adapter: Arc<dyn PlatformAdapter>, chat: String) -> Self {
         let (stop, mut rx) = watch::channel(false);
-        tokio::spawn(async move {
+        hermes_runtime::task::spawn(async move {
             loop {
                 tokio::select! {
                     () = adapter.typing(&chat) => {}

@@ -231,14 +231,14 @@ impl Inner {
         };
         // Renewed while the turn runs; should another gateway take it over
         // (this one was cut off or stopped), the turn stops.
-        let keeper = tokio::spawn(
+        let keeper = hermes_runtime::task::spawn(
             lease
                 .clone()
                 .keep(Arc::clone(self.lease_store()), self.cluster.timing),
         );
         let watcher = {
             let (lease, ctl) = (lease.clone(), Arc::clone(&ctl));
-            tokio::spawn(async move {
+            hermes_runtime::task::spawn(async move {
                 lease.invalidated().await;
                 ctl.interrupt();
             })
@@ -252,9 +252,11 @@ impl Inner {
             let inner = Arc::clone(self);
             let fence = lease.fence().clone();
             let ttl = self.cluster.timing.ttl;
-            tokio::task::spawn_blocking(move || lock(inner.lease_store()).lease_renew(&fence, ttl))
-                .await
-                .is_ok_and(|r| matches!(r, Ok(Some(_))))
+            hermes_runtime::task::spawn_blocking(move || {
+                lock(inner.lease_store()).lease_renew(&fence, ttl)
+            })
+            .await
+            .is_ok_and(|r| matches!(r, Ok(Some(_))))
         };
         if !still_ours {
             tracing::warn!(
@@ -297,7 +299,7 @@ impl Inner {
         let turn_lease = lease.clone();
         let progress = streaming.as_ref().map(Streaming::sender);
         *lock(&ctl.preview) = streaming.as_ref().map(Streaming::sender);
-        let result = tokio::task::spawn_blocking(move || {
+        let result = hermes_runtime::task::spawn_blocking(move || {
             inner.run_turn(
                 &turn_key,
                 &event,
@@ -349,7 +351,7 @@ impl Inner {
                 let inner = Arc::clone(self);
                 let fence = lease.fence().clone();
                 let asked = std::time::Instant::now();
-                ours = tokio::task::spawn_blocking(move || {
+                ours = hermes_runtime::task::spawn_blocking(move || {
                     lock(inner.lease_store()).lease_renew(&fence, ttl)
                 })
                 .await
@@ -376,7 +378,8 @@ impl Inner {
         // The reply is out: a restart from here on owes nobody a notice.
         let inner = Arc::clone(self);
         let k = key.to_owned();
-        let released = tokio::task::spawn_blocking(move || inner.finish_turn(&k, Some(&lease)));
+        let released =
+            hermes_runtime::task::spawn_blocking(move || inner.finish_turn(&k, Some(&lease)));
         if let Err(e) = released.await {
             tracing::error!(key, error = %e, "clearing a turn marker panicked");
         }

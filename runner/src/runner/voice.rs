@@ -139,7 +139,7 @@ impl Inner {
             .ok_or("no adapter for the platform")?;
         let started = std::time::Instant::now();
         let speaker = Arc::clone(speaker);
-        let speech = tokio::task::spawn_blocking(move || speaker.speak(&text))
+        let speech = hermes_runtime::task::spawn_blocking(move || speaker.speak(&text))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;

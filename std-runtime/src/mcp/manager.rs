@@ -136,7 +136,7 @@ impl McpManager {
         let started = self.bridge.block_on(async move {
             let tasks: Vec<_> = servers
                 .into_iter()
-                .map(|s| tokio::spawn(async move { s.connected().await.map(|_| ()) }))
+                .map(|s| crate::task::spawn(async move { s.connected().await.map(|_| ()) }))
                 .collect();
             for t in tasks {
                 let _ = t.await;
@@ -197,7 +197,7 @@ impl McpManager {
         let _ = self.bridge.block_on(async move {
             let tasks: Vec<_> = servers
                 .into_iter()
-                .map(|s| tokio::spawn(async move { s.shutdown().await }))
+                .map(|s| crate::task::spawn(async move { s.shutdown().await }))
                 .collect();
             for t in tasks {
                 let _ = t.await;

@@ -261,7 +261,7 @@ pub(crate) async fn start(
     let sink = tail.clone();
     let name = server_name.to_owned();
     let (stderr_tx, stderr_closed) = oneshot::channel();
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         let _closed = stderr_tx;
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -278,7 +278,7 @@ pub(crate) async fn start(
     let exit = Arc::new(Mutex::new(None));
     let (exited_tx, exited) = oneshot::channel();
     let status_slot = exit.clone();
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         if let Ok(status) = child.wait().await {
             *lock(&status_slot) = Some(status);
         }

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 use crate::sync::lock;
 
 /// Lines of output a completion notice carries.
@@ -514,24 +515,17 @@ impl ProcessTool {
                  last lines of output), 'log' (output from the file on disk, by byte offset and \
                  limit), 'wait' (block until it ends or timeout seconds pass), 'kill' (end it \
                  and everything it started). session_id is the process id terminal returned.",
-                {
-                    let mut parameters = schema(
-                        r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill"]},
                         "session_id": {"type": "string", "description": "The process id (bg…) terminal returned. Required except for 'list'."},
-                        "timeout": {"type": "integer", "minimum": 1, "description": "For 'wait': seconds to wait at most. Default 30."},
+                        "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_WAIT_S, "description": "For 'wait': seconds to wait at most. Default 30."},
                         "offset": {"type": "integer", "minimum": 0, "description": "For 'log': the byte to start at. Default 0."},
-                        "limit": {"type": "integer", "minimum": 1, "description": "For 'log': bytes to return at most. Default 16384."}
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LOG_BYTES, "description": "For 'log': bytes to return at most. Default 16384."}
                     },
                     "required": ["action"]
-                }"#,
-                    );
-                    parameters["properties"]["timeout"]["maximum"] = MAX_WAIT_S.into();
-                    parameters["properties"]["limit"]["maximum"] = MAX_LOG_BYTES.into();
-                    parameters
-                },
+                }),
             ),
             scope,
         }

@@ -16,7 +16,7 @@ use hermes_core::{InterruptFlag, Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 
 /// The tool's name (and its toolset's).
 pub const NAME: &str = "clarify";
@@ -177,9 +177,7 @@ impl ClarifyTool {
                  before proceeding. Provide up to 4 choices; the user picks one or types their \
                  own answer ('other'). List the choice you recommend first. Omit choices for an \
                  open-ended question.",
-                {
-                    let mut parameters = schema(
-                        r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "question": {
@@ -189,15 +187,12 @@ impl ClarifyTool {
                         "choices": {
                             "type": "array",
                             "items": {"type": "string"},
+                            "maxItems": MAX_CHOICES,
                             "description": "Up to 4 selectable choices. Omit for open-ended."
                         }
                     },
                     "required": ["question"]
-                }"#,
-                    );
-                    parameters["properties"]["choices"]["maxItems"] = MAX_CHOICES.into();
-                    parameters
-                },
+                }),
             ),
             clarifier,
         }

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hermes_core::{Clock, Tool, ToolContext, ToolError, ToolSpec};
 use jiff::tz::TimeZone;
 use serde::Deserialize;
+use serde_json::json;
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 use crate::cron::{self, ACCEPTED_FORMS, CronContext, JobSpec, Origin, TARGET_FORMS};
 use crate::store::{JobRecord, Store};
 use crate::sync::lock;
@@ -92,8 +93,7 @@ impl CronjobTool {
             spec: ToolSpec::new(
                 NAME,
                 description,
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["create", "list", "update", "pause", "resume", "remove", "run"]},
@@ -105,8 +105,7 @@ impl CronjobTool {
                         "deliver": {"type": "string", "description": "origin, local, telegram, or platform:chat_id[:thread_id]."}
                     },
                     "required": ["action"]
-                }"#,
-                ),
+                }),
             ),
             store,
             origin,

@@ -37,8 +37,9 @@ use hermes_core::{
     ToolError, ToolSpec,
 };
 use serde::Deserialize;
+use serde_json::json;
 
-use super::{ToolEnv, build_wrapped, failed, parse_args, schema};
+use super::{ToolEnv, build_wrapped, failed, parse_args};
 use crate::spill::cap_result;
 
 /// The child's system prompt (before its tool list).
@@ -102,15 +103,14 @@ impl DelegateTool {
                 "Hand focused tasks to sub-agents with fresh contexts (3 run at once); each \
                  returns only its final report. They spend your iteration budget and cannot see \
                  this conversation.",
-                {
-                    let mut parameters = schema(
-                        r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "goal": {"type": "string", "description": "One task and what to report."},
                         "context": {"type": "string", "description": "Facts and paths it needs."},
                         "tasks": {
                             "type": "array",
+                            "maxItems": MAX_TASKS,
                             "description": "Independent tasks run in parallel, instead of goal.",
                             "items": {
                                 "type": "object",
@@ -123,11 +123,7 @@ impl DelegateTool {
                             }
                         }
                     }
-                }"#,
-                    );
-                    parameters["properties"]["tasks"]["maxItems"] = MAX_TASKS.into();
-                    parameters
-                },
+                }),
             ),
             model,
             env,

@@ -5,9 +5,10 @@ use std::io::{BufRead, BufReader, Read};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, Workdir, failed, parse_args, schema};
+use super::{Access, Workdir, failed, parse_args};
 use crate::spill::cap_result;
 use crate::text::floor_char_boundary;
 
@@ -108,8 +109,7 @@ impl ReadFileTool {
             spec: ToolSpec::new(
                 "read_file",
                 READ_FILE_DESCRIPTION,
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "File path, relative to the working directory."},
@@ -117,8 +117,7 @@ impl ReadFileTool {
                         "limit": {"type": "integer", "minimum": 1, "description": "Maximum number of lines. Default 2000."}
                     },
                     "required": ["path"]
-                }"#,
-                ),
+                }),
             ),
             workdir,
             cap,
@@ -308,16 +307,14 @@ impl WriteFileTool {
                 "write_file",
                 "Write a file with the given content, replacing it if it exists and creating \
                  parent directories as needed. For small edits to an existing file prefer patch.",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "File path, relative to the working directory."},
                         "content": {"type": "string", "description": "The complete new content of the file."}
                     },
                     "required": ["path", "content"]
-                }"#,
-                ),
+                }),
             ),
             workdir,
         }
@@ -368,8 +365,7 @@ impl PatchTool {
                 "patch",
                 "Edit a file by exact string replacement: old_string must match the file exactly \
                  (including whitespace and indentation) and be unique unless replace_all is true.",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "File path, relative to the working directory."},
@@ -378,8 +374,7 @@ impl PatchTool {
                         "replace_all": {"type": "boolean", "description": "Replace every occurrence. Default false."}
                     },
                     "required": ["path", "old_string", "new_string"]
-                }"#,
-                ),
+                }),
             ),
             workdir,
         }

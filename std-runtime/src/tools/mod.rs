@@ -525,25 +525,6 @@ pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Re
     })
 }
 
-/// A tool's parameter schema, from its JSON text.
-///
-/// Written as text rather than with `json!`: the macro expands into code
-/// that builds the value one node at a time, ≈ 9× the size of the text
-/// (a seven-field schema was 7.5 KB of code); parsing the text costs a
-/// few microseconds once per run. Bounds that come from constants are set
-/// on the parsed value. The texts are the program's own, and every tool
-/// is built by the tests, where a text that does not parse fails here.
-pub(crate) fn schema(text: &'static str) -> serde_json::Value {
-    match serde_json::from_str(text) {
-        Ok(value) => value,
-        Err(e) => {
-            debug_assert!(false, "a tool schema does not parse: {e}");
-            tracing::error!(error = %e, "a tool schema does not parse; the tool takes no parameters");
-            serde_json::json!({"type": "object"})
-        }
-    }
-}
-
 /// Shorthand for a model-facing failure.
 pub(crate) fn failed(msg: impl Into<String>) -> ToolError {
     ToolError::Failed(msg.into())

@@ -27,9 +27,10 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use regex::Regex;
 use serde::Deserialize;
+use serde_json::json;
 
 use super::fs::{looks_binary, read_line_bounded};
-use super::{Access, Workdir, failed, parse_args, schema};
+use super::{Access, Workdir, failed, parse_args};
 use crate::spill::cap_result;
 use crate::text::floor_char_boundary;
 
@@ -183,23 +184,17 @@ impl SearchFilesTool {
                  files, results as 'path:line: text'. target 'files': glob match on file names \
                  (e.g. '*.rs'; a pattern with '/' matches the relative path). Honours .gitignore \
                  and skips hidden files.",
-                {
-                    let mut parameters = schema(
-                        r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "pattern": {"type": "string", "description": "Regex (content) or glob (files)."},
                         "path": {"type": "string", "description": "Directory (or file) to search. Default: the working directory."},
                         "target": {"type": "string", "enum": ["content", "files"], "description": "What to search. Default 'content'."},
                         "file_glob": {"type": "string", "description": "Only search files whose name matches this glob (content search), e.g. '*.py'."},
-                        "limit": {"type": "integer", "minimum": 1, "description": "Maximum results. Default 100."}
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Maximum results. Default 100."}
                     },
                     "required": ["pattern"]
-                }"#,
-                    );
-                    parameters["properties"]["limit"]["maximum"] = MAX_LIMIT.into();
-                    parameters
-                },
+                }),
             ),
             workdir,
             cap,

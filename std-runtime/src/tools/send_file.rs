@@ -16,9 +16,10 @@ use std::sync::Arc;
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, ToolEnv, ToolsError, Workdir, failed, parse_args, schema};
+use super::{Access, ToolEnv, ToolsError, Workdir, failed, parse_args};
 use crate::media::ImageFormat;
 
 /// The tool's name (and its toolset's).
@@ -164,16 +165,14 @@ impl SendFileTool {
                 "Send a file from the working directory to the user (a chart, a report, a file \
                  you made). Images are shown as photos, audio as audio, anything else as a \
                  document. One file per call.",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "The file, relative to the working directory."},
                         "caption": {"type": "string", "description": "A short text shown with the file."}
                     },
                     "required": ["path"]
-                }"#,
-                ),
+                }),
             ),
             files: ConfinedFiles::new(env)?,
             outbox,

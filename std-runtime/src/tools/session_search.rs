@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 use crate::store::{SearchHit, SearchScope, SessionRecord, Store};
 
 /// Sessions listed when the model does not say.
@@ -90,16 +91,14 @@ pub fn spec() -> ToolSpec {
         "session_search",
         "Search the user's earlier sessions with you by keywords (all must match); \
          returns session ids, dates and excerpts.",
-        schema(
-            r#"{
+        json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string"},
                 "limit": {"type": "integer", "description": "Sessions to return (3; at most 10)."}
             },
             "required": ["query"]
-        }"#,
-        ),
+        }),
     )
 }
 

@@ -7,7 +7,7 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 use crate::skills::{SkillError, SkillsHome};
 use crate::spill::cap_result;
 
@@ -30,14 +30,12 @@ impl SkillsListTool {
                 "skills_list",
                 "List the saved skills (name, description, category). Load one with skill_view \
                  before following it.",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "category": {"type": "string", "description": "Only skills whose metadata.category is this."}
                     }
-                }"#,
-                ),
+                }),
             ),
             home,
         }
@@ -103,16 +101,14 @@ impl SkillViewTool {
                  'file', one of those files (e.g. references/api.md). Nothing is run here: \
                  to run a skill's script, load it with 'file' and run its text with the \
                  terminal tool (sandboxed; its commands cannot see $HERMES_HOME).",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "name": {"type": "string", "description": "The skill's name, as skills_list shows it."},
                         "file": {"type": "string", "description": "A file inside the skill's folder, relative to it."}
                     },
                     "required": ["name"]
-                }"#,
-                ),
+                }),
             ),
             home,
             cap,

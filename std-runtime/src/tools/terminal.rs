@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 
 use super::approval::ApprovalGate;
 use super::background::BackgroundScope;
-use super::{Workdir, failed, parse_args, schema};
+use super::{Workdir, failed, parse_args};
 use crate::sandbox::{SandboxMode, child_env, unavailable_reason};
 use crate::spill::Spill;
 
@@ -116,23 +117,17 @@ impl TerminalTool {
                      read_file can read in ranges); pipe through head/tail/grep to focus. \
                      Everything it prints goes into the conversation: never print secrets."
                 ),
-                {
-                    let mut parameters = schema(
-                        r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "command": {"type": "string", "description": "The shell command."},
-                        "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is killed. Default 60, max 600."},
+                        "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S, "description": "Seconds before the command is killed. Default 60, max 600."},
                         "workdir": {"type": "string", "description": "Directory to run in, relative to the working directory. Default: the working directory."},
                         "background": {"type": "boolean", "description": "Start it and return its id without waiting (see the process tool). Default false."},
                         "notify_on_complete": {"type": "boolean", "description": "With background: post its exit status and last lines to this chat when it ends. Default false."}
                     },
                     "required": ["command"]
-                }"#,
-                    );
-                    parameters["properties"]["timeout"]["maximum"] = MAX_TIMEOUT_S.into();
-                    parameters
-                },
+                }),
             ),
             workdir,
             settings,

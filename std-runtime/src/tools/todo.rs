@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 
 use crate::sync::lock;
 
@@ -124,8 +125,7 @@ impl TodoTool {
                 "Keep a task list for this session to plan multi-step work. action 'list'; \
                  'add' with items (list of strings); 'update' with id and status \
                  (pending|in_progress|completed|cancelled) and/or text; 'clear' removes all.",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["list", "add", "update", "clear"]},
@@ -135,8 +135,7 @@ impl TodoTool {
                         "text": {"type": "string", "description": "New wording of the task (update)."}
                     },
                     "required": ["action"]
-                }"#,
-                ),
+                }),
             ),
             state,
         }

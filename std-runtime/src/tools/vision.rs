@@ -25,9 +25,10 @@ use hermes_core::{
     ChatRequest, LedgerEntry, Message, Model, NullSink, Tool, ToolContext, ToolError, ToolSpec,
 };
 use serde::Deserialize;
+use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, Workdir, failed, parse_args, schema};
+use super::{Access, Workdir, failed, parse_args};
 use crate::http::{self, Wake};
 use crate::media::{MAX_IMAGE_BYTES, MediaDir};
 use crate::spill::cap_result;
@@ -84,16 +85,14 @@ impl VisionAnalyzeTool {
                 "vision_analyze",
                 "Look at an image (PNG, JPEG, GIF, WebP; a file path or an http(s) URL) and \
                  answer a question about it.",
-                schema(
-                    r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "image_url": {"type": "string", "description": "A path in the working directory, or an http(s) URL."},
                         "question": {"type": "string", "description": "What to find out. Default: describe it."}
                     },
                     "required": ["image_url"]
-                }"#,
-                ),
+                }),
             ),
             workdir,
             source,

@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
+use serde_json::json;
 use ureq::ResponseExt;
 
 use super::html_text::html_to_text;
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 use crate::http::{self, Wake};
 use crate::spill::cap_result;
 use crate::text::floor_char_boundary;
@@ -53,20 +54,18 @@ pub(super) struct FetchArgs {
 impl WebFetchTool {
     pub(crate) fn new(cap: usize) -> Self {
         WebFetchTool {
-            spec: ToolSpec::new("web_fetch", WEB_FETCH_DESCRIPTION, {
-                let mut parameters = schema(
-                    r#"{
+            spec: ToolSpec::new(
+                "web_fetch",
+                WEB_FETCH_DESCRIPTION,
+                json!({
                     "type": "object",
                     "properties": {
                         "url": {"type": "string", "description": "An http:// or https:// URL."},
-                        "max_bytes": {"type": "integer", "minimum": 1, "description": "Stop downloading after this many bytes. Default 1048576."}
+                        "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_BYTES, "description": "Stop downloading after this many bytes. Default 1048576."}
                     },
                     "required": ["url"]
-                }"#,
-                );
-                parameters["properties"]["max_bytes"]["maximum"] = MAX_MAX_BYTES.into();
-                parameters
-            }),
+                }),
+            ),
             cap,
         }
     }

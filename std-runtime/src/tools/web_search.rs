@@ -26,7 +26,7 @@ use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{failed, parse_args, schema};
+use super::{failed, parse_args};
 use crate::http;
 use crate::secret::Secret;
 use crate::spill::cap_result;
@@ -196,20 +196,14 @@ impl WebSearchTool {
                 "web_search",
                 "Search the web. Returns a numbered list of results (title, URL, snippet); read \
                  a result in full with web_fetch on its URL.",
-                {
-                    let mut parameters = schema(
-                        r#"{
+                json!({
                     "type": "object",
                     "properties": {
                         "query": {"type": "string", "description": "What to search for."},
-                        "max_results": {"type": "integer", "minimum": 1, "description": "How many results (default 5)."}
+                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "description": "How many results (default 5)."}
                     },
                     "required": ["query"]
-                }"#,
-                    );
-                    parameters["properties"]["max_results"]["maximum"] = MAX_RESULTS.into();
-                    parameters
-                },
+                }),
             ),
             settings,
             cap,

@@ -31,7 +31,8 @@
 //! - Below every feature: [`redact`] (masking keys and URL credentials),
 //!   [`secret`] (keys that cannot be printed), [`env`] (the environment
 //!   snapshot and the variables hermes reads), [`price`] (a model's token
-//!   prices), [`sync`] (the one poison-tolerant lock), `fsutil` (atomic
+//!   prices), [`sync`] (the one poison-tolerant lock), [`task`] (tokio
+//!   tasks spawned boxed), `fsutil` (atomic
 //!   writes) and `text` (char-boundary cuts). The features own their
 //!   settings types and never import [`config`], which loads and hands
 //!   them out; no two top-level modules import each other, directly or

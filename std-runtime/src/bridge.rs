@@ -211,9 +211,10 @@ impl AsyncBridge {
         self.wait(fut, None)
     }
 
-    /// Spawns `fut` and waits on a std channel. The task is spawned directly
-    /// (not wrapped) so a panic is caught by tokio and reported through the
-    /// `JoinHandle`, which a small forwarding task turns into a message.
+    /// Spawns `fut` and waits on a std channel. The task is `fut` itself
+    /// (boxed, not wrapped in a forwarding future), so a panic is caught by
+    /// tokio and reported through the `JoinHandle`, which a small
+    /// forwarding task turns into a message.
     fn wait<F>(&self, fut: F, timeout: Option<Duration>) -> Result<F::Output, BridgeError>
     where
         F: Future + Send + 'static,

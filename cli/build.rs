@@ -43,8 +43,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// Makes `hermes_start` (`src/start/`) the entry of the musl builds on
 /// x86_64, aarch64, 32-bit ARM and riscv64: it asks for the pages the
 /// image's relocation writes in one call and applies the relocations, then
-/// jumps to musl's `_start`.
+/// jumps to musl's `_start`. The same decision compiles the module in
+/// (`cfg(hermes_static_entry)`), so the two cannot disagree.
 fn static_entry() {
+    println!("cargo:rustc-check-cfg=cfg(hermes_static_entry)");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") == "linux"
         && var("CARGO_CFG_TARGET_ENV") == "musl"
@@ -53,6 +55,7 @@ fn static_entry() {
             "x86_64" | "aarch64" | "arm" | "riscv64"
         )
     {
+        println!("cargo:rustc-cfg=hermes_static_entry");
         println!("cargo:rustc-link-arg-bin=hermes=-Wl,-e,hermes_start");
     }
 }

@@ -40,16 +40,8 @@ mod restore;
 mod sessions;
 mod setup;
 mod skills_cmd;
-#[cfg(all(
-    target_os = "linux",
-    target_env = "musl",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
+// Where build.rs makes `hermes_start` the entry.
+#[cfg(hermes_static_entry)]
 mod start;
 mod term;
 mod usage_cmd;

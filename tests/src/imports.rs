@@ -232,6 +232,25 @@ pub fn product_sources() -> Vec<PathBuf> {
         .collect()
 }
 
+/// Every `.rs` file of the product ([`product_sources`]) with its code:
+/// comments and literals dropped ([`code_only`]), inline test modules left
+/// out ([`without_test_modules`]). What the tidy tests that read the
+/// product's sources for a construct scan.
+pub fn product_code() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    for src in product_sources() {
+        rust_files(&src, &mut files);
+    }
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).expect("a source file");
+            let code = without_test_modules(&code_only(&text));
+            (file, code)
+        })
+        .collect()
+}
+
 /// Every `.rs` file under `dir`, depth first.
 pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read_dir") {

@@ -7,7 +7,7 @@
 //! comments and test modules left out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use hermes_tests::imports::{code_only, product_sources, rust_files, without_test_modules};
+use hermes_tests::imports::product_code;
 
 /// Spawns that bypass the boxing: tokio's free functions, and the
 /// methods of a runtime handle (the product names its handles `handle`).
@@ -34,19 +34,13 @@ fn direct_spawns(code: &str) -> Vec<String> {
 fn tokio_tasks_are_spawned_boxed_through_the_runtime() {
     let mut direct = Vec::new();
     let mut boxed = 0;
-    for src in product_sources() {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in files {
-            if file.ends_with("std-runtime/src/task.rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&file).expect("a source file");
-            let code = without_test_modules(&code_only(&text));
-            boxed += code.matches("task::spawn").count();
-            for line in direct_spawns(&code) {
-                direct.push(format!("{}:{line}", file.display()));
-            }
+    for (file, code) in product_code() {
+        if file.ends_with("std-runtime/src/task.rs") {
+            continue;
+        }
+        boxed += code.matches("task::spawn").count();
+        for line in direct_spawns(&code) {
+            direct.push(format!("{}:{line}", file.display()));
         }
     }
     assert!(

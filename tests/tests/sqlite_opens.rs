@@ -5,7 +5,7 @@
 //! taking effect. Read from the sources, comments and test modules left out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use hermes_tests::imports::{code_only, product_sources, rust_files, without_test_modules};
+use hermes_tests::imports::product_code;
 
 /// How rusqlite opens a connection.
 const OPENS: &[&str] = &[
@@ -53,20 +53,14 @@ fn is_fn_header(line: &str) -> bool {
 fn sqlite_connections_are_opened_by_the_store_after_its_library_settings() {
     let mut opened_in = Vec::new();
     let mut unconfigured = Vec::new();
-    for src in product_sources() {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in files {
-            let text = std::fs::read_to_string(&file).expect("a source file");
-            let code = without_test_modules(&code_only(&text));
-            if !OPENS.iter().any(|open| code.contains(open)) {
-                continue;
-            }
-            opened_in.push(file.clone());
-            for line in unconfigured_opens(&code) {
-                unconfigured.push(format!("{}:{line}", file.display()));
-            }
+    for (file, code) in product_code() {
+        if !OPENS.iter().any(|open| code.contains(open)) {
+            continue;
         }
+        for line in unconfigured_opens(&code) {
+            unconfigured.push(format!("{}:{line}", file.display()));
+        }
+        opened_in.push(file);
     }
     let outside: Vec<_> = opened_in
         .iter()

@@ -1,5 +1,6 @@
 //! The `Tool` trait and the registry that dispatches calls by name (SPEC L2, L8).
 
+use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -9,38 +10,69 @@ use core::fmt;
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde_json::value::RawValue;
 
 use crate::budget::IterationBudget;
 use crate::interrupt::InterruptFlag;
 
 pub mod batch;
+pub mod schema_text;
 
 /// A tool's definition as offered to the model.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ToolSpec {
     /// The name the model calls it by (`^[a-zA-Z0-9_-]{1,64}$`).
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments object. Shared, not copied: the
-    /// registry keeps a copy of every tool's definition and the request
-    /// encoder another, and the encoder's check that the definitions are
-    /// unchanged is a pointer comparison while they are (issue 39).
-    pub parameters: Arc<serde_json::Value>,
+    /// JSON Schema of the arguments object, as the compact JSON text the
+    /// request carries: a run sends its tools' schemas and seldom reads
+    /// them, so they are not built as trees at every start (issue 39;
+    /// [`schema`](Self::schema) parses one when asked). Shared, not copied:
+    /// the registry keeps a copy of every tool's definition and the
+    /// request encoder another.
+    pub parameters: Arc<RawValue>,
 }
 
 impl ToolSpec {
-    /// A new definition.
+    /// A definition whose schema is a built value (an MCP server's, a
+    /// test's).
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
         parameters: serde_json::Value,
     ) -> Self {
+        // A `Value` always serializes (its keys are strings); `null` is
+        // only the type system's due.
+        let parameters = serde_json::value::to_raw_value(&parameters)
+            .unwrap_or_else(|_| RawValue::NULL.to_owned());
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            parameters: Arc::new(parameters),
+            parameters: Arc::from(parameters),
         }
+    }
+
+    /// The schema as a value, parsed from its text (`null` should the text
+    /// not parse, which a `RawValue` does not let happen).
+    pub fn schema(&self) -> serde_json::Value {
+        serde_json::from_str(self.parameters.get()).unwrap_or_default()
+    }
+
+    /// Replaces the schema with a built value.
+    pub fn set_schema(&mut self, schema: &serde_json::Value) {
+        if let Ok(parameters) = serde_json::value::to_raw_value(schema) {
+            self.parameters = Arc::from(parameters);
+        }
+    }
+}
+
+/// Equal when name, description and schema text are.
+impl PartialEq for ToolSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.description == other.description
+            && self.parameters.get() == other.parameters.get()
     }
 }
 

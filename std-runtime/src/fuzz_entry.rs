@@ -231,7 +231,7 @@ pub fn tool_arguments(data: &[u8], schema_accepts: &dyn Fn(&Value, &Value) -> bo
     let Ok(value) = serde_json::from_str::<Value>(text) else {
         return;
     };
-    if small_integers_only(&value) && schema_accepts(&spec.parameters, &value) {
+    if small_integers_only(&value) && schema_accepts(&spec.schema(), &value) {
         // Written out again: duplicate keys (serde_json keeps the last) are
         // not what this property is about.
         let canonical = value.to_string();

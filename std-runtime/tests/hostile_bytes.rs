@@ -110,8 +110,9 @@ fn generated_arguments_mostly_satisfy_their_schema() {
     assert!(specs.len() >= 9, "{specs:?}");
     for spec in specs {
         let mut rng = StdRng::seed_from_u64(1);
+        let schema = spec.schema();
         let valid = (0..200)
-            .filter(|_| schema_accepts(&spec.parameters, &object_for(&spec.parameters, &mut rng)))
+            .filter(|_| schema_accepts(&schema, &object_for(&schema, &mut rng)))
             .count();
         assert!(valid >= 50, "{}: {valid} of 200 valid", spec.name);
     }
@@ -242,7 +243,7 @@ proptest! {
         let specs = fuzz_entry::tool_specs();
         let spec = &specs[usize::from(tool) % specs.len()];
         let mut rng = StdRng::seed_from_u64(seed);
-        let args = object_for(&spec.parameters, &mut rng);
+        let args = object_for(&spec.schema(), &mut rng);
         let mut input = vec![tool];
         input.extend_from_slice(args.to_string().as_bytes());
         fuzz_entry::tool_arguments(&input, &schema_accepts);

@@ -133,8 +133,8 @@ fn tools_are_offered_with_the_servers_own_schemas() {
         .iter()
         .find(|s| s.name == "mcp_everything_get-sum")
         .unwrap();
-    assert_eq!(sum.parameters["type"], "object");
-    assert_eq!(sum.parameters["properties"]["a"]["type"], "number");
+    assert_eq!(sum.schema()["type"], "object");
+    assert_eq!(sum.schema()["properties"]["a"]["type"], "number");
     assert!(
         sum.description.starts_with("[MCP server 'everything']"),
         "{}",

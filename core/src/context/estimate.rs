@@ -159,8 +159,9 @@ pub fn entry_tokens(entry: &LedgerEntry) -> u64 {
 
 /// Estimated tokens of the parts of every request that do not change within
 /// a session: the system prompt and the tool definitions. Computed once per
-/// agent, and by the CLI while it fits the tools to a small window; each
-/// definition's JSON is measured where it lies, not serialized.
+/// agent, and by the CLI while it fits the tools to a small window. A
+/// definition's schema is counted as its compact text, which is what the
+/// request carries.
 pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec]) -> u64 {
     let mut n = if system_prompt.is_empty() {
         0
@@ -168,111 +169,12 @@ pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec]) -> u64 {
         MESSAGE_OVERHEAD_TOKENS + text_tokens(system_prompt)
     };
     for spec in tools {
-        let mut schema = JsonCounts::default();
-        schema.value(&spec.parameters);
         n += TOOL_CALL_OVERHEAD_TOKENS
             + text_tokens(&spec.name)
             + text_tokens(&spec.description)
-            + (schema.ascii * 2).div_ceil(7)
-            + schema.other_chars;
+            + text_tokens(spec.parameters.get());
     }
     n
-}
-
-/// What [`text_tokens`] counts — ASCII bytes and non-ASCII characters — of
-/// a value's compact JSON text (`serde_json::to_string`'s), without
-/// writing the text: the tool definitions were serialized once per
-/// estimate, ≈ 13 % of a CLI start's instructions (issue 39).
-#[derive(Default)]
-struct JsonCounts {
-    ascii: u64,
-    other_chars: u64,
-}
-
-impl JsonCounts {
-    fn value(&mut self, value: &serde_json::Value) {
-        use serde_json::Value;
-        match value {
-            Value::Null => self.ascii += 4,
-            Value::Bool(true) => self.ascii += 4,
-            Value::Bool(false) => self.ascii += 5,
-            // Numbers are ASCII; their Display is the serializer's text.
-            Value::Number(n) => {
-                let mut len = FmtLen(0);
-                let _ = core::fmt::Write::write_fmt(&mut len, format_args!("{n}"));
-                self.ascii += len.0;
-            }
-            Value::String(s) => self.string(s),
-            Value::Array(items) => {
-                self.ascii += 2 + items.len().saturating_sub(1) as u64;
-                for item in items {
-                    self.value(item);
-                }
-            }
-            Value::Object(map) => {
-                // Braces, a colon per entry, commas between them.
-                self.ascii += 2 + map.len() as u64 + map.len().saturating_sub(1) as u64;
-                for (key, item) in map {
-                    self.string(key);
-                    self.value(item);
-                }
-            }
-        }
-    }
-
-    /// A string as serde_json escapes it: quotes, `\"` and `\\`, the
-    /// short escapes, `\u00XX` for the other control characters; other
-    /// characters as they are. Eight bytes at a step while they are all
-    /// written as they are, which is nearly all of a definition's text
-    /// (a byte at a time was ≈ 7 % of a 0-turn one-shot's instructions).
-    fn string(&mut self, s: &str) {
-        self.ascii += 2;
-        let mut bytes = s.as_bytes();
-        while let Some((chunk, rest)) = bytes.split_first_chunk::<8>() {
-            if plain(u64::from_le_bytes(*chunk)) {
-                self.ascii += 8;
-            } else {
-                self.bytes(chunk);
-            }
-            bytes = rest;
-        }
-        self.bytes(bytes);
-    }
-
-    /// The bytes of a string, one by one (see [`JsonCounts::string`]).
-    fn bytes(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            match b {
-                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => self.ascii += 2,
-                0x00..=0x1f => self.ascii += 6,
-                0x20..=0x7f => self.ascii += 1,
-                0xc0.. => self.other_chars += 1,
-                _ => {}
-            }
-        }
-    }
-}
-
-/// Whether all eight bytes of `w` are printable ASCII other than `"` and
-/// `\\`: written as they are, one ASCII byte each. (Word-wide tests: a
-/// byte below 0x20 borrows in the subtraction, one equal to `c` is a zero
-/// byte of `w ^ c…c`, a non-ASCII byte has its top bit set.)
-fn plain(w: u64) -> bool {
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    let quote = has_zero(w ^ (ONES * u64::from(b'"')));
-    let backslash = has_zero(w ^ (ONES * u64::from(b'\\')));
-    (below_space | quote | backslash | (w & HIGH)) == 0
-}
-
-/// Counts the bytes of formatted text.
-struct FmtLen(u64);
-
-impl core::fmt::Write for FmtLen {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        self.0 += s.len() as u64;
-        Ok(())
-    }
 }
 
 /// The index of the first entry whose recorded usage describes the ledger
@@ -345,27 +247,6 @@ pub fn request_tokens(fixed: u64, view: &[LedgerEntry], fresh: usize) -> Request
 mod tests {
     use super::*;
 
-    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
-        use proptest::prelude::*;
-        use serde_json::Value;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_map(Value::from),
-            // Quotes, backslashes, every control character, non-ASCII.
-            "[\\x00-\\x7f\"\\\\é日🙂]{0,40}".prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                proptest::collection::btree_map("[a-z\"\\n\\\\é]{0,6}", inner, 0..6)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
     proptest::proptest! {
         /// Word at a time, the counts are a byte-by-byte count's.
         #[test]
@@ -373,40 +254,6 @@ mod tests {
             let ascii = bytes.iter().filter(|&&b| b < 0x80).count() as u64;
             let leads = bytes.iter().filter(|&&b| b >= 0xc0).count() as u64;
             proptest::prop_assert_eq!(count_bytes(&bytes), (ascii, leads));
-        }
-    }
-
-    /// Every byte value at every place of a word of otherwise plain
-    /// text: plain exactly when serde_json writes it as it is.
-    #[test]
-    fn a_word_is_plain_exactly_when_every_byte_is_written_as_it_is() {
-        for b in 0..=255u8 {
-            let as_is = (0x20..0x80).contains(&b) && b != b'"' && b != b'\\';
-            for at in 0..8 {
-                let mut word = *b"plaintxt";
-                word[at] = b;
-                assert_eq!(plain(u64::from_le_bytes(word)), as_is, "{b:#x} at {at}");
-            }
-        }
-        let long = "Reads a file; \"quoted\" and \\ with\ttabs, é and 日本 ".repeat(40);
-        let mut counts = JsonCounts::default();
-        counts.value(&serde_json::Value::String(long.clone()));
-        let text = serde_json::to_string(&long).unwrap_or_default();
-        assert_eq!(
-            (counts.ascii, counts.other_chars),
-            count_bytes(text.as_bytes())
-        );
-    }
-
-    proptest::proptest! {
-        /// The definitions' JSON is measured without serializing it, and
-        /// the measure is exactly that of serde_json's text.
-        #[test]
-        fn json_is_counted_as_serde_json_writes_it(value in json_value()) {
-            let mut counts = JsonCounts::default();
-            counts.value(&value);
-            let text = serde_json::to_string(&value).unwrap_or_default();
-            proptest::prop_assert_eq!((counts.ascii, counts.other_chars), count_bytes(text.as_bytes()));
         }
     }
 

@@ -116,8 +116,9 @@ fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_ch
     let mut more_tools = tools();
     more_tools.push(ToolSpec::new("todo", "A list.", json!({"type":"object"})));
     let mut changed_schema = tools();
-    std::sync::Arc::make_mut(&mut changed_schema[0].parameters)["properties"]["path"]["type"] =
-        json!("integer");
+    let mut schema = changed_schema[0].schema();
+    schema["properties"]["path"]["type"] = json!("integer");
+    changed_schema[0].set_schema(&schema);
     let streaming = RequestOptions {
         stream: true,
         include_usage: true,

@@ -141,10 +141,7 @@ pub fn fit_tools_measured(
 /// the parameters without their descriptions.
 pub fn compact(spec: &mut ToolSpec) {
     spec.description = crate::prompt::first_sentence(&spec.description).to_owned();
-    // Copied without the descriptions rather than cloned and then
-    // stripped: the definitions are shared with the tools, so a clone
-    // would copy every description only to free it.
-    spec.parameters = std::sync::Arc::new(without_descriptions(&spec.parameters, false));
+    spec.set_schema(&without_descriptions(&spec.schema(), false));
 }
 
 /// `schema` without `description` in any property schema or `items`, at
@@ -226,7 +223,7 @@ mod tests {
         compact(&mut spec);
         assert_eq!(spec.description, "Keep a task list.");
         assert_eq!(
-            *spec.parameters,
+            spec.schema(),
             json!({"type": "object", "properties": {
                 "action": {"type": "string", "enum": ["list", "add"]},
                 "items": {"type": "array", "items": {"type": "string"}}},
@@ -247,11 +244,12 @@ mod tests {
         let shared = std::sync::Arc::clone(&spec.parameters);
         compact(&mut spec);
         assert_eq!(
-            *spec.parameters,
+            spec.schema(),
             json!({"type": "object", "description": "top", "properties": {
                 "description": {"type": "string"},
                 "files": {"type": "object", "properties": {"path": {"type": "string"}}}}})
         );
+        let shared: serde_json::Value = serde_json::from_str(shared.get()).unwrap();
         assert_eq!(shared["properties"]["files"]["description"], "more");
     }
 }

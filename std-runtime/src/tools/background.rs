@@ -26,11 +26,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{failed, parse_args};
+use super::{bounded_spec, failed, parse_args};
 use crate::sync::lock;
 
 /// Lines of output a completion notice carries.
@@ -508,24 +507,30 @@ impl ProcessTool {
     /// The tool over `scope`.
     pub fn new(scope: BackgroundScope) -> Self {
         ProcessTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 "process",
                 "Manage background processes started with terminal(background=true) in this \
                  session. Actions: 'list' (all of them, with status), 'poll' (status and the \
                  last lines of output), 'log' (output from the file on disk, by byte offset and \
                  limit), 'wait' (block until it ends or timeout seconds pass), 'kill' (end it \
                  and everything it started). session_id is the process id terminal returned.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill"]},
                         "session_id": {"type": "string", "description": "The process id (bg…) terminal returned. Required except for 'list'."},
-                        "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_WAIT_S, "description": "For 'wait': seconds to wait at most. Default 30."},
+                        "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "For 'wait': seconds to wait at most. Default 30."},
                         "offset": {"type": "integer", "minimum": 0, "description": "For 'log': the byte to start at. Default 0."},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LOG_BYTES, "description": "For 'log': bytes to return at most. Default 16384."}
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 16384, "description": "For 'log': bytes to return at most. Default 16384."}
                     },
                     "required": ["action"]
-                }),
+                }"#,
+                ),
+                &[
+                    ("timeout", "maximum", MAX_WAIT_S),
+                    ("limit", "maximum", MAX_LOG_BYTES),
+                ],
             ),
             scope,
         }

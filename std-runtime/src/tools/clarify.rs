@@ -12,11 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_core::{InterruptFlag, Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{InterruptFlag, Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{failed, parse_args};
+use super::{bounded_spec, failed, parse_args};
 
 /// The tool's name (and its toolset's).
 pub const NAME: &str = "clarify";
@@ -171,13 +171,14 @@ impl ClarifyTool {
     /// The tool asking through `clarifier`.
     pub fn new(clarifier: Arc<dyn Clarifier>) -> Self {
         ClarifyTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 NAME,
                 "Ask the user a question when you need clarification, feedback, or a decision \
                  before proceeding. Provide up to 4 choices; the user picks one or types their \
                  own answer ('other'). List the choice you recommend first. Omit choices for an \
                  open-ended question.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "question": {
@@ -185,14 +186,15 @@ impl ClarifyTool {
                             "description": "The question itself, and only the question: do not embed the options here."
                         },
                         "choices": {
-                            "type": "array",
+                            "type": "array", "maxItems": 4,
                             "items": {"type": "string"},
-                            "maxItems": MAX_CHOICES,
                             "description": "Up to 4 selectable choices. Omit for open-ended."
                         }
                     },
                     "required": ["question"]
-                }),
+                }"#,
+                ),
+                &[("choices", "maxItems", MAX_CHOICES as u64)],
             ),
             clarifier,
         }

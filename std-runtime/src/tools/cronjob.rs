@@ -5,12 +5,11 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use hermes_core::{Clock, Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Clock, Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use jiff::tz::TimeZone;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{failed, parse_args};
+use super::{failed, parse_args, spec};
 use crate::cron::{self, ACCEPTED_FORMS, CronContext, JobSpec, Origin, TARGET_FORMS};
 use crate::store::{JobRecord, Store};
 use crate::sync::lock;
@@ -90,10 +89,11 @@ impl CronjobTool {
              the prompt so it stands alone: the run sees nothing of this conversation."
         );
         CronjobTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 NAME,
                 description,
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["create", "list", "update", "pause", "resume", "remove", "run"]},
@@ -105,7 +105,8 @@ impl CronjobTool {
                         "deliver": {"type": "string", "description": "origin, local, telegram, or platform:chat_id[:thread_id]."}
                     },
                     "required": ["action"]
-                }),
+                }"#,
+                ),
             ),
             store,
             origin,

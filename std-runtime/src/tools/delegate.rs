@@ -34,12 +34,11 @@ use std::sync::Arc;
 
 use hermes_core::{
     Agent, AgentEvent, AgentObserver, InterruptFlag, Model, StopReason, Tool, ToolContext,
-    ToolError, ToolSpec,
+    ToolError, ToolSpec, schema_text,
 };
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{ToolEnv, build_wrapped, failed, parse_args};
+use super::{ToolEnv, bounded_spec, build_wrapped, failed, parse_args};
 use crate::spill::cap_result;
 
 /// The child's system prompt (before its tool list).
@@ -98,19 +97,19 @@ pub(super) struct TaskArgs {
 impl DelegateTool {
     pub(crate) fn new(model: Arc<dyn Model>, env: ToolEnv, child_toolsets: Vec<String>) -> Self {
         DelegateTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 "delegate_task",
                 "Hand focused tasks to sub-agents with fresh contexts (3 run at once); each \
                  returns only its final report. They spend your iteration budget and cannot see \
                  this conversation.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "goal": {"type": "string", "description": "One task and what to report."},
                         "context": {"type": "string", "description": "Facts and paths it needs."},
                         "tasks": {
-                            "type": "array",
-                            "maxItems": MAX_TASKS,
+                            "type": "array", "maxItems": 6,
                             "description": "Independent tasks run in parallel, instead of goal.",
                             "items": {
                                 "type": "object",
@@ -123,7 +122,9 @@ impl DelegateTool {
                             }
                         }
                     }
-                }),
+                }"#,
+                ),
+                &[("tasks", "maxItems", MAX_TASKS as u64)],
             ),
             model,
             env,

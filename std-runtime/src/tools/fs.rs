@@ -3,12 +3,11 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, Workdir, failed, parse_args};
+use super::{Access, Workdir, failed, parse_args, spec};
 use crate::spill::cap_result;
 use crate::text::floor_char_boundary;
 
@@ -106,10 +105,11 @@ impl ReadFileTool {
 
     pub(crate) fn new(workdir: Workdir, cap: usize) -> Self {
         ReadFileTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "read_file",
                 READ_FILE_DESCRIPTION,
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "File path, relative to the working directory."},
@@ -117,7 +117,8 @@ impl ReadFileTool {
                         "limit": {"type": "integer", "minimum": 1, "description": "Maximum number of lines. Default 2000."}
                     },
                     "required": ["path"]
-                }),
+                }"#,
+                ),
             ),
             workdir,
             cap,
@@ -303,18 +304,20 @@ pub(super) struct WriteArgs {
 impl WriteFileTool {
     pub(crate) fn new(workdir: Workdir) -> Self {
         WriteFileTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "write_file",
                 "Write a file with the given content, replacing it if it exists and creating \
                  parent directories as needed. For small edits to an existing file prefer patch.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "File path, relative to the working directory."},
                         "content": {"type": "string", "description": "The complete new content of the file."}
                     },
                     "required": ["path", "content"]
-                }),
+                }"#,
+                ),
             ),
             workdir,
         }
@@ -361,11 +364,12 @@ pub(super) struct PatchArgs {
 impl PatchTool {
     pub(crate) fn new(workdir: Workdir) -> Self {
         PatchTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "patch",
                 "Edit a file by exact string replacement: old_string must match the file exactly \
                  (including whitespace and indentation) and be unique unless replace_all is true.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "File path, relative to the working directory."},
@@ -374,7 +378,8 @@ impl PatchTool {
                         "replace_all": {"type": "boolean", "description": "Replace every occurrence. Default false."}
                     },
                     "required": ["path", "old_string", "new_string"]
-                }),
+                }"#,
+                ),
             ),
             workdir,
         }

@@ -23,11 +23,10 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{failed, parse_args};
+use super::{failed, parse_args, spec};
 use crate::fsutil::write_atomic;
 use crate::memory_scope::MemoryPlace;
 use crate::sync::lock;
@@ -139,7 +138,7 @@ impl MemoryTool {
             " 'shared' is read-only for this user."
         };
         MemoryTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "memory",
                 format!(
                     "Save durable facts for future sessions (they appear in your system prompt \
@@ -149,16 +148,34 @@ impl MemoryTool {
                      of one entry) and content; 'remove' needs old_text. Each file holds at \
                      most {cap} bytes: keep entries short."
                 ),
-                json!({
+                // The shared file is a target only where there is one.
+                if place.shared_dir.is_some() {
+                    schema_text!(
+                        r#"{
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                        "target": {"type": "string", "enum": if place.shared_dir.is_some() { json!(["memory", "user", "shared"]) } else { json!(["memory", "user"]) }, "description": "Which file. Default 'memory'."},
+                        "target": {"type": "string", "enum": ["memory", "user", "shared"], "description": "Which file. Default 'memory'."},
                         "content": {"type": "string", "description": "The new entry (add, replace)."},
                         "old_text": {"type": "string", "description": "A substring identifying exactly one existing entry (replace, remove)."}
                     },
                     "required": ["action"]
-                }),
+                }"#
+                    )
+                } else {
+                    schema_text!(
+                        r#"{
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["add", "replace", "remove"]},
+                        "target": {"type": "string", "enum": ["memory", "user"], "description": "Which file. Default 'memory'."},
+                        "content": {"type": "string", "description": "The new entry (add, replace)."},
+                        "old_text": {"type": "string", "description": "A substring identifying exactly one existing entry (replace, remove)."}
+                    },
+                    "required": ["action"]
+                }"#
+                    )
+                },
             ),
             place,
             cap,

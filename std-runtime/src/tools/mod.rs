@@ -30,7 +30,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hermes_core::{Model, Tool, ToolError, ToolRegistry};
+use hermes_core::{Model, Tool, ToolError, ToolRegistry, ToolSpec};
 use serde::de::DeserializeOwned;
 
 use crate::bridge::AsyncBridge;
@@ -523,6 +523,54 @@ pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Re
             "Error: bad arguments for {tool}{place}: {inner}. Check the tool's schema and call it again."
         ))
     })
+}
+
+/// A built-in tool's definition, its schema the compact JSON text that
+/// [`hermes_core::schema_text!`] made of the source's (see there why text).
+///
+/// The texts are the program's own, and the tests build every tool
+/// (`tests/tools/registry.rs`), where one that is not JSON fails here; a
+/// release build would offer the tool with no parameters and say so.
+pub(crate) fn spec(name: &str, description: impl Into<String>, schema: &'static str) -> ToolSpec {
+    match serde_json::value::RawValue::from_string(schema.to_owned()) {
+        Ok(parameters) => ToolSpec {
+            name: name.to_owned(),
+            description: description.into(),
+            parameters: Arc::from(parameters),
+        },
+        Err(e) => {
+            debug_assert!(false, "the schema of {name} is not JSON: {e}");
+            tracing::error!(tool = name, error = %e, "a tool's schema is not JSON; it is offered with no parameters");
+            ToolSpec::new(name, description, serde_json::json!({"type": "object"}))
+        }
+    }
+}
+
+/// [`spec`], for a schema that states bounds the tool enforces from
+/// constants (`"maximum": 600` where the code stops at `MAX_TIMEOUT_S`):
+/// each (property, keyword, constant) is checked against the text
+/// whenever a debug build makes the definition, as every test that builds
+/// the tool does, so the two cannot drift apart unseen.
+pub(crate) fn bounded_spec(
+    name: &str,
+    description: impl Into<String>,
+    schema: &'static str,
+    bounds: &[(&str, &str, u64)],
+) -> ToolSpec {
+    #[cfg(debug_assertions)]
+    {
+        let value: serde_json::Value = serde_json::from_str(schema).unwrap_or_default();
+        for &(property, keyword, bound) in bounds {
+            debug_assert_eq!(
+                value["properties"][property][keyword].as_u64(),
+                Some(bound),
+                "{name}'s schema: {property}.{keyword}"
+            );
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = bounds;
+    spec(name, description, schema)
 }
 
 /// Shorthand for a model-facing failure.

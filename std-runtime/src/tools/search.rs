@@ -23,14 +23,13 @@ use std::path::{Path, PathBuf};
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use globset::{Glob, GlobMatcher};
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use regex::Regex;
 use serde::Deserialize;
-use serde_json::json;
 
 use super::fs::{looks_binary, read_line_bounded};
-use super::{Access, Workdir, failed, parse_args};
+use super::{Access, Workdir, bounded_spec, failed, parse_args};
 use crate::spill::cap_result;
 use crate::text::floor_char_boundary;
 
@@ -178,23 +177,26 @@ fn default_target() -> Target {
 impl SearchFilesTool {
     pub(crate) fn new(workdir: Workdir, cap: usize) -> Self {
         SearchFilesTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 "search_files",
                 "Search below a directory. target 'content' (default): regex search of text \
                  files, results as 'path:line: text'. target 'files': glob match on file names \
                  (e.g. '*.rs'; a pattern with '/' matches the relative path). Honours .gitignore \
                  and skips hidden files.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "pattern": {"type": "string", "description": "Regex (content) or glob (files)."},
                         "path": {"type": "string", "description": "Directory (or file) to search. Default: the working directory."},
                         "target": {"type": "string", "enum": ["content", "files"], "description": "What to search. Default 'content'."},
                         "file_glob": {"type": "string", "description": "Only search files whose name matches this glob (content search), e.g. '*.py'."},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Maximum results. Default 100."}
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Maximum results. Default 100."}
                     },
                     "required": ["pattern"]
-                }),
+                }"#,
+                ),
+                &[("limit", "maximum", MAX_LIMIT as u64)],
             ),
             workdir,
             cap,

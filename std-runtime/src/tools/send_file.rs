@@ -14,12 +14,11 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, ToolEnv, ToolsError, Workdir, failed, parse_args};
+use super::{Access, ToolEnv, ToolsError, Workdir, failed, parse_args, spec};
 use crate::media::ImageFormat;
 
 /// The tool's name (and its toolset's).
@@ -160,19 +159,21 @@ impl SendFileTool {
     /// to `outbox`.
     pub fn new(env: &ToolEnv, outbox: Arc<dyn FileOutbox>) -> Result<Self, ToolsError> {
         Ok(SendFileTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 NAME,
                 "Send a file from the working directory to the user (a chart, a report, a file \
                  you made). Images are shown as photos, audio as audio, anything else as a \
                  document. One file per call.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "The file, relative to the working directory."},
                         "caption": {"type": "string", "description": "A short text shown with the file."}
                     },
                     "required": ["path"]
-                }),
+                }"#,
+                ),
             ),
             files: ConfinedFiles::new(env)?,
             outbox,

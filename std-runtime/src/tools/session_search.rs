@@ -15,9 +15,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::{failed, parse_args};
 use crate::store::{SearchHit, SearchScope, SessionRecord, Store};
@@ -87,18 +86,20 @@ impl SessionSearchTool {
 /// The tool's definition (also what a registry built without a session
 /// lists).
 pub fn spec() -> ToolSpec {
-    ToolSpec::new(
+    super::spec(
         "session_search",
         "Search the user's earlier sessions with you by keywords (all must match); \
          returns session ids, dates and excerpts.",
-        json!({
+        schema_text!(
+            r#"{
             "type": "object",
             "properties": {
                 "query": {"type": "string"},
                 "limit": {"type": "integer", "description": "Sessions to return (3; at most 10)."}
             },
             "required": ["query"]
-        }),
+        }"#,
+        ),
     )
 }
 

@@ -3,11 +3,10 @@
 //! live in [`crate::skills`]; these tools turn arguments into calls and
 //! errors into model-facing text.
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{failed, parse_args};
+use super::{failed, parse_args, spec};
 use crate::skills::{SkillError, SkillsHome};
 use crate::spill::cap_result;
 
@@ -26,16 +25,18 @@ impl SkillsListTool {
     /// The skills of `home`.
     pub fn new(home: SkillsHome) -> Self {
         SkillsListTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "skills_list",
                 "List the saved skills (name, description, category). Load one with skill_view \
                  before following it.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "category": {"type": "string", "description": "Only skills whose metadata.category is this."}
                     }
-                }),
+                }"#,
+                ),
             ),
             home,
         }
@@ -95,20 +96,22 @@ impl SkillViewTool {
     /// The skills of `home`; results capped at `cap` bytes.
     pub fn new(home: SkillsHome, cap: usize) -> Self {
         SkillViewTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "skill_view",
                 "Load a skill: its SKILL.md instructions and the list of its other files; with \
                  'file', one of those files (e.g. references/api.md). Nothing is run here: \
                  to run a skill's script, load it with 'file' and run its text with the \
                  terminal tool (sandboxed; its commands cannot see $HERMES_HOME).",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "name": {"type": "string", "description": "The skill's name, as skills_list shows it."},
                         "file": {"type": "string", "description": "A file inside the skill's folder, relative to it."}
                     },
                     "required": ["name"]
-                }),
+                }"#,
+                ),
             ),
             home,
             cap,
@@ -171,7 +174,7 @@ impl SkillManageTool {
     /// Writes the skills of `home`.
     pub fn new(home: SkillsHome) -> Self {
         SkillManageTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "skill_manage",
                 "Save, improve or delete a skill: a reusable procedure in \
                  $HERMES_HOME/skills/NAME/SKILL.md. action 'create' (name, content: the whole \
@@ -185,7 +188,8 @@ impl SkillManageTool {
                  system prompt from the next session on. Files written here are never run: a \
                  skill's scripts run only through the terminal tool (load the text with \
                  skill_view, run it there, in its sandbox).",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["create", "patch", "edit", "delete", "write_file", "remove_file"]},
@@ -197,7 +201,8 @@ impl SkillManageTool {
                         "file_content": {"type": "string", "description": "The file's text (write_file)."}
                     },
                     "required": ["action", "name"]
-                }),
+                }"#
+                ),
             ),
             home,
         }

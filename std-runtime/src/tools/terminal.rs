@@ -23,13 +23,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::approval::ApprovalGate;
 use super::background::BackgroundScope;
-use super::{Workdir, failed, parse_args};
+use super::{Workdir, bounded_spec, failed, parse_args};
 use crate::sandbox::{SandboxMode, child_env, unavailable_reason};
 use crate::spill::Spill;
 
@@ -106,7 +105,7 @@ impl TerminalTool {
             super::approval::ApprovalMode::Off => "",
         };
         TerminalTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 "terminal",
                 format!(
                     "Run a shell command (sh -c) in the working directory and return its \
@@ -117,17 +116,20 @@ impl TerminalTool {
                      read_file can read in ranges); pipe through head/tail/grep to focus. \
                      Everything it prints goes into the conversation: never print secrets."
                 ),
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "command": {"type": "string", "description": "The shell command."},
-                        "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S, "description": "Seconds before the command is killed. Default 60, max 600."},
+                        "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Seconds before the command is killed. Default 60, max 600."},
                         "workdir": {"type": "string", "description": "Directory to run in, relative to the working directory. Default: the working directory."},
                         "background": {"type": "boolean", "description": "Start it and return its id without waiting (see the process tool). Default false."},
                         "notify_on_complete": {"type": "boolean", "description": "With background: post its exit status and last lines to this chat when it ends. Default false."}
                     },
                     "required": ["command"]
-                }),
+                }"#,
+                ),
+                &[("timeout", "maximum", MAX_TIMEOUT_S)],
             ),
             workdir,
             settings,

@@ -10,11 +10,10 @@
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{failed, parse_args};
+use super::{failed, parse_args, spec};
 
 use crate::sync::lock;
 
@@ -120,12 +119,13 @@ impl TodoTool {
     /// A tool working on `state`, which outlives it.
     pub fn with_state(state: Arc<TodoState>) -> Self {
         TodoTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "todo",
                 "Keep a task list for this session to plan multi-step work. action 'list'; \
                  'add' with items (list of strings); 'update' with id and status \
                  (pending|in_progress|completed|cancelled) and/or text; 'clear' removes all.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["list", "add", "update", "clear"]},
@@ -135,7 +135,8 @@ impl TodoTool {
                         "text": {"type": "string", "description": "New wording of the task (update)."}
                     },
                     "required": ["action"]
-                }),
+                }"#,
+                ),
             ),
             state,
         }

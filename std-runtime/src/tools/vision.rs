@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use hermes_core::{
     ChatRequest, LedgerEntry, Message, Model, NullSink, Tool, ToolContext, ToolError, ToolSpec,
+    schema_text,
 };
 use serde::Deserialize;
-use serde_json::json;
 
 use super::workdir::io_error;
-use super::{Access, Workdir, failed, parse_args};
+use super::{Access, Workdir, failed, parse_args, spec};
 use crate::http::{self, Wake};
 use crate::media::{MAX_IMAGE_BYTES, MediaDir};
 use crate::spill::cap_result;
@@ -81,18 +81,20 @@ pub(super) struct VisionArgs {
 impl VisionAnalyzeTool {
     pub(crate) fn new(workdir: Workdir, source: VisionSource, cap: usize) -> Self {
         VisionAnalyzeTool {
-            spec: ToolSpec::new(
+            spec: spec(
                 "vision_analyze",
                 "Look at an image (PNG, JPEG, GIF, WebP; a file path or an http(s) URL) and \
                  answer a question about it.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "image_url": {"type": "string", "description": "A path in the working directory, or an http(s) URL."},
                         "question": {"type": "string", "description": "What to find out. Default: describe it."}
                     },
                     "required": ["image_url"]
-                }),
+                }"#,
+                ),
             ),
             workdir,
             source,

@@ -12,13 +12,12 @@
 use std::io::Read;
 use std::time::Duration;
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
-use serde_json::json;
 use ureq::ResponseExt;
 
 use super::html_text::html_to_text;
-use super::{failed, parse_args};
+use super::{bounded_spec, failed, parse_args};
 use crate::http::{self, Wake};
 use crate::spill::cap_result;
 use crate::text::floor_char_boundary;
@@ -54,17 +53,20 @@ pub(super) struct FetchArgs {
 impl WebFetchTool {
     pub(crate) fn new(cap: usize) -> Self {
         WebFetchTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 "web_fetch",
                 WEB_FETCH_DESCRIPTION,
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "url": {"type": "string", "description": "An http:// or https:// URL."},
-                        "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_BYTES, "description": "Stop downloading after this many bytes. Default 1048576."}
+                        "max_bytes": {"type": "integer", "minimum": 1, "maximum": 10485760, "description": "Stop downloading after this many bytes. Default 1048576."}
                     },
                     "required": ["url"]
-                }),
+                }"#,
+                ),
+                &[("max_bytes", "maximum", MAX_MAX_BYTES as u64)],
             ),
             cap,
         }

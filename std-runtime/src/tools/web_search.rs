@@ -22,11 +22,11 @@ use crate::tools::html_scan::{Piece, scan};
 use std::fmt;
 use std::time::Duration;
 
-use hermes_core::{Tool, ToolContext, ToolError, ToolSpec};
+use hermes_core::{Tool, ToolContext, ToolError, ToolSpec, schema_text};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{failed, parse_args};
+use super::{bounded_spec, failed, parse_args};
 use crate::http;
 use crate::secret::Secret;
 use crate::spill::cap_result;
@@ -192,18 +192,21 @@ impl WebSearchTool {
     /// A tool searching with `settings`; results capped at `cap` bytes.
     pub fn new(settings: WebSearchSettings, cap: usize) -> Self {
         WebSearchTool {
-            spec: ToolSpec::new(
+            spec: bounded_spec(
                 "web_search",
                 "Search the web. Returns a numbered list of results (title, URL, snippet); read \
                  a result in full with web_fetch on its URL.",
-                json!({
+                schema_text!(
+                    r#"{
                     "type": "object",
                     "properties": {
                         "query": {"type": "string", "description": "What to search for."},
-                        "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "description": "How many results (default 5)."}
+                        "max_results": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many results (default 5)."}
                     },
                     "required": ["query"]
-                }),
+                }"#,
+                ),
+                &[("max_results", "maximum", MAX_RESULTS as u64)],
             ),
             settings,
             cap,

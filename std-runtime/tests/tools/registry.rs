@@ -55,7 +55,7 @@ fn registry_holds_every_toolset_it_can_support() {
         }
     }
     for spec in fx.reg.specs() {
-        assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
+        assert_eq!(spec.schema()["type"], "object", "{}", spec.name);
         assert!(!spec.description.is_empty());
     }
 }

@@ -20,6 +20,7 @@ use crate::prompt::{PromptSources, assemble_system_prompt};
 use crate::secret::Secret;
 use crate::store::{Store, SystemClock};
 pub mod fixed;
+mod schema_text;
 
 use crate::tools::{
     ApprovalGate, Approver, SearchSource, SessionApprovals, TodoState, ToolEnv, ToolsError,

@@ -19,7 +19,6 @@
 
 use hermes_core::context::estimate::fixed_tokens;
 use hermes_core::{ToolRegistry, ToolSpec};
-use serde_json::Value;
 
 use crate::config::Settings;
 use crate::prompt::PromptSources;
@@ -141,32 +140,12 @@ pub fn fit_tools_measured(
 /// the parameters without their descriptions.
 pub fn compact(spec: &mut ToolSpec) {
     spec.description = crate::prompt::first_sentence(&spec.description).to_owned();
-    spec.set_schema(&without_descriptions(&spec.schema(), false));
-}
-
-/// `schema` without `description` in any property schema or `items`, at
-/// any depth; its own `description` goes too when `nested` (the schema is
-/// a property's or an array's items').
-fn without_descriptions(schema: &Value, nested: bool) -> Value {
-    let Some(object) = schema.as_object() else {
-        return schema.clone();
-    };
-    let mut out = serde_json::Map::new();
-    for (key, value) in object {
-        let copied = match (key.as_str(), value) {
-            ("description", _) if nested => continue,
-            ("properties", Value::Object(properties)) => Value::Object(
-                properties
-                    .iter()
-                    .map(|(name, p)| (name.clone(), without_descriptions(p, true)))
-                    .collect(),
-            ),
-            ("items", items) => without_descriptions(items, true),
-            _ => value.clone(),
-        };
-        out.insert(key.clone(), copied);
+    let compacted = super::schema_text::without_descriptions(spec.parameters.get());
+    // Valid JSON in, valid JSON out: the full schema stays only if that
+    // ever failed.
+    if let Ok(parameters) = serde_json::value::RawValue::from_string(compacted) {
+        spec.parameters = std::sync::Arc::from(parameters);
     }
-    Value::Object(out)
 }
 
 #[cfg(test)]

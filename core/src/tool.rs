@@ -67,12 +67,15 @@ impl ToolSpec {
     }
 }
 
-/// Equal when name, description and schema text are.
+/// Equal when name, description and schema text are. The request encoder
+/// asks this of its kept definitions at every call: shared schemas (the
+/// registry's and the encoder's copies) compare by address.
 impl PartialEq for ToolSpec {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
             && self.description == other.description
-            && self.parameters.get() == other.parameters.get()
+            && (Arc::ptr_eq(&self.parameters, &other.parameters)
+                || self.parameters.get() == other.parameters.get())
     }
 }
 

@@ -82,15 +82,24 @@ impl PromptSources {
 
 /// The first sentence of a tool's description: its first line up to the
 /// first ". " that does not follow "e.g" or "i.e".
+///
+/// Each full stop is found with `memchr` and then checked for the space:
+/// a small window compacts every tool's description at every start, and
+/// `str::find(". ")` (a two-way search) was 1.5 % of a 0-turn run.
 pub(crate) fn first_sentence(text: &str) -> &str {
     let line = text.trim().lines().next().unwrap_or("");
+    let bytes = line.as_bytes();
     let mut from = 0;
-    while let Some(at) = line[from..].find(". ").map(|i| from + i) {
-        let before = &line[..at];
-        if !(before.ends_with("e.g") || before.ends_with("i.e")) {
-            return &line[..=at];
+    while let Some(at) =
+        memchr::memchr(b'.', bytes.get(from..).unwrap_or_default()).map(|i| from + i)
+    {
+        if bytes.get(at + 1) == Some(&b' ') {
+            let before = &line[..at];
+            if !(before.ends_with("e.g") || before.ends_with("i.e")) {
+                return &line[..=at];
+            }
         }
-        from = at + 2;
+        from = at + 1;
     }
     line
 }
@@ -280,5 +289,14 @@ mod tests {
         assert_eq!(first_sentence("  Read a file.\nMore."), "Read a file.");
         assert_eq!(first_sentence("No full stop"), "No full stop");
         assert_eq!(first_sentence(""), "");
+        assert_eq!(
+            first_sentence("v1.2 is out.. Really. Yes."),
+            "v1.2 is out.."
+        );
+        assert_eq!(first_sentence("Ends with a stop."), "Ends with a stop.");
+        assert_eq!(
+            first_sentence("i.e. this, e.g. that. Then."),
+            "i.e. this, e.g. that."
+        );
     }
 }

@@ -38,17 +38,21 @@ impl<'a> Text<'a> {
         self.s.get(from..self.at).unwrap_or_default()
     }
 
-    /// Moves past the string that starts at the cursor (its `"`).
+    /// Moves past the string that starts at the cursor (its `"`), from
+    /// quote or backslash to the next with `memchr` (descriptions are most
+    /// of a schema's text).
     fn skip_string(&mut self) {
         self.at += 1;
-        while let Some(b) = self.peek() {
-            self.at += 1;
-            match b {
-                b'\\' => self.at += 1,
-                b'"' => return,
-                _ => {}
+        let bytes = self.s.as_bytes();
+        while let Some(i) = memchr::memchr2(b'"', b'\\', bytes.get(self.at..).unwrap_or_default()) {
+            self.at += i + 1;
+            if bytes.get(self.at - 1) == Some(&b'"') {
+                return;
             }
+            // A backslash: the byte after it is escaped.
+            self.at += 1;
         }
+        self.at = bytes.len();
     }
 
     /// Moves past the value at the cursor and returns its text.

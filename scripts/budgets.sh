@@ -57,7 +57,7 @@ cd "$(dirname "$0")/.."
 #   met; where it is not, today's figure plus stated slack, so growth fails
 #   CI until someone decides otherwise (raise it here, in one place, and say
 #   so in BENCHMARKS.md).
-SIZE_X86_64_LIMIT=14895000     # TIGHTENED 2026-12-06 (was 15,470,000): 14,862,296 B, tokio tasks spawned boxed and the PostgreSQL replies as one type (benchmarks/runs/2026-12-06-the-size-anatomy.md). TIGHTENED 2026-12-06 (was 15,510,000): 15,437,272 B in CI50, mail-parser's HTML converter gone (benchmarks/runs/2026-12-06-sqlite-in-the-arena.md). RAISED 2026-12-04 (was 15,320,000; benchmarks/runs/2026-12-04-budgets-after-the-fourth-wave-fourth-session.md): measured 15,356,248 B after this session's merges (15,243,992 B before them: +112,256 B of the features issues 42-46 asked for — files in send_message, notices in the transcript, reservations, charging, late delivery failures, Discord message edits); +~1 %
+SIZE_X86_64_LIMIT=14800000     # TIGHTENED 2026-12-07 (was 14,895,000): 14,765,784 B, tool schemas as compact JSON text, not json! code (benchmarks/runs/2026-12-07-schemas-as-text.md). TIGHTENED 2026-12-06 (was 15,470,000): 14,862,296 B, tokio tasks spawned boxed and the PostgreSQL replies as one type (benchmarks/runs/2026-12-06-the-size-anatomy.md). TIGHTENED 2026-12-06 (was 15,510,000): 15,437,272 B in CI50, mail-parser's HTML converter gone (benchmarks/runs/2026-12-06-sqlite-in-the-arena.md). RAISED 2026-12-04 (was 15,320,000; benchmarks/runs/2026-12-04-budgets-after-the-fourth-wave-fourth-session.md): measured 15,356,248 B after this session's merges (15,243,992 B before them: +112,256 B of the features issues 42-46 asked for — files in send_message, notices in the transcript, reservations, charging, late delivery failures, Discord message edits); +~1 %
 RSS_ONESHOT_TARGET_KIB=8000   # issue 39, item 4: the full build's one-shot
 RSS_ONESHOT_LIMIT_KIB=8000     # = the target, met (2026-12-04: 4,580-4,832 KiB with a fresh symbol order, cli/build.rs; 9,824 KiB in CI without it; was 10,400). A stale order (code changed since scripts/symbol-order.sh recorded it) costs RSS first: re-record it when this creeps
 RSS_IDLE_GATEWAY_TARGET_KIB=9000  # issue 39, item 4: the full build's idle Telegram gateway
@@ -91,7 +91,7 @@ VERSION_FAULTS_LIMIT=175      # TIGHTENED 2026-12-06 (was 185): 158 in CI50, 2,0
 ONESHOT0_RATIO_TARGET=5.0
 ONESHOT0_RATIO_LIMIT=28.0     # TIGHTENED 2026-12-06 (was 35x): 18.6-19.9x here and 21.4x in CI55 (memcpy of our own, the relocation walk, the system generator for ids; 24.2x in CI54); +~30 %. Earlier (was 50x): measured 26.6x here (4.97 ms against a 182 us hello world; 33x before the tools were built once and clap deferred) — CI15 read 35.4x where this machine read 33x
 ONESHOT0_FAULTS_TARGET=300
-ONESHOT0_FAULTS_LIMIT=490     # TIGHTENED 2026-12-06 again (was 520): 446 in CI50, SQLite's blocks from the start-up arena; earlier (was 690): 470-473 in CI40-CI46 (the start-up arena, the relocated pages at once; fault counts do not drift with the machine's speed as the ratio does); +10 %
+ONESHOT0_FAULTS_LIMIT=450     # TIGHTENED 2026-12-07 (was 490): 406 here (444 before), no tree of the tool schemas at start (benchmarks/runs/2026-12-07-schemas-as-text.md); +10 %. TIGHTENED 2026-12-06 again (was 520): 446 in CI50, SQLite's blocks from the start-up arena; earlier (was 690): 470-473 in CI40-CI46 (the start-up arena, the relocated pages at once; fault counts do not drift with the machine's speed as the ratio does); +10 %
 
 check=0
 cpu=0

@@ -14,42 +14,11 @@ const fn is_json_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// How many bytes of `text` stay once the whitespace outside its strings
-/// is left out.
-#[doc(hidden)]
-pub const fn compact_len(text: &str) -> usize {
+/// Writes `text` without the whitespace outside its strings into `out`,
+/// as much of it as fits, and says how long the whole compact text is.
+/// Only ASCII whitespace is left out, so what stays is UTF-8 still.
+const fn compact_into(text: &str, out: &mut [u8]) -> usize {
     let bytes = text.as_bytes();
-    let mut kept = 0;
-    let mut i = 0;
-    let mut in_string = false;
-    let mut escaped = false;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if in_string {
-            kept += 1;
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if !is_json_space(b) {
-            kept += 1;
-            in_string = b == b'"';
-        }
-        i += 1;
-    }
-    kept
-}
-
-/// `text` without the whitespace outside its strings, `N` bytes long
-/// (`N` = [`compact_len`]`(text)`). Only ASCII whitespace is left out, so
-/// what stays is UTF-8 still.
-#[doc(hidden)]
-pub const fn compact<const N: usize>(text: &str) -> [u8; N] {
-    let bytes = text.as_bytes();
-    let mut out = [0u8; N];
     let mut n = 0;
     let mut i = 0;
     let mut in_string = false;
@@ -72,11 +41,29 @@ pub const fn compact<const N: usize>(text: &str) -> [u8; N] {
             true
         };
         if keep {
-            out[n] = b;
+            if n < out.len() {
+                out[n] = b;
+            }
             n += 1;
         }
         i += 1;
     }
+    n
+}
+
+/// How many bytes of `text` stay once the whitespace outside its strings
+/// is left out.
+#[doc(hidden)]
+pub const fn compact_len(text: &str) -> usize {
+    compact_into(text, &mut [])
+}
+
+/// `text` without the whitespace outside its strings, `N` bytes long
+/// (`N` = [`compact_len`]`(text)`).
+#[doc(hidden)]
+pub const fn compact<const N: usize>(text: &str) -> [u8; N] {
+    let mut out = [0u8; N];
+    compact_into(text, &mut out);
     out
 }
 

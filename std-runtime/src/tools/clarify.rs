@@ -186,7 +186,8 @@ impl ClarifyTool {
                             "description": "The question itself, and only the question: do not embed the options here."
                         },
                         "choices": {
-                            "type": "array", "maxItems": 4,
+                            "type": "array",
+                            "maxItems": 4,
                             "items": {"type": "string"},
                             "description": "Up to 4 selectable choices. Omit for open-ended."
                         }

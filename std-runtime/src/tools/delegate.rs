@@ -109,7 +109,8 @@ impl DelegateTool {
                         "goal": {"type": "string", "description": "One task and what to report."},
                         "context": {"type": "string", "description": "Facts and paths it needs."},
                         "tasks": {
-                            "type": "array", "maxItems": 6,
+                            "type": "array",
+                            "maxItems": 6,
                             "description": "Independent tasks run in parallel, instead of goal.",
                             "items": {
                                 "type": "object",

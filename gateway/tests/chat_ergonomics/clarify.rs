@@ -43,12 +43,13 @@ fn setup(config_toml: &str) -> Setup {
 
 /// Waits for the question; returns its message id and its request body.
 async fn question(gw: &Gateway) -> (i64, Value) {
+    // Shown, not only asked: the fake logs a request a moment before it
+    // takes effect.
     until("the question", || {
-        gw.fake.requests("sendMessage").iter().any(|r| {
-            r.body["text"]
-                .as_str()
-                .unwrap_or("")
-                .contains("Which colour?")
+        (1000..1100).any(|id| {
+            gw.fake
+                .shown(id)
+                .is_some_and(|t| t.contains("Which colour?"))
         })
     })
     .await;

@@ -227,7 +227,8 @@ impl Fake {
     }
 
     /// What the bot's message `id` shows now (after its edits), if it
-    /// exists.
+    /// exists. A request is in [`requests`](Self::requests) from its
+    /// arrival, a moment before it takes effect here.
     pub fn shown(&self, id: i64) -> Option<String> {
         self.state.lock().unwrap().shown.get(&id).cloned()
     }

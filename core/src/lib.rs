@@ -74,4 +74,6 @@ pub use model::{
     StreamSink, ToolChoice,
 };
 pub use tool::batch::{BatchCall, BatchResult, SequentialBatch, ToolBatchRunner};
-pub use tool::{KeptOutput, OutputKeeper, Tool, ToolContext, ToolError, ToolRegistry, ToolSpec};
+pub use tool::{
+    KeptOutput, OutputKeeper, SchemaText, Tool, ToolContext, ToolError, ToolRegistry, ToolSpec,
+};

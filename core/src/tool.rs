@@ -1,6 +1,5 @@
 //! The `Tool` trait and the registry that dispatches calls by name (SPEC L2, L8).
 
-use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -8,18 +7,16 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
-use serde_json::value::RawValue;
-
 use crate::budget::IterationBudget;
 use crate::interrupt::InterruptFlag;
 
 pub mod batch;
 pub mod schema_text;
 
+pub use schema_text::SchemaText;
+
 /// A tool's definition as offered to the model.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolSpec {
     /// The name the model calls it by (`^[a-zA-Z0-9_-]{1,64}$`).
     pub name: String,
@@ -28,10 +25,9 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments object, as the compact JSON text the
     /// request carries: a run sends its tools' schemas and seldom reads
     /// them, so they are not built as trees at every start (issue 39;
-    /// [`schema`](Self::schema) parses one when asked). Shared, not copied:
-    /// the registry keeps a copy of every tool's definition and the
-    /// request encoder another.
-    pub parameters: Arc<RawValue>,
+    /// [`schema`](Self::schema) parses one when asked). The request
+    /// encoders write each definition themselves, this text as it is.
+    pub parameters: SchemaText,
 }
 
 impl ToolSpec {
@@ -42,60 +38,16 @@ impl ToolSpec {
         description: impl Into<String>,
         parameters: serde_json::Value,
     ) -> Self {
-        // A `Value` always serializes (its keys are strings); `null` is
-        // only the type system's due.
-        let parameters = serde_json::value::to_raw_value(&parameters)
-            .unwrap_or_else(|_| RawValue::NULL.to_owned());
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            parameters: Arc::from(parameters),
+            parameters: SchemaText::from_value(&parameters),
         }
     }
 
-    /// The schema as a value, parsed from its text (`null` should the text
-    /// not parse, which a `RawValue` does not let happen).
+    /// The schema as a value, parsed from its text.
     pub fn schema(&self) -> serde_json::Value {
-        serde_json::from_str(self.parameters.get()).unwrap_or_default()
-    }
-
-    /// Replaces the schema with a built value.
-    pub fn set_schema(&mut self, schema: &serde_json::Value) {
-        if let Ok(parameters) = serde_json::value::to_raw_value(schema) {
-            self.parameters = Arc::from(parameters);
-        }
-    }
-}
-
-/// Equal when name, description and schema text are. The request encoder
-/// asks this of its kept definitions at every call: shared schemas (the
-/// registry's and the encoder's copies) compare by address.
-impl PartialEq for ToolSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-            && self.description == other.description
-            && (Arc::ptr_eq(&self.parameters, &other.parameters)
-                || self.parameters.get() == other.parameters.get())
-    }
-}
-
-/// Serializes in the wire shape `{"type":"function","function":{…}}`.
-impl Serialize for ToolSpec {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Function<'a>(&'a ToolSpec);
-        impl Serialize for Function<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(Some(3))?;
-                map.serialize_entry("name", &self.0.name)?;
-                map.serialize_entry("description", &self.0.description)?;
-                map.serialize_entry("parameters", &*self.0.parameters)?;
-                map.end()
-            }
-        }
-        let mut map = serializer.serialize_map(Some(2))?;
-        map.serialize_entry("type", "function")?;
-        map.serialize_entry("function", &Function(self))?;
-        map.end()
+        self.parameters.to_value()
     }
 }
 

@@ -251,6 +251,43 @@ const BODY: &str = r#"{"id":"msg_01","type":"message","role":"assistant","model"
 "stop_reason":"tool_use","stop_sequence":null,
 "usage":{"input_tokens":12,"output_tokens":30,"cache_read_input_tokens":2000,"cache_creation_input_tokens":100}}"#;
 
+/// The `tools` array is written by hand: escapes in a name and
+/// description, the schema text byte for byte.
+#[test]
+fn tool_definitions_are_escaped_and_their_schema_text_goes_out_as_it_is() {
+    const SCHEMA: &str = hermes_core::schema_text!(
+        r#"{ "type": "object", "properties": { "q": {"type": "string", "description": "a \"quoted\" \\ word"} } }"#
+    );
+    let description = "Says \"hi\"\\ then\na tab\t, a bell \u{7} and é.";
+    let tools = [ToolSpec {
+        name: "look_up".into(),
+        description: description.into(),
+        parameters: hermes_core::SchemaText::from_static(SCHEMA),
+    }];
+    let entries = [LedgerEntry::new(Message::user("hi"))];
+    let req = ChatRequest {
+        system_prompt: "",
+        messages: &entries,
+        tools: &tools,
+        tool_choice: hermes_core::ToolChoice::None,
+    };
+    let mut out = Vec::new();
+    encode_messages_request(&MessagesOptions::new("claude-sonnet-4-5"), &req, &mut out).unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    assert!(
+        text.contains(&format!(",\"input_schema\":{SCHEMA}}}]")),
+        "{text}"
+    );
+    let body: Value = serde_json::from_slice(&out).unwrap();
+    assert_valid(REQUEST_SCHEMA, &body);
+    assert_eq!(body["tools"][0]["description"], description);
+    assert_eq!(body["tool_choice"], json!({"type": "none"}));
+    assert_eq!(
+        body["tools"][0]["input_schema"]["properties"]["q"]["description"],
+        "a \"quoted\" \\ word"
+    );
+}
+
 fn expected() -> Completion {
     Completion {
         content: Some("Reading it.".into()),

@@ -29,6 +29,7 @@
 //! [`EntryMeta`]: crate::EntryMeta
 
 use alloc::string::String;
+use alloc::vec::Vec;
 
 use crate::model::Completion;
 
@@ -58,9 +59,17 @@ pub enum EncodeError {
     /// would silently write `null`, so the caller's setting would be lost.
     #[error("temperature {0} is not a finite number")]
     InvalidTemperature(f32),
-    /// The serializer failed (a tool's parameter schema could not be written).
+    /// The serializer failed (serde_json's error; the parts of a body
+    /// always serialize, so this is a bug).
     #[error("could not serialize the request: {0}")]
     Json(#[source] serde_json::Error),
+}
+
+/// Appends `text` as a JSON string (quoted, escaped) to `out`, for the
+/// parts of a body written by hand.
+pub(crate) fn push_json_string(text: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    out.extend_from_slice(&serde_json::to_vec(text).map_err(EncodeError::Json)?);
+    Ok(())
 }
 
 /// The provider's answer could not be understood, or was an error.

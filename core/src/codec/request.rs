@@ -192,12 +192,26 @@ pub fn encode_request_with(
     }
     // serde_json's `Serializer` over a caller's writer is std-only, so the
     // body is built in one vector and moved (or appended) into `out`.
-    let body = serde_json::to_vec(&Body {
+    let mut body = serde_json::to_vec(&Head {
         opts,
         req,
         attachments,
     })
     .map_err(EncodeError::Json)?;
+    // `{"model":…,"messages":[…]}`, opened again for the fields after.
+    debug_assert_eq!(body.last(), Some(&b'}'));
+    body.pop();
+    if !req.tools.is_empty() {
+        body.extend_from_slice(b",\"tools\":");
+        write_tools(req.tools, &mut body)?;
+        if req.tool_choice == ToolChoice::None {
+            body.extend_from_slice(b",\"tool_choice\":\"none\"");
+        }
+    }
+    let tail = serde_json::to_vec(&Tail(opts)).map_err(EncodeError::Json)?;
+    // `{"stream":…,…}`: always one field, so never `{}`.
+    body.push(b',');
+    body.extend_from_slice(tail.get(1..).unwrap_or_default());
     if out.is_empty() {
         *out = body;
     } else {
@@ -206,7 +220,28 @@ pub fn encode_request_with(
     Ok(())
 }
 
-/// The fields after `tools`, as [`Body`] writes them.
+/// Appends the `tools` array,
+/// `[{"type":"function","function":{"name":…,"description":…,"parameters":…}},…]`,
+/// each schema's text as it is (see [`SchemaText`](crate::SchemaText)).
+pub(super) fn write_tools(specs: &[ToolSpec], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    out.push(b'[');
+    for (i, spec) in specs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"type\":\"function\",\"function\":{\"name\":");
+        super::push_json_string(&spec.name, out)?;
+        out.extend_from_slice(b",\"description\":");
+        super::push_json_string(&spec.description, out)?;
+        out.extend_from_slice(b",\"parameters\":");
+        out.extend_from_slice(spec.parameters.as_str().as_bytes());
+        out.extend_from_slice(b"}}");
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// The fields after `tools`, as a map of their own.
 struct Tail<'o>(&'o RequestOptions<'o>);
 
 impl Serialize for Tail<'_> {
@@ -228,8 +263,7 @@ impl Serialize for Tail<'_> {
     }
 }
 
-/// `reasoning_effort` or OpenRouter's `reasoning`, as [`Body`] and [`Tail`]
-/// write them.
+/// `reasoning_effort` or OpenRouter's `reasoning`, as [`Tail`] writes them.
 fn serialize_reasoning<M: SerializeMap>(
     map: &mut M,
     reasoning: Option<Reasoning<'_>>,
@@ -243,16 +277,16 @@ fn serialize_reasoning<M: SerializeMap>(
     }
 }
 
-/// The whole request body.
-struct Body<'o, 'r> {
+/// The body's fields before `tools`: `model` and `messages`.
+struct Head<'o, 'r> {
     opts: &'o RequestOptions<'o>,
     req: &'o ChatRequest<'r>,
     attachments: &'o dyn AttachmentResolver,
 }
 
-impl Serialize for Body<'_, '_> {
+impl Serialize for Head<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
+        let mut map = serializer.serialize_map(Some(2))?;
         map.serialize_entry("model", self.opts.model)?;
         map.serialize_entry(
             "messages",
@@ -264,23 +298,6 @@ impl Serialize for Body<'_, '_> {
                 echo: self.opts.reasoning_echo,
             },
         )?;
-        if !self.req.tools.is_empty() {
-            map.serialize_entry("tools", &Tools(self.req.tools))?;
-            if self.req.tool_choice == ToolChoice::None {
-                map.serialize_entry("tool_choice", "none")?;
-            }
-        }
-        map.serialize_entry("stream", &self.opts.stream)?;
-        if self.opts.stream && self.opts.include_usage {
-            map.serialize_entry("stream_options", &StreamOptions)?;
-        }
-        if let Some(max) = self.opts.max_tokens {
-            map.serialize_entry("max_tokens", &max)?;
-        }
-        if let Some(t) = self.opts.temperature {
-            map.serialize_entry("temperature", &t)?;
-        }
-        serialize_reasoning(&mut map, self.opts.reasoning)?;
         map.end()
     }
 }
@@ -714,14 +731,5 @@ impl Serialize for SystemMessage<'_> {
         map.serialize_entry("role", "system")?;
         map.serialize_entry("content", &Content::new(self.content, self.cache))?;
         map.end()
-    }
-}
-
-/// The `tools` array, borrowed.
-struct Tools<'r>(&'r [ToolSpec]);
-
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter())
     }
 }

@@ -172,7 +172,7 @@ pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec]) -> u64 {
         n += TOOL_CALL_OVERHEAD_TOKENS
             + text_tokens(&spec.name)
             + text_tokens(&spec.description)
-            + text_tokens(spec.parameters.get());
+            + text_tokens(spec.parameters.as_str());
     }
     n
 }

@@ -9,6 +9,10 @@
 //!
 //! [`schema_text!`]: crate::schema_text
 
+use alloc::string::String;
+use alloc::sync::Arc;
+use core::fmt;
+
 /// Whether `byte` is JSON's insignificant whitespace (RFC 8259, `ws`).
 const fn is_json_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
@@ -70,8 +74,9 @@ pub const fn compact<const N: usize>(text: &str) -> [u8; N] {
 /// The compact form of a JSON text literal, made at compile time: a
 /// `&'static str` with the whitespace outside strings left out.
 ///
-/// Whether the text is JSON is checked where it becomes a definition's
-/// [`parameters`](crate::ToolSpec::parameters) (`RawValue::from_string`).
+/// Whether the text is JSON is checked where a debug build makes it a
+/// definition's [`parameters`](crate::ToolSpec::parameters)
+/// ([`SchemaText::from_static`]).
 ///
 /// ```
 /// const SCHEMA: &str = hermes_core::schema_text!(
@@ -99,6 +104,104 @@ macro_rules! schema_text {
     }};
 }
 
+/// A tool's parameter schema: a JSON text, compact as the request carries
+/// it, which the request encoders copy into the body as it is.
+///
+/// JSON by construction: written from a value ([`from_value`]), the
+/// program's own literals ([`from_static`]) or text made from another
+/// schema text by a transformation that keeps it JSON ([`from_trusted`]);
+/// the last two are checked by every debug build that makes them, which
+/// every test that builds a tool does. Not a `serde_json::value::RawValue`:
+/// that parses its text whenever one is made, and every start made one for
+/// each built-in tool (≈ 150 k instructions, 5 % of a 0-turn one-shot,
+/// issue 39).
+///
+/// [`from_value`]: Self::from_value
+/// [`from_static`]: Self::from_static
+/// [`from_trusted`]: Self::from_trusted
+#[derive(Clone)]
+pub struct SchemaText(Repr);
+
+/// A literal is borrowed for the program's life; anything else is shared:
+/// the registry keeps a copy of every definition and the request encoder
+/// another.
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl SchemaText {
+    /// A schema the program carries as a literal (most often one that
+    /// [`schema_text!`](crate::schema_text) made compact).
+    pub fn from_static(text: &'static str) -> Self {
+        debug_assert_json(text);
+        SchemaText(Repr::Static(text))
+    }
+
+    /// A built value's text (an MCP server's schema, a test's).
+    pub fn from_value(value: &serde_json::Value) -> Self {
+        // A `Value` always serializes (its keys are strings); `{}` is only
+        // the type system's due.
+        let text = serde_json::to_string(value).unwrap_or_else(|_| String::from("{}"));
+        SchemaText(Repr::Shared(Arc::from(text)))
+    }
+
+    /// Text made from another schema's text by a transformation that keeps
+    /// it JSON (the small window's compact form: dropping members). Not
+    /// checked in a release build: a text that is not JSON would make a
+    /// request the provider refuses, with its error.
+    pub fn from_trusted(text: String) -> Self {
+        debug_assert_json(&text);
+        SchemaText(Repr::Shared(Arc::from(text)))
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Static(text) => text,
+            Repr::Shared(text) => text,
+        }
+    }
+
+    /// The schema as a value, parsed from its text (`null` should it not
+    /// parse, which its constructors do not let happen).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.as_str()).unwrap_or_default()
+    }
+
+    /// Whether both are the same text in memory (one literal, one share):
+    /// the request encoder compares its kept definitions at every call.
+    pub fn is_same(&self, other: &Self) -> bool {
+        let (a, b) = (self.as_str(), other.as_str());
+        core::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+    }
+}
+
+/// Equal when the texts are; the same text in memory is equal at once.
+impl PartialEq for SchemaText {
+    fn eq(&self, other: &Self) -> bool {
+        self.is_same(other) || self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SchemaText {}
+
+impl fmt::Debug for SchemaText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// A debug build's check that `text` is JSON.
+fn debug_assert_json(text: &str) {
+    if cfg!(debug_assertions)
+        && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text)
+    {
+        panic!("a tool's schema is not JSON ({e}): {text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -106,6 +209,28 @@ mod tests {
         const T: &str =
             crate::schema_text!("{ \"a b\" : [ 1 ,\t\"x\\\" y\\\\\" ] ,\n \"é\": \"\\n \" }");
         assert_eq!(T, "{\"a b\":[1,\"x\\\" y\\\\\"],\"é\":\"\\n \"}");
+    }
+
+    #[test]
+    fn a_value_a_literal_and_a_trusted_text_compare_by_text() {
+        use super::SchemaText;
+        const T: &str = crate::schema_text!(r#"{ "type": "object" }"#);
+        let literal = SchemaText::from_static(T);
+        let built = SchemaText::from_value(&serde_json::json!({"type": "object"}));
+        let trusted = SchemaText::from_trusted(alloc::string::String::from(T));
+        assert_eq!(literal, built);
+        assert_eq!(built, trusted);
+        assert!(literal.is_same(&literal.clone()));
+        assert!(!literal.is_same(&built));
+        assert_eq!(built.to_value(), serde_json::json!({"type": "object"}));
+        assert_eq!(alloc::format!("{literal:?}"), r#""{\"type\":\"object\"}""#);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "not JSON")]
+    fn a_debug_build_refuses_a_literal_that_is_not_json() {
+        let _ = super::SchemaText::from_static(r#"{"type":"object""#);
     }
 
     #[test]

@@ -118,7 +118,7 @@ fn the_caching_encoder_writes_what_encode_request_writes_when_prompt_or_tools_ch
     let mut changed_schema = tools();
     let mut schema = changed_schema[0].schema();
     schema["properties"]["path"]["type"] = json!("integer");
-    changed_schema[0].set_schema(&schema);
+    changed_schema[0].parameters = hermes_core::SchemaText::from_value(&schema);
     let streaming = RequestOptions {
         stream: true,
         include_usage: true,
@@ -529,5 +529,57 @@ fn request_is_appended_and_bad_temperature_is_refused() {
         let err = encode_request(&opts, &req, &mut out).unwrap_err();
         assert!(matches!(err, EncodeError::InvalidTemperature(_)), "{err}");
         assert_eq!(out, b"kept");
+    }
+}
+
+/// The `tools` array is written by hand (the schema's text as it is): a
+/// name and description with quotes, backslashes, newlines and control
+/// characters are escaped, a literal schema goes out byte for byte, and
+/// both encoders write the same body.
+#[test]
+fn tool_definitions_are_escaped_and_their_schema_text_goes_out_as_it_is() {
+    const SCHEMA: &str = hermes_core::schema_text!(
+        r#"{ "type": "object", "properties": { "q": {"type": "string", "description": "a \"quoted\" \\ word"} } }"#
+    );
+    let spec = ToolSpec {
+        name: "look_up".into(),
+        description: "Says \"hi\"\\ then\na tab\t, a bell \u{7} and é.".into(),
+        parameters: hermes_core::SchemaText::from_static(SCHEMA),
+    };
+    let entries = [LedgerEntry::new(Message::user("hi"))];
+    let specs = [spec.clone(), spec];
+    let req = ChatRequest {
+        system_prompt: "",
+        messages: &entries,
+        tools: &specs,
+        tool_choice: hermes_core::ToolChoice::Auto,
+    };
+    let opts = RequestOptions::new("m");
+    let mut plain = Vec::new();
+    encode_request(&opts, &req, &mut plain).unwrap();
+    let mut kept = Vec::new();
+    RequestEncoder::new()
+        .encode(&opts, &req, &mut kept)
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&plain),
+        String::from_utf8_lossy(&kept)
+    );
+    let text = std::str::from_utf8(&plain).unwrap();
+    assert!(
+        text.contains(&format!(",\"parameters\":{SCHEMA}}}}}")),
+        "{text}"
+    );
+    let body: Value = serde_json::from_slice(&plain).unwrap();
+    assert_valid(REQUEST_SCHEMA, &body);
+    for tool in body["tools"].as_array().unwrap() {
+        assert_eq!(
+            tool["function"]["description"],
+            "Says \"hi\"\\ then\na tab\t, a bell \u{7} and é."
+        );
+        assert_eq!(
+            tool["function"]["parameters"]["properties"]["q"]["description"],
+            "a \"quoted\" \\ word"
+        );
     }
 }

@@ -18,7 +18,7 @@
 //! naming what was left out and how to bring it back.
 
 use hermes_core::context::estimate::fixed_tokens;
-use hermes_core::{ToolRegistry, ToolSpec};
+use hermes_core::{SchemaText, ToolRegistry, ToolSpec};
 
 use crate::config::Settings;
 use crate::prompt::PromptSources;
@@ -140,12 +140,11 @@ pub fn fit_tools_measured(
 /// the parameters without their descriptions.
 pub fn compact(spec: &mut ToolSpec) {
     spec.description = crate::prompt::first_sentence(&spec.description).to_owned();
-    let compacted = super::schema_text::without_descriptions(spec.parameters.get());
-    // Valid JSON in, valid JSON out: the full schema stays only if that
-    // ever failed.
-    if let Ok(parameters) = serde_json::value::RawValue::from_string(compacted) {
-        spec.parameters = std::sync::Arc::from(parameters);
-    }
+    // JSON in, JSON out: members are dropped whole (the property test in
+    // `schema_text` holds it to the tree form).
+    spec.parameters = SchemaText::from_trusted(super::schema_text::without_descriptions(
+        spec.parameters.as_str(),
+    ));
 }
 
 #[cfg(test)]
@@ -220,7 +219,7 @@ mod tests {
                 "files": {"type": "object", "description": "more", "properties": {
                     "path": {"type": "string", "description": "where"}}}}}),
         );
-        let shared = std::sync::Arc::clone(&spec.parameters);
+        let shared = spec.parameters.clone();
         compact(&mut spec);
         assert_eq!(
             spec.schema(),
@@ -228,7 +227,7 @@ mod tests {
                 "description": {"type": "string"},
                 "files": {"type": "object", "properties": {"path": {"type": "string"}}}}})
         );
-        let shared: serde_json::Value = serde_json::from_str(shared.get()).unwrap();
+        let shared = shared.to_value();
         assert_eq!(shared["properties"]["files"]["description"], "more");
     }
 }

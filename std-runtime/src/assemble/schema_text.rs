@@ -5,7 +5,7 @@
 //! default window of a model hermes knows nothing of is small), so the
 //! compaction reads the text and writes the shorter text, building no tree.
 
-/// `schema` — a JSON text, as a `RawValue` holds it — without `description`
+/// `schema` — a JSON text, as a `SchemaText` holds it — without `description`
 /// in any property schema or `items`, at any depth. The schema's own
 /// `description` stays. Anything but an object is copied as it is.
 pub fn without_descriptions(schema: &str) -> String {
@@ -15,7 +15,7 @@ pub fn without_descriptions(schema: &str) -> String {
     out
 }
 
-/// A cursor over JSON text that is known to be valid (a `RawValue`'s):
+/// A cursor over JSON text that is known to be valid (a `SchemaText`'s):
 /// it finds where values end, and checks nothing else.
 struct Text<'a> {
     s: &'a str,

@@ -39,6 +39,26 @@ pub const DEFAULT_MEMORY_CAP_BYTES: usize = 8 * 1024;
 /// Serializes read-modify-write cycles of every memory tool in the process.
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
 
+/// The memory tool's schema, `$targets` the members of its `target` enum.
+macro_rules! memory_schema {
+    ($targets:literal) => {
+        schema_text!(concat!(
+            r#"{
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["add", "replace", "remove"]},
+                "target": {"type": "string", "enum": ["#,
+            $targets,
+            r#"], "description": "Which file. Default 'memory'."},
+                "content": {"type": "string", "description": "The new entry (add, replace)."},
+                "old_text": {"type": "string", "description": "A substring identifying exactly one existing entry (replace, remove)."}
+            },
+            "required": ["action"]
+        }"#
+        ))
+    };
+}
+
 /// Adds, replaces and removes long-term memory entries.
 #[derive(Debug)]
 pub struct MemoryTool {
@@ -150,31 +170,9 @@ impl MemoryTool {
                 ),
                 // The shared file is a target only where there is one.
                 if place.shared_dir.is_some() {
-                    schema_text!(
-                        r#"{
-                    "type": "object",
-                    "properties": {
-                        "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                        "target": {"type": "string", "enum": ["memory", "user", "shared"], "description": "Which file. Default 'memory'."},
-                        "content": {"type": "string", "description": "The new entry (add, replace)."},
-                        "old_text": {"type": "string", "description": "A substring identifying exactly one existing entry (replace, remove)."}
-                    },
-                    "required": ["action"]
-                }"#
-                    )
+                    memory_schema!(r#""memory", "user", "shared""#)
                 } else {
-                    schema_text!(
-                        r#"{
-                    "type": "object",
-                    "properties": {
-                        "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                        "target": {"type": "string", "enum": ["memory", "user"], "description": "Which file. Default 'memory'."},
-                        "content": {"type": "string", "description": "The new entry (add, replace)."},
-                        "old_text": {"type": "string", "description": "A substring identifying exactly one existing entry (replace, remove)."}
-                    },
-                    "required": ["action"]
-                }"#
-                    )
+                    memory_schema!(r#""memory", "user""#)
                 },
             ),
             place,

@@ -30,7 +30,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hermes_core::{Model, Tool, ToolError, ToolRegistry, ToolSpec};
+use hermes_core::{Model, SchemaText, Tool, ToolError, ToolRegistry, ToolSpec};
 use serde::de::DeserializeOwned;
 
 use crate::bridge::AsyncBridge;
@@ -529,20 +529,13 @@ pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Re
 /// [`hermes_core::schema_text!`] made of the source's (see there why text).
 ///
 /// The texts are the program's own, and the tests build every tool
-/// (`tests/tools/registry.rs`), where one that is not JSON fails here; a
-/// release build would offer the tool with no parameters and say so.
+/// (`tests/tools/registry.rs`): a debug build refuses one that is not JSON
+/// ([`SchemaText::from_static`]).
 pub(crate) fn spec(name: &str, description: impl Into<String>, schema: &'static str) -> ToolSpec {
-    match serde_json::value::RawValue::from_string(schema.to_owned()) {
-        Ok(parameters) => ToolSpec {
-            name: name.to_owned(),
-            description: description.into(),
-            parameters: Arc::from(parameters),
-        },
-        Err(e) => {
-            debug_assert!(false, "the schema of {name} is not JSON: {e}");
-            tracing::error!(tool = name, error = %e, "a tool's schema is not JSON; it is offered with no parameters");
-            ToolSpec::new(name, description, serde_json::json!({"type": "object"}))
-        }
+    ToolSpec {
+        name: name.to_owned(),
+        description: description.into(),
+        parameters: SchemaText::from_static(schema),
     }
 }
 

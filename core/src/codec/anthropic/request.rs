@@ -34,8 +34,8 @@ use alloc::vec::Vec;
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
-use super::super::EncodeError;
 use super::super::request::CacheControl;
+use super::super::{EncodeError, push_json_string};
 use crate::message::{LedgerEntry, Message, ToolCall};
 use crate::model::{ChatRequest, ToolChoice};
 use crate::tool::ToolSpec;
@@ -91,7 +91,21 @@ pub fn encode_messages_request(
     {
         return Err(EncodeError::InvalidTemperature(t));
     }
-    let body = serde_json::to_vec(&Body { opts, req }).map_err(EncodeError::Json)?;
+    let mut body = serde_json::to_vec(&Head { opts, req }).map_err(EncodeError::Json)?;
+    // `{"model":…,"messages":[…]}`, opened again for the fields after.
+    debug_assert_eq!(body.last(), Some(&b'}'));
+    body.pop();
+    if !req.tools.is_empty() {
+        body.extend_from_slice(b",\"tools\":");
+        write_tools(req.tools, &mut body)?;
+        if req.tool_choice == ToolChoice::None {
+            body.extend_from_slice(b",\"tool_choice\":{\"type\":\"none\"}");
+        }
+    }
+    let tail = serde_json::to_vec(&Tail(opts)).map_err(EncodeError::Json)?;
+    // `{"stream":…,…}`: always one field, so never `{}`.
+    body.push(b',');
+    body.extend_from_slice(tail.get(1..).unwrap_or_default());
     if out.is_empty() {
         *out = body;
     } else {
@@ -100,19 +114,28 @@ pub fn encode_messages_request(
     Ok(())
 }
 
-struct Body<'o, 'r> {
+/// The extended-thinking budget `opts` asks for (at least 1024), and the
+/// `max_tokens` that leaves room for an answer beside it.
+fn thinking_and_max_tokens(opts: &MessagesOptions<'_>) -> (Option<u32>, u32) {
+    let thinking = opts.thinking_budget.map(|b| b.max(1024));
+    let mut max_tokens = opts.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    if let Some(budget) = thinking {
+        max_tokens = max_tokens.max(budget.saturating_add(ANSWER_ROOM));
+    }
+    (thinking, max_tokens)
+}
+
+/// The body's fields before `tools`: `model`, `max_tokens`, `system`,
+/// `messages`.
+struct Head<'o, 'r> {
     opts: &'o MessagesOptions<'o>,
     req: &'o ChatRequest<'r>,
 }
 
-impl Serialize for Body<'_, '_> {
+impl Serialize for Head<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let opts = self.opts;
-        let thinking = opts.thinking_budget.map(|b| b.max(1024));
-        let mut max_tokens = opts.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-        if let Some(budget) = thinking {
-            max_tokens = max_tokens.max(budget.saturating_add(ANSWER_ROOM));
-        }
+        let (thinking, max_tokens) = thinking_and_max_tokens(opts);
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("model", opts.model)?;
         map.serialize_entry("max_tokens", &max_tokens)?;
@@ -138,29 +161,24 @@ impl Serialize for Body<'_, '_> {
                 echo_thinking: thinking.is_some(),
             },
         )?;
-        if !self.req.tools.is_empty() {
-            map.serialize_entry("tools", &Tools(self.req.tools))?;
-            if self.req.tool_choice == ToolChoice::None {
-                map.serialize_entry("tool_choice", &NoTools)?;
-            }
-        }
-        map.serialize_entry("stream", &opts.stream)?;
-        if let Some(budget) = thinking {
-            map.serialize_entry("thinking", &Thinking(budget))?;
-        } else if let Some(t) = opts.temperature {
-            map.serialize_entry("temperature", &t)?;
-        }
         map.end()
     }
 }
 
-/// `{"type":"none"}`: the model must answer in text.
-struct NoTools;
+/// The body's fields after `tools`: `stream`, then `thinking` or
+/// `temperature`.
+struct Tail<'o>(&'o MessagesOptions<'o>);
 
-impl Serialize for NoTools {
+impl Serialize for Tail<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(1))?;
-        map.serialize_entry("type", "none")?;
+        let opts = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("stream", &opts.stream)?;
+        if let Some(budget) = thinking_and_max_tokens(opts).0 {
+            map.serialize_entry("thinking", &Thinking(budget))?;
+        } else if let Some(t) = opts.temperature {
+            map.serialize_entry("temperature", &t)?;
+        }
         map.end()
     }
 }
@@ -177,23 +195,24 @@ impl Serialize for Thinking {
     }
 }
 
-/// `[{"name","description","input_schema"}, …]`.
-struct Tools<'r>(&'r [ToolSpec]);
-
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct One<'r>(&'r ToolSpec);
-        impl Serialize for One<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(Some(3))?;
-                map.serialize_entry("name", &self.0.name)?;
-                map.serialize_entry("description", &self.0.description)?;
-                map.serialize_entry("input_schema", &*self.0.parameters)?;
-                map.end()
-            }
+/// Appends the `tools` array, `[{"name":…,"description":…,"input_schema":…},…]`,
+/// each schema's text as it is (see [`SchemaText`](crate::SchemaText)).
+fn write_tools(specs: &[ToolSpec], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    out.push(b'[');
+    for (i, spec) in specs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        serializer.collect_seq(self.0.iter().map(One))
+        out.extend_from_slice(b"{\"name\":");
+        push_json_string(&spec.name, out)?;
+        out.extend_from_slice(b",\"description\":");
+        push_json_string(&spec.description, out)?;
+        out.extend_from_slice(b",\"input_schema\":");
+        out.extend_from_slice(spec.parameters.as_str().as_bytes());
+        out.push(b'}');
     }
+    out.push(b']');
+    Ok(())
 }
 
 /// Whether an entry goes on the wire at all.

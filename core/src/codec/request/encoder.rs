@@ -8,8 +8,8 @@ use alloc::vec::Vec;
 use serde::Serialize;
 
 use super::{
-    EncodeError, ReasoningEcho, RequestOptions, SystemMessage, Tail, Tools, WireMessage,
-    encode_request, on_wire,
+    EncodeError, ReasoningEcho, RequestOptions, SystemMessage, Tail, WireMessage, encode_request,
+    on_wire, write_tools,
 };
 use crate::attachment::TextReferences;
 use crate::message::Message;
@@ -163,7 +163,8 @@ impl RequestEncoder {
             return Ok(());
         }
         self.tools = None;
-        let encoded = json(&Tools(specs))?;
+        let mut encoded = Vec::new();
+        write_tools(specs, &mut encoded)?;
         self.tools = Some((specs.to_vec(), encoded));
         Ok(())
     }

@@ -31,7 +31,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::model::Completion;
+use crate::model::{ChatRequest, Completion, ToolChoice};
+use crate::tool::ToolSpec;
 
 pub mod anthropic;
 pub(crate) mod fast;
@@ -69,6 +70,46 @@ pub enum EncodeError {
 /// parts of a body written by hand.
 pub(crate) fn push_json_string(text: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     out.extend_from_slice(&serde_json::to_vec(text).map_err(EncodeError::Json)?);
+    Ok(())
+}
+
+/// How one provider's body writes its tools: the `tools` array, and the
+/// `tool_choice` value that forbids calling them.
+pub(crate) struct ToolsDialect {
+    pub(crate) write: fn(&[ToolSpec], &mut Vec<u8>) -> Result<(), EncodeError>,
+    pub(crate) none_choice: &'static [u8],
+}
+
+/// Appends a request body to `out` (left as it was on error): `head`,
+/// serde's encoding of the fields before `tools` (an object), then
+/// `tools` and `tool_choice` as `dialect` writes them (none when `req` has
+/// no tools), then the fields of `tail`, serde's encoding of the fields
+/// after them (an object of one field at least).
+pub(crate) fn join_body(
+    mut head: Vec<u8>,
+    req: &ChatRequest<'_>,
+    dialect: &ToolsDialect,
+    tail: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    debug_assert_eq!(head.last(), Some(&b'}'));
+    head.pop();
+    if !req.tools.is_empty() {
+        head.extend_from_slice(b",\"tools\":");
+        (dialect.write)(req.tools, &mut head)?;
+        if req.tool_choice == ToolChoice::None {
+            head.extend_from_slice(b",\"tool_choice\":");
+            head.extend_from_slice(dialect.none_choice);
+        }
+    }
+    debug_assert_eq!(tail.first(), Some(&b'{'));
+    head.push(b',');
+    head.extend_from_slice(tail.get(1..).unwrap_or_default());
+    if out.is_empty() {
+        *out = head;
+    } else {
+        out.extend_from_slice(&head);
+    }
     Ok(())
 }
 

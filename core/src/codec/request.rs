@@ -63,7 +63,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use super::EncodeError;
 use crate::attachment::{Attachment, AttachmentResolver, TextReferences};
 use crate::message::{LedgerEntry, Message, ToolCall};
-use crate::model::{ChatRequest, ToolChoice};
+use crate::model::ChatRequest;
 use crate::tool::ToolSpec;
 
 mod encoder;
@@ -191,34 +191,22 @@ pub fn encode_request_with(
         return Err(EncodeError::InvalidTemperature(t));
     }
     // serde_json's `Serializer` over a caller's writer is std-only, so the
-    // body is built in one vector and moved (or appended) into `out`.
-    let mut body = serde_json::to_vec(&Head {
+    // parts are built in vectors and joined into `out`.
+    let head = serde_json::to_vec(&Head {
         opts,
         req,
         attachments,
     })
     .map_err(EncodeError::Json)?;
-    // `{"model":…,"messages":[…]}`, opened again for the fields after.
-    debug_assert_eq!(body.last(), Some(&b'}'));
-    body.pop();
-    if !req.tools.is_empty() {
-        body.extend_from_slice(b",\"tools\":");
-        write_tools(req.tools, &mut body)?;
-        if req.tool_choice == ToolChoice::None {
-            body.extend_from_slice(b",\"tool_choice\":\"none\"");
-        }
-    }
     let tail = serde_json::to_vec(&Tail(opts)).map_err(EncodeError::Json)?;
-    // `{"stream":…,…}`: always one field, so never `{}`.
-    body.push(b',');
-    body.extend_from_slice(tail.get(1..).unwrap_or_default());
-    if out.is_empty() {
-        *out = body;
-    } else {
-        out.extend_from_slice(&body);
-    }
-    Ok(())
+    super::join_body(head, req, &TOOLS, &tail, out)
 }
+
+/// The chat-completions `tools` and `tool_choice: "none"`.
+const TOOLS: super::ToolsDialect = super::ToolsDialect {
+    write: write_tools,
+    none_choice: b"\"none\"",
+};
 
 /// Appends the `tools` array,
 /// `[{"type":"function","function":{"name":…,"description":…,"parameters":…}},…]`,

@@ -35,9 +35,9 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 
 use super::super::request::CacheControl;
-use super::super::{EncodeError, push_json_string};
+use super::super::{EncodeError, ToolsDialect, join_body, push_json_string};
 use crate::message::{LedgerEntry, Message, ToolCall};
-use crate::model::{ChatRequest, ToolChoice};
+use crate::model::ChatRequest;
 use crate::tool::ToolSpec;
 
 /// The output cap sent when the caller sets none (`max_tokens` is required).
@@ -91,28 +91,17 @@ pub fn encode_messages_request(
     {
         return Err(EncodeError::InvalidTemperature(t));
     }
-    let mut body = serde_json::to_vec(&Head { opts, req }).map_err(EncodeError::Json)?;
-    // `{"model":…,"messages":[…]}`, opened again for the fields after.
-    debug_assert_eq!(body.last(), Some(&b'}'));
-    body.pop();
-    if !req.tools.is_empty() {
-        body.extend_from_slice(b",\"tools\":");
-        write_tools(req.tools, &mut body)?;
-        if req.tool_choice == ToolChoice::None {
-            body.extend_from_slice(b",\"tool_choice\":{\"type\":\"none\"}");
-        }
-    }
+    let head = serde_json::to_vec(&Head { opts, req }).map_err(EncodeError::Json)?;
     let tail = serde_json::to_vec(&Tail(opts)).map_err(EncodeError::Json)?;
-    // `{"stream":…,…}`: always one field, so never `{}`.
-    body.push(b',');
-    body.extend_from_slice(tail.get(1..).unwrap_or_default());
-    if out.is_empty() {
-        *out = body;
-    } else {
-        out.extend_from_slice(&body);
-    }
-    Ok(())
+    join_body(head, req, &TOOLS, &tail, out)
 }
+
+/// Messages' `tools` and `tool_choice: {"type":"none"}`: the model must
+/// answer in text.
+const TOOLS: ToolsDialect = ToolsDialect {
+    write: write_tools,
+    none_choice: b"{\"type\":\"none\"}",
+};
 
 /// The extended-thinking budget `opts` asks for (at least 1024), and the
 /// `max_tokens` that leaves room for an answer beside it.

@@ -5,14 +5,13 @@
 //! With `RUST_LOG` set, a developer asked for detail: every field is shown.
 
 use std::fmt::{self, Write as _};
+use std::io::Write as _;
 
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
+use tracing::level_filters::LevelFilter;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::registry::LookupSpan;
 
 use crate::term::{LogWriter, term};
 
@@ -34,13 +33,60 @@ pub fn subscriber(quiet: bool) -> impl Subscriber + Send + Sync + 'static {
         .unwrap_or_else(|| {
             Targets::new().with_default(if quiet { Level::ERROR } else { Level::WARN })
         });
-    tracing_subscriber::fmt()
-        .with_writer(LogWriter::default)
-        .event_format(Human {
+    let max = filter
+        .iter()
+        .map(|(_, level)| level)
+        .chain(filter.default_level())
+        .max()
+        .unwrap_or(LevelFilter::OFF);
+    Terminal {
+        filter,
+        max,
+        format: Human {
             all_fields: from_env,
-        })
-        .finish()
-        .with(filter)
+        },
+    }
+}
+
+/// Events that pass the filter, each written as one line through the
+/// terminal. Spans are not kept: no line shows them. (Not
+/// `tracing_subscriber::fmt()`: its span registry made a table of 4,096
+/// slots at every start, ≈ 34 k instructions of a 0-turn one-shot, issue
+/// 39.)
+struct Terminal {
+    filter: Targets,
+    /// The most verbose level the filter lets through anywhere.
+    max: LevelFilter,
+    format: Human,
+}
+
+impl Subscriber for Terminal {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        self.filter
+            .would_enable(metadata.target(), metadata.level())
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(self.max)
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        // One id for all: nothing is kept per span.
+        Id::from_u64(1)
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        // The writer hands the line to the terminal when dropped.
+        let _ = LogWriter::default().write_all(self.format.line(event).as_bytes());
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
 }
 
 /// The event formatter.
@@ -76,17 +122,9 @@ impl Fields {
     }
 }
 
-impl<S, N> FormatEvent<S, N> for Human
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        _ctx: &FmtContext<'_, S, N>,
-        mut w: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
+impl Human {
+    /// `hermes: warning: the message: the error`, and a newline.
+    fn line(&self, event: &Event<'_>) -> String {
         let style = term().err_style();
         let level = *event.metadata().level();
         let label = match level {
@@ -109,6 +147,7 @@ where
                 .collect();
             let _ = write!(line, " {}", style.dim(&format!("({})", detail.join(", "))));
         }
-        writeln!(w, "{line}")
+        line.push('\n');
+        line
     }
 }

@@ -29,11 +29,11 @@ pub struct Heap;
 //
 // SAFETY: every call is passed on to `System` unchanged, except that a
 // `dealloc` after `stop_freeing` does nothing, and that on the musl builds
-// the arena's blocks are the arena's: each is aligned and sized as asked,
-// within a mapping that lives as long as the process, and its room is
-// handed out again only after it was given back (`arena`). Never freeing a
-// block is always sound (it leaks; the block stays valid and is never
-// reused).
+// the arena's blocks are the arena's: each is aligned and at least as
+// large as asked, within a mapping that lives as long as the process, and
+// its room is handed out again only after it was given back (`arena`).
+// Never freeing a block is always sound (it leaks; the block stays valid
+// and is never reused).
 unsafe impl GlobalAlloc for Heap {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -60,17 +60,18 @@ unsafe impl GlobalAlloc for Heap {
 
     #[inline(never)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // An arena block goes back to the arena, which reuses it only if
-        // it was the last one handed out (`arena`).
+        if !FREEING.load(Ordering::Relaxed) {
+            return;
+        }
+        // An arena block goes back to the arena, which hands its room out
+        // again (`arena`).
         #[cfg(target_env = "musl")]
         if crate::arena::owns(ptr) {
             crate::arena::free(ptr);
             return;
         }
-        if FREEING.load(Ordering::Relaxed) {
-            // SAFETY: as above.
-            unsafe { System.dealloc(ptr, layout) }
-        }
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
     }
 
     #[inline(never)]

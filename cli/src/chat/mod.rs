@@ -6,6 +6,7 @@ pub mod background;
 pub mod commands;
 pub mod oneshot;
 pub mod repl;
+mod sigint;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,7 +30,42 @@ static CURRENT_SESSION: Mutex<Option<String>> = Mutex::new(None);
 
 fn set_current_session(id: Option<&str>) {
     *lock(&CURRENT_SESSION) = id.map(str::to_owned);
+    if sigint::installed() {
+        sigint::set_goodbye(exit_text(id));
+    }
 }
+
+/// What a one-shot's Ctrl-C handler writes (`sigint`): `lines`, after the
+/// spinner's line is erased, as `Term::line` does for the interactive one.
+fn ctrl_c_text(lines: &[&str]) -> String {
+    let mut text = if term().caps.err_ansi {
+        "\r\x1b[2K".to_owned()
+    } else {
+        String::new()
+    };
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// The interrupting hint of a first Ctrl-C.
+fn hint_text() -> String {
+    ctrl_c_text(&[&term().err_style().dim(HINT)])
+}
+
+/// What an exit by Ctrl-C leaves: an empty line, and the goodbye line of
+/// the session, if there is one.
+fn exit_text(session: Option<&str>) -> String {
+    match session {
+        Some(id) => ctrl_c_text(&["", &goodbye(id)]),
+        None => ctrl_c_text(&[""]),
+    }
+}
+
+/// What a first Ctrl-C during a turn says.
+const HINT: &str = "(interrupting — press Ctrl-C again to quit)";
 
 /// Routes Ctrl-C while a turn runs (the line editor handles it at the
 /// prompt): the first press interrupts the turn (SPEC L11), a second one
@@ -83,11 +119,7 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
                 }
                 *last = Some(Instant::now());
                 s.flag.interrupt();
-                term().line(
-                    &term()
-                        .err_style()
-                        .dim("(interrupting — press Ctrl-C again to quit)"),
-                );
+                term().line(&term().err_style().dim(HINT));
             });
             if let Err(e) = installed {
                 tracing::warn!("cannot install the Ctrl-C handler: {e}");
@@ -163,11 +195,15 @@ pub struct Chat {
     pub unanswered: Option<String>,
     /// `/background` runs.
     runs: background::BackgroundRuns,
+    /// A one-shot run: Ctrl-C is answered in the signal handler
+    /// (`sigint`), not by `ctrlc`'s thread.
+    one_shot: bool,
 }
 
 impl Chat {
-    /// Opens the conversation `args` asks for (new, `--resume ID` or `--continue`).
-    pub fn open(bench: Workbench, args: &ChatArgs) -> Result<Self, CliError> {
+    /// Opens the conversation `args` asks for (new, `--resume ID` or
+    /// `--continue`), for one turn (`one_shot`) or an interactive chat.
+    pub fn open(bench: Workbench, args: &ChatArgs, one_shot: bool) -> Result<Self, CliError> {
         let mut chat = Chat {
             bench,
             session: None,
@@ -182,6 +218,7 @@ impl Chat {
             view: View::new(args),
             unanswered: None,
             runs: background::BackgroundRuns::default(),
+            one_shot,
         };
         let record = if let Some(id) = &args.resume {
             Some(find_session(&chat.bench.store(), id)?)
@@ -193,7 +230,11 @@ impl Chat {
         if let Some(record) = record {
             chat.attach(record)?;
         }
-        ctrl_c(&chat.interrupt);
+        if one_shot {
+            sigint::install(&chat.interrupt, hint_text(), exit_text(None));
+        } else {
+            ctrl_c(&chat.interrupt);
+        }
         Ok(chat)
     }
 
@@ -324,13 +365,12 @@ impl Chat {
             .agent(&prompt)?
             .with_interrupt(self.interrupt.clone());
         let budget = IterationBudget::new(self.bench.settings.max_iterations);
-        let guard = ctrl_c(&self.interrupt);
         let stream = interactive.then(|| Markdown::new(self.view.styled, width()));
         let spinner = !self.view.quiet && term().caps.err_tty;
         let history = std::mem::take(&mut self.history);
         let before = history.len();
         let held = interactive.then(TypeAhead::hold);
-        guard.running.store(true, Ordering::Release);
+        self.set_running(true);
         let mut observer = TurnObserver::new(stream, !self.view.quiet, spinner);
         observer.show_reasoning = self.view.show_reasoning;
         let driven = drive(
@@ -342,7 +382,7 @@ impl Chat {
             &mut observer,
         );
         observer.finish();
-        guard.running.store(false, Ordering::Release);
+        self.set_running(false);
         drop(held);
         let persist_error = driven.store_failure().map(ToString::to_string);
         let answered = driven.answered();
@@ -440,6 +480,17 @@ impl Chat {
     /// The `/background` runs.
     pub fn background_runs(&self) -> &background::BackgroundRuns {
         &self.runs
+    }
+
+    /// Tells the Ctrl-C handler whether a turn runs.
+    fn set_running(&self, running: bool) {
+        if self.one_shot {
+            sigint::set_running(running);
+        } else {
+            ctrl_c(&self.interrupt)
+                .running
+                .store(running, Ordering::Release);
+        }
     }
 
     /// Tells the Ctrl-C handler whether the loop is waiting for input.

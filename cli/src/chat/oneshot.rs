@@ -78,7 +78,7 @@ fn stop_name(stop: &StopReason) -> &'static str {
 
 /// Runs the one turn.
 pub fn oneshot(bench: Workbench, args: &ChatArgs, prompt: &str) -> Result<i32, CliError> {
-    let mut chat = Chat::open(bench, args)?;
+    let mut chat = Chat::open(bench, args, true)?;
     let result = chat.turn(prompt, false)?;
     let mut out = std::io::stdout().lock();
     let written = if args.json {

@@ -132,7 +132,7 @@ pub fn interactive(bench: Workbench, args: &ChatArgs) -> Result<i32, CliError> {
     // After the editor: it installs a SIGINT handler of its own when it is
     // created, and ours (set up by `open`) must be the one that runs while
     // a turn streams.
-    let mut chat = Chat::open(bench, args)?;
+    let mut chat = Chat::open(bench, args, false)?;
     if !args.quiet {
         greet(&chat);
     }

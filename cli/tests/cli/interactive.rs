@@ -380,6 +380,72 @@ fn ctrl_c_interrupts_a_one_shot_with_exit_130() {
     );
 }
 
+/// SPEC L11 in a one-shot, whose Ctrl-C is answered in the signal handler
+/// (no `ctrlc` thread): a press outside a turn exits at once with status
+/// 130. Here the one-shot waits for the store's write lock, which another
+/// process holds, before its turn starts: no check of the interrupt flag
+/// comes there, and the wait would last the store's busy timeout (10 s).
+#[test]
+fn ctrl_c_before_the_turn_exits_a_one_shot_at_once_with_130() {
+    let env = Env::new();
+    let provider = FakeProvider::start(vec![Reply::text("first")]).unwrap();
+    let first = env
+        .cmd(&provider.base_url())
+        .args(["-z", "hi"])
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{first:?}");
+    let db = rusqlite::Connection::open(env.home.path().join("state.db")).unwrap();
+    db.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let mut cmd = env.cmd(&provider.base_url());
+    cmd.env("NO_COLOR", "1").args(["-z", "second"]);
+    let mut p = Pty::spawn(cmd, PLAIN);
+    let pid = p.p.process.child_pid.as_raw();
+    // The handler is in place once hermes catches SIGINT.
+    let started = std::time::Instant::now();
+    while !catches_sigint(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no SIGINT handler"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pressed = std::time::Instant::now();
+    p.ctrl('c');
+    p.eof();
+    let status = p.p.process.wait().unwrap();
+    assert!(
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        "{status:?}"
+    );
+    assert!(
+        pressed.elapsed() < Duration::from_secs(8),
+        "it waited for the lock"
+    );
+    assert!(!p.raw.contains("Interrupted"), "{:?}", p.raw);
+    db.execute_batch("ROLLBACK").unwrap();
+    let sessions: i64 = db
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sessions, 1, "the second run stored nothing");
+}
+
+/// Whether process `pid` is hermes (past the shell's `exec`) and catches
+/// SIGINT (`SigCgt` in its status).
+fn catches_sigint(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let named = status.lines().any(|l| l == "Name:\thermes");
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0);
+    named && caught
+}
+
 #[test]
 fn repl_undo_retry_and_new() {
     let env = Env::new();

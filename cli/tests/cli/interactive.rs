@@ -362,22 +362,10 @@ fn ctrl_c_interrupts_a_one_shot_with_exit_130() {
     let mut cmd = env.cmd(&provider.base_url());
     cmd.env("NO_COLOR", "1").args(["-z", "a long story"]);
     let mut p = Pty::spawn(cmd, PLAIN);
-    let started = std::time::Instant::now();
-    while provider.requests().is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the request never came"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the request", || !provider.requests().is_empty());
     p.ctrl('c');
     p.expect("Interrupted");
-    p.eof();
-    let status = p.p.process.wait().unwrap();
-    assert!(
-        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
-        "{status:?}"
-    );
+    ends_with_130(&mut p);
 }
 
 /// SPEC L11 in a one-shot, whose Ctrl-C is answered in the signal handler
@@ -403,22 +391,10 @@ fn ctrl_c_before_the_turn_exits_a_one_shot_at_once_with_130() {
     let mut p = Pty::spawn(cmd, PLAIN);
     let pid = p.p.process.child_pid.as_raw();
     // The handler is in place once hermes catches SIGINT.
-    let started = std::time::Instant::now();
-    while !catches_sigint(pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no SIGINT handler"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("a SIGINT handler", || catches_sigint(pid));
     let pressed = std::time::Instant::now();
     p.ctrl('c');
-    p.eof();
-    let status = p.p.process.wait().unwrap();
-    assert!(
-        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
-        "{status:?}"
-    );
+    ends_with_130(&mut p);
     assert!(
         pressed.elapsed() < Duration::from_secs(8),
         "it waited for the lock"
@@ -429,6 +405,28 @@ fn ctrl_c_before_the_turn_exits_a_one_shot_at_once_with_130() {
         .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(sessions, 1, "the second run stored nothing");
+}
+
+/// Waits up to 30 s for `ready`, naming `what` if it never is.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what} never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The run ends, with exit status 130 (interrupted).
+fn ends_with_130(p: &mut Pty) {
+    p.eof();
+    let status = p.p.process.wait().unwrap();
+    assert!(
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        "{status:?}"
+    );
 }
 
 /// Whether process `pid` is hermes (past the shell's `exec`) and catches

@@ -219,3 +219,40 @@ impl Pty {
         self.feed(&rest);
     }
 }
+
+/// Waits up to 30 s for `ready`, naming `what` if it never is.
+pub fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what} never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The run ends, with exit status 130 (interrupted).
+pub fn ends_with_130(p: &mut Pty) {
+    p.eof();
+    let status = p.p.process.wait().unwrap();
+    assert!(
+        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        "{status:?}"
+    );
+}
+
+/// Whether process `pid` is hermes (past the shell's `exec`) and catches
+/// SIGINT (`SigCgt` in its status).
+pub fn catches_sigint(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let named = status.lines().any(|l| l == "Name:\thermes");
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0);
+    named && caught
+}

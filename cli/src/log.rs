@@ -33,15 +33,8 @@ pub fn subscriber(quiet: bool) -> impl Subscriber + Send + Sync + 'static {
         .unwrap_or_else(|| {
             Targets::new().with_default(if quiet { Level::ERROR } else { Level::WARN })
         });
-    let max = filter
-        .iter()
-        .map(|(_, level)| level)
-        .chain(filter.default_level())
-        .max()
-        .unwrap_or(LevelFilter::OFF);
     Terminal {
         filter,
-        max,
         format: Human {
             all_fields: from_env,
         },
@@ -55,8 +48,6 @@ pub fn subscriber(quiet: bool) -> impl Subscriber + Send + Sync + 'static {
 /// 39.)
 struct Terminal {
     filter: Targets,
-    /// The most verbose level the filter lets through anywhere.
-    max: LevelFilter,
     format: Human,
 }
 
@@ -67,7 +58,9 @@ impl Subscriber for Terminal {
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(self.max)
+        // The most verbose level the filter lets through anywhere, which
+        // it keeps as it is built.
+        tracing_subscriber::Layer::<Self>::max_level_hint(&self.filter)
     }
 
     fn new_span(&self, _: &Attributes<'_>) -> Id {

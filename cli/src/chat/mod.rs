@@ -64,6 +64,9 @@ fn exit_text(session: Option<&str>) -> String {
     }
 }
 
+/// A second Ctrl-C this soon after the first exits (SPEC L11).
+const AGAIN_WITHIN: Duration = Duration::from_secs(2);
+
 /// What a first Ctrl-C during a turn says.
 const HINT: &str = "(interrupting — press Ctrl-C again to quit)";
 
@@ -114,7 +117,7 @@ fn ctrl_c(flag: &InterruptFlag) -> Arc<CtrlC> {
                     exit(&s);
                 }
                 let mut last = lock(&s.last);
-                if last.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
+                if last.is_some_and(|t| t.elapsed() < AGAIN_WITHIN) {
                     exit(&s);
                 }
                 *last = Some(Instant::now());

@@ -27,8 +27,6 @@ static FLAG: OnceLock<InterruptFlag> = OnceLock::new();
 static RUNNING: AtomicBool = AtomicBool::new(false);
 /// The monotonic clock's milliseconds at the last press (0: none yet).
 static LAST_PRESS_MS: AtomicU64 = AtomicU64::new(0);
-/// A second press within this many milliseconds exits.
-const AGAIN_WITHIN_MS: u64 = 2_000;
 /// Written at a first press during a turn.
 static HINT: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
 /// Written before exiting.
@@ -99,7 +97,8 @@ fn answer_press() {
 /// Whether a press at `now` exits, the previous one having come at `last`
 /// (0: none), while a turn runs or not.
 fn exits(last: u64, now: u64, running: bool) -> bool {
-    !running || (last != 0 && now.saturating_sub(last) < AGAIN_WITHIN_MS)
+    let again_within = u64::try_from(super::AGAIN_WITHIN.as_millis()).unwrap_or(u64::MAX);
+    !running || (last != 0 && now.saturating_sub(last) < again_within)
 }
 
 fn monotonic_ms() -> u64 {

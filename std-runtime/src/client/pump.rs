@@ -30,12 +30,15 @@ pub(crate) use crate::http::TICK;
 /// Read granularity: one `read()` of the body at a time.
 const READ_CHUNK: usize = 16 * 1024;
 
-std::thread_local! {
-    /// The read buffer of the thread's last exchange, zeroed once and then
-    /// handed from one exchange to the next: a fresh zeroed buffer per model
-    /// call cost ≈ 17 k instructions (callgrind), a tenth of an iteration.
-    static SPARE_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-}
+/// The read buffer of the last exchange that ended, zeroed once and then
+/// handed from one exchange to the next: a fresh zeroed buffer per model
+/// call cost ≈ 17 k instructions (callgrind), a tenth of an iteration. One
+/// for the process, taken and given back without waiting (exchanges at
+/// the same time make their own). Not thread-local: a thread-local value
+/// that needs dropping makes std register its destructor in a list it
+/// allocates from the C library's `malloc`, which then sets itself up —
+/// a few page faults and system calls in every one-shot (issue 39).
+static SPARE_BUF: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
 /// What reading an exchange yields, in order: `Data`*, then `End` or
 /// `Failed`.
@@ -79,9 +82,11 @@ impl<'b> Exchange<'b> {
 impl Drop for Exchange<'_> {
     fn drop(&mut self) {
         let buf = std::mem::take(&mut self.buf);
-        if buf.len() == READ_CHUNK {
-            // `try_with`: a thread being torn down keeps no spare.
-            let _ = SPARE_BUF.try_with(|spare| spare.set(buf));
+        if buf.len() == READ_CHUNK
+            && let Ok(mut spare) = SPARE_BUF.try_lock()
+            && spare.is_empty()
+        {
+            *spare = buf;
         }
     }
 }
@@ -223,7 +228,8 @@ pub(crate) fn next_event_by<'a>(
     };
     if exchange.buf.len() < READ_CHUNK {
         exchange.buf = SPARE_BUF
-            .try_with(std::cell::Cell::take)
+            .try_lock()
+            .map(|mut spare| std::mem::take(&mut *spare))
             .ok()
             .filter(|b| b.len() == READ_CHUNK)
             .unwrap_or_else(|| vec![0; READ_CHUNK]);

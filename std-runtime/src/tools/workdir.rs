@@ -200,7 +200,7 @@ fn canonicalize_lenient(joined: &Path) -> Option<PathBuf> {
         existing = existing.parent()?;
     }
     tail.reverse();
-    let mut resolved = std::fs::canonicalize(existing).ok()?;
+    let mut resolved = crate::fsutil::canonicalize(existing).ok()?;
     for comp in tail {
         match comp {
             Component::ParentDir => {
@@ -220,7 +220,7 @@ impl Workdir {
             path: workdir.clone(),
             source,
         };
-        let root_path = std::fs::canonicalize(workdir).map_err(bad)?;
+        let root_path = crate::fsutil::canonicalize(workdir).map_err(bad)?;
         let root = Dir::open_ambient_dir(&root_path, ambient_authority()).map_err(bad)?;
         let given = std::path::absolute(workdir)
             .ok()

@@ -28,7 +28,7 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-pub(crate) const LATEST_SCHEMA: u32 = 11;
+pub(crate) const LATEST_SCHEMA: u32 = 12;
 
 /// The PostgreSQL schema version this build migrates to.
 pub(crate) const LATEST_PG_SCHEMA: u32 = 5;

@@ -49,7 +49,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
             continue;
         }
         tracing::info!(path = %path.display(), version = step.version, what = step.what, "migrating database");
-        tx.execute_batch(step.sql).map_err(mig_err)?;
+        step.apply(&tx).map_err(mig_err)?;
         tx.pragma_update(None, "user_version", step.version)
             .map_err(mig_err)?;
         tx.commit().map_err(mig_err)?;
@@ -165,7 +165,7 @@ mod tests {
         let mut stepped = Connection::open_in_memory().unwrap();
         for step in schema::MIGRATIONS {
             let tx = stepped.transaction().unwrap();
-            tx.execute_batch(step.sql).unwrap();
+            step.apply(&tx).unwrap();
             tx.pragma_update(None, "user_version", step.version)
                 .unwrap();
             tx.commit().unwrap();
@@ -182,6 +182,76 @@ mod tests {
             assert_eq!(a, b, "new database against the migrated one");
         }
         assert_eq!(created.len(), stepped.len(), "{created:#?}\n{stepped:#?}");
+    }
+
+    #[test]
+    fn version_12_rewrites_the_status_check_and_keeps_it_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v11.db");
+        let mut conn = Connection::open(&path).unwrap();
+        for step in schema::MIGRATIONS.iter().filter(|s| s.version <= 11) {
+            let tx = conn.transaction().unwrap();
+            step.apply(&tx).unwrap();
+            tx.pragma_update(None, "user_version", step.version)
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        conn.execute(
+            "INSERT INTO sessions (id, created_at_ms, updated_at_ms, status) \
+             VALUES ('s1', 1, 2, 'suspended')",
+            [],
+        )
+        .unwrap();
+        // A second connection has read the old schema before the step.
+        let other = Connection::open(&path).unwrap();
+        let count = |c: &Connection| -> i64 {
+            c.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(count(&other), 1);
+        let table_sql = |c: &Connection| -> String {
+            c.query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = 'sessions'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert!(table_sql(&conn).contains("status IN ("));
+        let cookie = |c: &Connection| -> i64 {
+            c.pragma_query_value(None, "schema_version", |r| r.get(0))
+                .unwrap()
+        };
+        let before = cookie(&conn);
+
+        migrate(&mut conn, &path).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), 12);
+        let sql = table_sql(&other);
+        assert!(!sql.contains(" IN ("), "{sql}");
+        assert!(
+            sql.contains("CHECK (status = 'active' OR status = 'ended' OR status = 'suspended')"),
+            "{sql}"
+        );
+        assert!(cookie(&other) > before);
+        let status: String = other
+            .query_row("SELECT status FROM sessions WHERE id = 's1'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(status, "suspended");
+        // Both connections enforce the constraint as before.
+        for c in [&conn, &other] {
+            let err = c
+                .execute("UPDATE sessions SET status = 'bogus' WHERE id = 's1'", [])
+                .unwrap_err();
+            assert!(err.to_string().contains("CHECK constraint failed"), "{err}");
+            c.execute("UPDATE sessions SET status = 'ended' WHERE id = 's1'", [])
+                .unwrap();
+        }
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
     }
 
     #[test]

@@ -87,9 +87,9 @@ pub(crate) fn configure_library() {
         }
         // No initial bulk allocation of page-cache slots: SQLite wrote a
         // header into each of 20 slots of every new cache, 22 pages, and
-        // every insert or status update of `sessions` (its CHECK
-        // `status IN (…)` is an ephemeral b-tree) makes a cache of its own
-        // — ≈ 40 of a one-shot's page faults. Pages are then allocated as
+        // every insert or status update of `sessions` made a cache of its
+        // own (until schema version 12 its CHECK `status IN (…)` was an
+        // ephemeral b-tree) — ≈ 40 of a one-shot's page faults. Pages are then allocated as
         // a cache needs them (issue 39;
         // benchmarks/runs/2026-12-05-a-start-up-arena.md).
         //

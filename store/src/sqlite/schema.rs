@@ -14,6 +14,8 @@
 //! `a_new_database_gets_the_schema_the_migrations_build` (`migrate.rs`)
 //! compares the two.
 
+use rusqlite::Transaction;
+
 /// One forward step of the schema.
 #[derive(Debug)]
 pub(super) struct Migration {
@@ -21,8 +23,27 @@ pub(super) struct Migration {
     pub version: u32,
     /// What the step does, for logs.
     pub what: &'static str,
-    /// The SQL, run with `execute_batch`.
-    pub sql: &'static str,
+    /// How.
+    pub change: Change,
+}
+
+/// What a [`Migration`] runs, inside its transaction.
+#[derive(Debug)]
+pub(super) enum Change {
+    /// SQL, run with `execute_batch`.
+    Sql(&'static str),
+    /// A change SQL statements cannot make alone.
+    Code(fn(&Transaction<'_>) -> rusqlite::Result<()>),
+}
+
+impl Migration {
+    /// Runs the step's change in `tx` (the caller bumps `user_version`).
+    pub(super) fn apply(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        match self.change {
+            Change::Sql(sql) => tx.execute_batch(sql),
+            Change::Code(change) => change(tx),
+        }
+    }
 }
 
 /// Every step, in order; `MIGRATIONS[i].version == i + 1`.
@@ -30,58 +51,63 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         what: "sessions, messages and kv tables",
-        sql: V1,
+        change: Change::Sql(V1),
     },
     Migration {
         version: 2,
         what: "session titles and full-text search over message content",
-        sql: V2,
+        change: Change::Sql(V2),
     },
     Migration {
         version: 3,
         what: "full-text indexing by catch-up instead of per-row insert triggers; \
                session indexes that appends do not have to update",
-        sql: V3,
+        change: Change::Sql(V3),
     },
     Migration {
         version: 4,
         what: "compaction records: the compacted view of a transcript, beside its originals",
-        sql: V4,
+        change: Change::Sql(V4),
     },
     Migration {
         version: 5,
         what: "the working directory of each session (the CLI continues the latest session of a directory)",
-        sql: V5,
+        change: Change::Sql(V5),
     },
     Migration {
         version: 6,
         what: "per-message prompt-cache counts, answering model and reasoning details",
-        sql: V6,
+        change: Change::Sql(V6),
     },
     Migration {
         version: 7,
         what: "attachments of user messages (references to files in $HERMES_HOME/media)",
-        sql: V7,
+        change: Change::Sql(V7),
     },
     Migration {
         version: 8,
         what: "leases with fencing epochs (bots, sessions)",
-        sql: V8,
+        change: Change::Sql(V8),
     },
     Migration {
         version: 9,
         what: "scheduled jobs and their runs (the runs are the deliveries' outbox)",
-        sql: V9,
+        change: Change::Sql(V9),
     },
     Migration {
         version: 10,
         what: "scheduled jobs may start with a script (and skip the model)",
-        sql: V10,
+        change: Change::Sql(V10),
     },
     Migration {
         version: 11,
         what: "system prompts in a table of their own (appends no longer rewrite them)",
-        sql: V11,
+        change: Change::Sql(V11),
+    },
+    Migration {
+        version: 12,
+        what: "the CHECK on a session's status written as comparisons (no temporary b-tree per write)",
+        change: Change::Code(v12),
     },
 ];
 
@@ -103,7 +129,7 @@ CREATE TABLE sessions (
     created_at_ms   INTEGER NOT NULL,
     updated_at_ms   INTEGER NOT NULL,
     status          TEXT NOT NULL DEFAULT 'active'
-                    CHECK (status IN ('active', 'ended', 'suspended')),
+                    CHECK (status = 'active' OR status = 'ended' OR status = 'suspended'),
     clean_shutdown  INTEGER NOT NULL DEFAULT 0,
     title           TEXT,
     workdir         TEXT
@@ -560,3 +586,38 @@ INSERT INTO session_prompts (session_id, system_prompt)
     SELECT id, system_prompt FROM sessions WHERE system_prompt IS NOT NULL;
 ALTER TABLE sessions DROP COLUMN system_prompt;
 ";
+
+/// Version 12: the CHECK on `sessions.status` as comparisons.
+///
+/// SQLite evaluates `status IN ('active', 'ended', 'suspended')` through
+/// an ephemeral b-tree of the three values, with a page cache, a page and
+/// a temporary buffer of its own, at every insert of a session and every
+/// change of its status. A one-shot makes three such writes (the session,
+/// its prompt's title and usage, its end): 30 k instructions and ≈ 15
+/// page faults of a 0-turn run (issue 39; BENCHMARKS.md "Start-up").
+/// Comparisons are evaluated in place, and admit the same values.
+///
+/// SQLite has no statement that changes a constraint. The table's text is
+/// edited as its documentation describes for removing one ("Making Other
+/// Kinds Of Table Schema Changes", lang_altertable.html): in the step's
+/// transaction, with `writable_schema` on, and the schema cookie bumped so
+/// that every connection reads the schema again. That is safe where every
+/// row satisfies the new constraint, as here: it is the old one, written
+/// differently. A table whose text differs (none hermes wrote) keeps its
+/// CHECK, and is only slower.
+fn v12(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    const IN_LIST: &str = "CHECK (status IN ('active', 'ended', 'suspended'))";
+    const COMPARISONS: &str =
+        "CHECK (status = 'active' OR status = 'ended' OR status = 'suspended')";
+    let cookie: i64 = tx.pragma_query_value(None, "schema_version", |r| r.get(0))?;
+    tx.pragma_update(None, "writable_schema", true)?;
+    let edited = tx.execute(
+        "UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2) \
+         WHERE type = 'table' AND name = 'sessions' AND instr(sql, ?1) > 0",
+        [IN_LIST, COMPARISONS],
+    )?;
+    if edited > 0 {
+        tx.pragma_update(None, "schema_version", cookie + 1)?;
+    }
+    tx.pragma_update(None, "writable_schema", false)
+}

@@ -92,9 +92,10 @@ functions_of() {
   local name=$1
   if [ "${recorder[0]}" = valgrind ]; then
     # As caller or callee; "'2" marks a recursion level, addresses without
-    # a name are skipped.
-    sed -n 's/^c\{0,1\}fn=//p' "$work/rec.$name" | sed "s/'[0-9]*\$//" | grep -v '^0x' |
-      awk '!seen[$0]++' >"$work/$name.fns"
+    # a name are skipped. Valgrind calls musl's `__libc_start_main`
+    # "(below main)".
+    sed -n 's/^c\{0,1\}fn=//p' "$work/rec.$name" | sed "s/'[0-9]*\$//; s/^(below main)\$/__libc_start_main/" |
+      grep -v '^0x' | awk '!seen[$0]++' >"$work/$name.fns"
   else
     # qemu names the symbol around each block it translates ("IN: name",
     # blank where it knows none). In a glibc build the dynamic loader's

@@ -1,7 +1,6 @@
 //! The start-up arena of the musl builds: until a run turns out to be more
 //! than a one-shot, memory is handed out from one reserved region by
-//! moving a pointer, and its pages are asked for 64 KiB at a time (16 KiB
-//! the first time).
+//! moving a pointer, and its pages are asked for 16 KiB at a time.
 //!
 //! musl's allocator (mallocng) maps a small size class's memory a group at
 //! a time — 4 KiB, then 8, 16, 32 KiB, unmapping the emptied ones — so a
@@ -10,7 +9,7 @@
 //! each fault ≈ 2.4 µs on the VMs we measure on (issue 39; BENCHMARKS.md
 //! "Start-up"). A one-shot lives for one turn: here a block costs an
 //! atomic add and its pages arrive in one `madvise(MADV_POPULATE_WRITE)`
-//! per 64 KiB.
+//! per 16 KiB.
 //!
 //! A block given back is handed out again. The last one handed out gives
 //! its room back to the pointer (a block that grows while it is the last
@@ -45,12 +44,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// filled it early and its later blocks cost musl's `malloc` and `free`
 /// again: 241 k instructions a turn against 200 k (callgrind, issue 39).
 pub const RESERVED: usize = 2 << 20;
-/// Pages are asked for this much at a time, ahead of the pointer...
-const STEP: usize = 64 << 10;
-/// ...but the first time only this much: a run that allocates little
-/// (`hermes --version`) is not handed pages it never touches (the kernel
-/// counts each as a page fault).
-const FIRST_STEP: usize = 16 << 10;
+/// Pages are asked for this much at a time, ahead of the pointer. The
+/// kernel counts each page asked for as a page fault, touched or not: with
+/// 64 KiB steps a 0-turn one-shot's last step left ≈ 9 pages unused (306
+/// → 297 faults with 16 KiB), and its dozen more `madvise` calls cost less
+/// than those pages did (CPU 2,121 → 1,986 µs, alternating runs; issue
+/// 39). A run that allocates little (`hermes --version`) takes one step.
+const STEP: usize = 16 << 10;
 /// `MADV_POPULATE_WRITE` (Linux 5.14; the same number on every
 /// architecture). An older kernel answers `EINVAL`: the pages then fault in
 /// one by one, as any heap's.
@@ -266,15 +266,13 @@ fn round_up(at: usize, align: usize) -> usize {
     at.wrapping_add(align - 1) & !(align - 1)
 }
 
-/// Asks for the pages up to offset `end`, rounded up to [`STEP`]
-/// ([`FIRST_STEP`] the first time).
+/// Asks for the pages up to offset `end`, rounded up to [`STEP`].
 fn populate(base: usize, end: usize) {
     let from = POPULATED.load(Ordering::Relaxed);
     if end <= from {
         return;
     }
-    let step = if from == 0 { FIRST_STEP } else { STEP };
-    let to = round_up(end, step).min(RESERVED);
+    let to = round_up(end, STEP).min(RESERVED);
     // Two threads may ask for the same pages: harmless, the advice only
     // faults them in.
     // SAFETY: inside our own mapping; the advice changes no contents.

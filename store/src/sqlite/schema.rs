@@ -592,9 +592,8 @@ ALTER TABLE sessions DROP COLUMN system_prompt;
 /// SQLite evaluates `status IN ('active', 'ended', 'suspended')` through
 /// an ephemeral b-tree of the three values, with a page cache, a page and
 /// a temporary buffer of its own, at every insert of a session and every
-/// change of its status. A one-shot makes three such writes (the session,
-/// its prompt's title and usage, its end): 30 k instructions and ≈ 15
-/// page faults of a 0-turn run (issue 39; BENCHMARKS.md "Start-up").
+/// change of its status, as a one-shot's start and end: 30 k of a 0-turn
+/// run's 2.8 M instructions (issue 39; BENCHMARKS.md "Start-up").
 /// Comparisons are evaluated in place, and admit the same values.
 ///
 /// SQLite has no statement that changes a constraint. The table's text is

@@ -23,7 +23,7 @@ pub(super) struct Migration {
     pub version: u32,
     /// What the step does, for logs.
     pub what: &'static str,
-    /// How.
+    /// What it runs.
     pub change: Change,
 }
 
@@ -596,7 +596,8 @@ ALTER TABLE sessions DROP COLUMN system_prompt;
 /// run's 2.8 M instructions (issue 39; BENCHMARKS.md "Start-up").
 /// Comparisons are evaluated in place, and admit the same values.
 ///
-/// SQLite has no statement that changes a constraint. The table's text is
+/// SQLite has no statement that rewrites an unnamed constraint (its
+/// `ALTER TABLE … DROP CONSTRAINT` takes a name). The table's text is
 /// edited as its documentation describes for removing one ("Making Other
 /// Kinds Of Table Schema Changes", lang_altertable.html): in the step's
 /// transaction, with `writable_schema` on, and the schema cookie bumped so

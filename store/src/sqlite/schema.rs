@@ -611,13 +611,18 @@ fn v12(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         "CHECK (status = 'active' OR status = 'ended' OR status = 'suspended')";
     let cookie: i64 = tx.pragma_query_value(None, "schema_version", |r| r.get(0))?;
     tx.pragma_update(None, "writable_schema", true)?;
-    let edited = tx.execute(
-        "UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2) \
-         WHERE type = 'table' AND name = 'sessions' AND instr(sql, ?1) > 0",
-        [IN_LIST, COMPARISONS],
-    )?;
-    if edited > 0 {
-        tx.pragma_update(None, "schema_version", cookie + 1)?;
-    }
-    tx.pragma_update(None, "writable_schema", false)
+    let edit = tx
+        .execute(
+            "UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2) \
+             WHERE type = 'table' AND name = 'sessions' AND instr(sql, ?1) > 0",
+            [IN_LIST, COMPARISONS],
+        )
+        .and_then(|edited| match edited {
+            0 => Ok(()),
+            _ => tx.pragma_update(None, "schema_version", cookie + 1),
+        });
+    // Off again even when the edit failed: the flag belongs to the
+    // connection, not to the transaction that rolls the edit back.
+    let off = tx.pragma_update(None, "writable_schema", false);
+    edit.and(off)
 }

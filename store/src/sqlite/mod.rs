@@ -89,8 +89,8 @@ pub(crate) fn configure_library() {
         // header into each of 20 slots of every new cache, 22 pages, and
         // every insert or status update of `sessions` made a cache of its
         // own (until schema version 12 its CHECK `status IN (…)` was an
-        // ephemeral b-tree) — ≈ 40 of a one-shot's page faults. Pages are then allocated as
-        // a cache needs them (issue 39;
+        // ephemeral b-tree) — ≈ 40 of a one-shot's page faults. Pages are
+        // then allocated as a cache needs them (issue 39;
         // benchmarks/runs/2026-12-05-a-start-up-arena.md).
         //
         // SAFETY: `SQLITE_CONFIG_PAGECACHE` takes a buffer, a slot size and

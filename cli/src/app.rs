@@ -91,8 +91,18 @@ pub fn open_store(settings: &Settings) -> Result<Store, CliError> {
     store
         .set_wal_autocheckpoint(CLI_WAL_AUTOCHECKPOINT_PAGES)
         .map_err(cannot)?;
+    store.set_cache_pages(CLI_CACHE_PAGES).map_err(cannot)?;
     Ok(store)
 }
+
+/// Database pages a CLI process keeps cached. Each cached page costs
+/// ≈ 4.4 KB of fresh memory, a page fault apiece, and a one-shot reads most
+/// pages once: on a home grown by 40 runs, a 0-turn one-shot took 304 page
+/// faults with SQLite's default cache, 290 with 8 pages, with CPU and
+/// instructions unchanged; a 20-turn one-shot ran 0.1 % more instructions
+/// and 3 more `pread`s of pages the kernel held (issue 39). At 4 pages it
+/// re-read 150 pages. The gateway, open for days, keeps SQLite's default.
+const CLI_CACHE_PAGES: u32 = 8;
 
 /// WAL pages after which a CLI commit checkpoints. Each CLI process reads
 /// the whole WAL before its first query (≈ 2 k instructions and a `pread`

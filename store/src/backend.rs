@@ -238,4 +238,5 @@ pub(crate) trait Backend:
     fn set_clock(&mut self, clock: Arc<dyn Clock>);
     fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError>;
     fn set_wal_autocheckpoint(&mut self, pages: u32) -> Result<(), StoreError>;
+    fn set_cache_pages(&mut self, pages: u32) -> Result<(), StoreError>;
 }

@@ -353,6 +353,17 @@ impl Store {
         self.backend.set_wal_autocheckpoint(pages)
     }
 
+    /// SQLite: how many database pages this connection keeps cached
+    /// between statements (SQLite's default is 2 MB worth). A short-lived
+    /// process reads each page it needs once or twice, so a small cache
+    /// costs it a few `pread`s of pages the kernel already holds, and
+    /// saves memory it would otherwise touch page by page; a long-running
+    /// one keeps the default. A transaction may still hold more pages than
+    /// this while it runs. No effect on PostgreSQL.
+    pub fn set_cache_pages(&mut self, pages: u32) -> Result<(), StoreError> {
+        self.backend.set_cache_pages(pages)
+    }
+
     /// The path this store was opened with: the file, `:memory:` for an
     /// in-memory store, the masked URL for PostgreSQL.
     pub fn path(&self) -> &Path {

@@ -201,6 +201,11 @@ impl Backend for Postgres {
         Ok(())
     }
 
+    /// The server caches pages for all its clients.
+    fn set_cache_pages(&mut self, _pages: u32) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     fn set_synchronous(&mut self, mode: Synchronous) -> Result<(), StoreError> {
         let sql = match mode {
             Synchronous::Full => "SET synchronous_commit = on",

@@ -43,6 +43,12 @@ const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 /// 18 pages.
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 256;
 
+/// Dirty pages a write transaction may hold before SQLite writes some to
+/// the WAL ahead of its commit, whatever the cache size
+/// (`Store::set_cache_pages`): SQLite's default cache, 2,000 KiB, in 4 KiB
+/// pages.
+const CACHE_SPILL_PAGES: u32 = 500;
+
 /// Each connection's lookaside, SQLite's own pool of small blocks: 8 slots
 /// of SQLite's default 1,200 bytes (its buffer then also holds small
 /// 128-byte slots), where its default of 40 took a 48 KB block of every
@@ -278,6 +284,16 @@ impl Backend for Sqlite {
         self.conn.pragma_update(None, "wal_autocheckpoint", pages)?;
         Ok(())
     }
+
+    fn set_cache_pages(&mut self, pages: u32) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "cache_size", pages)?;
+        // Dirty pages of a transaction larger than the cache would
+        // otherwise be written to the WAL before its commit (`cache_spill`
+        // follows `cache_size` unless set): still correct, but more writes.
+        self.conn
+            .pragma_update(None, "cache_spill", pages.max(CACHE_SPILL_PAGES))?;
+        Ok(())
+    }
 }
 
 /// A write transaction (`BEGIN IMMEDIATE`), rolled back on drop unless
@@ -510,5 +526,48 @@ mod tests {
         assert_eq!(pragma(&store, "synchronous"), 1);
         store.set_wal_autocheckpoint(64).unwrap();
         assert_eq!(pragma(&store, "wal_autocheckpoint"), 64);
+        store.set_cache_pages(8).unwrap();
+        assert_eq!(pragma(&store, "cache_size"), 8);
+        assert_eq!(pragma(&store, "cache_spill"), i64::from(CACHE_SPILL_PAGES));
+    }
+
+    /// A transaction of many more pages than a small cache holds writes
+    /// nothing to the WAL before its commit, and commits whole: another
+    /// connection reads all of it.
+    #[test]
+    fn a_small_cache_holds_a_large_transaction_until_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let wal = dir.path().join("s.db-wal");
+        let mut store = Sqlite::open(&path).unwrap();
+        store.set_cache_pages(8).unwrap();
+        let value = "v".repeat(3_000);
+        let before = fs::metadata(&wal).unwrap().len();
+        let tx = WriteTx::begin(&store.conn).unwrap();
+        for i in 0..200 {
+            tx.execute(
+                "INSERT INTO kv (key, value) VALUES (?1, ?2)",
+                rusqlite::params![format!("k{i}"), value],
+            )
+            .unwrap();
+        }
+        assert_eq!(fs::metadata(&wal).unwrap().len(), before, "nothing spilled");
+        tx.commit().unwrap();
+        assert!(fs::metadata(&wal).unwrap().len() > before + 200 * 3_000);
+
+        let id = store.create_session(&NewSession::default()).unwrap().id;
+        let entries: Vec<LedgerEntry> = (0..200)
+            .map(|i| LedgerEntry {
+                message: Message::assistant(format!("{i} {}", "more words ".repeat(300))),
+                meta: EntryMeta::default(),
+            })
+            .collect();
+        store.replace_transcript(&id, &entries).unwrap();
+        let other = Sqlite::open(&path).unwrap();
+        assert_eq!(other.load_transcript(&id).unwrap(), entries);
+        assert_eq!(
+            other.kv_get("k199").unwrap().as_deref(),
+            Some(value.as_str())
+        );
     }
 }

@@ -18,7 +18,7 @@
 //! the loop's cap (set by the context window) is written here whole before
 //! the loop cuts it.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -222,19 +222,22 @@ impl DiskKeeper {
 }
 
 thread_local! {
-    /// The folder and tool name of the call running on this thread under
-    /// [`Keeping`], for [`keep_for_current_call`].
-    static CALL_KEEPER: RefCell<Option<(PathBuf, String)>> = const { RefCell::new(None) };
+    /// The [`Keeping`] whose call runs on this thread (null: none), for
+    /// [`keep_for_current_call`]. A raw pointer, not an owned copy of its
+    /// folder and name: a thread-local that needs dropping makes std
+    /// register a destructor on first use, whose list comes from the C
+    /// library's `malloc` — the one `malloc` of a one-shot with tool
+    /// turns (issue 39) — and the copies were two more blocks a call.
+    static CALL_KEEPER: Cell<*const Keeping> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Restores the previous call's keeper (a sub-agent's tools run inside
 /// `delegate_task`'s call) when a call ends, even by a panic.
-struct Restore(Option<(PathBuf, String)>);
+struct Restore(*const Keeping);
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let previous = self.0.take();
-        CALL_KEEPER.with(|k| *k.borrow_mut() = previous);
+        CALL_KEEPER.set(self.0);
     }
 }
 
@@ -255,8 +258,7 @@ impl Tool for Keeping {
     }
 
     fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
-        let mine = (self.dir.clone(), self.inner.spec().name.clone());
-        let _restore = Restore(CALL_KEEPER.with(|k| k.borrow_mut().replace(mine)));
+        let _restore = Restore(CALL_KEEPER.replace(self));
         self.inner.call(arguments, ctx)
     }
 }
@@ -264,8 +266,16 @@ impl Tool for Keeping {
 /// Keeps `text` whole for the call running on this thread, if it runs
 /// under [`Keeping`]; says where.
 pub(crate) fn keep_for_current_call(text: &str) -> Option<KeptOutput> {
-    let (dir, tool) = CALL_KEEPER.with(|k| k.borrow().clone())?;
-    DiskKeeper { dir }.keep(&tool, text)
+    // SAFETY: the pointer is not null only while `Keeping::call` runs on
+    // this thread: that call borrows its `Keeping` until it returns, and
+    // its `Restore` puts the previous value back when it ends, by a return
+    // or a panic. A call nested in it (a sub-agent's tool) restores the
+    // outer one's pointer the same way.
+    let keeping = unsafe { CALL_KEEPER.get().as_ref() }?;
+    DiskKeeper {
+        dir: keeping.dir.clone(),
+    }
+    .keep(&keeping.inner.spec().name, text)
 }
 
 /// Cuts `text` to at most `cap` bytes (marker included) on a char boundary,
@@ -312,4 +322,104 @@ fn head_and_tail(text: &str, cap: usize, kept: &KeptOutput) -> String {
     out.push_str(&note(tail - head));
     out.push_str(&text[tail..]);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use hermes_core::{InterruptFlag, IterationBudget};
+
+    /// Keeps a text for the current call before and after running the
+    /// tool it wraps, and answers where each went.
+    struct Probe {
+        spec: ToolSpec,
+        nested: Option<Keeping>,
+        panics: bool,
+    }
+
+    fn probe(name: &str, nested: Option<Keeping>, panics: bool) -> Box<dyn Tool> {
+        Box::new(Probe {
+            spec: ToolSpec::new(name, "probe", serde_json::json!({"type": "object"})),
+            nested,
+            panics,
+        })
+    }
+
+    fn kept_in() -> String {
+        keep_for_current_call("some text").map_or_else(|| "none".to_owned(), |kept| kept.place)
+    }
+
+    impl Tool for Probe {
+        fn spec(&self) -> &ToolSpec {
+            &self.spec
+        }
+
+        fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+            if self.panics {
+                panic!("the tool failed");
+            }
+            let before = kept_in();
+            let inner = match &self.nested {
+                Some(tool) => tool.call(arguments, ctx)?,
+                None => String::new(),
+            };
+            Ok(format!("{before}\n{inner}\n{}", kept_in()))
+        }
+    }
+
+    fn call(tool: &dyn Tool) -> Result<String, ToolError> {
+        let budget = IterationBudget::new(5);
+        let interrupt = InterruptFlag::new();
+        let ctx = ToolContext {
+            budget: &budget,
+            interrupt: &interrupt,
+            tool_call_id: "c1",
+        };
+        tool.call("{}", &ctx)
+    }
+
+    /// A call nested in another (a sub-agent's tool) keeps in its own
+    /// folder, the outer call in its own again once the nested one
+    /// returned, and nothing is kept outside a call — also after one that
+    /// panicked.
+    #[test]
+    fn each_call_keeps_in_its_own_folder_and_none_outside_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (outer_dir, inner_dir) = (dir.path().join("outer"), dir.path().join("inner"));
+        let outer = Keeping {
+            inner: probe(
+                "outer_tool",
+                Some(Keeping {
+                    inner: probe("inner_tool", None, false),
+                    dir: inner_dir.clone(),
+                }),
+                false,
+            ),
+            dir: outer_dir.clone(),
+        };
+        let answer = call(&outer).unwrap();
+        let places: Vec<&str> = answer.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(places.len(), 4, "{answer}");
+        for (place, dir, tool) in [
+            (places[0], &outer_dir, "outer_tool"),
+            (places[1], &inner_dir, "inner_tool"),
+            (places[2], &inner_dir, "inner_tool"),
+            (places[3], &outer_dir, "outer_tool"),
+        ] {
+            let place = Path::new(place);
+            assert_eq!(place.parent(), Some(dir.as_path()), "{answer}");
+            assert!(place.display().to_string().contains(tool), "{answer}");
+            assert_eq!(std::fs::read_to_string(place).unwrap(), "some text");
+        }
+        assert_eq!(kept_in(), "none");
+
+        let failing = Keeping {
+            inner: probe("failing_tool", None, true),
+            dir: dir.path().join("failing"),
+        };
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&failing))).is_err());
+        assert_eq!(kept_in(), "none");
+    }
 }

@@ -257,7 +257,7 @@ fn run_anthropic(body: &[u8], cuts: &[usize]) -> Run {
 pub fn sse_fast_path(data: &[u8]) -> bool {
     let mut out = String::from("pre");
     match crate::codec::fast::content_chunk(data, &mut out) {
-        Some(()) => {
+        Some(chunk) => {
             let mut slow = SseDecoder::new();
             let status = slow.apply_chunk_serde(data, &mut NullSink);
             assert!(
@@ -272,7 +272,10 @@ pub fn sse_fast_path(data: &[u8]) -> bool {
             );
             assert_eq!(got.reasoning, None);
             assert!(got.tool_calls.is_empty());
-            assert_eq!(got.finish_reason, None);
+            assert_eq!(
+                got.finish_reason,
+                chunk.finish_reason.map(crate::message::FinishReason::parse)
+            );
             assert_eq!(got.usage, None);
             true
         }

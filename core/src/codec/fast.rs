@@ -1,5 +1,6 @@
 //! The fast path for the chunk that makes up nearly every stream: one
-//! content delta in a full envelope and nothing else.
+//! content delta in a full envelope and nothing else, or the finish chunk
+//! that ends each answer (an empty delta and a `finish_reason`).
 //!
 //! Most of a chunk's bytes are envelope (`id`, `model`, `system_fingerprint`,
 //! …) that the decoder throws away; a validating skim over them, appending the
@@ -11,23 +12,38 @@
 //! document is valid JSON (UTF-8 checked up front, string escapes, number
 //! grammar, nesting capped below serde_json's limit, no trailing bytes), no
 //! field the serde path reads is duplicated, and every field that would carry
-//! something other than content (`usage`, `error`, `finish_reason`,
-//! `tool_calls`, reasoning and its details, refusal) is absent or `null`. Anything unusual —
-//! escaped keys, surrogate escapes outside the content — declines, and the
-//! serde path decides.
+//! something other than content (`usage`, `error`, `tool_calls`, reasoning
+//! and its details, refusal) is absent or `null`; `finish_reason` is `null`
+//! or a string without escapes. Anything unusual — escaped keys, surrogate
+//! escapes outside the content — declines, and the serde path decides.
 
 use alloc::string::String;
 
 /// Deeper nesting than this declines (serde_json errors at 128).
 const MAX_DEPTH: u32 = 100;
 
-/// Appends the content of a content-only chunk to `out`. `Some(())` when the
+/// What a handled chunk carried besides its content.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ContentChunk<'a> {
+    /// The first choice's `finish_reason`, when a non-empty string.
+    pub(crate) finish_reason: Option<&'a str>,
+}
+
+/// Appends the content of a content-only chunk to `out`. `Some` when the
 /// chunk was handled (the appended text may be empty), `None` to decline.
-pub(crate) fn content_chunk(data: &[u8], out: &mut String) -> Option<()> {
+pub(crate) fn content_chunk<'a>(data: &'a [u8], out: &mut String) -> Option<ContentChunk<'a>> {
     let start = out.len();
     let result = core::str::from_utf8(data).ok().and_then(|s| {
-        let mut cur = Cursor { s, b: data, i: 0 };
-        cur.document(out)
+        let mut cur = Cursor {
+            s,
+            b: data,
+            i: 0,
+            finish_reason: None,
+        };
+        cur.document(out)?;
+        Some(ContentChunk {
+            finish_reason: cur.finish_reason.filter(|r| !r.is_empty()),
+        })
     });
     if result.is_none() {
         out.truncate(start);
@@ -39,6 +55,8 @@ struct Cursor<'a> {
     s: &'a str,
     b: &'a [u8],
     i: usize,
+    /// The first choice's `finish_reason`, once read.
+    finish_reason: Option<&'a str>,
 }
 
 impl<'a> Cursor<'a> {
@@ -108,7 +126,11 @@ impl<'a> Cursor<'a> {
                     if core::mem::replace(&mut seen_finish, true) {
                         return None;
                     }
-                    cur.expect_null()?;
+                    if !cur.null() {
+                        // A word such as `stop` or `tool_calls`; an
+                        // escaped one declines.
+                        cur.finish_reason = Some(cur.plain_string()?);
+                    }
                 }
                 _ => cur.skip_value(3)?,
             }
@@ -153,7 +175,7 @@ impl<'a> Cursor<'a> {
         }
         loop {
             self.ws();
-            let key = self.plain_key()?;
+            let key = self.plain_string()?;
             self.ws();
             self.eat(b':')?;
             self.ws();
@@ -167,8 +189,9 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A key without escapes (escaped keys decline).
-    fn plain_key(&mut self) -> Option<&'a str> {
+    /// A string without escapes: a key, or a finish reason (an escaped one
+    /// declines).
+    fn plain_string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
         self.i = find_string_special(self.b, self.i);

@@ -342,13 +342,30 @@ impl Chunks {
         data: &[u8],
         sink: &mut dyn StreamSink,
     ) -> Result<Option<SseStatus>, DecodeError> {
-        // Nearly every chunk carries one content delta and nothing else.
+        // Nearly every chunk carries one content delta and nothing else,
+        // and each answer ends with a finish chunk.
         let start = self.content.len();
-        if fast::content_chunk(data, &mut self.content).is_some() {
+        if let Some(chunk) = fast::content_chunk(data, &mut self.content) {
             self.events = self.events.saturating_add(1);
+            let finish = |chunks: &mut Self| {
+                if let Some(reason) = chunk.finish_reason {
+                    chunks.finish_reason = Some(FinishReason::parse(reason));
+                }
+            };
+            // In the serde path's order: the text, then the finish reason
+            // (not kept if the sink stopped at the text), then progress.
             let flow = match self.content.get(start..) {
-                Some(text) if !text.is_empty() => sink.on_text(text),
-                _ => sink.on_progress(),
+                Some(text) if !text.is_empty() => {
+                    let flow = sink.on_text(text);
+                    if flow != Flow::Stop {
+                        finish(self);
+                    }
+                    flow
+                }
+                _ => {
+                    finish(self);
+                    sink.on_progress()
+                }
             };
             return Ok(stop_if(flow));
         }

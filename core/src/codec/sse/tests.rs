@@ -26,8 +26,30 @@ fn fast_path_takes_typical_content_chunks() {
     assert!(check_fast_path(
         br#"{"choices":[{"index":0,"delta":{"content":"a","reasoning_content":null}}]}"#
     ));
+    // The finish chunk that ends each answer, and a last content chunk
+    // that finishes too.
+    for (finishing, reason) in [
+        (
+            &br#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#[..],
+            "tool_calls",
+        ),
+        (
+            br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}"#,
+            "stop",
+        ),
+    ] {
+        assert!(check_fast_path(finishing));
+        let chunk = fast::content_chunk(finishing, &mut String::new()).unwrap();
+        assert_eq!(chunk.finish_reason, Some(reason));
+    }
+    // An empty reason is none, as on the serde path.
+    assert!(check_fast_path(
+        br#"{"choices":[{"delta":{},"finish_reason":""}]}"#
+    ));
     for declined in [
-        &br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}"#[..],
+        &br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"st\u006fp"}]}"#[..],
+        br#"{"choices":[{"delta":{},"finish_reason":1}]}"#,
+        br#"{"choices":[{"delta":{},"finish_reason":"stop","finish_reason":null}]}"#,
         br#"{"choices":[{"delta":{"content":"a"}}],"usage":{"total_tokens":1}}"#,
         br#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
         br#"{"choices":[{"delta":{"reasoning":"r"}}]}"#,
@@ -145,6 +167,9 @@ fn chunk() -> impl Strategy<Value = String> {
             "\"logprobs\":null",
             "\"finish_reason\":null",
             "\"finish_reason\":\"stop\"",
+            "\"finish_reason\":\"tool_calls\"",
+            "\"finish_reason\":\"\"",
+            "\"finish_reason\":\"st\\u006fp\"",
             "\"delta\":null",
         ]),
         delta,

@@ -247,6 +247,39 @@ fn long_stream() -> String {
     s
 }
 
+/// One tool call whose arguments (a file of ≈ 4 KB to write) arrive a few
+/// characters per chunk, as OpenAI-compatible servers stream them.
+fn tool_arguments_stream() -> String {
+    let mut s = String::new();
+    write!(
+        s,
+        "{ENVELOPE_HEAD}{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{{\"index\":0,\"id\":\"call_W1\",\"type\":\"function\",\"function\":{{\"name\":\"write_file\",\"arguments\":\"\"}}}}]}}{ENVELOPE_TAIL}\n\n"
+    )
+    .unwrap();
+    let pieces = ["{\\\"path\\\": \\\"notes.md\\\", \\\"content\\\": \\\""]
+        .into_iter()
+        .chain(
+            std::iter::repeat_n(
+                [
+                    "# Plan", "\\\\n", "- read", " the", " logs", "\\\\n", "- fix", " it", "\\\\n",
+                ],
+                120,
+            )
+            .flatten(),
+        )
+        .chain(["\\\"}"]);
+    for piece in pieces {
+        write!(
+            s,
+            "{ENVELOPE_HEAD}{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{piece}\"}}}}]}}{ENVELOPE_TAIL}\n\n"
+        )
+        .unwrap();
+    }
+    s.push_str(r#"data: {"id":"chatcmpl-AbC123xyz","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0ba0d124f1","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null}"#);
+    s.push_str("\n\ndata: [DONE]\n\n");
+    s
+}
+
 /// Counts what a terminal would print.
 struct CountingSink {
     bytes: usize,
@@ -284,6 +317,26 @@ fn bench_sse(c: &mut Criterion) {
             let mut sink = CountingSink { bytes: 0 };
             let completion = decode_stream(&mut reader, &mut sink).unwrap();
             black_box((completion, sink.bytes))
+        })
+    });
+    group.finish();
+
+    let stream = tool_arguments_stream();
+    let bytes = stream.as_bytes();
+    let call = decode_stream(&mut &*bytes, &mut CountingSink { bytes: 0 })
+        .unwrap()
+        .tool_calls
+        .remove(0);
+    let arguments: serde_json::Value = serde_json::from_str(&call.function.arguments).unwrap();
+    assert_eq!(arguments["content"].as_str().unwrap().len(), 120 * 32);
+    let mut group = c.benchmark_group("codec");
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function(format!("sse_decode/tool_arguments/{}B", bytes.len()), |b| {
+        b.iter(|| {
+            let mut reader: &[u8] = black_box(bytes);
+            let completion = decode_stream(&mut reader, &mut CountingSink { bytes: 0 }).unwrap();
+            assert_eq!(completion.tool_calls.len(), 1);
+            black_box(completion)
         })
     });
     group.finish();

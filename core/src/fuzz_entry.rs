@@ -251,39 +251,40 @@ fn run_anthropic(body: &[u8], cuts: &[usize]) -> Run {
     }
 }
 
-/// The content fast path agrees with the serde path whenever it accepts a
-/// chunk, and leaves nothing behind when it declines. `true` when it
-/// accepted.
+/// The chunk fast path agrees with the serde path whenever it accepts a
+/// chunk — the same text, tool calls, finish reason and outcome, also after
+/// chunks decoded before it — and leaves nothing behind when it declines.
+/// `true` when it accepted.
 pub fn sse_fast_path(data: &[u8]) -> bool {
     let mut out = String::from("pre");
-    match crate::codec::fast::content_chunk(data, &mut out) {
-        Some(chunk) => {
-            let mut slow = SseDecoder::new();
-            let status = slow.apply_chunk_serde(data, &mut NullSink);
-            assert!(
-                status.is_ok(),
-                "fast path accepted what serde rejects: {}",
-                String::from_utf8_lossy(data)
-            );
-            let got = slow.partial();
-            assert_eq!(
-                got.content.as_deref().unwrap_or(""),
-                out.get(3..).unwrap_or("")
-            );
-            assert_eq!(got.reasoning, None);
-            assert!(got.tool_calls.is_empty());
-            assert_eq!(
-                got.finish_reason,
-                chunk.finish_reason.map(crate::message::FinishReason::parse)
-            );
-            assert_eq!(got.usage, None);
-            true
-        }
-        None => {
-            assert_eq!(out, "pre", "a declined chunk left text behind");
-            false
-        }
+    let mut found = crate::codec::fast::FastChunk::default();
+    if crate::codec::fast::chunk(data, &mut out, &mut found).is_none() {
+        assert_eq!(out, "pre", "a declined chunk left text behind");
+        return false;
     }
+    // Once on a new decoder, once after a call and some text were decoded
+    // (a fragment continues the call of its index or id).
+    let earlier: &[&[u8]] = &[
+        br#"{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0,"id":"call_0","function":{"name":"f","arguments":"{"}}]}}]}"#,
+    ];
+    for before in [&[][..], earlier] {
+        let mut fast = SseDecoder::new();
+        let mut slow = SseDecoder::new();
+        for chunk in before {
+            assert_eq!(fast.apply_chunk_serde(chunk, &mut NullSink), Ok(None));
+            assert_eq!(slow.apply_chunk_serde(chunk, &mut NullSink), Ok(None));
+        }
+        let got = fast.apply_chunk(data, &mut NullSink);
+        let want = slow.apply_chunk_serde(data, &mut NullSink);
+        assert!(
+            want.is_ok(),
+            "fast path accepted what serde rejects: {}",
+            String::from_utf8_lossy(data)
+        );
+        assert_eq!(got, want);
+        assert_eq!(fast.partial(), slow.partial());
+    }
+    true
 }
 
 /// Non-streaming bodies: [`decode_response`] and [`decode_error_body`] never

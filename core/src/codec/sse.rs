@@ -268,6 +268,16 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// One chunk through the decoder's own path (the fast one first), for
+    /// the fast path's differential checks.
+    pub(crate) fn apply_chunk(
+        &mut self,
+        data: &[u8],
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
+        self.chunks.apply_chunk(data, sink)
+    }
+
     /// The general (serde) chunk path alone, for the fast path's
     /// differential checks.
     pub(crate) fn apply_chunk_serde(
@@ -342,34 +352,45 @@ impl Chunks {
         data: &[u8],
         sink: &mut dyn StreamSink,
     ) -> Result<Option<SseStatus>, DecodeError> {
-        // Nearly every chunk carries one content delta and nothing else,
-        // and each answer ends with a finish chunk.
+        // Nearly every chunk carries one content delta or one tool call's
+        // fragment, and each answer ends with a finish chunk.
         let start = self.content.len();
-        if let Some(chunk) = fast::content_chunk(data, &mut self.content) {
-            self.events = self.events.saturating_add(1);
-            let finish = |chunks: &mut Self| {
-                if let Some(reason) = chunk.finish_reason {
-                    chunks.finish_reason = Some(FinishReason::parse(reason));
-                }
-            };
-            // In the serde path's order: the text, then the finish reason
-            // (not kept if the sink stopped at the text), then progress.
-            let flow = match self.content.get(start..) {
-                Some(text) if !text.is_empty() => {
-                    let flow = sink.on_text(text);
-                    if flow != Flow::Stop {
-                        finish(self);
-                    }
-                    flow
-                }
-                _ => {
-                    finish(self);
-                    sink.on_progress()
-                }
-            };
-            return Ok(stop_if(flow));
+        let mut found = fast::FastChunk::default();
+        match fast::chunk(data, &mut self.content, &mut found) {
+            Some(()) => self.apply_fast(start, &found, sink),
+            None => self.apply_chunk_serde(data, sink),
         }
-        self.apply_chunk_serde(data, sink)
+    }
+
+    /// Applies what the fast path read, in the serde path's order: the
+    /// text (appended from `start` on), the tool-call fragments, the finish
+    /// reason, then progress if nothing was shown.
+    fn apply_fast(
+        &mut self,
+        start: usize,
+        chunk: &fast::FastChunk<'_>,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Option<SseStatus>, DecodeError> {
+        self.events = self.events.saturating_add(1);
+        let shown = match self.content.get(start..) {
+            Some(text) if !text.is_empty() => {
+                if sink.on_text(text) == Flow::Stop {
+                    return Ok(Some(SseStatus::Stopped));
+                }
+                true
+            }
+            _ => false,
+        };
+        for call in &chunk.tool_calls {
+            self.apply_tool_delta(call)?;
+        }
+        if let Some(reason) = chunk.finish_reason {
+            self.finish_reason = Some(FinishReason::parse(reason));
+        }
+        if !shown && sink.on_progress() == Flow::Stop {
+            return Ok(Some(SseStatus::Stopped));
+        }
+        Ok(None)
     }
 
     /// The general path: any chunk serde can read.
@@ -408,7 +429,7 @@ impl Chunks {
                     self.reasoning_details.merge(details);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
-                    self.apply_tool_delta(call)?;
+                    self.apply_tool_delta(&call.into())?;
                 }
             }
             if let Some(Text(reason)) = choice.finish_reason
@@ -427,14 +448,9 @@ impl Chunks {
     }
 
     /// Joins one tool-call fragment into its slot.
-    fn apply_tool_delta(&mut self, call: ToolCallDelta<'_>) -> Result<(), DecodeError> {
-        let id = call.id.as_ref().map(|t| &*t.0).filter(|id| !id.is_empty());
-        let name = call
-            .function
-            .as_ref()
-            .and_then(|f| f.name.as_ref())
-            .map(|t| &*t.0)
-            .filter(|n| !n.is_empty());
+    fn apply_tool_delta(&mut self, call: &ToolDelta<'_>) -> Result<(), DecodeError> {
+        let id = call.id.as_deref().filter(|id| !id.is_empty());
+        let name = call.name.as_deref().filter(|n| !n.is_empty());
         let found = match call.index {
             Some(index) => self.tools.iter().position(|s| s.index == index),
             // `index` is required by the spec but some OpenAI-compatible
@@ -477,8 +493,8 @@ impl Chunks {
         if let (Some(name), true) = (name, slot.name.is_empty()) {
             slot.name.push_str(name);
         }
-        if let Some(Text(args)) = call.function.and_then(|f| f.arguments) {
-            slot.arguments.push_str(&args);
+        if let Some(args) = &call.arguments {
+            slot.arguments.push_str(args);
         }
         Ok(())
     }
@@ -532,13 +548,6 @@ pub fn decode_stream<R: embedded_io::Read>(
             error,
             partial: decoder.into_completion(),
         }),
-    }
-}
-
-fn stop_if(flow: Flow) -> Option<SseStatus> {
-    match flow {
-        Flow::Continue => None,
-        Flow::Stop => Some(SseStatus::Stopped),
     }
 }
 
@@ -645,6 +654,31 @@ struct Delta<'a> {
     reasoning_details: Option<serde_json::Value>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+/// One fragment of a tool call, as either path reads it: the call it
+/// continues (by `index`, else by `id`), and text to join to its id, name
+/// and arguments.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ToolDelta<'a> {
+    pub(crate) index: Option<u32>,
+    pub(crate) id: Option<Cow<'a, str>>,
+    pub(crate) name: Option<Cow<'a, str>>,
+    pub(crate) arguments: Option<Cow<'a, str>>,
+}
+
+impl<'a> From<ToolCallDelta<'a>> for ToolDelta<'a> {
+    fn from(call: ToolCallDelta<'a>) -> Self {
+        let (name, arguments) = call.function.map_or((None, None), |f| {
+            (f.name.map(|t| t.0), f.arguments.map(|t| t.0))
+        });
+        ToolDelta {
+            index: call.index,
+            id: call.id.map(|t| t.0),
+            name,
+            arguments,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -20,7 +20,7 @@ fn fast_path_takes_typical_content_chunks() {
     let typical = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"h\u00e9llo \ud83d\ude80 \"x\"\n"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
     assert!(check_fast_path(typical));
     let mut out = String::new();
-    fast::content_chunk(typical, &mut out).unwrap();
+    fast::chunk(typical, &mut out, &mut Default::default()).unwrap();
     assert_eq!(out, "h\u{e9}llo \u{1F680} \"x\"\n");
     // DeepSeek's content chunks carry a null reasoning field.
     assert!(check_fast_path(
@@ -39,15 +39,57 @@ fn fast_path_takes_typical_content_chunks() {
         ),
     ] {
         assert!(check_fast_path(finishing));
-        let chunk = fast::content_chunk(finishing, &mut String::new()).unwrap();
+        let mut chunk = fast::FastChunk::default();
+        fast::chunk(finishing, &mut String::new(), &mut chunk).unwrap();
         assert_eq!(chunk.finish_reason, Some(reason));
     }
     // An empty reason is none, as on the serde path.
     assert!(check_fast_path(
         br#"{"choices":[{"delta":{},"finish_reason":""}]}"#
     ));
+    // A tool call's first fragment and its arguments a piece at a time.
+    for (fragment, index, id, name, arguments) in [
+        (
+            &br#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"todo","arguments":""}}]},"finish_reason":null}]}"#[..],
+            Some(0),
+            Some("call_1"),
+            Some("todo"),
+            Some(""),
+        ),
+        (
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"a\": \"\u00e9\"}"}}]}}]}"#,
+            Some(1),
+            None,
+            None,
+            Some("{\"a\": \"\u{e9}\"}"),
+        ),
+        (
+            br#"{"choices":[{"delta":{"tool_calls":[{"id":null,"function":null}]}}]}"#,
+            None,
+            None,
+            None,
+            None,
+        ),
+    ] {
+        assert!(check_fast_path(fragment), "{}", String::from_utf8_lossy(fragment));
+        let mut chunk = fast::FastChunk::default();
+        fast::chunk(fragment, &mut String::new(), &mut chunk).unwrap();
+        let call = &chunk.tool_calls[0];
+        assert_eq!(call.index, index);
+        assert_eq!(call.id.as_deref(), id);
+        assert_eq!(call.name.as_deref(), name);
+        assert_eq!(call.arguments.as_deref(), arguments);
+    }
     for declined in [
-        &br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"st\u006fp"}]}"#[..],
+        &br#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#[..],
+        br#"{"choices":[{"delta":{"tool_calls":[{"index":1.0}]}}]}"#,
+        br#"{"choices":[{"delta":{"tool_calls":[{"index":4294967296}]}}]}"#,
+        br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"index":1}]}}]}"#,
+        br#"{"choices":[{"delta":{"tool_calls":[{"id":7}]}}]}"#,
+        br#"{"choices":[{"delta":{"tool_calls":[null]}}]}"#,
+        br#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"\ud800"}}]}}]}"#,
+        br#"{"choices":[{"delta":{"tool_calls":[{},{},{},{},{}]}}]}"#,
+        br#"{"choices":[{"delta":{"content":"a"},"finish_reason":"st\u006fp"}]}"#,
         br#"{"choices":[{"delta":{},"finish_reason":1}]}"#,
         br#"{"choices":[{"delta":{},"finish_reason":"stop","finish_reason":null}]}"#,
         br#"{"choices":[{"delta":{"content":"a"}}],"usage":{"total_tokens":1}}"#,
@@ -135,6 +177,56 @@ fn fields(options: &'static [&'static str]) -> impl Strategy<Value = String> {
         .prop_map(|parts| ["{", &parts.join(","), "}"].concat())
 }
 
+/// `obj` (`{…}`) with `field` as its first member.
+fn prepend(obj: &str, field: &str) -> String {
+    let inner = obj.trim_start_matches('{').trim_end_matches('}');
+    let sep = if inner.is_empty() { "" } else { "," };
+    ["{", field, sep, inner, "}"].concat()
+}
+
+/// `[…]` of tool-call fragments, their arguments from `text`.
+fn tool_calls(text: &'static str) -> impl Strategy<Value = String> {
+    let function = (
+        fields(&[
+            "\"name\":\"todo\"",
+            "\"name\":null",
+            "\"name\":\"t\\u006fdo\"",
+            "\"arguments\":null",
+            "\"x\":[1]",
+        ]),
+        text,
+        any::<bool>(),
+    )
+        .prop_map(|(obj, args, with_args)| {
+            if with_args {
+                prepend(&obj, &["\"arguments\":\"", &args, "\""].concat())
+            } else {
+                obj
+            }
+        });
+    let call = (
+        fields(&[
+            "\"index\":0",
+            "\"index\":1",
+            "\"index\":null",
+            "\"index\":-1",
+            "\"index\":2.5",
+            "\"id\":\"call_1\"",
+            "\"id\":\"\"",
+            "\"id\":null",
+            "\"id\":3",
+            "\"type\":\"function\"",
+            "\"function\":null",
+        ]),
+        proptest::option::of(function),
+    )
+        .prop_map(|(obj, function)| match function {
+            Some(f) => prepend(&obj, &["\"function\":", &f].concat()),
+            None => obj,
+        });
+    proptest::collection::vec(call, 0..6).prop_map(|calls| ["[", &calls.join(","), "]"].concat())
+}
+
 fn chunk() -> impl Strategy<Value = String> {
     let text = "([a-z\u{e9}\u{4e16}\u{1F680} ]|\\\\[nt\"/\\\\bfr]|\\\\u00e9|\\\\ud83d\\\\ude80|\\\\ud800|\\\\x){0,8}";
     let delta = (
@@ -151,12 +243,15 @@ fn chunk() -> impl Strategy<Value = String> {
         ]),
         text,
         any::<bool>(),
+        proptest::option::of(tool_calls(text)),
     )
-        .prop_map(|(obj, text, with_content)| {
+        .prop_map(|(obj, text, with_content, calls)| {
+            let obj = match calls {
+                Some(calls) => prepend(&obj, &["\"tool_calls\":", &calls].concat()),
+                None => obj,
+            };
             if with_content {
-                let inner = obj.trim_start_matches('{').trim_end_matches('}');
-                let sep = if inner.is_empty() { "" } else { "," };
-                ["{\"content\":\"", &text, "\"", sep, inner, "}"].concat()
+                prepend(&obj, &["\"content\":\"", &text, "\""].concat())
             } else {
                 obj
             }

@@ -152,7 +152,7 @@ pub enum Command {
         #[command(subcommand)]
         command: Option<Deferred<ConfigCommand>>,
     },
-    /// Run the chat-platform gateway (Telegram, WeCom)
+    /// Run the chat-platform gateway: every platform set up in this home (`hermes gateway setup`)
     #[cfg(feature = "gateway")]
     Gateway {
         #[command(subcommand)]

@@ -28,7 +28,7 @@ impl Clock for TestClock {
 }
 
 /// The schema version this build migrates to.
-pub(crate) const LATEST_SCHEMA: u32 = 12;
+pub(crate) const LATEST_SCHEMA: u32 = 13;
 
 /// The PostgreSQL schema version this build migrates to.
 pub(crate) const LATEST_PG_SCHEMA: u32 = 5;

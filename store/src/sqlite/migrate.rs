@@ -225,7 +225,7 @@ mod tests {
         let before = cookie(&conn);
 
         migrate(&mut conn, &path).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 12);
+        assert_eq!(user_version(&conn).unwrap(), schema::LATEST_VERSION);
         let sql = table_sql(&other);
         assert!(!sql.contains(" IN ("), "{sql}");
         assert!(
@@ -252,6 +252,58 @@ mod tests {
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
         assert_eq!(check, "ok");
+    }
+
+    #[test]
+    fn version_13_refuses_to_change_a_message_and_deletes_still_leave_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v12.db");
+        let mut conn = Connection::open(&path).unwrap();
+        for step in schema::MIGRATIONS.iter().filter(|s| s.version <= 12) {
+            let tx = conn.transaction().unwrap();
+            step.apply(&tx).unwrap();
+            tx.pragma_update(None, "user_version", step.version)
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO sessions (id, created_at_ms, updated_at_ms) VALUES ('s1', 1, 1);
+             INSERT INTO messages (session_id, seq, role, content, timestamp_ms)
+                 VALUES ('s1', 0, 'user', 'hello world', 1), ('s1', 1, 'assistant', 'hi there', 2);
+             INSERT INTO messages_fts (rowid, content) SELECT id, content FROM messages;
+             UPDATE messages_fts_state SET indexed_upto = (SELECT MAX(id) FROM messages);",
+        )
+        .unwrap();
+        migrate(&mut conn, &path).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), schema::LATEST_VERSION);
+
+        for update in [
+            "UPDATE messages SET content = 'changed' WHERE seq = 0",
+            "UPDATE messages SET id = id + 10 WHERE seq = 0",
+        ] {
+            let err = conn.execute(update, []).unwrap_err();
+            assert!(err.to_string().contains("do not change"), "{err}");
+        }
+        // Other columns still change.
+        conn.execute("UPDATE messages SET interrupted = 1 WHERE seq = 1", [])
+            .unwrap();
+        let found = |word: &str| -> i64 {
+            conn.query_row(
+                "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?1",
+                [word],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!((found("hello"), found("there")), (1, 1));
+        conn.execute("DELETE FROM messages WHERE seq = 0", [])
+            .unwrap();
+        assert_eq!((found("hello"), found("there")), (0, 1));
+        conn.execute(
+            "INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')",
+            [],
+        )
+        .unwrap();
     }
 
     #[test]

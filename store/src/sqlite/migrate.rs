@@ -184,18 +184,25 @@ mod tests {
         assert_eq!(created.len(), stepped.len(), "{created:#?}\n{stepped:#?}");
     }
 
-    #[test]
-    fn version_12_rewrites_the_status_check_and_keeps_it_enforced() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v11.db");
-        let mut conn = Connection::open(&path).unwrap();
-        for step in schema::MIGRATIONS.iter().filter(|s| s.version <= 11) {
+    /// A new file at `path` migrated step by step to `version`, as a build
+    /// of that version left it.
+    fn at_version(path: &Path, version: u32) -> Connection {
+        let mut conn = Connection::open(path).unwrap();
+        for step in schema::MIGRATIONS.iter().filter(|s| s.version <= version) {
             let tx = conn.transaction().unwrap();
             step.apply(&tx).unwrap();
             tx.pragma_update(None, "user_version", step.version)
                 .unwrap();
             tx.commit().unwrap();
         }
+        conn
+    }
+
+    #[test]
+    fn version_12_rewrites_the_status_check_and_keeps_it_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v11.db");
+        let mut conn = at_version(&path, 11);
         conn.execute(
             "INSERT INTO sessions (id, created_at_ms, updated_at_ms, status) \
              VALUES ('s1', 1, 2, 'suspended')",
@@ -258,14 +265,7 @@ mod tests {
     fn version_13_refuses_to_change_a_message_and_deletes_still_leave_the_index() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v12.db");
-        let mut conn = Connection::open(&path).unwrap();
-        for step in schema::MIGRATIONS.iter().filter(|s| s.version <= 12) {
-            let tx = conn.transaction().unwrap();
-            step.apply(&tx).unwrap();
-            tx.pragma_update(None, "user_version", step.version)
-                .unwrap();
-            tx.commit().unwrap();
-        }
+        let mut conn = at_version(&path, 12);
         conn.execute_batch(
             "INSERT INTO sessions (id, created_at_ms, updated_at_ms) VALUES ('s1', 1, 1);
              INSERT INTO messages (session_id, seq, role, content, timestamp_ms)

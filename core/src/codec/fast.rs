@@ -25,14 +25,23 @@
 use alloc::borrow::Cow;
 use alloc::string::String;
 
-use super::sse::ToolDelta;
-
 /// Deeper nesting than this declines (serde_json errors at 128).
 const MAX_DEPTH: u32 = 100;
 
 /// Tool-call fragments one chunk may carry on this path (a stream sends
 /// one at a time); a chunk with more declines.
 pub(crate) const TOOL_DELTAS: usize = 4;
+
+/// One fragment of a tool call, as either path reads it: the call it
+/// continues (by `index`, else by `id`), and text to join to its id, name
+/// and arguments.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ToolDelta<'a> {
+    pub(crate) index: Option<u32>,
+    pub(crate) id: Option<Cow<'a, str>>,
+    pub(crate) name: Option<Cow<'a, str>>,
+    pub(crate) arguments: Option<Cow<'a, str>>,
+}
 
 /// What a handled chunk carried besides its content.
 #[derive(Debug, Default, PartialEq, Eq)]

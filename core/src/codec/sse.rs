@@ -53,7 +53,7 @@ use core::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 
-use super::fast;
+use super::fast::{self, ToolDelta};
 use super::frame::{DEFAULT_MAX_EVENT_BYTES, FrameHandler, MAX_TOOL_CALLS, SseFramer, SseStatus};
 use super::reasoning;
 use super::response::{decode_error_body, decode_response, provider_error};
@@ -654,17 +654,6 @@ struct Delta<'a> {
     reasoning_details: Option<serde_json::Value>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
-}
-
-/// One fragment of a tool call, as either path reads it: the call it
-/// continues (by `index`, else by `id`), and text to join to its id, name
-/// and arguments.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct ToolDelta<'a> {
-    pub(crate) index: Option<u32>,
-    pub(crate) id: Option<Cow<'a, str>>,
-    pub(crate) name: Option<Cow<'a, str>>,
-    pub(crate) arguments: Option<Cow<'a, str>>,
 }
 
 impl<'a> From<ToolCallDelta<'a>> for ToolDelta<'a> {

@@ -252,9 +252,10 @@ fn run_anthropic(body: &[u8], cuts: &[usize]) -> Run {
 }
 
 /// The chunk fast path agrees with the serde path whenever it accepts a
-/// chunk — the same text, tool calls, finish reason and outcome, also after
-/// chunks decoded before it — and leaves nothing behind when it declines.
-/// `true` when it accepted.
+/// chunk — the same text, tool calls, finish reason and outcome, the same
+/// calls of the sink (also one that stops at the first), also after chunks
+/// decoded before it — and leaves nothing behind when it declines. `true`
+/// when it accepted.
 pub fn sse_fast_path(data: &[u8]) -> bool {
     let mut out = String::from("pre");
     let mut found = crate::codec::fast::FastChunk::default();
@@ -268,21 +269,32 @@ pub fn sse_fast_path(data: &[u8]) -> bool {
         br#"{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0,"id":"call_0","function":{"name":"f","arguments":"{"}}]}}]}"#,
     ];
     for before in [&[][..], earlier] {
-        let mut fast = SseDecoder::new();
-        let mut slow = SseDecoder::new();
-        for chunk in before {
-            assert_eq!(fast.apply_chunk_serde(chunk, &mut NullSink), Ok(None));
-            assert_eq!(slow.apply_chunk_serde(chunk, &mut NullSink), Ok(None));
+        for stop_after in [None, Some(1)] {
+            let mut fast = SseDecoder::new();
+            let mut slow = SseDecoder::new();
+            for chunk in before {
+                assert_eq!(fast.apply_chunk_serde(chunk, &mut NullSink), Ok(None));
+                assert_eq!(slow.apply_chunk_serde(chunk, &mut NullSink), Ok(None));
+            }
+            let mut fast_sink = Shown {
+                calls: Vec::new(),
+                stop_after,
+            };
+            let mut slow_sink = Shown {
+                calls: Vec::new(),
+                stop_after,
+            };
+            let got = fast.apply_chunk(data, &mut fast_sink);
+            let want = slow.apply_chunk_serde(data, &mut slow_sink);
+            assert!(
+                want.is_ok(),
+                "fast path accepted what serde rejects: {}",
+                String::from_utf8_lossy(data)
+            );
+            assert_eq!(got, want);
+            assert_eq!(fast.partial(), slow.partial());
+            assert_eq!(fast_sink.calls, slow_sink.calls);
         }
-        let got = fast.apply_chunk(data, &mut NullSink);
-        let want = slow.apply_chunk_serde(data, &mut NullSink);
-        assert!(
-            want.is_ok(),
-            "fast path accepted what serde rejects: {}",
-            String::from_utf8_lossy(data)
-        );
-        assert_eq!(got, want);
-        assert_eq!(fast.partial(), slow.partial());
     }
     true
 }

@@ -422,4 +422,50 @@ mod tests {
         assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&failing))).is_err());
         assert_eq!(kept_in(), "none");
     }
+
+    /// Runs a tool that panics, catches it, and says where its own call
+    /// keeps.
+    struct Catching {
+        spec: ToolSpec,
+        nested: Keeping,
+    }
+
+    impl Tool for Catching {
+        fn spec(&self) -> &ToolSpec {
+            &self.spec
+        }
+
+        fn call(&self, arguments: &str, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+            let nested = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.nested.call(arguments, ctx)
+            }));
+            assert!(nested.is_err(), "the nested tool panicked");
+            Ok(kept_in())
+        }
+    }
+
+    /// A nested call that panics gives the outer call its keeper back.
+    #[test]
+    fn a_nested_call_that_panics_leaves_the_outer_calls_keeper() {
+        let dir = tempfile::tempdir().unwrap();
+        let outer_dir = dir.path().join("outer");
+        let outer = Keeping {
+            inner: Box::new(Catching {
+                spec: ToolSpec::new(
+                    "catching_tool",
+                    "probe",
+                    serde_json::json!({"type": "object"}),
+                ),
+                nested: Keeping {
+                    inner: probe("failing_tool", None, true),
+                    dir: dir.path().join("inner"),
+                },
+            }),
+            dir: outer_dir.clone(),
+        };
+        let place = call(&outer).unwrap();
+        assert_eq!(Path::new(&place).parent(), Some(outer_dir.as_path()));
+        assert!(place.contains("catching_tool"), "{place}");
+        assert_eq!(kept_in(), "none");
+    }
 }

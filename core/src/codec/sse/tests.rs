@@ -177,6 +177,10 @@ fn fields(options: &'static [&'static str]) -> impl Strategy<Value = String> {
         .prop_map(|parts| ["{", &parts.join(","), "}"].concat())
 }
 
+/// A string's contents: letters, escapes, surrogate pairs, and what
+/// serde refuses (a lone surrogate, an unknown escape).
+const TEXT: &str = "([a-z\u{e9}\u{4e16}\u{1F680} ]|\\\\[nt\"/\\\\bfr]|\\\\u00e9|\\\\ud83d\\\\ude80|\\\\ud800|\\\\x){0,8}";
+
 /// `obj` (`{…}`) with `field` as its first member.
 fn prepend(obj: &str, field: &str) -> String {
     let inner = obj.trim_start_matches('{').trim_end_matches('}');
@@ -184,51 +188,116 @@ fn prepend(obj: &str, field: &str) -> String {
     ["{", field, sep, inner, "}"].concat()
 }
 
-/// `[…]` of tool-call fragments, their arguments from `text`.
+/// One of `options`, weighted; `""` for none.
+fn pick(options: &'static [(u32, &'static str)]) -> impl Strategy<Value = &'static str> {
+    proptest::strategy::Union::new_weighted(
+        options
+            .iter()
+            .map(|&(weight, option)| (weight, Just(option).boxed()))
+            .collect(),
+    )
+}
+
+/// `{…}` of `parts` (the empty ones left out), in a shuffled order.
+fn object_of(parts: Vec<String>) -> impl Strategy<Value = String> {
+    let parts: Vec<String> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+    Just(parts)
+        .prop_shuffle()
+        .prop_map(|parts| ["{", &parts.join(","), "}"].concat())
+}
+
+/// `[…]` of tool-call fragments, their arguments from `text`: mostly what
+/// a server sends, sometimes what serde refuses (a signed or fractional
+/// index, an id that is a number, a repeated key) or reads its own way.
 fn tool_calls(text: &'static str) -> impl Strategy<Value = String> {
     let function = (
-        fields(&[
-            "\"name\":\"todo\"",
-            "\"name\":null",
-            "\"name\":\"t\\u006fdo\"",
-            "\"arguments\":null",
-            "\"x\":[1]",
+        pick(&[
+            (3, ""),
+            (3, "\"name\":\"todo\""),
+            (1, "\"name\":null"),
+            (1, "\"name\":\"t\\u006fdo\""),
         ]),
-        text,
-        any::<bool>(),
+        pick(&[(6, ""), (1, "\"x\":[1]"), (1, "\"arguments\":null")]),
+        proptest::option::weighted(0.8, text),
     )
-        .prop_map(|(obj, args, with_args)| {
-            if with_args {
-                prepend(&obj, &["\"arguments\":\"", &args, "\""].concat())
-            } else {
-                obj
-            }
+        .prop_flat_map(|(name, other, arguments)| {
+            let arguments =
+                arguments.map_or_else(String::new, |a| ["\"arguments\":\"", &a, "\""].concat());
+            object_of(vec![name.to_string(), other.to_string(), arguments])
         });
     let call = (
-        fields(&[
-            "\"index\":0",
-            "\"index\":1",
-            "\"index\":null",
-            "\"index\":-1",
-            "\"index\":2.5",
-            "\"id\":\"call_1\"",
-            "\"id\":\"\"",
-            "\"id\":null",
-            "\"id\":3",
-            "\"type\":\"function\"",
-            "\"function\":null",
+        pick(&[
+            (3, ""),
+            (4, "\"index\":0"),
+            (3, "\"index\":1"),
+            (1, "\"index\":null"),
+            (1, "\"index\":-1"),
+            (1, "\"index\":2.5"),
+            (1, "\"index\":0,\"index\":1"),
         ]),
-        proptest::option::of(function),
+        pick(&[
+            (4, ""),
+            (4, "\"id\":\"call_1\""),
+            (1, "\"id\":\"\""),
+            (1, "\"id\":null"),
+            (1, "\"id\":3"),
+        ]),
+        pick(&[(1, ""), (1, "\"type\":\"function\"")]),
+        proptest::option::weighted(
+            0.8,
+            prop_oneof![9 => function, 1 => Just("null".to_string())],
+        ),
     )
-        .prop_map(|(obj, function)| match function {
-            Some(f) => prepend(&obj, &["\"function\":", &f].concat()),
-            None => obj,
+        .prop_flat_map(|(index, id, kind, function)| {
+            let function = function.map_or_else(String::new, |f| ["\"function\":", &f].concat());
+            object_of(vec![
+                index.to_string(),
+                id.to_string(),
+                kind.to_string(),
+                function,
+            ])
         });
     proptest::collection::vec(call, 0..6).prop_map(|calls| ["[", &calls.join(","), "]"].concat())
 }
 
+/// A chunk with a clean envelope whose delta carries tool-call fragments
+/// (and sometimes content): the chunks of a streamed tool call.
+fn tool_call_chunk() -> impl Strategy<Value = String> {
+    let text = TEXT;
+    (tool_calls(text), proptest::option::weighted(0.2, "[a-z ]{0,4}"))
+        .prop_map(|(calls, content)| {
+            let content = content.map_or_else(String::new, |c| ["\"content\":\"", &c, "\","].concat());
+            [
+                "{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{",
+                &content,
+                "\"tool_calls\":",
+                &calls,
+                "},\"finish_reason\":null}]}",
+            ]
+            .concat()
+        })
+}
+
+#[test]
+fn generated_tool_call_chunks_exercise_both_paths() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = tool_call_chunk();
+    let mut accepted = 0;
+    for _ in 0..1000 {
+        let doc = strategy.new_tree(&mut runner).unwrap().current();
+        if check_fast_path(doc.as_bytes()) {
+            accepted += 1;
+        }
+    }
+    assert!(
+        (100..950).contains(&accepted),
+        "fast path took {accepted} of 1000"
+    );
+}
+
 fn chunk() -> impl Strategy<Value = String> {
-    let text = "([a-z\u{e9}\u{4e16}\u{1F680} ]|\\\\[nt\"/\\\\bfr]|\\\\u00e9|\\\\ud83d\\\\ude80|\\\\ud800|\\\\x){0,8}";
+    let text = TEXT;
     let delta = (
         fields(&[
             "\"role\":\"assistant\"",
@@ -331,8 +400,13 @@ proptest! {
     }
 
     #[test]
+    fn fast_path_agrees_with_serde_on_tool_calls(doc in tool_call_chunk()) {
+        check_fast_path(doc.as_bytes());
+    }
+
+    #[test]
     fn fast_path_agrees_with_serde_on_damaged_input(
-        doc in chunk(),
+        doc in prop_oneof![chunk(), tool_call_chunk()],
         at in any::<proptest::sample::Index>(),
         byte in any::<u8>(),
         cut in any::<bool>(),

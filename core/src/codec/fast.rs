@@ -136,57 +136,33 @@ impl<'a> Cursor<'a, '_> {
     }
 
     fn choice(&mut self, out: &mut String) -> Option<()> {
-        let mut seen_delta = false;
-        let mut seen_finish = false;
-        self.object(|cur, key| {
-            match key {
-                "delta" => {
-                    if core::mem::replace(&mut seen_delta, true) {
-                        return None;
-                    }
-                    if !cur.null() {
-                        cur.delta(out)?;
-                    }
-                }
-                "finish_reason" => {
-                    if core::mem::replace(&mut seen_finish, true) {
-                        return None;
-                    }
-                    if !cur.null() {
-                        // A word such as `stop` or `tool_calls`; an
-                        // escaped one declines.
-                        cur.found.finish_reason = Some(cur.plain_string()?);
-                    }
-                }
-                _ => cur.skip_value(3)?,
+        self.known_fields(["delta", "finish_reason"], 3, |cur, slot| {
+            if slot == 0 {
+                cur.delta(out)
+            } else {
+                // A word such as `stop` or `tool_calls`; an escaped one
+                // declines.
+                cur.found.finish_reason = Some(cur.plain_string()?);
+                Some(())
             }
-            Some(())
         })
     }
 
+    /// The content goes to `out`; any other non-null field but the tool
+    /// calls declines.
     fn delta(&mut self, out: &mut String) -> Option<()> {
-        let mut seen = [false; 6];
-        self.object(|cur, key| {
-            let slot = match key {
-                "content" => 0,
-                "refusal" => 1,
-                "reasoning_content" => 2,
-                "reasoning" => 3,
-                "tool_calls" => 4,
-                "reasoning_details" => 5,
-                _ => return cur.skip_value(4),
-            };
-            if core::mem::replace(seen.get_mut(slot)?, true) {
-                return None;
-            }
-            if cur.null() {
-                return Some(());
-            }
-            match slot {
-                0 if cur.peek() == Some(b'"') => cur.string_into(out),
-                4 => cur.tool_calls(),
-                _ => None,
-            }
+        const NAMES: [&str; 6] = [
+            "content",
+            "refusal",
+            "reasoning_content",
+            "reasoning",
+            "tool_calls",
+            "reasoning_details",
+        ];
+        self.known_fields(NAMES, 4, |cur, slot| match slot {
+            0 if cur.peek() == Some(b'"') => cur.string_into(out),
+            4 => cur.tool_calls(),
+            _ => None,
         })
     }
 
@@ -214,20 +190,7 @@ impl<'a> Cursor<'a, '_> {
     /// each part optional or `null`, other keys (`type`) skipped.
     fn tool_call(&mut self) -> Option<ToolDelta<'a>> {
         let mut call = ToolDelta::default();
-        let mut seen = [false; 3];
-        self.object(|cur, key| {
-            let slot = match key {
-                "index" => 0,
-                "id" => 1,
-                "function" => 2,
-                _ => return cur.skip_value(6),
-            };
-            if core::mem::replace(seen.get_mut(slot)?, true) {
-                return None;
-            }
-            if cur.null() {
-                return Some(());
-            }
+        self.known_fields(["index", "id", "function"], 6, |cur, slot| {
             match slot {
                 0 => call.index = Some(cur.index()?),
                 1 => call.id = Some(cur.text()?),
@@ -239,19 +202,7 @@ impl<'a> Cursor<'a, '_> {
     }
 
     fn function(&mut self, call: &mut ToolDelta<'a>) -> Option<()> {
-        let mut seen = [false; 2];
-        self.object(|cur, key| {
-            let slot = match key {
-                "name" => 0,
-                "arguments" => 1,
-                _ => return cur.skip_value(7),
-            };
-            if core::mem::replace(seen.get_mut(slot)?, true) {
-                return None;
-            }
-            if cur.null() {
-                return Some(());
-            }
+        self.known_fields(["name", "arguments"], 7, |cur, slot| {
             let text = Some(cur.text()?);
             if slot == 0 {
                 call.name = text;
@@ -283,6 +234,31 @@ impl<'a> Cursor<'a, '_> {
         let mut unescaped = String::new();
         self.string_into(&mut unescaped)?;
         Some(Cow::Owned(unescaped))
+    }
+
+    /// An object as serde's derive reads one: each of `names` at most once
+    /// (a repeat declines), `null` the same as absent, other keys' values
+    /// skipped at `depth`. `field` gets the cursor on a named key's non-null
+    /// value and the key's place in `names`.
+    fn known_fields<const N: usize>(
+        &mut self,
+        names: [&str; N],
+        depth: u32,
+        mut field: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<()> {
+        let mut seen = [false; N];
+        self.object(|cur, key| {
+            let Some(slot) = names.iter().position(|&name| name == key) else {
+                return cur.skip_value(depth);
+            };
+            if core::mem::replace(seen.get_mut(slot)?, true) {
+                return None;
+            }
+            if cur.null() {
+                return Some(());
+            }
+            field(cur, slot)
+        })
     }
 
     /// `{ "key": value, … }`, calling `field` with the cursor on each value.

@@ -668,6 +668,39 @@ fn connections_are_reused_between_calls() {
     server.assert_clean();
 }
 
+/// Bytes a server sends after a complete answer make its connection unfit:
+/// the pooled connection is probed before it is lent again, so the next
+/// request goes out on a new one and gets its own answer. (The probe at
+/// the answer's end is skipped: these bytes come after it, as they may.)
+#[test]
+fn a_connection_with_bytes_after_its_answer_is_not_lent_again() {
+    let server = Arc::new(ScriptedServer::openai(
+        None,
+        vec![
+            Reply::text_stream(&["one"])
+                .then_raw(Duration::from_millis(100), "HTTP/1.1 200 OK\r\n\r\n"),
+            Reply::text_stream(&["two"]),
+        ],
+    ));
+    let client = OpenAiClient::new(options(server.base_url(), None)).unwrap();
+    let watched = server.clone();
+    let second = within(HANG_GUARD, move || {
+        ask(&client, &mut RecordingSink::default()).unwrap();
+        while watched.trailers_sent() == 0 {
+            thread::sleep(Duration::from_millis(5));
+        }
+        ask(&client, &mut RecordingSink::default()).unwrap()
+    });
+    assert_eq!(second.content.as_deref(), Some("two"));
+    assert_eq!(server.request_count(), 2);
+    assert_eq!(
+        server.connection_count(),
+        2,
+        "the spoiled connection was dropped"
+    );
+    server.assert_clean();
+}
+
 /// A client writes each request into the buffer of the one before: a short
 /// request after a long one carries nothing of it (the body is exactly the
 /// short request's JSON: a leftover byte would be trailing characters).

@@ -96,6 +96,7 @@ impl<In: Transport> Connector<In> for TickingConnector {
             inner,
             id: super::stale::new_connection(),
             used: false,
+            answered_since_probe: false,
             held: Held::default(),
         }))
     }
@@ -110,6 +111,9 @@ pub(crate) struct TickingTransport<T> {
     id: u64,
     /// It has received bytes: any request sent on it now reuses it.
     used: bool,
+    /// It has received bytes since `is_open` was last asked: the next ask
+    /// is the one at the end of an answer ([`Transport::is_open`]).
+    answered_since_probe: bool,
     /// A request's head kept back to go out with its body.
     held: Held,
 }
@@ -146,15 +150,26 @@ impl<T: Transport> Transport for TickingTransport<T> {
         let got = self.await_ticking(timeout);
         if matches!(got, Ok(true)) {
             self.used = true;
+            self.answered_since_probe = true;
             super::stale::note_input(self.id);
         }
         got
     }
 
+    /// ureq asks twice between two exchanges: when an answer's end hands
+    /// the connection back to the pool, and when the pool lends it out
+    /// again. The inner probe of a TCP socket is three system calls
+    /// (non-blocking on, a one-byte read, off), and what it can find at the
+    /// first ask — bytes the server sent after the body, or the server's end
+    /// closed — stays on the socket until the second. So only the lending
+    /// probes the socket; the hand-back answers from what is known here.
     fn is_open(&mut self) -> bool {
         // Bytes still held belong to an exchange that never waited for
         // its answer: sent later, they would go in front of another's.
-        self.held.is_empty() && super::stale::may_reuse(self.id) && self.inner.is_open()
+        if !self.held.is_empty() || !super::stale::may_reuse(self.id) {
+            return false;
+        }
+        std::mem::take(&mut self.answered_since_probe) || self.inner.is_open()
     }
 
     fn is_tls(&self) -> bool {

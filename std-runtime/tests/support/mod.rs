@@ -65,6 +65,15 @@ pub enum Reply {
     },
     /// Wait, then send nothing and close the connection.
     Hang(Duration),
+    /// `reply`, then, `after` it (when the client has read it to its end),
+    /// `bytes` written raw on the same connection: what a broken server
+    /// sends after a complete answer. Counted by
+    /// [`ScriptedServer::trailers_sent`] once written.
+    Trailing {
+        reply: Box<Reply>,
+        after: Duration,
+        bytes: String,
+    },
 }
 
 impl Reply {
@@ -94,8 +103,19 @@ impl Reply {
                 headers.push((name.into(), value.into()));
             }
             Reply::Hang(_) => {}
+            Reply::Trailing { reply, .. } => **reply = reply.clone().with_header(name, value),
         }
         self
+    }
+
+    /// This reply, then `bytes` on its connection `after` it
+    /// ([`Reply::Trailing`]).
+    pub fn then_raw(self, after: Duration, bytes: &str) -> Reply {
+        Reply::Trailing {
+            reply: Box::new(self),
+            after,
+            bytes: bytes.into(),
+        }
     }
 
     /// A streamed reply.
@@ -198,6 +218,7 @@ struct State {
     script: VecDeque<Reply>,
     requests: Vec<Recorded>,
     violations: Vec<String>,
+    trailers_sent: usize,
 }
 
 /// A loopback HTTP server that plays a script and checks protocol rules.
@@ -282,6 +303,11 @@ impl ScriptedServer {
         self.connections.load(Ordering::SeqCst)
     }
 
+    /// How many [`Reply::Trailing`] bytes have been written in full.
+    pub fn trailers_sent(&self) -> usize {
+        self.state.lock().unwrap().trailers_sent
+    }
+
     /// Replies not yet played.
     pub fn remaining_script(&self) -> usize {
         self.state.lock().unwrap().script.len()
@@ -331,9 +357,13 @@ fn serve_connection(stream: TcpStream, connection: usize, rules: &Rules, state: 
                 Reply::error(400, &format!("protocol violation: {text}"))
             }
         };
+        let trailing = matches!(reply, Reply::Trailing { .. });
         if !send_reply(&mut writer, reply) {
             let _ = writer.shutdown(Shutdown::Both);
             return;
+        }
+        if trailing {
+            state.lock().unwrap().trailers_sent += 1;
         }
     }
 }
@@ -581,6 +611,17 @@ fn send_reply(w: &mut TcpStream, reply: Reply) -> bool {
         Reply::Hang(d) => {
             thread::sleep(d);
             false
+        }
+        Reply::Trailing {
+            reply,
+            after,
+            bytes,
+        } => {
+            if !send_reply(w, *reply) {
+                return false;
+            }
+            thread::sleep(after);
+            w.write_all(bytes.as_bytes()).is_ok() && w.flush().is_ok()
         }
     }
 }

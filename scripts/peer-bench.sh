@@ -9,13 +9,19 @@
 #
 # Each program runs one-shots of 20 tool turns (`todo` calls, then a text
 # answer) and of 0 tool turns, each in a fresh home, interleaved: hermes 20,
-# hermes 0, hermes-agent 20, hermes-agent 0, PAIRS times, so a change in the
-# machine's load reaches both programs alike. CPU is user + system of the
+# hermes 0, the floor 20, the floor 0, hermes-agent 20, hermes-agent 0, PAIRS
+# times, so a change in the machine's load reaches every program alike. CPU is user + system of the
 # whole process tree as wait4 reports it (the `rusage` example: hermes-agent
 # runs `file`, `uname`, `pip --version` and two `python -c` at start-up, and
 # those count). Per iteration = (CPU of the 20-turn run - CPU of the 0-turn
 # run of the same pair) / 20, median over the pairs; start-up = median CPU
 # of the 0-turn runs; peak RSS = median ru_maxrss of the 20-turn runs.
+#
+# Beside them runs the floor (store/examples/loop_floor.rs): a program that
+# only asks the provider over one socket and keeps the conversation in
+# SQLite, built with the release profile. Its figures say how near hermes
+# is to what any such program pays, and what ratio against hermes-agent the
+# floor itself reaches in this sitting.
 #
 # Every run is checked to have done its turns: the fake provider counts the
 # requests it gets, and a 20-turn run must send exactly 20 more than the
@@ -45,9 +51,11 @@ if [ ! -x "$exe" ] && [ -z "${HERMES_EXE:-}" ]; then
 fi
 [ -x "$exe" ] || { echo "peer-bench: no executable at $exe" >&2; exit 1; }
 exe=$(realpath "$exe")
-# The helpers in the debug profile: only the two agents are measured.
+# The helpers in the debug profile: only the agents and the floor are measured.
 cargo build -q --locked -p hermes-tests --example fake_provider --example rusage
 ex=$PWD/target/debug/examples
+nice -n 10 cargo build -q --locked --release --target x86_64-unknown-linux-musl -p hermes-store --example loop_floor
+floor=$PWD/target/x86_64-unknown-linux-musl/release/examples/loop_floor
 
 work=$(mktemp -d)
 . scripts/lib/example-servers.sh
@@ -79,6 +87,8 @@ oneshot() {
   case $1 in
     hermes) vars=(HERMES_BASE_URL="$2" HERMES_MODEL=fake)
       cmd=("$exe" -Q -z "do $3 things" --toolsets todo) ;;
+    floor) vars=(HERMES_BASE_URL="$2")
+      cmd=("$floor") ;;
     agent) vars=(PATH="$path" HOME="$work/home" CUSTOM_BASE_URL="$2")
       cmd=("$agent" -z "do $3 things" -m fake --provider custom -t todo) ;;
   esac
@@ -117,9 +127,10 @@ one_run() {
   requests=$((after - before))
 }
 
-for prog in hermes agent; do : >"$work/$prog.runs"; done
+progs=(hermes floor agent)
+for prog in "${progs[@]}"; do : >"$work/$prog.runs"; done
 for i in $(seq "$pairs"); do
-  for prog in hermes agent; do
+  for prog in "${progs[@]}"; do
     url=$url20 cf=$work/count20
     [ $prog = agent ] && url=$url20a cf=$work/count20a
     one_run $prog "$url" $turns "$cf"
@@ -136,7 +147,7 @@ done
 
 # Median of column C of a runs file.
 median() { awk -v c="$2" '{ print $c }' "$1" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-for prog in hermes agent; do
+for prog in "${progs[@]}"; do
   f=$work/$prog.runs
   printf 'runs\t%s: cpu20_us cpu0_us diff_us maxrss20_kib maxrss0_kib requests20 requests0\n' "$prog"
   sed 's/^/\t/; s/ /\t/g' "$f"
@@ -159,3 +170,10 @@ printf 'cpu\t0-turn one-shot, fresh home (us)\thermes %s\thermes-agent %s\tratio
 printf 'rss\tpeak, %s-turn one-shot (KiB)\thermes %s\thermes-agent %s\tratio %sx\n' \
   "$turns" "$hermes_rss20" "$agent_rss20" "$(ratio "$agent_rss20" "$hermes_rss20")"
 printf 'rss\tpeak, 0-turn one-shot (KiB)\thermes %s\thermes-agent %s\n' "$hermes_rss0" "$agent_rss0"
+# The floor: hermes's figures over the floor's, and the floor's own ratio
+# against hermes-agent (the most any such program reaches in this sitting).
+printf 'floor\tper iteration, median of the pairs'"'"' differences / %s (us)\tfloor %s\thermes/floor %s\thermes-agent/floor %sx\n' \
+  "$turns" "$floor_iter" "$(awk -v a="$hermes_iter" -v b="$floor_iter" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')" \
+  "$(ratio "$agent_iter" "$floor_iter")"
+printf 'floor\t0-turn one-shot, fresh home (us)\tfloor %s\thermes/floor %s\n' \
+  "$floor_start" "$(awk -v a="$hermes_start" -v b="$floor_start" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"

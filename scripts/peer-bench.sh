@@ -10,12 +10,13 @@
 # Each program runs one-shots of 20 tool turns (`todo` calls, then a text
 # answer) and of 0 tool turns, each in a fresh home, interleaved: hermes 20,
 # hermes 0, the floor 20, the floor 0, hermes-agent 20, hermes-agent 0, PAIRS
-# times, so a change in the machine's load reaches every program alike. CPU is user + system of the
-# whole process tree as wait4 reports it (the `rusage` example: hermes-agent
-# runs `file`, `uname`, `pip --version` and two `python -c` at start-up, and
-# those count). Per iteration = (CPU of the 20-turn run - CPU of the 0-turn
-# run of the same pair) / 20, median over the pairs; start-up = median CPU
-# of the 0-turn runs; peak RSS = median ru_maxrss of the 20-turn runs.
+# times, so a change in the machine's load reaches every program alike. CPU
+# is user + system of the whole process tree as wait4 reports it (the
+# `rusage` example: hermes-agent runs `file`, `uname`, `pip --version` and
+# two `python -c` at start-up, and those count). Per iteration = (CPU of
+# the 20-turn run - CPU of the 0-turn run of the same pair) / 20, median
+# over the pairs; start-up = median CPU of the 0-turn runs; peak RSS =
+# median ru_maxrss of the 20-turn runs.
 #
 # Beside them runs the floor (store/examples/loop_floor.rs): a program that
 # only asks the provider over one socket and keeps the conversation in
@@ -158,6 +159,8 @@ for prog in "${progs[@]}"; do
   declare "${prog}_rss0=$(median "$f" 5)"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", a / (b > 0 ? b : 1) }'; }
+# The same to two decimals, with its `x` (hermes over the floor).
+ratio2() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }'; }
 printf 'versions\thermes: %s (%s); hermes-agent: %s\n' "$("$exe" --version)" "$exe" \
   "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("hermes-agent"))')"
 printf 'pairs\t%s\n' "$pairs"
@@ -173,7 +176,7 @@ printf 'rss\tpeak, 0-turn one-shot (KiB)\thermes %s\thermes-agent %s\n' "$hermes
 # The floor: hermes's figures over the floor's, and the floor's own ratio
 # against hermes-agent (the most any such program reaches in this sitting).
 printf 'floor\tper iteration, median of the pairs'"'"' differences / %s (us)\tfloor %s\thermes/floor %s\thermes-agent/floor %sx\n' \
-  "$turns" "$floor_iter" "$(awk -v a="$hermes_iter" -v b="$floor_iter" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')" \
+  "$turns" "$floor_iter" "$(ratio2 "$hermes_iter" "$floor_iter")" \
   "$(ratio "$agent_iter" "$floor_iter")"
 printf 'floor\t0-turn one-shot, fresh home (us)\tfloor %s\thermes/floor %s\n' \
-  "$floor_start" "$(awk -v a="$hermes_start" -v b="$floor_start" 'BEGIN { printf "%.2fx", a / (b > 0 ? b : 1) }')"
+  "$floor_start" "$(ratio2 "$hermes_start" "$floor_start")"

@@ -9,8 +9,9 @@
 #
 # Each program runs one-shots of 20 tool turns (`todo` calls, then a text
 # answer) and of 0 tool turns, each in a fresh home, interleaved: hermes 20,
-# hermes 0, the floor 20, the floor 0, hermes-agent 20, hermes-agent 0, PAIRS
-# times, so a change in the machine's load reaches every program alike. CPU
+# hermes 0, the floor 20, the floor 0, the plain program 20 and 0,
+# hermes-agent 20 and 0, PAIRS times, so a change in the machine's load
+# reaches every program alike. CPU
 # is user + system of the whole process tree as wait4 reports it (the
 # `rusage` example: hermes-agent runs `file`, `uname`, `pip --version` and
 # two `python -c` at start-up, and those count). Per iteration = (CPU of
@@ -18,11 +19,16 @@
 # over the pairs; start-up = median CPU of the 0-turn runs; peak RSS =
 # median ru_maxrss of the 20-turn runs.
 #
-# Beside them runs the floor (store/examples/loop_floor.rs): a program that
-# only asks the provider over one socket and keeps the conversation in
-# SQLite, built with the release profile. Its figures say how near hermes
-# is to what any such program pays, and what ratio against hermes-agent the
-# floor itself reaches in this sitting.
+# Beside them run two programs built with the release profile. The floor
+# (store/examples/loop_floor.rs) only asks the provider over one socket and
+# keeps the conversation in SQLite: what any such program pays. The plain
+# program (store/examples/loop_plain.rs) does a one-shot's work with the
+# design's packages — ureq, serde_json, rusqlite — used plainly, sending
+# the prompt and tools hermes sent (its first request, captured by the fake
+# provider) and running the todo calls: what the same packages cost without
+# hermes's work on the hot path. Their figures say how near hermes is to
+# the floor, what a plain port would reach, and what ratio against
+# hermes-agent each reaches in this sitting.
 #
 # Every run is checked to have done its turns: the fake provider counts the
 # requests it gets, and a 20-turn run must send exactly 20 more than the
@@ -55,8 +61,10 @@ exe=$(realpath "$exe")
 # The helpers in the debug profile: only the agents and the floor are measured.
 cargo build -q --locked -p hermes-tests --example fake_provider --example rusage
 ex=$PWD/target/debug/examples
-nice -n 10 cargo build -q --locked --release --target x86_64-unknown-linux-musl -p hermes-store --example loop_floor
+nice -n 10 cargo build -q --locked --release --target x86_64-unknown-linux-musl -p hermes-store \
+  --example loop_floor --example loop_plain
 floor=$PWD/target/x86_64-unknown-linux-musl/release/examples/loop_floor
+plain=$PWD/target/x86_64-unknown-linux-musl/release/examples/loop_plain
 
 work=$(mktemp -d)
 . scripts/lib/example-servers.sh
@@ -67,7 +75,7 @@ export TMPDIR=$work
 # hermes's `todo` form, 20 turns in hermes-agent's (its tool reads `todos`;
 # given this hermes's `action`/`items` it would only read the list back), and
 # 0 turns for both.
-start_server fake_provider "$turns" "$work/count20"
+start_server fake_provider "$turns" "$work/count20" --first-request="$work/request.json"
 url20=$url
 start_server fake_provider "$turns" "$work/count20a" --todo-schema=hermes-agent
 url20a=$url
@@ -90,6 +98,8 @@ oneshot() {
       cmd=("$exe" -Q -z "do $3 things" --toolsets todo) ;;
     floor) vars=(HERMES_BASE_URL="$2")
       cmd=("$floor") ;;
+    plain) vars=(HERMES_BASE_URL="$2" HERMES_FLOOR_REQUEST="$work/request.json")
+      cmd=("$plain") ;;
     agent) vars=(PATH="$path" HOME="$work/home" CUSTOM_BASE_URL="$2")
       cmd=("$agent" -z "do $3 things" -m fake --provider custom -t todo) ;;
   esac
@@ -107,6 +117,15 @@ for prog in hermes agent; do
     exit 1
   }
 done
+# The plain program starts from hermes's first request (written by the
+# provider during hermes's run above) and must reach the same answer.
+[ -s "$work/request.json" ] || { echo "peer-bench: no request captured" >&2; exit 1; }
+oneshot plain "$url20" $turns
+answer=$(env HERMES_HOME="$(mktemp -d)" "${vars[@]}" "${cmd[@]}")
+[ "$answer" = "Done after $turns tool turns." ] || {
+  echo "peer-bench: the $turns-turn run of the plain program answered: $answer" >&2
+  exit 1
+}
 
 field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
 # The fake rewrites its count file within 5 ms of a request.
@@ -128,7 +147,7 @@ one_run() {
   requests=$((after - before))
 }
 
-progs=(hermes floor agent)
+progs=(hermes floor plain agent)
 for prog in "${progs[@]}"; do : >"$work/$prog.runs"; done
 for i in $(seq "$pairs"); do
   for prog in "${progs[@]}"; do
@@ -180,3 +199,9 @@ printf 'floor\tper iteration, median of the pairs'"'"' differences / %s (us)\tfl
   "$(ratio "$agent_iter" "$floor_iter")"
 printf 'floor\t0-turn one-shot, fresh home (us)\tfloor %s\thermes/floor %s\n' \
   "$floor_start" "$(ratio2 "$hermes_start" "$floor_start")"
+# The plain program on the same packages: hermes over it, and its ratio.
+printf 'plain\tper iteration, median of the pairs'"'"' differences / %s (us)\tplain %s\thermes/plain %s\thermes-agent/plain %sx\n' \
+  "$turns" "$plain_iter" "$(ratio2 "$hermes_iter" "$plain_iter")" \
+  "$(ratio "$agent_iter" "$plain_iter")"
+printf 'plain\t0-turn one-shot, fresh home (us)\tplain %s\thermes/plain %s\n' \
+  "$plain_start" "$(ratio2 "$hermes_start" "$plain_start")"

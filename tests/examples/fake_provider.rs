@@ -13,6 +13,10 @@
 //! there; its tool ignores `action`/`items` and only reads the list back), for
 //! `scripts/peer-bench.sh`. The default form is this hermes's.
 //!
+//! With `--first-request=PATH` it writes the first chat request it answers
+//! (as JSON) to PATH, so that `scripts/peer-bench.sh`'s plain program can
+//! send what `hermes` sent.
+//!
 //! Each answer follows from the request itself (how many tool results the
 //! conversation already holds), so conversations can come as fast and as
 //! many as they like: no queue to refill, no run that finds it empty.
@@ -43,18 +47,30 @@ fn todo_args(schema: TodoSchema, done: usize) -> String {
 fn main() -> std::io::Result<()> {
     let mut schema = TodoSchema::Hermes;
     let mut positional = Vec::new();
+    let mut first_request = None;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--todo-schema=hermes-agent" => schema = TodoSchema::HermesAgent,
             "--todo-schema=hermes" => schema = TodoSchema::Hermes,
-            _ => positional.push(arg),
+            _ => match arg.strip_prefix("--first-request=") {
+                Some(path) => first_request = Some(path.to_owned()),
+                None => positional.push(arg),
+            },
         }
     }
+    let first_request = std::sync::Mutex::new(first_request);
     let turns: usize = positional
         .first()
         .and_then(|a| a.parse().ok())
         .unwrap_or(20);
     let responder = Arc::new(move |request: &Value| {
+        // Taken, so only the first request is written.
+        let path = first_request.lock().ok().and_then(|mut p| p.take());
+        if let Some(path) = path
+            && let Err(e) = std::fs::write(&path, request.to_string())
+        {
+            eprintln!("fake_provider: writing {path}: {e}");
+        }
         let done = request["messages"]
             .as_array()
             .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
